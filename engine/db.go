@@ -1,0 +1,641 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/snapshot"
+	"github.com/docketdb/docket/wal"
+)
+
+// DB is an open docket directory (or an in-memory instance). It is safe for
+// concurrent use. A DB returned by As is a view of the same engine acting for
+// a caller; closing any view closes the engine.
+type DB struct {
+	c      *core
+	caller *Caller
+}
+
+// core is the engine shared by every view of a DB.
+type core struct {
+	opts  Options
+	clock Clock
+	dir   string
+	lock  *os.File
+	log   *wal.Log // nil in memory
+
+	mu     sync.Mutex // the commit path: everything below is guarded by it
+	store  *index.Store
+	enc    *index.Encoder
+	batch  index.Batch
+	plan   planner
+	failed error
+	closed bool
+	// waiters holds, per queue, a channel closed when the queue gains work.
+	waiters   map[index.QueueKey]chan struct{}
+	sinceSnap int64
+	stats     Stats
+
+	snapMu   sync.Mutex // one snapshot at a time
+	snapping bool       // a background snapshot is running (guarded by mu)
+	bg       sync.WaitGroup
+	stopBg   chan struct{}
+}
+
+// Open opens (creating if needed) the docket data directory dir, recovering
+// its state from the newest valid snapshot and the log after it. Open with
+// dir == InMemory for a DB that keeps nothing on disk. A directory can be
+// open in one DB at a time; a second Open returns ErrLocked.
+func Open(dir string, opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	if opts.Durability < SyncAlways || opts.Durability > SyncNever {
+		return nil, fmt.Errorf("%w: durability %d", ErrInvalid, opts.Durability)
+	}
+	if opts.Authorizer == nil {
+		opts.Authorizer = denyAll{}
+	}
+	c := &core{
+		opts:    opts,
+		clock:   opts.Clock,
+		dir:     dir,
+		store:   index.NewStore(),
+		enc:     index.NewEncoder(),
+		waiters: make(map[index.QueueKey]chan struct{}),
+		stopBg:  make(chan struct{}),
+	}
+	c.plan.c = c
+	if dir != InMemory {
+		if err := c.openDir(); err != nil {
+			return nil, err
+		}
+		if opts.Durability == SyncInterval {
+			c.bg.Add(1)
+			go c.syncLoop()
+		}
+	}
+	return &DB{c: c}, nil
+}
+
+func (c *core) snapDir() string { return filepath.Join(c.dir, "snap") }
+func (c *core) walDir() string  { return filepath.Join(c.dir, "wal") }
+
+func (c *core) openDir() (err error) {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(c.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("%w: %s", ErrLocked, c.dir)
+		}
+		return err
+	}
+	c.lock = lock
+	defer func() {
+		if err != nil {
+			if c.log != nil {
+				c.log.Close()
+				c.log = nil
+			}
+			lock.Close()
+		}
+	}()
+	if err := os.MkdirAll(c.snapDir(), 0o755); err != nil {
+		return err
+	}
+	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
+		return err
+	}
+	store, err := c.loadSnapshot()
+	if err != nil {
+		return err
+	}
+	log, err := wal.Open(c.walDir(), wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint})
+	if err != nil {
+		return wrapStorage(err)
+	}
+	c.log = log
+	from := store.Seq() + 1
+	if log.LastSeq() < store.Seq() {
+		return fmt.Errorf("%w: log ends at %d, before snapshot %d", ErrCorrupt, log.LastSeq(), store.Seq())
+	}
+	if log.FirstSeq() > from {
+		return fmt.Errorf("%w: log starts at %d, snapshot needs %d", ErrCorrupt, log.FirstSeq(), from)
+	}
+	dec := index.NewDecoder(store)
+	var b index.Batch
+	err = log.Replay(from, func(seq uint64, data []byte) error {
+		if err := dec.Batch(data, &b); err != nil {
+			return fmt.Errorf("log record %d: %w", seq, err)
+		}
+		if b.Seq != seq {
+			return fmt.Errorf("%w: log record %d holds batch %d", index.ErrCorrupt, seq, b.Seq)
+		}
+		if err := store.Apply(&b); err != nil {
+			return fmt.Errorf("log record %d: %w", seq, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return wrapStorage(err)
+	}
+	c.store = store
+	return nil
+}
+
+// loadSnapshot loads the newest snapshot that verifies, falling back to the
+// one before it.
+func (c *core) loadSnapshot() (*index.Store, error) {
+	infos, err := snapshot.List(c.snapDir())
+	if err != nil {
+		return nil, err
+	}
+	var firstErr error
+	for _, info := range infos {
+		store, err := readSnapshot(info.Path)
+		if err == nil {
+			if firstErr != nil {
+				c.opts.Logger.Warn("docket: newest snapshot unreadable, using an older one",
+					"err", firstErr, "snapshot", info.Path)
+			}
+			return store, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return nil, wrapStorage(firstErr)
+	}
+	return index.NewStore(), nil
+}
+
+func readSnapshot(path string) (*index.Store, error) {
+	store := index.NewStore()
+	dec := index.NewDecoder(store)
+	header := false
+	seq, _, err := snapshot.Read(path, func(rec []byte) error {
+		r, err := dec.Record(rec)
+		if err != nil {
+			return err
+		}
+		if !header {
+			if r.Kind != index.RecHeader {
+				return fmt.Errorf("%w: snapshot does not start with a header", index.ErrCorrupt)
+			}
+			store.Restore(r.Seq, r.NextID)
+			dec = index.NewDecoder(store)
+			header = true
+			return nil
+		}
+		switch r.Kind {
+		case index.RecTask:
+			return store.LoadTask(r.Task)
+		case index.RecKV:
+			return store.LoadKV(r.KV)
+		case index.RecIdem:
+			return store.LoadIdem(r.Idem)
+		}
+		return fmt.Errorf("%w: record kind %d in snapshot", index.ErrCorrupt, r.Kind)
+	})
+	if err == nil && (!header || seq != store.Seq()) {
+		err = fmt.Errorf("%w: snapshot %s header does not match", index.ErrCorrupt, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return store, nil
+}
+
+// wrapStorage marks errors from the storage packages with the engine's
+// sentinels.
+func wrapStorage(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, wal.ErrCorrupt), errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, index.ErrCorrupt):
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case errors.Is(err, wal.ErrFailed):
+		return fmt.Errorf("%w: %w", ErrFailed, err)
+	}
+	return err
+}
+
+// usable reports why the engine cannot take a call. Call with mu held.
+func (c *core) usable() error {
+	if c.closed {
+		return ErrClosed
+	}
+	return c.failed
+}
+
+// fail puts the engine into the failed state. Call with mu held.
+func (c *core) fail(err error) error {
+	if c.failed == nil {
+		c.failed = fmt.Errorf("%w: %w", ErrFailed, err)
+		c.opts.Logger.Error("docket: engine stopped accepting writes", "err", err)
+		c.wakeAll()
+	}
+	return c.failed
+}
+
+func (c *core) wakeAll() {
+	for k, ch := range c.waiters {
+		close(ch)
+		delete(c.waiters, k)
+	}
+}
+
+// count adds committed events to the counters. Call with mu held.
+func (c *core) count(events []TaskEvent) {
+	s := &c.stats
+	for i := range events {
+		switch events[i].Kind {
+		case EvEnqueued:
+			s.Enqueued++
+		case EvClaimed:
+			s.Claimed++
+		case EvCompleted:
+			s.Completed++
+		case EvRetried:
+			s.Retried++
+		case EvDead:
+			s.DeadLettered++
+		case EvReclaimed:
+			s.Reclaimed++
+		}
+	}
+}
+
+func (c *core) countDenied() {
+	c.mu.Lock()
+	c.stats.Denied++
+	c.mu.Unlock()
+}
+
+// commit runs plan under the engine lock, then logs and applies the batch it
+// built, then waits for durability outside the lock. It is the only way state
+// changes. plan must not change anything itself; if it returns an error,
+// nothing is written.
+func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	if err := c.usable(); err != nil {
+		c.mu.Unlock()
+		return 0, err
+	}
+	now := c.clock.Now().UnixMicro()
+	if err := c.housekeep(now); err != nil {
+		c.mu.Unlock()
+		return 0, err
+	}
+	p := c.plan.begin(now)
+	if err := plan(p); err != nil {
+		var lost []TaskEvent
+		if errors.Is(err, ErrLeaseLost) && len(p.events) > 0 {
+			c.stats.LeaseLost++
+			if c.opts.Observer != nil {
+				lost = []TaskEvent{p.events[len(p.events)-1]}
+			}
+		}
+		c.mu.Unlock()
+		if lost != nil {
+			c.opts.Observer.TaskEvents(lost)
+		}
+		return 0, err
+	}
+	if len(c.batch.Mutations) == 0 {
+		seq := c.store.Seq()
+		c.mu.Unlock()
+		return seq, nil
+	}
+	seq, err := c.logAndApply()
+	var events []TaskEvent
+	if err == nil {
+		c.count(p.events)
+		if c.opts.Observer != nil && len(p.events) > 0 {
+			events = append(events, p.events...)
+		}
+	}
+	startSnap := c.shouldSnapshot()
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if startSnap {
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			c.snapshotNow(false)
+		}()
+	}
+	if err := c.durable(seq); err != nil {
+		return 0, err
+	}
+	if events != nil {
+		c.opts.Observer.TaskEvents(events)
+	}
+	return seq, nil
+}
+
+// logAndApply appends the planned batch to the log and applies it. Call with
+// mu held.
+func (c *core) logAndApply() (uint64, error) {
+	b := &c.batch
+	b.Seq = c.store.Seq() + 1
+	if err := c.store.Check(b); err != nil {
+		// The planner checks what it asserts; reaching this is a bug, and the
+		// state is unchanged, so refuse the call rather than fail the engine.
+		return 0, fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	if c.log != nil {
+		data, err := c.enc.Batch(b)
+		if err != nil {
+			return 0, c.fail(err)
+		}
+		if err := c.log.Append(b.Seq, data); err != nil {
+			return 0, c.fail(err)
+		}
+		c.sinceSnap += int64(len(data))
+	}
+	if err := c.store.Apply(b); err != nil {
+		return 0, c.fail(err)
+	}
+	c.stats.Commits++
+	if len(c.waiters) > 0 {
+		for _, q := range c.store.Affected() {
+			if ch, ok := c.waiters[q.Key]; ok {
+				close(ch)
+				delete(c.waiters, q.Key)
+			}
+		}
+	}
+	return b.Seq, nil
+}
+
+// durable waits until batch seq is as durable as the options promise.
+func (c *core) durable(seq uint64) error {
+	if c.log == nil {
+		return nil
+	}
+	var err error
+	if c.opts.Durability == SyncAlways {
+		err = c.log.Sync(seq)
+	} else {
+		err = c.log.Flush()
+	}
+	if err != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.fail(err)
+	}
+	return nil
+}
+
+func (c *core) syncLoop() {
+	defer c.bg.Done()
+	t := time.NewTicker(c.opts.SyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopBg:
+			return
+		case <-t.C:
+			c.mu.Lock()
+			seq, ok := c.store.Seq(), c.usable() == nil
+			c.mu.Unlock()
+			if ok {
+				if err := c.log.Sync(seq); err != nil {
+					c.mu.Lock()
+					c.fail(err)
+					c.mu.Unlock()
+				}
+			}
+		}
+	}
+}
+
+// housekeepBatch bounds how many expired entries one housekeeping commit
+// removes, so a backlog is worked off without one huge batch.
+const housekeepBatch = 256
+
+// housekeep forgets expired idempotency keys and retained completed tasks in
+// a batch of its own, ahead of the caller's. Call with mu held.
+func (c *core) housekeep(now int64) error {
+	retain := c.opts.RetainCompleted.Microseconds()
+	p := c.plan.begin(now)
+	n := 0
+	c.store.ExpiredIdem(now, func(e index.Idem) bool {
+		p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteIdem, Idem: e})
+		n++
+		return n < housekeepBatch
+	})
+	if retain > 0 {
+		c.store.CompletedBefore(now-retain, func(t *index.Task) bool {
+			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
+			n++
+			return n < 2*housekeepBatch
+		})
+	}
+	if n == 0 {
+		return nil
+	}
+	_, err := c.logAndApply()
+	return err
+}
+
+// Close takes a final snapshot, closes the log and releases the directory.
+// Blocked claims return ErrClosed. Later calls return ErrClosed.
+func (d *DB) Close() error {
+	c := d.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.closed = true
+	failed := c.failed != nil
+	c.wakeAll()
+	c.mu.Unlock()
+	close(c.stopBg)
+	c.bg.Wait()
+	var err error
+	if c.log != nil {
+		if !failed {
+			err = c.snapshotNow(true)
+		}
+		if cerr := c.log.Close(); err == nil && cerr != nil && !failed {
+			err = cerr
+		}
+	}
+	if c.lock != nil {
+		c.lock.Close()
+	}
+	return err
+}
+
+// Checkpoint writes a snapshot of the current state and truncates the log
+// up to the older of the two newest snapshots. In memory it does nothing.
+func (d *DB) Checkpoint(ctx context.Context) error {
+	c := d.c
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	err := c.usable()
+	c.mu.Unlock()
+	if err != nil || c.log == nil {
+		return err
+	}
+	return c.snapshotNow(true)
+}
+
+// shouldSnapshot reports whether enough log was written to start a
+// background snapshot, and marks one as started. Call with mu held.
+func (c *core) shouldSnapshot() bool {
+	if c.log == nil || c.opts.SnapshotBytes < 0 || c.sinceSnap < c.opts.SnapshotBytes || c.snapping || c.closed {
+		return false
+	}
+	c.snapping = true
+	return true
+}
+
+// snapshotNow writes a snapshot from a copy-on-write image of the state: the
+// commit path pauses only to take the image. closing allows it to run after
+// Close has marked the engine closed.
+func (c *core) snapshotNow(closing bool) error {
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	start := time.Now()
+	c.mu.Lock()
+	if err := c.usable(); err != nil && !(closing && c.closed && c.failed == nil) {
+		c.snapping = false
+		c.mu.Unlock()
+		return err
+	}
+	img := c.store.Copy()
+	c.sinceSnap = 0
+	c.mu.Unlock()
+	info, err := c.writeSnapshot(img)
+	c.mu.Lock()
+	c.snapping = false
+	if err == nil {
+		c.stats.Snapshots++
+	}
+	c.mu.Unlock()
+	if obs := c.opts.Observer; obs != nil {
+		obs.Snapshot(SnapshotEvent{Seq: img.Seq, Bytes: info.Size, Duration: time.Since(start), Err: err})
+	}
+	if err != nil {
+		c.opts.Logger.Warn("docket: snapshot failed", "err", err)
+	}
+	return err
+}
+
+func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
+	infos, err := snapshot.List(c.snapDir())
+	if err != nil {
+		return snapshot.Info{}, err
+	}
+	if len(infos) > 0 && infos[0].Seq == img.Seq {
+		return infos[0], nil // nothing changed since
+	}
+	// The log must hold everything up to the image before the image exists:
+	// otherwise a crash could leave a snapshot ahead of a shorter log, and the
+	// next append would not follow the log's last record.
+	if err := c.log.Sync(img.Seq); err != nil {
+		c.mu.Lock()
+		c.fail(err)
+		c.mu.Unlock()
+		return snapshot.Info{}, err
+	}
+	enc := index.NewEncoder()
+	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.failpoint}, func(w *snapshot.Writer) error {
+		rec, err := enc.Header(img.Seq, img.NextID)
+		if err == nil {
+			err = w.Add(rec)
+		}
+		img.Tasks.Scan(func(t *index.Task) bool {
+			if err == nil {
+				if rec, err = enc.TaskRecord(t); err == nil {
+					err = w.Add(rec)
+				}
+			}
+			return err == nil
+		})
+		img.KV.Scan(func(e index.KV) bool {
+			if err == nil {
+				if rec, err = enc.KVRecord(e); err == nil {
+					err = w.Add(rec)
+				}
+			}
+			return err == nil
+		})
+		img.Idem.Scan(func(e index.Idem) bool {
+			if err == nil {
+				if rec, err = enc.IdemRecord(e); err == nil {
+					err = w.Add(rec)
+				}
+			}
+			return err == nil
+		})
+		return err
+	})
+	if err != nil {
+		return info, err
+	}
+	// Keep two snapshots, and the log back to the older one, so that an
+	// unreadable newest snapshot can fall back to the previous plus the log.
+	infos, err = snapshot.List(c.snapDir())
+	if err != nil {
+		return info, err
+	}
+	if len(infos) >= 2 {
+		if err := c.log.TruncateFront(infos[1].Seq + 1); err != nil {
+			c.mu.Lock()
+			c.fail(err)
+			c.mu.Unlock()
+			return info, err
+		}
+	}
+	return info, snapshot.Prune(c.snapDir(), 2)
+}
+
+// Verify checks every index against the primary records.
+func (d *DB) Verify() error {
+	c := d.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return c.store.Verify()
+}
+
+// Stats returns the engine's counters.
+func (d *DB) Stats() Stats {
+	c := d.c
+	c.mu.Lock()
+	s := c.stats
+	s.Seq = c.store.Seq()
+	s.Tasks = c.store.Len()
+	c.mu.Unlock()
+	if c.log != nil {
+		ls := c.log.Stats()
+		s.LogSyncs, s.LogBytes = ls.Syncs, ls.BytesWritten
+	}
+	return s
+}

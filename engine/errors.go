@@ -1,0 +1,36 @@
+package engine
+
+import "errors"
+
+// Sentinel errors. Every error the engine returns wraps at most one of these
+// with detail; test for them with errors.Is.
+var (
+	// ErrInvalid reports bad input: a field out of range, a malformed name or
+	// payload. Nothing was written.
+	ErrInvalid = errors.New("docket: invalid argument")
+	// ErrNotFound reports a task or key that does not exist (in the caller's
+	// namespace: tasks of other namespaces are never visible).
+	ErrNotFound = errors.New("docket: not found")
+	// ErrLeaseLost reports a complete, fail, heartbeat or snooze whose
+	// fencing token is stale or whose task is no longer in flight. Nothing was
+	// changed; the work must be abandoned.
+	ErrLeaseLost = errors.New("docket: lease lost")
+	// ErrConflict reports an assertion of a transaction that did not hold,
+	// or an operation the task's current state does not allow. Nothing was
+	// changed.
+	ErrConflict = errors.New("docket: conflict")
+	// ErrPermission reports a call the caller is not allowed to make.
+	ErrPermission = errors.New("docket: permission denied")
+	// ErrClosed reports a call on a closed DB.
+	ErrClosed = errors.New("docket: closed")
+	// ErrFailed reports that a write or fsync of the log failed earlier: the
+	// DB refuses every call until it is reopened, because memory may be ahead
+	// of disk.
+	ErrFailed = errors.New("docket: failed")
+	// ErrCorrupt reports on-disk data that does not verify; the message names
+	// the file and offset.
+	ErrCorrupt = errors.New("docket: corrupt")
+	// ErrLocked reports a data directory already open in another DB or
+	// process.
+	ErrLocked = errors.New("docket: directory locked")
+)

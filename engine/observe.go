@@ -1,0 +1,75 @@
+package engine
+
+import "time"
+
+// EventKind names what happened to tasks.
+type EventKind uint8
+
+// Task events.
+const (
+	EvEnqueued  EventKind = iota + 1 // new tasks (deduplicated enqueues are not counted)
+	EvClaimed                        // leased to an owner
+	EvCompleted                      // acknowledged
+	EvRetried                        // failed with attempts left, scheduled again
+	EvDead                           // moved to the dead-letter queue (failure or lease expiry)
+	EvReclaimed                      // lease expired, back to ready
+	EvLeaseLost                      // a stale complete/fail/heartbeat was refused
+	EvCancelled                      // removed by Cancel
+	EvRedriven                       // moved from dead back to ready
+)
+
+var eventNames = [...]string{"", "enqueued", "claimed", "completed", "retried", "dead", "reclaimed",
+	"lease_lost", "cancelled", "redriven"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return "invalid"
+}
+
+// TaskEvent reports tasks of one queue reaching a point of their life.
+type TaskEvent struct {
+	Kind      EventKind
+	Namespace Namespace
+	Queue     string
+	// Latency is, for EvCompleted, the time from creation to completion.
+	Latency time.Duration
+}
+
+// SnapshotEvent reports a snapshot written (or failed).
+type SnapshotEvent struct {
+	Seq      uint64
+	Bytes    int64
+	Duration time.Duration
+	Err      error
+}
+
+// Observer is told what the engine does, for metrics and tracing. Methods run
+// on the committing goroutine after the engine lock is released, so they see
+// only acknowledged work; they must be fast and must not call back into the
+// DB. With no Observer set the engine pays nothing for this.
+type Observer interface {
+	TaskEvents(events []TaskEvent)
+	// Synced reports one fsync of the log covering records commits.
+	Synced(d time.Duration, records int)
+	Snapshot(ev SnapshotEvent)
+}
+
+// Stats are counters since Open plus current sizes.
+type Stats struct {
+	Seq          uint64 // last committed batch
+	Tasks        int    // task records held
+	Commits      uint64
+	Enqueued     uint64
+	Claimed      uint64
+	Completed    uint64
+	Retried      uint64
+	DeadLettered uint64
+	Reclaimed    uint64
+	LeaseLost    uint64
+	Denied       uint64
+	LogSyncs     uint64 // fsyncs of the log
+	LogBytes     uint64 // bytes written to the log
+	Snapshots    uint64
+}

@@ -1,0 +1,590 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docketdb/docket/index"
+)
+
+func timeOf(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// Queue is a handle on one queue of a namespace. Handles are cheap; names are
+// checked on each call.
+type Queue struct {
+	db   *DB
+	ns   Namespace
+	name string
+}
+
+// Queue returns a handle on the queue name in namespace ns.
+func (d *DB) Queue(ns Namespace, name string) *Queue {
+	return &Queue{db: d, ns: ns, name: name}
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Namespace returns the queue's namespace.
+func (q *Queue) Namespace() Namespace { return q.ns }
+
+func (q *Queue) key() index.QueueKey {
+	return index.QueueKey{Namespace: q.ns.idx(), Name: q.name}
+}
+
+// check validates the handle's names and the caller's permissions.
+func (q *Queue) check(perms Perm) error {
+	if err := checkNS(q.ns); err != nil {
+		return err
+	}
+	if err := checkName("queue name", q.name); err != nil {
+		return err
+	}
+	return q.db.authorize(q.ns, perms)
+}
+
+// Enqueue adds t to the queue. ops (KV writes, assertions, more enqueues)
+// commit in the same batch, or nothing does: a failed assertion returns
+// ErrConflict.
+func (q *Queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error) {
+	res, err := q.EnqueueBatch(ctx, []Task{t}, ops...)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The results
+// are in the order of tasks.
+func (q *Queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]Enqueued, error) {
+	if len(tasks) > MaxBatch {
+		return nil, invalid("%d tasks in one batch, over the limit of %d", len(tasks), MaxBatch)
+	}
+	maxPayload := q.db.c.opts.MaxPayloadBytes
+	specs := make([]spec, len(tasks))
+	size := 0
+	for i := range tasks {
+		s, err := checkTask(&tasks[i], maxPayload)
+		if err != nil {
+			if len(tasks) > 1 {
+				err = fmt.Errorf("task %d: %w", i, err)
+			}
+			return nil, err
+		}
+		specs[i] = s
+		size += s.size
+	}
+	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
+	if err != nil {
+		return nil, err
+	}
+	if size+opSize > MaxCommitBytes {
+		return nil, invalid("commit of about %d bytes, over the limit of %d", size+opSize, MaxCommitBytes)
+	}
+	if err := q.check(PermEnqueue | perms); err != nil {
+		return nil, err
+	}
+	out := make([]Enqueued, len(tasks), len(tasks)+len(vops))
+	qk := q.key()
+	_, err = q.db.c.commit(ctx, func(p *planner) error {
+		for i := range specs {
+			out[i] = p.enqueue(qk, &specs[i])
+		}
+		_, err := p.ops(q.ns, vops, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func checkClaim(owner string, lease time.Duration, max int) error {
+	if err := checkName("owner", owner); err != nil {
+		return err
+	}
+	if err := checkDuration("lease", lease, false); err != nil {
+		return err
+	}
+	if lease < time.Microsecond {
+		return invalid("lease %v is under a microsecond", lease)
+	}
+	if max < 1 || max > MaxBatch {
+		return invalid("claim max %d is outside 1..%d", max, MaxBatch)
+	}
+	return nil
+}
+
+// Claim leases up to max tasks to owner for lease, highest priority first
+// and FIFO within a priority. It first promotes every due timer and reclaims
+// every expired lease of the queue. It returns at once, with no tasks if none
+// is due.
+func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
+	if err := checkClaim(owner, lease, max); err != nil {
+		return nil, err
+	}
+	if err := q.check(PermWork); err != nil {
+		return nil, err
+	}
+	out, _, _, err := q.claim(ctx, owner, lease.Microseconds(), max, false)
+	return out, err
+}
+
+// claim leases up to max tasks. With wait set and nothing to lease, it
+// also returns a channel closed when the queue gains work and how long until
+// its next timer or lease comes due (0: none).
+func (q *Queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, <-chan struct{}, int64, error) {
+	var out []Lease
+	var wake chan struct{}
+	var due int64
+	qk := q.key()
+	c := q.db.c
+	_, err := c.commit(ctx, func(p *planner) error {
+		out = p.claim(qk, owner, lease, max)
+		if len(out) == 0 && wait {
+			wake = c.waiters[qk]
+			if wake == nil {
+				wake = make(chan struct{})
+				c.waiters[qk] = wake
+			}
+			if due = p.nextDue(qk); due != 0 {
+				due = max64(due-p.now, 1)
+			}
+		}
+		return nil
+	})
+	return out, wake, due, err
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// ClaimWait is Claim that blocks until at least one task can be leased: it
+// parks until a task is enqueued, a timer comes due or a lease expires, or
+// ctx ends (then it returns ctx's error).
+func (q *Queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
+	if err := checkClaim(owner, lease, max); err != nil {
+		return nil, err
+	}
+	if err := q.check(PermWork); err != nil {
+		return nil, err
+	}
+	for {
+		out, wake, due, err := q.claim(ctx, owner, lease.Microseconds(), max, true)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		var timeout <-chan time.Time
+		var t Timer
+		if due != 0 {
+			// A timer or a lease comes due then: claim again even if nothing
+			// is enqueued meanwhile.
+			t = q.db.c.clock.NewTimer(micros(due))
+			timeout = t.C()
+		}
+		select {
+		case <-wake:
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Complete acknowledges a leased task: it is deleted (or kept as completed
+// with its result when RetainCompleted is on), d.Ops are applied and
+// d.FollowUps enqueued, all in one commit fenced by the lease's token. A
+// stale lease returns ErrLeaseLost and changes nothing.
+func (q *Queue) Complete(ctx context.Context, l Lease, d Done) error {
+	c := q.db.c
+	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
+		return err
+	}
+	if len(d.FollowUps) > MaxOps {
+		return invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), MaxOps)
+	}
+	ops := make([]Op, 0, len(d.Ops)+len(d.FollowUps))
+	ops = append(ops, d.Ops...)
+	for _, f := range d.FollowUps {
+		ops = append(ops, Enqueue(f.Queue, f.Task))
+	}
+	vops, perms, _, err := checkOps(ops, c.opts.MaxPayloadBytes, nil)
+	if err != nil {
+		return err
+	}
+	if err := q.check(PermWork | perms); err != nil {
+		return err
+	}
+	result := clone(d.Result)
+	qk := q.key()
+	retain := c.opts.RetainCompleted > 0
+	_, err = c.commit(ctx, func(p *planner) error {
+		t, err := p.fenced(qk, &l)
+		if err != nil {
+			return err
+		}
+		if retain {
+			u := index.UpdateOf(t)
+			u.State, u.Owner, u.LeaseUntil, u.Updated = index.StateCompleted, "", 0, p.now
+			u.Flags, u.Result = index.UpdResult, result
+			p.update(u)
+		} else {
+			p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
+		}
+		p.ended(t)
+		p.event(EvCompleted, qk, p.now-t.Created)
+		_, err = p.ops(q.ns, vops, nil)
+		return err
+	})
+	return err
+}
+
+// Fail records a failed attempt of a leased task: it is retried after
+// exponential backoff (or f.RetryAfter), or dead-lettered when its attempts
+// are spent or f.Permanent is set. Fenced like Complete.
+func (q *Queue) Fail(ctx context.Context, l Lease, f Failure) error {
+	if err := checkDuration("retry after", f.RetryAfter, true); err != nil {
+		return err
+	}
+	if err := q.check(PermWork); err != nil {
+		return err
+	}
+	msg := f.Err
+	if len(msg) > MaxErrorBytes {
+		msg = strings.ToValidUTF8(msg[:MaxErrorBytes], "")
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, err := p.fenced(qk, &l)
+		if err != nil {
+			return err
+		}
+		u := index.UpdateOf(t)
+		u.Owner, u.LeaseUntil, u.Updated = "", 0, p.now
+		u.Flags, u.LastError = index.UpdLastError, msg
+		if f.Permanent || t.Attempts >= t.MaxAttempts {
+			u.State = index.StateDead
+			p.event(EvDead, qk, 0)
+		} else {
+			delay := f.RetryAfter.Microseconds()
+			if delay <= 0 {
+				delay = backoff(t.BackoffBase, t.BackoffMax, t.Attempts)
+			}
+			u.State, u.NotBefore = index.StateScheduled, p.now+delay
+			if delay == 0 {
+				u.State, u.NotBefore = index.StateReady, p.now
+			}
+			p.event(EvRetried, qk, 0)
+		}
+		p.update(u)
+		return nil
+	})
+	return err
+}
+
+// Heartbeat extends a lease to now+extend and, if progress is not nil,
+// records it (empty or JSON). It returns the new deadline. Fenced like
+// Complete.
+func (q *Queue) Heartbeat(ctx context.Context, l Lease, extend time.Duration, progress []byte) (time.Time, error) {
+	if err := checkDuration("extend", extend, false); err != nil {
+		return time.Time{}, err
+	}
+	if err := checkJSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
+		return time.Time{}, err
+	}
+	if err := q.check(PermWork); err != nil {
+		return time.Time{}, err
+	}
+	prog := clone(progress)
+	qk := q.key()
+	var deadline int64
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, err := p.fenced(qk, &l)
+		if err != nil {
+			return err
+		}
+		u := index.UpdateOf(t)
+		u.LeaseUntil, u.Updated = p.now+extend.Microseconds(), p.now
+		if progress != nil {
+			u.Flags, u.Progress = index.UpdProgress, prog
+		}
+		deadline = u.LeaseUntil
+		p.update(u)
+		return nil
+	})
+	return timeOf(deadline), err
+}
+
+// Snooze puts a leased task back to wait for d without counting the attempt
+// (d == 0 releases it to be claimed again at once, as a worker shutting down
+// does). Fenced like Complete.
+func (q *Queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
+	if err := checkDuration("snooze", d, true); err != nil {
+		return err
+	}
+	if err := q.check(PermWork); err != nil {
+		return err
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, err := p.fenced(qk, &l)
+		if err != nil {
+			return err
+		}
+		u := index.UpdateOf(t)
+		u.Attempts = t.Attempts - 1
+		u.Owner, u.LeaseUntil, u.Updated = "", 0, p.now
+		u.State, u.NotBefore = index.StateScheduled, p.now+d.Microseconds()
+		if d == 0 {
+			u.State, u.NotBefore = index.StateReady, p.now
+		}
+		p.update(u)
+		return nil
+	})
+	return err
+}
+
+// Cancel removes a task in any state. A worker holding it gets ErrLeaseLost
+// when it completes. ErrNotFound if the queue has no such task.
+func (q *Queue) Cancel(ctx context.Context, id uint64) error {
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, ok := p.c.store.Task(id)
+		if !ok || t.Queue.Key != qk {
+			return fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, q.name)
+		}
+		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: id}})
+		if t.State != index.StateCompleted {
+			p.ended(t)
+		}
+		p.event(EvCancelled, qk, 0)
+		return nil
+	})
+	return err
+}
+
+// Redrive moves a dead task back to ready with a fresh attempt budget.
+// ErrNotFound if there is no such task; ErrConflict if it is not dead.
+func (q *Queue) Redrive(ctx context.Context, id uint64) error {
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, ok := p.c.store.Task(id)
+		if !ok || t.Queue.Key != qk {
+			return fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, q.name)
+		}
+		if t.State != index.StateDead {
+			return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, id, t.State)
+		}
+		p.redrive(t)
+		return nil
+	})
+	return err
+}
+
+func (p *planner) redrive(t *index.Task) {
+	u := index.UpdateOf(t)
+	u.State, u.Attempts, u.NotBefore, u.Updated = index.StateReady, 0, p.now, p.now
+	p.update(u)
+	p.event(EvRedriven, t.Queue.Key, 0)
+}
+
+// RedriveAll moves every dead task of the queue back to ready and returns
+// how many it moved. Large dead-letter queues are moved in several commits.
+func (q *Queue) RedriveAll(ctx context.Context) (int, error) {
+	if err := q.check(PermAdmin); err != nil {
+		return 0, err
+	}
+	qk := q.key()
+	total := 0
+	for {
+		n := 0
+		_, err := q.db.c.commit(ctx, func(p *planner) error {
+			iq := p.c.store.Queue(qk)
+			if iq == nil {
+				return nil
+			}
+			iq.Dead.Scan(func(id uint64) bool {
+				t, _ := p.c.store.Task(id)
+				p.redrive(t)
+				n++
+				return n < MaxBatch
+			})
+			return nil
+		})
+		total += n
+		if err != nil || n < MaxBatch {
+			return total, err
+		}
+	}
+}
+
+// read runs fn under the engine lock for a read-only call.
+func (c *core) read(ctx context.Context, fn func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	fn()
+	return nil
+}
+
+// Get returns the task with the given id, ErrNotFound if the queue has none.
+func (q *Queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
+	if err := q.check(PermRead); err != nil {
+		return TaskInfo{}, err
+	}
+	var info TaskInfo
+	found := false
+	qk := q.key()
+	err := q.db.c.read(ctx, func() {
+		if t, ok := q.db.c.store.Task(id); ok && t.Queue.Key == qk {
+			info, found = infoOf(t), true
+		}
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, q.name)
+	}
+	return info, err
+}
+
+// Counts returns the number of tasks of the queue in each state.
+func (q *Queue) Counts(ctx context.Context) (Counts, error) {
+	if err := q.check(PermRead); err != nil {
+		return Counts{}, err
+	}
+	var n Counts
+	qk := q.key()
+	err := q.db.c.read(ctx, func() {
+		if iq := q.db.c.store.Queue(qk); iq != nil {
+			n = Counts{Ready: iq.Count(index.StateReady), Scheduled: iq.Count(index.StateScheduled),
+				InFlight: iq.Count(index.StateInFlight), Dead: iq.Count(index.StateDead),
+				Completed: iq.Count(index.StateCompleted)}
+		}
+	})
+	return n, err
+}
+
+// List returns a page of the queue's tasks in state o.State, in the order
+// they are served: ready by priority then age, scheduled by due time,
+// in-flight by lease deadline, dead and completed by id.
+func (q *Queue) List(ctx context.Context, o ListOptions) (Page, error) {
+	if !index.TaskState(o.State).Valid() {
+		return Page{}, invalid("list state %d", o.State)
+	}
+	if o.Limit < 0 || o.Limit > MaxBatch {
+		return Page{}, invalid("list limit %d is outside 0..%d", o.Limit, MaxBatch)
+	}
+	if o.Limit == 0 {
+		o.Limit = 100
+	}
+	a, id, err := parseCursor(o.Cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	if err := q.check(PermRead); err != nil {
+		return Page{}, err
+	}
+	var page Page
+	qk := q.key()
+	c := q.db.c
+	err = c.read(ctx, func() {
+		iq := c.store.Queue(qk)
+		if iq == nil {
+			return
+		}
+		var last [2]int64
+		more := false
+		add := func(tid uint64, k0 int64) bool {
+			if len(page.Tasks) == o.Limit {
+				more = true
+				return false
+			}
+			t, _ := c.store.Task(tid)
+			page.Tasks = append(page.Tasks, infoOf(t))
+			last = [2]int64{k0, int64(tid)}
+			return true
+		}
+		start := o.Cursor == ""
+		switch State(o.State) {
+		case Ready:
+			iq.Ready.Ascend(index.PrioItem{Prio: a, ID: id}, func(it index.PrioItem) bool {
+				if !start && it.Prio == a && it.ID == id {
+					return true
+				}
+				return add(it.ID, it.Prio)
+			})
+		case Scheduled, InFlight:
+			tree := iq.Scheduled
+			if State(o.State) == InFlight {
+				tree = iq.InFlight
+			}
+			if start {
+				a = -1 << 63
+			}
+			tree.Ascend(index.TimeItem{At: a, ID: id}, func(it index.TimeItem) bool {
+				if !start && it.At == a && it.ID == id {
+					return true
+				}
+				return add(it.ID, it.At)
+			})
+		default:
+			tree := iq.Dead
+			if State(o.State) == Completed {
+				tree = iq.Completed
+			}
+			tree.Ascend(id, func(tid uint64) bool {
+				if !start && tid == id {
+					return true
+				}
+				return add(tid, 0)
+			})
+		}
+		if more {
+			page.Next = strconv.FormatInt(last[0], 10) + ":" + strconv.FormatUint(uint64(last[1]), 10)
+		}
+	})
+	return page, err
+}
+
+// parseCursor reads "key:id"; the empty cursor is the start of the order.
+func parseCursor(s string) (int64, uint64, error) {
+	if s == "" {
+		return 1<<63 - 1, 0, nil // highest priority first for the ready order
+	}
+	a, b, ok := strings.Cut(s, ":")
+	k, err1 := strconv.ParseInt(a, 10, 64)
+	id, err2 := strconv.ParseUint(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, invalid("cursor %.40q", s)
+	}
+	return k, id, nil
+}

@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/docketdb/docket/index"
+)
+
+// Durability says when a commit is acknowledged relative to the disk.
+type Durability int
+
+const (
+	// SyncAlways acknowledges a commit only after the log holding it is
+	// fsynced. Concurrent commits share one fsync (group commit). Default.
+	SyncAlways Durability = iota
+	// SyncInterval acknowledges once the log is written to the OS and fsyncs
+	// it every Options.SyncEvery: a power loss can lose that window, a process
+	// crash loses nothing.
+	SyncInterval
+	// SyncNever acknowledges once the log is written to the OS and leaves
+	// fsync to the OS.
+	SyncNever
+)
+
+func (d Durability) String() string {
+	switch d {
+	case SyncAlways:
+		return "always"
+	case SyncInterval:
+		return "interval"
+	case SyncNever:
+		return "never"
+	}
+	return "invalid"
+}
+
+// InMemory as the directory of Open keeps everything in memory: no log, no
+// snapshots, nothing survives Close.
+const InMemory = ""
+
+// Options configure a DB. The zero value is a durable DB with the defaults
+// named on each field.
+type Options struct {
+	Durability Durability
+	// SyncEvery is the fsync period of SyncInterval. Default 10 ms.
+	SyncEvery time.Duration
+	// Clock is the time source. Default: the system clock.
+	Clock Clock
+	// IdempotencyTTL is how long an idempotency key is remembered after its
+	// task ends (completed or cancelled). Default 24 h; negative forgets it at
+	// once.
+	IdempotencyTTL time.Duration
+	// RetainCompleted keeps completed tasks, with their result, for this long
+	// after completion. Default 0: completed tasks are deleted at once.
+	RetainCompleted time.Duration
+	// MaxPayloadBytes bounds a payload, progress, result or KV value.
+	// Default 1 MiB.
+	MaxPayloadBytes int
+	// SnapshotBytes is how much log is written before a snapshot is taken
+	// in the background. Default 64 MiB; negative turns automatic snapshots
+	// off (Checkpoint and Close still take one).
+	SnapshotBytes int64
+	// SegmentBytes is the size of a log segment. Default 16 MiB.
+	SegmentBytes int
+	// Secure refuses every call made without a caller (see DB.As).
+	Secure bool
+	// Authorizer decides what a caller may do. Default: deny everything.
+	Authorizer Authorizer
+	// Logger receives warnings (a failed background snapshot, a repaired log
+	// tail). Default: slog.Default().
+	Logger *slog.Logger
+	// Observer, if set, is told about commits, task outcomes, fsyncs and
+	// snapshots. Its methods run on the committing goroutine after the
+	// engine's lock is released; they must be quick.
+	Observer Observer
+
+	// failpoint is set by tests inside this package to inject faults.
+	failpoint func(name string) error
+}
+
+func (o Options) withDefaults() Options {
+	if o.SyncEvery <= 0 {
+		o.SyncEvery = 10 * time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	if o.IdempotencyTTL == 0 {
+		o.IdempotencyTTL = 24 * time.Hour
+	}
+	if o.MaxPayloadBytes <= 0 {
+		o.MaxPayloadBytes = 1 << 20
+	}
+	if o.SnapshotBytes == 0 {
+		o.SnapshotBytes = 64 << 20
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 16 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Namespace is the (project, scope) pair every task and key lives in.
+type Namespace struct {
+	Project string
+	Scope   string
+}
+
+// NS returns the namespace (project, scope).
+func NS(project, scope string) Namespace { return Namespace{Project: project, Scope: scope} }
+
+func (n Namespace) String() string { return n.Project + "/" + n.Scope }
+
+func (n Namespace) idx() index.Namespace { return index.Namespace{Project: n.Project, Scope: n.Scope} }
+
+// State is where a task is in its life.
+type State uint8
+
+// Task states.
+const (
+	Ready     = State(index.StateReady)     // due, waiting to be claimed
+	Scheduled = State(index.StateScheduled) // waiting for its time (a timer, or a retry backoff)
+	InFlight  = State(index.StateInFlight)  // leased to an owner
+	Dead      = State(index.StateDead)      // in the dead-letter queue
+	Completed = State(index.StateCompleted) // done, kept because RetainCompleted is on
+)
+
+func (s State) String() string { return index.TaskState(s).String() }
+
+// Task describes a task to enqueue.
+type Task struct {
+	// Payload is empty or valid JSON, at most Options.MaxPayloadBytes.
+	Payload []byte
+	// Kind names what the task is, for routing to a handler. Optional.
+	Kind string
+	// Delay postpones the task: it becomes claimable after Delay (a timer).
+	Delay time.Duration
+	// At, if set, is the absolute time the task becomes claimable; it wins
+	// over Delay.
+	At time.Time
+	// Priority: higher is served first; equal priorities are FIFO.
+	Priority int
+	// MaxAttempts is the attempt budget before the task is dead-lettered.
+	// 0 means 5.
+	MaxAttempts int
+	// BackoffBase is the retry delay after the first failed attempt; it
+	// doubles each attempt. 0 means 1 s.
+	BackoffBase time.Duration
+	// BackoffMax caps the retry delay. 0 means 60 s.
+	BackoffMax time.Duration
+	// IdempotencyKey, if set, makes the enqueue idempotent within the queue:
+	// while a task with this key exists (and for Options.IdempotencyTTL after
+	// it ends) enqueueing it again returns the existing id.
+	IdempotencyKey string
+	// Headers are small string pairs carried with the task (trace context,
+	// tenant ids). At most MaxHeaders.
+	Headers map[string]string
+}
+
+// Enqueued is the outcome of one enqueue.
+type Enqueued struct {
+	ID uint64
+	// Deduplicated is true when the idempotency key matched an existing task
+	// and nothing was enqueued; ID is then that task's id.
+	Deduplicated bool
+}
+
+// Lease is a claimed task. Present it to Complete, Fail, Heartbeat or
+// Snooze; its Token fences out any earlier or later holder. Its byte slices
+// are shared with the engine and must not be modified.
+type Lease struct {
+	ID          uint64
+	Namespace   Namespace
+	Queue       string
+	Kind        string
+	Payload     []byte
+	Headers     map[string]string
+	Progress    []byte
+	Priority    int
+	Attempt     int // 1 on the first claim
+	MaxAttempts int
+	Owner       string
+	Token       uint64
+	Deadline    time.Time // the lease ends then unless extended by Heartbeat
+	EnqueuedAt  time.Time
+}
+
+// Done is what a completion commits together with the acknowledgement.
+type Done struct {
+	// Result is kept with the task when RetainCompleted is on. Empty or JSON.
+	Result []byte
+	// Ops are KV mutations and assertions in the task's namespace; a failed
+	// assertion refuses the whole completion with ErrConflict.
+	Ops []Op
+	// FollowUps are enqueued in the same commit, on any queue of the task's
+	// namespace.
+	FollowUps []FollowUp
+}
+
+// FollowUp is a task to enqueue on a queue as part of another commit.
+type FollowUp struct {
+	Queue string
+	Task  Task
+}
+
+// Failure describes a failed attempt.
+type Failure struct {
+	// Err is recorded as the task's last error.
+	Err string
+	// Permanent sends the task to the dead-letter queue at once.
+	Permanent bool
+	// RetryAfter, if positive, replaces the exponential backoff for this
+	// retry.
+	RetryAfter time.Duration
+}
+
+// TaskInfo is the full view of a task record.
+type TaskInfo struct {
+	ID             uint64
+	Namespace      Namespace
+	Queue          string
+	Kind           string
+	State          State
+	Payload        []byte
+	Headers        map[string]string
+	Priority       int
+	Attempts       int
+	MaxAttempts    int
+	NotBefore      time.Time
+	Owner          string
+	Token          uint64
+	LeaseUntil     time.Time
+	Progress       []byte
+	Result         []byte
+	LastError      string
+	IdempotencyKey string
+	BackoffBase    time.Duration
+	BackoffMax     time.Duration
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Counts are the number of tasks of a queue in each state.
+type Counts struct {
+	Ready, Scheduled, InFlight, Dead, Completed int
+}
+
+// ListOptions select a page of tasks.
+type ListOptions struct {
+	State State
+	// Limit bounds the page; 0 means 100, at most MaxBatch.
+	Limit int
+	// Cursor continues after the page that returned it; "" starts at the
+	// beginning.
+	Cursor string
+}
+
+// Page is one page of a listing. Next is "" when there is nothing more.
+type Page struct {
+	Tasks []TaskInfo
+	Next  string
+}
+
+// Entry is a KV entry. Version changes on every write of the key and never
+// repeats.
+type Entry struct {
+	Key     string
+	Value   []byte
+	Version uint64
+}
+
+// ScanOptions select KV entries: those with Prefix, and with Start <= key <
+// End where set, in key order, at most Limit (0 means 100, at most MaxBatch).
+type ScanOptions struct {
+	Prefix string
+	Start  string
+	End    string
+	Limit  int
+}
+
+// TxResult is the outcome of a committed transaction.
+type TxResult struct {
+	// Version is the version every key written by the transaction now has.
+	Version uint64
+	// Enqueued has one entry per Enqueue op, in order.
+	Enqueued []Enqueued
+}

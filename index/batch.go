@@ -1,0 +1,99 @@
+package index
+
+// Batch is one atomic commit: assertions checked against the state before it,
+// then mutations applied in order. It is the unit of the log.
+type Batch struct {
+	Seq        uint64
+	Now        int64 // Unix micros, read once when the batch was planned
+	Assertions []Assertion
+	Mutations  []Mutation
+}
+
+// Reset empties b for reuse, keeping its capacity.
+func (b *Batch) Reset() {
+	for i := range b.Mutations {
+		b.Mutations[i] = Mutation{}
+	}
+	for i := range b.Assertions {
+		b.Assertions[i] = Assertion{}
+	}
+	*b = Batch{Assertions: b.Assertions[:0], Mutations: b.Mutations[:0]}
+}
+
+// AssertKind says what an Assertion checks. Part of the on-disk format.
+type AssertKind uint8
+
+// Assertion kinds.
+const (
+	AssertKVVersion AssertKind = 1 // key exists with exactly Version
+	AssertKVExists  AssertKind = 2 // key exists
+	AssertKVAbsent  AssertKind = 3 // key does not exist
+	AssertToken     AssertKind = 4 // task ID is in flight with fencing token Token
+)
+
+// Assertion is a condition on the state before a batch; if any fails the
+// whole batch is refused.
+type Assertion struct {
+	Kind    AssertKind
+	NS      Namespace
+	Key     string
+	Version uint64
+	ID      uint64
+	Token   uint64
+}
+
+// MutKind says what a Mutation does. Part of the on-disk format.
+type MutKind uint8
+
+// Mutation kinds.
+const (
+	MutPutTask    MutKind = 1 // insert a whole task record (new task)
+	MutUpdateTask MutKind = 2 // change the small mutable fields of a task
+	MutDeleteTask MutKind = 3 // remove a task
+	MutSetKV      MutKind = 4
+	MutDeleteKV   MutKind = 5
+	MutPutIdem    MutKind = 6
+	MutDeleteIdem MutKind = 7
+)
+
+// Mutation is one physical change. Which fields matter depends on Kind.
+type Mutation struct {
+	Kind   MutKind
+	Task   *Task      // MutPutTask
+	Update TaskUpdate // MutUpdateTask; MutDeleteTask uses Update.ID
+	KV     KV         // MutSetKV, MutDeleteKV (Version is ignored: the batch Seq is used)
+	Idem   Idem       // MutPutIdem, MutDeleteIdem
+}
+
+// Update flags: which optional fields of a TaskUpdate are present.
+const (
+	UpdProgress  = 1 << iota // replace Progress
+	UpdResult                // replace Result
+	UpdLastError             // replace LastError
+)
+
+// TaskUpdate is a state transition of an existing task. It carries only the
+// fields a transition changes; the payload is never re-logged.
+type TaskUpdate struct {
+	ID         uint64
+	State      TaskState
+	Attempts   uint32
+	NotBefore  int64
+	Owner      string
+	Token      uint64
+	LeaseUntil int64
+	Updated    int64
+	Flags      uint8
+	Progress   []byte
+	Result     []byte
+	LastError  string
+}
+
+// UpdateOf returns an update that leaves t as it is; callers change fields
+// from there.
+func UpdateOf(t *Task) TaskUpdate {
+	return TaskUpdate{
+		ID: t.ID, State: t.State, Attempts: t.Attempts, NotBefore: t.NotBefore,
+		Owner: t.Owner, Token: t.Token, LeaseUntil: t.LeaseUntil, Updated: t.Updated,
+	}
+}

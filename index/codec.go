@@ -1,0 +1,586 @@
+package index
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Encoding of batches and snapshot records (part of the on-disk format).
+//
+// Everything is MessagePack. A batch is the sequence of values
+//
+//	version(=1) seq now [assertion...] [mutation...]
+//
+// where each assertion and mutation is an array starting with its kind. A task
+// record is the array
+//
+//	[id project scope queue state attempts maxAttempts priority notBefore
+//	 backoffBase backoffMax owner token leaseUntil created updated payload extra]
+//
+// with extra nil or [kind idemKey lastError progress result headers]. A
+// snapshot is a sequence of records, each one array whose first element is
+// its record kind: RecHeader [1 seq nextID], RecTask [2 task], RecKV [3 project
+// scope key value version], RecIdem [4 project scope queue key id expires].
+const (
+	batchVersion = 1
+
+	// Snapshot record kinds.
+	RecHeader = 1
+	RecTask   = 2
+	RecKV     = 3
+	RecIdem   = 4
+)
+
+// Encoder turns batches and records into bytes. It reuses its buffer: the
+// returned slice is valid until the next call.
+type Encoder struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+// NewEncoder returns an Encoder.
+func NewEncoder() *Encoder {
+	e := &Encoder{}
+	e.enc = msgpack.NewEncoder(&e.buf)
+	e.enc.UseCompactInts(true)
+	return e
+}
+
+// Batch encodes b.
+func (e *Encoder) Batch(b *Batch) ([]byte, error) {
+	e.buf.Reset()
+	enc := e.enc
+	var err error
+	put := func(err2 error) {
+		if err == nil {
+			err = err2
+		}
+	}
+	put(enc.EncodeUint(batchVersion))
+	put(enc.EncodeUint(b.Seq))
+	put(enc.EncodeInt(b.Now))
+	put(enc.EncodeArrayLen(len(b.Assertions)))
+	for i := range b.Assertions {
+		a := &b.Assertions[i]
+		switch a.Kind {
+		case AssertToken:
+			put(enc.EncodeArrayLen(3))
+			put(enc.EncodeUint(uint64(a.Kind)))
+			put(enc.EncodeUint(a.ID))
+			put(enc.EncodeUint(a.Token))
+		default:
+			put(enc.EncodeArrayLen(5))
+			put(enc.EncodeUint(uint64(a.Kind)))
+			put(enc.EncodeString(a.NS.Project))
+			put(enc.EncodeString(a.NS.Scope))
+			put(enc.EncodeString(a.Key))
+			put(enc.EncodeUint(a.Version))
+		}
+	}
+	put(enc.EncodeArrayLen(len(b.Mutations)))
+	for i := range b.Mutations {
+		m := &b.Mutations[i]
+		switch m.Kind {
+		case MutPutTask:
+			put(enc.EncodeArrayLen(2))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(e.task(m.Task))
+		case MutUpdateTask:
+			u := &m.Update
+			put(enc.EncodeArrayLen(13))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(enc.EncodeUint(u.ID))
+			put(enc.EncodeUint(uint64(u.State)))
+			put(enc.EncodeUint(uint64(u.Attempts)))
+			put(enc.EncodeInt(u.NotBefore))
+			put(enc.EncodeString(u.Owner))
+			put(enc.EncodeUint(u.Token))
+			put(enc.EncodeInt(u.LeaseUntil))
+			put(enc.EncodeInt(u.Updated))
+			put(enc.EncodeUint(uint64(u.Flags)))
+			put(encodeOptBytes(enc, u.Flags&UpdProgress != 0, u.Progress))
+			put(encodeOptBytes(enc, u.Flags&UpdResult != 0, u.Result))
+			put(enc.EncodeString(u.LastError))
+		case MutDeleteTask:
+			put(enc.EncodeArrayLen(2))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(enc.EncodeUint(m.Update.ID))
+		case MutSetKV, MutDeleteKV:
+			put(enc.EncodeArrayLen(5))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(enc.EncodeString(m.KV.Project))
+			put(enc.EncodeString(m.KV.Scope))
+			put(enc.EncodeString(m.KV.Key))
+			put(enc.EncodeBytes(m.KV.Value))
+		case MutPutIdem, MutDeleteIdem:
+			put(enc.EncodeArrayLen(7))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(e.idemFields(m.Idem))
+		default:
+			put(fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind))
+		}
+	}
+	return e.buf.Bytes(), err
+}
+
+func encodeOptBytes(enc *msgpack.Encoder, present bool, b []byte) error {
+	if !present {
+		return enc.EncodeNil()
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return enc.EncodeBytes(b)
+}
+
+func (e *Encoder) idemFields(d Idem) error {
+	enc := e.enc
+	for _, s := range [...]string{d.Queue.Project, d.Queue.Scope, d.Queue.Name, d.Key} {
+		if err := enc.EncodeString(s); err != nil {
+			return err
+		}
+	}
+	if err := enc.EncodeUint(d.ID); err != nil {
+		return err
+	}
+	return enc.EncodeInt(d.Expires)
+}
+
+func (e *Encoder) task(t *Task) error {
+	enc := e.enc
+	var err error
+	put := func(err2 error) {
+		if err == nil {
+			err = err2
+		}
+	}
+	put(enc.EncodeArrayLen(18))
+	put(enc.EncodeUint(t.ID))
+	put(enc.EncodeString(t.Queue.Key.Project))
+	put(enc.EncodeString(t.Queue.Key.Scope))
+	put(enc.EncodeString(t.Queue.Key.Name))
+	put(enc.EncodeUint(uint64(t.State)))
+	put(enc.EncodeUint(uint64(t.Attempts)))
+	put(enc.EncodeUint(uint64(t.MaxAttempts)))
+	put(enc.EncodeInt(t.Priority))
+	put(enc.EncodeInt(t.NotBefore))
+	put(enc.EncodeInt(t.BackoffBase))
+	put(enc.EncodeInt(t.BackoffMax))
+	put(enc.EncodeString(t.Owner))
+	put(enc.EncodeUint(t.Token))
+	put(enc.EncodeInt(t.LeaseUntil))
+	put(enc.EncodeInt(t.Created))
+	put(enc.EncodeInt(t.Updated))
+	put(enc.EncodeBytes(t.Payload))
+	if t.Extra.empty() {
+		put(enc.EncodeNil())
+		return err
+	}
+	x := t.Extra
+	put(enc.EncodeArrayLen(6))
+	put(enc.EncodeString(x.Kind))
+	put(enc.EncodeString(x.IdemKey))
+	put(enc.EncodeString(x.LastError))
+	put(enc.EncodeBytes(x.Progress))
+	put(enc.EncodeBytes(x.Result))
+	put(enc.EncodeMapLen(len(x.Headers)))
+	for k, v := range x.Headers {
+		put(enc.EncodeString(k))
+		put(enc.EncodeString(v))
+	}
+	return err
+}
+
+// Header encodes the snapshot header record.
+func (e *Encoder) Header(seq, nextID uint64) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(3), e.enc.EncodeUint(RecHeader), e.enc.EncodeUint(seq), e.enc.EncodeUint(nextID))
+	return e.buf.Bytes(), err
+}
+
+// TaskRecord encodes a snapshot task record.
+func (e *Encoder) TaskRecord(t *Task) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(2), e.enc.EncodeUint(RecTask), e.task(t))
+	return e.buf.Bytes(), err
+}
+
+// KVRecord encodes a snapshot KV record.
+func (e *Encoder) KVRecord(kv KV) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(6), e.enc.EncodeUint(RecKV), e.enc.EncodeString(kv.Project),
+		e.enc.EncodeString(kv.Scope), e.enc.EncodeString(kv.Key), e.enc.EncodeBytes(kv.Value), e.enc.EncodeUint(kv.Version))
+	return e.buf.Bytes(), err
+}
+
+// IdemRecord encodes a snapshot idempotency record.
+func (e *Encoder) IdemRecord(d Idem) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(7), e.enc.EncodeUint(RecIdem), e.idemFields(d))
+	return e.buf.Bytes(), err
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Decoder turns bytes back into batches and records, interning queues in a
+// Store so decoded tasks point at its indexes.
+type Decoder struct {
+	r   bytes.Reader
+	dec *msgpack.Decoder
+	s   *Store
+	n   int // size of the current input, bounds every length read
+}
+
+// NewDecoder returns a Decoder that interns queues into s.
+func NewDecoder(s *Store) *Decoder {
+	d := &Decoder{s: s}
+	d.dec = msgpack.NewDecoder(&d.r)
+	return d
+}
+
+func (d *Decoder) reset(data []byte) {
+	d.r.Reset(data)
+	d.dec.Reset(&d.r)
+	d.n = len(data)
+}
+
+func corrupt(what string, err error) error {
+	if err == nil {
+		return fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+}
+
+func (d *Decoder) arrayLen(what string, min, max int) (int, error) {
+	n, err := d.dec.DecodeArrayLen()
+	if err != nil {
+		return 0, corrupt(what, err)
+	}
+	if n < min || n > max || n > d.n {
+		return 0, corrupt(fmt.Sprintf("%s: array of %d", what, n), nil)
+	}
+	return n, nil
+}
+
+// mutFields is the array length of each mutation kind.
+var mutFields = [...]int{MutPutTask: 2, MutUpdateTask: 13, MutDeleteTask: 2, MutSetKV: 5,
+	MutDeleteKV: 5, MutPutIdem: 7, MutDeleteIdem: 7}
+
+// Batch decodes data into b, replacing its contents.
+func (d *Decoder) Batch(data []byte, b *Batch) error {
+	d.reset(data)
+	b.Reset()
+	dec := d.dec
+	v, err := dec.DecodeUint64()
+	if err != nil {
+		return corrupt("batch version", err)
+	}
+	if v != batchVersion {
+		return corrupt(fmt.Sprintf("batch version %d", v), nil)
+	}
+	if b.Seq, err = dec.DecodeUint64(); err != nil {
+		return corrupt("batch seq", err)
+	}
+	if b.Now, err = dec.DecodeInt64(); err != nil {
+		return corrupt("batch time", err)
+	}
+	na, err := d.arrayLen("assertions", 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < na; i++ {
+		var a Assertion
+		n, err := d.arrayLen("assertion", 3, 5)
+		if err != nil {
+			return err
+		}
+		k, err := dec.DecodeUint8()
+		if err != nil {
+			return corrupt("assertion kind", err)
+		}
+		a.Kind = AssertKind(k)
+		switch {
+		case a.Kind == AssertToken && n == 3:
+			a.ID, err = dec.DecodeUint64()
+			if err == nil {
+				a.Token, err = dec.DecodeUint64()
+			}
+		case a.Kind >= AssertKVVersion && a.Kind <= AssertKVAbsent && n == 5:
+			a.NS.Project, a.NS.Scope, a.Key, err = d.strings3()
+			if err == nil {
+				a.Version, err = dec.DecodeUint64()
+			}
+		default:
+			return corrupt(fmt.Sprintf("assertion kind %d with %d fields", k, n), nil)
+		}
+		if err != nil {
+			return corrupt("assertion", err)
+		}
+		b.Assertions = append(b.Assertions, a)
+	}
+	nm, err := d.arrayLen("mutations", 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < nm; i++ {
+		var m Mutation
+		if err := d.mutation(&m); err != nil {
+			return err
+		}
+		b.Mutations = append(b.Mutations, m)
+	}
+	if d.r.Len() != 0 {
+		return corrupt(fmt.Sprintf("%d bytes after batch", d.r.Len()), nil)
+	}
+	return nil
+}
+
+func (d *Decoder) strings3() (a, b, c string, err error) {
+	if a, err = d.dec.DecodeString(); err != nil {
+		return
+	}
+	if b, err = d.dec.DecodeString(); err != nil {
+		return
+	}
+	c, err = d.dec.DecodeString()
+	return
+}
+
+func (d *Decoder) mutation(m *Mutation) error {
+	dec := d.dec
+	n, err := d.arrayLen("mutation", 2, 13)
+	if err != nil {
+		return err
+	}
+	k, err := dec.DecodeUint8()
+	if err != nil {
+		return corrupt("mutation kind", err)
+	}
+	m.Kind = MutKind(k)
+	if int(k) >= len(mutFields) || mutFields[k] != n {
+		return corrupt(fmt.Sprintf("mutation kind %d with %d fields", k, n), nil)
+	}
+	switch m.Kind {
+	case MutPutTask:
+		m.Task, err = d.task()
+		return err
+	case MutUpdateTask:
+		u := &m.Update
+		var st, att, flags uint64
+		if u.ID, err = dec.DecodeUint64(); err == nil {
+			if st, err = dec.DecodeUint64(); err == nil {
+				if att, err = dec.DecodeUint64(); err == nil {
+					if u.NotBefore, err = dec.DecodeInt64(); err == nil {
+						if u.Owner, err = dec.DecodeString(); err == nil {
+							if u.Token, err = dec.DecodeUint64(); err == nil {
+								if u.LeaseUntil, err = dec.DecodeInt64(); err == nil {
+									if u.Updated, err = dec.DecodeInt64(); err == nil {
+										flags, err = dec.DecodeUint64()
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		if err != nil {
+			return corrupt("task update", err)
+		}
+		if st >= NumStates || att > 1<<32-1 || flags > 0xff {
+			return corrupt("task update fields", nil)
+		}
+		u.State, u.Attempts, u.Flags = TaskState(st), uint32(att), uint8(flags)
+		if u.Progress, err = dec.DecodeBytes(); err != nil {
+			return corrupt("task update progress", err)
+		}
+		if u.Result, err = dec.DecodeBytes(); err != nil {
+			return corrupt("task update result", err)
+		}
+		if u.LastError, err = dec.DecodeString(); err != nil {
+			return corrupt("task update error", err)
+		}
+		return nil
+	case MutDeleteTask:
+		if m.Update.ID, err = dec.DecodeUint64(); err != nil {
+			return corrupt("task delete", err)
+		}
+		return nil
+	case MutSetKV, MutDeleteKV:
+		if m.KV.Project, m.KV.Scope, m.KV.Key, err = d.strings3(); err == nil {
+			m.KV.Value, err = dec.DecodeBytes()
+		}
+		if err != nil {
+			return corrupt("kv mutation", err)
+		}
+		return nil
+	case MutPutIdem, MutDeleteIdem:
+		m.Idem, err = d.idemFields()
+		return err
+	}
+	return corrupt(fmt.Sprintf("mutation kind %d", k), nil)
+}
+
+func (d *Decoder) idemFields() (Idem, error) {
+	var e Idem
+	var err error
+	if e.Queue.Project, e.Queue.Scope, e.Queue.Name, err = d.strings3(); err == nil {
+		if e.Key, err = d.dec.DecodeString(); err == nil {
+			if e.ID, err = d.dec.DecodeUint64(); err == nil {
+				e.Expires, err = d.dec.DecodeInt64()
+			}
+		}
+	}
+	if err != nil {
+		return e, corrupt("idempotency entry", err)
+	}
+	return e, nil
+}
+
+func (d *Decoder) task() (*Task, error) {
+	dec := d.dec
+	if _, err := d.arrayLen("task", 18, 18); err != nil {
+		return nil, err
+	}
+	t := &Task{}
+	var k QueueKey
+	var st, att, maxAtt uint64
+	var err error
+	if t.ID, err = dec.DecodeUint64(); err == nil {
+		if k.Project, k.Scope, k.Name, err = d.strings3(); err == nil {
+			if st, err = dec.DecodeUint64(); err == nil {
+				if att, err = dec.DecodeUint64(); err == nil {
+					maxAtt, err = dec.DecodeUint64()
+				}
+			}
+		}
+	}
+	for _, p := range [...]*int64{&t.Priority, &t.NotBefore, &t.BackoffBase, &t.BackoffMax} {
+		if err == nil {
+			*p, err = dec.DecodeInt64()
+		}
+	}
+	if err == nil {
+		if t.Owner, err = dec.DecodeString(); err == nil {
+			if t.Token, err = dec.DecodeUint64(); err == nil {
+				if t.LeaseUntil, err = dec.DecodeInt64(); err == nil {
+					if t.Created, err = dec.DecodeInt64(); err == nil {
+						if t.Updated, err = dec.DecodeInt64(); err == nil {
+							t.Payload, err = dec.DecodeBytes()
+						}
+					}
+				}
+			}
+		}
+	}
+	if err != nil {
+		return nil, corrupt("task record", err)
+	}
+	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 {
+		return nil, corrupt(fmt.Sprintf("task %d fields", t.ID), nil)
+	}
+	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return nil, corrupt("task extra", err)
+	}
+	if n != -1 {
+		if n != 6 {
+			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
+		}
+		x := &Extra{}
+		if x.Kind, x.IdemKey, x.LastError, err = d.strings3(); err == nil {
+			if x.Progress, err = dec.DecodeBytes(); err == nil {
+				x.Result, err = dec.DecodeBytes()
+			}
+		}
+		if err != nil {
+			return nil, corrupt("task extra", err)
+		}
+		nh, err := dec.DecodeMapLen()
+		if err != nil || nh > d.n {
+			return nil, corrupt("task headers", err)
+		}
+		if nh > 0 {
+			x.Headers = make(map[string]string, nh)
+			for i := 0; i < nh; i++ {
+				hk, err := dec.DecodeString()
+				if err != nil {
+					return nil, corrupt("task header", err)
+				}
+				hv, err := dec.DecodeString()
+				if err != nil {
+					return nil, corrupt("task header", err)
+				}
+				x.Headers[hk] = hv
+			}
+		}
+		if !x.empty() {
+			t.Extra = x
+		}
+	}
+	t.Queue = d.s.Intern(k)
+	return t, nil
+}
+
+// Record is one decoded snapshot record; Kind says which field is set.
+type Record struct {
+	Kind   int
+	Seq    uint64 // RecHeader
+	NextID uint64 // RecHeader
+	Task   *Task
+	KV     KV
+	Idem   Idem
+}
+
+// Record decodes one snapshot record.
+func (d *Decoder) Record(data []byte) (Record, error) {
+	d.reset(data)
+	var r Record
+	n, err := d.arrayLen("record", 2, 7)
+	if err != nil {
+		return r, err
+	}
+	kind, err := d.dec.DecodeUint8()
+	if err != nil {
+		return r, corrupt("record kind", err)
+	}
+	r.Kind = int(kind)
+	switch {
+	case r.Kind == RecHeader && n == 3:
+		if r.Seq, err = d.dec.DecodeUint64(); err == nil {
+			r.NextID, err = d.dec.DecodeUint64()
+		}
+		if err != nil {
+			err = corrupt("snapshot header", err)
+		}
+	case r.Kind == RecTask && n == 2:
+		r.Task, err = d.task()
+	case r.Kind == RecKV && n == 6:
+		if r.KV.Project, r.KV.Scope, r.KV.Key, err = d.strings3(); err == nil {
+			if r.KV.Value, err = d.dec.DecodeBytes(); err == nil {
+				r.KV.Version, err = d.dec.DecodeUint64()
+			}
+		}
+		if err != nil {
+			err = corrupt("kv record", err)
+		}
+	case r.Kind == RecIdem && n == 7:
+		r.Idem, err = d.idemFields()
+	default:
+		err = corrupt(fmt.Sprintf("record kind %d with %d fields", kind, n), nil)
+	}
+	if err == nil && d.r.Len() != 0 {
+		err = corrupt(fmt.Sprintf("%d bytes after record", d.r.Len()), nil)
+	}
+	return r, err
+}

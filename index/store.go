@@ -1,0 +1,520 @@
+package index
+
+import (
+	"fmt"
+
+	"github.com/tidwall/btree"
+)
+
+var noLocks = btree.Options{NoLocks: true}
+
+// PrioItem orders the ready set: higher priority first, then lower id.
+type PrioItem struct {
+	Prio int64
+	ID   uint64
+}
+
+func prioLess(a, b PrioItem) bool {
+	if a.Prio != b.Prio {
+		return a.Prio > b.Prio
+	}
+	return a.ID < b.ID
+}
+
+// TimeItem orders the scheduled and in-flight sets: earliest time first.
+type TimeItem struct {
+	At int64
+	ID uint64
+}
+
+func timeLess(a, b TimeItem) bool {
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	return a.ID < b.ID
+}
+
+func idLess(a, b uint64) bool { return a < b }
+
+// Queue holds the derived indexes of one queue. Its Key never changes.
+type Queue struct {
+	Key       QueueKey
+	Ready     *btree.BTreeG[PrioItem]
+	Scheduled *btree.BTreeG[TimeItem]
+	InFlight  *btree.BTreeG[TimeItem]
+	Dead      *btree.BTreeG[uint64]
+	Completed *btree.BTreeG[uint64]
+	counts    [NumStates]int
+}
+
+// Count returns how many tasks of the queue are in state s.
+func (q *Queue) Count(s TaskState) int {
+	if !s.Valid() {
+		return 0
+	}
+	return q.counts[s]
+}
+
+func newQueue(k QueueKey) *Queue {
+	return &Queue{
+		Key:       k,
+		Ready:     btree.NewBTreeGOptions(prioLess, noLocks),
+		Scheduled: btree.NewBTreeGOptions(timeLess, noLocks),
+		InFlight:  btree.NewBTreeGOptions(timeLess, noLocks),
+		Dead:      btree.NewBTreeGOptions(idLess, noLocks),
+		Completed: btree.NewBTreeGOptions(idLess, noLocks),
+	}
+}
+
+type idemExpItem struct {
+	At    int64
+	Queue QueueKey
+	Key   string
+}
+
+func idemExpLess(a, b idemExpItem) bool {
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	if a.Queue != b.Queue {
+		return a.Queue.less(b.Queue)
+	}
+	return a.Key < b.Key
+}
+
+// Store is the whole in-memory state.
+type Store struct {
+	seq    uint64 // last applied batch
+	nextID uint64
+
+	tasks *btree.BTreeG[*Task]
+	kv    *btree.BTreeG[KV]
+	idem  *btree.BTreeG[Idem]
+
+	queues   map[QueueKey]*Queue
+	idemExp  *btree.BTreeG[idemExpItem] // idem entries with an expiry, by expiry
+	doneExp  *btree.BTreeG[TimeItem]    // completed tasks by Updated
+	pivot    Task                       // reused search key for tasks
+	affected []*Queue                   // queues that gained claimable work in the last Apply
+}
+
+// NewStore returns an empty state.
+func NewStore() *Store {
+	return &Store{
+		nextID:  1,
+		tasks:   btree.NewBTreeGOptions(func(a, b *Task) bool { return a.ID < b.ID }, noLocks),
+		kv:      btree.NewBTreeGOptions(kvLess, noLocks),
+		idem:    btree.NewBTreeGOptions(idemLess, noLocks),
+		queues:  make(map[QueueKey]*Queue),
+		idemExp: btree.NewBTreeGOptions(idemExpLess, noLocks),
+		doneExp: btree.NewBTreeGOptions(timeLess, noLocks),
+	}
+}
+
+// Seq is the sequence number of the last batch applied.
+func (s *Store) Seq() uint64 { return s.seq }
+
+// NextID is the id the next new task gets.
+func (s *Store) NextID() uint64 { return s.nextID }
+
+// Len is the number of task records.
+func (s *Store) Len() int { return s.tasks.Len() }
+
+// Task returns the record with the given id.
+func (s *Store) Task(id uint64) (*Task, bool) {
+	s.pivot.ID = id
+	return s.tasks.Get(&s.pivot)
+}
+
+// Queue returns the indexes of a queue, or nil if no task ever reached it.
+func (s *Store) Queue(k QueueKey) *Queue { return s.queues[k] }
+
+// Intern returns the queue for k, creating its (empty) indexes if needed.
+func (s *Store) Intern(k QueueKey) *Queue {
+	q := s.queues[k]
+	if q == nil {
+		q = newQueue(k)
+		s.queues[k] = q
+	}
+	return q
+}
+
+// Queues calls fn for every known queue (in no particular order).
+func (s *Store) Queues(fn func(*Queue) bool) {
+	for _, q := range s.queues {
+		if !fn(q) {
+			return
+		}
+	}
+}
+
+// KV returns the entry for key in ns.
+func (s *Store) KV(ns Namespace, key string) (KV, bool) {
+	return s.kv.Get(KV{Namespace: ns, Key: key})
+}
+
+// ScanKV calls fn for entries of ns with start <= key (< end when end is not
+// empty), in key order, until fn returns false.
+func (s *Store) ScanKV(ns Namespace, start, end string, fn func(KV) bool) {
+	s.kv.Ascend(KV{Namespace: ns, Key: start}, func(e KV) bool {
+		if e.Namespace != ns || (end != "" && e.Key >= end) {
+			return false
+		}
+		return fn(e)
+	})
+}
+
+// Idem returns the idempotency entry for key in queue q.
+func (s *Store) Idem(q QueueKey, key string) (Idem, bool) {
+	return s.idem.Get(Idem{Queue: q, Key: key})
+}
+
+// ExpiredIdem calls fn for idempotency entries whose expiry is at or before
+// now, oldest first, until fn returns false.
+func (s *Store) ExpiredIdem(now int64, fn func(Idem) bool) {
+	s.idemExp.Scan(func(it idemExpItem) bool {
+		if it.At > now {
+			return false
+		}
+		e, ok := s.idem.Get(Idem{Queue: it.Queue, Key: it.Key})
+		if !ok {
+			return true
+		}
+		return fn(e)
+	})
+}
+
+// CompletedBefore calls fn for completed tasks last updated at or before t,
+// oldest first, until fn returns false.
+func (s *Store) CompletedBefore(t int64, fn func(*Task) bool) {
+	s.doneExp.Scan(func(it TimeItem) bool {
+		if it.At > t {
+			return false
+		}
+		task, ok := s.Task(it.ID)
+		if !ok {
+			return true
+		}
+		return fn(task)
+	})
+}
+
+// Affected returns the queues that gained ready, scheduled or in-flight work
+// in the last Apply (claimers parked on them may now have something to do).
+// The slice is reused by the next Apply.
+func (s *Store) Affected() []*Queue { return s.affected }
+
+// Check verifies b's assertions against the current state without changing
+// anything.
+func (s *Store) Check(b *Batch) error {
+	for i := range b.Assertions {
+		a := &b.Assertions[i]
+		switch a.Kind {
+		case AssertKVVersion, AssertKVExists, AssertKVAbsent:
+			e, ok := s.KV(a.NS, a.Key)
+			switch {
+			case a.Kind == AssertKVExists && !ok,
+				a.Kind == AssertKVAbsent && ok,
+				a.Kind == AssertKVVersion && (!ok || e.Version != a.Version):
+				return fmt.Errorf("%w: key %q in %s/%s", ErrAssertion, a.Key, a.NS.Project, a.NS.Scope)
+			}
+		case AssertToken:
+			t, ok := s.Task(a.ID)
+			if !ok || t.State != StateInFlight || t.Token != a.Token {
+				return fmt.Errorf("%w: task %d fencing token %d", ErrAssertion, a.ID, a.Token)
+			}
+		default:
+			return fmt.Errorf("%w: unknown assertion kind %d", ErrCorrupt, a.Kind)
+		}
+	}
+	return nil
+}
+
+// Apply checks b's assertions and, if they all hold, applies its mutations
+// and records b.Seq as the last applied batch. An assertion failure returns
+// an error wrapping ErrAssertion with nothing changed. An error wrapping
+// ErrCorrupt means a mutation did not fit the state; the state may then be
+// partly changed and must be discarded.
+func (s *Store) Apply(b *Batch) error {
+	if b.Seq <= s.seq {
+		return fmt.Errorf("%w: batch %d applied after %d", ErrCorrupt, b.Seq, s.seq)
+	}
+	if err := s.Check(b); err != nil {
+		return err
+	}
+	s.affected = s.affected[:0]
+	for i := range b.Mutations {
+		if err := s.apply(b, &b.Mutations[i]); err != nil {
+			return err
+		}
+	}
+	s.seq = b.Seq
+	return nil
+}
+
+func (s *Store) apply(b *Batch, m *Mutation) error {
+	switch m.Kind {
+	case MutPutTask:
+		t := m.Task
+		if t == nil || t.ID == 0 || !t.State.Valid() || t.Queue == nil {
+			return fmt.Errorf("%w: bad task record", ErrCorrupt)
+		}
+		if old, ok := s.tasks.Set(t); ok {
+			s.unindex(old)
+		}
+		if t.ID >= s.nextID {
+			s.nextID = t.ID + 1
+		}
+		s.index(t)
+	case MutUpdateTask:
+		u := &m.Update
+		old, ok := s.Task(u.ID)
+		if !ok || !u.State.Valid() {
+			return fmt.Errorf("%w: update of missing task %d", ErrCorrupt, u.ID)
+		}
+		nt := *old
+		nt.State, nt.Attempts, nt.NotBefore = u.State, u.Attempts, u.NotBefore
+		nt.Owner, nt.Token, nt.LeaseUntil, nt.Updated = u.Owner, u.Token, u.LeaseUntil, u.Updated
+		if u.Flags != 0 {
+			ex := *old.Ex()
+			if u.Flags&UpdProgress != 0 {
+				ex.Progress = u.Progress
+			}
+			if u.Flags&UpdResult != 0 {
+				ex.Result = u.Result
+			}
+			if u.Flags&UpdLastError != 0 {
+				ex.LastError = u.LastError
+			}
+			nt.Extra = &ex
+			if ex.empty() {
+				nt.Extra = nil
+			}
+		}
+		s.unindex(old)
+		s.tasks.Set(&nt)
+		s.index(&nt)
+	case MutDeleteTask:
+		old, ok := s.Task(m.Update.ID)
+		if !ok {
+			return fmt.Errorf("%w: delete of missing task %d", ErrCorrupt, m.Update.ID)
+		}
+		s.unindex(old)
+		s.tasks.Delete(old)
+	case MutSetKV:
+		e := m.KV
+		e.Version = b.Seq
+		s.kv.Set(e)
+	case MutDeleteKV:
+		s.kv.Delete(m.KV)
+	case MutPutIdem:
+		if old, ok := s.idem.Set(m.Idem); ok && old.Expires != 0 {
+			s.idemExp.Delete(idemExpItem{At: old.Expires, Queue: old.Queue, Key: old.Key})
+		}
+		if m.Idem.Expires != 0 {
+			s.idemExp.Set(idemExpItem{At: m.Idem.Expires, Queue: m.Idem.Queue, Key: m.Idem.Key})
+		}
+	case MutDeleteIdem:
+		if old, ok := s.idem.Delete(m.Idem); ok && old.Expires != 0 {
+			s.idemExp.Delete(idemExpItem{At: old.Expires, Queue: old.Queue, Key: old.Key})
+		}
+	default:
+		return fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind)
+	}
+	return nil
+}
+
+func (s *Store) index(t *Task) {
+	q := t.Queue
+	q.counts[t.State]++
+	switch t.State {
+	case StateReady:
+		q.Ready.Set(PrioItem{t.Priority, t.ID})
+	case StateScheduled:
+		q.Scheduled.Set(TimeItem{t.NotBefore, t.ID})
+	case StateInFlight:
+		q.InFlight.Set(TimeItem{t.LeaseUntil, t.ID})
+	case StateDead:
+		q.Dead.Set(t.ID)
+		return
+	case StateCompleted:
+		q.Completed.Set(t.ID)
+		s.doneExp.Set(TimeItem{t.Updated, t.ID})
+		return
+	}
+	if n := len(s.affected); n == 0 || s.affected[n-1] != q {
+		s.affected = append(s.affected, q)
+	}
+}
+
+func (s *Store) unindex(t *Task) {
+	q := t.Queue
+	q.counts[t.State]--
+	switch t.State {
+	case StateReady:
+		q.Ready.Delete(PrioItem{t.Priority, t.ID})
+	case StateScheduled:
+		q.Scheduled.Delete(TimeItem{t.NotBefore, t.ID})
+	case StateInFlight:
+		q.InFlight.Delete(TimeItem{t.LeaseUntil, t.ID})
+	case StateDead:
+		q.Dead.Delete(t.ID)
+	case StateCompleted:
+		q.Completed.Delete(t.ID)
+		s.doneExp.Delete(TimeItem{t.Updated, t.ID})
+	}
+}
+
+// Image is a copy-on-write image of the primary records, safe to read from
+// another goroutine while the Store it came from keeps changing.
+type Image struct {
+	Seq    uint64
+	NextID uint64
+	Tasks  *btree.BTreeG[*Task]
+	KV     *btree.BTreeG[KV]
+	Idem   *btree.BTreeG[Idem]
+}
+
+// Copy returns an image of the current primary records in O(1). It writes to
+// the Store's trees (copy-on-write marks), so call it where the Store is not
+// being used concurrently.
+func (s *Store) Copy() *Image {
+	return &Image{Seq: s.seq, NextID: s.nextID, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy()}
+}
+
+// Restore resets the store to a state image's header (seq and next id); the
+// records are then added with Load*.
+func (s *Store) Restore(seq, nextID uint64) {
+	*s = *NewStore()
+	s.seq, s.nextID = seq, nextID
+}
+
+// LoadTask adds a task record during a restore.
+func (s *Store) LoadTask(t *Task) error {
+	if t.ID == 0 || !t.State.Valid() || t.Queue == nil {
+		return fmt.Errorf("%w: bad task record", ErrCorrupt)
+	}
+	if _, dup := s.tasks.Load(t); dup {
+		return fmt.Errorf("%w: task %d twice", ErrCorrupt, t.ID)
+	}
+	if t.ID >= s.nextID {
+		s.nextID = t.ID + 1
+	}
+	s.index(t)
+	return nil
+}
+
+// LoadKV adds a KV entry during a restore.
+func (s *Store) LoadKV(e KV) error {
+	if _, dup := s.kv.Load(e); dup {
+		return fmt.Errorf("%w: key %q twice", ErrCorrupt, e.Key)
+	}
+	return nil
+}
+
+// LoadIdem adds an idempotency entry during a restore.
+func (s *Store) LoadIdem(e Idem) error {
+	if _, dup := s.idem.Load(e); dup {
+		return fmt.Errorf("%w: idempotency key %q twice", ErrCorrupt, e.Key)
+	}
+	if e.Expires != 0 {
+		s.idemExp.Set(idemExpItem{At: e.Expires, Queue: e.Queue, Key: e.Key})
+	}
+	return nil
+}
+
+// Verify checks every derived index against the primary records and returns
+// the first inconsistency found.
+func (s *Store) Verify() error {
+	var counts = map[*Queue]*[NumStates]int{}
+	var err error
+	fail := func(format string, args ...any) bool {
+		err = fmt.Errorf("index: verify: "+format, args...)
+		return false
+	}
+	var prev uint64
+	s.tasks.Scan(func(t *Task) bool {
+		if t.ID <= prev {
+			return fail("task ids out of order at %d", t.ID)
+		}
+		prev = t.ID
+		if t.ID >= s.nextID {
+			return fail("task %d not below next id %d", t.ID, s.nextID)
+		}
+		q := t.Queue
+		if q == nil || s.queues[q.Key] != q {
+			return fail("task %d points at an unknown queue", t.ID)
+		}
+		c := counts[q]
+		if c == nil {
+			c = new([NumStates]int)
+			counts[q] = c
+		}
+		if !t.State.Valid() {
+			return fail("task %d has state %d", t.ID, t.State)
+		}
+		c[t.State]++
+		var found bool
+		switch t.State {
+		case StateReady:
+			_, found = q.Ready.Get(PrioItem{t.Priority, t.ID})
+		case StateScheduled:
+			_, found = q.Scheduled.Get(TimeItem{t.NotBefore, t.ID})
+		case StateInFlight:
+			_, found = q.InFlight.Get(TimeItem{t.LeaseUntil, t.ID})
+			if t.Owner == "" || t.Token == 0 {
+				return fail("in-flight task %d has no owner or token", t.ID)
+			}
+		case StateDead:
+			_, found = q.Dead.Get(t.ID)
+		case StateCompleted:
+			_, found = q.Completed.Get(t.ID)
+			if found {
+				_, found = s.doneExp.Get(TimeItem{t.Updated, t.ID})
+			}
+		}
+		if !found {
+			return fail("task %d (%s) missing from its index", t.ID, t.State)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	doneTotal := 0
+	for k, q := range s.queues {
+		if q.Key != k {
+			return fmt.Errorf("index: verify: queue %v filed under %v", q.Key, k)
+		}
+		c := counts[q]
+		if c == nil {
+			c = new([NumStates]int)
+		}
+		sizes := [NumStates]int{StateReady: q.Ready.Len(), StateScheduled: q.Scheduled.Len(),
+			StateInFlight: q.InFlight.Len(), StateDead: q.Dead.Len(), StateCompleted: q.Completed.Len()}
+		for st := StateReady; st <= StateCompleted; st++ {
+			if c[st] != q.counts[st] || c[st] != sizes[st] {
+				return fmt.Errorf("index: verify: queue %v %s: %d records, count %d, index %d",
+					q.Key, st, c[st], q.counts[st], sizes[st])
+			}
+		}
+		doneTotal += c[StateCompleted]
+	}
+	if doneTotal != s.doneExp.Len() {
+		return fmt.Errorf("index: verify: %d completed tasks, %d in expiry order", doneTotal, s.doneExp.Len())
+	}
+	expiring := 0
+	s.idem.Scan(func(e Idem) bool {
+		if e.Expires != 0 {
+			expiring++
+			if _, ok := s.idemExp.Get(idemExpItem{At: e.Expires, Queue: e.Queue, Key: e.Key}); !ok {
+				return fail("idempotency key %q missing from expiry order", e.Key)
+			}
+		}
+		return true
+	})
+	if err == nil && expiring != s.idemExp.Len() {
+		err = fmt.Errorf("index: verify: %d expiring idempotency keys, %d in expiry order", expiring, s.idemExp.Len())
+	}
+	return err
+}

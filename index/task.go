@@ -1,0 +1,146 @@
+package index
+
+// TaskState is where a task is in its life. The values are part of the
+// on-disk format (logged and snapshotted): do not renumber them.
+type TaskState uint8
+
+// Task states.
+const (
+	StateReady     TaskState = 1 // due and waiting to be claimed
+	StateScheduled TaskState = 2 // waiting for its not-before time
+	StateInFlight  TaskState = 3 // leased to an owner until LeaseUntil
+	StateDead      TaskState = 4 // attempts spent or failed permanently
+	StateCompleted TaskState = 5 // done, kept with its result (retention on)
+)
+
+// NumStates bounds the TaskState values, for arrays indexed by state.
+const NumStates = 6
+
+// Valid reports whether s is one of the defined states.
+func (s TaskState) Valid() bool { return s >= StateReady && s <= StateCompleted }
+
+func (s TaskState) String() string {
+	switch s {
+	case StateReady:
+		return "ready"
+	case StateScheduled:
+		return "scheduled"
+	case StateInFlight:
+		return "in-flight"
+	case StateDead:
+		return "dead"
+	case StateCompleted:
+		return "completed"
+	}
+	return "invalid"
+}
+
+// Namespace is the (project, scope) pair every task and key lives in.
+type Namespace struct {
+	Project, Scope string
+}
+
+// QueueKey names one queue: its namespace and its name.
+type QueueKey struct {
+	Namespace
+	Name string
+}
+
+func (a QueueKey) less(b QueueKey) bool {
+	if a.Project != b.Project {
+		return a.Project < b.Project
+	}
+	if a.Scope != b.Scope {
+		return a.Scope < b.Scope
+	}
+	return a.Name < b.Name
+}
+
+// Task is one primary task record. Records in a Store are immutable: a change
+// installs a new *Task, so a copy-on-write image taken for a snapshot keeps
+// seeing the old one. Times are Unix microseconds.
+//
+// The id is global, increasing and never reused; it also orders tasks of equal
+// priority first-in first-out.
+type Task struct {
+	ID          uint64
+	Queue       *Queue
+	State       TaskState
+	Attempts    uint32
+	MaxAttempts uint32
+	Priority    int64
+	NotBefore   int64
+	BackoffBase int64
+	BackoffMax  int64
+	Owner       string
+	Token       uint64
+	LeaseUntil  int64
+	Created     int64
+	Updated     int64
+	Payload     []byte
+	// Extra holds the fields most pending tasks never use, so that a waiting
+	// task costs one pointer for them instead of eight words.
+	Extra *Extra
+}
+
+// Extra is the rarely set part of a task record. Like Task it is immutable
+// once stored.
+type Extra struct {
+	Kind      string
+	IdemKey   string
+	LastError string
+	Progress  []byte
+	Result    []byte
+	Headers   map[string]string
+}
+
+func (e *Extra) empty() bool {
+	return e == nil || (e.Kind == "" && e.IdemKey == "" && e.LastError == "" &&
+		len(e.Progress) == 0 && len(e.Result) == 0 && len(e.Headers) == 0)
+}
+
+// Ex returns the task's extra fields, or an empty value when it has none.
+func (t *Task) Ex() *Extra {
+	if t.Extra == nil {
+		return &noExtra
+	}
+	return t.Extra
+}
+
+var noExtra Extra
+
+// KV is one key-value entry. Version is the sequence number of the batch that
+// last wrote it, so it increases on every write and is never reused.
+type KV struct {
+	Namespace
+	Key     string
+	Value   []byte
+	Version uint64
+}
+
+func kvLess(a, b KV) bool {
+	if a.Project != b.Project {
+		return a.Project < b.Project
+	}
+	if a.Scope != b.Scope {
+		return a.Scope < b.Scope
+	}
+	return a.Key < b.Key
+}
+
+// Idem remembers an idempotency key of a queue and the task it produced.
+// Expires is 0 while the task exists; once the task ends it is set to the
+// time after which the key is forgotten.
+type Idem struct {
+	Queue   QueueKey
+	Key     string
+	ID      uint64
+	Expires int64
+}
+
+func idemLess(a, b Idem) bool {
+	if a.Queue != b.Queue {
+		return a.Queue.less(b.Queue)
+	}
+	return a.Key < b.Key
+}
