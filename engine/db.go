@@ -121,7 +121,7 @@ func (c *core) openDir() (err error) {
 	if err != nil {
 		return err
 	}
-	log, err := wal.Open(c.walDir(), wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint})
+	log, err := wal.Open(c.walDir(), wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint})
 	if err != nil {
 		return wrapStorage(err)
 	}
@@ -563,7 +563,7 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 		return snapshot.Info{}, err
 	}
 	enc := index.NewEncoder()
-	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.failpoint}, func(w *snapshot.Writer) error {
+	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.Failpoint}, func(w *snapshot.Writer) error {
 		rec, err := enc.Header(img.Seq, img.NextID)
 		if err == nil {
 			err = w.Add(rec)

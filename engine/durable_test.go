@@ -23,7 +23,9 @@ func TestReopenAfterEveryOperation(t *testing.T) {
 				})
 				q := e.q("q")
 				steps := []func(){
-					func() { e.enqueue(q, Task{Payload: []byte(`{"n":1}`), IdempotencyKey: "a", Headers: map[string]string{"h": "v"}}) },
+					func() {
+						e.enqueue(q, Task{Payload: []byte(`{"n":1}`), IdempotencyKey: "a", Headers: map[string]string{"h": "v"}})
+					},
 					func() { e.enqueue(q, Task{Delay: time.Minute, Priority: 3, Kind: "timer"}) },
 					func() { q.EnqueueBatch(ctx, []Task{{}, {Priority: 2}, {MaxAttempts: 1}, {}, {}, {}}) },
 					func() { e.db.KV(ns).Commit(ctx, Set("k", []byte("v")), Set("j", []byte("w"))) },
@@ -290,7 +292,7 @@ func TestConcurrentClaimCompleteExactlyOnce(t *testing.T) {
 func TestFsyncFailureStopsTheEngine(t *testing.T) {
 	var fail sync.Map
 	e := newEnv(t, false, func(o *Options) {
-		o.failpoint = func(name string) error {
+		o.Failpoint = func(name string) error {
 			if _, ok := fail.Load(name); ok {
 				return errors.New("injected " + name + " failure")
 			}

@@ -75,8 +75,13 @@ type Options struct {
 	// engine's lock is released; they must be quick.
 	Observer Observer
 
-	// failpoint is set by tests inside this package to inject faults.
-	failpoint func(name string) error
+	// Failpoint, if set, is called at named points of the log and snapshot
+	// code; a non-nil error is treated as an I/O error at that point. It
+	// exists for fault-injection tests. Points: "append.write", "sync",
+	// "sync.after", "segment.create", "truncate" (log); "write.middle",
+	// "sync.before", "rename.before", "rename.after", "dirsync.after"
+	// (snapshot).
+	Failpoint func(name string) error
 }
 
 func (o Options) withDefaults() Options {
