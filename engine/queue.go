@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -587,4 +589,43 @@ func parseCursor(s string) (int64, uint64, error) {
 		return 0, 0, invalid("cursor %.40q", s)
 	}
 	return k, id, nil
+}
+
+// QueueInfo names a queue and counts its tasks.
+type QueueInfo struct {
+	Namespace Namespace
+	Name      string
+	Counts    Counts
+}
+
+// Queues lists every queue that holds tasks, in namespace and name order.
+// A caller sees only the namespaces it may read.
+func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
+	var out []QueueInfo
+	err := d.c.read(ctx, func() {
+		d.c.store.Queues(func(iq *index.Queue) bool {
+			var n Counts
+			n.Ready, n.Scheduled = iq.Count(index.StateReady), iq.Count(index.StateScheduled)
+			n.InFlight, n.Dead, n.Completed = iq.Count(index.StateInFlight), iq.Count(index.StateDead), iq.Count(index.StateCompleted)
+			if n != (Counts{}) {
+				k := iq.Key
+				out = append(out, QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n})
+			}
+			return true
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, qi := range out {
+		if d.authorize(qi.Namespace, PermRead) == nil {
+			kept = append(kept, qi)
+		}
+	}
+	slices.SortFunc(kept, func(a, b QueueInfo) int {
+		return cmp.Or(cmp.Compare(a.Namespace.Project, b.Namespace.Project),
+			cmp.Compare(a.Namespace.Scope, b.Namespace.Scope), cmp.Compare(a.Name, b.Name))
+	})
+	return kept, nil
 }

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+var demoNS = engine.NS("demo", "local")
+
+const demoQueue = "emails"
+
+type demoJob struct {
+	N    int    `json:"n"`
+	Kind string `json:"kind"` // ok, flaky (fails once) or poison (always fails)
+	Run  int    `json:"run"`
+}
+
+type demoCounters struct {
+	enqueued, completed, retried, dead atomic.Int64
+}
+
+func runDemo(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	dir := fs.String("dir", "./docket-data", "data directory (kept between runs)")
+	tasks := fs.Int("tasks", 2000, "tasks to enqueue")
+	workers := fs.Int("workers", 4, "worker goroutines")
+	durability := fs.String("durability", "always", "always, interval or never")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	mode, err := parseDurability(*durability)
+	if err != nil {
+		return err
+	}
+	if *tasks < 1 || *workers < 1 {
+		return fmt.Errorf("-tasks and -workers must be at least 1")
+	}
+	out := os.Stdout
+	start := time.Now()
+	db, err := engine.Open(*dir, engine.Options{Durability: mode})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(out, "docket demo: data directory %s (durability %s), opened in %v\n", *dir, mode, time.Since(start).Round(time.Millisecond))
+
+	run, err := countRun(ctx, db)
+	if err != nil {
+		return err
+	}
+	q := db.Queue(demoNS, demoQueue)
+	before, err := q.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	if run == 1 {
+		fmt.Fprintln(out, "first run: the directory was empty")
+	} else {
+		fmt.Fprintf(out, "run %d: found what earlier runs left: %d dead-lettered, %d ready, %d scheduled, %d in flight\n",
+			run, before.Dead, before.Ready, before.Scheduled, before.InFlight)
+	}
+
+	var c demoCounters
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, *workers+1)
+	began := time.Now()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := produce(ctx, q, *tasks, run, &c); err != nil {
+			errc <- err
+		}
+	}()
+	for i := range *workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := work(ctx, q, "demo-worker-"+strconv.Itoa(i), &c); err != nil && !errors.Is(err, context.Canceled) {
+				errc <- err
+			}
+		}()
+	}
+	// Leftovers of an interrupted earlier run are worked off too.
+	target := int64(*tasks) + int64(before.Ready+before.Scheduled+before.InFlight)
+	err = progress(ctx, out, q, &c, target)
+	cancel()
+	wg.Wait()
+	close(errc)
+	for e := range errc {
+		if err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(began)
+	return summary(context.Background(), out, db, q, &c, elapsed)
+}
+
+func parseDurability(s string) (engine.Durability, error) {
+	for _, d := range []engine.Durability{engine.SyncAlways, engine.SyncInterval, engine.SyncNever} {
+		if d.String() == s {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown durability %q (always, interval or never)", s)
+}
+
+// countRun bumps the run counter kept in the demo's KV, with a version
+// assertion so two demos on one directory cannot both claim a number.
+func countRun(ctx context.Context, db *engine.DB) (int, error) {
+	kv := db.KV(demoNS)
+	n := 1
+	op := engine.IfAbsent("runs")
+	if e, err := kv.Get(ctx, "runs"); err == nil {
+		prev, _ := strconv.Atoi(string(e.Value))
+		n, op = prev+1, engine.IfVersion("runs", e.Version)
+	} else if !errors.Is(err, engine.ErrNotFound) {
+		return 0, err
+	}
+	_, err := kv.Commit(ctx, op, engine.Set("runs", []byte(strconv.Itoa(n))))
+	return n, err
+}
+
+func produce(ctx context.Context, q *engine.Queue, n, run int, c *demoCounters) error {
+	const batch = 50
+	tasks := make([]engine.Task, 0, batch)
+	for i := 0; i < n; i++ {
+		job := demoJob{N: i, Kind: "ok", Run: run}
+		t := engine.Task{MaxAttempts: 3, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+		switch r := rand.IntN(100); {
+		case r < 8:
+			job.Kind = "flaky"
+		case r < 10:
+			job.Kind = "poison"
+		case r < 25:
+			t.Delay = time.Duration(100+rand.IntN(900)) * time.Millisecond
+		}
+		if i%10 == 0 {
+			t.Priority = 1
+		}
+		t.Payload, _ = json.Marshal(job)
+		t.IdempotencyKey = fmt.Sprintf("run-%d-task-%d", run, i)
+		tasks = append(tasks, t)
+		if len(tasks) == batch || i == n-1 {
+			res, err := q.EnqueueBatch(ctx, tasks)
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if !r.Deduplicated {
+					c.enqueued.Add(1)
+				}
+			}
+			tasks = tasks[:0]
+			// Spread the stream out a little so the progress is visible.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func work(ctx context.Context, q *engine.Queue, owner string, c *demoCounters) error {
+	for {
+		leases, err := q.ClaimWait(ctx, owner, 5*time.Second, 16)
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			var job demoJob
+			if err := json.Unmarshal(l.Payload, &job); err != nil {
+				job.Kind = "poison"
+			}
+			switch {
+			case job.Kind == "poison", job.Kind == "flaky" && l.Attempt == 1:
+				err = q.Fail(ctx, l, engine.Failure{Err: fmt.Sprintf("smtp 451: %s task %d, attempt %d", job.Kind, job.N, l.Attempt)})
+				if err == nil {
+					if l.Attempt >= l.MaxAttempts {
+						c.dead.Add(1)
+					} else {
+						c.retried.Add(1)
+					}
+				}
+			default:
+				res, _ := json.Marshal(map[string]any{"sent": true, "by": owner})
+				err = q.Complete(ctx, l, engine.Done{Result: res})
+				if err == nil {
+					c.completed.Add(1)
+				}
+			}
+			if err != nil && !errors.Is(err, engine.ErrLeaseLost) {
+				return err
+			}
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress prints the counters until every task of the run is finished.
+func progress(ctx context.Context, out io.Writer, q *engine.Queue, c *demoCounters, target int64) error {
+	tty := isTerminal(out)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		n, err := q.Counts(ctx)
+		if err != nil {
+			return err
+		}
+		finished := c.completed.Load() + c.dead.Load()
+		line := fmt.Sprintf("enqueued %5d  completed %5d  retried %4d  dead %3d  |  ready %4d  scheduled %4d  in flight %3d",
+			c.enqueued.Load(), c.completed.Load(), c.retried.Load(), c.dead.Load(), n.Ready, n.Scheduled, n.InFlight)
+		if tty {
+			fmt.Fprintf(out, "\r%s", line)
+		} else if time.Since(last) >= time.Second {
+			fmt.Fprintln(out, line)
+			last = time.Now()
+		}
+		if finished >= target && n.Ready+n.Scheduled+n.InFlight == 0 {
+			if tty {
+				fmt.Fprintln(out)
+			} else {
+				fmt.Fprintln(out, line)
+			}
+			return nil
+		}
+	}
+}
+
+func summary(ctx context.Context, out io.Writer, db *engine.DB, q *engine.Queue, c *demoCounters, elapsed time.Duration) error {
+	n, err := q.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	done := c.completed.Load() + c.dead.Load()
+	st := db.Stats()
+	fmt.Fprintf(out, "\ndone in %v: %d tasks finished (%.0f tasks/s), %d commits, %d log fsyncs\n",
+		elapsed.Round(time.Millisecond), done, float64(done)/elapsed.Seconds(), st.Commits, st.LogSyncs)
+	fmt.Fprintf(out, "queue %s/%s now: ready %d, scheduled %d, in flight %d, dead %d\n",
+		demoNS, demoQueue, n.Ready, n.Scheduled, n.InFlight, n.Dead)
+	page, err := q.List(ctx, engine.ListOptions{State: engine.Dead, Limit: 5})
+	if err != nil {
+		return err
+	}
+	if len(page.Tasks) > 0 {
+		fmt.Fprintf(out, "dead-letter queue (%d in all, first %d):\n", n.Dead, len(page.Tasks))
+		for _, t := range page.Tasks {
+			fmt.Fprintf(out, "  task %-6d attempts %d/%d  %s  last error: %s\n", t.ID, t.Attempts, t.MaxAttempts, t.Payload, t.LastError)
+		}
+		fmt.Fprintln(out, "redrive them with: docket dead -dir DIR -ns demo/local -queue emails -redrive-all")
+	}
+	fmt.Fprintln(out, "run the demo again: the dead-lettered tasks and the run counter survive in the directory")
+	return nil
+}

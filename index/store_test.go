@@ -1,0 +1,227 @@
+package index
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+var qk = QueueKey{Namespace{"p", "s"}, "q"}
+
+func putBatch(s *Store, seq uint64, ts ...*Task) *Batch {
+	b := &Batch{Seq: seq, Now: 100}
+	for _, t := range ts {
+		b.Mutations = append(b.Mutations, Mutation{Kind: MutPutTask, Task: t})
+	}
+	return b
+}
+
+func task(s *Store, id uint64, st TaskState) *Task {
+	return &Task{ID: id, Queue: s.Intern(qk), State: st, MaxAttempts: 5, Priority: int64(id % 3),
+		NotBefore: int64(id * 10), Payload: []byte(`{"id":1}`), Created: 1, Updated: 2}
+}
+
+func TestApplyIndexesAndCounts(t *testing.T) {
+	s := NewStore()
+	if err := s.Apply(putBatch(s, 1, task(s, 1, StateReady), task(s, 2, StateScheduled), task(s, 3, StateReady))); err != nil {
+		t.Fatal(err)
+	}
+	q := s.Queue(qk)
+	if q.Count(StateReady) != 2 || q.Count(StateScheduled) != 1 || s.NextID() != 4 || s.Seq() != 1 {
+		t.Fatalf("counts %d %d next %d", q.Count(StateReady), q.Count(StateScheduled), s.NextID())
+	}
+	u := UpdateOf(mustTask(t, s, 1))
+	u.State, u.Owner, u.Token, u.LeaseUntil, u.Attempts = StateInFlight, "w", 1, 500, 1
+	b := &Batch{Seq: 2, Mutations: []Mutation{{Kind: MutUpdateTask, Update: u}, {Kind: MutDeleteTask, Update: TaskUpdate{ID: 3}}}}
+	if err := s.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	if q.Count(StateReady) != 0 || q.Count(StateInFlight) != 1 || s.Len() != 2 {
+		t.Fatalf("after update: ready %d inflight %d len %d", q.Count(StateReady), q.Count(StateInFlight), s.Len())
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustTask(t, s, 1); string(got.Payload) != `{"id":1}` || got.Owner != "w" {
+		t.Fatalf("update lost fields: %+v", got)
+	}
+}
+
+func mustTask(t *testing.T, s *Store, id uint64) *Task {
+	t.Helper()
+	x, ok := s.Task(id)
+	if !ok {
+		t.Fatalf("task %d missing", id)
+	}
+	return x
+}
+
+func TestAssertionFailureAppliesNothing(t *testing.T) {
+	s := NewStore()
+	s.Apply(putBatch(s, 1, task(s, 1, StateReady)))
+	b := &Batch{Seq: 2, Assertions: []Assertion{{Kind: AssertToken, ID: 1, Token: 7}},
+		Mutations: []Mutation{{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("v")}}}}
+	if err := s.Apply(b); !errors.Is(err, ErrAssertion) {
+		t.Fatalf("got %v", err)
+	}
+	if _, ok := s.KV(qk.Namespace, "k"); ok || s.Seq() != 1 {
+		t.Fatal("a refused batch changed state")
+	}
+	for _, a := range []Assertion{
+		{Kind: AssertKVExists, NS: qk.Namespace, Key: "k"},
+		{Kind: AssertKVVersion, NS: qk.Namespace, Key: "k", Version: 1},
+	} {
+		if err := s.Check(&Batch{Assertions: []Assertion{a}}); !errors.Is(err, ErrAssertion) {
+			t.Fatalf("%+v: %v", a, err)
+		}
+	}
+	if err := s.Check(&Batch{Assertions: []Assertion{{Kind: AssertKVAbsent, NS: qk.Namespace, Key: "k"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestApplyRejectsMisfits(t *testing.T) {
+	s := NewStore()
+	s.Apply(putBatch(s, 5, task(s, 1, StateReady)))
+	cases := map[string]*Batch{
+		"old seq":        putBatch(s, 5, task(s, 2, StateReady)),
+		"missing update": {Seq: 6, Mutations: []Mutation{{Kind: MutUpdateTask, Update: TaskUpdate{ID: 9, State: StateReady}}}},
+		"missing delete": {Seq: 6, Mutations: []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: 9}}}},
+		"bad kind":       {Seq: 6, Mutations: []Mutation{{Kind: 99}}},
+		"bad state":      putBatch(s, 6, &Task{ID: 3, Queue: s.Intern(qk), State: 9}),
+	}
+	for name, b := range cases {
+		if err := s.Apply(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+}
+
+func TestVerifyFindsBrokenIndex(t *testing.T) {
+	s := NewStore()
+	s.Apply(putBatch(s, 1, task(s, 1, StateReady), task(s, 2, StateDead)))
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	s.Queue(qk).Ready.Delete(PrioItem{1, 1})
+	if err := s.Verify(); err == nil {
+		t.Fatal("verify missed a task absent from its index")
+	}
+}
+
+func TestIdemExpiry(t *testing.T) {
+	s := NewStore()
+	e := Idem{Queue: qk, Key: "k", ID: 1}
+	s.Apply(&Batch{Seq: 1, Mutations: []Mutation{{Kind: MutPutIdem, Idem: e}}})
+	var seen []Idem
+	s.ExpiredIdem(1<<62, func(e Idem) bool { seen = append(seen, e); return true })
+	if len(seen) != 0 {
+		t.Fatal("a live key has no expiry")
+	}
+	e.Expires = 50
+	s.Apply(&Batch{Seq: 2, Mutations: []Mutation{{Kind: MutPutIdem, Idem: e}}})
+	s.ExpiredIdem(49, func(e Idem) bool { seen = append(seen, e); return true })
+	if len(seen) != 0 {
+		t.Fatal("expired early")
+	}
+	s.ExpiredIdem(50, func(e Idem) bool { seen = append(seen, e); return true })
+	if len(seen) != 1 || seen[0] != e {
+		t.Fatalf("expired: %+v", seen)
+	}
+	s.Apply(&Batch{Seq: 3, Mutations: []Mutation{{Kind: MutDeleteIdem, Idem: e}}})
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	s := NewStore()
+	full := task(s, 7, StateInFlight)
+	full.Owner, full.Token, full.LeaseUntil, full.BackoffBase, full.BackoffMax, full.Priority = "w", 3, 99, 1000, 60000, -5
+	full.Extra = &Extra{Kind: "k", IdemKey: "i", LastError: "e", Progress: []byte(`1`), Result: []byte(`2`),
+		Headers: map[string]string{"a": "b"}}
+	b := &Batch{Seq: 9, Now: -3,
+		Assertions: []Assertion{{Kind: AssertToken, ID: 7, Token: 3},
+			{Kind: AssertKVVersion, NS: qk.Namespace, Key: "k", Version: 4}},
+		Mutations: []Mutation{
+			{Kind: MutPutTask, Task: full},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateReady, Attempts: 2, NotBefore: 5, Owner: "o",
+				Token: 3, LeaseUntil: 6, Updated: 7, Flags: UpdProgress | UpdLastError, Progress: []byte(`{}`), LastError: "x"}},
+			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 7}},
+			{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("v")}},
+			{Kind: MutDeleteKV, KV: KV{Namespace: qk.Namespace, Key: "k"}},
+			{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "i", ID: 7, Expires: 100}},
+			{Kind: MutDeleteIdem, Idem: Idem{Queue: qk, Key: "i"}},
+		}}
+	data, err := NewEncoder().Batch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := NewStore()
+	var got Batch
+	if err := NewDecoder(s2).Batch(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	gt := got.Mutations[0].Task
+	if gt.Queue.Key != qk || gt.Queue != s2.Queue(qk) {
+		t.Fatal("queue not interned in the decoding store")
+	}
+	gt.Queue, full.Queue = nil, nil
+	got.Mutations[0].Task, b.Mutations[0].Task = nil, nil
+	if !reflect.DeepEqual(gt, full) {
+		t.Fatalf("task:\n%+v\n%+v", gt, full)
+	}
+	if !reflect.DeepEqual(&got, b) {
+		t.Fatalf("batch:\n%+v\n%+v", got, *b)
+	}
+	// Every strict prefix is refused, never misread.
+	for i := 0; i < len(data); i++ {
+		if err := NewDecoder(NewStore()).Batch(data[:i], &got); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("prefix %d: %v", i, err)
+		}
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	s := NewStore()
+	enc := NewEncoder()
+	dec := NewDecoder(NewStore())
+	h, _ := enc.Header(5, 9)
+	r, err := dec.Record(h)
+	if err != nil || r.Kind != RecHeader || r.Seq != 5 || r.NextID != 9 {
+		t.Fatalf("header %+v %v", r, err)
+	}
+	kv := KV{Namespace: qk.Namespace, Key: "k", Value: []byte{0, 1}, Version: 4}
+	data, _ := enc.KVRecord(kv)
+	if r, err = dec.Record(data); err != nil || !reflect.DeepEqual(r.KV, kv) {
+		t.Fatalf("kv %+v %v", r, err)
+	}
+	id := Idem{Queue: qk, Key: "i", ID: 3, Expires: 8}
+	data, _ = enc.IdemRecord(id)
+	if r, err = dec.Record(data); err != nil || r.Idem != id {
+		t.Fatalf("idem %+v %v", r, err)
+	}
+	data, _ = enc.TaskRecord(task(s, 2, StateDead))
+	if r, err = dec.Record(data); err != nil || r.Task.ID != 2 || r.Task.State != StateDead {
+		t.Fatalf("task %+v %v", r, err)
+	}
+	if _, err := dec.Record(append(data, 0)); !errors.Is(err, ErrCorrupt) {
+		t.Fatal("trailing byte accepted")
+	}
+}
+
+func TestCopyIsolatesImage(t *testing.T) {
+	s := NewStore()
+	s.Apply(putBatch(s, 1, task(s, 1, StateReady)))
+	img := s.Copy()
+	u := UpdateOf(mustTask(t, s, 1))
+	u.State = StateDead
+	s.Apply(&Batch{Seq: 2, Mutations: []Mutation{{Kind: MutUpdateTask, Update: u}, {Kind: MutPutTask, Task: task(s, 2, StateReady)}}})
+	if img.Tasks.Len() != 1 || img.Seq != 1 {
+		t.Fatal("image saw later changes")
+	}
+	got, _ := img.Tasks.Get(&Task{ID: 1})
+	if got.State != StateReady {
+		t.Fatal("image record mutated in place")
+	}
+}

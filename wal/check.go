@@ -1,0 +1,202 @@
+package wal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// CheckReport describes a log directory as Open would find it.
+type CheckReport struct {
+	// Segments is the number of segment files, counted after any interrupted
+	// truncation is resolved the way Open resolves it.
+	Segments int
+
+	// FirstSeq and LastSeq bound the valid records. For a log with no records
+	// FirstSeq is LastSeq+1, the next sequence number to append. When the log
+	// is corrupt they stop where the damage starts.
+	FirstSeq uint64
+	LastSeq  uint64
+
+	// Records is the number of valid records and Bytes the size of their
+	// entries, length prefixes included.
+	Records uint64
+	Bytes   int64
+
+	// Torn is the torn tail Open would cut, or nil.
+	Torn *Damage
+
+	// Corrupt is the damage that makes Open refuse the log, or nil.
+	Corrupt *Damage
+}
+
+// Damage locates a bad spot in a segment file.
+type Damage struct {
+	File   string // path of the segment file
+	Offset int64  // byte offset where the first invalid entry starts
+	Size   int64  // bytes from Offset to the end of the file
+	Reason string
+}
+
+func (d *Damage) err() error {
+	return corruptf(d.File, d.Offset, "%s", d.Reason)
+}
+
+// Check validates every segment and record in dir without changing anything,
+// so it is safe on a directory another process has open. It returns an error
+// wrapping ErrCorrupt, with the report's Corrupt filled in, exactly when Open
+// would refuse the directory; a torn tail is reported in Torn with a nil
+// error because Open repairs it.
+func Check(dir string) (CheckReport, error) {
+	s, err := scan(dir)
+	if s == nil {
+		return CheckReport{}, err
+	}
+	return s.report, err
+}
+
+// segFile is one segment file.
+type segFile struct {
+	first uint64 // sequence number of its first record, from its name
+	path  string // where the file is now
+	final string // where it is once an interrupted truncation is resolved
+}
+
+// layout is a directory's segments as tidwall/wal's Open will see them.
+type layout struct {
+	segs   []segFile
+	remove []string // files resolving an interrupted truncation deletes
+	temps  []string // half-written .START/.END files
+}
+
+// readLayout lists dir's segment files the way tidwall/wal does (v1.2.1
+// load), including how it finishes a truncation that a crash interrupted,
+// but changes nothing. The two must agree, or the records validated here
+// would not be the ones tidwall/wal serves.
+func readLayout(dir string) (layout, error) {
+	var lay layout
+	entries, err := os.ReadDir(dir) // sorted by name, as tidwall/wal's listing is
+	if err != nil {
+		return lay, err
+	}
+	var segs []segFile
+	startIdx, endIdx := -1, -1
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || len(name) < nameDigits {
+			continue
+		}
+		first, err := strconv.ParseUint(name[:nameDigits], 10, 64)
+		if err != nil || first == 0 {
+			continue
+		}
+		switch name[nameDigits:] {
+		case "":
+		case startSuffix:
+			startIdx = len(segs) // the last one wins
+		case endSuffix:
+			if endIdx == -1 {
+				endIdx = len(segs) // the first one wins
+			}
+		case startSuffix + tempSuffix, endSuffix + tempSuffix:
+			lay.temps = append(lay.temps, filepath.Join(dir, name))
+			continue
+		default:
+			continue
+		}
+		segs = append(segs, segFile{
+			first: first,
+			path:  filepath.Join(dir, name),
+			final: filepath.Join(dir, name[:nameDigits]),
+		})
+	}
+	if startIdx != -1 && endIdx != -1 {
+		return lay, fmt.Errorf("%w: %s: both a %s and an %s file: two interrupted truncations",
+			ErrCorrupt, dir, startSuffix, endSuffix)
+	}
+	if startIdx != -1 {
+		// A front truncation wrote the new first segment; the ones it
+		// replaces were being deleted.
+		for _, s := range segs[:startIdx] {
+			lay.remove = append(lay.remove, s.path)
+		}
+		segs = segs[startIdx:]
+	}
+	if endIdx != -1 {
+		for _, s := range segs[endIdx+1:] {
+			lay.remove = append(lay.remove, s.path)
+		}
+		segs = segs[:endIdx+1]
+		if n := len(segs); n > 1 && segs[n-2].first == segs[n-1].first {
+			// The .END file is renamed over the segment it rewrote.
+			segs = append(segs[:n-2], segs[n-1])
+		}
+	}
+	lay.segs = segs
+	return lay, nil
+}
+
+// scanState is the result of validating a directory.
+type scanState struct {
+	layout   layout
+	report   CheckReport
+	tailSize int64 // size of the last segment once a torn tail is cut
+}
+
+// scan validates every segment in dir. On corruption it returns the state
+// with report.Corrupt set and the matching error; on other errors, no state.
+func scan(dir string) (*scanState, error) {
+	lay, err := readLayout(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &scanState{layout: lay}
+	r := &s.report
+	r.Segments = len(lay.segs)
+	r.FirstSeq = 1
+	if len(lay.segs) > 0 {
+		r.FirstSeq = lay.segs[0].first
+	}
+	next := r.FirstSeq
+	defer func() { r.LastSeq = next - 1 }()
+	for i, seg := range lay.segs {
+		if seg.first != next {
+			r.Corrupt = &Damage{File: seg.path, Reason: fmt.Sprintf(
+				"segment starts at seq %d, want %d: a segment is missing or was cut short", seg.first, next)}
+			return s, r.Corrupt.err()
+		}
+		buf, err := os.ReadFile(seg.path)
+		if err != nil {
+			return nil, err
+		}
+		res := scanSegment(buf, seg.first)
+		r.Records += res.count
+		r.Bytes += res.good
+		next += res.count
+		last := i == len(lay.segs)-1
+		if last {
+			s.tailSize = int64(len(buf))
+		}
+		if res.fault == faultNone {
+			continue
+		}
+		d := &Damage{
+			File:   seg.path,
+			Offset: res.good,
+			Size:   int64(len(buf)) - res.good,
+			Reason: fmt.Sprintf("record %d: %s", next, res.fault),
+		}
+		if last && !validAfter(buf, res.good, next) {
+			r.Torn = d
+			s.tailSize = res.good
+			continue
+		}
+		if last {
+			d.Reason += ", with valid records after it"
+		}
+		r.Corrupt = d
+		return s, d.err()
+	}
+	return s, nil
+}

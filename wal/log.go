@@ -1,0 +1,582 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	twal "github.com/tidwall/wal"
+)
+
+// DefaultSegmentSize is the segment size used when Options.SegmentSize is
+// not set: large enough that segments are rarely cut, small enough that a
+// truncation after a snapshot frees space soon.
+const DefaultSegmentSize = 16 << 20
+
+// maxRetained caps the batch buffers kept between writes, so that one burst
+// does not pin its memory for the life of the Log.
+const maxRetained = 4 << 20
+
+// Options configures a Log. The zero value is ready to use.
+type Options struct {
+	// SegmentSize is the size in bytes at which the tail segment is closed
+	// and a new one started. Default DefaultSegmentSize.
+	SegmentSize int
+
+	// Failpoint, if set, is called at named points; a non-nil error is treated
+	// exactly as if the I/O at that point had failed, so the Log becomes
+	// failed. It exists to test the failure paths. The points are:
+	//
+	//	"append.write"   before appended records are written to the file
+	//	"sync"           before the fsync
+	//	"sync.after"     after a successful fsync, before waiters are released
+	//	"truncate"       in TruncateFront, after the segments are rewritten and
+	//	                 before the directory is fsynced
+	//	"segment.create" after a write started a new segment, before the
+	//	                 directory is fsynced
+	Failpoint func(name string) error
+}
+
+// Stats are running totals since Open. Reading them is cheap and never blocks
+// a commit.
+type Stats struct {
+	Appends      uint64 // records accepted by Append
+	Flushes      uint64 // batches written to the segment files, one write call each (two when a batch starts a segment)
+	Syncs        uint64 // fsyncs of the tail segment
+	BytesWritten uint64 // bytes written to segment files, length prefixes included
+	SyncNanos    uint64 // time spent in those fsyncs
+}
+
+// Log is an open write-ahead log. Append must not be called concurrently
+// with itself (docket's engine calls it under its commit mutex) but may run
+// alongside every other method, which are safe for concurrent use.
+type Log struct {
+	dir  string
+	opts Options
+	tw   *twal.Log
+
+	// The append side. mu is held only to add a record to pend or to swap
+	// pend with spare, never during I/O, so Append does not wait for disks.
+	mu     sync.Mutex
+	pend   *pending
+	spare  *pending // used only by the writer holding wmu
+	closed atomic.Bool
+	first  atomic.Uint64
+	last   atomic.Uint64
+
+	// The I/O side. wmu serialises everything that touches tw: writes,
+	// fsyncs, truncation and close.
+	wmu       sync.Mutex
+	wb        twal.Batch
+	tailFirst uint64 // first seq of tw's tail segment
+	tailSize  int64  // bytes in tw's tail segment, tracked to see it cycle
+	twClosed  bool
+	written   atomic.Uint64 // newest record handed to the OS
+
+	// Group commit. One Sync caller at a time (the leader, syncing set)
+	// writes and fsyncs; the others wait on cond, then either find their
+	// record covered or lead the next round.
+	smu     sync.Mutex
+	cond    sync.Cond
+	syncing bool
+	synced  atomic.Uint64 // newest record known to be durable
+
+	failure atomic.Pointer[error]
+
+	appends, flushes, syncs, bytes, syncNanos atomic.Uint64
+}
+
+// pending holds appended records not yet written: their frames back to back
+// in buf, and where each ends.
+type pending struct {
+	buf   []byte
+	ends  []int
+	first uint64 // seq of the first record
+}
+
+func (p *pending) reset() {
+	if cap(p.buf) > maxRetained {
+		p.buf, p.ends = nil, nil
+	}
+	p.buf, p.ends = p.buf[:0], p.ends[:0]
+}
+
+// Open opens the log in dir, creating the directory if it is missing. Before
+// anything else it validates every segment: a torn tail is cut (the segment
+// is kept as <name>.broken), any other damage returns an error wrapping
+// ErrCorrupt and leaves the directory untouched.
+func Open(dir string, opts Options) (*Log, error) {
+	if opts.SegmentSize <= 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	if err := createDir(dir); err != nil {
+		return nil, fmt.Errorf("wal: create %s: %w", dir, err)
+	}
+	s, _, err := recoverDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	tw, err := twal.Open(dir, &twal.Options{
+		NoSync:      true, // fsyncs are ours, batched by Sync
+		SegmentSize: opts.SegmentSize,
+		LogFormat:   twal.Binary,
+		NoCopy:      true, // Replay copies into its own buffer
+		AllowEmpty:  true, // TruncateFront(LastSeq()+1) after a snapshot
+		DirPerms:    dirPerm,
+		FilePerms:   filePerm,
+	})
+	if err != nil {
+		if errors.Is(err, twal.ErrCorrupt) {
+			return nil, fmt.Errorf("%w: %s: refused by tidwall/wal after validation: %v", ErrCorrupt, dir, err)
+		}
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	first, ferr := tw.FirstIndex()
+	last, lerr := tw.LastIndex()
+	if err := errors.Join(ferr, lerr); err != nil {
+		tw.Close()
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	if first != s.report.FirstSeq || last != s.report.LastSeq {
+		tw.Close()
+		return nil, fmt.Errorf("%w: %s: tidwall/wal sees records %d..%d, validation found %d..%d",
+			ErrCorrupt, dir, first, last, s.report.FirstSeq, s.report.LastSeq)
+	}
+	l := &Log{
+		dir:       dir,
+		opts:      opts,
+		tw:        tw,
+		pend:      &pending{},
+		spare:     &pending{},
+		tailFirst: 1, // tidwall/wal creates the first segment in an empty directory
+	}
+	if n := len(s.layout.segs); n > 0 {
+		l.tailFirst, l.tailSize = s.layout.segs[n-1].first, s.tailSize
+	}
+	l.cond.L = &l.smu
+	l.first.Store(first)
+	l.last.Store(last)
+	l.written.Store(last)
+	// After a process crash the tail may still be only in the page cache;
+	// the engine is about to act on what it replays, so make it durable. The
+	// directory may have gained its first segment.
+	if err := l.fsync(); err != nil {
+		tw.Close()
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	if err := syncDir(dir); err != nil {
+		tw.Close()
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	l.synced.Store(last)
+	return l, nil
+}
+
+// FirstSeq returns the sequence number of the oldest record held, or
+// LastSeq()+1 when the log holds none.
+func (l *Log) FirstSeq() uint64 { return l.first.Load() }
+
+// LastSeq returns the sequence number of the newest record appended, whether
+// or not it is durable yet; 0 for a log that never held a record.
+func (l *Log) LastSeq() uint64 { return l.last.Load() }
+
+// Append adds the record seq, which must be LastSeq()+1, holding a copy of
+// data. It only copies into memory; the record reaches the file with the
+// next Flush or Sync, and is durable once Sync(seq) returns.
+func (l *Log) Append(seq uint64, data []byte) error {
+	if err := l.failed(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	last := l.last.Load()
+	if seq != last+1 || seq == 0 {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: append %d after %d", ErrSequence, seq, last)
+	}
+	p := l.pend
+	if len(p.ends) == 0 {
+		p.first = seq
+	}
+	p.buf = appendRecord(p.buf, seq, data)
+	p.ends = append(p.ends, len(p.buf))
+	l.last.Store(seq)
+	l.mu.Unlock()
+	l.appends.Add(1)
+	return nil
+}
+
+// Flush writes every appended record to the operating system, in one write,
+// without fsyncing. With syncing left to the OS it bounds what a process
+// crash (as opposed to a machine crash) can lose.
+func (l *Log) Flush() error {
+	if err := l.state(); err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.twClosed {
+		return ErrClosed
+	}
+	return l.writePending()
+}
+
+// Sync returns once every record up to seq is written and fsynced. Callers
+// that arrive while an fsync is running wait for it and share the next one,
+// so a busy log does far fewer fsyncs than commits. A seq that is already
+// durable returns at once without a system call. A commit racing with Close
+// learns the truth: its record was appended before Close, which syncs it. On
+// a failed Log every Sync fails.
+func (l *Log) Sync(seq uint64) error {
+	if err := l.failed(); err != nil {
+		return err
+	}
+	if seq <= l.synced.Load() {
+		return nil
+	}
+	if last := l.last.Load(); seq > last {
+		if l.closed.Load() {
+			return ErrClosed
+		}
+		return fmt.Errorf("%w: sync %d beyond last appended %d", ErrSequence, seq, last)
+	}
+	l.smu.Lock()
+	for {
+		if err := l.failed(); err != nil {
+			l.smu.Unlock()
+			return err
+		}
+		if l.synced.Load() >= seq {
+			l.smu.Unlock()
+			return nil
+		}
+		if !l.syncing {
+			break
+		}
+		l.cond.Wait()
+	}
+	l.syncing = true
+	l.smu.Unlock()
+
+	err := l.commit()
+
+	l.smu.Lock()
+	l.syncing = false
+	l.cond.Broadcast()
+	l.smu.Unlock()
+	if err != nil {
+		return err
+	}
+	if l.synced.Load() < seq {
+		// Only a Close that could not sync leaves seq uncovered.
+		if err := l.failed(); err != nil {
+			return err
+		}
+		return ErrClosed
+	}
+	return nil
+}
+
+// commit writes whatever is pending and fsyncs it: one round of group
+// commit, run by the leader.
+func (l *Log) commit() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.twClosed {
+		return nil // Close synced everything it could; Sync looks at synced
+	}
+	if err := l.writePending(); err != nil {
+		return err
+	}
+	return l.syncWritten()
+}
+
+// writePending writes the pending records with one tidwall/wal batch. It
+// holds wmu.
+func (l *Log) writePending() error {
+	l.mu.Lock()
+	p := l.pend
+	l.pend, l.spare = l.spare, p
+	l.mu.Unlock()
+	if len(p.ends) == 0 {
+		return nil
+	}
+	// Mirror tidwall/wal's writeBatch to learn whether it starts a new
+	// segment, whose directory entry then needs an fsync: it cycles before
+	// the batch when the tail is over SegmentSize, and after any entry that
+	// brings the tail to SegmentSize.
+	limit := int64(l.opts.SegmentSize)
+	size, tailFirst, cycled := l.tailSize, l.tailFirst, false
+	if size > limit {
+		size, tailFirst, cycled = 0, p.first, true
+	}
+	var nbytes int64
+	seq, start := p.first, 0
+	for _, end := range p.ends {
+		rec := p.buf[start:end]
+		l.wb.Write(seq, rec)
+		n := int64(uvarintLen(uint64(len(rec))) + len(rec))
+		nbytes += n
+		size += n
+		seq++
+		if size >= limit {
+			size, tailFirst, cycled = 0, seq, true
+		}
+		start = end
+	}
+	if err := l.failpoint("append.write"); err != nil {
+		return l.fail("write", err)
+	}
+	if err := l.tw.WriteBatch(&l.wb); err != nil {
+		return l.fail("write", err)
+	}
+	l.tailSize, l.tailFirst = size, tailFirst
+	l.written.Store(seq - 1)
+	l.flushes.Add(1)
+	l.bytes.Add(uint64(nbytes))
+	if nbytes > maxRetained {
+		l.wb = twal.Batch{}
+	}
+	p.reset()
+	if cycled {
+		if err := l.failpoint("segment.create"); err != nil {
+			return l.fail("create segment", err)
+		}
+		if err := syncDir(l.dir); err != nil {
+			return l.fail("create segment", err)
+		}
+	}
+	return nil
+}
+
+// syncWritten fsyncs what has been written, unless that is durable already.
+// It holds wmu.
+func (l *Log) syncWritten() error {
+	target := l.written.Load()
+	if target <= l.synced.Load() {
+		return nil
+	}
+	if err := l.failpoint("sync"); err != nil {
+		return l.fail("fsync", err)
+	}
+	if err := l.fsync(); err != nil {
+		return l.fail("fsync", err)
+	}
+	if err := l.failpoint("sync.after"); err != nil {
+		return l.fail("fsync", err)
+	}
+	l.synced.Store(target)
+	return nil
+}
+
+// fsync syncs the tail segment. Older segments need none: tidwall/wal
+// fsyncs a segment before it starts the next.
+func (l *Log) fsync() error {
+	start := time.Now()
+	err := l.tw.Sync()
+	l.syncNanos.Add(uint64(time.Since(start)))
+	l.syncs.Add(1)
+	return err
+}
+
+// Replay calls fn for every record with a sequence number of at least from,
+// in order, up to the last one appended before the call; records still
+// pending are flushed first. It starts at FirstSeq() if from is below it, so
+// a caller that needs the log to reach back to a snapshot compares FirstSeq
+// itself. An error from fn stops the replay and is returned. data is only
+// valid during the call: its memory is reused for the next record, so fn
+// copies what it keeps.
+func (l *Log) Replay(from uint64, fn func(seq uint64, data []byte) error) error {
+	if err := l.Flush(); err != nil {
+		return err
+	}
+	last := l.written.Load()
+	seq := max(from, l.first.Load())
+	if seq == 0 || seq > last {
+		return nil
+	}
+	var buf []byte
+	for ; ; seq++ {
+		rec, err := l.tw.Read(seq)
+		if err != nil {
+			switch {
+			case errors.Is(err, twal.ErrCorrupt):
+				return l.locate(seq, "segment no longer decodes")
+			case errors.Is(err, twal.ErrClosed):
+				return ErrClosed
+			case errors.Is(err, twal.ErrNotFound):
+				return fmt.Errorf("wal: replay: record %d was truncated away during the replay", seq)
+			}
+			return fmt.Errorf("wal: replay: read record %d: %w", seq, err)
+		}
+		data, f := checkRecord(rec, seq)
+		if f != faultNone {
+			return l.locate(seq, f.String())
+		}
+		// rec belongs to tidwall/wal's segment cache; fn gets a copy it may
+		// scribble on.
+		buf = append(buf[:0], data...)
+		if err := fn(seq, buf); err != nil {
+			return err
+		}
+		if seq == last {
+			return nil
+		}
+	}
+}
+
+// locate turns a record that failed to decode during Replay into an error
+// that names the file and offset, by validating the directory again.
+func (l *Log) locate(seq uint64, why string) error {
+	s, err := scan(l.dir)
+	if err != nil {
+		return err
+	}
+	if s.report.Torn != nil {
+		return s.report.Torn.err()
+	}
+	return fmt.Errorf("%w: %s: record %d: %s", ErrCorrupt, l.dir, seq, why)
+}
+
+// TruncateFront drops every record before seq, once a snapshot holds their
+// effect, and fsyncs the directory. seq may be LastSeq()+1: the log is then
+// empty but keeps its position, and the next Append is seq. A seq at or below
+// FirstSeq() does nothing.
+func (l *Log) TruncateFront(seq uint64) error {
+	if err := l.state(); err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.twClosed {
+		return ErrClosed
+	}
+	if err := l.failed(); err != nil {
+		return err
+	}
+	if seq <= l.first.Load() {
+		return nil
+	}
+	if last := l.last.Load(); seq > last+1 {
+		return fmt.Errorf("%w: truncate before %d, beyond last appended %d", ErrSequence, seq, last)
+	}
+	// tidwall/wal can only cut records it holds.
+	if err := l.writePending(); err != nil {
+		return err
+	}
+	if err := l.tw.TruncateFront(seq); err != nil {
+		return l.fail("truncate", err)
+	}
+	l.first.Store(seq)
+	if err := l.failpoint("truncate"); err != nil {
+		return l.fail("truncate", err)
+	}
+	if seq > l.tailFirst {
+		// The tail segment was rewritten to start at seq.
+		fi, err := os.Stat(filepath.Join(l.dir, segmentName(seq)))
+		if err != nil {
+			return l.fail("truncate", err)
+		}
+		l.tailFirst, l.tailSize = seq, fi.Size()
+	}
+	if err := syncDir(l.dir); err != nil {
+		return l.fail("truncate", err)
+	}
+	return nil
+}
+
+// Stats returns the running totals.
+func (l *Log) Stats() Stats {
+	return Stats{
+		Appends:      l.appends.Load(),
+		Flushes:      l.flushes.Load(),
+		Syncs:        l.syncs.Load(),
+		BytesWritten: l.bytes.Load(),
+		SyncNanos:    l.syncNanos.Load(),
+	}
+}
+
+// Close writes and fsyncs every appended record and closes the files. Sync
+// callers waiting at the time are released. Calling it again returns
+// ErrClosed. On a failed Log it does no I/O and returns the failure.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed.Store(true) // from here on Append refuses, so pend only shrinks
+	l.mu.Unlock()
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	err := l.failed()
+	if err == nil {
+		if err = l.writePending(); err == nil {
+			err = l.syncWritten()
+		}
+	}
+	if err == nil {
+		if cerr := l.tw.Close(); cerr != nil {
+			err = l.fail("close", cerr)
+		}
+	}
+	// A failed Log leaves tidwall/wal open: its Close would fsync again, and
+	// an fsync after a failed one can succeed without the lost pages being
+	// on disk. The file is closed when the Log is garbage collected.
+	l.twClosed = true
+
+	l.smu.Lock()
+	l.cond.Broadcast()
+	l.smu.Unlock()
+	return err
+}
+
+// failpoint runs the test hook for name.
+func (l *Log) failpoint(name string) error {
+	if l.opts.Failpoint == nil {
+		return nil
+	}
+	return l.opts.Failpoint(name)
+}
+
+// fail marks the Log failed because op hit err, and returns the error every
+// later call gets. The first failure is kept: it is the cause.
+func (l *Log) fail(op string, err error) error {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if prev := l.failure.Load(); prev != nil {
+		return *prev
+	}
+	ferr := fmt.Errorf("%w: %s %s: %w", ErrFailed, op, l.dir, err)
+	l.failure.Store(&ferr)
+	l.cond.Broadcast()
+	return ferr
+}
+
+// failed returns the failure, if any.
+func (l *Log) failed() error {
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// state returns why a call cannot proceed: a failure outranks Close, since
+// it is the news a caller needs.
+func (l *Log) state() error {
+	if err := l.failed(); err != nil {
+		return err
+	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+)
+
+const (
+	dirPerm  = 0o750
+	filePerm = 0o640
+)
+
+// RepairReport says what Repair did.
+type RepairReport struct {
+	// FirstSeq, LastSeq and Records describe the log after the repair, as
+	// in CheckReport.
+	FirstSeq uint64
+	LastSeq  uint64
+	Records  uint64
+
+	// Cut is the torn tail that was removed, or nil if there was none.
+	Cut *Damage
+
+	// Broken is the path of the copy of the segment taken before the cut.
+	Broken string
+}
+
+// Repair puts dir in the state Open leaves it in, without opening the log:
+// it finishes an interrupted truncation and cuts a torn tail, keeping a copy
+// of the segment as it was. Damage Open would refuse is refused here too, with
+// an error wrapping ErrCorrupt, and nothing is changed: silently dropping
+// acknowledged records is not a repair. It must not run while the log is
+// open.
+func Repair(dir string) (RepairReport, error) {
+	_, rep, err := recoverDir(dir)
+	return rep, err
+}
+
+// recoverDir validates dir and then, only if it is sound, resolves what a
+// crash left behind, fsyncing everything it changes.
+func recoverDir(dir string) (*scanState, RepairReport, error) {
+	s, err := scan(dir)
+	if err != nil {
+		return nil, RepairReport{}, err
+	}
+	changed := false
+	// Deletions before renames, as tidwall/wal orders them: renaming first
+	// could leave old segments overlapping the renamed one after a crash.
+	for _, p := range append(s.layout.remove, s.layout.temps...) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, RepairReport{}, err
+		}
+		changed = true
+	}
+	for _, seg := range s.layout.segs {
+		if seg.path != seg.final {
+			if err := os.Rename(seg.path, seg.final); err != nil {
+				return nil, RepairReport{}, err
+			}
+			changed = true
+		}
+	}
+	r := s.report
+	rep := RepairReport{FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Records: r.Records}
+	if r.Torn != nil {
+		seg := s.layout.segs[len(s.layout.segs)-1].final
+		broken, err := cutTail(seg, r.Torn.Offset)
+		if err != nil {
+			return nil, RepairReport{}, err
+		}
+		cut := *r.Torn
+		cut.File = seg
+		rep.Cut, rep.Broken = &cut, broken
+		changed = true
+	}
+	if changed {
+		if err := syncDir(dir); err != nil {
+			return nil, RepairReport{}, err
+		}
+	}
+	return s, rep, nil
+}
+
+// cutTail copies the segment at path aside and truncates it to size, syncing
+// both files. The caller syncs the directory.
+func cutTail(path string, size int64) (broken string, err error) {
+	broken, err = copyAside(path)
+	if err != nil {
+		return "", fmt.Errorf("wal: keep a copy of %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	return broken, f.Close()
+}
+
+// copyAside copies path to a fresh <path>.broken file, never overwriting an
+// earlier copy: each one is evidence of a separate crash.
+func copyAside(path string) (string, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	name := path + brokenSuffix
+	var dst *os.File
+	for i := 1; ; i++ {
+		dst, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+		if !errors.Is(err, fs.ErrExist) || i > 1000 {
+			break
+		}
+		name = path + brokenSuffix + "." + strconv.Itoa(i)
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return "", err
+	}
+	if err := dst.Sync(); err != nil {
+		dst.Close()
+		return "", err
+	}
+	return name, dst.Close()
+}
+
+// createDir makes dir if it is missing and fsyncs the parent of every
+// directory it creates, so that a crash cannot lose the log's directory
+// after records in it were acknowledged.
+func createDir(dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", d)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncDir makes creations, renames and removals in dir durable: without it a
+// crash can bring back the old directory entries even though the files'
+// data is synced.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		// Directories cannot be opened for fsync there; NTFS journals the
+		// metadata change itself.
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}
