@@ -76,20 +76,40 @@ type denyAll struct{}
 
 func (denyAll) Allowed(Caller, Namespace, Perm) Perm { return 0 }
 
-// authorize checks that the DB view may use perms on ns; the engine itself
-// (no caller) may do anything unless the DB is secure.
+// authorize checks that the DB view may use perms on ns, and counts a
+// refusal; the engine itself (no caller) may do anything unless the DB is
+// secure.
 func (d *DB) authorize(ns Namespace, perms Perm) error {
+	err := d.permit(ns, perms)
+	if err != nil {
+		d.c.countDenied()
+		if obs := d.c.opts.Observer; obs != nil {
+			obs.TaskEvents([]TaskEvent{{Kind: EvDenied, Namespace: ns}})
+		}
+	}
+	return err
+}
+
+func (d *DB) permit(ns Namespace, perms Perm) error {
 	if d.caller == nil {
 		if d.c.opts.Secure {
-			d.c.countDenied()
-			return fmt.Errorf("%w: a caller is required in secure mode", ErrPermission)
+			return fmt.Errorf("%w: a caller is required in secure mode (%s on %s)", ErrPermission, perms, ns)
 		}
 		return nil
 	}
 	have := d.c.opts.Authorizer.Allowed(*d.caller, ns, perms)
 	if missing := perms &^ have; missing != 0 {
-		d.c.countDenied()
 		return fmt.Errorf("%w: caller %q lacks %s on %s", ErrPermission, d.caller.ID, missing, ns)
+	}
+	return nil
+}
+
+// owner refuses process-level calls (Close, Checkpoint, Verify) made through
+// a caller view: they concern every namespace, so only the embedding program
+// may make them.
+func (d *DB) owner(call string) error {
+	if d.caller != nil {
+		return fmt.Errorf("%w: %s is for the program that opened the DB, not caller %q", ErrPermission, call, d.caller.ID)
 	}
 	return nil
 }

@@ -460,6 +460,9 @@ func (c *core) housekeep(now int64) error {
 // Close takes a final snapshot, closes the log and releases the directory.
 // Blocked claims return ErrClosed. Later calls return ErrClosed.
 func (d *DB) Close() error {
+	if err := d.owner("Close"); err != nil {
+		return err
+	}
 	c := d.c
 	c.mu.Lock()
 	if c.closed {
@@ -490,6 +493,9 @@ func (d *DB) Close() error {
 // Checkpoint writes a snapshot of the current state and truncates the log
 // up to the older of the two newest snapshots. In memory it does nothing.
 func (d *DB) Checkpoint(ctx context.Context) error {
+	if err := d.owner("Checkpoint"); err != nil {
+		return err
+	}
 	c := d.c
 	if err := ctx.Err(); err != nil {
 		return err
@@ -616,6 +622,9 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 
 // Verify checks every index against the primary records.
 func (d *DB) Verify() error {
+	if err := d.owner("Verify"); err != nil {
+		return err
+	}
 	c := d.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -625,8 +634,12 @@ func (d *DB) Verify() error {
 	return c.store.Verify()
 }
 
-// Stats returns the engine's counters.
+// Stats returns the engine's counters. They span every namespace, so a
+// caller view gets zero Stats.
 func (d *DB) Stats() Stats {
+	if d.caller != nil {
+		return Stats{}
+	}
 	c := d.c
 	c.mu.Lock()
 	s := c.stats

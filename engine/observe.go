@@ -16,10 +16,11 @@ const (
 	EvLeaseLost                      // a stale complete/fail/heartbeat was refused
 	EvCancelled                      // removed by Cancel
 	EvRedriven                       // moved from dead back to ready
+	EvDenied                         // a call refused for lack of permission (Queue is empty)
 )
 
 var eventNames = [...]string{"", "enqueued", "claimed", "completed", "retried", "dead", "reclaimed",
-	"lease_lost", "cancelled", "redriven"}
+	"lease_lost", "cancelled", "redriven", "denied"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {

@@ -601,6 +601,9 @@ type QueueInfo struct {
 // Queues lists every queue that holds tasks, in namespace and name order.
 // A caller sees only the namespaces it may read.
 func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
+	if d.caller == nil && d.c.opts.Secure {
+		return nil, d.authorize(Namespace{}, PermRead)
+	}
 	var out []QueueInfo
 	err := d.c.read(ctx, func() {
 		d.c.store.Queues(func(iq *index.Queue) bool {
@@ -619,7 +622,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	}
 	kept := out[:0]
 	for _, qi := range out {
-		if d.authorize(qi.Namespace, PermRead) == nil {
+		if d.permit(qi.Namespace, PermRead) == nil {
 			kept = append(kept, qi)
 		}
 	}

@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	nsA = NS("tenant-a", "prod")
+	nsB = NS("tenant-b", "prod")
+)
+
+func policyEnv(t *testing.T, secure bool) *env {
+	return newEnv(t, false, func(o *Options) {
+		o.Secure = secure
+		o.Authorizer = Policy{
+			"alice":    {{Project: "tenant-a", Scope: "*", Perms: PermAll}},
+			"producer": {{Project: "tenant-a", Scope: "prod", Perms: PermEnqueue}},
+			"worker":   {{Project: "tenant-a", Scope: "prod", Perms: PermWork}},
+			"reader":   {{Project: "*", Scope: "*", Perms: PermRead}},
+		}
+	})
+}
+
+func TestPermissionsPerCall(t *testing.T) {
+	e := policyEnv(t, false)
+	producer := e.db.As(Caller{ID: "producer"})
+	worker := e.db.As(Caller{ID: "worker"})
+	q := func(d *DB) *Queue { return d.Queue(nsA, "q") }
+
+	if _, err := q(producer).Enqueue(ctx, Task{}); err != nil {
+		t.Fatal(err)
+	}
+	// An enqueue with a KV write needs kv-write too, checked before planning.
+	_, err := q(producer).Enqueue(ctx, Task{}, Set("k", nil))
+	wantErr(t, err, ErrPermission)
+	if !strings.Contains(err.Error(), "kv-write") || !strings.Contains(err.Error(), "tenant-a/prod") {
+		t.Fatalf("error does not name the permission and namespace: %v", err)
+	}
+	_, err = q(producer).Claim(ctx, "w", time.Second, 1)
+	wantErr(t, err, ErrPermission)
+	ls, err := q(worker).Claim(ctx, "w", time.Second, 1)
+	if err != nil || len(ls) != 1 {
+		t.Fatal(err)
+	}
+	// Completing with a follow-up needs enqueue as well as work.
+	err = q(worker).Complete(ctx, ls[0], Done{FollowUps: []FollowUp{{Queue: "next"}}})
+	wantErr(t, err, ErrPermission)
+	_, err = q(worker).Counts(ctx)
+	wantErr(t, err, ErrPermission)
+	wantErr(t, q(worker).Cancel(ctx, ls[0].ID), ErrPermission)
+	if err := q(worker).Complete(ctx, ls[0], Done{}); err != nil {
+		t.Fatal(err)
+	}
+	// Unknown callers are denied everything.
+	_, err = q(e.db.As(Caller{ID: "mallory"})).Get(ctx, ls[0].ID)
+	wantErr(t, err, ErrPermission)
+	if got := e.db.Stats().Denied; got != 6 {
+		t.Fatalf("denied count %d, want 6", got)
+	}
+	// Process-level calls are for the program, not for callers.
+	wantErr(t, worker.Checkpoint(ctx), ErrPermission)
+	wantErr(t, worker.Verify(), ErrPermission)
+	wantErr(t, worker.Close(), ErrPermission)
+	if worker.Stats() != (Stats{}) {
+		t.Fatal("a caller view sees engine-wide stats")
+	}
+}
+
+func TestSecureModeRefusesAnonymousCalls(t *testing.T) {
+	e := policyEnv(t, true)
+	q := e.db.Queue(nsA, "q")
+	_, err := q.Enqueue(ctx, Task{})
+	wantErr(t, err, ErrPermission)
+	_, err = q.Get(ctx, 1)
+	wantErr(t, err, ErrPermission)
+	_, err = q.List(ctx, ListOptions{State: Dead})
+	wantErr(t, err, ErrPermission)
+	_, err = q.Counts(ctx)
+	wantErr(t, err, ErrPermission)
+	_, err = e.db.KV(nsA).Get(ctx, "k")
+	wantErr(t, err, ErrPermission)
+	_, err = e.db.Queues(ctx)
+	wantErr(t, err, ErrPermission)
+	alice := e.db.As(Caller{ID: "alice"})
+	if _, err := alice.Queue(nsA, "q").Enqueue(ctx, Task{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := alice.Queue(nsA, "q").Counts(ctx); err != nil || n.Ready != 1 {
+		t.Fatal(n, err)
+	}
+	// The program itself still checkpoints and closes.
+	if err := e.db.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNamespaceIsolation: a caller with every right on tenant-a can neither
+// read, change nor tell apart tasks and keys of tenant-b.
+func TestNamespaceIsolation(t *testing.T) {
+	e := policyEnv(t, false)
+	bq := e.db.Queue(nsB, "q")
+	secret, _ := bq.Enqueue(ctx, Task{Payload: []byte(`"secret"`), IdempotencyKey: "k"})
+	e.db.KV(nsB).Commit(ctx, Set("secret", []byte("b")))
+	alice := e.db.As(Caller{ID: "alice"})
+	aq := alice.Queue(nsA, "q")
+
+	// Direct access to B is refused.
+	_, err := alice.Queue(nsB, "q").Get(ctx, secret.ID)
+	wantErr(t, err, ErrPermission)
+	_, err = alice.KV(nsB).Get(ctx, "secret")
+	wantErr(t, err, ErrPermission)
+	// Through A's own queue, B's task is indistinguishable from a missing one.
+	_, errB := aq.Get(ctx, secret.ID)
+	_, errNone := aq.Get(ctx, 1<<40)
+	wantErr(t, errB, ErrNotFound)
+	if strings.ReplaceAll(errB.Error(), "1099511627776", "ID") != strings.ReplaceAll(errNone.Error(), "1099511627776", "ID") &&
+		strings.Replace(errB.Error(), itoa(secret.ID), "ID", 1) != strings.Replace(errNone.Error(), "1099511627776", "ID", 1) {
+		t.Fatalf("errors differ: %q vs %q", errB, errNone)
+	}
+	wantErr(t, aq.Cancel(ctx, secret.ID), ErrNotFound)
+	wantErr(t, aq.Redrive(ctx, secret.ID), ErrNotFound)
+	wantErr(t, aq.Complete(ctx, Lease{ID: secret.ID, Token: 0}, Done{}), ErrLeaseLost)
+	// Same idempotency key in A is a new task, not B's.
+	r, err := aq.Enqueue(ctx, Task{IdempotencyKey: "k"})
+	if err != nil || r.Deduplicated || r.ID == secret.ID {
+		t.Fatalf("idempotency key crossed namespaces: %+v %v", r, err)
+	}
+	// Claims, lists, counts and scans of A never show B.
+	ls, _ := aq.Claim(ctx, "w", time.Minute, 100)
+	for _, l := range ls {
+		if l.Namespace != nsA {
+			t.Fatalf("claimed a task of %v", l.Namespace)
+		}
+	}
+	if ents, _ := alice.KV(nsA).Scan(ctx, ScanOptions{}); len(ents) != 0 {
+		t.Fatalf("scan shows %v", ents)
+	}
+	qs, _ := alice.Queues(ctx)
+	for _, qi := range qs {
+		if qi.Namespace != nsA {
+			t.Fatalf("queue listing shows %v", qi.Namespace)
+		}
+	}
+	// B is untouched.
+	info, err := bq.Get(ctx, secret.ID)
+	if err != nil || info.State != Ready || string(info.Payload) != `"secret"` {
+		t.Fatalf("B changed: %+v %v", info, err)
+	}
+}
+
+func itoa(n uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	e := newEnv(t, false)
+	q := e.q("q")
+	huge := strings.Repeat("n", 64<<10)
+	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
+	cases := []struct {
+		name string
+		call func() error
+		ok   bool // the input is legal and must work
+	}{
+		{"64KiB queue name", func() error { _, err := e.db.Queue(ns, huge).Enqueue(ctx, Task{}); return err }, false},
+		{"64KiB owner", func() error { _, err := q.Claim(ctx, huge, time.Second, 1); return err }, false},
+		{"64KiB project", func() error { _, err := e.db.Queue(NS(huge, "s"), "q").Enqueue(ctx, Task{}); return err }, false},
+		{"64KiB idempotency key", func() error { _, err := q.Enqueue(ctx, Task{IdempotencyKey: huge}); return err }, false},
+		{"64KiB KV key", func() error { _, err := e.db.KV(ns).Commit(ctx, Set(huge, nil)); return err }, false},
+		{"NUL in owner", func() error { _, err := q.Claim(ctx, "a\x00", time.Second, 1); return err }, false},
+		{"invalid UTF-8 scope", func() error { _, err := e.db.Queue(NS("p", "\xc3\x28"), "q").Enqueue(ctx, Task{}); return err }, false},
+		{"NUL and invalid UTF-8 in KV key", func() error { _, err := e.db.KV(ns).Commit(ctx, Set("a\x00\xff", []byte{0})); return err }, true},
+		{"NUL in idempotency key", func() error { _, err := q.Enqueue(ctx, Task{IdempotencyKey: "\x00\xff"}); return err }, true},
+		{"deeply nested JSON", func() error { _, err := q.Enqueue(ctx, Task{Payload: []byte(deep)}); return err }, false},
+		{"nested JSON within limits", func() error {
+			_, err := q.Enqueue(ctx, Task{Payload: []byte(strings.Repeat("[", 500) + strings.Repeat("]", 500))})
+			return err
+		}, true},
+		{"max priority", func() error { _, err := q.Enqueue(ctx, Task{Priority: 1<<63 - 1}); return err }, true},
+		{"min priority", func() error { _, err := q.Enqueue(ctx, Task{Priority: -1 << 63}); return err }, true},
+		{"max int64 delay", func() error { _, err := q.Enqueue(ctx, Task{Delay: 1<<63 - 1}); return err }, false},
+		{"min int64 delay", func() error { _, err := q.Enqueue(ctx, Task{Delay: -1 << 63}); return err }, false},
+		{"max int64 lease", func() error { _, err := q.Claim(ctx, "w", 1<<63-1, 1); return err }, false},
+		{"max int64 backoff", func() error { _, err := q.Enqueue(ctx, Task{BackoffMax: 1<<63 - 1}); return err }, false},
+		{"max int64 retry after", func() error { return q.Fail(ctx, Lease{ID: 1}, Failure{RetryAfter: 1<<63 - 1}) }, false},
+		{"far future at", func() error { _, err := q.Enqueue(ctx, Task{At: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}); return err }, false},
+		{"max attempts over limit", func() error { _, err := q.Enqueue(ctx, Task{MaxAttempts: 1 << 40}); return err }, false},
+		{"claim max at its limit", func() error { _, err := q.Claim(ctx, "w", time.Minute, MaxBatch); return err }, true},
+		{"100,000 mutations", func() error {
+			ops := make([]Op, 100000)
+			for i := range ops {
+				ops[i] = Set(itoa(uint64(i)), nil)
+			}
+			_, err := e.db.KV(ns).Commit(ctx, ops...)
+			return err
+		}, false},
+		{"65 headers", func() error {
+			h := map[string]string{}
+			for i := range 65 {
+				h[itoa(uint64(i))] = ""
+			}
+			_, err := q.Enqueue(ctx, Task{Headers: h})
+			return err
+		}, false},
+		{"huge error text is cut", func() error {
+			l, err := q.Claim(ctx, "w", time.Minute, 1)
+			if err != nil || len(l) == 0 {
+				e.enqueue(q, Task{})
+				l, _ = q.Claim(ctx, "w", time.Minute, 1)
+			}
+			return q.Fail(ctx, l[0], Failure{Err: huge})
+		}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := dump(e.db)
+			err := c.call()
+			if c.ok {
+				if err != nil {
+					t.Fatalf("legal input refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("got %v, want ErrInvalid", err)
+			}
+			if len(err.Error()) > 400 {
+				t.Fatalf("error echoes the input: %d bytes", len(err.Error()))
+			}
+			if dump(e.db) != before {
+				t.Fatal("refused input changed state")
+			}
+		})
+	}
+	e.reopen()
+}
+
+func TestFollowUpFanOut(t *testing.T) {
+	e := newEnv(t, false)
+	q := e.q("q")
+	e.enqueue(q, Task{})
+	l := e.claim(q, 1)[0]
+	fan := make([]FollowUp, MaxOps)
+	for i := range fan {
+		fan[i] = FollowUp{Queue: "fan", Task: Task{Payload: []byte(`{"i":1}`)}}
+	}
+	if err := q.Complete(ctx, l, Done{FollowUps: append(fan, FollowUp{Queue: "fan"})}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("fan-out over the limit: %v", err)
+	}
+	if err := q.Complete(ctx, l, Done{FollowUps: fan}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := e.q("fan").Counts(ctx); n.Ready != MaxOps {
+		t.Fatalf("fan-out enqueued %d", n.Ready)
+	}
+	e.reopen()
+}
