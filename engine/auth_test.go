@@ -195,7 +195,10 @@ func TestHostileInput(t *testing.T) {
 		{"max int64 lease", func() error { _, err := q.Claim(ctx, "w", 1<<63-1, 1); return err }, false},
 		{"max int64 backoff", func() error { _, err := q.Enqueue(ctx, Task{BackoffMax: 1<<63 - 1}); return err }, false},
 		{"max int64 retry after", func() error { return q.Fail(ctx, Lease{ID: 1}, Failure{RetryAfter: 1<<63 - 1}) }, false},
-		{"far future at", func() error { _, err := q.Enqueue(ctx, Task{At: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}); return err }, false},
+		{"far future at", func() error {
+			_, err := q.Enqueue(ctx, Task{At: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)})
+			return err
+		}, false},
 		{"max attempts over limit", func() error { _, err := q.Enqueue(ctx, Task{MaxAttempts: 1 << 40}); return err }, false},
 		{"claim max at its limit", func() error { _, err := q.Claim(ctx, "w", time.Minute, MaxBatch); return err }, true},
 		{"100,000 mutations", func() error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -114,7 +115,8 @@ func segNames(t testing.TB, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if len(e.Name()) == nameDigits {
+		seq, err := strconv.ParseUint(e.Name(), 10, 64)
+		if len(e.Name()) == nameDigits && err == nil && seq > 0 && !e.IsDir() {
 			names = append(names, e.Name())
 		}
 	}

@@ -201,7 +201,7 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 // TestGroupCommit runs the engine's pattern: append under a mutex, then wait
 // for durability outside it. A slow fsync lets commits pile up behind it.
 func TestGroupCommit(t *testing.T) {
-	const goroutines, perG = 8, 250
+	const goroutines, perG = 8, 150
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{Failpoint: func(name string) error {
 		if name == "sync" {
