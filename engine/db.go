@@ -121,7 +121,11 @@ func (c *core) openDir() (err error) {
 	if err != nil {
 		return err
 	}
-	log, err := wal.Open(c.walDir(), wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint})
+	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint}
+	if obs := c.opts.Observer; obs != nil {
+		wopts.OnSync = obs.Synced
+	}
+	log, err := wal.Open(c.walDir(), wopts)
 	if err != nil {
 		return wrapStorage(err)
 	}

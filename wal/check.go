@@ -44,10 +44,11 @@ func (d *Damage) err() error {
 }
 
 // Check validates every segment and record in dir without changing anything,
-// so it is safe on a directory another process has open. It returns an error
-// wrapping ErrCorrupt, with the report's Corrupt filled in, exactly when Open
-// would refuse the directory; a torn tail is reported in Torn with a nil
-// error because Open repairs it.
+// for an offline verify. It returns an error wrapping ErrCorrupt, with the
+// report's Corrupt filled in, exactly when Open would refuse the directory; a
+// torn tail is reported in Torn with a nil error because Open repairs it.
+// Since it writes nothing it may also run beside a process that has the log
+// open, where a write in flight can show up as a torn tail.
 func Check(dir string) (CheckReport, error) {
 	s, err := scan(dir)
 	if s == nil {

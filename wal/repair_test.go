@@ -521,3 +521,46 @@ func TestSegmentName(t *testing.T) {
 		t.Fatalf("frame % x", rec)
 	}
 }
+
+func TestScan(t *testing.T) {
+	collect := func(dir string, from uint64) ([]record, error) {
+		var got []record
+		err := Scan(dir, from, func(seq uint64, data []byte) error {
+			got = append(got, record{seq, bytes.Clone(data)})
+			return nil
+		})
+		return got, err
+	}
+	dir := newLog(t, 256, 40)
+	for _, from := range []uint64{0, 1, 17, 40, 41} {
+		got, err := collect(dir, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRecords(t, got, max(from, 1), 40)
+	}
+
+	// A torn tail is left out and left alone.
+	appendFile(t, lastSeg(t, dir), []byte{0x30, 1, 2})
+	before := snapshotDir(t, dir)
+	got, err := collect(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, got, 1, 40)
+	sameDir(t, before, snapshotDir(t, dir))
+
+	// Damage Open refuses is refused before any record is passed on.
+	flip(t, segPaths(t, dir)[1], 1)
+	got, err = collect(dir, 0)
+	isErr(t, err, ErrCorrupt)
+	if len(got) != 0 {
+		t.Fatalf("%d records passed on before the damage was reported", len(got))
+	}
+
+	stop := errors.New("stop")
+	dir = newLog(t, 0, 5)
+	if err := Scan(dir, 0, func(uint64, []byte) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("got %v, want the callback's error", err)
+	}
+}
