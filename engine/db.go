@@ -322,9 +322,12 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		return 0, err
 	}
 	if len(c.batch.Mutations) == 0 {
+		// Nothing to write, but the answer may rest on batches that are not
+		// durable yet (a deduplicated enqueue, an assertion that held): wait
+		// for them as their own committers do.
 		seq := c.store.Seq()
 		c.mu.Unlock()
-		return seq, nil
+		return seq, c.durable(seq)
 	}
 	seq, err := c.logAndApply()
 	var events []TaskEvent
@@ -402,11 +405,16 @@ func (c *core) durable(seq uint64) error {
 		err = c.log.Flush()
 	}
 	if err != nil {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.fail(err)
+		return c.failLocked(err)
 	}
 	return nil
+}
+
+// failLocked is fail for callers not holding mu.
+func (c *core) failLocked(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fail(err)
 }
 
 func (c *core) syncLoop() {
@@ -423,9 +431,7 @@ func (c *core) syncLoop() {
 			c.mu.Unlock()
 			if ok {
 				if err := c.log.Sync(seq); err != nil {
-					c.mu.Lock()
-					c.fail(err)
-					c.mu.Unlock()
+					c.failLocked(err)
 				}
 			}
 		}
@@ -567,10 +573,7 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	// otherwise a crash could leave a snapshot ahead of a shorter log, and the
 	// next append would not follow the log's last record.
 	if err := c.log.Sync(img.Seq); err != nil {
-		c.mu.Lock()
-		c.fail(err)
-		c.mu.Unlock()
-		return snapshot.Info{}, err
+		return snapshot.Info{}, c.failLocked(err)
 	}
 	enc := index.NewEncoder()
 	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.Failpoint}, func(w *snapshot.Writer) error {
@@ -615,10 +618,7 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	}
 	if len(infos) >= 2 {
 		if err := c.log.TruncateFront(infos[1].Seq + 1); err != nil {
-			c.mu.Lock()
-			c.fail(err)
-			c.mu.Unlock()
-			return info, err
+			return info, c.failLocked(err)
 		}
 	}
 	return info, snapshot.Prune(c.snapDir(), 2)

@@ -445,18 +445,22 @@ func (q *Queue) RedriveAll(ctx context.Context) (int, error) {
 	}
 }
 
-// read runs fn under the engine lock for a read-only call.
+// read runs fn under the engine lock for a read-only call, then waits until
+// what it saw is durable: state is applied before its batch is fsynced, and a
+// reader must not act on something a crash could take back.
 func (c *core) read(ctx context.Context, fn func()) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.usable(); err != nil {
+		c.mu.Unlock()
 		return err
 	}
 	fn()
-	return nil
+	seq := c.store.Seq()
+	c.mu.Unlock()
+	return c.durable(seq)
 }
 
 // Get returns the task with the given id, ErrNotFound if the queue has none.
