@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+// Workloads names the workloads Run accepts, in the order they are
+// usually run. W1–W6R drive a queue through the Driver interface, so the
+// peers module runs them against other queues too; W7–W9 look inside
+// docket and run against it alone.
+var Workloads = []string{"W1", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9"}
+
+// DriverWorkloads are the workloads RunDriver accepts.
+var DriverWorkloads = []string{"W1", "W2", "W3", "W4", "W5", "W6", "W6R"}
+
+// Workload shapes that are not parameters of Config.
+const (
+	// EnqueueBatchSize is how many tasks one W3 commit enqueues.
+	EnqueueBatchSize = 100
+	// setupBatch is how many tasks one commit enqueues while a workload
+	// builds its starting state (W4, W5, W9); that part is not measured.
+	setupBatch = 1000
+	// minPayload is the smallest payload: it has to hold the timestamp.
+	minPayload = 34
+	// lease is long enough that no task is ever reclaimed during a run.
+	lease = 10 * time.Minute
+)
+
+// Config describes one run of one workload. Zero fields take the
+// workload's default, listed with each field.
+type Config struct {
+	// Workload is one of Workloads ("W1" … "W9").
+	Workload string
+	// N is the number of tasks: enqueued (W1–W3), drained (W4, W5), trials
+	// (W7), held (W8, W9). Default 100,000; W7 10,000; W8 1,000,000. For W6
+	// and W6R it is optional and ends the run once N tasks have completed,
+	// if that comes before Duration.
+	N int
+	// Duration is how long W6 and W6R run. Default 10 s.
+	Duration time.Duration
+	// Producers enqueue concurrently. Default 1 (W1, W3, W8's build), 16
+	// (W2), 4 (W6, W6R). In W6R each is a pacer that starts every enqueue
+	// on time without waiting for the previous one to return.
+	Producers int
+	// Workers claim and complete concurrently. Default 16 (W4, W5), 4 (W6,
+	// W6R).
+	Workers int
+	// ClaimBatch is the most tasks one claim leases. Default 1 (W4, W6,
+	// W6R) or 100 (W5). Each leased task is completed with its own call.
+	ClaimBatch int
+	// PayloadBytes is the size of each task's JSON payload. Default 100;
+	// at least 34.
+	PayloadBytes int
+	// Durability is docket's sync mode when InMemory is false.
+	Durability engine.Durability
+	// InMemory runs docket with no directory (not W8).
+	InMemory bool
+	// Dir is where the run's data directory is made (and removed after).
+	// Default os.TempDir().
+	Dir string
+	// OfferedRate is W6R's total enqueue rate, tasks per second. Default
+	// 10,000.
+	OfferedRate int
+	// Progress, if set, receives a line about every 500 ms while the run
+	// goes on.
+	Progress io.Writer
+}
+
+// Mode names the durability the config selects: "memory", or docket's
+// Durability ("always", "interval", "never").
+func (c Config) Mode() string {
+	if c.InMemory {
+		return "memory"
+	}
+	return c.Durability.String()
+}
+
+// withDefaults validates c and fills in the workload's defaults.
+func (c Config) withDefaults(allowed []string) (Config, error) {
+	c.Workload = strings.ToUpper(c.Workload)
+	if !slices.Contains(allowed, c.Workload) {
+		return c, fmt.Errorf("bench: unknown workload %q (want one of %s)", c.Workload, strings.Join(allowed, ", "))
+	}
+	if c.N < 0 || c.Duration < 0 || c.Producers < 0 || c.Workers < 0 || c.ClaimBatch < 0 ||
+		c.PayloadBytes < 0 || c.OfferedRate < 0 {
+		return c, fmt.Errorf("bench: negative setting in %+v", c)
+	}
+	if c.ClaimBatch > engine.MaxBatch {
+		return c, fmt.Errorf("bench: claim batch %d over the limit of %d", c.ClaimBatch, engine.MaxBatch)
+	}
+	steady := c.Workload == "W6" || c.Workload == "W6R"
+	if c.N == 0 && !steady {
+		switch c.Workload {
+		case "W7":
+			c.N = 10_000
+		case "W8":
+			c.N = 1_000_000
+		default:
+			c.N = 100_000
+		}
+	}
+	if c.Duration == 0 && steady {
+		c.Duration = 10 * time.Second
+	}
+	if c.Producers == 0 {
+		switch c.Workload {
+		case "W2":
+			c.Producers = 16
+		case "W6", "W6R":
+			c.Producers = 4
+		default:
+			c.Producers = 1
+		}
+	}
+	if c.Workers == 0 {
+		switch c.Workload {
+		case "W4", "W5":
+			c.Workers = 16
+		case "W6", "W6R":
+			c.Workers = 4
+		default:
+			c.Workers = 1
+		}
+	}
+	if c.ClaimBatch == 0 {
+		c.ClaimBatch = 1
+		if c.Workload == "W5" {
+			c.ClaimBatch = 100
+		}
+	}
+	if c.PayloadBytes == 0 {
+		c.PayloadBytes = 100
+	}
+	c.PayloadBytes = max(c.PayloadBytes, minPayload)
+	if c.OfferedRate == 0 {
+		c.OfferedRate = 10_000
+	}
+	if c.Dir == "" {
+		c.Dir = os.TempDir()
+	}
+	if c.InMemory && c.Workload == "W8" {
+		return c, fmt.Errorf("bench: W8 measures recovery from disk and cannot run in memory")
+	}
+	if c.Durability < engine.SyncAlways || c.Durability > engine.SyncNever {
+		return c, fmt.Errorf("bench: durability %d", c.Durability)
+	}
+	return c, nil
+}
+
+// payloadStamp is where a payload's timestamp lives: 19 digits at a fixed
+// offset, so reading it back needs no JSON decoding.
+const (
+	stampAt  = len(`{"t":"`)
+	stampLen = 19
+)
+
+// makePayload returns a JSON object of exactly size bytes (at least
+// minPayload) that carries stamp, a Unix time in nanoseconds:
+// {"t":"1732900000000000000","p":"xxxx…"}.
+func makePayload(size int, stamp int64) []byte {
+	size = max(size, minPayload)
+	b := make([]byte, 0, size)
+	b = append(b, `{"t":"`...)
+	b = appendStamp(b, stamp)
+	b = append(b, `","p":"`...)
+	for len(b) < size-2 {
+		b = append(b, 'x')
+	}
+	return append(b, `"}`...)
+}
+
+func appendStamp(b []byte, stamp int64) []byte {
+	var d [stampLen]byte
+	u := uint64(max(stamp, 0))
+	for i := stampLen - 1; i >= 0; i-- {
+		d[i] = byte('0' + u%10)
+		u /= 10
+	}
+	return append(b, d[:]...)
+}
+
+// stampOf reads back the timestamp makePayload wrote; 0 if there is none.
+func stampOf(p []byte) int64 {
+	if len(p) < stampAt+stampLen {
+		return 0
+	}
+	var v int64
+	for _, c := range p[stampAt : stampAt+stampLen] {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v
+}

@@ -1,0 +1,59 @@
+// Package bench measures docket: a load generator that drives the engine
+// through named workloads and reports throughput, latency percentiles,
+// fsync grouping, log bytes, memory and recovery time, plus testing.B
+// benchmarks built on it.
+//
+// # Workloads
+//
+// Every workload opens a fresh DB in a temporary directory (or in memory)
+// and measures only its own window; setup such as a backlog to drain is
+// neither timed nor counted. Payloads are JSON objects of PayloadBytes
+// (default 100) that carry a timestamp.
+//
+//	W1   enqueue, 1 producer, one task per commit
+//	W2   enqueue, 16 producers, one task per commit
+//	W3   enqueue, 1 producer, 100 tasks per commit (EnqueueBatch)
+//	W4   drain N tasks: 16 workers loop Claim(1) + Complete
+//	W5   drain N tasks: 16 workers loop Claim(100) + a Complete per task
+//	W6   steady state for Duration: 4 unthrottled producers, 4 workers in
+//	     ClaimWait; completed/s
+//	W6R  W6 with producers paced to OfferedRate (default 10,000/s); each
+//	     enqueue is started on schedule whatever the previous did, so a
+//	     slow queue meets the full load; end-to-end latency from the start
+//	     of the enqueue call to the return of Complete
+//	W7   wake-up: a claimer parked in ClaimWait, one enqueue, time until
+//	     the claimer holds the task; N trials
+//	W8   recovery: N pending tasks (default 1,000,000), Open timed with a
+//	     snapshot and from the log alone (snapshot directory removed)
+//	W9   footprint: live heap per pending task; log bytes per enqueue,
+//	     claim and complete
+//
+// W1–W6R drive the queue through the Driver interface, so the peers
+// module (bench/peers, a module of its own so that docket never depends
+// on the queues it is compared with) runs the very same code against
+// goqite on SQLite and NATS JetStream. W7–W9 look at docket alone.
+//
+// # Figures
+//
+// Result carries tasks/s and calls/s; per-call latency p50/p99/p999 from
+// a log-linear histogram (1.6% resolution, no allocation per sample);
+// fsyncs/s and commits per fsync (group commit) from DB.Stats; log bytes
+// per task; and the process's peak RSS (VmHWM, reset per run where the
+// kernel allows). MeasureFsync gives the raw fsync rate of the disk, the
+// ceiling for a single committer at SyncAlways.
+//
+// With a single synchronous caller, or a fixed number of them, durable
+// throughput is bounded by the disk: each caller waits for an fsync per
+// commit, so tasks/s at SyncAlways is at most callers × fsyncs/s ÷
+// commits per task. Compare durable figures with the fsync rate measured
+// on the same machine in the same session.
+//
+// # Benchmarks
+//
+// BenchmarkW1_SyncAlways … BenchmarkW9_InMemory run each workload with
+// b.N tasks (W8 and W9 with 20,000) and report tasks/s, ns/task,
+// bytes/task and more with b.ReportMetric; with -benchtime=1x they are a
+// smoke test of a few seconds. BenchmarkEnqueueAllocs and
+// BenchmarkClaimCompleteAllocs give the engine's allocations per task in
+// memory. README.md says how to run everything and holds measured figures.
+package bench

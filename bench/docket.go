@@ -1,0 +1,302 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+// parkDelay is how long W7 lets the claimer settle into its blocking
+// claim before enqueueing: long against the few microseconds an empty
+// claim takes, so that the claimer is parked when the task arrives.
+const parkDelay = 200 * time.Microsecond
+
+// runW7 measures wake-up latency: a claimer is parked in ClaimWait on an
+// empty queue, one task is enqueued, and the time from just before the
+// enqueue until ClaimWait returns it is recorded, N times.
+func runW7(ctx context.Context, cfg Config, dir string, r *Result) error {
+	d, err := openDocket(cfg, dir, nil)
+	if err != nil {
+		return err
+	}
+	err = wakeTrials(ctx, cfg, d, r)
+	return errors.Join(err, d.Close())
+}
+
+func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) error {
+	prog := startProgress(cfg.Progress, label(cfg), "wake-ups")
+	defer prog.end()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	payload := makePayload(cfg.PayloadBytes, 0)
+	var sent atomic.Int64
+	var early atomic.Int64
+	h := new(hist)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	w := openWindow(d)
+	go func() {
+		for {
+			select {
+			case ready <- struct{}{}:
+			case <-cctx.Done():
+				done <- nil
+				return
+			}
+			called := time.Now().UnixNano()
+			ls, err := d.q.ClaimWait(cctx, "bench", lease, 1)
+			got := time.Now().UnixNano()
+			if err != nil {
+				if cctx.Err() != nil {
+					err = nil
+				}
+				done <- err
+				return
+			}
+			if s := sent.Load(); called < s {
+				h.record(time.Duration(got - s))
+				prog.done.Add(1)
+			} else {
+				early.Add(1) // it was not parked yet: not a wake-up
+			}
+			if err := d.q.Complete(ctx, ls[0], engine.Done{}); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	// The claimer says it is ready before each blocking claim, so after
+	// each enqueue the next ready means the trial is recorded.
+	awaitReady := func() error {
+		select {
+		case <-ready:
+			return nil
+		case err := <-done:
+			return fmt.Errorf("claimer stopped: %w", err)
+		}
+	}
+	start := time.Now()
+	if err := awaitReady(); err != nil {
+		return err
+	}
+	for prog.done.Load() < int64(cfg.N) {
+		time.Sleep(parkDelay)
+		sent.Store(time.Now().UnixNano())
+		if _, err := d.q.Enqueue(ctx, engine.Task{Payload: payload}); err != nil {
+			return err
+		}
+		if err := awaitReady(); err != nil {
+			return err
+		}
+	}
+	r.Elapsed = time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		return err
+	}
+	w.close(r)
+	r.Tasks = prog.done.Load()
+	r.Calls = r.Tasks * 3
+	r.Latency = h.percentiles()
+	if e := early.Load(); e > 0 {
+		prog.say("%d trials discarded: the claimer was not parked yet", e)
+	}
+	return nil
+}
+
+// runW8 measures recovery: it builds a directory holding N pending tasks,
+// one enqueue per commit with automatic snapshots off, closes it (Close
+// writes a snapshot) and times Open twice: with that snapshot, and with
+// the snapshot directory removed so that the whole log is replayed, as
+// after a crash before any snapshot.
+func runW8(ctx context.Context, cfg Config, dir string, r *Result) error {
+	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
+	defer prog.end()
+	noSnap := func(o *engine.Options) { o.SnapshotBytes = -1 }
+	// The build's own durability does not matter to what is measured.
+	build := cfg
+	build.Durability = engine.SyncNever
+	d, err := openDocket(build, dir, noSnap)
+	if err != nil {
+		return err
+	}
+	rc := &Recovery{Tasks: cfg.N}
+	r.Recovery = rc
+	start := time.Now()
+	if err := produce(ctx, cfg, d, prog); err != nil {
+		d.Close()
+		return err
+	}
+	rc.Build = time.Since(start)
+	prog.end()
+	prog.say("built %d tasks in %v; closing (writes the snapshot)", cfg.N, rc.Build.Round(time.Millisecond))
+	start = time.Now()
+	if err := d.Close(); err != nil {
+		return err
+	}
+	rc.SnapshotWrite = time.Since(start)
+	rc.SnapshotBytes = dirBytes(filepath.Join(dir, "snap"))
+	rc.LogFileBytes = dirBytes(filepath.Join(dir, "wal"))
+
+	reopen := func(what string) (time.Duration, error) {
+		runtime.GC()
+		start := time.Now()
+		d, err := openDocket(cfg, dir, noSnap)
+		took := time.Since(start)
+		if err != nil {
+			return 0, fmt.Errorf("open %s: %w", what, err)
+		}
+		n := d.db.Stats().Tasks
+		err = d.Close()
+		if err == nil && n != cfg.N {
+			err = fmt.Errorf("open %s recovered %d tasks, want %d", what, n, cfg.N)
+		}
+		prog.say("opened %s in %v", what, took.Round(time.Millisecond))
+		return took, err
+	}
+	if rc.FromSnapshot, err = reopen("from the snapshot"); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "snap")); err != nil {
+		return err
+	}
+	if rc.FromLog, err = reopen("from the log alone"); err != nil {
+		return err
+	}
+	r.Tasks = int64(cfg.N)
+	return nil
+}
+
+// produce enqueues cfg.N tasks, one per commit, from cfg.Producers
+// goroutines.
+func produce(ctx context.Context, cfg Config, d *docketDriver, prog *progress) error {
+	payload := makePayload(cfg.PayloadBytes, 0)
+	var next atomic.Int64
+	errs := make([]error, cfg.Producers)
+	var wg sync.WaitGroup
+	for p := range cfg.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(cfg.N) {
+				if err := d.Enqueue(ctx, payload); err != nil {
+					errs[p] = err
+					return
+				}
+				prog.done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// lifecycleSample bounds how many tasks W9 takes through their whole life
+// to measure log bytes: the figure per task settles long before.
+const lifecycleSample = 10_000
+
+// runW9 measures footprint: the live heap per pending task with N tasks
+// held (in cfg's mode), and the log bytes each step of a task's life
+// writes, one step per commit (always on disk: there is no log in memory).
+func runW9(ctx context.Context, cfg Config, dir string, r *Result) error {
+	prog := startProgress(cfg.Progress, label(cfg), "tasks")
+	defer prog.end()
+	f := &Footprint{Tasks: cfg.N, PayloadBytes: cfg.PayloadBytes}
+	r.Footprint = f
+	d, err := openDocket(cfg, filepath.Join(dir, "heap"), nil)
+	if err != nil {
+		return err
+	}
+	before := liveHeap()
+	err = fill(ctx, d, cfg.N, cfg.PayloadBytes, prog)
+	after := liveHeap()
+	if err == nil {
+		if n := d.db.Stats().Tasks; n != cfg.N {
+			err = fmt.Errorf("holds %d tasks, want %d", n, cfg.N)
+		}
+	}
+	runtime.KeepAlive(d)
+	if err := errors.Join(err, d.Close()); err != nil {
+		return err
+	}
+	f.HeapPerTask = float64(int64(after)-int64(before)) / float64(cfg.N)
+	f.HeapBeyondPayload = f.HeapPerTask - float64(cfg.PayloadBytes)
+	prog.say("%.0f heap bytes per pending task", f.HeapPerTask)
+
+	logCfg := cfg
+	logCfg.InMemory, logCfg.Durability = false, engine.SyncNever
+	d, err = openDocket(logCfg, filepath.Join(dir, "log"), func(o *engine.Options) { o.SnapshotBytes = -1 })
+	if err != nil {
+		return err
+	}
+	err = lifecycle(ctx, min(cfg.N, lifecycleSample), cfg.PayloadBytes, d, f)
+	if err := errors.Join(err, d.Close()); err != nil {
+		return err
+	}
+	r.Tasks = int64(cfg.N)
+	return nil
+}
+
+func lifecycle(ctx context.Context, n, size int, d *docketDriver, f *Footprint) error {
+	payload := makePayload(size, 0)
+	c0 := d.Counters()
+	for range n {
+		if err := d.Enqueue(ctx, payload); err != nil {
+			return err
+		}
+	}
+	c1 := d.Counters()
+	ls := make([]engine.Lease, 0, n)
+	for range n {
+		got, err := d.Claim(ctx, 1, false)
+		if err != nil {
+			return err
+		}
+		if len(got) != 1 {
+			return fmt.Errorf("claim found %d tasks, want 1", len(got))
+		}
+		ls = append(ls, got[0])
+	}
+	c2 := d.Counters()
+	for i := range ls {
+		if err := d.Complete(ctx, &ls[i]); err != nil {
+			return err
+		}
+	}
+	c3 := d.Counters()
+	per := func(a, b Counters) float64 { return float64(b.LogBytes-a.LogBytes) / float64(n) }
+	f.LogEnqueue, f.LogClaim, f.LogComplete = per(c0, c1), per(c1, c2), per(c2, c3)
+	f.LogLifecycle = per(c0, c3)
+	return nil
+}
+
+// liveHeap returns the live heap after a full collection.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

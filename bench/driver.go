@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+
+	"github.com/docketdb/docket/engine"
+)
+
+// Driver is a queue the load generator drives: docket itself, or a peer
+// (the peers module implements it for goqite and NATS JetStream). J is the
+// queue's own handle on a claimed job. A Driver is used from many
+// goroutines at once.
+type Driver[J any] interface {
+	// Enqueue durably adds one task (as durable as the queue's mode
+	// promises) before it returns.
+	Enqueue(ctx context.Context, payload []byte) error
+	// EnqueueBatch adds the tasks in one commit, or as close to one as the
+	// queue allows.
+	EnqueueBatch(ctx context.Context, payloads [][]byte) error
+	// Claim leases up to max jobs. Without wait it returns at once, possibly
+	// with none; with wait it blocks until it has at least one or ctx ends,
+	// and then returns ctx's error.
+	Claim(ctx context.Context, max int, wait bool) ([]J, error)
+	// Complete acknowledges a claimed job; it is gone once this returns.
+	Complete(ctx context.Context, j *J) error
+	// Payload returns the payload a job was enqueued with.
+	Payload(j *J) []byte
+	// Close releases the queue and its files.
+	Close() error
+}
+
+// Counters are a queue's own running totals, for drivers that can report
+// them (by having a method Counters() Counters).
+type Counters struct {
+	Commits  uint64
+	Fsyncs   uint64
+	LogBytes uint64
+}
+
+// Opener opens a fresh, empty queue for one run of cfg, keeping its files
+// under dir (which the run removes afterwards).
+type Opener[J any] func(ctx context.Context, cfg Config, dir string) (Driver[J], error)
+
+// docketDriver drives one docket queue.
+type docketDriver struct {
+	db *engine.DB
+	q  *engine.Queue
+}
+
+var benchNS = engine.NS("bench", "load")
+
+// openDocket opens docket for cfg: in memory, or in dir with cfg's
+// durability.
+func openDocket(cfg Config, dir string, tweak func(*engine.Options)) (*docketDriver, error) {
+	opts := engine.Options{Durability: cfg.Durability}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	if cfg.InMemory {
+		dir = engine.InMemory
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &docketDriver{db: db, q: db.Queue(benchNS, "tasks")}, nil
+}
+
+// Docket is the Opener of docket itself, as Run uses it.
+func Docket(_ context.Context, cfg Config, dir string) (Driver[engine.Lease], error) {
+	return openDocket(cfg, dir, nil)
+}
+
+func (d *docketDriver) Enqueue(ctx context.Context, payload []byte) error {
+	_, err := d.q.Enqueue(ctx, engine.Task{Payload: payload})
+	return err
+}
+
+func (d *docketDriver) EnqueueBatch(ctx context.Context, payloads [][]byte) error {
+	tasks := make([]engine.Task, len(payloads))
+	for i, p := range payloads {
+		tasks[i].Payload = p
+	}
+	_, err := d.q.EnqueueBatch(ctx, tasks)
+	return err
+}
+
+func (d *docketDriver) Claim(ctx context.Context, max int, wait bool) ([]engine.Lease, error) {
+	if wait {
+		return d.q.ClaimWait(ctx, "bench", lease, max)
+	}
+	return d.q.Claim(ctx, "bench", lease, max)
+}
+
+func (d *docketDriver) Complete(ctx context.Context, l *engine.Lease) error {
+	return d.q.Complete(ctx, *l, engine.Done{})
+}
+
+func (d *docketDriver) Payload(l *engine.Lease) []byte { return l.Payload }
+
+func (d *docketDriver) Close() error { return d.db.Close() }
+
+func (d *docketDriver) Counters() Counters {
+	s := d.db.Stats()
+	return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}
+}
+
+func countersOf(d any) (Counters, bool) {
+	if c, ok := d.(interface{ Counters() Counters }); ok {
+		return c.Counters(), true
+	}
+	return Counters{}, false
+}
+
+// window records the counters at the start of a measured window and fills
+// the result's share of them at its end.
+type window struct {
+	d     any
+	start Counters
+	ok    bool
+}
+
+func openWindow(d any) window {
+	c, ok := countersOf(d)
+	return window{d: d, start: c, ok: ok}
+}
+
+func (w window) close(r *Result) {
+	if !w.ok {
+		return
+	}
+	c, _ := countersOf(w.d)
+	r.Commits = c.Commits - w.start.Commits
+	r.Fsyncs = c.Fsyncs - w.start.Fsyncs
+	r.LogBytes = c.LogBytes - w.start.LogBytes
+}

@@ -1,0 +1,277 @@
+// Command peers runs docket's load workloads against docket and against
+// two other embeddable durable queues, goqite (on SQLite) and NATS
+// JetStream (embedded in-process), alternating between them, and prints
+// each one's figures and docket's ratio to each peer.
+//
+// It is a module of its own so that docket does not depend on the peers.
+//
+//	go run . -workloads W1,W2,W3,W4,W5,W6,W6R -n 20000 -duration 5s -durable
+//
+// With -systems docket it runs docket alone, and then also accepts the
+// docket-only workloads W7 (wake-up), W8 (recovery) and W9 (footprint).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/docketdb/docket/bench"
+	"github.com/docketdb/docket/engine"
+)
+
+func main() {
+	var (
+		workloads = flag.String("workloads", "W1,W2,W3,W4,W5,W6,W6R", "comma-separated workloads")
+		systems   = flag.String("systems", "docket,goqite,nats", "comma-separated systems: docket, goqite, nats")
+		n         = flag.Int("n", 20_000, "tasks per workload (0: each workload's default); W6 and W6R run for -duration, W7 uses -trials, W8 -recover-n")
+		trials    = flag.Int("trials", 10_000, "wake-up trials of W7")
+		recoverN  = flag.Int("recover-n", 1_000_000, "pending tasks W8 recovers")
+		duration  = flag.Duration("duration", 5*time.Second, "how long W6 and W6R run")
+		durable   = flag.Bool("durable", true, "fsync every commit (docket SyncAlways, SQLite synchronous=FULL, NATS sync always); false: leave fsync to the OS")
+		memory    = flag.Bool("memory", false, "run docket in memory (peers are skipped)")
+		rounds    = flag.Int("rounds", 1, "runs of each workload per system; the median is reported")
+		rate      = flag.Int("rate", 0, "W6R offered load, tasks/s (0: 10,000)")
+		producers = flag.Int("producers", 0, "producers (0: the workload's default)")
+		workers   = flag.Int("workers", 0, "workers (0: the workload's default)")
+		claim     = flag.Int("claim", 0, "claim batch (0: the workload's default)")
+		payload   = flag.Int("payload", 0, "payload bytes (0: 100)")
+		dir       = flag.String("dir", "", "parent of the temporary data directories (default: the system's temp dir)")
+		fsync     = flag.Duration("fsync", 2*time.Second, "measure the raw fsync rate of -dir for this long first (0: skip)")
+		jsonOut   = flag.String("json", "", "also write every result as JSON to this file")
+		progress  = flag.Bool("progress", false, "print progress lines to stderr while a run goes on")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	base := bench.Config{
+		N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
+		PayloadBytes: *payload, InMemory: *memory, Dir: *dir, OfferedRate: *rate,
+	}
+	if !*durable {
+		base.Durability = engine.SyncNever
+	}
+	if *progress {
+		base.Progress = os.Stderr
+	}
+	sys := split(*systems)
+	if *memory {
+		sys = []string{"docket"}
+	}
+	for _, s := range sys {
+		if _, ok := runners[s]; !ok {
+			fatal(fmt.Errorf("unknown system %q", s))
+		}
+	}
+	wls := split(strings.ToUpper(*workloads))
+
+	fmt.Printf("# %s, %d cores, %s, %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), modeName(base), flagLine())
+	var fsyncRes *bench.FsyncResult
+	if *fsync > 0 && !*memory {
+		d := *dir
+		if d == "" {
+			d = os.TempDir()
+		}
+		f, err := bench.MeasureFsync(d, *fsync)
+		if err != nil {
+			fatal(err)
+		}
+		fsyncRes = &f
+		f.Table(os.Stdout)
+	}
+
+	all := map[string][]bench.Result{} // by workload/system
+	var order []string
+	for r := range *rounds {
+		for _, w := range wls {
+			for _, s := range sys {
+				if !slices.Contains(bench.DriverWorkloads, w) && s != "docket" {
+					continue
+				}
+				cfg := base
+				cfg.Workload = w
+				switch w {
+				case "W6", "W6R":
+					cfg.N = 0 // they run for -duration
+				case "W7":
+					cfg.N = *trials
+				case "W8":
+					cfg.N = *recoverN
+				}
+				res, err := runners[s](ctx, cfg)
+				if err != nil {
+					fatal(err)
+				}
+				fmt.Fprintf(os.Stderr, "round %d: %s %s %s: %s tasks/s\n", r+1, s, w, res.Mode, short(res.TasksPerSec))
+				key := w + "/" + s
+				if all[key] == nil {
+					order = append(order, key)
+				}
+				all[key] = append(all[key], res)
+			}
+		}
+	}
+
+	var medians []bench.Result
+	for _, k := range order {
+		medians = append(medians, median(all[k]))
+	}
+	fmt.Println()
+	bench.WriteTable(os.Stdout, medians)
+	for _, r := range medians {
+		if r.Redelivered > 0 {
+			fmt.Printf("%s %s: %d tasks were delivered twice\n", r.System, r.Workload, r.Redelivered)
+		}
+	}
+	for _, r := range medians {
+		if r.Recovery != nil || r.Footprint != nil || r.Workload == "W7" {
+			fmt.Println()
+			r.Table(os.Stdout)
+		}
+	}
+	if len(sys) > 1 {
+		fmt.Println()
+		writeRatios(os.Stdout, wls, sys, all)
+	}
+	if fsyncRes != nil {
+		for _, r := range medians {
+			if r.System == "docket" && r.Workload == "W1" && r.Mode == "always" {
+				fmt.Printf("\nW1 at SyncAlways is %.0f%% of the raw fsync rate (%.0f/s)\n",
+					100*r.TasksPerSec/fsyncRes.PerSec, fsyncRes.PerSec)
+			}
+		}
+	}
+	if *jsonOut != "" {
+		data, err := json.MarshalIndent(struct {
+			Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
+			Results []bench.Result     `json:"results"`
+		}{fsyncRes, medians}, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*jsonOut, data, 0o644)
+		}
+		if err != nil {
+			fatal(err)
+		}
+	}
+}
+
+// runners run one workload on one system.
+var runners = map[string]func(context.Context, bench.Config) (bench.Result, error){
+	"docket": bench.Run,
+	"goqite": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		return bench.RunDriver(ctx, "goqite", cfg, openGoqite)
+	},
+	"nats": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		return bench.RunDriver(ctx, "nats", cfg, openNATS)
+	},
+}
+
+// writeRatios prints docket's figure over each peer's per workload:
+// throughput ratios above 1 and latency ratios above 1 both favour docket.
+func writeRatios(w io.Writer, wls, sys []string, all map[string][]bench.Result) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "workload\tfigure\t")
+	for _, s := range sys[1:] {
+		fmt.Fprintf(tw, "docket/%s\t", s)
+	}
+	fmt.Fprintln(tw)
+	for _, wl := range wls {
+		d, ok := all[wl+"/docket"]
+		if !ok {
+			continue
+		}
+		dm := median(d)
+		row := func(figure string, f func(docket, peer bench.Result) string) {
+			line := wl + "\t" + figure + "\t"
+			any := false
+			for _, s := range sys[1:] {
+				p, ok := all[wl+"/"+s]
+				if !ok {
+					line += "-\t"
+					continue
+				}
+				line += f(dm, median(p)) + "\t"
+				any = true
+			}
+			if any {
+				fmt.Fprintln(tw, line)
+			}
+		}
+		row("tasks/s", func(d, p bench.Result) string { return ratio(d.TasksPerSec, p.TasksPerSec) })
+		if dm.EndToEnd != nil {
+			row("e2e p99 (peer/docket)", func(d, p bench.Result) string {
+				if p.EndToEnd == nil {
+					return "-"
+				}
+				return ratio(float64(p.EndToEnd.P99), float64(d.EndToEnd.P99))
+			})
+		}
+	}
+	tw.Flush()
+}
+
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+// median returns the run with the median throughput.
+func median(rs []bench.Result) bench.Result {
+	s := slices.Clone(rs)
+	sort.Slice(s, func(i, j int) bool { return s[i].TasksPerSec < s[j].TasksPerSec })
+	return s[len(s)/2]
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func modeName(c bench.Config) string {
+	if c.InMemory {
+		return "docket in memory"
+	}
+	if c.Durability == engine.SyncAlways {
+		return "durable (fsync per commit)"
+	}
+	return "no fsync (left to the OS)"
+}
+
+func flagLine() string {
+	var parts []string
+	flag.Visit(func(f *flag.Flag) { parts = append(parts, "-"+f.Name+"="+f.Value.String()) })
+	if len(parts) == 0 {
+		return "default flags"
+	}
+	return strings.Join(parts, " ")
+}
+
+func short(v float64) string {
+	if v >= 10_000 {
+		return fmt.Sprintf("%.1fk", v/1000)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "peers:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/bench"
+	"github.com/docketdb/docket/engine"
+)
+
+// TestPeers runs the driver workloads on each peer at a tiny size, with
+// no fsync so that it takes seconds.
+func TestPeers(t *testing.T) {
+	for name, run := range runners {
+		for _, w := range bench.DriverWorkloads {
+			t.Run(name+"/"+w, func(t *testing.T) {
+				cfg := bench.Config{Workload: w, N: 300, Durability: engine.SyncNever, Dir: t.TempDir()}
+				if w == "W6" || w == "W6R" {
+					cfg.N, cfg.Duration, cfg.OfferedRate = 0, 300*time.Millisecond, 500
+				}
+				res, err := run(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.System != name || res.Tasks <= 0 || res.TasksPerSec <= 0 {
+					t.Fatalf("%+v", res)
+				}
+				if w != "W6" && w != "W6R" && res.Tasks != 300 {
+					t.Fatalf("%d tasks, want 300", res.Tasks)
+				}
+				if w == "W6R" && (res.EndToEnd == nil || res.EndToEnd.Count == 0) {
+					t.Fatalf("no end-to-end latency: %+v", res)
+				}
+			})
+		}
+	}
+}

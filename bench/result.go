@@ -1,0 +1,267 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Percentiles summarise a latency distribution. The histogram behind them
+// has 1.6% resolution.
+type Percentiles struct {
+	Count uint64        `json:"count"`
+	P50   time.Duration `json:"p50_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	P999  time.Duration `json:"p999_ns"`
+	Max   time.Duration `json:"max_ns"`
+}
+
+// Result is what one run measured. Rates are over the measured window
+// only: the setup a workload needs (the backlog W4 drains, say) is neither
+// timed nor counted.
+type Result struct {
+	System   string `json:"system"` // "docket", or the peer's name
+	Workload string `json:"workload"`
+	Mode     string `json:"mode"` // "memory", "always", "interval", "never"
+
+	// Tasks is the number of tasks enqueued (W1–W3), completed (W4–W6R),
+	// woken (W7) or held (W8, W9) in the measured window.
+	Tasks int64 `json:"tasks"`
+	// Enqueued is, for W6 and W6R, how many tasks were enqueued in the
+	// window; Backlog is how many of those were not completed by its end.
+	Enqueued int64 `json:"enqueued,omitempty"`
+	Backlog  int64 `json:"backlog,omitempty"`
+	// Calls counts the calls to the queue (enqueue, claim, complete).
+	Calls int64 `json:"calls"`
+	// Redelivered counts deliveries beyond one per task (W4, W5), which an
+	// at-least-once peer may make; docket fails the run instead.
+	Redelivered int64         `json:"redelivered,omitempty"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+
+	TasksPerSec float64 `json:"tasks_per_sec"`
+	CallsPerSec float64 `json:"calls_per_sec"`
+	// Latency is per call (blocking claims excluded: their time is mostly
+	// waiting for work); for W7 it is the wake-up latency, from just
+	// before the enqueue until the parked claimer holds the task.
+	Latency Percentiles `json:"latency"`
+	// EndToEnd is, for W6R, the time from the start of a task's enqueue
+	// call to the return of its complete call.
+	EndToEnd *Percentiles `json:"end_to_end,omitempty"`
+	// OfferedRate is W6R's target enqueue rate; KeptUp says whether the
+	// completions kept within 5% of it.
+	OfferedRate int  `json:"offered_rate,omitempty"`
+	KeptUp      bool `json:"kept_up,omitempty"`
+
+	// Commits, Fsyncs and LogBytes come from the queue's own counters
+	// (docket's DB.Stats) over the window; zero where a peer has none.
+	Commits      uint64  `json:"commits,omitempty"`
+	Fsyncs       uint64  `json:"fsyncs,omitempty"`
+	FsyncsPerSec float64 `json:"fsyncs_per_sec,omitempty"`
+	// GroupSize is commits per fsync: how many commits one fsync covered.
+	GroupSize    float64 `json:"group_size,omitempty"`
+	LogBytes     uint64  `json:"log_bytes,omitempty"`
+	BytesPerTask float64 `json:"bytes_per_task,omitempty"`
+
+	// PeakRSS is the process's peak resident set (VmHWM) during the run,
+	// reset at its start where the kernel allows it.
+	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
+
+	Recovery  *Recovery  `json:"recovery,omitempty"`
+	Footprint *Footprint `json:"footprint,omitempty"`
+}
+
+// Recovery is what W8 measured.
+type Recovery struct {
+	Tasks int `json:"tasks"`
+	// Build is how long enqueueing the tasks took, one per commit.
+	Build time.Duration `json:"build_ns"`
+	// SnapshotWrite is how long Close took, almost all of it writing the
+	// snapshot.
+	SnapshotWrite time.Duration `json:"snapshot_write_ns"`
+	// FromSnapshot is how long Open took with the snapshot in place;
+	// FromLog how long it took with the snapshot removed, replaying the
+	// whole log.
+	FromSnapshot time.Duration `json:"from_snapshot_ns"`
+	FromLog      time.Duration `json:"from_log_ns"`
+	// SnapshotBytes and LogFileBytes are the sizes on disk.
+	SnapshotBytes int64 `json:"snapshot_bytes"`
+	LogFileBytes  int64 `json:"log_file_bytes"`
+}
+
+// Footprint is what W9 measured.
+type Footprint struct {
+	Tasks        int `json:"tasks"`
+	PayloadBytes int `json:"payload_bytes"`
+	// HeapPerTask is the live heap growth per pending task, after a GC;
+	// HeapBeyondPayload subtracts the payload's own bytes.
+	HeapPerTask       float64 `json:"heap_per_task"`
+	HeapBeyondPayload float64 `json:"heap_beyond_payload"`
+	// Log bytes per task for each step of a task's life, one step per
+	// commit, and their sum.
+	LogEnqueue   float64 `json:"log_enqueue"`
+	LogClaim     float64 `json:"log_claim"`
+	LogComplete  float64 `json:"log_complete"`
+	LogLifecycle float64 `json:"log_lifecycle"`
+}
+
+// finish derives the rates from the counts.
+func (r *Result) finish() {
+	if s := r.Elapsed.Seconds(); s > 0 {
+		r.TasksPerSec = float64(r.Tasks) / s
+		r.CallsPerSec = float64(r.Calls) / s
+		r.FsyncsPerSec = float64(r.Fsyncs) / s
+	}
+	if r.Fsyncs > 0 {
+		r.GroupSize = float64(r.Commits) / float64(r.Fsyncs)
+	}
+	if r.Tasks > 0 && r.LogBytes > 0 {
+		r.BytesPerTask = float64(r.LogBytes) / float64(r.Tasks)
+	}
+}
+
+// Table writes the result as aligned name/value lines.
+func (r Result) Table(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	line("workload", fmt.Sprintf("%s %s (%s)", r.System, r.Workload, r.Mode))
+	if r.Recovery == nil && r.Footprint == nil {
+		line("tasks", fmt.Sprintf("%d in %v", r.Tasks, r.Elapsed.Round(time.Millisecond)))
+		line("tasks/s", rate(r.TasksPerSec))
+		line("calls/s", fmt.Sprintf("%s (%d calls)", rate(r.CallsPerSec), r.Calls))
+		line("latency/call", pct(r.Latency))
+	}
+	if r.Enqueued > 0 {
+		line("enqueued", fmt.Sprintf("%d (%s/s), backlog %d at the end", r.Enqueued,
+			rate(float64(r.Enqueued)/r.Elapsed.Seconds()), r.Backlog))
+	}
+	if r.EndToEnd != nil {
+		line("end-to-end", pct(*r.EndToEnd))
+	}
+	if r.OfferedRate > 0 {
+		line("offered", fmt.Sprintf("%d/s, kept up: %v", r.OfferedRate, r.KeptUp))
+	}
+	if r.Redelivered > 0 {
+		line("redelivered", strconv.FormatInt(r.Redelivered, 10))
+	}
+	if r.Fsyncs > 0 || r.Commits > 0 {
+		line("commits", fmt.Sprintf("%d, %d fsyncs (%s/s), %.1f commits/fsync", r.Commits, r.Fsyncs,
+			rate(r.FsyncsPerSec), r.GroupSize))
+	}
+	if r.LogBytes > 0 {
+		line("log", fmt.Sprintf("%s, %.0f bytes/task", size(int64(r.LogBytes)), r.BytesPerTask))
+	}
+	if rc := r.Recovery; rc != nil {
+		line("tasks", strconv.Itoa(rc.Tasks))
+		line("build", rc.Build.Round(time.Millisecond).String())
+		line("close (snapshot)", rc.SnapshotWrite.Round(time.Millisecond).String())
+		line("open from snapshot", rc.FromSnapshot.Round(time.Millisecond).String())
+		line("open from log", rc.FromLog.Round(time.Millisecond).String())
+		line("on disk", fmt.Sprintf("snapshot %s, log %s", size(rc.SnapshotBytes), size(rc.LogFileBytes)))
+	}
+	if f := r.Footprint; f != nil {
+		line("tasks", strconv.Itoa(f.Tasks))
+		line("heap/task", fmt.Sprintf("%.0f bytes (%.0f beyond the %d-byte payload)", f.HeapPerTask,
+			f.HeapBeyondPayload, f.PayloadBytes))
+		line("log/lifecycle", fmt.Sprintf("%.0f bytes: enqueue %.0f, claim %.0f, complete %.0f",
+			f.LogLifecycle, f.LogEnqueue, f.LogClaim, f.LogComplete))
+	}
+	if r.PeakRSS > 0 {
+		line("peak RSS", size(r.PeakRSS))
+	}
+	return tw.Flush()
+}
+
+// WriteTable writes results as one row each, for comparing runs.
+func WriteTable(w io.Writer, rs []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tworkload\tmode\ttasks/s\tcalls/s\tp50\tp99\tp999\te2e p50\te2e p99\tfsyncs/s\tcommits/fsync\tlog B/task\tpeak RSS\t")
+	for _, r := range rs {
+		e50, e99 := "-", "-"
+		if r.EndToEnd != nil {
+			e50, e99 = dur(r.EndToEnd.P50), dur(r.EndToEnd.P99)
+		}
+		fs, gs, bt := "-", "-", "-"
+		if r.Fsyncs > 0 {
+			fs, gs = rate(r.FsyncsPerSec), fmt.Sprintf("%.1f", r.GroupSize)
+		}
+		if r.BytesPerTask > 0 {
+			bt = fmt.Sprintf("%.0f", r.BytesPerTask)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.System, r.Workload, r.Mode,
+			rate(r.TasksPerSec), rate(r.CallsPerSec), dur(r.Latency.P50), dur(r.Latency.P99), dur(r.Latency.P999),
+			e50, e99, fs, gs, bt, size(r.PeakRSS))
+	}
+	return tw.Flush()
+}
+
+func pct(p Percentiles) string {
+	return fmt.Sprintf("p50 %s  p99 %s  p999 %s  max %s", dur(p.P50), dur(p.P99), dur(p.P999), dur(p.Max))
+}
+
+func rate(v float64) string {
+	switch {
+	case v >= 10e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case v >= 10e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v > 0 && v < 10:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+func size(b int64) string {
+	switch {
+	case b <= 0:
+		return "-"
+	case b >= 10<<20:
+		return fmt.Sprintf("%.0fMiB", float64(b)/(1<<20))
+	case b >= 10<<10:
+		return fmt.Sprintf("%.0fKiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", b)
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM); 0 where
+// /proc is not there.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// resetPeakRSS makes VmHWM start again from the current RSS (Linux 4.0+),
+// so that each run reports its own peak; where that is refused, runs in
+// one process report the peak so far.
+func resetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}

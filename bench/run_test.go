@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+var ctx = context.Background()
+
+type mode struct {
+	name string
+	mem  bool
+	dur  engine.Durability
+}
+
+var (
+	memory     = mode{"memory", true, engine.SyncAlways}
+	syncNever  = mode{"never", false, engine.SyncNever}
+	syncAlways = mode{"always", false, engine.SyncAlways}
+)
+
+func (m mode) config(t testing.TB, workload string, n int) Config {
+	return Config{Workload: workload, N: n, InMemory: m.mem, Durability: m.dur, Dir: t.TempDir()}
+}
+
+func run(t *testing.T, cfg Config) Result {
+	t.Helper()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", cfg.Workload, err)
+	}
+	var b bytes.Buffer
+	if err := res.Table(&b); err != nil || b.Len() == 0 {
+		t.Fatalf("table: %v, %q", err, b.String())
+	}
+	if _, err := json.Marshal(res); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if res.Mode != cfg.Mode() || res.Workload != cfg.Workload || res.System != "docket" {
+		t.Fatalf("result labelled %s %s %s", res.System, res.Workload, res.Mode)
+	}
+	return res
+}
+
+func TestEnqueueWorkloads(t *testing.T) {
+	for _, m := range []mode{memory, syncNever, syncAlways} {
+		for _, w := range []string{"W1", "W2", "W3"} {
+			t.Run(w+"/"+m.name, func(t *testing.T) {
+				n := 250
+				if w == "W3" {
+					n = 1050 // not a multiple of the batch
+				}
+				res := run(t, m.config(t, w, n))
+				if res.Tasks != int64(n) {
+					t.Fatalf("enqueued %d tasks, want %d", res.Tasks, n)
+				}
+				calls := int64(n)
+				if w == "W3" {
+					calls = int64((n + EnqueueBatchSize - 1) / EnqueueBatchSize)
+				}
+				if res.Calls != calls || res.Latency.Count != uint64(calls) {
+					t.Fatalf("%d calls, %d timed, want %d", res.Calls, res.Latency.Count, calls)
+				}
+				if res.TasksPerSec <= 0 || res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 {
+					t.Fatalf("rates %+v", res)
+				}
+				if m.mem {
+					if res.Fsyncs != 0 || res.LogBytes != 0 {
+						t.Fatalf("in memory yet %d fsyncs, %d log bytes seen", res.Fsyncs, res.LogBytes)
+					}
+					return
+				}
+				if res.Commits != uint64(calls) {
+					t.Fatalf("%d commits, want %d", res.Commits, calls)
+				}
+				if res.BytesPerTask < 100 {
+					t.Fatalf("%.0f log bytes per task, less than the payload", res.BytesPerTask)
+				}
+				if m.dur == engine.SyncAlways && (res.Fsyncs == 0 || res.GroupSize < 1) {
+					t.Fatalf("%d fsyncs, group %.1f", res.Fsyncs, res.GroupSize)
+				}
+			})
+		}
+	}
+}
+
+func TestDrainWorkloads(t *testing.T) {
+	for _, m := range []mode{memory, syncNever} {
+		for _, w := range []string{"W4", "W5"} {
+			t.Run(w+"/"+m.name, func(t *testing.T) {
+				res := run(t, m.config(t, w, 1234))
+				if res.Tasks != 1234 {
+					t.Fatalf("completed %d tasks, want 1234", res.Tasks)
+				}
+				if res.Calls < 1234+1234/100 {
+					t.Fatalf("%d calls for 1234 tasks", res.Calls)
+				}
+				if !m.mem && res.Commits < 1234 {
+					t.Fatalf("%d commits for 1234 completions", res.Commits)
+				}
+			})
+		}
+	}
+}
+
+func TestSteadyWorkloads(t *testing.T) {
+	for _, m := range []mode{memory, syncNever} {
+		t.Run("W6/"+m.name, func(t *testing.T) {
+			cfg := m.config(t, "W6", 0)
+			cfg.Duration = 300 * time.Millisecond
+			res := run(t, cfg)
+			if res.Tasks <= 0 || res.Tasks > res.Enqueued || res.Backlog != res.Enqueued-res.Tasks {
+				t.Fatalf("completed %d, enqueued %d, backlog %d", res.Tasks, res.Enqueued, res.Backlog)
+			}
+			if res.Elapsed < cfg.Duration || res.Elapsed > cfg.Duration+time.Second {
+				t.Fatalf("ran %v for a duration of %v", res.Elapsed, cfg.Duration)
+			}
+		})
+		t.Run("W6R/"+m.name, func(t *testing.T) {
+			cfg := m.config(t, "W6R", 0)
+			cfg.Duration = 500 * time.Millisecond
+			cfg.OfferedRate = 2000
+			res := run(t, cfg)
+			if res.EndToEnd == nil || res.EndToEnd.Count != uint64(res.Tasks) || res.EndToEnd.P50 <= 0 {
+				t.Fatalf("end to end %+v for %d tasks", res.EndToEnd, res.Tasks)
+			}
+			// Paced at 2,000/s for 0.5 s: about 1,000 tasks, never many more.
+			if res.Enqueued > 1100 || res.Tasks > res.Enqueued {
+				t.Fatalf("enqueued %d, completed %d at 2,000/s for 0.5 s", res.Enqueued, res.Tasks)
+			}
+		})
+	}
+	t.Run("W6/N", func(t *testing.T) {
+		cfg := memory.config(t, "W6", 500)
+		cfg.Duration = time.Minute
+		res := run(t, cfg)
+		if res.Tasks < 500 || res.Elapsed > 30*time.Second {
+			t.Fatalf("completed %d in %v, want to stop at 500", res.Tasks, res.Elapsed)
+		}
+	})
+}
+
+func TestWakeUp(t *testing.T) {
+	for _, m := range []mode{memory, syncNever} {
+		t.Run(m.name, func(t *testing.T) {
+			res := run(t, m.config(t, "W7", 200))
+			if res.Tasks != 200 || res.Latency.Count != 200 || res.Latency.P50 <= 0 {
+				t.Fatalf("%d wake-ups, latency %+v", res.Tasks, res.Latency)
+			}
+		})
+	}
+}
+
+func TestRecovery(t *testing.T) {
+	res := run(t, syncNever.config(t, "W8", 3000))
+	rc := res.Recovery
+	if rc == nil || rc.Tasks != 3000 || rc.FromSnapshot <= 0 || rc.FromLog <= 0 || rc.Build <= 0 {
+		t.Fatalf("recovery %+v", rc)
+	}
+	if rc.SnapshotBytes < 3000*100 || rc.LogFileBytes < 3000*100 {
+		t.Fatalf("snapshot %d bytes, log %d bytes for 3000 tasks", rc.SnapshotBytes, rc.LogFileBytes)
+	}
+	if _, err := Run(ctx, memory.config(t, "W8", 10)); err == nil {
+		t.Fatal("W8 in memory ran")
+	}
+}
+
+func TestFootprint(t *testing.T) {
+	for _, m := range []mode{memory, syncNever} {
+		t.Run(m.name, func(t *testing.T) {
+			res := run(t, m.config(t, "W9", 5000))
+			f := res.Footprint
+			if f == nil || f.HeapPerTask < 100 || f.HeapPerTask > 100_000 {
+				t.Fatalf("footprint %+v", f)
+			}
+			if f.LogEnqueue < 100 || f.LogClaim <= 0 || f.LogComplete <= 0 ||
+				f.LogLifecycle != f.LogEnqueue+f.LogClaim+f.LogComplete {
+				t.Fatalf("log bytes %+v", f)
+			}
+		})
+	}
+}
+
+func TestMeasureFsync(t *testing.T) {
+	res, err := MeasureFsync(t.TempDir(), 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Syncs <= 0 || res.PerSec <= 0 || res.P50 <= 0 || res.P99 < res.P50 {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{Workload: "W10"},
+		{Workload: "W1", N: -1},
+		{Workload: "W5", ClaimBatch: engine.MaxBatch + 1},
+		{Workload: "W1", Durability: 7},
+	} {
+		if _, err := Run(ctx, cfg); err == nil {
+			t.Errorf("Run(%+v) ran", cfg)
+		}
+	}
+	if _, err := RunDriver(ctx, "docket", Config{Workload: "W7"}, Docket); err == nil {
+		t.Error("RunDriver ran W7")
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var b syncBuffer
+	cfg := memory.config(t, "W6", 0)
+	cfg.Duration = 1200 * time.Millisecond
+	cfg.Progress = &b
+	run(t, cfg)
+	if n := strings.Count(b.String(), "\n"); n < 2 {
+		t.Fatalf("%d progress lines in 1.2 s:\n%s", n, b.String())
+	}
+}
+
+func TestPayload(t *testing.T) {
+	for _, size := range []int{0, 32, 100, 1000} {
+		p := makePayload(size, 1732900000123456789)
+		if !json.Valid(p) || len(p) != max(size, minPayload) {
+			t.Fatalf("payload of %d: %q", size, p)
+		}
+		if got := stampOf(p); got != 1732900000123456789 {
+			t.Fatalf("stamp %d", got)
+		}
+	}
+}
+
+func TestHist(t *testing.T) {
+	h := new(hist)
+	for i := 1; i <= 100_000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	for _, q := range []float64{0.5, 0.99, 0.999} {
+		want := q * 100_000 * float64(time.Microsecond)
+		got := float64(h.quantile(q))
+		if got < want*0.98 || got > want*1.02 {
+			t.Errorf("quantile %v = %v, want about %v", q, time.Duration(got), time.Duration(want))
+		}
+	}
+	if h.quantile(1) != 100*time.Millisecond {
+		t.Errorf("max %v", h.quantile(1))
+	}
+}
