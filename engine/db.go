@@ -278,6 +278,8 @@ func (c *core) count(events []TaskEvent) {
 			s.DeadLettered++
 		case EvReclaimed:
 			s.Reclaimed++
+		case EvLeaseLost:
+			s.LeaseLost++
 		}
 	}
 }
@@ -307,41 +309,27 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		return 0, err
 	}
 	p := c.plan.begin(now)
-	if err := plan(p); err != nil {
-		var lost []TaskEvent
-		if errors.Is(err, ErrLeaseLost) && len(p.events) > 0 {
-			c.stats.LeaseLost++
-			if c.opts.Observer != nil {
-				lost = []TaskEvent{p.events[len(p.events)-1]}
-			}
+	err := plan(p)
+	if err != nil {
+		// Only a refusal happened (if any); nothing else the plan saw did.
+		p.events = p.events[:0]
+		if errors.Is(err, ErrLeaseLost) {
+			p.event(EvLeaseLost, p.lost, 0)
 		}
-		c.mu.Unlock()
-		if lost != nil {
-			c.opts.Observer.TaskEvents(lost)
-		}
-		return 0, err
 	}
-	if len(c.batch.Mutations) == 0 {
-		// Nothing to write, but the answer may rest on batches that are not
-		// durable yet (a deduplicated enqueue, an assertion that held): wait
-		// for them as their own committers do.
-		seq := c.store.Seq()
-		c.mu.Unlock()
-		return seq, c.durable(seq)
+	seq := c.store.Seq()
+	if err == nil && len(c.batch.Mutations) > 0 {
+		seq, err = c.logAndApply()
 	}
-	seq, err := c.logAndApply()
 	var events []TaskEvent
-	if err == nil {
+	if err == nil || errors.Is(err, ErrLeaseLost) {
 		c.count(p.events)
 		if c.opts.Observer != nil && len(p.events) > 0 {
 			events = append(events, p.events...)
 		}
 	}
-	startSnap := c.shouldSnapshot()
+	startSnap := err == nil && c.shouldSnapshot()
 	c.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
 	if startSnap {
 		c.bg.Add(1)
 		go func() {
@@ -349,11 +337,17 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 			c.snapshotNow(false)
 		}()
 	}
-	if err := c.durable(seq); err != nil {
-		return 0, err
+	if err == nil {
+		// A commit without mutations (a deduplicated enqueue, an assertion
+		// that held) still waits: its answer may rest on batches that are
+		// not durable yet.
+		err = c.durable(seq)
 	}
-	if events != nil {
+	if events != nil && (err == nil || errors.Is(err, ErrLeaseLost)) {
 		c.opts.Observer.TaskEvents(events)
+	}
+	if err != nil {
+		return 0, err
 	}
 	return seq, nil
 }
@@ -402,7 +396,10 @@ func (c *core) durable(seq uint64) error {
 	if c.opts.Durability == SyncAlways {
 		err = c.log.Sync(seq)
 	} else {
-		err = c.log.Flush()
+		err = c.log.FlushTo(seq)
+	}
+	if errors.Is(err, wal.ErrClosed) {
+		return ErrClosed // a commit racing with Close
 	}
 	if err != nil {
 		return c.failLocked(err)

@@ -17,6 +17,7 @@ type planner struct {
 	idem   map[idemRef]uint64 // idempotency keys enqueued earlier in this batch
 	events []TaskEvent
 	moved  []cand // scratch for claim
+	lost   index.QueueKey // queue of the last refused lease
 }
 
 type idemRef struct {
@@ -120,6 +121,7 @@ func (p *planner) fenced(qk index.QueueKey, l *Lease) (*index.Task, error) {
 	t, ok := p.c.store.Task(l.ID)
 	if !ok || t.Queue.Key != qk || t.State != index.StateInFlight || t.Token != l.Token {
 		p.event(EvLeaseLost, qk, 0)
+		p.lost = qk
 		return nil, fmt.Errorf("%w: task %d token %d", ErrLeaseLost, l.ID, l.Token)
 	}
 	p.b.Assertions = append(p.b.Assertions, index.Assertion{Kind: index.AssertToken, ID: t.ID, Token: t.Token})

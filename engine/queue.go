@@ -59,11 +59,32 @@ func (q *Queue) check(perms Perm) error {
 // commit in the same batch, or nothing does: a failed assertion returns
 // ErrConflict.
 func (q *Queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error) {
-	res, err := q.EnqueueBatch(ctx, []Task{t}, ops...)
+	maxPayload := q.db.c.opts.MaxPayloadBytes
+	s, err := checkTask(&t, maxPayload)
 	if err != nil {
 		return Enqueued{}, err
 	}
-	return res[0], nil
+	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	if s.size+opSize > MaxCommitBytes {
+		return Enqueued{}, invalid("commit of about %d bytes, over the limit of %d", s.size+opSize, MaxCommitBytes)
+	}
+	if err := q.check(PermEnqueue | perms); err != nil {
+		return Enqueued{}, err
+	}
+	var res Enqueued
+	qk := q.key()
+	_, err = q.db.c.commit(ctx, func(p *planner) error {
+		res = p.enqueue(qk, &s)
+		_, err := p.ops(q.ns, vops, nil)
+		return err
+	})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return res, nil
 }
 
 // EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The results
@@ -238,26 +259,75 @@ func (q *Queue) Complete(ctx context.Context, l Lease, d Done) error {
 	}
 	result := clone(d.Result)
 	qk := q.key()
-	retain := c.opts.RetainCompleted > 0
 	_, err = c.commit(ctx, func(p *planner) error {
 		t, err := p.fenced(qk, &l)
 		if err != nil {
 			return err
 		}
-		if retain {
-			u := index.UpdateOf(t)
-			u.State, u.Owner, u.LeaseUntil, u.Updated = index.StateCompleted, "", 0, p.now
-			u.Flags, u.Result = index.UpdResult, result
-			p.update(u)
-		} else {
-			p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
-		}
-		p.ended(t)
-		p.event(EvCompleted, qk, p.now-t.Created)
+		p.complete(t, result)
 		_, err = p.ops(q.ns, vops, nil)
 		return err
 	})
 	return err
+}
+
+// complete plans the end of a fenced task: deleted, or kept as completed
+// with its result when retention is on.
+func (p *planner) complete(t *index.Task, result []byte) {
+	if p.c.opts.RetainCompleted > 0 {
+		u := index.UpdateOf(t)
+		u.State, u.Owner, u.LeaseUntil, u.Updated = index.StateCompleted, "", 0, p.now
+		u.Flags, u.Result = index.UpdResult, result
+		p.update(u)
+	} else {
+		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
+	}
+	p.ended(t)
+	p.event(EvCompleted, t.Queue.Key, p.now-t.Created)
+}
+
+// CompleteBatch acknowledges many leased tasks in one commit, each fenced by
+// its own token: a stale lease gets ErrLeaseLost in its place of the
+// returned slice and the others complete. The error return is for the call
+// as a whole (bad input, permissions, a closed or failed DB); then nothing
+// was completed.
+func (q *Queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, error) {
+	if len(leases) > MaxBatch {
+		return nil, invalid("%d leases in one batch, over the limit of %d", len(leases), MaxBatch)
+	}
+	if err := q.check(PermWork); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(leases))
+	if len(leases) > 1 {
+		seen := make(map[uint64]struct{}, len(leases))
+		for i := range leases {
+			if _, dup := seen[leases[i].ID]; dup {
+				errs[i] = fmt.Errorf("%w: task %d appears twice in the batch", ErrLeaseLost, leases[i].ID)
+			}
+			seen[leases[i].ID] = struct{}{}
+		}
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		for i := range leases {
+			if errs[i] != nil {
+				p.event(EvLeaseLost, qk, 0)
+				continue
+			}
+			t, err := p.fenced(qk, &leases[i])
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			p.complete(t, nil)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
 
 // Fail records a failed attempt of a leased task: it is retried after

@@ -750,3 +750,39 @@ func TestClosed(t *testing.T) {
 	wantErr(t, e.db.Close(), ErrClosed)
 	e.db = nil
 }
+
+func TestCompleteBatch(t *testing.T) {
+	e := newEnv(t, false)
+	q := e.q("q")
+	for range 5 {
+		e.enqueue(q, Task{IdempotencyKey: ""})
+	}
+	ls := e.claim(q, 5)
+	stale := ls[1]
+	stale.Token--
+	batch := []Lease{ls[0], stale, ls[2], ls[2], ls[3]}
+	errs, err := q.CompleteBatch(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{nil, ErrLeaseLost, nil, ErrLeaseLost, nil} {
+		if want == nil && errs[i] != nil || want != nil && !errors.Is(errs[i], want) {
+			t.Fatalf("lease %d: %v, want %v", i, errs[i], want)
+		}
+	}
+	n, _ := q.Counts(ctx)
+	if n.InFlight != 2 || n.Ready != 0 {
+		t.Fatalf("counts after batch completion: %+v", n)
+	}
+	if st := e.db.Stats(); st.Completed != 3 || st.LeaseLost != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// All stale: nothing written, every lease refused.
+	errs, err = q.CompleteBatch(ctx, []Lease{ls[0], stale})
+	if err != nil || !errors.Is(errs[0], ErrLeaseLost) || !errors.Is(errs[1], ErrLeaseLost) {
+		t.Fatalf("stale batch: %v %v", errs, err)
+	}
+	_, err = q.CompleteBatch(ctx, make([]Lease, MaxBatch+1))
+	wantErr(t, err, ErrInvalid)
+	e.reopen()
+}

@@ -234,6 +234,28 @@ func (l *Log) Flush() error {
 	return l.writePending()
 }
 
+// FlushTo returns once every record up to seq is written to the operating
+// system. Callers queued behind a write usually find their record written by
+// it and return without a write of their own, so concurrent committers share
+// write calls the way Sync shares fsyncs.
+func (l *Log) FlushTo(seq uint64) error {
+	if seq <= l.written.Load() {
+		return nil
+	}
+	if err := l.state(); err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if seq <= l.written.Load() {
+		return nil
+	}
+	if l.twClosed {
+		return ErrClosed
+	}
+	return l.writePending()
+}
+
 // Sync returns once every record up to seq is written and fsynced. Callers
 // that arrive while an fsync is running wait for it and share the next one,
 // so a busy log does far fewer fsyncs than commits. A seq that is already
