@@ -16,7 +16,7 @@ type planner struct {
 	nextID uint64
 	idem   map[idemRef]uint64 // idempotency keys enqueued earlier in this batch
 	events []TaskEvent
-	moved  []cand // scratch for claim
+	moved  []cand         // scratch for claim
 	lost   index.QueueKey // queue of the last refused lease
 }
 
