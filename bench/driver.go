@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 
 	"github.com/docketdb/docket/engine"
 )
@@ -27,6 +28,13 @@ type Driver[J any] interface {
 	Payload(j *J) []byte
 	// Close releases the queue and its files.
 	Close() error
+}
+
+// BatchCompleter is a Driver that can acknowledge several claimed jobs in
+// one commit. The drain and steady-state workloads use it for claims of more
+// than one job.
+type BatchCompleter[J any] interface {
+	CompleteBatch(ctx context.Context, js []J) error
 }
 
 // Counters are a queue's own running totals, for drivers that can report
@@ -94,6 +102,14 @@ func (d *docketDriver) Claim(ctx context.Context, max int, wait bool) ([]engine.
 
 func (d *docketDriver) Complete(ctx context.Context, l *engine.Lease) error {
 	return d.q.Complete(ctx, *l, engine.Done{})
+}
+
+func (d *docketDriver) CompleteBatch(ctx context.Context, ls []engine.Lease) error {
+	errs, err := d.q.CompleteBatch(ctx, ls)
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
 }
 
 func (d *docketDriver) Payload(l *engine.Lease) []byte { return l.Payload }

@@ -202,6 +202,18 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 					continue
 				}
 				claimed.Add(int64(len(js)))
+				if bc, ok := d.(BatchCompleter[J]); ok && len(js) > 1 {
+					t = time.Now()
+					err := bc.CompleteBatch(ctx, js)
+					h.record(time.Since(t))
+					n++
+					if err != nil {
+						errs[k] = fmt.Errorf("complete batch: %w", err)
+						return
+					}
+					prog.done.Add(int64(len(js)))
+					continue
+				}
 				for i := range js {
 					t = time.Now()
 					err := d.Complete(ctx, &js[i])
@@ -344,6 +356,26 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 				// A blocking claim's time is mostly waiting for work, not
 				// the queue's service time: it is counted but not timed.
 				calls.Add(1)
+				if bc, ok := d.(BatchCompleter[J]); ok && len(js) > 1 {
+					t := time.Now()
+					err := bc.CompleteBatch(ctx, js)
+					now := time.Now()
+					h.record(now.Sub(t))
+					calls.Add(1)
+					if err != nil {
+						fail(fmt.Errorf("complete batch: %w", err))
+						return
+					}
+					for i := range js {
+						if stamp := stampOf(d.Payload(&js[i])); stamp > 0 {
+							e2e.record(time.Duration(now.UnixNano() - stamp))
+						}
+					}
+					if n := prog.done.Add(int64(len(js))); limit > 0 && n >= limit {
+						halt()
+					}
+					continue
+				}
 				for i := range js {
 					stamp := stampOf(d.Payload(&js[i]))
 					t := time.Now()

@@ -7,6 +7,7 @@
 //	docket dead [-dir DIR] -ns P/S -queue Q [-redrive ID|-redrive-all]   dead-letter queue
 //	docket verify DIR                                 check a directory without changing it
 //	docket repair DIR                                 cut a torn log tail, keeping a copy
+//	docket bench [-workload W1,W2] [-durability always] [-json]   load generator
 package main
 
 import (
@@ -33,6 +34,7 @@ func init() {
 		{"dead", "list or redrive the dead-letter queue of a queue", runDead},
 		{"verify", "check a data directory without changing it; exit 1 on damage", runVerify},
 		{"repair", "cut a torn log tail the way Open does, after keeping a copy", runRepair},
+		{"bench", "run the load generator's workloads and print throughput and latency", runBench},
 	}
 }
 

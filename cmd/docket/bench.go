@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/docketdb/docket/bench"
+)
+
+func runBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	workloads := fs.String("workload", "W1,W2,W3,W4,W5,W6,W6R,W7", "workloads, comma separated: "+strings.Join(bench.Workloads, ","))
+	n := fs.Int("n", 0, "tasks per workload (0: the workload's default, 100,000 for most)")
+	duration := fs.Duration("duration", 0, "length of W6 and W6R (0: 10s)")
+	producers := fs.Int("producers", 0, "producer goroutines (0: the workload's default)")
+	workers := fs.Int("workers", 0, "worker goroutines (0: the workload's default)")
+	claim := fs.Int("claim", 0, "tasks per claim (0: the workload's default)")
+	payload := fs.Int("payload", 0, "payload bytes (0: about 100)")
+	rate := fs.Int("rate", 0, "W6R offered load in tasks/s (0: 10,000)")
+	durability := fs.String("durability", "always", "always, interval, never or memory")
+	dir := fs.String("dir", "", "directory for the data (default: a temporary one)")
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	fsyncFor := fs.Duration("fsync", 3*time.Second, "how long to measure the raw fsync rate first (0: skip)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	base := bench.Config{N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
+		PayloadBytes: *payload, OfferedRate: *rate, Dir: *dir}
+	if *durability == "memory" {
+		base.InMemory = true
+	} else {
+		d, err := parseDurability(*durability)
+		if err != nil {
+			return err
+		}
+		base.Durability = d
+	}
+	if !*asJSON && isTerminal(os.Stderr) {
+		base.Progress = os.Stderr
+	}
+	out := struct {
+		Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
+		Results []bench.Result     `json:"results"`
+	}{}
+	if *fsyncFor > 0 && !base.InMemory {
+		fdir := *dir
+		if fdir == "" {
+			fdir = os.TempDir()
+		}
+		f, err := bench.MeasureFsync(fdir, *fsyncFor)
+		if err != nil {
+			return fmt.Errorf("measuring fsync: %w", err)
+		}
+		out.Fsync = &f
+		if !*asJSON {
+			fmt.Println("raw fsync of this machine (write 128 bytes + fsync):")
+			f.Table(os.Stdout)
+			fmt.Println()
+		}
+	}
+	for _, w := range strings.Split(*workloads, ",") {
+		cfg := base
+		cfg.Workload = strings.TrimSpace(w)
+		res, err := bench.Run(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.Workload, err)
+		}
+		out.Results = append(out.Results, res)
+		if !*asJSON {
+			res.Table(os.Stdout)
+			if out.Fsync != nil && out.Fsync.PerSec > 0 && res.TasksPerSec > 0 && res.Recovery == nil && res.Footprint == nil {
+				fmt.Printf("vs raw fsync\t%.2fx the raw fsync rate\n", res.TasksPerSec/out.Fsync.PerSec)
+			}
+			fmt.Println()
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Println("summary:")
+	return bench.WriteTable(os.Stdout, out.Results)
+}
