@@ -443,9 +443,9 @@ func (q *Queue) Cancel(ctx context.Context, id uint64) error {
 	}
 	qk := q.key()
 	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, ok := p.c.store.Task(id)
-		if !ok || t.Queue.Key != qk {
-			return fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, q.name)
+		t, err := p.c.task(qk, id)
+		if err != nil {
+			return err
 		}
 		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: id}})
 		if t.State != index.StateCompleted {
@@ -457,6 +457,16 @@ func (q *Queue) Cancel(ctx context.Context, id uint64) error {
 	return err
 }
 
+// task returns the task id of queue qk. A task of another queue or namespace
+// is reported exactly like one that does not exist. Call with mu held.
+func (c *core) task(qk index.QueueKey, id uint64) (*index.Task, error) {
+	t, ok := c.store.Task(id)
+	if !ok || t.Queue.Key != qk {
+		return nil, fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, qk.Name)
+	}
+	return t, nil
+}
+
 // Redrive moves a dead task back to ready with a fresh attempt budget.
 // ErrNotFound if there is no such task; ErrConflict if it is not dead.
 func (q *Queue) Redrive(ctx context.Context, id uint64) error {
@@ -465,9 +475,9 @@ func (q *Queue) Redrive(ctx context.Context, id uint64) error {
 	}
 	qk := q.key()
 	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, ok := p.c.store.Task(id)
-		if !ok || t.Queue.Key != qk {
-			return fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, q.name)
+		t, err := p.c.task(qk, id)
+		if err != nil {
+			return err
 		}
 		if t.State != index.StateDead {
 			return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, id, t.State)
@@ -539,15 +549,16 @@ func (q *Queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		return TaskInfo{}, err
 	}
 	var info TaskInfo
-	found := false
 	qk := q.key()
+	var terr error
 	err := q.db.c.read(ctx, func() {
-		if t, ok := q.db.c.store.Task(id); ok && t.Queue.Key == qk {
-			info, found = infoOf(t), true
+		var t *index.Task
+		if t, terr = q.db.c.task(qk, id); terr == nil {
+			info = infoOf(t)
 		}
 	})
-	if err == nil && !found {
-		err = fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, q.name)
+	if err == nil {
+		err = terr
 	}
 	return info, err
 }
