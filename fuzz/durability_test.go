@@ -1,0 +1,396 @@
+package fuzz
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+// knownBugs runs the tests that reproduce engine bugs found by this suite
+// and not fixed yet; without it they skip, so that CI stays green.
+var knownBugs = flag.Bool("known-bugs", false, "run the reproductions of known, unfixed engine bugs (they fail until fixed)")
+
+func skipKnownBug(t *testing.T, what string) {
+	t.Helper()
+	if !*knownBugs {
+		t.Skip("known bug: " + what + " (run with -known-bugs to reproduce)")
+	}
+}
+
+// gate is a failpoint hook that parks the first caller reaching name until
+// released, so a test can act while a commit is stuck at that point.
+type gate struct {
+	name    string
+	mu      sync.Mutex
+	armed   bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+func newGate(name string) *gate {
+	return &gate{name: name, reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) failpoint(name string) error {
+	g.mu.Lock()
+	park := g.armed && name == g.name
+	if park {
+		g.armed = false
+	}
+	g.mu.Unlock()
+	if park {
+		close(g.reached)
+		<-g.release
+	}
+	return nil
+}
+
+func (g *gate) arm() {
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+}
+
+// The tests below park a commit at "append.write" - applied in memory, not
+// yet written to the log - and make a second call meanwhile. Whatever the
+// second call answers must survive a crash at the moment it returns: if it
+// answered from the parked commit's state without waiting for it to be
+// durable, a crash then takes back what the caller was told.
+
+// durabilityCase is one such probe.
+type durabilityCase struct {
+	name string
+	// setup prepares the state (durably) and returns what first and second
+	// need.
+	setup func(t *testing.T, db *engine.DB) any
+	// first is the commit that gets parked.
+	first func(db *engine.DB, x any) error
+	// second runs while first is parked; it returns an error if its answer
+	// is not the expected one.
+	second func(db *engine.DB, x any) error
+	// holds reports whether what second answered is still true of a DB
+	// opened on the crash image.
+	holds func(db *engine.DB, x any) bool
+}
+
+var qa = func(db *engine.DB) *engine.Queue { return db.Queue(nsProd, "a") }
+
+// TestAnswersRestOnDurableState: under SyncAlways, a call's answer must not
+// rest on a commit that a crash can still take back. A deduplicated enqueue
+// tells the caller the task exists; an assertion-only transaction returns
+// the version it checked.
+func TestAnswersRestOnDurableState(t *testing.T) {
+	for _, c := range []durabilityCase{{
+		name:  "deduplicated enqueue",
+		setup: func(*testing.T, *engine.DB) any { return nil },
+		first: func(db *engine.DB, _ any) error {
+			_, err := qa(db).Enqueue(ctx, engine.Task{IdempotencyKey: "k", Payload: []byte(`"a"`)})
+			return err
+		},
+		second: func(db *engine.DB, _ any) error {
+			res, err := qa(db).Enqueue(ctx, engine.Task{IdempotencyKey: "k", Payload: []byte(`"b"`)})
+			if err == nil && !res.Deduplicated {
+				return fmt.Errorf("not deduplicated: %+v", res)
+			}
+			return err
+		},
+		holds: func(db *engine.DB, _ any) bool {
+			page, err := qa(db).List(ctx, engine.ListOptions{State: engine.Ready})
+			return err == nil && len(page.Tasks) == 1 && page.Tasks[0].IdempotencyKey == "k"
+		},
+	}, {
+		name:  "assertion-only transaction",
+		setup: func(*testing.T, *engine.DB) any { return nil },
+		first: func(db *engine.DB, _ any) error {
+			_, err := db.KV(nsProd).Commit(ctx, engine.Set("kk", []byte("v")))
+			return err
+		},
+		second: func(db *engine.DB, _ any) error {
+			_, err := db.KV(nsProd).Commit(ctx, engine.IfExists("kk"))
+			return err
+		},
+		holds: func(db *engine.DB, _ any) bool {
+			_, err := db.KV(nsProd).Get(ctx, "kk")
+			return err == nil
+		},
+	}, {
+		name:  "read",
+		setup: func(*testing.T, *engine.DB) any { return nil },
+		first: func(db *engine.DB, _ any) error {
+			_, err := qa(db).Enqueue(ctx, engine.Task{})
+			return err
+		},
+		second: func(db *engine.DB, _ any) error {
+			n, err := qa(db).Counts(ctx)
+			if err == nil && n.Ready != 1 {
+				return fmt.Errorf("counts %+v", n)
+			}
+			return err
+		},
+		holds: func(db *engine.DB, _ any) bool {
+			n, err := qa(db).Counts(ctx)
+			return err == nil && n.Ready == 1
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) { checkDurableAnswer(t, c) })
+	}
+}
+
+// TestRefusalsRestOnDurableState is the same for refusals: a call refused
+// because of a commit that is not durable yet tells its caller something a
+// crash can take back - the task is gone (ErrNotFound), the lease is lost
+// (ErrLeaseLost), the key exists (ErrConflict) - while after the crash the
+// task, the lease or the absence of the key is back.
+func TestRefusalsRestOnDurableState(t *testing.T) {
+	skipKnownBug(t, "engine.commit returns the planner's refusal (ErrNotFound, ErrLeaseLost, ErrConflict) without waiting for the batches it was decided on to be durable")
+	claimOne := func(t *testing.T, db *engine.DB) any {
+		if _, err := qa(db).Enqueue(ctx, engine.Task{}); err != nil {
+			t.Fatal(err)
+		}
+		ls, err := qa(db).Claim(ctx, "w", time.Minute, 1)
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("claim: %v %v", ls, err)
+		}
+		return ls[0]
+	}
+	for _, c := range []durabilityCase{{
+		name:  "not found",
+		setup: claimOne,
+		first: func(db *engine.DB, x any) error { return qa(db).Complete(ctx, x.(engine.Lease), engine.Done{}) },
+		second: func(db *engine.DB, x any) error {
+			if err := qa(db).Cancel(ctx, x.(engine.Lease).ID); !errors.Is(err, engine.ErrNotFound) {
+				return fmt.Errorf("cancel: %v, want ErrNotFound", err)
+			}
+			return nil
+		},
+		holds: func(db *engine.DB, x any) bool {
+			_, err := qa(db).Get(ctx, x.(engine.Lease).ID)
+			return errors.Is(err, engine.ErrNotFound)
+		},
+	}, {
+		name:  "lease lost",
+		setup: claimOne,
+		first: func(db *engine.DB, x any) error { return qa(db).Cancel(ctx, x.(engine.Lease).ID) },
+		second: func(db *engine.DB, x any) error {
+			if err := qa(db).Complete(ctx, x.(engine.Lease), engine.Done{}); !errors.Is(err, engine.ErrLeaseLost) {
+				return fmt.Errorf("complete: %v, want ErrLeaseLost", err)
+			}
+			return nil
+		},
+		holds: func(db *engine.DB, x any) bool {
+			info, err := qa(db).Get(ctx, x.(engine.Lease).ID)
+			return err != nil || info.State != engine.InFlight || info.Token != x.(engine.Lease).Token
+		},
+	}, {
+		name:  "conflict",
+		setup: func(*testing.T, *engine.DB) any { return nil },
+		first: func(db *engine.DB, _ any) error {
+			_, err := db.KV(nsProd).Commit(ctx, engine.Set("lock", []byte("a")))
+			return err
+		},
+		second: func(db *engine.DB, _ any) error {
+			if _, err := db.KV(nsProd).Commit(ctx, engine.IfAbsent("lock"), engine.Set("lock", []byte("b"))); !errors.Is(err, engine.ErrConflict) {
+				return fmt.Errorf("commit: %v, want ErrConflict", err)
+			}
+			return nil
+		},
+		holds: func(db *engine.DB, _ any) bool {
+			_, err := db.KV(nsProd).Get(ctx, "lock")
+			return err == nil
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) { checkDurableAnswer(t, c) })
+	}
+}
+
+func checkDurableAnswer(t *testing.T, c durabilityCase) {
+	g := newGate("append.write")
+	dir := scratchDir(t)
+	db, err := engine.Open(dir, engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet,
+		Clock: engine.NewManualClock(t0), Failpoint: g.failpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	x := c.setup(t, db)
+	g.arm()
+	first := make(chan error, 1)
+	go func() { first <- c.first(db, x) }()
+	<-g.reached
+	done := make(chan error, 1)
+	go func() { done <- c.second(db, x) }()
+	var img image
+	select {
+	case err := <-done:
+		// Answered while the first commit is not even written: a crash now
+		// shows whether the answer was honest.
+		img = capture(t, dir)
+		close(g.release)
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(200 * time.Millisecond):
+		// It waits, as it should; let the first commit finish.
+		close(g.release)
+		err := <-done
+		img = capture(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	crashDir := scratchDir(t)
+	img.materialize(t, crashDir)
+	crashed, err := engine.Open(crashDir, engine.Options{Logger: quiet, SnapshotBytes: -1})
+	if err != nil {
+		t.Fatalf("open the crash image: %v", err)
+	}
+	defer crashed.Close()
+	if !c.holds(crashed, x) {
+		t.Fatal("the call answered from a commit that was not durable yet: after a crash at the moment it returned, its answer is no longer true")
+	}
+}
+
+// TestCheckpointReportsLogFailure: once a write or fsync of the log fails
+// the engine returns ErrFailed, including from the call that hit the
+// failure. A Checkpoint whose log truncation (or log fsync) fails returns
+// the log's error without ErrFailed, although the engine is failed from
+// then on.
+func TestCheckpointReportsLogFailure(t *testing.T) {
+	for _, point := range []string{"truncate", "sync"} {
+		t.Run(point, func(t *testing.T) {
+			var armed sync.Map
+			db, err := engine.Open(scratchDir(t), engine.Options{SnapshotBytes: -1, Logger: quiet,
+				Durability: engine.SyncNever, Clock: engine.NewManualClock(t0),
+				Failpoint: func(name string) error {
+					if _, ok := armed.Load(name); ok {
+						return errors.New("injected " + name + " failure")
+					}
+					return nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			q := db.Queue(nsProd, "a")
+			for range 3 {
+				if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+					t.Fatal(err)
+				}
+				if err := db.Checkpoint(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(point, true)
+			err = db.Checkpoint(ctx)
+			if _, probe := q.Counts(ctx); !errors.Is(probe, engine.ErrFailed) {
+				t.Fatalf("the engine should be failed after the %s failure: %v", point, probe)
+			}
+			if !errors.Is(err, engine.ErrFailed) {
+				t.Fatalf("Checkpoint hit a failed log %s and returned %v, which does not wrap ErrFailed", point, err)
+			}
+		})
+	}
+}
+
+// envStraceChild makes the test binary open a new data directory, enqueue
+// one task and exit, for TestNewDataDirIsDurable to trace.
+const envStraceChild = "DOCKET_STRACE_CHILD_DIR"
+
+// TestNewDataDirIsDurable: when Open creates the data directory, the
+// directory entry itself must be fsynced (by fsyncing its parent) before
+// anything written inside it is acknowledged; otherwise a power loss can
+// take the whole directory, and every acknowledged write with it. wal
+// fsyncs the parent of every directory it creates, but the engine creates
+// the data directory first, so wal finds it existing. The test traces a
+// child process with strace and skips where strace or ptrace is missing.
+func TestNewDataDirIsDurable(t *testing.T) {
+	if dir := os.Getenv(envStraceChild); dir != "" {
+		db, err := engine.Open(dir, engine.Options{Logger: quiet})
+		if err != nil {
+			fmt.Println("open:", err)
+			os.Exit(1)
+		}
+		if _, err := db.Queue(nsProd, "a").Enqueue(ctx, engine.Task{}); err != nil {
+			fmt.Println("enqueue:", err)
+			os.Exit(1)
+		}
+		fmt.Println("acknowledged")
+		os.Exit(0) // no Close: killed right after the acknowledgement
+	}
+	skipKnownBug(t, "engine.openDir creates the data directory with os.MkdirAll and never fsyncs its parent")
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace is not installed")
+	}
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "data")
+	trace := filepath.Join(t.TempDir(), "trace")
+	cmd := exec.Command(strace, "-f", "-qq", "-e", "trace=mkdir,mkdirat,open,openat,fsync,fdatasync,close", "-o", trace,
+		os.Args[0], "-test.run=^TestNewDataDirIsDurable$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envStraceChild+"="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "acknowledged") {
+		t.Skipf("cannot trace a child process (%v): %s", err, out)
+	}
+	raw, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, synced := false, false
+	fds := map[string]string{}     // fd -> path (threads share one table)
+	pending := map[string]string{} // thread -> path of an unfinished open
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		pid, call := f[0], strings.Join(f[1:], " ")
+		path := ""
+		if i := strings.Index(call, `"`); i >= 0 {
+			if j := strings.Index(call[i+1:], `"`); j >= 0 {
+				path = call[i+1 : i+1+j]
+			}
+		}
+		result := ""
+		if i := strings.LastIndex(call, "= "); i >= 0 {
+			result = strings.Fields(call[i+2:])[0]
+		}
+		switch {
+		case strings.HasPrefix(call, "mkdir") && path == dir && result == "0":
+			created = true
+		case strings.HasPrefix(call, "open") && strings.Contains(call, "<unfinished"):
+			pending[pid] = path
+		case strings.HasPrefix(call, "<... open") && pending[pid] != "":
+			fds[result] = pending[pid]
+			delete(pending, pid)
+		case strings.HasPrefix(call, "open"):
+			fds[result] = path
+		case strings.HasPrefix(call, "fsync(") || strings.HasPrefix(call, "fdatasync("):
+			fd := strings.TrimSuffix(strings.SplitN(strings.TrimPrefix(strings.TrimPrefix(call, "fsync("), "fdatasync("), ")", 2)[0], " <unfinished ...>")
+			if fds[fd] == parent && created {
+				synced = true
+			}
+		}
+	}
+	if !created {
+		t.Fatalf("the trace shows no creation of %s", dir)
+	}
+	if !synced {
+		t.Fatalf("Open created %s and acknowledged a write inside it without ever fsyncing %s: a power loss can lose the whole data directory", dir, parent)
+	}
+}

@@ -1,0 +1,1277 @@
+package fuzz
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/docketdb/docket/engine"
+)
+
+// Config holds the engine options that change what a DB observably does.
+// The zero value is the engine's defaults.
+type Config struct {
+	// IdempotencyTTL as in engine.Options: 0 means 24 h, negative (or under a
+	// microsecond) forgets a key as soon as its task ends.
+	IdempotencyTTL time.Duration
+	// RetainCompleted as in engine.Options: 0 deletes completed tasks at once.
+	RetainCompleted time.Duration
+}
+
+// Apply copies the configuration into engine options.
+func (c Config) Apply(o *engine.Options) {
+	o.IdempotencyTTL = c.IdempotencyTTL
+	o.RetainCompleted = c.RetainCompleted
+}
+
+// QueueKey names a queue: its namespace and its name.
+type QueueKey struct {
+	NS   engine.Namespace
+	Name string
+}
+
+func (q QueueKey) String() string { return q.NS.String() + "/" + q.Name }
+
+func (q QueueKey) less(o QueueKey) bool {
+	if q.NS.Project != o.NS.Project {
+		return q.NS.Project < o.NS.Project
+	}
+	if q.NS.Scope != o.NS.Scope {
+		return q.NS.Scope < o.NS.Scope
+	}
+	return q.Name < o.Name
+}
+
+// Rec is a task record as a caller can observe it (engine.TaskInfo), with
+// times as Unix microseconds (0 for none). Records held by a Model are never
+// changed in place: a change stores a new Rec, so clones may share them.
+type Rec struct {
+	ID          uint64
+	Queue       QueueKey
+	State       engine.State
+	Kind        string
+	Payload     []byte
+	Headers     map[string]string
+	Priority    int
+	Attempts    int
+	MaxAttempts int
+	NotBefore   int64
+	BackoffBase int64
+	BackoffMax  int64
+	Owner       string
+	Token       uint64
+	LeaseUntil  int64
+	Progress    []byte
+	Result      []byte
+	LastError   string
+	IdemKey     string
+	Created     int64
+	Updated     int64
+}
+
+// RecOf converts what the engine reports about a task into a Rec.
+func RecOf(i engine.TaskInfo) Rec {
+	return Rec{
+		ID: i.ID, Queue: QueueKey{i.Namespace, i.Queue}, State: i.State, Kind: i.Kind, Payload: i.Payload,
+		Headers: i.Headers, Priority: i.Priority, Attempts: i.Attempts, MaxAttempts: i.MaxAttempts,
+		NotBefore: Micros(i.NotBefore), BackoffBase: i.BackoffBase.Microseconds(),
+		BackoffMax: i.BackoffMax.Microseconds(), Owner: i.Owner, Token: i.Token,
+		LeaseUntil: Micros(i.LeaseUntil), Progress: i.Progress, Result: i.Result, LastError: i.LastError,
+		IdemKey: i.IdempotencyKey, Created: Micros(i.CreatedAt), Updated: Micros(i.UpdatedAt),
+	}
+}
+
+// Micros is t as Unix microseconds, 0 for the zero time (the engine's "none").
+func Micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func timeOf(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
+}
+
+func renderHeaders(h map[string]string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		fmt.Fprintf(&b, "%q:%q,", k, h[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// String renders every field, for comparing records and printing diffs.
+func (r *Rec) String() string {
+	return fmt.Sprintf("task %d %s %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%s",
+		r.ID, r.Queue, r.State, r.Attempts, r.MaxAttempts, r.Priority, r.NotBefore, r.BackoffBase, r.BackoffMax,
+		r.Owner, r.Token, r.LeaseUntil, r.Created, r.Updated, r.Payload, r.Kind, r.IdemKey, r.LastError,
+		r.Progress, r.Result, renderHeaders(r.Headers))
+}
+
+// LeaseString renders every field of a lease, times as Unix microseconds.
+func LeaseString(l engine.Lease) string {
+	return fmt.Sprintf("lease %d %s/%s kind=%q pay=%q h=%s prog=%q p=%d att=%d/%d own=%q tok=%d dl=%d enq=%d",
+		l.ID, l.Namespace, l.Queue, l.Kind, l.Payload, renderHeaders(l.Headers), l.Progress, l.Priority,
+		l.Attempt, l.MaxAttempts, l.Owner, l.Token, Micros(l.Deadline), Micros(l.EnqueuedAt))
+}
+
+// TxKind is the kind of a TxOp.
+type TxKind uint8
+
+// Transaction op kinds, as engine.Set, engine.Delete, engine.IfVersion,
+// engine.IfExists, engine.IfAbsent and engine.Enqueue build them.
+const (
+	TxSet TxKind = iota + 1
+	TxDelete
+	TxIfVersion
+	TxIfExists
+	TxIfAbsent
+	TxEnqueue
+)
+
+// TxOp is an engine.Op the model can read (engine.Op keeps its fields to
+// itself).
+type TxOp struct {
+	Kind    TxKind
+	Key     string
+	Value   []byte
+	Version uint64
+	Queue   string
+	Task    engine.Task
+}
+
+// Engine returns the engine's form of o.
+func (o TxOp) Engine() engine.Op {
+	switch o.Kind {
+	case TxSet:
+		return engine.Set(o.Key, o.Value)
+	case TxDelete:
+		return engine.Delete(o.Key)
+	case TxIfVersion:
+		return engine.IfVersion(o.Key, o.Version)
+	case TxIfExists:
+		return engine.IfExists(o.Key)
+	case TxIfAbsent:
+		return engine.IfAbsent(o.Key)
+	case TxEnqueue:
+		return engine.Enqueue(o.Queue, o.Task)
+	}
+	return engine.Op{}
+}
+
+// EngineOps converts ops.
+func EngineOps(ops []TxOp) []engine.Op {
+	if ops == nil {
+		return nil
+	}
+	out := make([]engine.Op, len(ops))
+	for i, o := range ops {
+		out[i] = o.Engine()
+	}
+	return out
+}
+
+type kvKey struct {
+	NS  engine.Namespace
+	Key string
+}
+
+type kvVal struct {
+	Value   []byte
+	Version uint64
+}
+
+type idemKey struct {
+	Q   QueueKey
+	Key string
+}
+
+type idemVal struct {
+	ID      uint64
+	Expires int64 // 0 while the task exists
+}
+
+// Model is the reference implementation of docket's observable behaviour:
+// plain maps, a full scan wherever the engine keeps an index, every rule
+// written out once. Its methods mirror the engine's calls and return the
+// same results and the same sentinel errors.
+//
+// It also counts batches the way the engine does (a KV entry's version is
+// the sequence number of the batch that wrote it, so the count is
+// observable): every commit with at least one mutation is one batch, and
+// each commit is preceded by a housekeeping batch when idempotency keys
+// expired or retained completed tasks aged out.
+type Model struct {
+	// Now is the time of the next call, Unix microseconds. Callers keep it
+	// equal to the engine clock.
+	Now    int64
+	Seq    uint64
+	NextID uint64
+	// LastCommit is the sequence number of the newest batch a call (not
+	// housekeeping) committed.
+	LastCommit uint64
+
+	tasks map[uint64]*Rec
+	kv    map[kvKey]kvVal
+	idem  map[idemKey]idemVal
+
+	ttl        int64 // idempotency TTL, micros
+	keepDone   bool  // completed tasks are kept
+	retain     int64 // how long, micros
+	maxPayload int
+
+	// OnBatch, if set, is called after each batch is applied.
+	OnBatch func(m *Model)
+}
+
+// NewModel returns an empty model configured like an engine opened with c,
+// reading now.
+func NewModel(c Config, now time.Time) *Model {
+	ttl := c.IdempotencyTTL
+	if ttl == 0 {
+		ttl = 24 * time.Hour
+	}
+	return &Model{
+		Now:        now.UnixMicro(),
+		NextID:     1,
+		tasks:      map[uint64]*Rec{},
+		kv:         map[kvKey]kvVal{},
+		idem:       map[idemKey]idemVal{},
+		ttl:        ttl.Microseconds(),
+		keepDone:   c.RetainCompleted > 0,
+		retain:     c.RetainCompleted.Microseconds(),
+		maxPayload: 1 << 20,
+	}
+}
+
+// Clone returns an independent copy (without OnBatch).
+func (m *Model) Clone() *Model {
+	c := *m
+	c.tasks = maps.Clone(m.tasks)
+	c.kv = maps.Clone(m.kv)
+	c.idem = maps.Clone(m.idem)
+	c.OnBatch = nil
+	return &c
+}
+
+// Len is the number of task records.
+func (m *Model) Len() int { return len(m.tasks) }
+
+// Task returns the record with id, in any queue.
+func (m *Model) Task(id uint64) (Rec, bool) {
+	t, ok := m.tasks[id]
+	if !ok {
+		return Rec{}, false
+	}
+	return *t, true
+}
+
+// ---- validation (the subset of engine/validate.go a caller can hit) ----
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{engine.ErrInvalid}, args...)...)
+}
+
+func checkName(s string) error {
+	if s == "" || len(s) > engine.MaxNameBytes || !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		return invalid("name %q", s)
+	}
+	return nil
+}
+
+func checkKey(k string) error {
+	if k == "" || len(k) > engine.MaxKeyBytes {
+		return invalid("key %q", k)
+	}
+	return nil
+}
+
+func (m *Model) checkJSON(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) > m.maxPayload || !json.Valid(b) {
+		return invalid("json %q", b)
+	}
+	return nil
+}
+
+func checkDuration(d time.Duration, allowZero bool) error {
+	if d < 0 || (d == 0 && !allowZero) || d > engine.MaxDuration {
+		return invalid("duration %v", d)
+	}
+	return nil
+}
+
+// spec is a validated task with its defaults filled in.
+type spec struct {
+	t       engine.Task
+	delay   int64
+	at      int64
+	maxAtt  int
+	base    int64
+	max     int64
+	headers map[string]string
+}
+
+func (m *Model) checkTask(t engine.Task) (spec, error) {
+	s := spec{t: t}
+	if err := m.checkJSON(t.Payload); err != nil {
+		return s, err
+	}
+	if t.Kind != "" {
+		if err := checkName(t.Kind); err != nil {
+			return s, err
+		}
+	}
+	if err := checkDuration(t.Delay, true); err != nil {
+		return s, err
+	}
+	if !t.At.IsZero() {
+		if t.At.Year() < 1970 || t.At.Year() > 9999 || t.At.UnixMicro() <= 0 {
+			return s, invalid("at %v", t.At)
+		}
+		s.at = t.At.UnixMicro()
+	}
+	if t.MaxAttempts < 0 || t.MaxAttempts > engine.MaxAttemptsLimit {
+		return s, invalid("max attempts %d", t.MaxAttempts)
+	}
+	if err := checkDuration(t.BackoffBase, true); err != nil {
+		return s, err
+	}
+	if err := checkDuration(t.BackoffMax, true); err != nil {
+		return s, err
+	}
+	if t.IdempotencyKey != "" {
+		if err := checkKey(t.IdempotencyKey); err != nil {
+			return s, err
+		}
+	}
+	if len(t.Headers) > engine.MaxHeaders {
+		return s, invalid("headers")
+	}
+	for k, v := range t.Headers {
+		if k == "" || len(k) > engine.MaxHeaderBytes || len(v) > engine.MaxHeaderBytes {
+			return s, invalid("header %q", k)
+		}
+	}
+	if len(t.Headers) > 0 {
+		s.headers = maps.Clone(t.Headers)
+	}
+	s.delay = t.Delay.Microseconds()
+	s.maxAtt = t.MaxAttempts
+	if s.maxAtt == 0 {
+		s.maxAtt = 5
+	}
+	s.base, s.max = t.BackoffBase.Microseconds(), t.BackoffMax.Microseconds()
+	if s.base == 0 {
+		s.base = time.Second.Microseconds()
+	}
+	if s.max == 0 {
+		s.max = time.Minute.Microseconds()
+	}
+	return s, nil
+}
+
+func (m *Model) checkOps(ops []TxOp) error {
+	if len(ops) > engine.MaxOps {
+		return invalid("too many ops")
+	}
+	for _, o := range ops {
+		switch o.Kind {
+		case TxSet, TxDelete, TxIfVersion, TxIfExists, TxIfAbsent:
+			if err := checkKey(o.Key); err != nil {
+				return err
+			}
+			if o.Kind == TxSet && len(o.Value) > m.maxPayload {
+				return invalid("value size")
+			}
+		case TxEnqueue:
+			if err := checkName(o.Queue); err != nil {
+				return err
+			}
+			if _, err := m.checkTask(o.Task); err != nil {
+				return err
+			}
+		default:
+			return invalid("zero op")
+		}
+	}
+	return nil
+}
+
+func checkNS(ns engine.Namespace) error {
+	if err := checkName(ns.Project); err != nil {
+		return err
+	}
+	return checkName(ns.Scope)
+}
+
+func checkQueue(q QueueKey) error {
+	if err := checkNS(q.NS); err != nil {
+		return err
+	}
+	return checkName(q.Name)
+}
+
+// ---- commits ----
+
+// txn is one commit being planned: it reads the state as it was before the
+// commit and collects the changes, applied in order when it commits.
+type txn struct {
+	m      *Model
+	now    int64
+	nextID uint64
+	idem   map[idemKey]uint64 // keys enqueued earlier in this commit
+	muts   []func(seq uint64)
+}
+
+// begin starts a commit: first the housekeeping batch, if one is due.
+func (m *Model) begin() *txn {
+	m.housekeep()
+	return &txn{m: m, now: m.Now, nextID: m.NextID}
+}
+
+func (x *txn) mut(f func(seq uint64)) { x.muts = append(x.muts, f) }
+
+// commit applies the collected changes as one batch and returns the
+// sequence number of the state after it (unchanged if nothing changed).
+func (x *txn) commit() uint64 {
+	m := x.m
+	if len(x.muts) == 0 {
+		return m.Seq
+	}
+	m.Seq++
+	m.LastCommit = m.Seq
+	for _, f := range x.muts {
+		f(m.Seq)
+	}
+	if m.OnBatch != nil {
+		m.OnBatch(m)
+	}
+	return m.Seq
+}
+
+// housekeepBatch is the engine's bound on the expired entries one
+// housekeeping batch removes (engine/db.go).
+const housekeepBatch = 256
+
+// housekeep forgets idempotency keys whose time is up and retained completed
+// tasks that aged out, in a batch of its own, as every engine commit does
+// before its own batch.
+func (m *Model) housekeep() {
+	type exp struct {
+		k idemKey
+		v idemVal
+	}
+	var idems []exp
+	for k, v := range m.idem {
+		if v.Expires != 0 && v.Expires <= m.Now {
+			idems = append(idems, exp{k, v})
+		}
+	}
+	sort.Slice(idems, func(i, j int) bool {
+		a, b := idems[i], idems[j]
+		if a.v.Expires != b.v.Expires {
+			return a.v.Expires < b.v.Expires
+		}
+		if a.k.Q != b.k.Q {
+			return a.k.Q.less(b.k.Q)
+		}
+		return a.k.Key < b.k.Key
+	})
+	if len(idems) > housekeepBatch {
+		idems = idems[:housekeepBatch]
+	}
+	var done []*Rec
+	if m.retain > 0 {
+		for _, t := range m.tasks {
+			if t.State == engine.Completed && t.Updated <= m.Now-m.retain {
+				done = append(done, t)
+			}
+		}
+		sort.Slice(done, func(i, j int) bool {
+			if done[i].Updated != done[j].Updated {
+				return done[i].Updated < done[j].Updated
+			}
+			return done[i].ID < done[j].ID
+		})
+		if n := 2*housekeepBatch - len(idems); len(done) > n {
+			done = done[:n]
+		}
+	}
+	if len(idems)+len(done) == 0 {
+		return
+	}
+	m.Seq++
+	for _, e := range idems {
+		delete(m.idem, e.k)
+	}
+	for _, t := range done {
+		delete(m.tasks, t.ID)
+	}
+	if m.OnBatch != nil {
+		m.OnBatch(m)
+	}
+}
+
+// put stores rec as part of the commit.
+func (x *txn) put(rec *Rec) {
+	m := x.m
+	x.mut(func(uint64) {
+		m.tasks[rec.ID] = rec
+		if rec.ID >= m.NextID {
+			m.NextID = rec.ID + 1
+		}
+	})
+}
+
+func (x *txn) del(id uint64) {
+	m := x.m
+	x.mut(func(uint64) { delete(m.tasks, id) })
+}
+
+// enqueue plans one new task, or finds the one its idempotency key names.
+func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
+	m := x.m
+	key := s.t.IdempotencyKey
+	if key != "" {
+		ik := idemKey{q, key}
+		if id, ok := x.idem[ik]; ok {
+			return engine.Enqueued{ID: id, Deduplicated: true}
+		}
+		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) {
+			return engine.Enqueued{ID: e.ID, Deduplicated: true}
+		}
+	}
+	id := x.nextID
+	x.nextID++
+	nb := x.now + s.delay
+	if s.at != 0 {
+		nb = s.at
+	}
+	state := engine.Scheduled
+	if nb <= x.now {
+		state, nb = engine.Ready, x.now
+	}
+	var payload []byte
+	if len(s.t.Payload) > 0 {
+		payload = bytes.Clone(s.t.Payload)
+	}
+	x.put(&Rec{
+		ID: id, Queue: q, State: state, Kind: s.t.Kind, Payload: payload, Headers: s.headers,
+		Priority: s.t.Priority, MaxAttempts: s.maxAtt, NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max,
+		IdemKey: key, Created: x.now, Updated: x.now,
+	})
+	if key != "" {
+		ik := idemKey{q, key}
+		if x.idem == nil {
+			x.idem = map[idemKey]uint64{}
+		}
+		x.idem[ik] = id
+		x.mut(func(uint64) { m.idem[ik] = idemVal{ID: id} })
+	}
+	return engine.Enqueued{ID: id}
+}
+
+// ended plans what happens to a task's idempotency key when the task ends
+// (completed or cancelled): remembered for the TTL, or forgotten at once.
+func (x *txn) ended(t *Rec) {
+	m := x.m
+	if t.IdemKey == "" {
+		return
+	}
+	ik := idemKey{t.Queue, t.IdemKey}
+	e, ok := m.idem[ik]
+	if !ok || e.ID != t.ID {
+		return // the key names another task by now
+	}
+	if m.ttl <= 0 {
+		x.mut(func(uint64) { delete(m.idem, ik) })
+		return
+	}
+	e.Expires = x.now + m.ttl
+	x.mut(func(uint64) { m.idem[ik] = e })
+}
+
+// ops plans KV writes, assertions and enqueues in namespace ns: every
+// assertion is checked against the state before the commit, then the
+// writes and enqueues happen in order.
+func (x *txn) ops(ns engine.Namespace, ops []TxOp) ([]engine.Enqueued, error) {
+	m := x.m
+	for _, o := range ops {
+		e, ok := m.kv[kvKey{ns, o.Key}]
+		switch {
+		case o.Kind == TxIfExists && !ok:
+			return nil, fmt.Errorf("%w: key %q does not exist", engine.ErrConflict, o.Key)
+		case o.Kind == TxIfAbsent && ok:
+			return nil, fmt.Errorf("%w: key %q exists", engine.ErrConflict, o.Key)
+		case o.Kind == TxIfVersion && (!ok || e.Version != o.Version):
+			return nil, fmt.Errorf("%w: key %q version", engine.ErrConflict, o.Key)
+		}
+	}
+	var enq []engine.Enqueued
+	for _, o := range ops {
+		k := kvKey{ns, o.Key}
+		switch o.Kind {
+		case TxSet:
+			v := bytes.Clone(o.Value)
+			if v == nil {
+				v = []byte{}
+			}
+			x.mut(func(seq uint64) { m.kv[k] = kvVal{Value: v, Version: seq} })
+		case TxDelete:
+			x.mut(func(uint64) { delete(m.kv, k) })
+		case TxEnqueue:
+			s, _ := m.checkTask(o.Task)
+			enq = append(enq, x.enqueue(QueueKey{ns, o.Queue}, &s))
+		}
+	}
+	return enq, nil
+}
+
+// fenced returns the in-flight task l names, or ErrLeaseLost. Only the
+// token fences: the owner name is not checked.
+func (x *txn) fenced(q QueueKey, l engine.Lease) (*Rec, error) {
+	t, ok := x.m.tasks[l.ID]
+	if !ok || t.Queue != q || t.State != engine.InFlight || t.Token != l.Token {
+		return nil, fmt.Errorf("%w: task %d token %d", engine.ErrLeaseLost, l.ID, l.Token)
+	}
+	return t, nil
+}
+
+// ---- the calls ----
+
+// Enqueue is Queue.Enqueue and Queue.EnqueueBatch: the tasks and ops commit
+// together or not at all.
+func (m *Model) Enqueue(q QueueKey, tasks []engine.Task, ops []TxOp) ([]engine.Enqueued, error) {
+	if len(tasks) > engine.MaxBatch {
+		return nil, invalid("batch")
+	}
+	specs := make([]spec, len(tasks))
+	for i, t := range tasks {
+		s, err := m.checkTask(t)
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = s
+	}
+	if err := m.checkOps(ops); err != nil {
+		return nil, err
+	}
+	if err := checkQueue(q); err != nil {
+		return nil, err
+	}
+	x := m.begin()
+	out := make([]engine.Enqueued, len(tasks))
+	for i := range specs {
+		out[i] = x.enqueue(q, &specs[i])
+	}
+	if _, err := x.ops(q.NS, ops); err != nil {
+		return nil, err
+	}
+	x.commit()
+	return out, nil
+}
+
+// maxMoved is the engine's bound on due timers and expired leases one claim
+// handles (engine/planner.go).
+const maxMoved = 65536
+
+// Claim is Queue.Claim: promote every due timer, reclaim every expired lease
+// (back to ready at once, or dead with no attempts left), then lease up to
+// max tasks, highest priority first, lowest id first within a priority.
+func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([]engine.Lease, error) {
+	if err := checkName(owner); err != nil {
+		return nil, err
+	}
+	if err := checkDuration(lease, false); err != nil {
+		return nil, err
+	}
+	if lease < time.Microsecond {
+		return nil, invalid("lease")
+	}
+	if max < 1 || max > engine.MaxBatch {
+		return nil, invalid("max")
+	}
+	if err := checkQueue(q); err != nil {
+		return nil, err
+	}
+	x := m.begin()
+	now := x.now
+	type cand struct {
+		t         *Rec
+		reclaimed bool
+	}
+	var timers, leased, ready []*Rec
+	for _, t := range m.tasks {
+		if t.Queue != q {
+			continue
+		}
+		switch {
+		case t.State == engine.Scheduled && t.NotBefore <= now:
+			timers = append(timers, t)
+		case t.State == engine.InFlight && t.LeaseUntil <= now:
+			leased = append(leased, t)
+		case t.State == engine.Ready:
+			ready = append(ready, t)
+		}
+	}
+	byTime := func(at func(*Rec) int64) func(a, b *Rec) int {
+		return func(a, b *Rec) int {
+			if at(a) != at(b) {
+				return cmpInt(at(a), at(b))
+			}
+			return cmpInt(a.ID, b.ID)
+		}
+	}
+	slices.SortFunc(timers, byTime(func(t *Rec) int64 { return t.NotBefore }))
+	slices.SortFunc(leased, byTime(func(t *Rec) int64 { return t.LeaseUntil }))
+	var moved []cand
+	for _, t := range timers {
+		if len(moved) >= maxMoved {
+			break
+		}
+		moved = append(moved, cand{t: t})
+	}
+	for _, t := range leased {
+		if len(moved) >= maxMoved {
+			break
+		}
+		if t.Attempts >= t.MaxAttempts {
+			n := *t
+			n.State, n.Owner, n.LeaseUntil, n.Updated = engine.Dead, "", 0, now
+			n.LastError = "lease expired; attempts exhausted"
+			x.put(&n)
+			continue
+		}
+		moved = append(moved, cand{t: t, reclaimed: true})
+	}
+	all := slices.Clone(moved)
+	for _, t := range ready {
+		all = append(all, cand{t: t})
+	}
+	slices.SortFunc(all, func(a, b cand) int {
+		if a.t.Priority != b.t.Priority {
+			return -cmpInt(a.t.Priority, b.t.Priority)
+		}
+		return cmpInt(a.t.ID, b.t.ID)
+	})
+	var out []engine.Lease
+	taken := map[uint64]bool{}
+	for _, c := range all {
+		if len(out) == max {
+			break
+		}
+		n := *c.t
+		n.State, n.Attempts, n.Token = engine.InFlight, c.t.Attempts+1, c.t.Token+1
+		n.Owner, n.LeaseUntil, n.Updated = owner, now+lease.Microseconds(), now
+		if c.reclaimed {
+			n.LastError = "lease expired"
+		}
+		x.put(&n)
+		taken[n.ID] = true
+		out = append(out, engine.Lease{
+			ID: n.ID, Namespace: q.NS, Queue: q.Name, Kind: n.Kind, Payload: n.Payload, Headers: n.Headers,
+			Progress: n.Progress, Priority: n.Priority, Attempt: n.Attempts, MaxAttempts: n.MaxAttempts,
+			Owner: owner, Token: n.Token, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
+		})
+	}
+	for _, c := range moved {
+		if taken[c.t.ID] {
+			continue
+		}
+		n := *c.t
+		n.State = engine.Ready
+		if c.reclaimed {
+			n.NotBefore, n.Owner, n.LeaseUntil, n.Updated = now, "", 0, now
+			n.LastError = "lease expired"
+		}
+		x.put(&n)
+	}
+	x.commit()
+	return out, nil
+}
+
+// claimable reports whether a claim on q now would lease something. It
+// changes the model (it claims), so call it on a clone.
+func (m *Model) claimable(q QueueKey) bool {
+	ls, err := m.Claim(q, "probe", time.Second, 1)
+	return err == nil && len(ls) > 0
+}
+
+func cmpInt[T int | int64 | uint64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Complete is Queue.Complete: fenced by the lease's token; the task is
+// deleted (or kept as completed when retention is on), its idempotency key
+// starts its TTL, ops apply and follow-ups are enqueued, all in one commit.
+func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp) error {
+	if err := m.checkJSON(result); err != nil {
+		return err
+	}
+	if len(follow) > engine.MaxOps {
+		return invalid("follow-ups")
+	}
+	all := slices.Clone(ops)
+	for _, f := range follow {
+		all = append(all, TxOp{Kind: TxEnqueue, Queue: f.Queue, Task: f.Task})
+	}
+	if err := m.checkOps(all); err != nil {
+		return err
+	}
+	if err := checkQueue(q); err != nil {
+		return err
+	}
+	x := m.begin()
+	t, err := x.fenced(q, l)
+	if err != nil {
+		return err
+	}
+	if m.keepDone {
+		n := *t
+		n.State, n.Owner, n.LeaseUntil, n.Updated = engine.Completed, "", 0, x.now
+		n.Result = nil
+		if len(result) > 0 {
+			n.Result = bytes.Clone(result)
+		}
+		x.put(&n)
+	} else {
+		x.del(t.ID)
+	}
+	x.ended(t)
+	if _, err := x.ops(q.NS, all); err != nil {
+		return err
+	}
+	x.commit()
+	return nil
+}
+
+// Backoff is the retry delay after a failed attempt: base doubled for every
+// attempt after the first, capped at max.
+func Backoff(base, max int64, attempts int) int64 {
+	d := base
+	for i := 1; i < attempts && d < max; i++ {
+		d *= 2 // d < max <= MaxDuration in micros, far from overflowing
+	}
+	return min(d, max)
+}
+
+// Fail is Queue.Fail: dead when permanent or out of attempts, else retried
+// after RetryAfter or the exponential backoff.
+func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
+	if err := checkDuration(f.RetryAfter, true); err != nil {
+		return err
+	}
+	if err := checkQueue(q); err != nil {
+		return err
+	}
+	msg := f.Err
+	if len(msg) > engine.MaxErrorBytes {
+		msg = strings.ToValidUTF8(msg[:engine.MaxErrorBytes], "")
+	}
+	x := m.begin()
+	t, err := x.fenced(q, l)
+	if err != nil {
+		return err
+	}
+	n := *t
+	n.Owner, n.LeaseUntil, n.Updated, n.LastError = "", 0, x.now, msg
+	if f.Permanent || t.Attempts >= t.MaxAttempts {
+		n.State = engine.Dead
+	} else {
+		delay := f.RetryAfter.Microseconds()
+		if delay <= 0 {
+			delay = Backoff(t.BackoffBase, t.BackoffMax, t.Attempts)
+		}
+		n.State, n.NotBefore = engine.Scheduled, x.now+delay
+		if delay == 0 {
+			n.State, n.NotBefore = engine.Ready, x.now
+		}
+	}
+	x.put(&n)
+	x.commit()
+	return nil
+}
+
+// Heartbeat is Queue.Heartbeat: the lease ends extend from now, and progress
+// replaces the stored one unless it is nil.
+func (m *Model) Heartbeat(q QueueKey, l engine.Lease, extend time.Duration, progress []byte) (time.Time, error) {
+	if err := checkDuration(extend, false); err != nil {
+		return time.Time{}, err
+	}
+	if err := m.checkJSON(progress); err != nil {
+		return time.Time{}, err
+	}
+	if err := checkQueue(q); err != nil {
+		return time.Time{}, err
+	}
+	x := m.begin()
+	t, err := x.fenced(q, l)
+	if err != nil {
+		return time.Time{}, err
+	}
+	n := *t
+	n.LeaseUntil, n.Updated = x.now+extend.Microseconds(), x.now
+	if progress != nil {
+		n.Progress = nil
+		if len(progress) > 0 {
+			n.Progress = bytes.Clone(progress)
+		}
+	}
+	x.put(&n)
+	x.commit()
+	return timeOf(n.LeaseUntil), nil
+}
+
+// Snooze is Queue.Snooze: back to waiting for d, the attempt refunded.
+func (m *Model) Snooze(q QueueKey, l engine.Lease, d time.Duration) error {
+	if err := checkDuration(d, true); err != nil {
+		return err
+	}
+	if err := checkQueue(q); err != nil {
+		return err
+	}
+	x := m.begin()
+	t, err := x.fenced(q, l)
+	if err != nil {
+		return err
+	}
+	n := *t
+	n.Attempts--
+	n.Owner, n.LeaseUntil, n.Updated = "", 0, x.now
+	n.State, n.NotBefore = engine.Scheduled, x.now+d.Microseconds()
+	if d == 0 {
+		n.State, n.NotBefore = engine.Ready, x.now
+	}
+	x.put(&n)
+	x.commit()
+	return nil
+}
+
+// Cancel is Queue.Cancel: the task is removed in whatever state it is.
+func (m *Model) Cancel(q QueueKey, id uint64) error {
+	if err := checkQueue(q); err != nil {
+		return err
+	}
+	x := m.begin()
+	t, ok := m.tasks[id]
+	if !ok || t.Queue != q {
+		return fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
+	}
+	x.del(id)
+	if t.State != engine.Completed {
+		x.ended(t)
+	}
+	x.commit()
+	return nil
+}
+
+func (x *txn) redrive(t *Rec) {
+	n := *t
+	n.State, n.Attempts, n.NotBefore, n.Updated = engine.Ready, 0, x.now, x.now
+	x.put(&n)
+}
+
+// Redrive is Queue.Redrive: a dead task goes back to ready with a fresh
+// attempt budget.
+func (m *Model) Redrive(q QueueKey, id uint64) error {
+	if err := checkQueue(q); err != nil {
+		return err
+	}
+	x := m.begin()
+	t, ok := m.tasks[id]
+	if !ok || t.Queue != q {
+		return fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
+	}
+	if t.State != engine.Dead {
+		return fmt.Errorf("%w: task %d is %s", engine.ErrConflict, id, t.State)
+	}
+	x.redrive(t)
+	x.commit()
+	return nil
+}
+
+// RedriveAll is Queue.RedriveAll: every dead task of the queue, in id order,
+// MaxBatch per commit.
+func (m *Model) RedriveAll(q QueueKey) (int, error) {
+	if err := checkQueue(q); err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		x := m.begin()
+		dead := m.list(q, engine.Dead)
+		if len(dead) > engine.MaxBatch {
+			dead = dead[:engine.MaxBatch]
+		}
+		for _, t := range dead {
+			x.redrive(t)
+		}
+		x.commit()
+		total += len(dead)
+		if len(dead) < engine.MaxBatch {
+			return total, nil
+		}
+	}
+}
+
+// Commit is KV.Commit. The result's Version is the sequence number of the
+// state after the commit.
+func (m *Model) Commit(ns engine.Namespace, ops []TxOp) (engine.TxResult, error) {
+	if len(ops) == 0 {
+		return engine.TxResult{}, invalid("empty transaction")
+	}
+	if err := m.checkOps(ops); err != nil {
+		return engine.TxResult{}, err
+	}
+	if err := checkNS(ns); err != nil {
+		return engine.TxResult{}, err
+	}
+	x := m.begin()
+	enq, err := x.ops(ns, ops)
+	if err != nil {
+		return engine.TxResult{}, err
+	}
+	return engine.TxResult{Version: x.commit(), Enqueued: enq}, nil
+}
+
+// ---- reads: no commit, no housekeeping ----
+
+// Get is Queue.Get.
+func (m *Model) Get(q QueueKey, id uint64) (Rec, error) {
+	t, ok := m.tasks[id]
+	if !ok || t.Queue != q {
+		return Rec{}, fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
+	}
+	return *t, nil
+}
+
+// list returns the queue's tasks in state s in the order List serves them:
+// ready by priority (high first) then id, scheduled by due time, in-flight
+// by lease deadline (then id), dead and completed by id.
+func (m *Model) list(q QueueKey, s engine.State) []*Rec {
+	var out []*Rec
+	for _, t := range m.tasks {
+		if t.Queue == q && t.State == s {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Rec) int {
+		switch s {
+		case engine.Ready:
+			if a.Priority != b.Priority {
+				return -cmpInt(a.Priority, b.Priority)
+			}
+		case engine.Scheduled:
+			if a.NotBefore != b.NotBefore {
+				return cmpInt(a.NotBefore, b.NotBefore)
+			}
+		case engine.InFlight:
+			if a.LeaseUntil != b.LeaseUntil {
+				return cmpInt(a.LeaseUntil, b.LeaseUntil)
+			}
+		}
+		return cmpInt(a.ID, b.ID)
+	})
+	return out
+}
+
+// List returns every task of the queue in state s, in List order.
+func (m *Model) List(q QueueKey, s engine.State) []Rec {
+	var out []Rec
+	for _, t := range m.list(q, s) {
+		out = append(out, *t)
+	}
+	return out
+}
+
+// Counts is Queue.Counts.
+func (m *Model) Counts(q QueueKey) engine.Counts {
+	var c engine.Counts
+	for _, t := range m.tasks {
+		if t.Queue != q {
+			continue
+		}
+		switch t.State {
+		case engine.Ready:
+			c.Ready++
+		case engine.Scheduled:
+			c.Scheduled++
+		case engine.InFlight:
+			c.InFlight++
+		case engine.Dead:
+			c.Dead++
+		case engine.Completed:
+			c.Completed++
+		}
+	}
+	return c
+}
+
+// KVGet is KV.Get.
+func (m *Model) KVGet(ns engine.Namespace, key string) (engine.Entry, error) {
+	if err := checkKey(key); err != nil {
+		return engine.Entry{}, err
+	}
+	e, ok := m.kv[kvKey{ns, key}]
+	if !ok {
+		return engine.Entry{}, fmt.Errorf("%w: key %q", engine.ErrNotFound, key)
+	}
+	return engine.Entry{Key: key, Value: e.Value, Version: e.Version}, nil
+}
+
+// Scan is KV.Scan.
+func (m *Model) Scan(ns engine.Namespace, o engine.ScanOptions) ([]engine.Entry, error) {
+	if o.Limit < 0 || o.Limit > engine.MaxBatch {
+		return nil, invalid("limit")
+	}
+	if o.Limit == 0 {
+		o.Limit = 100
+	}
+	var keys []string
+	for k := range m.kv {
+		if k.NS == ns && k.Key >= o.Start && strings.HasPrefix(k.Key, o.Prefix) && (o.End == "" || k.Key < o.End) {
+			keys = append(keys, k.Key)
+		}
+	}
+	sort.Strings(keys)
+	var out []engine.Entry
+	for _, k := range keys {
+		if len(out) == o.Limit {
+			break
+		}
+		e := m.kv[kvKey{ns, k}]
+		out = append(out, engine.Entry{Key: k, Value: e.Value, Version: e.Version})
+	}
+	return out, nil
+}
+
+// ---- whole-state views ----
+
+// States lists the task states in the order views render them.
+var States = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed}
+
+// View is the whole observable state of a DB over a fixed set of queues and
+// namespaces: every task as List returns it, every KV entry as Scan returns
+// it, and the sequence number Stats reports.
+type View struct {
+	Seq   uint64
+	Tasks map[QueueKey][][]Rec // per queue, per state (in States order)
+	KV    map[engine.Namespace][]engine.Entry
+}
+
+// View returns the model's state over queues and namespaces.
+func (m *Model) View(queues []QueueKey, nss []engine.Namespace) View {
+	v := View{Seq: m.Seq, Tasks: map[QueueKey][][]Rec{}, KV: map[engine.Namespace][]engine.Entry{}}
+	for _, q := range queues {
+		per := make([][]Rec, len(States))
+		for i, s := range States {
+			per[i] = m.List(q, s)
+		}
+		v.Tasks[q] = per
+	}
+	for _, ns := range nss {
+		v.KV[ns], _ = m.Scan(ns, engine.ScanOptions{Limit: engine.MaxBatch})
+	}
+	return v
+}
+
+// String renders the view canonically: equal states render equally.
+func (v View) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seq %d\n", v.Seq)
+	qs := slices.SortedFunc(maps.Keys(v.Tasks), func(a, b QueueKey) int {
+		if a == b {
+			return 0
+		}
+		if a.less(b) {
+			return -1
+		}
+		return 1
+	})
+	for _, q := range qs {
+		for i, s := range States {
+			for _, r := range v.Tasks[q][i] {
+				fmt.Fprintf(&b, "%s %s: %s\n", q, s, r.String())
+			}
+		}
+	}
+	nss := slices.SortedFunc(maps.Keys(v.KV), func(a, b engine.Namespace) int {
+		return strings.Compare(a.String(), b.String())
+	})
+	for _, ns := range nss {
+		for _, e := range v.KV[ns] {
+			fmt.Fprintf(&b, "kv %s %q=%q v%d\n", ns, e.Key, e.Value, e.Version)
+		}
+	}
+	return b.String()
+}
+
+// Diff returns the first lines where two renderings differ, or "".
+func Diff(got, want string) string {
+	if got == want {
+		return ""
+	}
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("line %d:\n got: %s\nwant: %s", i+1, gl, wl)
+		}
+	}
+	return "renderings differ"
+}
+
+// ErrClass names the sentinel an error wraps, for comparing outcomes.
+func ErrClass(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, engine.ErrInvalid):
+		return "invalid"
+	case errors.Is(err, engine.ErrNotFound):
+		return "not-found"
+	case errors.Is(err, engine.ErrLeaseLost):
+		return "lease-lost"
+	case errors.Is(err, engine.ErrConflict):
+		return "conflict"
+	case errors.Is(err, engine.ErrPermission):
+		return "permission"
+	case errors.Is(err, engine.ErrClosed):
+		return "closed"
+	case errors.Is(err, engine.ErrFailed):
+		return "failed"
+	case errors.Is(err, engine.ErrCorrupt):
+		return "corrupt"
+	case errors.Is(err, engine.ErrLocked):
+		return "locked"
+	}
+	return "other: " + err.Error()
+}

@@ -1,0 +1,133 @@
+package fuzz
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// maxInstructions bounds a fuzzed program, so one input stays quick.
+const maxInstructions = 160
+
+// runMetamorphic runs the program data in every configuration of
+// metamorphic against the model (every answer compared, the whole state
+// after every instruction and reopen, Verify after every reopen) and
+// requires the histories to be identical.
+func runMetamorphic(t *testing.T, data []byte) {
+	t.Helper()
+	if len(data) == 0 {
+		return
+	}
+	var first []string
+	for i, rc := range metamorphic {
+		r := newRunner(t, rc, programConfig(data[0]), "", nil)
+		// The in-memory run compares the whole state after every call; the
+		// others compare every answer and the sequence number after every
+		// call and the whole state after every reopen and at the end.
+		r.fullCheck = rc.mem
+		r.run(&program{data: data, pos: 1}, maxInstructions)
+		r.finish()
+		r.db.Close()
+		r.db = nil
+		if i == 0 {
+			first = r.hist
+			continue
+		}
+		for k := range max(len(first), len(r.hist)) {
+			var a, b string
+			if k < len(first) {
+				a = first[k]
+			}
+			if k < len(r.hist) {
+				b = r.hist[k]
+			}
+			if a != b {
+				t.Fatalf("history of %s differs from %s at call %d:\n%s: %s\n%s: %s",
+					rc.name, metamorphic[0].name, k, metamorphic[0].name, a, rc.name, b)
+			}
+		}
+	}
+}
+
+// ins assembles one instruction.
+func ins(code int, params ...byte) []byte {
+	b := make([]byte, opSize)
+	b[0] = byte(code)
+	copy(b[1:], params)
+	return b
+}
+
+func asm(cfg byte, instructions ...[]byte) []byte {
+	out := []byte{cfg}
+	for _, in := range instructions {
+		out = append(out, in...)
+	}
+	return out
+}
+
+// opsSeeds are programs aimed at the rules most likely to go wrong, plus
+// random ones from the usual mix.
+func opsSeeds() [][]byte {
+	seeds := [][]byte{
+		// Timers and priorities: due timers promoted and served by priority.
+		asm(0,
+			ins(opEnqueue, 0, 0x04, 0, 1), ins(opEnqueue, 0, 0x38, 0, 1), ins(opEnqueue, 0, 0x0c, 0, 2),
+			ins(opEnqueue, 0, 0x20, 0, 1), ins(opClaim, 0, 0, 2, 3), ins(opAdvance, 1),
+			ins(opClaim, 0, 1, 2, 3), ins(opAdvance, 4), ins(opClaim, 0, 2, 2, 3), ins(opComplete, 0, 0),
+			ins(opComplete, 1, 1), ins(opReopen), ins(opClaim, 0, 3, 2, 3)),
+		// Lease expiry: reclaimed at once with attempts left, dead without;
+		// the zombie's late calls refused.
+		asm(0,
+			ins(opEnqueue, 1, 0, 0x04, 1), ins(opEnqueue, 1, 0, 0x0c, 1), ins(opClaim, 1, 0, 0, 3),
+			ins(opAdvance, 2), ins(opClaim, 1, 1, 2, 1), ins(opComplete, 0xc0, 0), ins(opFail, 0xc1, 1),
+			ins(opHeartbeat, 0xc0, 1), ins(opSnooze, 0xc1, 0), ins(opForged, 0, 0), ins(opForged, 0, 0x09),
+			ins(opReopen), ins(opComplete, 0, 1), ins(opRead, 0, 1, 0x80)),
+		// Backoff: retries at base, 2*base, 4*base capped, then dead; redrive.
+		asm(0,
+			ins(opEnqueue, 2, 0, 0x1c, 1), ins(opClaim, 2, 0, 2, 0), ins(opFail, 0, 0x08), ins(opAdvance, 1),
+			ins(opClaim, 2, 0, 2, 0), ins(opFail, 0, 0x08), ins(opAdvance, 6), ins(opClaim, 2, 0, 2, 0),
+			ins(opFail, 0, 0x04), ins(opAdvance, 3), ins(opClaim, 2, 0, 2, 0), ins(opFail, 0, 0), ins(opReopen),
+			ins(opRedrive, 2, 0, 0x80), ins(opClaim, 2, 0, 2, 0), ins(opFail, 0, 1), ins(opRedrive, 2, 1),
+			ins(opRead, 1, 2)),
+		// Idempotency with a 90 s TTL: deduplicated while the task lives and
+		// for the TTL after it ends; expired keys pruned at the next commit.
+		asm(0x01,
+			ins(opEnqueue, 0, 0, 0x01, 1), ins(opEnqueue, 0, 0, 0x01, 1), ins(opBatch, 0, 0x40, 0x40, 0x80),
+			ins(opClaim, 0, 0, 2, 3), ins(opComplete, 0, 0), ins(opEnqueue, 0, 0, 0x01, 1), ins(opAdvance, 4),
+			ins(opKV, 0, 1), ins(opEnqueue, 0, 0, 0x01, 1), ins(opReopen), ins(opEnqueue, 0, 0, 0x01, 1),
+			ins(opCancel, 0, 0x80), ins(opEnqueue, 0, 0, 0x01, 1)),
+		// Retention: completed kept with its result, pruned after an hour.
+		asm(0x0c,
+			ins(opEnqueue, 3, 0, 0x02, 1), ins(opClaim, 3, 0, 2, 3), ins(opComplete, 0, 1), ins(opCheckpoint),
+			ins(opAdvance, 2), ins(opCancel, 3, 0x80), ins(opEnqueue, 3, 0, 0, 1), ins(opClaim, 3, 0, 2, 3),
+			ins(opComplete, 0, 0x01), ins(opAdvance, 5), ins(opKV, 1, 0), ins(opReopen), ins(opRead, 1, 3)),
+		// Outbox and KV: enqueue with writes and assertions, all or nothing;
+		// versions are batch sequence numbers; scans by prefix and range.
+		asm(0,
+			ins(opKV, 0, 0x00, 0x08, 0x10), ins(opEnqueue, 0, 0, 0, 1, 2, 0x04, 0x00), ins(opEnqueue, 0, 0, 0, 1, 2, 0x0c, 0x08),
+			ins(opKV, 0x02, 0x02, 0x42, 0x01), ins(opKV, 0x04, 0x0a, 0x13, 0x05), ins(opClaim, 0, 0, 2, 3),
+			ins(opComplete, 0, 0x0f, 0x00, 0x19, 0x03, 0x06), ins(opReopen), ins(opRead, 3, 0, 0x11),
+			ins(opRead, 3, 0, 0x22), ins(opRead, 2, 0, 0x01)),
+		// Every invalid call.
+		asm(0,
+			ins(opInvalid, 0), ins(opInvalid, 1), ins(opInvalid, 2), ins(opInvalid, 3), ins(opInvalid, 4),
+			ins(opInvalid, 5), ins(opInvalid, 6), ins(opInvalid, 7), ins(opInvalid, 8)),
+	}
+	for s := range uint64(6) {
+		seeds = append(seeds, genProgram(rand.New(rand.NewPCG(s, 99)), 120, workload, byte(s*37)))
+	}
+	return seeds
+}
+
+// FuzzOps decodes a program of calls from its input (see program_test.go
+// for the instruction set) and runs it in memory and under every
+// durability mode with tiny and default snapshot thresholds (metamorphic):
+// every answer must be the model's, the whole state must be the model's
+// after every reopen (and, in memory, after every call), Verify must pass
+// after every reopen, and the histories must be identical. Its seeds run as
+// tests.
+func FuzzOps(f *testing.F) {
+	for _, s := range opsSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(runMetamorphic)
+}

@@ -1,0 +1,918 @@
+package fuzz
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+// The vocabulary programs draw from: small, so that calls collide on the
+// same queues, keys and tasks.
+var (
+	ctx     = context.Background()
+	t0      = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	nsProd  = engine.NS("acme", "prod")
+	nsDev   = engine.NS("acme", "dev")
+	allNS   = []engine.Namespace{nsProd, nsDev}
+	queues  = []QueueKey{{nsProd, "a"}, {nsProd, "b"}, {nsDev, "a"}, {nsDev, "b"}}
+	owners  = []string{"w0", "w1", "w2", "w3"}
+	idems   = []string{"", "k0", "k1", "k2"}
+	kvKeys  = []string{"a", "a/1", "a/2", "b", "c", "a/1", "b", "c/x"}
+	delays  = []time.Duration{0, time.Second, 5 * time.Second, time.Minute}
+	leaseDs = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+	moves   = []time.Duration{time.Millisecond, time.Second, 10 * time.Second, 31 * time.Second,
+		2 * time.Minute, 2 * time.Hour, 3 * time.Second, 500 * time.Millisecond}
+	quiet = slog.New(slog.DiscardHandler)
+)
+
+// opSize is the width of one instruction: an opcode and its parameters.
+const opSize = 8
+
+// Opcodes. The byte is taken modulo numOps.
+const (
+	opEnqueue = iota
+	opBatch
+	opClaim
+	opComplete
+	opFail
+	opHeartbeat
+	opSnooze
+	opCancel
+	opRedrive
+	opKV
+	opAdvance
+	opCheckpoint
+	opReopen
+	opForged
+	opInvalid
+	opRead
+	numOps
+)
+
+var opNames = [numOps]string{"enqueue", "batch", "claim", "complete", "fail", "heartbeat", "snooze", "cancel",
+	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read"}
+
+// program is a byte string read as instructions of opSize bytes; the first
+// byte configures the DB (see programConfig).
+type program struct {
+	data []byte
+	pos  int
+}
+
+func (p *program) more() bool { return p.pos+opSize <= len(p.data) }
+
+func (p *program) next() (code int, a [opSize - 1]byte) {
+	code = int(p.data[p.pos]) % numOps
+	copy(a[:], p.data[p.pos+1:p.pos+opSize])
+	p.pos += opSize
+	return code, a
+}
+
+// programConfig picks the idempotency TTL and the retention of completed
+// tasks from a program's first byte.
+func programConfig(b byte) Config {
+	ttls := []time.Duration{0, 90 * time.Second, -1, 10 * time.Minute}
+	retain := []time.Duration{0, 0, time.Minute, time.Hour}
+	return Config{IdempotencyTTL: ttls[b&3], RetainCompleted: retain[(b>>2)&3]}
+}
+
+// runConfig is one way to run a program: in memory, or on disk with a
+// durability mode, a snapshot threshold and a segment size.
+type runConfig struct {
+	name      string
+	mem       bool
+	dur       engine.Durability
+	snapBytes int64
+	segBytes  int
+}
+
+// metamorphic lists the configurations every program runs under; their
+// observable histories must be identical.
+var metamorphic = []runConfig{
+	{name: "memory", mem: true},
+	{name: "always/default", dur: engine.SyncAlways},
+	{name: "always/tiny", dur: engine.SyncAlways, snapBytes: 1, segBytes: 512},
+	{name: "interval/default", dur: engine.SyncInterval},
+	{name: "interval/tiny", dur: engine.SyncInterval, snapBytes: 700, segBytes: 1024},
+	{name: "never/default", dur: engine.SyncNever},
+	{name: "never/tiny", dur: engine.SyncNever, snapBytes: 1, segBytes: 300},
+}
+
+// scratchDir returns a fresh directory removed after the test, on a tmpfs
+// (/dev/shm) when one with room is available: the crash tests open
+// thousands of directories and would otherwise spend their time in fsync.
+// DOCKET_FUZZ_TMPDIR overrides the location.
+func scratchDir(tb testing.TB) string {
+	tb.Helper()
+	base := os.Getenv("DOCKET_FUZZ_TMPDIR")
+	if base == "" {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs("/dev/shm", &st); err == nil && st.Type == tmpfsMagic && st.Bavail*uint64(st.Bsize) > 256<<20 {
+			base = "/dev/shm"
+		}
+	}
+	if base == "" {
+		return tb.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "docket-fuzz-")
+	if err != nil {
+		return tb.TempDir()
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// tmpfsMagic is TMPFS_MAGIC from linux/magic.h.
+const tmpfsMagic = 0x01021994
+
+// runner executes a program against an engine and the model side by side.
+type runner struct {
+	tb    testing.TB
+	rc    runConfig
+	cfg   Config
+	dir   string
+	clock *engine.ManualClock
+	opts  engine.Options
+	db    *engine.DB
+	m     *Model
+
+	leases []engine.Lease // every lease handed out, oldest first
+	n      int            // payload counter
+	hist   []string       // one line per call: what was asked and what came back
+	ops    int            // instructions executed
+
+	// ackSeq is the sequence number of the newest batch a call that
+	// succeeded committed: under SyncAlways it must survive any crash.
+	ackSeq uint64
+	// fullCheck compares the whole state after every instruction, not only
+	// after reopens and at the end.
+	fullCheck bool
+	// failed is set once the engine answered ErrFailed (fault injection):
+	// from then on only errors are acceptable and the model stops.
+	failed bool
+	// faults tolerates errors a failed snapshot or log step gives
+	// Checkpoint and Close (fault injection); whether the engine stopped is
+	// then read from its next answer.
+	faults bool
+	// snapshotFailures counts the checkpoints and closes that failed.
+	snapshotFailures int
+	// closeFailed is set when Close failed; the run stops there.
+	closeFailed bool
+	// afterOp, if set, runs after each instruction.
+	afterOp func(i int)
+	// onOpen, if set, runs after every Open.
+	onOpen func()
+}
+
+// newRunner opens a DB for rc (in dir, or a scratch dir when dir is "")
+// with a model configured like it.
+func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*engine.Options)) *runner {
+	tb.Helper()
+	r := &runner{tb: tb, rc: rc, cfg: cfg, clock: engine.NewManualClock(t0), fullCheck: true}
+	r.m = NewModel(cfg, t0)
+	r.opts = engine.Options{Clock: r.clock, Durability: rc.dur, SnapshotBytes: rc.snapBytes,
+		SegmentBytes: rc.segBytes, Logger: quiet}
+	cfg.Apply(&r.opts)
+	if tweak != nil {
+		tweak(&r.opts)
+	}
+	if !rc.mem {
+		r.dir = dir
+		if r.dir == "" {
+			r.dir = scratchDir(tb)
+		}
+	}
+	r.open()
+	tb.Cleanup(func() {
+		if r.db != nil {
+			r.db.Close()
+		}
+	})
+	return r
+}
+
+func (r *runner) open() {
+	r.tb.Helper()
+	db, err := engine.Open(r.dir, r.opts)
+	if err != nil {
+		r.fatalf("open: %v", err)
+	}
+	r.db = db
+	if r.onOpen != nil {
+		r.onOpen()
+	}
+}
+
+func (r *runner) fatalf(format string, args ...any) {
+	r.tb.Helper()
+	tail := r.hist
+	if len(tail) > 25 {
+		tail = tail[len(tail)-25:]
+	}
+	r.tb.Fatalf("[%s] after %d instructions: %s\nlast calls:\n  %s", r.rc.name, r.ops,
+		fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
+}
+
+func (r *runner) q(k QueueKey) *engine.Queue { return r.db.Queue(k.NS, k.Name) }
+
+// run executes the program's instructions, at most max of them.
+func (r *runner) run(p *program, max int) {
+	r.tb.Helper()
+	for i := 0; p.more() && i < max && !r.failed; i++ {
+		code, a := p.next()
+		r.step(code, a)
+		if r.afterOp != nil {
+			r.afterOp(i)
+		}
+	}
+}
+
+// record appends a history line and compares the two outcomes' classes.
+func (r *runner) record(desc string, got, want error, result string) bool {
+	r.tb.Helper()
+	line := fmt.Sprintf("%s -> %s %s", desc, ErrClass(got), result)
+	r.hist = append(r.hist, line)
+	if r.failed {
+		if got == nil {
+			r.fatalf("%s succeeded after the engine failed", desc)
+		}
+		return false
+	}
+	if errors.Is(got, engine.ErrFailed) && !errors.Is(want, engine.ErrFailed) {
+		r.failed = true
+		return false
+	}
+	if ErrClass(got) != ErrClass(want) {
+		r.fatalf("%s: engine says %v, model says %v", desc, got, want)
+	}
+	if got == nil && r.m.LastCommit > r.ackSeq {
+		r.ackSeq = r.m.LastCommit
+	}
+	return got == nil
+}
+
+func (r *runner) payload(kind byte) []byte {
+	r.n++
+	switch kind & 3 {
+	case 0:
+		return nil
+	case 3:
+		return []byte(fmt.Sprintf(`"s%d"`, r.n))
+	}
+	return []byte(fmt.Sprintf(`{"n":%d}`, r.n))
+}
+
+func (r *runner) task(b0, b1, b2 byte) engine.Task {
+	t := engine.Task{
+		Delay:          delays[b0>>2&3],
+		Priority:       int(b0>>4&3) - 1,
+		IdempotencyKey: idems[b1&3],
+		MaxAttempts:    int(b1 >> 2 & 3),
+		BackoffBase:    []time.Duration{0, 100 * time.Millisecond, time.Second, 3 * time.Second}[b1>>4&3],
+		Payload:        r.payload(b2),
+	}
+	if b0&0x40 != 0 {
+		t.Kind = "job"
+	}
+	if b0&0x80 != 0 {
+		t.Headers = map[string]string{"trace": fmt.Sprint(r.n)}
+	}
+	if b1&0x40 != 0 {
+		t.BackoffMax = 2 * time.Second
+	}
+	if b1&0x80 != 0 && b2&4 != 0 {
+		t.At = time.UnixMicro(r.m.Now).Add(2 * time.Second)
+	}
+	return t
+}
+
+// txOp builds a KV op or an enqueue from one byte. Assertions are built to
+// hold about three times in four: a key is picked that makes them hold
+// when the top bit asks for it, else any key.
+func (r *runner) txOp(ns engine.Namespace, b byte) TxOp {
+	key := kvKeys[b>>3&7]
+	holds := b&0x80 != 0
+	pick := func(exists bool) string {
+		for i := range kvKeys {
+			k := kvKeys[(int(b>>3)+i)%len(kvKeys)]
+			if _, err := r.m.KVGet(ns, k); (err == nil) == exists {
+				return k
+			}
+		}
+		return key
+	}
+	switch b % 6 {
+	case 0:
+		r.n++
+		return TxOp{Kind: TxSet, Key: key, Value: []byte(fmt.Sprintf("v%d", r.n))}
+	case 1:
+		return TxOp{Kind: TxDelete, Key: key}
+	case 2:
+		if holds {
+			key = pick(true)
+		}
+		e, _ := r.m.KVGet(ns, key)
+		v := e.Version
+		if b&0x40 != 0 && !holds {
+			v += 3
+		}
+		return TxOp{Kind: TxIfVersion, Key: key, Version: v}
+	case 3:
+		if holds {
+			key = pick(true)
+		}
+		return TxOp{Kind: TxIfExists, Key: key}
+	case 4:
+		if holds {
+			key = pick(false)
+		}
+		return TxOp{Kind: TxIfAbsent, Key: key}
+	}
+	return TxOp{Kind: TxEnqueue, Queue: []string{"a", "b"}[b>>6&1], Task: engine.Task{
+		IdempotencyKey: idems[b>>3&3], Payload: r.payload(1), Priority: int(b >> 7)}}
+}
+
+func txString(ops []TxOp) string {
+	var parts []string
+	for _, o := range ops {
+		switch o.Kind {
+		case TxSet:
+			parts = append(parts, fmt.Sprintf("set %s=%s", o.Key, o.Value))
+		case TxDelete:
+			parts = append(parts, "del "+o.Key)
+		case TxIfVersion:
+			parts = append(parts, fmt.Sprintf("if %s@%d", o.Key, o.Version))
+		case TxIfExists:
+			parts = append(parts, "if-exists "+o.Key)
+		case TxIfAbsent:
+			parts = append(parts, "if-absent "+o.Key)
+		case TxEnqueue:
+			parts = append(parts, fmt.Sprintf("enqueue %s key=%q", o.Queue, o.Task.IdempotencyKey))
+		}
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
+}
+
+func taskString(t engine.Task) string {
+	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v}", t.Payload, t.Delay,
+		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers)
+}
+
+// pickLease returns a lease handed out earlier: mostly one the model says
+// is still held, sometimes any (stale ones included), so that both fenced
+// successes and late zombies are exercised.
+func (r *runner) pickLease(b byte) (engine.Lease, QueueKey) {
+	if len(r.leases) == 0 {
+		q := queues[b&3]
+		return engine.Lease{ID: 1, Namespace: q.NS, Queue: q.Name, Token: 1, Owner: "w0"}, q
+	}
+	var l engine.Lease
+	if b&0xc0 == 0xc0 {
+		l = r.leases[int(b&0x3f)%len(r.leases)]
+	} else {
+		var live []engine.Lease
+		for i := len(r.leases) - 1; i >= 0 && len(live) < 8 && i >= len(r.leases)-64; i-- {
+			x := r.leases[i]
+			if t, ok := r.m.Task(x.ID); ok && t.State == engine.InFlight && t.Token == x.Token {
+				live = append(live, x)
+			}
+		}
+		if len(live) > 0 {
+			l = live[int(b&0x3f)%len(live)]
+		} else {
+			l = r.leases[len(r.leases)-1-int(b&0x3f)%min(len(r.leases), 8)]
+		}
+	}
+	return l, QueueKey{l.Namespace, l.Queue}
+}
+
+// busiest returns the queue with the most tasks a claim could take now.
+func (r *runner) busiest() QueueKey {
+	best, most := queues[0], -1
+	for _, q := range queues {
+		n := len(r.m.List(q, engine.Ready))
+		for _, t := range r.m.List(q, engine.Scheduled) {
+			if t.NotBefore <= r.m.Now {
+				n++
+			}
+		}
+		for _, t := range r.m.List(q, engine.InFlight) {
+			if t.LeaseUntil <= r.m.Now {
+				n++
+			}
+		}
+		if n > most {
+			best, most = q, n
+		}
+	}
+	return best
+}
+
+// pickID returns a task id: of a task in q in state (or any state) when
+// there is one and b asks for it, else any id up to one past the newest.
+func (r *runner) pickID(q QueueKey, b byte, state engine.State) uint64 {
+	if b&0x80 != 0 {
+		var ids []uint64
+		for _, s := range States {
+			if state == 0 || s == state {
+				for _, t := range r.m.List(q, s) {
+					ids = append(ids, t.ID)
+				}
+			}
+		}
+		if len(ids) > 0 {
+			slices.Sort(ids)
+			return ids[int(b&0x7f)%len(ids)]
+		}
+	}
+	return 1 + uint64(b&0x7f)%r.m.NextID
+}
+
+func leasesString(ls []engine.Lease) string {
+	var parts []string
+	for _, l := range ls {
+		parts = append(parts, LeaseString(l))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func (r *runner) sync() { r.m.Now = r.clock.Now().UnixMicro() }
+
+// step executes one instruction on the engine and the model and compares
+// the outcomes.
+func (r *runner) step(code int, a [opSize - 1]byte) {
+	r.tb.Helper()
+	r.ops++
+	r.sync()
+	switch code {
+	case opEnqueue:
+		q := queues[a[0]&3]
+		t := r.task(a[1], a[2], a[3])
+		var ops []TxOp
+		for i := range []int{0, 0, 1, 2}[a[4]&3] {
+			ops = append(ops, r.txOp(q.NS, a[5+i]))
+		}
+		got, gerr := r.q(q).Enqueue(ctx, t, EngineOps(ops)...)
+		want, werr := r.m.Enqueue(q, []engine.Task{t}, ops)
+		desc := fmt.Sprintf("enqueue %s %s %s", q, taskString(t), txString(ops))
+		if r.record(desc, gerr, werr, fmt.Sprint(got)) && got != want[0] {
+			r.fatalf("%s: engine %+v, model %+v", desc, got, want[0])
+		}
+	case opBatch:
+		q := queues[a[0]&3]
+		var ts []engine.Task
+		for i := range 1 + int(a[0]>>2&3) {
+			ts = append(ts, r.task(a[1+i]&0x3f, a[1+i]>>6|a[5]&0x3c, 1))
+		}
+		var ops []TxOp
+		if a[6]&1 != 0 {
+			ops = append(ops, r.txOp(q.NS, a[6]>>1))
+		}
+		got, gerr := r.q(q).EnqueueBatch(ctx, ts, EngineOps(ops)...)
+		want, werr := r.m.Enqueue(q, ts, ops)
+		desc := fmt.Sprintf("batch %s %d tasks %s", q, len(ts), txString(ops))
+		if r.record(desc, gerr, werr, fmt.Sprint(got)) && !slices.Equal(got, want) {
+			r.fatalf("%s: engine %+v, model %+v", desc, got, want)
+		}
+	case opClaim:
+		q := queues[a[0]&3]
+		if a[0]&4 != 0 {
+			q = r.busiest()
+		}
+		owner, lease, max := owners[a[1]&3], leaseDs[a[2]&3], []int{1, 2, 3, 10}[a[3]&3]
+		// ClaimWait when the model says there is work, so that it returns at
+		// once (waking is the engine's own tests' business).
+		wait := a[3]&4 != 0 && r.m.Clone().claimable(q)
+		var got []engine.Lease
+		var gerr error
+		if wait {
+			got, gerr = r.q(q).ClaimWait(ctx, owner, lease, max)
+		} else {
+			got, gerr = r.q(q).Claim(ctx, owner, lease, max)
+		}
+		want, werr := r.m.Claim(q, owner, lease, max)
+		desc := fmt.Sprintf("claim %s %s %v %d", q, owner, lease, max)
+		if r.record(desc, gerr, werr, leasesString(got)) {
+			if g, w := leasesString(got), leasesString(want); g != w {
+				r.fatalf("%s:\nengine %s\nmodel  %s", desc, g, w)
+			}
+			r.leases = append(r.leases, got...)
+		}
+	case opComplete:
+		l, q := r.pickLease(a[0])
+		var result []byte
+		if a[1]&1 != 0 {
+			result = []byte(fmt.Sprintf(`{"r":%d}`, r.n))
+		}
+		var ops []TxOp
+		for i := range int(a[1] >> 1 & 3) {
+			if i < 2 {
+				ops = append(ops, r.txOp(q.NS, a[2+i]))
+			}
+		}
+		var follow []engine.FollowUp
+		for i := range int(a[1] >> 3 & 3) {
+			if i < 2 {
+				b := a[4+i]
+				follow = append(follow, engine.FollowUp{Queue: []string{"a", "b"}[b&1], Task: r.task(b>>1, b>>3, 1)})
+			}
+		}
+		gerr := r.q(q).Complete(ctx, l, engine.Done{Result: result, Ops: EngineOps(ops), FollowUps: follow})
+		werr := r.m.Complete(q, l, result, ops, follow)
+		r.record(fmt.Sprintf("complete %d tok %d result=%s ops=%s follow-ups=%d", l.ID, l.Token, result,
+			txString(ops), len(follow)), gerr, werr, "")
+	case opFail:
+		l, q := r.pickLease(a[0])
+		f := engine.Failure{Permanent: a[1]&1 != 0, RetryAfter: []time.Duration{0, 0, 2 * time.Second, time.Minute}[a[1]>>1&3]}
+		if a[1]&8 != 0 {
+			f.Err = fmt.Sprintf("boom %d", r.n)
+		}
+		gerr := r.q(q).Fail(ctx, l, f)
+		werr := r.m.Fail(q, l, f)
+		r.record(fmt.Sprintf("fail %d tok %d %+v", l.ID, l.Token, f), gerr, werr, "")
+	case opHeartbeat:
+		l, q := r.pickLease(a[0])
+		extend := []time.Duration{time.Second, 10 * time.Second, time.Minute, 90 * time.Second}[a[1]&3]
+		var progress []byte
+		switch a[1] >> 2 & 3 {
+		case 1:
+			progress = []byte(fmt.Sprintf(`{"p":%d}`, r.n))
+		case 2:
+			progress = []byte{}
+		}
+		got, gerr := r.q(q).Heartbeat(ctx, l, extend, progress)
+		want, werr := r.m.Heartbeat(q, l, extend, progress)
+		desc := fmt.Sprintf("heartbeat %d tok %d +%v progress=%q", l.ID, l.Token, extend, progress)
+		if r.record(desc, gerr, werr, fmt.Sprint(Micros(got))) && Micros(got) != Micros(want) {
+			r.fatalf("%s: deadline %v, model %v", desc, got, want)
+		}
+	case opSnooze:
+		l, q := r.pickLease(a[0])
+		d := []time.Duration{0, 3 * time.Second}[a[1]&1]
+		gerr := r.q(q).Snooze(ctx, l, d)
+		werr := r.m.Snooze(q, l, d)
+		r.record(fmt.Sprintf("snooze %d tok %d %v", l.ID, l.Token, d), gerr, werr, "")
+	case opCancel:
+		q := queues[a[0]&3]
+		id := r.pickID(q, a[1], 0)
+		gerr := r.q(q).Cancel(ctx, id)
+		werr := r.m.Cancel(q, id)
+		r.record(fmt.Sprintf("cancel %s %d", q, id), gerr, werr, "")
+	case opRedrive:
+		q := queues[a[0]&3]
+		if a[1]&1 != 0 {
+			got, gerr := r.q(q).RedriveAll(ctx)
+			want, werr := r.m.RedriveAll(q)
+			if r.record("redrive-all "+q.String(), gerr, werr, fmt.Sprint(got)) && got != want {
+				r.fatalf("redrive-all %s: %d, model %d", q, got, want)
+			}
+			break
+		}
+		id := r.pickID(q, a[2], engine.Dead)
+		gerr := r.q(q).Redrive(ctx, id)
+		werr := r.m.Redrive(q, id)
+		r.record(fmt.Sprintf("redrive %s %d", q, id), gerr, werr, "")
+	case opKV:
+		ns := allNS[a[0]&1]
+		var ops []TxOp
+		for i := range 1 + int(a[0]>>1&3) {
+			if i < 3 {
+				ops = append(ops, r.txOp(ns, a[1+i]))
+			}
+		}
+		got, gerr := r.db.KV(ns).Commit(ctx, EngineOps(ops)...)
+		want, werr := r.m.Commit(ns, ops)
+		desc := fmt.Sprintf("kv %s %s", ns, txString(ops))
+		if r.record(desc, gerr, werr, fmt.Sprint(got)) &&
+			(got.Version != want.Version || !slices.Equal(got.Enqueued, want.Enqueued)) {
+			r.fatalf("%s: engine %+v, model %+v", desc, got, want)
+		}
+	case opAdvance:
+		d := moves[a[0]&7]
+		r.clock.Advance(d)
+		r.sync()
+		r.hist = append(r.hist, fmt.Sprintf("advance %v", d))
+	case opCheckpoint:
+		err := r.db.Checkpoint(ctx)
+		if err != nil && r.faults {
+			r.snapshotFailed("checkpoint", err)
+			break
+		}
+		r.record("checkpoint", err, nil, "")
+	case opReopen:
+		r.reopen()
+	case opForged:
+		r.forged(a)
+	case opInvalid:
+		r.invalid(a)
+	case opRead:
+		r.read(a)
+	}
+	if r.fullCheck && !r.failed {
+		r.checkStatePaged("after "+opNames[code], engine.MaxBatch)
+	} else if !r.failed {
+		if got := r.db.Stats().Seq; got != r.m.Seq {
+			r.fatalf("engine at seq %d, model at %d", got, r.m.Seq)
+		}
+	}
+}
+
+// forged presents a lease that was never handed out: a token off by one,
+// another task's id, or the right lease on the wrong queue.
+func (r *runner) forged(a [opSize - 1]byte) {
+	l, q := r.pickLease(a[0])
+	switch a[1] & 3 {
+	case 0:
+		l.Token++
+	case 1:
+		l.Token--
+	case 2:
+		l.ID++
+	case 3:
+		q = queues[(slices.Index(queues, q)+1+int(a[1]>>2&1))%len(queues)]
+	}
+	desc := fmt.Sprintf("forged %d tok %d on %s", l.ID, l.Token, q)
+	switch a[1] >> 3 & 3 {
+	case 0:
+		r.record(desc+" complete", r.q(q).Complete(ctx, l, engine.Done{}), r.m.Complete(q, l, nil, nil, nil), "")
+	case 1:
+		f := engine.Failure{Err: "forged"}
+		r.record(desc+" fail", r.q(q).Fail(ctx, l, f), r.m.Fail(q, l, f), "")
+	case 2:
+		_, gerr := r.q(q).Heartbeat(ctx, l, time.Minute, nil)
+		_, werr := r.m.Heartbeat(q, l, time.Minute, nil)
+		r.record(desc+" heartbeat", gerr, werr, "")
+	case 3:
+		r.record(desc+" snooze", r.q(q).Snooze(ctx, l, 0), r.m.Snooze(q, l, 0), "")
+	}
+}
+
+// invalid makes a call the engine must refuse with ErrInvalid before
+// writing anything.
+func (r *runner) invalid(a [opSize - 1]byte) {
+	q := queues[a[1]&3]
+	l, lq := r.pickLease(a[2])
+	var gerr, werr error
+	var desc string
+	switch a[0] % 9 {
+	case 0:
+		t := engine.Task{Payload: []byte(`{"broken":`)}
+		desc = "enqueue bad json"
+		_, gerr = r.q(q).Enqueue(ctx, t)
+		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
+	case 1:
+		t := engine.Task{Delay: -time.Second}
+		desc = "enqueue negative delay"
+		_, gerr = r.q(q).Enqueue(ctx, t)
+		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
+	case 2:
+		desc = "claim zero lease"
+		_, gerr = r.q(q).Claim(ctx, "w0", 0, 1)
+		_, werr = r.m.Claim(q, "w0", 0, 1)
+	case 3:
+		desc = "claim max 0"
+		_, gerr = r.q(q).Claim(ctx, "w0", time.Second, 0)
+		_, werr = r.m.Claim(q, "w0", time.Second, 0)
+	case 4:
+		desc = "heartbeat zero extend"
+		_, gerr = r.q(lq).Heartbeat(ctx, l, 0, nil)
+		_, werr = r.m.Heartbeat(lq, l, 0, nil)
+	case 5:
+		desc = "empty transaction"
+		_, gerr = r.db.KV(q.NS).Commit(ctx)
+		_, werr = r.m.Commit(q.NS, nil)
+	case 6:
+		ops := []TxOp{{Kind: TxSet, Key: ""}}
+		desc = "set empty key"
+		_, gerr = r.db.KV(q.NS).Commit(ctx, EngineOps(ops)...)
+		_, werr = r.m.Commit(q.NS, ops)
+	case 7:
+		desc = "complete bad result"
+		gerr = r.q(lq).Complete(ctx, l, engine.Done{Result: []byte("{")})
+		werr = r.m.Complete(lq, l, []byte("{"), nil, nil)
+	case 8:
+		desc = "claim empty owner"
+		_, gerr = r.q(q).Claim(ctx, "", time.Second, 1)
+		_, werr = r.m.Claim(q, "", time.Second, 1)
+	}
+	if werr == nil || !errors.Is(werr, engine.ErrInvalid) {
+		r.fatalf("model accepted invalid call %s: %v", desc, werr)
+	}
+	r.record("invalid "+desc, gerr, werr, "")
+}
+
+// read makes read-only calls and compares their answers.
+func (r *runner) read(a [opSize - 1]byte) {
+	q := queues[a[1]&3]
+	switch a[0] % 4 {
+	case 0:
+		id := r.pickID(q, a[2], 0)
+		got, gerr := r.q(q).Get(ctx, id)
+		want, werr := r.m.Get(q, id)
+		g := RecOf(got)
+		if r.record(fmt.Sprintf("get %s %d", q, id), gerr, werr, "") && g.String() != want.String() {
+			r.fatalf("get %d:\nengine %s\nmodel  %s", id, g.String(), want.String())
+		}
+	case 1:
+		got, gerr := r.q(q).Counts(ctx)
+		want := r.m.Counts(q)
+		if r.record("counts "+q.String(), gerr, nil, fmt.Sprint(got)) && got != want {
+			r.fatalf("counts %s: %+v, model %+v", q, got, want)
+		}
+	case 2:
+		key := kvKeys[a[2]&7]
+		got, gerr := r.db.KV(q.NS).Get(ctx, key)
+		want, werr := r.m.KVGet(q.NS, key)
+		if r.record(fmt.Sprintf("kv-get %s %s", q.NS, key), gerr, werr, "") &&
+			(got.Key != want.Key || !bytes.Equal(got.Value, want.Value) || got.Version != want.Version) {
+			r.fatalf("kv get %s: %+v, model %+v", key, got, want)
+		}
+	case 3:
+		o := engine.ScanOptions{Prefix: []string{"", "a", "a/", "c"}[a[2]&3], Limit: int(a[2] >> 2 & 3)}
+		if a[2]&0x10 != 0 {
+			o.Start = "a/2"
+		}
+		if a[2]&0x20 != 0 {
+			o.End = "b"
+		}
+		got, gerr := r.db.KV(q.NS).Scan(ctx, o)
+		want, werr := r.m.Scan(q.NS, o)
+		if r.record(fmt.Sprintf("scan %s %+v", q.NS, o), gerr, werr, "") && entriesString(got) != entriesString(want) {
+			r.fatalf("scan %+v:\nengine %s\nmodel  %s", o, entriesString(got), entriesString(want))
+		}
+	}
+}
+
+func entriesString(es []engine.Entry) string {
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "%q=%q@%d ", e.Key, e.Value, e.Version)
+	}
+	return b.String()
+}
+
+// reopen closes and reopens the DB (on disk) and requires the whole state to
+// be unchanged and the indexes to verify.
+func (r *runner) reopen() {
+	r.tb.Helper()
+	r.hist = append(r.hist, "reopen")
+	if r.rc.mem || r.failed {
+		return
+	}
+	if err := r.db.Close(); err != nil {
+		if !r.faults {
+			r.fatalf("close: %v", err)
+		}
+		// The test reopens the directory itself and judges it.
+		r.snapshotFailures++
+		r.closeFailed, r.failed = true, true
+		r.hist = append(r.hist, fmt.Sprintf("close -> %v", err))
+		return
+	}
+	r.open()
+	if err := r.db.Verify(); err != nil {
+		r.fatalf("verify after reopen: %v", err)
+	}
+	r.checkState("after reopen")
+}
+
+// snapshotFailed records a failed checkpoint: the engine either goes on
+// (the log still holds everything) or, if the failure was the log's, stops.
+func (r *runner) snapshotFailed(what string, err error) {
+	r.snapshotFailures++
+	r.hist = append(r.hist, fmt.Sprintf("%s -> %v", what, err))
+	if _, probe := r.q(queues[0]).Counts(ctx); probe != nil {
+		if !errors.Is(probe, engine.ErrFailed) {
+			r.fatalf("after a failed %s the engine answers %v", what, probe)
+		}
+		r.failed = true
+	}
+}
+
+// checkState requires the engine's whole observable state to equal the
+// model's, reading it in small pages so that cursors are exercised.
+func (r *runner) checkState(when string) { r.tb.Helper(); r.checkStatePaged(when, 3) }
+
+func (r *runner) checkStatePaged(when string, limit int) {
+	r.tb.Helper()
+	got, err := readViewPaged(r.db, limit)
+	if err != nil {
+		r.fatalf("%s: reading the state: %v", when, err)
+	}
+	if d := Diff(got.String(), r.view().String()); d != "" {
+		r.fatalf("%s: state differs from the model: %s", when, d)
+	}
+}
+
+func (r *runner) view() View { return r.m.View(queues, allNS) }
+
+// readView reads the whole observable state of db through List (paging with
+// a small limit, so cursors are exercised) and Scan.
+func readView(db *engine.DB) (View, error) { return readViewPaged(db, 3) }
+
+func readViewPaged(db *engine.DB, limit int) (View, error) {
+	v := View{Seq: db.Stats().Seq, Tasks: map[QueueKey][][]Rec{}, KV: map[engine.Namespace][]engine.Entry{}}
+	for _, q := range queues {
+		per := make([][]Rec, len(States))
+		for i, s := range States {
+			cursor := ""
+			for {
+				page, err := db.Queue(q.NS, q.Name).List(ctx, engine.ListOptions{State: s, Limit: limit, Cursor: cursor})
+				if err != nil {
+					return v, err
+				}
+				for _, t := range page.Tasks {
+					per[i] = append(per[i], RecOf(t))
+				}
+				if page.Next == "" {
+					break
+				}
+				cursor = page.Next
+			}
+		}
+		v.Tasks[q] = per
+	}
+	for _, ns := range allNS {
+		start := ""
+		for {
+			es, err := db.KV(ns).Scan(ctx, engine.ScanOptions{Start: start, Limit: min(limit, 2+limit/100)})
+			if err != nil {
+				return v, err
+			}
+			v.KV[ns] = append(v.KV[ns], es...)
+			if len(es) < min(limit, 2+limit/100) {
+				break
+			}
+			start = es[len(es)-1].Key + "\x00"
+		}
+	}
+	return v, nil
+}
+
+// finish closes and reopens once more (on disk) and checks the final state.
+func (r *runner) finish() {
+	r.tb.Helper()
+	if r.failed {
+		return
+	}
+	r.checkState("at the end")
+	r.reopen()
+}
+
+// genProgram returns a random program of n instructions whose opcodes are
+// drawn with the given weights (indexed by opcode).
+func genProgram(rng *rand.Rand, n int, weights [numOps]int, cfg byte) []byte {
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	out := []byte{cfg}
+	for range n {
+		x := rng.IntN(total)
+		code := 0
+		for x >= weights[code] {
+			x -= weights[code]
+			code++
+		}
+		out = append(out, byte(code))
+		for range opSize - 1 {
+			out = append(out, byte(rng.Uint32()))
+		}
+	}
+	return out
+}
+
+// workload weights: mostly queue traffic, a little of everything else.
+var workload = [numOps]int{
+	opEnqueue: 14, opBatch: 4, opClaim: 14, opComplete: 10, opFail: 6, opHeartbeat: 4, opSnooze: 2,
+	opCancel: 2, opRedrive: 2, opKV: 5, opAdvance: 6, opCheckpoint: 1, opReopen: 1, opForged: 3,
+	opInvalid: 1, opRead: 3,
+}
+
+// listFiles returns the regular files under dir (relative paths).
+func listFiles(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out, err
+}
