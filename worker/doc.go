@@ -1,0 +1,75 @@
+// Package worker is docket's runtime for handlers: it claims tasks from the
+// engine, runs a handler for each, keeps their leases alive while they run,
+// commits their outcome, shuts down without losing or orphaning work, and
+// enqueues periodic tasks. It uses only the engine's public API.
+//
+// # Handlers
+//
+// A Handler (or a HandlerFunc, func(ctx, *Task) error) is registered per
+// queue with Worker.Handle, with the queue's QueueOptions; a Mux routes by
+// task kind. The *Task gives the payload, attempt number, id and headers,
+// and records what commits atomically with the completion: a result
+// (SetResult), KV mutations and assertions (AddOps) and follow-up tasks on
+// any queue of the namespace (FollowUp). Progress records progress and
+// extends the lease at once. Middleware (Worker.Use) wraps every handler.
+//
+// # What a handler's return value does
+//
+//   - nil: the task is completed, with its result, ops and follow-ups, in
+//     one commit fenced by the lease's token.
+//   - an error: the attempt fails; the task is retried after its exponential
+//     backoff, or dead-lettered when its attempts are spent.
+//   - Permanent(err): dead-lettered at once.
+//   - RetryAfter(d, err): retried after d.
+//   - Snooze(d): back to wait for d without using an attempt.
+//   - a panic: recovered; the attempt fails with the panic value and stack
+//     as its error.
+//
+// QueueOptions.Timeout cancels the handler's context (cause ErrTimeout).
+//
+// # Concurrency and claiming
+//
+// Each queue is worked by QueueOptions.Concurrency goroutines. Each one
+// loops: it claims up to QueueOptions.ClaimBatch tasks with the engine's
+// blocking claim (one commit), then runs them one after another. A batch
+// larger than one saves commits on a busy queue of short tasks: one claim
+// for the batch, and one commit (engine.Queue.CompleteBatch) for the plain
+// completions of the batch when it ends. The tasks waiting their turn in a
+// goroutine's batch, and those completed but not yet committed, are leased
+// to this runtime and heartbeated like the running one; those not started
+// are handed back at once when the Worker stops.
+//
+// # Leases and heartbeats
+//
+// A claimed task is leased for QueueOptions.Lease. Every HeartbeatEvery
+// (default Lease/3) the runtime extends every lease it holds, so a long
+// task is never taken by a second worker while the first is alive, and a
+// crashed worker's tasks come back after one lease. If a heartbeat finds
+// the lease lost (it expired while the process was stalled and another
+// worker claimed the task, or the task was cancelled), the handler's
+// context is cancelled at once with a cause wrapping engine.ErrLeaseLost
+// and nothing it produced is committed; a completion that races the loss is
+// refused by the engine's fencing token anyway.
+//
+// # Shutdown
+//
+// Stop stops claiming, hands back claimed tasks that have not started, lets
+// running handlers finish until its context ends, then cancels them (cause
+// ErrShutdown) and releases their leases with Snooze(0), so other workers
+// retry them at once without using an attempt. Run wraps Start and Stop for
+// the common case. No goroutine of the Worker outlives Stop.
+//
+// # Periodic tasks
+//
+// Worker.Periodic enqueues a task at every tick of a cron schedule, exactly
+// once per tick across any number of runtimes and restarts, catching up at
+// most the most recent missed tick after downtime; see Periodic for how.
+//
+// # Logging and observability
+//
+// The runtime logs through log/slog with the task id, queue, attempt and
+// owner; by default only warnings and errors, to slog.Default(). The
+// packages worker/metrics (Prometheus) and worker/tracing (OpenTelemetry)
+// plug in as middleware and an engine observer, so that this package
+// depends on neither.
+package worker

@@ -1,0 +1,365 @@
+package metrics
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/worker"
+)
+
+// Options configure a Collector. The zero value is fine.
+type Options struct {
+	// Prefix starts every metric name. Default "docket".
+	Prefix string
+	// ConstLabels are added to every metric (an instance name, say).
+	ConstLabels prometheus.Labels
+	// DurationBuckets are the upper bounds, in seconds, of the handler
+	// duration, task latency and snapshot duration histograms. Default: 1 ms
+	// doubling to about 65 s.
+	DurationBuckets []float64
+	// FsyncBuckets are the upper bounds, in seconds, of the log fsync
+	// histogram. Default: 50 µs doubling to about 1.6 s.
+	FsyncBuckets []float64
+	// ScrapeTimeout bounds the read of the DB's queues at scrape time.
+	// Default 5 s.
+	ScrapeTimeout time.Duration
+}
+
+// counters kept per queue, in the order of counterNames.
+const (
+	cEnqueued = iota
+	cClaimed
+	cCompleted
+	cFailed
+	cRetried
+	cDead
+	cLeaseLost
+	cReclaimed
+	cCancelled
+	cRedriven
+	numCounters
+)
+
+var counterNames = [numCounters][2]string{
+	{"tasks_enqueued_total", "Tasks enqueued (deduplicated enqueues are not counted)."},
+	{"tasks_claimed_total", "Tasks leased to a worker."},
+	{"tasks_completed_total", "Tasks completed."},
+	{"tasks_failed_total", "Handler runs that returned an error or panicked (counted by the worker middleware)."},
+	{"tasks_retried_total", "Failed attempts scheduled to be retried."},
+	{"tasks_dead_lettered_total", "Tasks moved to the dead-letter queue."},
+	{"tasks_lease_lost_total", "Completions, failures and heartbeats refused because the lease was lost."},
+	{"tasks_reclaimed_total", "Expired leases taken back to ready."},
+	{"tasks_cancelled_total", "Tasks cancelled."},
+	{"tasks_redriven_total", "Dead tasks moved back to ready."},
+}
+
+var eventCounter = map[engine.EventKind]int{
+	engine.EvEnqueued:  cEnqueued,
+	engine.EvClaimed:   cClaimed,
+	engine.EvCompleted: cCompleted,
+	engine.EvRetried:   cRetried,
+	engine.EvDead:      cDead,
+	engine.EvLeaseLost: cLeaseLost,
+	engine.EvReclaimed: cReclaimed,
+	engine.EvCancelled: cCancelled,
+	engine.EvRedriven:  cRedriven,
+}
+
+// states in the order of engine.Counts' fields, with their label values.
+var stateNames = [...]string{"ready", "scheduled", "in_flight", "dead", "completed"}
+
+type queueKey struct {
+	ns    engine.Namespace
+	queue string
+}
+
+// queueStats is what a Collector keeps for one queue.
+type queueStats struct {
+	counts  [numCounters]atomic.Uint64
+	latency prometheus.Observer
+
+	mu      sync.Mutex
+	handler map[worker.Outcome]prometheus.Observer
+}
+
+// Collector gathers docket metrics; see the package documentation for
+// how to plug it in and what it exports. It is safe for concurrent use.
+type Collector struct {
+	opts Options
+	db   atomic.Pointer[engine.DB]
+
+	mu     sync.RWMutex
+	queues map[queueKey]*queueStats
+	denied map[engine.Namespace]*atomic.Uint64
+
+	counterDescs                [numCounters]*prometheus.Desc
+	deniedDesc, tasksDesc       *prometheus.Desc
+	commitsDesc, logBytesDesc   *prometheus.Desc
+	logSyncsDesc, snapshotsDesc *prometheus.Desc
+	recordsDesc                 *prometheus.Desc
+	latency, handler            *prometheus.HistogramVec
+	fsync, group, snapshot      prometheus.Histogram
+	snapshotBytes               prometheus.Gauge
+	snapshotFailures            prometheus.Counter
+}
+
+// New returns a Collector with no DB to watch yet.
+func New(opts Options) *Collector {
+	if opts.Prefix == "" {
+		opts.Prefix = "docket"
+	}
+	if opts.DurationBuckets == nil {
+		opts.DurationBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+	}
+	if opts.FsyncBuckets == nil {
+		opts.FsyncBuckets = prometheus.ExponentialBuckets(0.00005, 2, 16)
+	}
+	if opts.ScrapeTimeout <= 0 {
+		opts.ScrapeTimeout = 5 * time.Second
+	}
+	c := &Collector{opts: opts, queues: make(map[queueKey]*queueStats), denied: make(map[engine.Namespace]*atomic.Uint64)}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(opts.Prefix+"_"+name, help, labels, opts.ConstLabels)
+	}
+	for i, n := range counterNames {
+		c.counterDescs[i] = desc(n[0], n[1], "namespace", "queue")
+	}
+	c.deniedDesc = desc("calls_denied_total", "Calls refused for lack of permission.", "namespace")
+	c.tasksDesc = desc("tasks", "Tasks by queue and state, read at scrape time.", "namespace", "queue", "state")
+	c.commitsDesc = desc("commits_total", "Batches committed since the DB was opened.")
+	c.logBytesDesc = desc("log_bytes_total", "Bytes written to the log since the DB was opened.")
+	c.logSyncsDesc = desc("log_syncs_total", "Fsyncs of the log since the DB was opened.")
+	c.snapshotsDesc = desc("snapshots_total", "Snapshots written since the DB was opened.")
+	c.recordsDesc = desc("task_records", "Task records held in memory.")
+
+	hopts := func(name, help string, buckets []float64) prometheus.HistogramOpts {
+		return prometheus.HistogramOpts{Namespace: opts.Prefix, Name: name, Help: help,
+			ConstLabels: opts.ConstLabels, Buckets: buckets}
+	}
+	c.latency = prometheus.NewHistogramVec(hopts("task_latency_seconds",
+		"Time from a task's creation to its completion.", opts.DurationBuckets), []string{"namespace", "queue"})
+	c.handler = prometheus.NewHistogramVec(hopts("handler_duration_seconds",
+		"Wall time of handler runs, by how they ended.", opts.DurationBuckets), []string{"namespace", "queue", "outcome"})
+	c.fsync = prometheus.NewHistogram(hopts("wal_fsync_duration_seconds",
+		"Duration of fsyncs of the log.", opts.FsyncBuckets))
+	c.group = prometheus.NewHistogram(hopts("wal_fsync_group_size",
+		"Commits made durable by one fsync of the log.", prometheus.ExponentialBuckets(1, 2, 12)))
+	c.snapshot = prometheus.NewHistogram(hopts("snapshot_duration_seconds",
+		"Time to write a snapshot.", opts.DurationBuckets))
+	c.snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: opts.Prefix, Name: "snapshot_bytes",
+		Help: "Size of the last snapshot written.", ConstLabels: opts.ConstLabels})
+	c.snapshotFailures = prometheus.NewCounter(prometheus.CounterOpts{Namespace: opts.Prefix,
+		Name: "snapshot_failures_total", Help: "Snapshots that failed.", ConstLabels: opts.ConstLabels})
+	return c
+}
+
+// Watch makes scrapes read the number of tasks per queue and state, and
+// the engine's counters, from db. Give it the DB as opened, not a view
+// from db.As: a caller's view has no engine counters and sees only the
+// namespaces the caller may read.
+func (c *Collector) Watch(db *engine.DB) { c.db.Store(db) }
+
+// queue returns the stats of a queue, creating them on first use.
+func (c *Collector) queue(k queueKey) *queueStats {
+	c.mu.RLock()
+	qs := c.queues[k]
+	c.mu.RUnlock()
+	if qs != nil {
+		return qs
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if qs = c.queues[k]; qs == nil {
+		qs = &queueStats{latency: c.latency.WithLabelValues(k.ns.String(), k.queue)}
+		c.queues[k] = qs
+	}
+	return qs
+}
+
+// TaskEvents implements engine.Observer.
+func (c *Collector) TaskEvents(events []engine.TaskEvent) {
+	var qs *queueStats
+	var last queueKey
+	for i := range events {
+		ev := &events[i]
+		if ev.Kind == engine.EvDenied {
+			c.deny(ev.Namespace)
+			continue
+		}
+		idx, ok := eventCounter[ev.Kind]
+		if !ok {
+			continue
+		}
+		if k := (queueKey{ev.Namespace, ev.Queue}); qs == nil || k != last {
+			qs, last = c.queue(k), k
+		}
+		qs.counts[idx].Add(1)
+		if ev.Kind == engine.EvCompleted {
+			qs.latency.Observe(ev.Latency.Seconds())
+		}
+	}
+}
+
+func (c *Collector) deny(ns engine.Namespace) {
+	c.mu.RLock()
+	n := c.denied[ns]
+	c.mu.RUnlock()
+	if n == nil {
+		c.mu.Lock()
+		if n = c.denied[ns]; n == nil {
+			n = new(atomic.Uint64)
+			c.denied[ns] = n
+		}
+		c.mu.Unlock()
+	}
+	n.Add(1)
+}
+
+// Synced implements engine.Observer.
+func (c *Collector) Synced(d time.Duration, records int) {
+	c.fsync.Observe(d.Seconds())
+	c.group.Observe(float64(records))
+}
+
+// Snapshot implements engine.Observer.
+func (c *Collector) Snapshot(ev engine.SnapshotEvent) {
+	if ev.Err != nil {
+		c.snapshotFailures.Inc()
+		return
+	}
+	c.snapshot.Observe(ev.Duration.Seconds())
+	c.snapshotBytes.Set(float64(ev.Bytes))
+}
+
+// failed reports the outcomes counted as failed attempts.
+func failed(o worker.Outcome) bool {
+	switch o {
+	case worker.OutcomeFailed, worker.OutcomePanicked, worker.OutcomePermanent,
+		worker.OutcomeRetryAfter, worker.OutcomeTimedOut:
+		return true
+	}
+	return false
+}
+
+// Middleware returns worker middleware that times every handler run by
+// queue and outcome (worker.OutcomeOf) and counts failed runs. Durations
+// are wall time, whatever clock the Worker uses. Add it with Worker.Use,
+// outside any middleware whose time should count.
+func (c *Collector) Middleware() worker.Middleware {
+	return func(next worker.Handler) worker.Handler {
+		return worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
+			start := time.Now()
+			err := next.Work(ctx, t)
+			d := time.Since(start)
+			o := worker.OutcomeOf(ctx, err)
+			qs := c.queue(queueKey{t.Namespace, t.Queue})
+			c.handlerObserver(qs, t, o).Observe(d.Seconds())
+			if failed(o) {
+				qs.counts[cFailed].Add(1)
+			}
+			return err
+		})
+	}
+}
+
+func (c *Collector) handlerObserver(qs *queueStats, t *worker.Task, o worker.Outcome) prometheus.Observer {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	obs := qs.handler[o]
+	if obs == nil {
+		if qs.handler == nil {
+			qs.handler = make(map[worker.Outcome]prometheus.Observer)
+		}
+		obs = c.handler.WithLabelValues(t.Namespace.String(), t.Queue, o.String())
+		qs.handler[o] = obs
+	}
+	return obs
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.counterDescs {
+		ch <- d
+	}
+	for _, d := range []*prometheus.Desc{c.deniedDesc, c.tasksDesc, c.commitsDesc, c.logBytesDesc,
+		c.logSyncsDesc, c.snapshotsDesc, c.recordsDesc} {
+		ch <- d
+	}
+	c.latency.Describe(ch)
+	c.handler.Describe(ch)
+	c.fsync.Describe(ch)
+	c.group.Describe(ch)
+	c.snapshot.Describe(ch)
+	c.snapshotBytes.Describe(ch)
+	c.snapshotFailures.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	type entry struct {
+		k  queueKey
+		qs *queueStats
+	}
+	c.mu.RLock()
+	queues := make([]entry, 0, len(c.queues))
+	for k, qs := range c.queues {
+		queues = append(queues, entry{k, qs})
+	}
+	denied := make(map[engine.Namespace]uint64, len(c.denied))
+	for ns, n := range c.denied {
+		denied[ns] = n.Load()
+	}
+	c.mu.RUnlock()
+	for _, e := range queues {
+		ns := e.k.ns.String()
+		for i, d := range c.counterDescs {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(e.qs.counts[i].Load()), ns, e.k.queue)
+		}
+	}
+	for ns, n := range denied {
+		ch <- prometheus.MustNewConstMetric(c.deniedDesc, prometheus.CounterValue, float64(n), ns.String())
+	}
+	c.latency.Collect(ch)
+	c.handler.Collect(ch)
+	c.fsync.Collect(ch)
+	c.group.Collect(ch)
+	c.snapshot.Collect(ch)
+	c.snapshotBytes.Collect(ch)
+	c.snapshotFailures.Collect(ch)
+
+	db := c.db.Load()
+	if db == nil {
+		return
+	}
+	st := db.Stats()
+	ch <- prometheus.MustNewConstMetric(c.commitsDesc, prometheus.CounterValue, float64(st.Commits))
+	ch <- prometheus.MustNewConstMetric(c.logBytesDesc, prometheus.CounterValue, float64(st.LogBytes))
+	ch <- prometheus.MustNewConstMetric(c.logSyncsDesc, prometheus.CounterValue, float64(st.LogSyncs))
+	ch <- prometheus.MustNewConstMetric(c.snapshotsDesc, prometheus.CounterValue, float64(st.Snapshots))
+	ch <- prometheus.MustNewConstMetric(c.recordsDesc, prometheus.GaugeValue, float64(st.Tasks))
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ScrapeTimeout)
+	defer cancel()
+	qis, err := db.Queues(ctx)
+	if err != nil {
+		// A closed or failed DB has no queues to show; the error is the
+		// engine's to report, and a scrape should not fail because of it.
+		return
+	}
+	for _, qi := range qis {
+		ns := qi.Namespace.String()
+		n := qi.Counts
+		for i, v := range [...]int{n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed} {
+			ch <- prometheus.MustNewConstMetric(c.tasksDesc, prometheus.GaugeValue, float64(v), ns, qi.Name, stateNames[i])
+		}
+	}
+}
+
+var (
+	_ engine.Observer      = (*Collector)(nil)
+	_ prometheus.Collector = (*Collector)(nil)
+)

@@ -1,0 +1,175 @@
+package worker_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/worker"
+)
+
+func tickKey(name string, at time.Time) string {
+	return "periodic:" + name + ":" + strconv.FormatInt(at.Unix(), 10)
+}
+
+func at(hhmm string) time.Time {
+	t, err := time.Parse("15:04", hhmm)
+	if err != nil {
+		panic(err)
+	}
+	return time.Date(t0.Year(), t0.Month(), t0.Day(), t.Hour(), t.Minute(), 0, 0, time.UTC)
+}
+
+// TestPeriodicTwoRuntimesOneTaskPerTick: two Workers run one schedule on
+// one engine; every tick is enqueued once.
+func TestPeriodicTwoRuntimesOneTaskPerTick(t *testing.T) {
+	e := newEnv(t)
+	var ws []*worker.Worker
+	for _, owner := range []string{"a", "b"} {
+		w := e.worker(worker.Options{Owner: owner})
+		if err := w.Periodic(ns, "reports", "*/5 * * * *", engine.Task{Kind: "report", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		e.start(w)
+		ws = append(ws, w)
+	}
+	count := func() int { c, _ := e.q("reports").Counts(bg); return c.Ready }
+	if n := count(); n != 0 {
+		t.Fatalf("first start enqueued %d tasks for past ticks", n)
+	}
+	e.clock.Advance(3 * time.Minute) // 10:05
+	eventually(t, "tick 1", func() bool { return count() == 1 })
+	for k := 2; k <= 4; k++ {
+		e.clock.Advance(5 * time.Minute)
+		eventually(t, "tick "+strconv.Itoa(k), func() bool { return count() >= k })
+	}
+	e.clock.Advance(time.Minute) // no tick at 10:21
+	for _, w := range ws {
+		e.stop(w)
+	}
+	page, err := e.q("reports").List(bg, engine.ListOptions{State: engine.Ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, ti := range page.Tasks {
+		keys = append(keys, ti.IdempotencyKey)
+		if ti.Kind != "report" || ti.Headers[worker.PeriodicTickHeader] == "" {
+			t.Fatalf("task %+v", ti)
+		}
+	}
+	want := []string{tickKey("report", at("10:05")), tickKey("report", at("10:10")),
+		tickKey("report", at("10:15")), tickKey("report", at("10:20"))}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("ticks %v, want %v", keys, want)
+	}
+	if v, err := e.db.KV(ns).Get(bg, worker.PeriodicKeyPrefix+"reports/report"); err != nil ||
+		string(v.Value) != strconv.FormatInt(at("10:20").Unix(), 10) {
+		t.Fatalf("last tick: %v %q", err, v.Value)
+	}
+}
+
+// TestPeriodicRestartCatchesUpOnce: a schedule that was down for several
+// ticks enqueues only the latest missed one on restart, and a restart with
+// nothing missed enqueues nothing, even with idempotency keys forgotten at
+// once.
+func TestPeriodicRestartCatchesUpOnce(t *testing.T) {
+	dir := t.TempDir()
+	clock := newTestClock(t0)
+	logs := &logRecorder{}
+	var mu sync.Mutex
+	var ticks []time.Time
+	got := make(chan struct{}, 10)
+	run := func() (*engine.DB, *worker.Worker) {
+		t.Helper()
+		db, err := engine.Open(dir, engine.Options{Clock: clock, IdempotencyTTL: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &env{t: t, clock: clock, db: db, logs: logs}
+		w := e.worker(worker.Options{})
+		if err := w.Periodic(ns, "reports", "*/5 * * * *", engine.Task{Kind: "report"}); err != nil {
+			t.Fatal(err)
+		}
+		w.HandleFunc(ns, "reports", func(ctx context.Context, tk *worker.Task) error {
+			s, _ := strconv.ParseInt(tk.Headers[worker.PeriodicTickHeader], 10, 64)
+			mu.Lock()
+			ticks = append(ticks, time.Unix(s, 0).UTC())
+			mu.Unlock()
+			got <- struct{}{}
+			return nil
+		}, worker.QueueOptions{})
+		e.start(w)
+		return db, w
+	}
+	shutdown := func(db *engine.DB, w *worker.Worker) {
+		t.Helper()
+		if err := w.Stop(bg); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(want ...string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		var ws []time.Time
+		for _, s := range want {
+			ws = append(ws, at(s))
+		}
+		if !slices.Equal(ticks, ws) {
+			t.Fatalf("ticks %v, want %v", ticks, ws)
+		}
+	}
+
+	db, w := run() // 10:02
+	clock.Advance(3 * time.Minute)
+	recv(t, got)
+	clock.Advance(5 * time.Minute)
+	recv(t, got)
+	shutdown(db, w)
+	expect("10:05", "10:10")
+
+	clock.Advance(22 * time.Minute) // down over 10:15, 10:20, 10:25, 10:30
+	db, w = run()
+	recv(t, got) // the catch-up was enqueued before Start returned
+	shutdown(db, w)
+	expect("10:05", "10:10", "10:30")
+
+	db, w = run() // nothing missed
+	select {
+	case <-got:
+		t.Fatal("a restart without downtime enqueued a tick")
+	case <-time.After(20 * time.Millisecond):
+	}
+	clock.Advance(3 * time.Minute)
+	recv(t, got)
+	shutdown(db, w)
+	expect("10:05", "10:10", "10:30", "10:35")
+}
+
+func TestPeriodicRegistration(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	if err := w.Periodic(ns, "q", "not a spec", engine.Task{}); err == nil {
+		t.Fatal("bad spec accepted")
+	}
+	if err := w.Periodic(ns, "q", "@hourly", engine.Task{Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Periodic(ns, "q", "@daily", engine.Task{Kind: "k"}); err == nil {
+		t.Fatal("duplicate name accepted")
+	}
+	if err := w.Periodic(ns, "q", "@daily", engine.Task{Kind: "k", IdempotencyKey: "k-daily"}); err != nil {
+		t.Fatalf("distinct name refused: %v", err)
+	}
+	if err := w.Periodic(ns, "other", "@daily", engine.Task{Kind: "k"}); err != nil {
+		t.Fatalf("same name on another queue refused: %v", err)
+	}
+}

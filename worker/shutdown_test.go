@@ -1,0 +1,252 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/worker"
+)
+
+// TestShutdownReleasesLeases: Stop's context ends while handlers run; they
+// are cancelled with ErrShutdown, their leases are released, and a new
+// claim gets the tasks at once, with their attempt not counted.
+func TestShutdownReleasesLeases(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	var started sync.WaitGroup
+	started.Add(3)
+	causes := make(chan error, 3)
+	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
+		started.Done()
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}, worker.QueueOptions{Concurrency: 3, Lease: time.Hour})
+	for range 3 {
+		e.enqueue("q", engine.Task{})
+	}
+	e.start(w)
+	started.Wait()
+
+	ctx, cancel := context.WithTimeout(bg, 10*time.Millisecond)
+	defer cancel()
+	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop: %v", err)
+	}
+	for range 3 {
+		if c := recv(t, causes); !errors.Is(c, worker.ErrShutdown) {
+			t.Fatalf("cause %v", c)
+		}
+	}
+	// No time passes: the tasks are claimable only because they were released.
+	ls, err := e.q("q").Claim(bg, "next", time.Minute, 10)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("claim after shutdown: %v, %d tasks", err, len(ls))
+	}
+	for _, l := range ls {
+		if l.Attempt != 1 {
+			t.Fatalf("the interrupted attempt was counted: %+v", l)
+		}
+	}
+	e.db.Close()
+	goleak.VerifyNone(t)
+}
+
+// TestGracefulShutdown: Stop stops claiming at once but lets a running
+// handler finish and commit.
+func TestGracefulShutdown(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	started, finish := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
+		runs.Add(1)
+		close(started)
+		select {
+		case <-finish:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, worker.QueueOptions{Concurrency: 2})
+	first := e.enqueue("q", engine.Task{})
+	e.start(w)
+	recv(t, started)
+	stopped := make(chan error)
+	go func() { stopped <- w.Stop(bg) }()
+	time.Sleep(10 * time.Millisecond)
+	second := e.enqueue("q", engine.Task{}) // an idle slot is free, but claiming has stopped
+	select {
+	case err := <-stopped:
+		t.Fatalf("stop returned while a handler ran: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(finish)
+	if err := recv(t, stopped); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if !e.gone("q", first) {
+		t.Fatal("the running task was not completed")
+	}
+	if info := e.get("q", second); info.State != engine.Ready || runs.Load() != 1 {
+		t.Fatalf("a task was claimed after Stop: %+v, runs %d", info, runs.Load())
+	}
+	if err := w.Stop(bg); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+	if err := w.Start(bg); !errors.Is(err, worker.ErrStarted) {
+		t.Fatalf("restart after stop: %v", err)
+	}
+}
+
+func TestRunStopsWhenContextEnds(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	e := newEnv(t)
+	w := e.worker(worker.Options{ShutdownGrace: 10 * time.Millisecond})
+	started := make(chan struct{})
+	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}, worker.QueueOptions{})
+	id := e.enqueue("q", engine.Task{})
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	recv(t, started)
+	cancel()
+	if err := recv(t, done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("run: %v", err)
+	}
+	if info := e.get("q", id); info.State != engine.Ready || info.Attempts != 0 {
+		t.Fatalf("not released: %+v", info)
+	}
+}
+
+// TestStartContextCancelledIsHardStop: cancelling Start's context cancels
+// handlers and releases their tasks; Stop then returns at once.
+func TestStartContextCancelledIsHardStop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	started := make(chan struct{})
+	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}, worker.QueueOptions{})
+	id := e.enqueue("q", engine.Task{})
+	ctx, cancel := context.WithCancel(bg)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, started)
+	cancel()
+	e.waitState("q", id, engine.Ready)
+	if err := w.Stop(bg); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+func TestStartAndStopEdges(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	if err := w.Start(bg); err == nil {
+		t.Fatal("started with nothing to run")
+	}
+	if err := w.Stop(bg); err != nil {
+		t.Fatalf("stop before start: %v", err)
+	}
+	w2 := e.worker(worker.Options{})
+	w2.HandleFunc(ns, "q", func(context.Context, *worker.Task) error { return nil }, worker.QueueOptions{})
+	mustPanic(t, "duplicate queue", func() {
+		w2.HandleFunc(ns, "q", func(context.Context, *worker.Task) error { return nil }, worker.QueueOptions{})
+	})
+	mustPanic(t, "heartbeat not under lease", func() {
+		w2.HandleFunc(ns, "r", func(context.Context, *worker.Task) error { return nil },
+			worker.QueueOptions{Lease: time.Second, HeartbeatEvery: time.Second})
+	})
+	e.start(w2)
+	if err := w2.Start(bg); !errors.Is(err, worker.ErrStarted) {
+		t.Fatalf("second start: %v", err)
+	}
+	mustPanic(t, "handle after start", func() {
+		w2.HandleFunc(ns, "s", func(context.Context, *worker.Task) error { return nil }, worker.QueueOptions{})
+	})
+	e.stop(w2)
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: no panic", what)
+		}
+	}()
+	f()
+}
+
+// TestEngineClosedUnderWorker: closing the engine under a running Worker
+// stops its claim loop with an error log; Stop still returns.
+func TestEngineClosedUnderWorker(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	w.HandleFunc(ns, "q", func(context.Context, *worker.Task) error { return nil }, worker.QueueOptions{})
+	e.start(w)
+	time.Sleep(5 * time.Millisecond)
+	e.db.Close()
+	eventually(t, "error log", func() bool { _, ok := e.logs.find("engine is unusable"); return ok })
+	e.stop(w)
+}
+
+// TestStopReleasesWaitingBatch: Stop hands back at once the claimed tasks
+// waiting in a goroutine's batch, while the running one finishes and
+// commits.
+func TestStopReleasesWaitingBatch(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	started, finish := make(chan uint64, 3), make(chan struct{})
+	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
+		started <- tk.ID
+		return block(ctx, finish)
+	}, worker.QueueOptions{ClaimBatch: 3, Lease: time.Hour})
+	var ids []uint64
+	for range 3 {
+		ids = append(ids, e.enqueue("q", engine.Task{}))
+	}
+	e.start(w)
+	if id := recv(t, started); id != ids[0] {
+		t.Fatalf("ran %d first", id)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(bg) }()
+	for _, id := range ids[1:] {
+		if info := e.waitState("q", id, engine.Ready); info.Attempts != 0 {
+			t.Fatalf("the release counted an attempt: %+v", info)
+		}
+	}
+	if info := e.get("q", ids[0]); info.State != engine.InFlight {
+		t.Fatalf("the running task: %+v", info)
+	}
+	close(finish)
+	if err := recv(t, stopped); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if !e.gone("q", ids[0]) || len(started) != 0 {
+		t.Fatalf("running task not completed, or a released task ran (%d)", len(started))
+	}
+	if st := e.db.Stats(); st.LeaseLost != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
