@@ -18,6 +18,9 @@ type Timer interface {
 	Stop() bool
 }
 
+// SystemClock is the wall clock, the default Clock.
+var SystemClock Clock = systemClock{}
+
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }

@@ -621,6 +621,10 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	return info, snapshot.Prune(c.snapDir(), 2)
 }
 
+// Clock returns the clock the DB reads, so code built on it (a worker
+// runtime, a test) can share one notion of time.
+func (d *DB) Clock() Clock { return d.c.clock }
+
 // Verify checks every index against the primary records.
 func (d *DB) Verify() error {
 	if err := d.owner("Verify"); err != nil {

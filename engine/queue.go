@@ -164,8 +164,8 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 }
 
 // claim leases up to max tasks. With wait set and nothing to lease, it
-// also returns a channel closed when the queue gains work and how long until
-// its next timer or lease comes due (0: none).
+// also returns a channel closed when the queue gains work and when (Unix
+// micros) its next timer or lease comes due (0: none).
 func (q *Queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, <-chan struct{}, int64, error) {
 	var out []Lease
 	var wake chan struct{}
@@ -180,20 +180,11 @@ func (q *Queue) claim(ctx context.Context, owner string, lease int64, max int, w
 				wake = make(chan struct{})
 				c.waiters[qk] = wake
 			}
-			if due = p.nextDue(qk); due != 0 {
-				due = max64(due-p.now, 1)
-			}
+			due = p.nextDue(qk)
 		}
 		return nil
 	})
 	return out, wake, due, err
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
@@ -215,8 +206,14 @@ func (q *Queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 		var t Timer
 		if due != 0 {
 			// A timer or a lease comes due then: claim again even if nothing
-			// is enqueued meanwhile.
-			t = q.db.c.clock.NewTimer(micros(due))
+			// is enqueued meanwhile. The wait is measured from a fresh
+			// reading, so time that passed since the claim is not waited
+			// twice.
+			wait := micros(due - q.db.c.clock.Now().UnixMicro())
+			if wait < time.Microsecond {
+				wait = time.Microsecond
+			}
+			t = q.db.c.clock.NewTimer(wait)
 			timeout = t.C()
 		}
 		select {

@@ -89,7 +89,7 @@ func (o Options) withDefaults() Options {
 		o.SyncEvery = 10 * time.Millisecond
 	}
 	if o.Clock == nil {
-		o.Clock = systemClock{}
+		o.Clock = SystemClock
 	}
 	if o.IdempotencyTTL == 0 {
 		o.IdempotencyTTL = 24 * time.Hour

@@ -7,17 +7,6 @@ import (
 	"github.com/docketdb/docket/engine"
 )
 
-// sysClock is the default clock: the system's.
-type sysClock struct{}
-
-func (sysClock) Now() time.Time                        { return time.Now() }
-func (sysClock) NewTimer(d time.Duration) engine.Timer { return sysTimer{time.NewTimer(d)} }
-
-type sysTimer struct{ t *time.Timer }
-
-func (t sysTimer) C() <-chan time.Time { return t.t.C }
-func (t sysTimer) Stop() bool          { return t.t.Stop() }
-
 // timerAt returns a timer that fires once the worker's clock reads at
 // least at (at once if it already does).
 func (w *Worker) timerAt(at time.Time) engine.Timer {

@@ -24,7 +24,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock times heartbeats, timeouts, retries of failed claims and
 	// periodic ticks. It must tell the same time as the engine's clock.
-	// Default: the system clock.
+	// Default: the engine's clock (db.Clock()).
 	Clock engine.Clock
 	// ShutdownGrace is how long Run lets running handlers finish after its
 	// context ends before cancelling them. Default 30 s.
@@ -129,9 +129,9 @@ const (
 func New(db *engine.DB, opts Options) *Worker {
 	w := &Worker{db: db, opts: opts, clock: opts.Clock, log: opts.Logger, owner: opts.Owner, done: make(chan struct{})}
 	if w.clock == nil {
-		w.clock = sysClock{}
+		w.clock = db.Clock()
 	}
-	_, w.system = w.clock.(sysClock)
+	w.system = w.clock == engine.SystemClock
 	if w.log == nil {
 		w.log = slog.New(minLevel{min: slog.LevelWarn, h: slog.Default().Handler()})
 	}
