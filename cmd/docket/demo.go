@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/worker"
 )
 
 var demoNS = engine.NS("demo", "local")
@@ -85,18 +86,21 @@ func runDemo(ctx context.Context, args []string) error {
 			errc <- err
 		}
 	}()
-	for i := range *workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := work(ctx, q, "demo-worker-"+strconv.Itoa(i), &c); err != nil && !errors.Is(err, context.Canceled) {
-				errc <- err
-			}
-		}()
+	w := worker.New(db, worker.Options{Owner: "demo"})
+	w.HandleFunc(demoNS, demoQueue, func(ctx context.Context, t *worker.Task) error {
+		return handle(t, &c)
+	}, worker.QueueOptions{Concurrency: *workers, Lease: 5 * time.Second, ClaimBatch: 16})
+	if err := w.Start(ctx); err != nil {
+		return err
 	}
 	// Leftovers of an interrupted earlier run are worked off too.
 	target := int64(*tasks) + int64(before.Ready+before.Scheduled+before.InFlight)
 	err = progress(ctx, out, q, &c, target)
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if serr := w.Stop(stopCtx); err == nil {
+		err = serr
+	}
+	stopCancel()
 	cancel()
 	wg.Wait()
 	close(errc)
@@ -179,39 +183,26 @@ func produce(ctx context.Context, q *engine.Queue, n, run int, c *demoCounters) 
 	return nil
 }
 
-func work(ctx context.Context, q *engine.Queue, owner string, c *demoCounters) error {
-	for {
-		leases, err := q.ClaimWait(ctx, owner, 5*time.Second, 16)
-		if err != nil {
-			return err
-		}
-		for _, l := range leases {
-			var job demoJob
-			if err := json.Unmarshal(l.Payload, &job); err != nil {
-				job.Kind = "poison"
-			}
-			switch {
-			case job.Kind == "poison", job.Kind == "flaky" && l.Attempt == 1:
-				err = q.Fail(ctx, l, engine.Failure{Err: fmt.Sprintf("smtp 451: %s task %d, attempt %d", job.Kind, job.N, l.Attempt)})
-				if err == nil {
-					if l.Attempt >= l.MaxAttempts {
-						c.dead.Add(1)
-					} else {
-						c.retried.Add(1)
-					}
-				}
-			default:
-				res, _ := json.Marshal(map[string]any{"sent": true, "by": owner})
-				err = q.Complete(ctx, l, engine.Done{Result: res})
-				if err == nil {
-					c.completed.Add(1)
-				}
-			}
-			if err != nil && !errors.Is(err, engine.ErrLeaseLost) {
-				return err
-			}
-		}
+// handle is the demo's task handler: most tasks succeed, flaky ones fail
+// their first attempt and poison ones every attempt, so the runtime retries
+// them with backoff and dead-letters the poison.
+func handle(t *worker.Task, c *demoCounters) error {
+	var job demoJob
+	if err := json.Unmarshal(t.Payload, &job); err != nil {
+		return worker.Permanent(err)
 	}
+	if job.Kind == "poison" || job.Kind == "flaky" && t.Attempt == 1 {
+		if t.Attempt >= t.MaxAttempts {
+			c.dead.Add(1)
+		} else {
+			c.retried.Add(1)
+		}
+		return fmt.Errorf("smtp 451: %s task %d, attempt %d", job.Kind, job.N, t.Attempt)
+	}
+	res, _ := json.Marshal(map[string]any{"sent": true, "by": t.Owner})
+	t.SetResult(res)
+	c.completed.Add(1)
+	return nil
 }
 
 func isTerminal(w io.Writer) bool {
