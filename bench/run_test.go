@@ -98,11 +98,17 @@ func TestDrainWorkloads(t *testing.T) {
 				if res.Tasks != 1234 {
 					t.Fatalf("completed %d tasks, want 1234", res.Tasks)
 				}
-				if res.Calls < 1234+1234/100 {
-					t.Fatalf("%d calls for 1234 tasks", res.Calls)
+				// W4 completes each task on its own; W5 claims 100 at a time
+				// and completes each claim in one batch.
+				minCalls, minCommits := int64(1234+1234/100), uint64(1234)
+				if w == "W5" {
+					minCalls, minCommits = 2*(1234/100+1), 2*(1234/100+1)
 				}
-				if !m.mem && res.Commits < 1234 {
-					t.Fatalf("%d commits for 1234 completions", res.Commits)
+				if res.Calls < minCalls {
+					t.Fatalf("%d calls for 1234 tasks, want at least %d", res.Calls, minCalls)
+				}
+				if !m.mem && res.Commits < minCommits {
+					t.Fatalf("%d commits for 1234 completions, want at least %d", res.Commits, minCommits)
 				}
 			})
 		}
@@ -127,7 +133,10 @@ func TestSteadyWorkloads(t *testing.T) {
 			cfg.Duration = 500 * time.Millisecond
 			cfg.OfferedRate = 2000
 			res := run(t, cfg)
-			if res.EndToEnd == nil || res.EndToEnd.Count != uint64(res.Tasks) || res.EndToEnd.P50 <= 0 {
+			// Completions in flight when the window closes are timed but not
+			// counted as done within it.
+			if res.EndToEnd == nil || res.EndToEnd.Count < uint64(res.Tasks) ||
+				res.EndToEnd.Count > uint64(res.Enqueued) || res.EndToEnd.P50 <= 0 {
 				t.Fatalf("end to end %+v for %d tasks", res.EndToEnd, res.Tasks)
 			}
 			// Paced at 2,000/s for 0.5 s: about 1,000 tasks, never many more.
