@@ -87,7 +87,7 @@ func (c *core) snapDir() string { return filepath.Join(c.dir, "snap") }
 func (c *core) walDir() string  { return filepath.Join(c.dir, "wal") }
 
 func (c *core) openDir() (err error) {
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	if err := mkdirDurable(c.dir); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(c.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
@@ -111,7 +111,7 @@ func (c *core) openDir() (err error) {
 			lock.Close()
 		}
 	}()
-	if err := os.MkdirAll(c.snapDir(), 0o755); err != nil {
+	if err := mkdirDurable(c.snapDir()); err != nil {
 		return err
 	}
 	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
@@ -156,6 +156,38 @@ func (c *core) openDir() (err error) {
 	}
 	c.store = store
 	return nil
+}
+
+// mkdirDurable creates dir and any missing parents, fsyncing the parent of
+// each directory it creates so that a power loss cannot lose the directory
+// holding acknowledged data.
+func mkdirDurable(dir string) error {
+	dir = filepath.Clean(dir)
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirDurable(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // loadSnapshot loads the newest snapshot that verifies, falling back to the
@@ -310,6 +342,7 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 	}
 	p := c.plan.begin(now)
 	err := plan(p)
+	refused := err != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrConflict))
 	if err != nil {
 		// Only a refusal happened (if any); nothing else the plan saw did.
 		p.events = p.events[:0]
@@ -337,11 +370,13 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 			c.snapshotNow(false)
 		}()
 	}
-	if err == nil {
+	if err == nil || refused {
 		// A commit without mutations (a deduplicated enqueue, an assertion
-		// that held) still waits: its answer may rest on batches that are
-		// not durable yet.
-		err = c.durable(seq)
+		// that held) and a refusal (not found, lease lost, conflict) still
+		// wait: the answer may rest on batches that are not durable yet.
+		if derr := c.durable(seq); derr != nil {
+			err = derr
+		}
 	}
 	if events != nil && (err == nil || errors.Is(err, ErrLeaseLost)) {
 		c.opts.Observer.TaskEvents(events)

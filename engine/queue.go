@@ -377,6 +377,9 @@ func (q *Queue) Heartbeat(ctx context.Context, l Lease, extend time.Duration, pr
 	if err := checkDuration("extend", extend, false); err != nil {
 		return time.Time{}, err
 	}
+	if extend < time.Microsecond {
+		return time.Time{}, invalid("extend %v is under a microsecond", extend)
+	}
 	if err := checkJSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
 		return time.Time{}, err
 	}

@@ -35,7 +35,8 @@
 //     recovery with every acknowledged call.
 //   - durability_test.go checks that no answer (a deduplicated enqueue, an
 //     assertion-only commit, a read, a refusal) rests on a commit a crash
-//     can still take back.
+//     can still take back, and (with strace) that a data directory Open
+//     creates is itself made durable.
 //   - kill_test.go runs producers and workers in a child process killed with
 //     SIGKILL at random moments and checks the queue as a whole: nothing
 //     acknowledged lost, nothing never enqueued present, nothing completed
@@ -49,7 +50,6 @@
 //	go test ./fuzz -run TestCrashEveryByte -crash-continue-every=1
 //	go test ./fuzz -run 'TestCrash|TestPowerLoss' -crash-seed=7 -crash-ops=1000
 //	go test ./fuzz -run TestBitFlips -flip-every=1
-//	go test ./fuzz -run TestRefusals -known-bugs
 //	go test ./fuzz -run '^$' -fuzz '^FuzzOps$' -fuzztime=10m
 //
 // Scratch directories go to /dev/shm when it is a tmpfs with room, because

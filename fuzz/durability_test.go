@@ -2,7 +2,6 @@ package fuzz
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,17 +13,6 @@ import (
 
 	"github.com/docketdb/docket/engine"
 )
-
-// knownBugs runs the tests that reproduce engine bugs found by this suite
-// and not fixed yet; without it they skip, so that CI stays green.
-var knownBugs = flag.Bool("known-bugs", false, "run the reproductions of known, unfixed engine bugs (they fail until fixed)")
-
-func skipKnownBug(t *testing.T, what string) {
-	t.Helper()
-	if !*knownBugs {
-		t.Skip("known bug: " + what + " (run with -known-bugs to reproduce)")
-	}
-}
 
 // gate is a failpoint hook that parks the first caller reaching name until
 // released, so a test can act while a commit is stuck at that point.
@@ -151,7 +139,6 @@ func TestAnswersRestOnDurableState(t *testing.T) {
 // (ErrLeaseLost), the key exists (ErrConflict) - while after the crash the
 // task, the lease or the absence of the key is back.
 func TestRefusalsRestOnDurableState(t *testing.T) {
-	skipKnownBug(t, "engine.commit returns the planner's refusal (ErrNotFound, ErrLeaseLost, ErrConflict) without waiting for the batches it was decided on to be durable")
 	claimOne := func(t *testing.T, db *engine.DB) any {
 		if _, err := qa(db).Enqueue(ctx, engine.Task{}); err != nil {
 			t.Fatal(err)
@@ -332,7 +319,6 @@ func TestNewDataDirIsDurable(t *testing.T) {
 		fmt.Println("acknowledged")
 		os.Exit(0) // no Close: killed right after the acknowledgement
 	}
-	skipKnownBug(t, "engine.openDir creates the data directory with os.MkdirAll and never fsyncs its parent")
 	strace, err := exec.LookPath("strace")
 	if err != nil {
 		t.Skip("strace is not installed")

@@ -171,7 +171,6 @@ func TestFencingUnderPauses(t *testing.T) {
 // anyone takes the task over. A heartbeat that succeeds must leave the
 // lease running.
 func TestHeartbeatNeverExpiresTheLease(t *testing.T) {
-	skipKnownBug(t, "Queue.Heartbeat accepts an extension under a microsecond and sets the lease deadline to now")
 	clock := engine.NewManualClock(t0)
 	db, err := engine.Open(engine.InMemory, engine.Options{Clock: clock, Logger: quiet})
 	if err != nil {

@@ -158,6 +158,12 @@ func killChild(dir string, cycle int) {
 		go func() {
 			rng := rand.New(rand.NewPCG(uint64(cycle), uint64(p)))
 			for n := 0; ; n++ {
+				// Keep the backlog bounded, so that a long run measures
+				// crashes rather than a growing queue.
+				if c, err := q.Counts(ctx); err == nil && c.Ready+c.Scheduled > 1000 {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
 				var tasks []engine.Task
 				var uids []string
 				for range 1 + rng.IntN(3) {
@@ -190,7 +196,7 @@ func killChild(dir string, cycle int) {
 			rng := rand.New(rand.NewPCG(uint64(cycle), uint64(100+w)))
 			owner := fmt.Sprintf("w%d-%d", cycle, w)
 			for {
-				ls, err := q.Claim(ctx, owner, time.Duration(20+rng.IntN(60))*time.Millisecond, 1+rng.IntN(5))
+				ls, err := q.Claim(ctx, owner, time.Duration(20+rng.IntN(60))*time.Millisecond, 1+rng.IntN(8))
 				if err != nil {
 					report("X claim %v", err)
 					continue

@@ -234,10 +234,11 @@ func firstErr(errs ...error) error {
 // Decoder turns bytes back into batches and records, interning queues in a
 // Store so decoded tasks point at its indexes.
 type Decoder struct {
-	r   bytes.Reader
-	dec *msgpack.Decoder
-	s   *Store
-	n   int // size of the current input, bounds every length read
+	r    bytes.Reader
+	dec  *msgpack.Decoder
+	s    *Store
+	n    int    // size of the current input, bounds every length read
+	data []byte // the current input
 }
 
 // NewDecoder returns a Decoder that interns queues into s.
@@ -251,6 +252,58 @@ func (d *Decoder) reset(data []byte) {
 	d.r.Reset(data)
 	d.dec.Reset(&d.r)
 	d.n = len(data)
+	d.data = data
+}
+
+// fits checks that the str or bin value at the read position declares no
+// more bytes than the input has left, so that a corrupt length cannot make
+// the decoder allocate it.
+func (d *Decoder) fits() error {
+	pos := len(d.data) - d.r.Len()
+	if pos >= len(d.data) {
+		return nil // the decoder reports the missing value itself
+	}
+	rest := d.data[pos:]
+	var n, hdr int
+	switch c := rest[0]; {
+	case c == 0xc4 || c == 0xd9: // bin8, str8
+		hdr = 2
+		if len(rest) >= 2 {
+			n = int(rest[1])
+		}
+	case c == 0xc5 || c == 0xda: // bin16, str16
+		hdr = 3
+		if len(rest) >= 3 {
+			n = int(rest[1])<<8 | int(rest[2])
+		}
+	case c == 0xc6 || c == 0xdb: // bin32, str32
+		hdr = 5
+		if len(rest) >= 5 {
+			n = int(uint32(rest[1])<<24 | uint32(rest[2])<<16 | uint32(rest[3])<<8 | uint32(rest[4]))
+		}
+	default:
+		return nil
+	}
+	if len(rest) < hdr || n > len(rest)-hdr {
+		return fmt.Errorf("value of %d bytes at offset %d runs past the end (%d bytes left)", n, pos, len(rest))
+	}
+	return nil
+}
+
+// bytes decodes a bin (or nil) value.
+func (d *Decoder) bytes() ([]byte, error) {
+	if err := d.fits(); err != nil {
+		return nil, err
+	}
+	return d.dec.DecodeBytes()
+}
+
+// str decodes a str value.
+func (d *Decoder) str() (string, error) {
+	if err := d.fits(); err != nil {
+		return "", err
+	}
+	return d.dec.DecodeString()
 }
 
 func corrupt(what string, err error) error {
@@ -345,13 +398,13 @@ func (d *Decoder) Batch(data []byte, b *Batch) error {
 }
 
 func (d *Decoder) strings3() (a, b, c string, err error) {
-	if a, err = d.dec.DecodeString(); err != nil {
+	if a, err = d.str(); err != nil {
 		return
 	}
-	if b, err = d.dec.DecodeString(); err != nil {
+	if b, err = d.str(); err != nil {
 		return
 	}
-	c, err = d.dec.DecodeString()
+	c, err = d.str()
 	return
 }
 
@@ -380,7 +433,7 @@ func (d *Decoder) mutation(m *Mutation) error {
 			if st, err = dec.DecodeUint64(); err == nil {
 				if att, err = dec.DecodeUint64(); err == nil {
 					if u.NotBefore, err = dec.DecodeInt64(); err == nil {
-						if u.Owner, err = dec.DecodeString(); err == nil {
+						if u.Owner, err = d.str(); err == nil {
 							if u.Token, err = dec.DecodeUint64(); err == nil {
 								if u.LeaseUntil, err = dec.DecodeInt64(); err == nil {
 									if u.Updated, err = dec.DecodeInt64(); err == nil {
@@ -400,13 +453,13 @@ func (d *Decoder) mutation(m *Mutation) error {
 			return corrupt("task update fields", nil)
 		}
 		u.State, u.Attempts, u.Flags = TaskState(st), uint32(att), uint8(flags)
-		if u.Progress, err = dec.DecodeBytes(); err != nil {
+		if u.Progress, err = d.bytes(); err != nil {
 			return corrupt("task update progress", err)
 		}
-		if u.Result, err = dec.DecodeBytes(); err != nil {
+		if u.Result, err = d.bytes(); err != nil {
 			return corrupt("task update result", err)
 		}
-		if u.LastError, err = dec.DecodeString(); err != nil {
+		if u.LastError, err = d.str(); err != nil {
 			return corrupt("task update error", err)
 		}
 		return nil
@@ -417,7 +470,7 @@ func (d *Decoder) mutation(m *Mutation) error {
 		return nil
 	case MutSetKV, MutDeleteKV:
 		if m.KV.Project, m.KV.Scope, m.KV.Key, err = d.strings3(); err == nil {
-			m.KV.Value, err = dec.DecodeBytes()
+			m.KV.Value, err = d.bytes()
 		}
 		if err != nil {
 			return corrupt("kv mutation", err)
@@ -434,7 +487,7 @@ func (d *Decoder) idemFields() (Idem, error) {
 	var e Idem
 	var err error
 	if e.Queue.Project, e.Queue.Scope, e.Queue.Name, err = d.strings3(); err == nil {
-		if e.Key, err = d.dec.DecodeString(); err == nil {
+		if e.Key, err = d.str(); err == nil {
 			if e.ID, err = d.dec.DecodeUint64(); err == nil {
 				e.Expires, err = d.dec.DecodeInt64()
 			}
@@ -470,12 +523,12 @@ func (d *Decoder) task() (*Task, error) {
 		}
 	}
 	if err == nil {
-		if t.Owner, err = dec.DecodeString(); err == nil {
+		if t.Owner, err = d.str(); err == nil {
 			if t.Token, err = dec.DecodeUint64(); err == nil {
 				if t.LeaseUntil, err = dec.DecodeInt64(); err == nil {
 					if t.Created, err = dec.DecodeInt64(); err == nil {
 						if t.Updated, err = dec.DecodeInt64(); err == nil {
-							t.Payload, err = dec.DecodeBytes()
+							t.Payload, err = d.bytes()
 						}
 					}
 				}
@@ -485,7 +538,7 @@ func (d *Decoder) task() (*Task, error) {
 	if err != nil {
 		return nil, corrupt("task record", err)
 	}
-	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 {
+	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 || t.ID == maxID {
 		return nil, corrupt(fmt.Sprintf("task %d fields", t.ID), nil)
 	}
 	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
@@ -499,8 +552,8 @@ func (d *Decoder) task() (*Task, error) {
 		}
 		x := &Extra{}
 		if x.Kind, x.IdemKey, x.LastError, err = d.strings3(); err == nil {
-			if x.Progress, err = dec.DecodeBytes(); err == nil {
-				x.Result, err = dec.DecodeBytes()
+			if x.Progress, err = d.bytes(); err == nil {
+				x.Result, err = d.bytes()
 			}
 		}
 		if err != nil {
@@ -513,11 +566,11 @@ func (d *Decoder) task() (*Task, error) {
 		if nh > 0 {
 			x.Headers = make(map[string]string, nh)
 			for i := 0; i < nh; i++ {
-				hk, err := dec.DecodeString()
+				hk, err := d.str()
 				if err != nil {
 					return nil, corrupt("task header", err)
 				}
-				hv, err := dec.DecodeString()
+				hv, err := d.str()
 				if err != nil {
 					return nil, corrupt("task header", err)
 				}
@@ -567,7 +620,7 @@ func (d *Decoder) Record(data []byte) (Record, error) {
 		r.Task, err = d.task()
 	case r.Kind == RecKV && n == 6:
 		if r.KV.Project, r.KV.Scope, r.KV.Key, err = d.strings3(); err == nil {
-			if r.KV.Value, err = d.dec.DecodeBytes(); err == nil {
+			if r.KV.Value, err = d.bytes(); err == nil {
 				r.KV.Version, err = d.dec.DecodeUint64()
 			}
 		}

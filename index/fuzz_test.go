@@ -3,10 +3,37 @@ package index
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// checkAlloc fails when decoding took far more memory than the input holds
+// (msgpack's own limit lets a string field take up to 1 MiB before the
+// input runs out).
+func checkAlloc(t *testing.T, data []byte, decode func()) {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	decode()
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 2<<20+64*uint64(len(data)) {
+		t.Fatalf("decoding %d bytes allocated %d bytes", len(data), n)
+	}
+}
+
+// mayAllocate reports whether data holds a 16- or 32-bit bin or str header,
+// the only way to ask the decoder for a large allocation; checkAlloc is
+// too slow to run on every input.
+func mayAllocate(data []byte) bool {
+	for _, c := range data {
+		if c == 0xc5 || c == 0xc6 || c == 0xda || c == 0xdb {
+			return true
+		}
+	}
+	return false
+}
 
 // Decoding never trusts its input: whatever bytes the log or a snapshot
 // hands over (their checksums make damage unlikely, not impossible), the
@@ -149,7 +176,13 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := fuzzStore(t)
 		var b Batch
-		if err := NewDecoder(s).Batch(data, &b); err != nil {
+		var err error
+		if mayAllocate(data) {
+			checkAlloc(t, data, func() { err = NewDecoder(s).Batch(data, &b) })
+		} else {
+			err = NewDecoder(s).Batch(data, &b)
+		}
+		if err != nil {
 			return
 		}
 		want := renderBatch(&b)
@@ -241,7 +274,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := NewStore()
 		s.Restore(10, 100)
-		r, err := NewDecoder(s).Record(data)
+		var r Record
+		var err error
+		if mayAllocate(data) {
+			checkAlloc(t, data, func() { r, err = NewDecoder(s).Record(data) })
+		} else {
+			r, err = NewDecoder(s).Record(data)
+		}
 		if err != nil {
 			return
 		}

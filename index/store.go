@@ -8,6 +8,9 @@ import (
 
 var noLocks = btree.Options{NoLocks: true}
 
+// maxID is never a task id: the next id after it would wrap to 0.
+const maxID = 1<<64 - 1
+
 // PrioItem orders the ready set: higher priority first, then lower id.
 type PrioItem struct {
 	Prio int64
@@ -256,7 +259,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 	switch m.Kind {
 	case MutPutTask:
 		t := m.Task
-		if t == nil || t.ID == 0 || !t.State.Valid() || t.Queue == nil {
+		if t == nil || t.ID == 0 || t.ID == maxID || !t.State.Valid() || t.Queue == nil {
 			return fmt.Errorf("%w: bad task record", ErrCorrupt)
 		}
 		if old, ok := s.tasks.Set(t); ok {
@@ -391,7 +394,7 @@ func (s *Store) Restore(seq, nextID uint64) {
 
 // LoadTask adds a task record during a restore.
 func (s *Store) LoadTask(t *Task) error {
-	if t.ID == 0 || !t.State.Valid() || t.Queue == nil {
+	if t.ID == 0 || t.ID == maxID || !t.State.Valid() || t.Queue == nil {
 		return fmt.Errorf("%w: bad task record", ErrCorrupt)
 	}
 	if _, dup := s.tasks.Load(t); dup {
