@@ -693,6 +693,7 @@ func TestBadInput(t *testing.T) {
 		{"negative delay", "delay", func() error { _, err := q.Enqueue(ctx, Task{Delay: -1}); return err }},
 		{"huge delay", "delay", func() error { _, err := q.Enqueue(ctx, Task{Delay: 1<<63 - 1}); return err }},
 		{"negative attempts", "max attempts", func() error { _, err := q.Enqueue(ctx, Task{MaxAttempts: -1}); return err }},
+		{"sub-microsecond backoff", "backoff", func() error { _, err := q.Enqueue(ctx, Task{BackoffBase: time.Nanosecond}); return err }},
 		{"too many tasks", "batch", func() error { _, err := q.EnqueueBatch(ctx, make([]Task, MaxBatch+1)); return err }},
 		{"bad task in batch", "task 1", func() error {
 			_, err := q.EnqueueBatch(ctx, []Task{{}, {Payload: []byte("x")}})

@@ -138,6 +138,10 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 	if err := checkDuration("backoff max", t.BackoffMax, true); err != nil {
 		return s, err
 	}
+	if t.BackoffBase > 0 && t.BackoffBase < time.Microsecond || t.BackoffMax > 0 && t.BackoffMax < time.Microsecond {
+		// Stored in microseconds, it would become 0: the default.
+		return s, invalid("backoff base %v or max %v is under a microsecond", t.BackoffBase, t.BackoffMax)
+	}
 	if t.IdempotencyKey != "" {
 		if err := checkKey("idempotency key", t.IdempotencyKey); err != nil {
 			return s, err
