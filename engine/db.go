@@ -117,9 +117,9 @@ func (c *core) openDir() (err error) {
 	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
 		return err
 	}
-	store, err := c.loadSnapshot()
-	if err != nil {
-		return err
+	store, newest, snapErr := c.loadSnapshot()
+	if snapErr != nil && !errors.Is(snapErr, ErrCorrupt) {
+		return snapErr
 	}
 	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint}
 	if obs := c.opts.Observer; obs != nil {
@@ -130,6 +130,15 @@ func (c *core) openDir() (err error) {
 		return wrapStorage(err)
 	}
 	c.log = log
+	if snapErr != nil {
+		// No snapshot reads. The log alone will do if it still holds every
+		// batch from the first one up to the newest snapshot's.
+		if log.FirstSeq() != 1 || log.LastSeq() < newest {
+			return snapErr
+		}
+		c.opts.Logger.Warn("docket: no readable snapshot, replaying the whole log", "err", snapErr)
+		store = index.NewStore()
+	}
 	from := store.Seq() + 1
 	if log.LastSeq() < store.Seq() {
 		return fmt.Errorf("%w: log ends at %d, before snapshot %d", ErrCorrupt, log.LastSeq(), store.Seq())
@@ -191,11 +200,12 @@ func syncDir(dir string) error {
 }
 
 // loadSnapshot loads the newest snapshot that verifies, falling back to the
-// one before it.
-func (c *core) loadSnapshot() (*index.Store, error) {
+// one before it. When none verifies it returns an error wrapping ErrCorrupt
+// and the newest snapshot's sequence number.
+func (c *core) loadSnapshot() (*index.Store, uint64, error) {
 	infos, err := snapshot.List(c.snapDir())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var firstErr error
 	for _, info := range infos {
@@ -205,16 +215,16 @@ func (c *core) loadSnapshot() (*index.Store, error) {
 				c.opts.Logger.Warn("docket: newest snapshot unreadable, using an older one",
 					"err", firstErr, "snapshot", info.Path)
 			}
-			return store, nil
+			return store, info.Seq, nil
 		}
 		if firstErr == nil {
 			firstErr = err
 		}
 	}
 	if firstErr != nil {
-		return nil, wrapStorage(firstErr)
+		return nil, infos[0].Seq, wrapStorage(firstErr)
 	}
-	return index.NewStore(), nil
+	return index.NewStore(), 0, nil
 }
 
 func readSnapshot(path string) (*index.Store, error) {

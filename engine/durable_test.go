@@ -319,3 +319,43 @@ func TestFsyncFailureStopsTheEngine(t *testing.T) {
 		t.Fatalf("acknowledged state lost:\n%s\nwant prefix\n%s", got, want)
 	}
 }
+
+func TestOnlySnapshotUnreadableReplaysWholeLog(t *testing.T) {
+	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
+	q := e.q("q")
+	e.enqueue(q, Task{Payload: []byte(`1`)})
+	if err := e.db.Checkpoint(ctx); err != nil { // one snapshot: the log is kept whole
+		t.Fatal(err)
+	}
+	e.enqueue(q, Task{Payload: []byte(`2`)})
+	want := dump(e.db)
+	e.crash()
+	snaps, _ := filepath.Glob(filepath.Join(e.dir, "snap", "*.snap"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots %v", snaps)
+	}
+	data, _ := os.ReadFile(snaps[0])
+	data[len(data)/2] ^= 0xff
+	os.WriteFile(snaps[0], data, 0o644)
+	e.open()
+	if got := dump(e.db); got != want {
+		t.Fatalf("recovered from the log alone:\n%s\nwant\n%s", got, want)
+	}
+	// Once the log no longer reaches back to the first batch, unreadable
+	// snapshots are refused rather than recovered short.
+	for range 2 {
+		e.enqueue(q, Task{})
+		if err := e.db.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.crash()
+	snaps, _ = filepath.Glob(filepath.Join(e.dir, "snap", "*.snap"))
+	for _, p := range snaps {
+		data, _ := os.ReadFile(p)
+		data[len(data)/2] ^= 0xff
+		os.WriteFile(p, data, 0o644)
+	}
+	_, err := Open(e.dir, e.opts)
+	wantErr(t, err, ErrCorrupt)
+}
