@@ -1,0 +1,26 @@
+// Package engine is docket's public API: an embedded, durable task and timer
+// queue with a key-value store, in one directory.
+//
+// Open a directory (or InMemory) to get a DB. Queues live in (project, scope)
+// namespaces: DB.Queue returns a handle with Enqueue, Claim, ClaimWait,
+// Complete, Fail, Heartbeat, Snooze, Cancel, Redrive, Get, List and Counts;
+// DB.KV returns a handle on the namespace's keys with Get, Scan and Commit,
+// whose ops (Set, Delete, IfVersion, IfExists, IfAbsent, Enqueue) commit
+// together or not at all. DB.As runs calls for a Caller whose permissions the
+// Options.Authorizer checks.
+//
+// Every change goes through one commit path: under the engine's mutex a call
+// validates and plans a batch of physical mutations (reading the clock once),
+// appends it to the write-ahead log and applies it to the in-memory indexes
+// (package index); after the mutex is released it waits until the log says
+// the batch is as durable as Options.Durability promises (one fsync covers
+// every batch appended before it). Reads, refusals and commits that change
+// nothing wait the same way for the batches they saw, so no answer rests on
+// something a crash could take back. A failed log write or fsync stops the
+// engine: every later call returns ErrFailed.
+//
+// Snapshots of the indexes are written in the background from copy-on-write
+// images, and the log is truncated behind the older of the two kept. Open
+// loads the newest snapshot that verifies and replays the log after it;
+// Check and Repair inspect and mend a directory offline.
+package engine
