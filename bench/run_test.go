@@ -133,10 +133,11 @@ func TestSteadyWorkloads(t *testing.T) {
 			cfg.Duration = 500 * time.Millisecond
 			cfg.OfferedRate = 2000
 			res := run(t, cfg)
-			// Completions in flight when the window closes are timed but not
-			// counted as done within it.
+			// Calls in flight when the window closes (enqueues and
+			// completions) finish and are timed, but are not counted within
+			// the window: allow a few.
 			if res.EndToEnd == nil || res.EndToEnd.Count < uint64(res.Tasks) ||
-				res.EndToEnd.Count > uint64(res.Enqueued) || res.EndToEnd.P50 <= 0 {
+				res.EndToEnd.Count > uint64(res.Enqueued)+16 || res.EndToEnd.P50 <= 0 {
 				t.Fatalf("end to end %+v for %d tasks", res.EndToEnd, res.Tasks)
 			}
 			// Paced at 2,000/s for 0.5 s: about 1,000 tasks, never many more.
