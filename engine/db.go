@@ -488,6 +488,13 @@ const housekeepBatch = 256
 // a batch of its own, ahead of the caller's. Call with mu held.
 func (c *core) housekeep(now int64) error {
 	retain := c.opts.RetainCompleted.Microseconds()
+	cutoff := int64(0)
+	if retain > 0 {
+		cutoff = now - retain
+	}
+	if !c.store.Expired(now, cutoff) {
+		return nil // the common case: no batch to build
+	}
 	p := c.plan.begin(now)
 	n := 0
 	c.store.ExpiredIdem(now, func(e index.Idem) bool {
@@ -496,7 +503,7 @@ func (c *core) housekeep(now int64) error {
 		return n < housekeepBatch
 	})
 	if retain > 0 {
-		c.store.CompletedBefore(now-retain, func(t *index.Task) bool {
+		c.store.CompletedBefore(cutoff, func(t *index.Task) bool {
 			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
 			n++
 			return n < 2*housekeepBatch

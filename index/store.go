@@ -187,6 +187,19 @@ func (s *Store) ExpiredIdem(now int64, fn func(Idem) bool) {
 	})
 }
 
+// Expired reports, in O(log n), whether an idempotency entry expired at or
+// before now, or (when doneBefore > 0) a completed task was last updated at
+// or before doneBefore, so that callers skip the scans in the common case.
+func (s *Store) Expired(now, doneBefore int64) bool {
+	if it, ok := s.idemExp.Min(); ok && it.At <= now {
+		return true
+	}
+	if it, ok := s.doneExp.Min(); ok && doneBefore > 0 && it.At <= doneBefore {
+		return true
+	}
+	return false
+}
+
 // CompletedBefore calls fn for completed tasks last updated at or before t,
 // oldest first, until fn returns false.
 func (s *Store) CompletedBefore(t int64, fn func(*Task) bool) {

@@ -225,3 +225,20 @@ func TestCopyIsolatesImage(t *testing.T) {
 		t.Fatal("image record mutated in place")
 	}
 }
+
+func TestExpired(t *testing.T) {
+	s := NewStore()
+	if s.Expired(1<<62, 1<<62) {
+		t.Fatal("an empty store has something expired")
+	}
+	s.Apply(&Batch{Seq: 1, Mutations: []Mutation{{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "k", ID: 1, Expires: 50}}}})
+	if s.Expired(49, 0) || !s.Expired(50, 0) {
+		t.Fatal("idempotency expiry not reported at its time")
+	}
+	done := task(s, 2, StateCompleted)
+	done.Updated = 70
+	s.Apply(&Batch{Seq: 2, Mutations: []Mutation{{Kind: MutDeleteIdem, Idem: Idem{Queue: qk, Key: "k"}}, {Kind: MutPutTask, Task: done}}})
+	if s.Expired(1<<62, 0) || s.Expired(0, 69) || !s.Expired(0, 70) {
+		t.Fatal("completed-task expiry not reported at its time, or reported with retention off")
+	}
+}
