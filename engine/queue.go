@@ -347,23 +347,20 @@ func (q *Queue) Fail(ctx context.Context, l Lease, f Failure) error {
 		if err != nil {
 			return err
 		}
-		u := index.UpdateOf(t)
-		u.Owner, u.LeaseUntil, u.Updated = "", 0, p.now
-		u.Flags, u.LastError = index.UpdLastError, msg
+		var u index.TaskUpdate
 		if f.Permanent || t.Attempts >= t.MaxAttempts {
-			u.State = index.StateDead
+			u = p.release(t, 0)
+			u.State, u.NotBefore = index.StateDead, t.NotBefore
 			p.event(EvDead, qk, 0)
 		} else {
 			delay := f.RetryAfter.Microseconds()
 			if delay <= 0 {
 				delay = backoff(t.BackoffBase, t.BackoffMax, t.Attempts)
 			}
-			u.State, u.NotBefore = index.StateScheduled, p.now+delay
-			if delay == 0 {
-				u.State, u.NotBefore = index.StateReady, p.now
-			}
+			u = p.release(t, delay)
 			p.event(EvRetried, qk, 0)
 		}
+		u.Flags, u.LastError = index.UpdLastError, msg
 		p.update(u)
 		return nil
 	})
@@ -422,17 +419,24 @@ func (q *Queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 		if err != nil {
 			return err
 		}
-		u := index.UpdateOf(t)
+		u := p.release(t, d.Microseconds())
 		u.Attempts = t.Attempts - 1
-		u.Owner, u.LeaseUntil, u.Updated = "", 0, p.now
-		u.State, u.NotBefore = index.StateScheduled, p.now+d.Microseconds()
-		if d == 0 {
-			u.State, u.NotBefore = index.StateReady, p.now
-		}
 		p.update(u)
 		return nil
 	})
 	return err
+}
+
+// release plans a leased task's return to waiting: no owner, claimable
+// again after delay micros (at once when delay is 0).
+func (p *planner) release(t *index.Task, delay int64) index.TaskUpdate {
+	u := index.UpdateOf(t)
+	u.Owner, u.LeaseUntil, u.Updated = "", 0, p.now
+	u.State, u.NotBefore = index.StateScheduled, p.now+delay
+	if delay <= 0 {
+		u.State, u.NotBefore = index.StateReady, p.now
+	}
+	return u
 }
 
 // Cancel removes a task in any state. A worker holding it gets ErrLeaseLost

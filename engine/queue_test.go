@@ -787,3 +787,16 @@ func TestCompleteBatch(t *testing.T) {
 	wantErr(t, err, ErrInvalid)
 	e.reopen()
 }
+
+func TestSnoozeUnderAMicrosecondIsReadyAtOnce(t *testing.T) {
+	e := newEnv(t, true)
+	q := e.q("q")
+	id := e.enqueue(q, Task{})
+	l := e.claim(q, 1)[0]
+	if err := q.Snooze(ctx, l, time.Nanosecond); err != nil {
+		t.Fatal(err)
+	}
+	if info := e.get(q, id); info.State != Ready || info.Attempts != 0 || info.Owner != "" {
+		t.Fatalf("snoozed for under a microsecond: %+v", info)
+	}
+}
