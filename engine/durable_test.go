@@ -258,14 +258,16 @@ func TestConcurrentClaimCompleteExactlyOnce(t *testing.T) {
 					}
 					holder[l.ID] = owner
 					mu.Unlock()
-					mu.Lock()
-					delete(holder, l.ID)
-					done[l.ID]++
-					mu.Unlock()
+					// The task stays held until its completion commits: a
+					// second lease meanwhile would find it in holder.
 					if err := q.Complete(ctx, l, Done{}); err != nil {
 						errs <- err
 						return
 					}
+					mu.Lock()
+					delete(holder, l.ID)
+					done[l.ID]++
+					mu.Unlock()
 				}
 			}
 		}()
