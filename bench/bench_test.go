@@ -143,7 +143,7 @@ func BenchmarkClaimCompleteAllocs(b *testing.B) {
 		if err != nil || len(ls) != 1 {
 			b.Fatalf("claim: %v, %d tasks", err, len(ls))
 		}
-		if err := q.Complete(ctx, ls[0], engine.Done{}); err != nil {
+		if _, err := q.Complete(ctx, ls[0], engine.Done{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -68,7 +68,7 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 			} else {
 				early.Add(1) // it was not parked yet: not a wake-up
 			}
-			if err := d.q.Complete(ctx, ls[0], engine.Done{}); err != nil {
+			if _, err := d.q.Complete(ctx, ls[0], engine.Done{}); err != nil {
 				done <- err
 				return
 			}

@@ -52,7 +52,7 @@ type Opener[J any] func(ctx context.Context, cfg Config, dir string) (Driver[J],
 // docketDriver drives one docket queue.
 type docketDriver struct {
 	db *engine.DB
-	q  *engine.Queue
+	q  engine.Queue
 }
 
 var benchNS = engine.NS("bench", "load")
@@ -101,7 +101,8 @@ func (d *docketDriver) Claim(ctx context.Context, max int, wait bool) ([]engine.
 }
 
 func (d *docketDriver) Complete(ctx context.Context, l *engine.Lease) error {
-	return d.q.Complete(ctx, *l, engine.Done{})
+	_, err := d.q.Complete(ctx, *l, engine.Done{})
+	return err
 }
 
 func (d *docketDriver) CompleteBatch(ctx context.Context, ls []engine.Lease) error {

@@ -52,7 +52,7 @@ func BenchmarkClaimCompleteInMemory(b *testing.B) {
 		if err != nil || len(ls) != 1 {
 			b.Fatal(err, len(ls))
 		}
-		if err := q.Complete(ctx, ls[0], Done{}); err != nil {
+		if _, err := q.Complete(ctx, ls[0], Done{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -33,7 +33,7 @@ func TestReopenAfterEveryOperation(t *testing.T) {
 					func() { e.claim(q, 2) },
 					func() {
 						l := e.claim(q, 1)[0]
-						q.Heartbeat(ctx, l, time.Hour, []byte(`{"p":1}`))
+						hb(ctx, q, l, time.Hour, []byte(`{"p":1}`))
 					},
 					func() {
 						l := e.claim(q, 1)[0]
@@ -260,7 +260,7 @@ func TestConcurrentClaimCompleteExactlyOnce(t *testing.T) {
 					mu.Unlock()
 					// The task stays held until its completion commits: a
 					// second lease meanwhile would find it in holder.
-					if err := q.Complete(ctx, l, Done{}); err != nil {
+					if _, err := q.Complete(ctx, l, Done{}); err != nil {
 						errs <- err
 						return
 					}

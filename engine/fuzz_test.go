@@ -90,7 +90,7 @@ func FuzzCallers(f *testing.F) {
 			case 2:
 				if len(leases) > 0 {
 					l := leases[int(next())%len(leases)]
-					err := q.Complete(ctx, l, Done{Result: []byte(str()), FollowUps: []FollowUp{{Queue: "q1"}}})
+					_, err := q.Complete(ctx, l, Done{Result: []byte(str()), FollowUps: []FollowUp{{Queue: "q1"}}})
 					check(err)
 				}
 			case 3:

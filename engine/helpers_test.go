@@ -77,9 +77,9 @@ func (e *env) reopen() {
 	}
 }
 
-func (e *env) q(name string) *Queue { return e.db.Queue(ns, name) }
+func (e *env) q(name string) Queue { return e.db.Queue(ns, name) }
 
-func (e *env) enqueue(q *Queue, t Task) uint64 {
+func (e *env) enqueue(q Queue, t Task) uint64 {
 	e.t.Helper()
 	res, err := q.Enqueue(ctx, t)
 	if err != nil {
@@ -88,7 +88,7 @@ func (e *env) enqueue(q *Queue, t Task) uint64 {
 	return res.ID
 }
 
-func (e *env) claim(q *Queue, max int) []Lease {
+func (e *env) claim(q Queue, max int) []Lease {
 	e.t.Helper()
 	ls, err := q.Claim(ctx, "w1", 30*time.Second, max)
 	if err != nil {
@@ -97,7 +97,7 @@ func (e *env) claim(q *Queue, max int) []Lease {
 	return ls
 }
 
-func (e *env) get(q *Queue, id uint64) TaskInfo {
+func (e *env) get(q Queue, id uint64) TaskInfo {
 	e.t.Helper()
 	info, err := q.Get(ctx, id)
 	if err != nil {
@@ -146,4 +146,15 @@ func wantErr(t *testing.T, err, target error) {
 	if !errors.Is(err, target) {
 		t.Fatalf("got error %v, want %v", err, target)
 	}
+}
+
+// errOnly drops a call's result and keeps its error.
+func errOnly[T any](_ T, err error) error { return err }
+
+// hb heartbeats a copy of l and returns the new deadline.
+func hb(ctx context.Context, q Queue, l Lease, extend time.Duration, progress []byte) (time.Time, error) {
+	if err := q.Heartbeat(ctx, &l, extend, progress); err != nil {
+		return time.Time{}, err
+	}
+	return l.Deadline, nil
 }

@@ -8,16 +8,18 @@ import (
 	"github.com/docketdb/docket/index"
 )
 
-// KV is a handle on the key-value entries of one namespace.
-type KV struct {
+// kv is the in-process KV.
+type kv struct {
 	db *DB
 	ns Namespace
 }
 
 // KV returns a handle on the key-value entries of namespace ns.
-func (d *DB) KV(ns Namespace) *KV { return &KV{db: d, ns: ns} }
+func (d *DB) KV(ns Namespace) KV { return &kv{db: d, ns: ns} }
 
-func (k *KV) check(perms Perm) error {
+func (k *kv) Namespace() Namespace { return k.ns }
+
+func (k *kv) check(perms Perm) error {
 	if err := checkNS(k.ns); err != nil {
 		return err
 	}
@@ -25,7 +27,7 @@ func (k *KV) check(perms Perm) error {
 }
 
 // Get returns the entry for key, ErrNotFound if there is none.
-func (k *KV) Get(ctx context.Context, key string) (Entry, error) {
+func (k *kv) Get(ctx context.Context, key string) (Entry, error) {
 	if err := checkKey("key", key); err != nil {
 		return Entry{}, err
 	}
@@ -42,7 +44,7 @@ func (k *KV) Get(ctx context.Context, key string) (Entry, error) {
 }
 
 // Scan returns entries in key order, selected by o.
-func (k *KV) Scan(ctx context.Context, o ScanOptions) ([]Entry, error) {
+func (k *kv) Scan(ctx context.Context, o ScanOptions) ([]Entry, error) {
 	if o.Limit < 0 || o.Limit > MaxBatch {
 		return nil, invalid("scan limit %d is outside 0..%d", o.Limit, MaxBatch)
 	}
@@ -68,7 +70,7 @@ func (k *KV) Scan(ctx context.Context, o ScanOptions) ([]Entry, error) {
 
 // Commit applies ops (KV writes, assertions, enqueues) in one atomic commit.
 // A failed assertion returns ErrConflict and applies nothing.
-func (k *KV) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
+func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if len(ops) == 0 {
 		return TxResult{}, invalid("empty transaction")
 	}

@@ -6,22 +6,24 @@ import (
 	"github.com/docketdb/docket/index"
 )
 
-type opKind uint8
+// OpKind says what an Op does.
+type OpKind uint8
 
+// Op kinds.
 const (
-	opSet opKind = iota + 1
-	opDelete
-	opIfVersion
-	opIfExists
-	opIfAbsent
-	opEnqueue
+	OpSet OpKind = iota + 1
+	OpDelete
+	OpIfVersion
+	OpIfExists
+	OpIfAbsent
+	OpEnqueue
 )
 
 // Op is one part of a transaction: a KV write, a KV assertion or an
 // enqueue. Assertions are checked against the state before the transaction;
 // if any fails, nothing of it is applied and the call returns ErrConflict.
 type Op struct {
-	kind    opKind
+	kind    OpKind
 	key     string
 	value   []byte
 	version uint64
@@ -29,29 +31,47 @@ type Op struct {
 	task    Task
 }
 
+// Kind says what the op does; the zero Op has kind 0 and is refused.
+func (o Op) Kind() OpKind { return o.kind }
+
+// Key is the KV key of a Set, Delete or assertion.
+func (o Op) Key() string { return o.key }
+
+// Value is the value of a Set.
+func (o Op) Value() []byte { return o.value }
+
+// Version is the version an IfVersion asserts.
+func (o Op) Version() uint64 { return o.version }
+
+// Queue is the queue of an Enqueue.
+func (o Op) Queue() string { return o.queue }
+
+// Task is the task of an Enqueue.
+func (o Op) Task() Task { return o.task }
+
 // Set writes value under key.
-func Set(key string, value []byte) Op { return Op{kind: opSet, key: key, value: value} }
+func Set(key string, value []byte) Op { return Op{kind: OpSet, key: key, value: value} }
 
 // Delete removes key (deleting an absent key is not an error).
-func Delete(key string) Op { return Op{kind: opDelete, key: key} }
+func Delete(key string) Op { return Op{kind: OpDelete, key: key} }
 
 // IfVersion asserts that key exists with exactly version.
 func IfVersion(key string, version uint64) Op {
-	return Op{kind: opIfVersion, key: key, version: version}
+	return Op{kind: OpIfVersion, key: key, version: version}
 }
 
 // IfExists asserts that key exists.
-func IfExists(key string) Op { return Op{kind: opIfExists, key: key} }
+func IfExists(key string) Op { return Op{kind: OpIfExists, key: key} }
 
 // IfAbsent asserts that key does not exist.
-func IfAbsent(key string) Op { return Op{kind: opIfAbsent, key: key} }
+func IfAbsent(key string) Op { return Op{kind: OpIfAbsent, key: key} }
 
 // Enqueue enqueues t on queue as part of the transaction.
-func Enqueue(queue string, t Task) Op { return Op{kind: opEnqueue, queue: queue, task: t} }
+func Enqueue(queue string, t Task) Op { return Op{kind: OpEnqueue, queue: queue, task: t} }
 
 // vop is a validated Op with its bytes copied.
 type vop struct {
-	kind    opKind
+	kind    OpKind
 	key     string
 	value   []byte
 	version uint64
@@ -70,12 +90,12 @@ func checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, int, error) {
 		op := &ops[i]
 		v := vop{kind: op.kind, key: op.key, version: op.version, queue: op.queue}
 		switch op.kind {
-		case opSet, opDelete, opIfVersion, opIfExists, opIfAbsent:
+		case OpSet, OpDelete, OpIfVersion, OpIfExists, OpIfAbsent:
 			if err := checkKey(fmt.Sprintf("op %d key", i), op.key); err != nil {
 				return nil, 0, 0, err
 			}
 			size += len(op.key) + 16
-			if op.kind == opSet {
+			if op.kind == OpSet {
 				if len(op.value) > maxPayload {
 					return nil, 0, 0, invalid("op %d value is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", i, len(op.value), maxPayload)
 				}
@@ -85,12 +105,12 @@ func checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, int, error) {
 				}
 				size += len(op.value)
 			}
-			if op.kind == opSet || op.kind == opDelete {
+			if op.kind == OpSet || op.kind == OpDelete {
 				perms |= PermKVWrite
 			} else {
 				perms |= PermKVRead
 			}
-		case opEnqueue:
+		case OpEnqueue:
 			if err := checkName(fmt.Sprintf("op %d queue", i), op.queue); err != nil {
 				return nil, 0, 0, err
 			}
@@ -120,11 +140,11 @@ func (p *planner) ops(ns Namespace, ops []vop, enq []Enqueued) ([]Enqueued, erro
 		op := &ops[i]
 		var k index.AssertKind
 		switch op.kind {
-		case opIfVersion:
+		case OpIfVersion:
 			k = index.AssertKVVersion
-		case opIfExists:
+		case OpIfExists:
 			k = index.AssertKVExists
-		case opIfAbsent:
+		case OpIfAbsent:
 			k = index.AssertKVAbsent
 		default:
 			continue
@@ -145,13 +165,13 @@ func (p *planner) ops(ns Namespace, ops []vop, enq []Enqueued) ([]Enqueued, erro
 	for i := range ops {
 		op := &ops[i]
 		switch op.kind {
-		case opSet:
+		case OpSet:
 			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutSetKV,
 				KV: index.KV{Namespace: ins, Key: op.key, Value: op.value}})
-		case opDelete:
+		case OpDelete:
 			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteKV,
 				KV: index.KV{Namespace: ins, Key: op.key}})
-		case opEnqueue:
+		case OpEnqueue:
 			enq = append(enq, p.enqueue(index.QueueKey{Namespace: ins, Name: op.queue}, &op.spec))
 		}
 	}

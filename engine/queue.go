@@ -21,31 +21,30 @@ func timeOf(us int64) time.Time {
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
-// Queue is a handle on one queue of a namespace. Handles are cheap; names are
-// checked on each call.
-type Queue struct {
+// queue is the in-process Queue.
+type queue struct {
 	db   *DB
 	ns   Namespace
 	name string
 }
 
 // Queue returns a handle on the queue name in namespace ns.
-func (d *DB) Queue(ns Namespace, name string) *Queue {
-	return &Queue{db: d, ns: ns, name: name}
+func (d *DB) Queue(ns Namespace, name string) Queue {
+	return &queue{db: d, ns: ns, name: name}
 }
 
 // Name returns the queue's name.
-func (q *Queue) Name() string { return q.name }
+func (q *queue) Name() string { return q.name }
 
 // Namespace returns the queue's namespace.
-func (q *Queue) Namespace() Namespace { return q.ns }
+func (q *queue) Namespace() Namespace { return q.ns }
 
-func (q *Queue) key() index.QueueKey {
+func (q *queue) key() index.QueueKey {
 	return index.QueueKey{Namespace: q.ns.idx(), Name: q.name}
 }
 
 // check validates the handle's names and the caller's permissions.
-func (q *Queue) check(perms Perm) error {
+func (q *queue) check(perms Perm) error {
 	if err := checkNS(q.ns); err != nil {
 		return err
 	}
@@ -58,7 +57,7 @@ func (q *Queue) check(perms Perm) error {
 // Enqueue adds t to the queue. ops (KV writes, assertions, more enqueues)
 // commit in the same batch, or nothing does: a failed assertion returns
 // ErrConflict.
-func (q *Queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error) {
+func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error) {
 	maxPayload := q.db.c.opts.MaxPayloadBytes
 	s, err := checkTask(&t, maxPayload)
 	if err != nil {
@@ -89,7 +88,7 @@ func (q *Queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error
 
 // EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The results
 // are in the order of tasks.
-func (q *Queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]Enqueued, error) {
+func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]Enqueued, error) {
 	if len(tasks) > MaxBatch {
 		return nil, invalid("%d tasks in one batch, over the limit of %d", len(tasks), MaxBatch)
 	}
@@ -152,7 +151,7 @@ func checkClaim(owner string, lease time.Duration, max int) error {
 // and FIFO within a priority. It first promotes every due timer and reclaims
 // every expired lease of the queue. It returns at once, with no tasks if none
 // is due.
-func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
+func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
 		return nil, err
 	}
@@ -166,7 +165,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 // claim leases up to max tasks. With wait set and nothing to lease, it
 // also returns a channel closed when the queue gains work and when (Unix
 // micros) its next timer or lease comes due (0: none).
-func (q *Queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, <-chan struct{}, int64, error) {
+func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, <-chan struct{}, int64, error) {
 	var out []Lease
 	var wake chan struct{}
 	var due int64
@@ -190,7 +189,7 @@ func (q *Queue) claim(ctx context.Context, owner string, lease int64, max int, w
 // ClaimWait is Claim that blocks until at least one task can be leased: it
 // parks until a task is enqueued, a timer comes due or a lease expires, or
 // ctx ends (then it returns ctx's error).
-func (q *Queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
+func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
 		return nil, err
 	}
@@ -234,13 +233,13 @@ func (q *Queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 // with its result when RetainCompleted is on), d.Ops are applied and
 // d.FollowUps enqueued, all in one commit fenced by the lease's token. A
 // stale lease returns ErrLeaseLost and changes nothing.
-func (q *Queue) Complete(ctx context.Context, l Lease, d Done) error {
+func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error) {
 	c := q.db.c
 	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
-		return err
+		return TxResult{}, err
 	}
 	if len(d.FollowUps) > MaxOps {
-		return invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), MaxOps)
+		return TxResult{}, invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), MaxOps)
 	}
 	ops := make([]Op, 0, len(d.Ops)+len(d.FollowUps))
 	ops = append(ops, d.Ops...)
@@ -249,23 +248,27 @@ func (q *Queue) Complete(ctx context.Context, l Lease, d Done) error {
 	}
 	vops, perms, _, err := checkOps(ops, c.opts.MaxPayloadBytes, nil)
 	if err != nil {
-		return err
+		return TxResult{}, err
 	}
 	if err := q.check(PermWork | perms); err != nil {
-		return err
+		return TxResult{}, err
 	}
 	result := clone(d.Result)
 	qk := q.key()
-	_, err = c.commit(ctx, func(p *planner) error {
+	var enq []Enqueued
+	seq, err := c.commit(ctx, func(p *planner) error {
 		t, err := p.fenced(qk, &l)
 		if err != nil {
 			return err
 		}
 		p.complete(t, result)
-		_, err = p.ops(q.ns, vops, nil)
+		enq, err = p.ops(q.ns, vops, nil)
 		return err
 	})
-	return err
+	if err != nil {
+		return TxResult{}, err
+	}
+	return TxResult{Version: seq, Enqueued: enq}, nil
 }
 
 // complete plans the end of a fenced task: deleted, or kept as completed
@@ -288,7 +291,7 @@ func (p *planner) complete(t *index.Task, result []byte) {
 // returned slice and the others complete. The error return is for the call
 // as a whole (bad input, permissions, a closed or failed DB); then nothing
 // was completed.
-func (q *Queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, error) {
+func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, error) {
 	if len(leases) > MaxBatch {
 		return nil, invalid("%d leases in one batch, over the limit of %d", len(leases), MaxBatch)
 	}
@@ -330,7 +333,7 @@ func (q *Queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 // Fail records a failed attempt of a leased task: it is retried after
 // exponential backoff (or f.RetryAfter), or dead-lettered when its attempts
 // are spent or f.Permanent is set. Fenced like Complete.
-func (q *Queue) Fail(ctx context.Context, l Lease, f Failure) error {
+func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if err := checkDuration("retry after", f.RetryAfter, true); err != nil {
 		return err
 	}
@@ -367,27 +370,27 @@ func (q *Queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	return err
 }
 
-// Heartbeat extends a lease to now+extend and, if progress is not nil,
-// records it (empty or JSON). It returns the new deadline. Fenced like
-// Complete.
-func (q *Queue) Heartbeat(ctx context.Context, l Lease, extend time.Duration, progress []byte) (time.Time, error) {
+func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, progress []byte) error {
+	if l == nil {
+		return invalid("nil lease")
+	}
 	if err := checkDuration("extend", extend, false); err != nil {
-		return time.Time{}, err
+		return err
 	}
 	if extend < time.Microsecond {
-		return time.Time{}, invalid("extend %v is under a microsecond", extend)
+		return invalid("extend %v is under a microsecond", extend)
 	}
 	if err := checkJSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
-		return time.Time{}, err
+		return err
 	}
 	if err := q.check(PermWork); err != nil {
-		return time.Time{}, err
+		return err
 	}
 	prog := clone(progress)
 	qk := q.key()
 	var deadline int64
 	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.fenced(qk, &l)
+		t, err := p.fenced(qk, l)
 		if err != nil {
 			return err
 		}
@@ -400,13 +403,20 @@ func (q *Queue) Heartbeat(ctx context.Context, l Lease, extend time.Duration, pr
 		p.update(u)
 		return nil
 	})
-	return timeOf(deadline), err
+	if err != nil {
+		return err
+	}
+	l.Deadline = timeOf(deadline)
+	if progress != nil {
+		l.Progress = clone(prog)
+	}
+	return nil
 }
 
 // Snooze puts a leased task back to wait for d without counting the attempt
 // (d == 0 releases it to be claimed again at once, as a worker shutting down
 // does). Fenced like Complete.
-func (q *Queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
+func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 	if err := checkDuration("snooze", d, true); err != nil {
 		return err
 	}
@@ -441,7 +451,7 @@ func (p *planner) release(t *index.Task, delay int64) index.TaskUpdate {
 
 // Cancel removes a task in any state. A worker holding it gets ErrLeaseLost
 // when it completes. ErrNotFound if the queue has no such task.
-func (q *Queue) Cancel(ctx context.Context, id uint64) error {
+func (q *queue) Cancel(ctx context.Context, id uint64) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
@@ -473,7 +483,7 @@ func (c *core) task(qk index.QueueKey, id uint64) (*index.Task, error) {
 
 // Redrive moves a dead task back to ready with a fresh attempt budget.
 // ErrNotFound if there is no such task; ErrConflict if it is not dead.
-func (q *Queue) Redrive(ctx context.Context, id uint64) error {
+func (q *queue) Redrive(ctx context.Context, id uint64) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
@@ -501,7 +511,7 @@ func (p *planner) redrive(t *index.Task) {
 
 // RedriveAll moves every dead task of the queue back to ready and returns
 // how many it moved. Large dead-letter queues are moved in several commits.
-func (q *Queue) RedriveAll(ctx context.Context) (int, error) {
+func (q *queue) RedriveAll(ctx context.Context) (int, error) {
 	if err := q.check(PermAdmin); err != nil {
 		return 0, err
 	}
@@ -548,7 +558,7 @@ func (c *core) read(ctx context.Context, fn func()) error {
 }
 
 // Get returns the task with the given id, ErrNotFound if the queue has none.
-func (q *Queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
+func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 	if err := q.check(PermRead); err != nil {
 		return TaskInfo{}, err
 	}
@@ -568,7 +578,7 @@ func (q *Queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 }
 
 // Counts returns the number of tasks of the queue in each state.
-func (q *Queue) Counts(ctx context.Context) (Counts, error) {
+func (q *queue) Counts(ctx context.Context) (Counts, error) {
 	if err := q.check(PermRead); err != nil {
 		return Counts{}, err
 	}
@@ -587,7 +597,7 @@ func (q *Queue) Counts(ctx context.Context) (Counts, error) {
 // List returns a page of the queue's tasks in state o.State, in the order
 // they are served: ready by priority then age, scheduled by due time,
 // in-flight by lease deadline, dead and completed by id.
-func (q *Queue) List(ctx context.Context, o ListOptions) (Page, error) {
+func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if !index.TaskState(o.State).Valid() {
 		return Page{}, invalid("list state %d", o.State)
 	}

@@ -133,7 +133,7 @@ func TestDueTimersPromotedBeforeServing(t *testing.T) {
 	if got := ids(ls); !slices.Equal(got, []uint64{ready}) {
 		t.Fatalf("before the timer: %v", got)
 	}
-	if err := q.Complete(ctx, ls[0], Done{}); err != nil {
+	if _, err := q.Complete(ctx, ls[0], Done{}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Minute)
@@ -141,7 +141,7 @@ func TestDueTimersPromotedBeforeServing(t *testing.T) {
 	if got := ids(ls); !slices.Equal(got, []uint64{timer}) {
 		t.Fatalf("at the timer: %v", got)
 	}
-	if err := q.Complete(ctx, ls[0], Done{}); err != nil {
+	if _, err := q.Complete(ctx, ls[0], Done{}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Hour)
@@ -199,7 +199,7 @@ func TestExpiredLeaseReclaimed(t *testing.T) {
 		t.Fatalf("spent task: %+v", dead)
 	}
 	// The zombie's late calls are refused.
-	wantErr(t, q.Complete(ctx, first[0], Done{}), ErrLeaseLost)
+	wantErr(t, errOnly(q.Complete(ctx, first[0], Done{})), ErrLeaseLost)
 	wantErr(t, q.Fail(ctx, first[1], Failure{Err: "x"}), ErrLeaseLost)
 }
 
@@ -305,27 +305,27 @@ func TestStaleTokensRefused(t *testing.T) {
 		t.Fatalf("reclaim: %v %+v", err, cur)
 	}
 	before := dump(e.db)
-	wantErr(t, q.Complete(ctx, old, Done{Ops: []Op{Set("k", []byte("v"))}}), ErrLeaseLost)
+	wantErr(t, errOnly(q.Complete(ctx, old, Done{Ops: []Op{Set("k", []byte("v"))}})), ErrLeaseLost)
 	wantErr(t, q.Fail(ctx, old, Failure{Err: "late"}), ErrLeaseLost)
-	_, err = q.Heartbeat(ctx, old, time.Hour, []byte(`1`))
+	_, err = hb(ctx, q, old, time.Hour, []byte(`1`))
 	wantErr(t, err, ErrLeaseLost)
 	wantErr(t, q.Snooze(ctx, old, 0), ErrLeaseLost)
 	forged := cur[0]
 	forged.Token += 5
-	wantErr(t, q.Complete(ctx, forged, Done{}), ErrLeaseLost)
+	wantErr(t, errOnly(q.Complete(ctx, forged, Done{})), ErrLeaseLost)
 	other := cur[0]
 	other.Queue = "other"
-	wantErr(t, e.q("other").Complete(ctx, other, Done{}), ErrLeaseLost)
+	wantErr(t, errOnly(e.q("other").Complete(ctx, other, Done{})), ErrLeaseLost)
 	if after := dump(e.db); after != before {
 		t.Fatalf("a refused call changed state:\n%s\n%s", before, after)
 	}
 	if got := e.db.Stats().LeaseLost; got != 6 {
 		t.Fatalf("lease lost count %d", got)
 	}
-	if err := q.Complete(ctx, cur[0], Done{}); err != nil {
+	if _, err := q.Complete(ctx, cur[0], Done{}); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, q.Complete(ctx, cur[0], Done{}), ErrLeaseLost) // twice
+	wantErr(t, errOnly(q.Complete(ctx, cur[0], Done{})), ErrLeaseLost) // twice
 	if _, err := q.Get(ctx, id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("completed task still there: %v", err)
 	}
@@ -366,7 +366,7 @@ func TestHeartbeat(t *testing.T) {
 	id := e.enqueue(q, Task{})
 	l := e.claim(q, 1)[0]
 	e.clock.Advance(20 * time.Second)
-	dl, err := q.Heartbeat(ctx, l, time.Minute, []byte(`{"pct":40}`))
+	dl, err := hb(ctx, q, l, time.Minute, []byte(`{"pct":40}`))
 	if err != nil || !dl.Equal(e.clock.Now().Add(time.Minute)) {
 		t.Fatalf("heartbeat: %v %v", dl, err)
 	}
@@ -374,16 +374,16 @@ func TestHeartbeat(t *testing.T) {
 	if ls := e.claim(q, 1); len(ls) != 0 {
 		t.Fatalf("extended lease was reclaimed")
 	}
-	if _, err := q.Heartbeat(ctx, l, time.Minute, nil); err != nil {
+	if _, err := hb(ctx, q, l, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
 	info := e.get(q, id)
 	if string(info.Progress) != `{"pct":40}` || info.State != InFlight {
 		t.Fatalf("progress kept after a heartbeat without progress: %+v", info)
 	}
-	_, err = q.Heartbeat(ctx, l, time.Minute, []byte(`{bad`))
+	_, err = hb(ctx, q, l, time.Minute, []byte(`{bad`))
 	wantErr(t, err, ErrInvalid)
-	_, err = q.Heartbeat(ctx, l, 0, nil)
+	_, err = hb(ctx, q, l, 0, nil)
 	wantErr(t, err, ErrInvalid)
 }
 
@@ -411,7 +411,7 @@ func TestIdempotency(t *testing.T) {
 	// Completed: still remembered within the TTL, also across a restart.
 	ls := e.claim(q, 10)
 	for _, l := range ls {
-		if err := q.Complete(ctx, l, Done{}); err != nil {
+		if _, err := q.Complete(ctx, l, Done{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -428,7 +428,7 @@ func TestIdempotency(t *testing.T) {
 	}
 	// The expired entry of "x" was pruned, so memory does not grow.
 	e.db.c.mu.Lock()
-	_, held := e.db.c.store.Idem(q.key(), "x")
+	_, held := e.db.c.store.Idem(q.(*queue).key(), "x")
 	e.db.c.mu.Unlock()
 	if held {
 		t.Fatal("expired idempotency key still held")
@@ -454,7 +454,7 @@ func TestCompleteWithFollowUpsAndMutations(t *testing.T) {
 	q := e.q("step1")
 	e.enqueue(q, Task{Payload: []byte(`{"order":7}`)})
 	l := e.claim(q, 1)[0]
-	err := q.Complete(ctx, l, Done{
+	_, err := q.Complete(ctx, l, Done{
 		Result: []byte(`{"ok":true}`),
 		Ops:    []Op{Set("order/7", []byte("charged")), IfAbsent("order/7")},
 		FollowUps: []FollowUp{
@@ -483,7 +483,7 @@ func TestCompleteAllOrNothing(t *testing.T) {
 	e.enqueue(q, Task{})
 	l := e.claim(q, 1)[0]
 	before := dump(e.db)
-	err := q.Complete(ctx, l, Done{
+	_, err := q.Complete(ctx, l, Done{
 		Ops:       []Op{Set("a", []byte("1")), IfExists("missing")},
 		FollowUps: []FollowUp{{Queue: "next", Task: Task{}}},
 	})
@@ -492,7 +492,7 @@ func TestCompleteAllOrNothing(t *testing.T) {
 		t.Fatalf("failed completion changed state")
 	}
 	// The lease still holds: a corrected completion succeeds.
-	if err := q.Complete(ctx, l, Done{Ops: []Op{Set("a", []byte("1"))}}); err != nil {
+	if _, err := q.Complete(ctx, l, Done{Ops: []Op{Set("a", []byte("1"))}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -642,7 +642,7 @@ func TestCancelInFlightFencesWorker(t *testing.T) {
 	if err := q.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, q.Complete(ctx, l, Done{}), ErrLeaseLost)
+	wantErr(t, errOnly(q.Complete(ctx, l, Done{})), ErrLeaseLost)
 }
 
 func TestRetainCompleted(t *testing.T) {
@@ -650,14 +650,14 @@ func TestRetainCompleted(t *testing.T) {
 	q := e.q("q")
 	id := e.enqueue(q, Task{})
 	l := e.claim(q, 1)[0]
-	if err := q.Complete(ctx, l, Done{Result: []byte(`{"sent":true}`)}); err != nil {
+	if _, err := q.Complete(ctx, l, Done{Result: []byte(`{"sent":true}`)}); err != nil {
 		t.Fatal(err)
 	}
 	info := e.get(q, id)
 	if info.State != Completed || string(info.Result) != `{"sent":true}` || info.Owner != "" {
 		t.Fatalf("retained: %+v", info)
 	}
-	wantErr(t, q.Complete(ctx, l, Done{}), ErrLeaseLost)
+	wantErr(t, errOnly(q.Complete(ctx, l, Done{})), ErrLeaseLost)
 	e.reopen()
 	page, _ := q.List(ctx, ListOptions{State: Completed})
 	if len(page.Tasks) != 1 {
@@ -705,7 +705,7 @@ func TestBadInput(t *testing.T) {
 		{"negative lease", "lease", func() error { _, err := q.Claim(ctx, "w", -time.Second, 1); return err }},
 		{"claim zero", "claim max", func() error { _, err := q.Claim(ctx, "w", time.Second, 0); return err }},
 		{"claim too many", "claim max", func() error { _, err := q.Claim(ctx, "w", time.Second, MaxBatch+1); return err }},
-		{"result not JSON", "result", func() error { return q.Complete(ctx, Lease{ID: 1}, Done{Result: []byte("x")}) }},
+		{"result not JSON", "result", func() error { return errOnly(q.Complete(ctx, Lease{ID: 1}, Done{Result: []byte("x")})) }},
 		{"empty key", "key", func() error { _, err := e.db.KV(ns).Commit(ctx, Set("", nil)); return err }},
 		{"zero op", "zero Op", func() error { _, err := e.db.KV(ns).Commit(ctx, Op{}); return err }},
 		{"too many ops", "ops", func() error { _, err := e.db.KV(ns).Commit(ctx, make([]Op, MaxOps+1)...); return err }},

@@ -12,7 +12,7 @@ type claimResult struct {
 	err error
 }
 
-func parkClaim(q *Queue, ctx context.Context) chan claimResult {
+func parkClaim(q Queue, ctx context.Context) chan claimResult {
 	ch := make(chan claimResult, 1)
 	go func() {
 		ls, err := q.ClaimWait(ctx, "waiter", time.Minute, 5)
@@ -22,12 +22,12 @@ func parkClaim(q *Queue, ctx context.Context) chan claimResult {
 }
 
 // waitParked waits until a claimer is parked on the queue.
-func waitParked(t *testing.T, e *env, q *Queue) {
+func waitParked(t *testing.T, e *env, q Queue) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		e.db.c.mu.Lock()
-		_, ok := e.db.c.waiters[q.key()]
+		_, ok := e.db.c.waiters[q.(*queue).key()]
 		e.db.c.mu.Unlock()
 		if ok {
 			return

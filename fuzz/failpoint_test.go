@@ -99,9 +99,9 @@ func checkFailStop(t *testing.T, r *runner) {
 	calls := map[string]error{}
 	_, calls["enqueue"] = q.Enqueue(ctx, engine.Task{})
 	_, calls["claim"] = q.Claim(ctx, "w0", time.Second, 1)
-	calls["complete"] = q.Complete(ctx, l, engine.Done{})
+	calls["complete"] = errOnly(q.Complete(ctx, l, engine.Done{}))
 	calls["fail"] = q.Fail(ctx, l, engine.Failure{})
-	_, calls["heartbeat"] = q.Heartbeat(ctx, l, time.Second, nil)
+	_, calls["heartbeat"] = hb(ctx, q, l, time.Second, nil)
 	calls["snooze"] = q.Snooze(ctx, l, 0)
 	calls["cancel"] = q.Cancel(ctx, 1)
 	calls["redrive"] = q.Redrive(ctx, 1)

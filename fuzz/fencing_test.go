@@ -110,7 +110,7 @@ func TestFencingUnderPauses(t *testing.T) {
 			switch x := rng.IntN(8); {
 			case x < 4:
 				what = "complete"
-				gerr = eq.Complete(ctx, l, engine.Done{})
+				gerr = errOnly(eq.Complete(ctx, l, engine.Done{}))
 				werr = m.Complete(q, l, nil, nil, nil)
 			case x < 6:
 				what = "fail"
@@ -121,7 +121,7 @@ func TestFencingUnderPauses(t *testing.T) {
 				what = "heartbeat"
 				ext := time.Duration(200+rng.IntN(800)) * time.Millisecond
 				var dl time.Time
-				dl, gerr = eq.Heartbeat(ctx, l, ext, nil)
+				dl, gerr = hb(ctx, eq, l, ext, nil)
 				_, werr = m.Heartbeat(q, l, ext, nil)
 				if gerr == nil {
 					l.Deadline = dl
@@ -185,7 +185,7 @@ func TestHeartbeatNeverExpiresTheLease(t *testing.T) {
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %v %v", ls, err)
 	}
-	deadline, err := q.Heartbeat(ctx, ls[0], 500*time.Nanosecond, nil)
+	deadline, err := hb(ctx, q, ls[0], 500*time.Nanosecond, nil)
 	if errors.Is(err, engine.ErrInvalid) {
 		return // refused, like Claim refuses such a lease
 	}

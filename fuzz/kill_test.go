@@ -215,7 +215,7 @@ func killChild(dir string, cycle int) {
 					switch x := rng.IntN(10); {
 					case x < 7:
 						report("d %d %d", l.ID, l.Token)
-						err := q.Complete(ctx, l, engine.Done{})
+						_, err := q.Complete(ctx, l, engine.Done{})
 						if err == nil {
 							report("D %d %d", l.ID, l.Token)
 						} else {
@@ -231,7 +231,7 @@ func killChild(dir string, cycle int) {
 							report("L %d %d %s", l.ID, l.Token, ErrClass(err))
 						}
 					default:
-						if _, err := q.Heartbeat(ctx, l, 50*time.Millisecond, []byte(`{"p":1}`)); err != nil {
+						if _, err := hb(ctx, q, l, 50*time.Millisecond, []byte(`{"p":1}`)); err != nil {
 							report("L %d %d %s", l.ID, l.Token, ErrClass(err))
 						} else {
 							report("H %d %d", l.ID, l.Token)

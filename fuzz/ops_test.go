@@ -1,8 +1,12 @@
 package fuzz
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
 )
 
 // maxInstructions bounds a fuzzed program, so one input stays quick.
@@ -130,4 +134,15 @@ func FuzzOps(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(runMetamorphic)
+}
+
+// errOnly drops a call's result and keeps its error.
+func errOnly[T any](_ T, err error) error { return err }
+
+// hb heartbeats a copy of l and returns the new deadline.
+func hb(ctx context.Context, q engine.Queue, l engine.Lease, extend time.Duration, progress []byte) (time.Time, error) {
+	if err := q.Heartbeat(ctx, &l, extend, progress); err != nil {
+		return time.Time{}, err
+	}
+	return l.Deadline, nil
 }

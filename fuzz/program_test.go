@@ -225,7 +225,7 @@ func (r *runner) fatalf(format string, args ...any) {
 		fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
 }
 
-func (r *runner) q(k QueueKey) *engine.Queue { return r.db.Queue(k.NS, k.Name) }
+func (r *runner) q(k QueueKey) engine.Queue { return r.db.Queue(k.NS, k.Name) }
 
 // run executes the program's instructions, at most max of them.
 func (r *runner) run(p *program, max int) {
@@ -529,7 +529,7 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 				follow = append(follow, engine.FollowUp{Queue: []string{"a", "b"}[b&1], Task: r.task(b>>1, b>>3, 1)})
 			}
 		}
-		gerr := r.q(q).Complete(ctx, l, engine.Done{Result: result, Ops: EngineOps(ops), FollowUps: follow})
+		_, gerr := r.q(q).Complete(ctx, l, engine.Done{Result: result, Ops: EngineOps(ops), FollowUps: follow})
 		werr := r.m.Complete(q, l, result, ops, follow)
 		r.record(fmt.Sprintf("complete %d tok %d result=%s ops=%s follow-ups=%d", l.ID, l.Token, result,
 			txString(ops), len(follow)), gerr, werr, "")
@@ -552,7 +552,7 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		case 2:
 			progress = []byte{}
 		}
-		got, gerr := r.q(q).Heartbeat(ctx, l, extend, progress)
+		got, gerr := hb(ctx, r.q(q), l, extend, progress)
 		want, werr := r.m.Heartbeat(q, l, extend, progress)
 		desc := fmt.Sprintf("heartbeat %d tok %d +%v progress=%q", l.ID, l.Token, extend, progress)
 		if r.record(desc, gerr, werr, fmt.Sprint(Micros(got))) && Micros(got) != Micros(want) {
@@ -646,12 +646,12 @@ func (r *runner) forged(a [opSize - 1]byte) {
 	desc := fmt.Sprintf("forged %d tok %d on %s", l.ID, l.Token, q)
 	switch a[1] >> 3 & 3 {
 	case 0:
-		r.record(desc+" complete", r.q(q).Complete(ctx, l, engine.Done{}), r.m.Complete(q, l, nil, nil, nil), "")
+		r.record(desc+" complete", errOnly(r.q(q).Complete(ctx, l, engine.Done{})), r.m.Complete(q, l, nil, nil, nil), "")
 	case 1:
 		f := engine.Failure{Err: "forged"}
 		r.record(desc+" fail", r.q(q).Fail(ctx, l, f), r.m.Fail(q, l, f), "")
 	case 2:
-		_, gerr := r.q(q).Heartbeat(ctx, l, time.Minute, nil)
+		_, gerr := hb(ctx, r.q(q), l, time.Minute, nil)
 		_, werr := r.m.Heartbeat(q, l, time.Minute, nil)
 		r.record(desc+" heartbeat", gerr, werr, "")
 	case 3:
@@ -687,7 +687,7 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 		_, werr = r.m.Claim(q, "w0", time.Second, 0)
 	case 4:
 		desc = "heartbeat zero extend"
-		_, gerr = r.q(lq).Heartbeat(ctx, l, 0, nil)
+		_, gerr = hb(ctx, r.q(lq), l, 0, nil)
 		_, werr = r.m.Heartbeat(lq, l, 0, nil)
 	case 5:
 		desc = "empty transaction"
@@ -700,7 +700,7 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 		_, werr = r.m.Commit(q.NS, ops)
 	case 7:
 		desc = "complete bad result"
-		gerr = r.q(lq).Complete(ctx, l, engine.Done{Result: []byte("{")})
+		gerr = errOnly(r.q(lq).Complete(ctx, l, engine.Done{Result: []byte("{")}))
 		werr = r.m.Complete(lq, l, []byte("{"), nil, nil)
 	case 8:
 		desc = "claim empty owner"

@@ -10,7 +10,7 @@ import (
 	"github.com/docketdb/docket/worker"
 )
 
-func benchFill(b *testing.B, q *engine.Queue, n int) {
+func benchFill(b *testing.B, q engine.Queue, n int) {
 	b.Helper()
 	tasks := make([]engine.Task, 0, 1000)
 	for n > 0 {
@@ -54,7 +54,7 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 				b.Fatalf("claim: %v %d", err, len(ls))
 			}
 			if len(ls) == 1 {
-				if err := q.Complete(bg, ls[0], engine.Done{}); err != nil {
+				if _, err := q.Complete(bg, ls[0], engine.Done{}); err != nil {
 					b.Fatal(err)
 				}
 			} else if errs, err := q.CompleteBatch(bg, ls); err != nil || errs[0] != nil {

@@ -87,7 +87,7 @@ func (e *env) stop(w *worker.Worker) {
 	}
 }
 
-func (e *env) q(name string) *engine.Queue { return e.db.Queue(ns, name) }
+func (e *env) q(name string) engine.Queue { return e.db.Queue(ns, name) }
 
 func (e *env) enqueue(queue string, task engine.Task) uint64 {
 	e.t.Helper()

@@ -88,7 +88,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	if st := e.db.Stats(); st.LeaseLost != 1 || st.Completed != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	if err := e.q("q").Complete(bg, ls[0], engine.Done{}); err != nil {
+	if _, err := e.q("q").Complete(bg, ls[0], engine.Done{}); err != nil {
 		t.Fatalf("the new owner cannot complete: %v", err)
 	}
 }

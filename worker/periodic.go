@@ -29,7 +29,7 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // periodic is one cron schedule.
 type periodic struct {
 	w     *Worker
-	kv    *engine.KV
+	kv    engine.KV
 	ns    engine.Namespace
 	queue string
 	name  string

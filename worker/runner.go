@@ -20,7 +20,7 @@ import (
 // lease is owned by exactly one slot from claim to outcome.
 type runner struct {
 	w     *Worker
-	q     *engine.Queue
+	q     engine.Queue
 	h     Handler // as registered
 	chain Handler // h inside the middleware, set by start
 	opts  QueueOptions
@@ -218,7 +218,8 @@ func (s *slot) flush() {
 	switch len(tasks) {
 	case 0:
 	case 1:
-		r.completed(tasks[0], r.q.Complete(context.Background(), leases[0], engine.Done{}))
+		_, err := r.q.Complete(context.Background(), leases[0], engine.Done{})
+		r.completed(tasks[0], err)
 	default:
 		errs, err := r.q.CompleteBatch(context.Background(), leases)
 		for i, t := range tasks {
@@ -270,7 +271,8 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 	bg := context.Background()
 	switch o {
 	case OutcomeCompleted:
-		r.completed(t, r.q.Complete(bg, t.lease, t.done()))
+		_, err := r.q.Complete(bg, t.lease, t.done())
+		r.completed(t, err)
 	case OutcomeShutdown:
 		r.release(t.lease)
 	case OutcomeSnoozed:

@@ -113,8 +113,9 @@ func (t *Task) Progress(ctx context.Context, progress []byte) error {
 	if t.state != taskRunning {
 		return fmt.Errorf("worker: progress of task %d after its handler returned", t.ID)
 	}
-	dl, err := t.r.q.Heartbeat(ctx, t.lease, t.r.opts.Lease, progress)
-	t.extended(dl, err)
+	l := t.lease
+	err := t.r.q.Heartbeat(ctx, &l, t.r.opts.Lease, progress)
+	t.extended(l.Deadline, err)
 	if err != nil {
 		return fmt.Errorf("worker: progress of task %d: %w", t.ID, err)
 	}
@@ -215,8 +216,9 @@ func (t *Task) heartbeat() {
 	if t.state != taskWaiting && t.state != taskRunning && t.state != taskCompleting {
 		return
 	}
-	dl, err := t.r.q.Heartbeat(context.Background(), t.lease, t.r.opts.Lease, nil)
-	t.extended(dl, err)
+	l := t.lease
+	err := t.r.q.Heartbeat(context.Background(), &l, t.r.opts.Lease, nil)
+	t.extended(l.Deadline, err)
 }
 
 // release hands a task that has not started back to the queue at once.

@@ -94,7 +94,7 @@ func (o QueueOptions) withDefaults() (QueueOptions, error) {
 // Worker runs handlers for tasks of one engine, and periodic schedules. Set
 // it up with Handle, Use and Periodic, then Start and Stop it (or Run).
 type Worker struct {
-	db     *engine.DB
+	db     engine.API
 	opts   Options
 	clock  engine.Clock
 	system bool // clock is the system clock
@@ -126,7 +126,7 @@ const (
 
 // New returns a Worker for db. db may be a view from db.As(caller): every
 // call then runs with the caller's permissions.
-func New(db *engine.DB, opts Options) *Worker {
+func New(db engine.API, opts Options) *Worker {
 	w := &Worker{db: db, opts: opts, clock: opts.Clock, log: opts.Logger, owner: opts.Owner, done: make(chan struct{})}
 	if w.clock == nil {
 		w.clock = db.Clock()

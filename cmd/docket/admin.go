@@ -47,7 +47,7 @@ func newOpenFlags(name string, withQueue bool) openFlags {
 	return o
 }
 
-func (o openFlags) open(args []string) (*engine.DB, *engine.Queue, error) {
+func (o openFlags) open(args []string) (*engine.DB, engine.Queue, error) {
 	if err := o.fs.Parse(args); err != nil {
 		return nil, nil, err
 	}

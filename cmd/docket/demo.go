@@ -141,7 +141,7 @@ func countRun(ctx context.Context, db *engine.DB) (int, error) {
 	return n, err
 }
 
-func produce(ctx context.Context, q *engine.Queue, n, run int, c *demoCounters) error {
+func produce(ctx context.Context, q engine.Queue, n, run int, c *demoCounters) error {
 	const batch = 50
 	tasks := make([]engine.Task, 0, batch)
 	for i := 0; i < n; i++ {
@@ -215,7 +215,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 // progress prints the counters until every task of the run is finished.
-func progress(ctx context.Context, out io.Writer, q *engine.Queue, c *demoCounters, target int64) error {
+func progress(ctx context.Context, out io.Writer, q engine.Queue, c *demoCounters, target int64) error {
 	tty := isTerminal(out)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -250,7 +250,7 @@ func progress(ctx context.Context, out io.Writer, q *engine.Queue, c *demoCounte
 	}
 }
 
-func summary(ctx context.Context, out io.Writer, db *engine.DB, q *engine.Queue, c *demoCounters, elapsed time.Duration) error {
+func summary(ctx context.Context, out io.Writer, db *engine.DB, q engine.Queue, c *demoCounters, elapsed time.Duration) error {
 	n, err := q.Counts(ctx)
 	if err != nil {
 		return err

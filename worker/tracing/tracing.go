@@ -87,7 +87,7 @@ func (t *Tracer) carries(headers map[string]string) bool {
 	return false
 }
 
-func (t *Tracer) startEnqueue(ctx context.Context, q *engine.Queue, n int) (context.Context, trace.Span) {
+func (t *Tracer) startEnqueue(ctx context.Context, q engine.Queue, n int) (context.Context, trace.Span) {
 	attrs := []attribute.KeyValue{attrSystem.String("docket"), attrOperation.String("send"),
 		attrQueue.String(q.Name()), attrNamespace.String(q.Namespace().String())}
 	if n > 1 {
@@ -104,7 +104,7 @@ func failSpan(span trace.Span, err error) {
 
 // Enqueue is q.Enqueue inside a producer span whose context the task
 // carries in its headers.
-func (t *Tracer) Enqueue(ctx context.Context, q *engine.Queue, task engine.Task, ops ...engine.Op) (engine.Enqueued, error) {
+func (t *Tracer) Enqueue(ctx context.Context, q engine.Queue, task engine.Task, ops ...engine.Op) (engine.Enqueued, error) {
 	ctx, span := t.startEnqueue(ctx, q, 1)
 	defer span.End()
 	if task.Kind != "" {
@@ -122,7 +122,7 @@ func (t *Tracer) Enqueue(ctx context.Context, q *engine.Queue, task engine.Task,
 
 // EnqueueBatch is q.EnqueueBatch inside one producer span whose context
 // every task carries in its headers. tasks is not modified.
-func (t *Tracer) EnqueueBatch(ctx context.Context, q *engine.Queue, tasks []engine.Task, ops ...engine.Op) ([]engine.Enqueued, error) {
+func (t *Tracer) EnqueueBatch(ctx context.Context, q engine.Queue, tasks []engine.Task, ops ...engine.Op) ([]engine.Enqueued, error) {
 	ctx, span := t.startEnqueue(ctx, q, len(tasks))
 	defer span.End()
 	traced := make([]engine.Task, len(tasks))

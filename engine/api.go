@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// API is what docket offers a program: queues, key-value entries with
+// transactions, and a view over every queue. *DB implements it in process;
+// the client package implements it over the network, with the same option
+// types and the same sentinel errors, so code written against API (the
+// worker runtime, a dashboard, a program's own handlers) runs on either.
+type API interface {
+	// Queue returns a handle on the queue name in namespace ns. Handles are
+	// cheap; names are checked on each call.
+	Queue(ns Namespace, name string) Queue
+	// KV returns a handle on the key-value entries of namespace ns.
+	KV(ns Namespace) KV
+	// Queues lists every queue that holds tasks, in namespace and name order.
+	// A caller sees only the namespaces it may read.
+	Queues(ctx context.Context) ([]QueueInfo, error)
+	// Clock returns the clock the engine reads, so code built on it (a
+	// worker runtime, a test) shares one notion of time.
+	Clock() Clock
+	// Close releases the handle. On a DB it closes the engine.
+	Close() error
+}
+
+// Queue is a handle on one queue of a namespace.
+type Queue interface {
+	// Namespace returns the queue's namespace.
+	Namespace() Namespace
+	// Name returns the queue's name.
+	Name() string
+
+	// Enqueue adds t to the queue. ops (KV writes, assertions, more
+	// enqueues) commit in the same batch, or nothing does: a failed
+	// assertion returns ErrConflict.
+	Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error)
+	// EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The
+	// results are in the order of tasks.
+	EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]Enqueued, error)
+
+	// Claim leases up to max ready tasks to owner for lease, highest
+	// priority first, FIFO within a priority. It first makes every due timer
+	// claimable and reclaims every expired lease. It returns at once, with
+	// no leases if nothing is due.
+	Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error)
+	// ClaimWait is Claim that, when nothing is due, waits until a task is
+	// enqueued, a timer comes due or a lease expires, or ctx ends.
+	ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error)
+
+	// Complete acknowledges a leased task: it is deleted (or kept as
+	// completed with its result when RetainCompleted is on), d.Ops are
+	// applied and d.FollowUps enqueued, all in one commit fenced by the
+	// lease's token. The result has one Enqueued per Enqueue op of d.Ops,
+	// then one per follow-up, in order. A
+	// stale lease returns ErrLeaseLost and changes nothing.
+	Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
+	// CompleteBatch completes plain leases (no result, ops or follow-ups) in
+	// one commit. Each lease is fenced on its own: errs[i] is nil or
+	// ErrLeaseLost for leases[i], and the others still complete.
+	CompleteBatch(ctx context.Context, leases []Lease) (errs []error, err error)
+	// Fail records a failed attempt: the task is retried after its backoff,
+	// or dead-lettered when its attempts are spent or f.Permanent is set.
+	// Fenced like Complete.
+	Fail(ctx context.Context, l Lease, f Failure) error
+	// Heartbeat extends the lease l points to until now+extend and, if
+	// progress is not nil, records it (empty or JSON). On success it updates
+	// l.Deadline (and l.Progress) so the caller holds the current lease.
+	// Fenced like Complete.
+	Heartbeat(ctx context.Context, l *Lease, extend time.Duration, progress []byte) error
+	// Snooze puts a leased task back to wait for d without counting the
+	// attempt (d == 0 releases it to be claimed again at once). Fenced like
+	// Complete.
+	Snooze(ctx context.Context, l Lease, d time.Duration) error
+
+	// Cancel deletes a task in any state. A worker holding its lease gets
+	// ErrLeaseLost on its next call.
+	Cancel(ctx context.Context, id uint64) error
+	// Redrive makes a dead task ready again with a fresh attempt budget.
+	Redrive(ctx context.Context, id uint64) error
+	// RedriveAll redrives every dead task of the queue and says how many.
+	RedriveAll(ctx context.Context) (int, error)
+
+	// Get returns a task of the queue, ErrNotFound if there is none.
+	Get(ctx context.Context, id uint64) (TaskInfo, error)
+	// List returns a page of the queue's tasks in one state.
+	List(ctx context.Context, o ListOptions) (Page, error)
+	// Counts returns how many tasks the queue holds in each state.
+	Counts(ctx context.Context) (Counts, error)
+}
+
+// KV is a handle on the key-value entries of one namespace.
+type KV interface {
+	// Namespace returns the handle's namespace.
+	Namespace() Namespace
+	// Get returns the entry for key, ErrNotFound if there is none.
+	Get(ctx context.Context, key string) (Entry, error)
+	// Scan returns entries in key order.
+	Scan(ctx context.Context, o ScanOptions) ([]Entry, error)
+	// Commit applies ops atomically: assertions are checked against the
+	// state before the commit; if any fails, nothing is applied and the call
+	// returns ErrConflict.
+	Commit(ctx context.Context, ops ...Op) (TxResult, error)
+}
+
+var _ API = (*DB)(nil)
