@@ -99,7 +99,7 @@ func BenchmarkW9_InMemory(b *testing.B)    { benchWorkload(b, "W9", memory) }
 // BenchmarkEnqueueAllocs is one in-memory Enqueue per op: its allocs/op
 // is the engine's allocations per enqueued task.
 func BenchmarkEnqueueAllocs(b *testing.B) {
-	db, err := engine.Open(engine.InMemory, engine.Options{})
+	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func BenchmarkEnqueueAllocs(b *testing.B) {
 // op over a backlog enqueued beforehand: its allocs/op is the engine's
 // allocations per claimed and completed task.
 func BenchmarkClaimCompleteAllocs(b *testing.B) {
-	db, err := engine.Open(engine.InMemory, engine.Options{})
+	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -64,10 +64,11 @@ func openDocket(cfg Config, dir string, tweak func(*engine.Options)) (*docketDri
 	if tweak != nil {
 		tweak(&opts)
 	}
+	open := func() (*engine.DB, error) { return engine.Open(dir, opts) }
 	if cfg.InMemory {
-		dir = engine.InMemory
+		open = func() (*engine.DB, error) { return engine.OpenInMemory(opts) }
 	}
-	db, err := engine.Open(dir, opts)
+	db, err := open()
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,11 @@ import (
 var benchPayload = []byte(`{"to":"someone@example.com","subject":"hello","body":"a short message body of some length"}`)
 
 func benchDB(b *testing.B, dir string, mode Durability) *DB {
-	db, err := Open(dir, Options{Durability: mode, SnapshotBytes: -1})
+	opts := Options{Durability: mode, SnapshotBytes: -1}
+	db, err := Open(dir, opts)
+	if dir == "" {
+		db, err = OpenInMemory(opts)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -17,7 +21,7 @@ func benchDB(b *testing.B, dir string, mode Durability) *DB {
 }
 
 func BenchmarkEnqueueInMemory(b *testing.B) {
-	q := benchDB(b, InMemory, SyncAlways).Queue(ns, "q")
+	q := benchDB(b, "", SyncAlways).Queue(ns, "q")
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := q.Enqueue(ctx, Task{Payload: benchPayload}); err != nil {
@@ -37,7 +41,7 @@ func BenchmarkEnqueueSyncNever(b *testing.B) {
 }
 
 func BenchmarkClaimCompleteInMemory(b *testing.B) {
-	q := benchDB(b, InMemory, SyncAlways).Queue(ns, "q")
+	q := benchDB(b, "", SyncAlways).Queue(ns, "q")
 	batch := make([]Task, 1000)
 	for i := range batch {
 		batch[i].Payload = benchPayload

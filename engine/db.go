@@ -50,10 +50,22 @@ type core struct {
 }
 
 // Open opens (creating if needed) the docket data directory dir, recovering
-// its state from the newest valid snapshot and the log after it. Open with
-// dir == InMemory for a DB that keeps nothing on disk. A directory can be
-// open in one DB at a time; a second Open returns ErrLocked.
+// its state from the newest valid snapshot and the log after it. A directory
+// can be open in one DB at a time; a second Open returns ErrLocked. An empty
+// dir is ErrInvalid (an unset variable must not silently give a DB that
+// keeps nothing): use OpenInMemory for that.
 func Open(dir string, opts Options) (*DB, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty data directory (use OpenInMemory for a DB that keeps nothing)", ErrInvalid)
+	}
+	return open(dir, opts)
+}
+
+// OpenInMemory returns a DB that keeps everything in memory: no log, no
+// snapshots, nothing survives Close.
+func OpenInMemory(opts Options) (*DB, error) { return open("", opts) }
+
+func open(dir string, opts Options) (*DB, error) {
 	opts = opts.withDefaults()
 	if opts.Durability < SyncAlways || opts.Durability > SyncNever {
 		return nil, fmt.Errorf("%w: durability %d", ErrInvalid, opts.Durability)
@@ -71,7 +83,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		stopBg:  make(chan struct{}),
 	}
 	c.plan.c = c
-	if dir != InMemory {
+	if dir != "" {
 		if err := c.openDir(); err != nil {
 			return nil, err
 		}

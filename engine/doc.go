@@ -1,7 +1,7 @@
 // Package engine is docket's public API: an embedded, durable task and timer
 // queue with a key-value store, in one directory.
 //
-// Open a directory (or InMemory) to get a DB. Queues live in (project, scope)
+// Open a directory (or OpenInMemory) to get a DB. Queues live in (project, scope)
 // namespaces: DB.Queue returns a handle with Enqueue, Claim, ClaimWait,
 // Complete, Fail, Heartbeat, Snooze, Cancel, Redrive, Get, List and Counts;
 // DB.KV returns a handle on the namespace's keys with Get, Scan and Commit,

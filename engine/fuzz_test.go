@@ -15,7 +15,7 @@ func FuzzCallers(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 7, 7, 7})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		clock := NewManualClock(t0)
-		db, err := Open(InMemory, Options{Clock: clock, MaxPayloadBytes: 256, Authorizer: Policy{
+		db, err := OpenInMemory(Options{Clock: clock, MaxPayloadBytes: 256, Authorizer: Policy{
 			"a": {{Project: "A", Scope: "s", Perms: PermAll}},
 			"b": {{Project: "B", Scope: "s", Perms: PermAll &^ PermAdmin}},
 		}})

@@ -49,6 +49,9 @@ func newEnv(t *testing.T, mem bool, tweak ...func(*Options)) *env {
 func (e *env) open() {
 	e.t.Helper()
 	db, err := Open(e.dir, e.opts)
+	if e.dir == "" {
+		db, err = OpenInMemory(e.opts)
+	}
 	if err != nil {
 		e.t.Fatalf("open: %v", err)
 	}

@@ -715,7 +715,8 @@ func TestBadInput(t *testing.T) {
 			return err
 		}},
 		{"list state", "state", func() error { _, err := q.List(ctx, ListOptions{}); return err }},
-		{"durability", "durability", func() error { _, err := Open(InMemory, Options{Durability: 9}); return err }},
+		{"durability", "durability", func() error { _, err := OpenInMemory(Options{Durability: 9}); return err }},
+		{"empty dir", "empty data directory", func() error { _, err := Open("", Options{}); return err }},
 	}
 	before := dump(e.db)
 	for _, c := range cases {

@@ -35,10 +35,6 @@ func (d Durability) String() string {
 	return "invalid"
 }
 
-// InMemory as the directory of Open keeps everything in memory: no log, no
-// snapshots, nothing survives Close.
-const InMemory = ""
-
 // Options configure a DB. The zero value is a durable DB with the defaults
 // named on each field.
 type Options struct {

@@ -22,7 +22,7 @@ func TestFencingUnderPauses(t *testing.T) {
 	cfg := Config{IdempotencyTTL: -1}
 	opts := engine.Options{Clock: clock, Logger: quiet}
 	cfg.Apply(&opts)
-	db, err := engine.Open(engine.InMemory, opts)
+	db, err := engine.OpenInMemory(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestFencingUnderPauses(t *testing.T) {
 // lease running.
 func TestHeartbeatNeverExpiresTheLease(t *testing.T) {
 	clock := engine.NewManualClock(t0)
-	db, err := engine.Open(engine.InMemory, engine.Options{Clock: clock, Logger: quiet})
+	db, err := engine.OpenInMemory(engine.Options{Clock: clock, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

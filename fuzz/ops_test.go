@@ -146,3 +146,11 @@ func hb(ctx context.Context, q engine.Queue, l engine.Lease, extend time.Duratio
 	}
 	return l.Deadline, nil
 }
+
+// openDB opens dir, or an in-memory DB when dir is empty.
+func openDB(dir string, opts engine.Options) (*engine.DB, error) {
+	if dir == "" {
+		return engine.OpenInMemory(opts)
+	}
+	return engine.Open(dir, opts)
+}

@@ -205,7 +205,7 @@ func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*
 
 func (r *runner) open() {
 	r.tb.Helper()
-	db, err := engine.Open(r.dir, r.opts)
+	db, err := openDB(r.dir, r.opts)
 	if err != nil {
 		r.fatalf("open: %v", err)
 	}

@@ -25,7 +25,7 @@ func benchFill(b *testing.B, q engine.Queue, n int) {
 
 func benchDB(b *testing.B) *engine.DB {
 	b.Helper()
-	db, err := engine.Open(engine.InMemory, engine.Options{})
+	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // A worker whose handler fails twice before it succeeds: each failure is
 // retried after the task's backoff.
 func ExampleWorker() {
-	db, _ := engine.Open(engine.InMemory, engine.Options{})
+	db, _ := engine.OpenInMemory(engine.Options{})
 	defer db.Close()
 	shop := engine.NS("shop", "prod")
 
@@ -56,7 +56,7 @@ func ExampleWorker() {
 // enqueued in one commit, or neither is.
 func Example_transactionalEnqueue() {
 	ctx := context.Background()
-	db, _ := engine.Open(engine.InMemory, engine.Options{})
+	db, _ := engine.OpenInMemory(engine.Options{})
 	defer db.Close()
 	shop := engine.NS("shop", "prod")
 	kv := db.KV(shop)
@@ -97,7 +97,7 @@ func Example_transactionalEnqueue() {
 // before it completed, and exactly one next step exists per completion.
 func ExampleTask_FollowUp() {
 	ctx := context.Background()
-	db, _ := engine.Open(engine.InMemory, engine.Options{})
+	db, _ := engine.OpenInMemory(engine.Options{})
 	defer db.Close()
 	media := engine.NS("media", "prod")
 
@@ -142,7 +142,7 @@ func ExampleTask_FollowUp() {
 func ExampleWorker_Periodic() {
 	ctx := context.Background()
 	clock := engine.NewManualClock(time.Date(2030, 1, 2, 9, 5, 0, 0, time.UTC))
-	db, _ := engine.Open(engine.InMemory, engine.Options{Clock: clock})
+	db, _ := engine.OpenInMemory(engine.Options{Clock: clock})
 	defer db.Close()
 	ops := engine.NS("ops", "prod")
 

@@ -41,7 +41,7 @@ func newEnv(t *testing.T, tweak ...func(*engine.Options)) *env {
 	for _, f := range tweak {
 		f(&opts)
 	}
-	db, err := engine.Open(engine.InMemory, opts)
+	db, err := engine.OpenInMemory(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,7 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 }
 
 func TestTimeoutWithSystemClock(t *testing.T) {
-	db, err := engine.Open(engine.InMemory, engine.Options{})
+	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestPeriodicTickArithmetic(t *testing.T) {
 		// 10:07 UTC is 12:07 in Paris in June; the 12:00 Paris tick is 10:00 UTC.
 		{"CRON_TZ=Europe/Paris 0 12 * * *", time.Date(2030, 6, 15, 10, 0, 0, 0, time.UTC), time.Date(2030, 6, 16, 10, 0, 0, 0, time.UTC)},
 	}
-	db, err := engine.Open(engine.InMemory, engine.Options{Clock: engine.NewManualClock(now)})
+	db, err := engine.OpenInMemory(engine.Options{Clock: engine.NewManualClock(now)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,7 +205,7 @@ func TestCollectorWithoutDB(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "q_tasks", "q_commits_total"); err != nil || n != 0 {
 		t.Fatalf("scrape without a DB: %d %v", n, err)
 	}
-	db, err := engine.Open(engine.InMemory, engine.Options{Observer: c})
+	db, err := engine.OpenInMemory(engine.Options{Observer: c})
 	if err != nil {
 		t.Fatal(err)
 	}

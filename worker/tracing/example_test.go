@@ -12,7 +12,7 @@ import (
 // headers and the handler's span continues the trace.
 func Example() {
 	ctx := context.Background()
-	db, _ := engine.Open(engine.InMemory, engine.Options{})
+	db, _ := engine.OpenInMemory(engine.Options{})
 	defer db.Close()
 	shop := engine.NS("shop", "prod")
 	tr := tracing.New(tracing.Options{}) // the global tracer provider

@@ -60,7 +60,7 @@ func attr(s sdktrace.ReadOnlySpan, k string) attribute.Value {
 // span of a follow-up form one trace, each the parent of the next.
 func TestTraceCrossesQueue(t *testing.T) {
 	rec, tr, app := setup(t)
-	db, err := engine.Open(engine.InMemory, engine.Options{})
+	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func recvSC(t *testing.T, ch <-chan trace.SpanContext) trace.SpanContext {
 // status; a batch enqueue puts every task in one span's trace.
 func TestFailedRunSpan(t *testing.T) {
 	rec, tr, _ := setup(t)
-	db, err := engine.Open(engine.InMemory, engine.Options{})
+	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
