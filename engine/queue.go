@@ -695,6 +695,17 @@ type QueueInfo struct {
 	Namespace Namespace
 	Name      string
 	Counts    Counts
+	// OldestReady is when the oldest ready task became ready; zero when
+	// none is ready.
+	OldestReady time.Time
+	// Totals count what happened to the queue's tasks since the DB was
+	// opened (they are not kept across restarts): for rates.
+	Totals Totals
+}
+
+// Totals are counters of a queue's task events since the DB was opened.
+type Totals struct {
+	Enqueued, Claimed, Completed, Retried, DeadLettered uint64
 }
 
 // Queues lists every queue that holds tasks, in namespace and name order.

@@ -243,6 +243,17 @@ type TaskInfo struct {
 	BackoffMax     time.Duration
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Errors are the task's failed attempts, oldest first, at most
+	// MaxAttemptErrors (the oldest are dropped beyond that).
+	Errors []AttemptError
+}
+
+// AttemptError is one failed attempt of a task: a handler's failure or an
+// expired lease.
+type AttemptError struct {
+	Attempt int
+	At      time.Time
+	Error   string
 }
 
 // Counts are the number of tasks of a queue in each state.
