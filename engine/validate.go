@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -70,7 +69,7 @@ func checkJSON(field string, b []byte, max int) error {
 	if len(b) > max {
 		return invalid("%s is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", field, len(b), max)
 	}
-	if !json.Valid(b) {
+	if !validJSON(b) {
 		return invalid("%s is not valid JSON", field)
 	}
 	return nil

@@ -1,0 +1,205 @@
+package engine
+
+// validJSON reports whether b is one valid JSON value, exactly as
+// encoding/json.Valid does (the same grammar, invalid UTF-8 inside strings
+// accepted, nesting deeper than 10,000 refused), but in one pass without the
+// per-byte state-machine calls of encoding/json's scanner. FuzzValidJSON
+// checks the two agree.
+func validJSON(b []byte) bool {
+	const maxDepth = 10000 // encoding/json's maxNestingDepth
+	// stack holds one bit per open container: 1 for an object, 0 for an
+	// array; depth is how many are open.
+	var small [maxDepth/64 + 1]uint64
+	stack := small[:]
+	depth := 0
+	i := skipSpace(b, 0)
+	for {
+		// A value starts at i.
+		if i >= len(b) {
+			return false
+		}
+		switch c := b[i]; {
+		case c == '{' || c == '[':
+			if depth >= maxDepth {
+				return false
+			}
+			if c == '{' {
+				stack[depth/64] |= 1 << (depth % 64)
+			} else {
+				stack[depth/64] &^= 1 << (depth % 64)
+			}
+			depth++
+			i = skipSpace(b, i+1)
+			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
+				depth--
+				i++
+				break
+			}
+			if c == '{' {
+				if i = objectKey(b, i); i < 0 {
+					return false
+				}
+			}
+			continue // the first element
+		case c == '"':
+			if i = stringEnd(b, i); i < 0 {
+				return false
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			if i = numberEnd(b, i); i < 0 {
+				return false
+			}
+		case c == 't':
+			if i = literal(b, i, "true"); i < 0 {
+				return false
+			}
+		case c == 'f':
+			if i = literal(b, i, "false"); i < 0 {
+				return false
+			}
+		case c == 'n':
+			if i = literal(b, i, "null"); i < 0 {
+				return false
+			}
+		default:
+			return false
+		}
+		// A value ended before i: close containers, or go on to the next
+		// element.
+		for {
+			i = skipSpace(b, i)
+			if depth == 0 {
+				return i == len(b)
+			}
+			if i >= len(b) {
+				return false
+			}
+			object := stack[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			c := b[i]
+			if c == ',' {
+				i = skipSpace(b, i+1)
+				if object {
+					if i = objectKey(b, i); i < 0 {
+						return false
+					}
+				}
+				break
+			}
+			if object && c == '}' || !object && c == ']' {
+				depth--
+				i++
+				continue
+			}
+			return false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// objectKey reads `"key" :` at i and returns the index after the colon and
+// any space, or -1.
+func objectKey(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	if i = stringEnd(b, i); i < 0 {
+		return -1
+	}
+	i = skipSpace(b, i)
+	if i >= len(b) || b[i] != ':' {
+		return -1
+	}
+	return skipSpace(b, i+1)
+}
+
+// stringEnd returns the index after the string that opens at i, or -1.
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(b) {
+					return -1
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return -1
+					}
+				}
+				i += 4
+			default:
+				return -1
+			}
+		case c < 0x20:
+			return -1
+		}
+	}
+	return -1
+}
+
+// numberEnd returns the index after the number that starts at i, or -1.
+func numberEnd(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i+1)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func literal(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
