@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/docketdb/docket/index"
 	"github.com/docketdb/docket/snapshot"
@@ -135,8 +134,11 @@ func Repair(dir string) (string, error) {
 		return "", err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return "", fmt.Errorf("%w: %s", ErrLocked, dir)
+	if err := lockFile(lock); err != nil {
+		if errors.Is(err, errLockHeld) {
+			return "", fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return "", err
 	}
 	if err := snapshot.RemoveTemp(filepath.Join(dir, "snap")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err

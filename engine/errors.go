@@ -33,4 +33,7 @@ var (
 	// ErrLocked reports a data directory already open in another DB or
 	// process.
 	ErrLocked = errors.New("docket: directory locked")
+
+	// errLockHeld is what lockFile reports when the lock is taken.
+	errLockHeld = errors.New("lock held")
 )
