@@ -29,6 +29,14 @@ type CheckReport struct {
 
 	// Corrupt is the damage that makes Open refuse the log, or nil.
 	Corrupt *Damage
+
+	// Covered lists damage in records before the from the check was given
+	// (records a snapshot holds the effect of): a record whose checksum,
+	// version or sequence is wrong but whose framing is intact, a segment
+	// wholly before from that does not decode, records missing before from.
+	// Open with that From gets past them; they go once the log is
+	// truncated after the next snapshot.
+	Covered []Damage
 }
 
 // Damage locates a bad spot in a segment file.
@@ -49,8 +57,13 @@ func (d *Damage) err() error {
 // torn tail is reported in Torn with a nil error because Open repairs it.
 // Since it writes nothing it may also run beside a process that has the log
 // open, where a write in flight can show up as a torn tail.
-func Check(dir string) (CheckReport, error) {
-	s, err := scan(dir)
+func Check(dir string) (CheckReport, error) { return CheckFrom(dir, 0) }
+
+// CheckFrom is Check for a log whose records before from are covered by a
+// snapshot: damage in them is listed in Covered instead of refused, as Open
+// with Options.From does.
+func CheckFrom(dir string, from uint64) (CheckReport, error) {
+	s, err := scan(dir, from)
 	if s == nil {
 		return CheckReport{}, err
 	}
@@ -147,7 +160,8 @@ type scanState struct {
 
 // scan validates every segment in dir. On corruption it returns the state
 // with report.Corrupt set and the matching error; on other errors, no state.
-func scan(dir string) (*scanState, error) {
+// Damage confined to records below from is listed in report.Covered.
+func scan(dir string, from uint64) (*scanState, error) {
 	lay, err := readLayout(dir)
 	if err != nil {
 		return nil, err
@@ -163,19 +177,44 @@ func scan(dir string) (*scanState, error) {
 	defer func() { r.LastSeq = next - 1 }()
 	for i, seg := range lay.segs {
 		if seg.first != next {
-			r.Corrupt = &Damage{File: seg.path, Reason: fmt.Sprintf(
-				"segment starts at seq %d, want %d: a segment is missing or was cut short", seg.first, next)}
-			return s, r.Corrupt.err()
+			if seg.first > next && seg.first <= from {
+				r.Covered = append(r.Covered, Damage{File: seg.path, Reason: fmt.Sprintf(
+					"records %d..%d are missing", next, seg.first-1)})
+				next = seg.first
+			} else {
+				r.Corrupt = &Damage{File: seg.path, Reason: fmt.Sprintf(
+					"segment starts at seq %d, want %d: a segment is missing or was cut short", seg.first, next)}
+				return s, r.Corrupt.err()
+			}
 		}
 		buf, err := os.ReadFile(seg.path)
 		if err != nil {
 			return nil, err
 		}
-		res := scanSegment(buf, seg.first)
+		last := i == len(lay.segs)-1
+		res := scanSegment(buf, seg.first, from)
+		for _, k := range res.skipped {
+			r.Covered = append(r.Covered, Damage{File: seg.path, Offset: k.off,
+				Size: int64(len(buf)) - k.off, Reason: fmt.Sprintf("record %d: %s", k.seq, k.fault)})
+		}
+		if !last && lay.segs[i+1].first <= from {
+			// Every record of this segment is below from: whatever is
+			// wrong in it, nothing will read it again.
+			r.Records += res.count
+			r.Bytes += res.good
+			if res.fault != faultNone {
+				r.Covered = append(r.Covered, Damage{File: seg.path, Offset: res.good,
+					Size: int64(len(buf)) - res.good, Reason: fmt.Sprintf("record %d: %s", seg.first+res.count, res.fault)})
+			} else if end := seg.first + res.count; end < lay.segs[i+1].first {
+				r.Covered = append(r.Covered, Damage{File: lay.segs[i+1].path, Reason: fmt.Sprintf(
+					"records %d..%d are missing", end, lay.segs[i+1].first-1)})
+			}
+			next = max(seg.first+res.count, lay.segs[i+1].first)
+			continue
+		}
 		r.Records += res.count
 		r.Bytes += res.good
 		next += res.count
-		last := i == len(lay.segs)-1
 		if last {
 			s.tailSize = int64(len(buf))
 		}

@@ -139,20 +139,43 @@ func checkRecord(rec []byte, seq uint64) ([]byte, fault) {
 
 // segmentScan is what scanSegment found in one segment file.
 type segmentScan struct {
-	count uint64 // valid records before the first invalid entry
-	good  int64  // offset just past the last valid entry
-	fault fault  // why the entry at good is invalid; faultNone if none is
+	count   uint64 // valid records before the first invalid entry, skipped ones included
+	good    int64  // offset just past the last valid entry
+	fault   fault  // why the entry at good is invalid; faultNone if none is
+	skipped []skipped
+}
+
+// skipped is a damaged record before the caller's from that scanSegment
+// stepped over because its framing was intact.
+type skipped struct {
+	off   int64
+	seq   uint64
+	fault fault
+}
+
+// framed reports whether an entry with fault f still has a sound length
+// prefix, so the next entry starts where it says: only then can a scan step
+// over it without guessing. The record's own seq check keeps the records
+// after it honest.
+func (f fault) framed() bool {
+	return f == faultChecksum || f == faultVersion || f == faultSeq
 }
 
 // scanSegment validates the entries of a segment whose first record is first,
-// stopping at the first invalid one.
-func scanSegment(buf []byte, first uint64) segmentScan {
+// stopping at the first invalid one. A record below from whose framing is
+// intact is stepped over and listed in skipped instead: a snapshot holds
+// its effect.
+func scanSegment(buf []byte, first, from uint64) segmentScan {
 	var s segmentScan
 	seq := first
 	for off := 0; off < len(buf); {
 		rec, n, f := nextEntry(buf[off:])
 		if f == faultNone {
 			_, f = checkRecord(rec, seq)
+			if f != faultNone && seq < from && f.framed() {
+				s.skipped = append(s.skipped, skipped{off: int64(off), seq: seq, fault: f})
+				f = faultNone
+			}
 		}
 		if f != faultNone {
 			s.fault = f

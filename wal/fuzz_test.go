@@ -50,7 +50,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(seedSegments()[5], uint64(2))
 	f.Add(seedSegments()[5], uint64(1<<64-3))
 	f.Fuzz(func(t *testing.T, buf []byte, first uint64) {
-		s := scanSegment(buf, first)
+		s := scanSegment(buf, first, 0)
 		if s.good < 0 || s.good > int64(len(buf)) {
 			t.Fatalf("valid prefix %d outside a %d-byte file", s.good, len(buf))
 		}

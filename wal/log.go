@@ -45,6 +45,12 @@ type Options struct {
 	// and how many records it made durable (the group size). It runs on the
 	// syncing goroutine while other syncs wait, so it must be quick.
 	OnSync func(d time.Duration, records int)
+
+	// From is the first record the caller will read: the ones before it are
+	// covered by a snapshot. Damage confined to them (see CheckFrom) does not
+	// stop Open; Replay never reads them and TruncateFront removes them. Zero
+	// validates every record.
+	From uint64
 }
 
 // Stats are running totals since Open. Reading them is cheap and never blocks
@@ -61,9 +67,10 @@ type Stats struct {
 // with itself (docket's engine calls it under its commit mutex) but may run
 // alongside every other method, which are safe for concurrent use.
 type Log struct {
-	dir  string
-	opts Options
-	tw   *twal.Log
+	dir      string
+	opts     Options
+	tw       *twal.Log
+	repaired RepairReport // what Open did to the directory
 
 	// The append side. mu is held only to add a record to pend or to swap
 	// pend with spare, never during I/O, so Append does not wait for disks.
@@ -122,7 +129,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := createDir(dir); err != nil {
 		return nil, fmt.Errorf("wal: create %s: %w", dir, err)
 	}
-	s, _, err := recoverDir(dir)
+	s, rep, err := recoverDir(dir, opts.From)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +162,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	l := &Log{
 		dir:       dir,
 		opts:      opts,
+		repaired:  rep,
 		tw:        tw,
 		pend:      &pending{},
 		spare:     &pending{},
@@ -182,6 +190,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.synced.Store(last)
 	return l, nil
 }
+
+// Repaired reports what Open found and did before opening: the torn tail it
+// cut (Cut, with the copy kept in Broken) and the damage it got past because
+// it lies before Options.From (Covered).
+func (l *Log) Repaired() RepairReport { return l.repaired }
 
 // FirstSeq returns the sequence number of the oldest record held, or
 // LastSeq()+1 when the log holds none.
@@ -473,7 +486,7 @@ func (l *Log) Replay(from uint64, fn func(seq uint64, data []byte) error) error 
 // locate turns a record that failed to decode during Replay into an error
 // that names the file and offset, by validating the directory again.
 func (l *Log) locate(seq uint64, why string) error {
-	s, err := scan(l.dir)
+	s, err := scan(l.dir, l.opts.From)
 	if err != nil {
 		return err
 	}

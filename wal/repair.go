@@ -29,6 +29,10 @@ type RepairReport struct {
 
 	// Broken is the path of the copy of the segment taken before the cut.
 	Broken string
+
+	// Covered is the damage before from that was left in place (see
+	// CheckReport.Covered).
+	Covered []Damage
 }
 
 // Repair puts dir in the state Open leaves it in, without opening the log:
@@ -37,15 +41,20 @@ type RepairReport struct {
 // an error wrapping ErrCorrupt, and nothing is changed: silently dropping
 // acknowledged records is not a repair. It must not run while the log is
 // open.
-func Repair(dir string) (RepairReport, error) {
-	_, rep, err := recoverDir(dir)
+func Repair(dir string) (RepairReport, error) { return RepairFrom(dir, 0) }
+
+// RepairFrom is Repair for a log whose records before from are covered by a
+// snapshot: damage confined to them is left in place and reported in
+// Covered, as Open with Options.From does.
+func RepairFrom(dir string, from uint64) (RepairReport, error) {
+	_, rep, err := recoverDir(dir, from)
 	return rep, err
 }
 
 // recoverDir validates dir and then, only if it is sound, resolves what a
 // crash left behind, fsyncing everything it changes.
-func recoverDir(dir string) (*scanState, RepairReport, error) {
-	s, err := scan(dir)
+func recoverDir(dir string, from uint64) (*scanState, RepairReport, error) {
+	s, err := scan(dir, from)
 	if err != nil {
 		return nil, RepairReport{}, err
 	}
@@ -67,7 +76,7 @@ func recoverDir(dir string) (*scanState, RepairReport, error) {
 		}
 	}
 	r := s.report
-	rep := RepairReport{FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Records: r.Records}
+	rep := RepairReport{FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Records: r.Records, Covered: r.Covered}
 	if r.Torn != nil {
 		seg := s.layout.segs[len(s.layout.segs)-1].final
 		broken, err := cutTail(seg, r.Torn.Offset)

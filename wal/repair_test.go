@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -470,7 +471,7 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("empty directory", func(t *testing.T) {
 		rep, err := Check(t.TempDir())
-		if err != nil || rep != (CheckReport{FirstSeq: 1}) {
+		if err != nil || !reflect.DeepEqual(rep, CheckReport{FirstSeq: 1}) {
 			t.Fatalf("got %+v, %v", rep, err)
 		}
 	})
@@ -482,7 +483,7 @@ func TestCheck(t *testing.T) {
 		}
 		rep, err := Check(dir)
 		want := CheckReport{Segments: len(segNames(t, dir)), FirstSeq: 1, LastSeq: 40, Records: 40, Bytes: size}
-		if err != nil || rep != want {
+		if err != nil || !reflect.DeepEqual(rep, want) {
 			t.Fatalf("got %+v, %v; want %+v", rep, err, want)
 		}
 	})

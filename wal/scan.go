@@ -9,14 +9,19 @@ import (
 // segment files of dir directly and changing nothing, so it is safe on a
 // directory another process has open. It stops before a torn tail, as Open
 // would cut it, and returns an error wrapping ErrCorrupt, before calling fn
-// at all, for damage Open would refuse. data is valid only during the call.
+// at all, for damage Open with Options.From = from would refuse: damage in
+// records before from does not stop it (see CheckFrom). data is valid only
+// during the call.
 func Scan(dir string, from uint64, fn func(seq uint64, data []byte) error) error {
-	s, err := scan(dir)
+	s, err := scan(dir, from)
 	if err != nil {
 		return err
 	}
 	segs := s.layout.segs
 	for i, seg := range segs {
+		if i+1 < len(segs) && segs[i+1].first <= from {
+			continue // nothing in it is wanted
+		}
 		buf, err := os.ReadFile(seg.path)
 		if err != nil {
 			return err
@@ -31,7 +36,7 @@ func Scan(dir string, from uint64, fn func(seq uint64, data []byte) error) error
 				return corruptf(seg.path, int64(off), "record %d: %s (changed while scanning?)", seq, f)
 			}
 			data, f := checkRecord(rec, seq)
-			if f != faultNone {
+			if f != faultNone && !(seq < from && f.framed()) {
 				return corruptf(seg.path, int64(off), "record %d: %s (changed while scanning?)", seq, f)
 			}
 			off += n
