@@ -39,7 +39,7 @@ func parseSeg(name string) (uint64, bool) {
 // Open, Check or Scan from From; the same damage at or after From still does.
 func TestFromSkipsCoveredDamage(t *testing.T) {
 	t.Run("flipped record in the segment holding From", func(t *testing.T) {
-		dir := newLog(t, 1<<20, 20) // one segment
+		dir := newLog(t, 1<<20, 20)            // one segment
 		off := flip(t, segPaths(t, dir)[0], 4) // record 5
 		if _, err := Check(dir); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("Check without From: %v, want ErrCorrupt", err)
