@@ -57,93 +57,72 @@ func (r CheckReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "state after replay: last batch %d, %d tasks in %d queues\n", r.Seq, r.Tasks, r.Queues)
 }
 
-// Check verifies a data directory without changing it: every snapshot's
-// checksums, every log record's checksum and sequence, and, after replaying
-// the log over the newest good snapshot, every index against the records. It
-// returns an error wrapping ErrCorrupt when anything is damaged, even damage
-// Open would get past (a bad newest snapshot).
+// Check verifies a data directory without changing it and without taking
+// its lock, by running the recovery Open runs (see recover.go) over the
+// files as they are: it returns nil exactly when Open would succeed (a torn
+// tail, which Open cuts, is reported in Log.Torn, not as an error), an error
+// wrapping ErrCorrupt when Open would refuse the data, and any other error
+// (a missing path, a permission error, not a docket directory) as it is.
+// Damage Open gets past (an unreadable newest snapshot with an older one to
+// fall back to, damaged log records a snapshot covers) is listed in the
+// report's Snapshots and Log.Covered. After the replay every index is
+// checked against the records.
 func Check(dir string) (CheckReport, error) {
 	rep := CheckReport{Dir: dir}
-	if _, err := os.Stat(dir); err != nil {
-		return rep, err
+	b, lrep, err := recoverInPlace(dir, nil, true)
+	rep.Log = lrep
+	if b != nil {
+		rep.Snapshots = b.snaps
+		rep.LoadedFrom = b.path
 	}
-	var damage []error
-	infos, err := snapshot.List(filepath.Join(dir, "snap"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return rep, err
-	}
-	var store *index.Store
-	for _, info := range infos {
-		sc := SnapshotCheck{Path: info.Path, Seq: info.Seq}
-		st, err := readSnapshot(info.Path)
-		if err != nil {
-			sc.Err = err
-			damage = append(damage, err)
-		} else {
-			sc.Records = st.Len()
-			if store == nil {
-				store, rep.LoadedFrom = st, info.Path
-			}
-		}
-		rep.Snapshots = append(rep.Snapshots, sc)
-	}
-	if store == nil {
-		if len(infos) > 0 {
-			return rep, fmt.Errorf("%w: no readable snapshot: %w", ErrCorrupt, errors.Join(damage...))
-		}
-		store = index.NewStore()
-	}
-	walDir := filepath.Join(dir, "wal")
-	rep.Log, err = wal.Check(walDir)
 	if err != nil {
-		damage = append(damage, err)
-	} else if store.Seq() > 0 && (rep.Log.LastSeq < store.Seq() || rep.Log.FirstSeq > store.Seq()+1) {
-		damage = append(damage, fmt.Errorf("log %d..%d does not continue snapshot %d", rep.Log.FirstSeq, rep.Log.LastSeq, store.Seq()))
-	} else {
-		dec := index.NewDecoder(store)
-		var b index.Batch
-		err = wal.Scan(walDir, store.Seq()+1, func(seq uint64, data []byte) error {
-			if err := dec.Batch(data, &b); err != nil {
-				return fmt.Errorf("log record %d: %w", seq, err)
-			}
-			if err := store.Apply(&b); err != nil {
-				return fmt.Errorf("log record %d: %w", seq, err)
-			}
-			return nil
-		})
-		if err != nil {
-			damage = append(damage, err)
-		} else if err := store.Verify(); err != nil {
-			damage = append(damage, err)
-		}
+		return rep, err
 	}
+	store := b.store
 	rep.Seq, rep.Tasks = store.Seq(), store.Len()
 	store.Queues(func(*index.Queue) bool { rep.Queues++; return true })
-	if len(damage) > 0 {
-		return rep, fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(damage...))
+	if err := store.Verify(); err != nil {
+		return rep, fmt.Errorf("%w: indexes after replay: %w", ErrCorrupt, err)
 	}
 	return rep, nil
 }
 
+// lockDir takes the directory's lock for an offline change.
+func lockDir(dir string) (*os.File, error) {
+	if err := isDocketDir(dir); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(lock); err != nil {
+		lock.Close()
+		if errors.Is(err, errLockHeld) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, err
+	}
+	return lock, nil
+}
+
 // Repair cuts a torn log tail the way Open does, keeping a copy of the
 // damaged segment, and removes leftover temporary snapshot files. It refuses
-// a directory that is open, and damage that Open would refuse.
+// a directory that is open, and damage that Open would refuse (see Salvage).
 func Repair(dir string) (string, error) {
-	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
+	lock, err := lockDir(dir)
 	if err != nil {
 		return "", err
 	}
 	defer lock.Close()
-	if err := lockFile(lock); err != nil {
-		if errors.Is(err, errLockHeld) {
-			return "", fmt.Errorf("%w: %s", ErrLocked, dir)
-		}
-		return "", err
-	}
 	if err := snapshot.RemoveTemp(filepath.Join(dir, "snap")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	rep, err := wal.Repair(filepath.Join(dir, "wal"))
+	b, err := loadBase(filepath.Join(dir, "snap"), nil, false)
+	if err != nil {
+		return "", err
+	}
+	rep, err := wal.RepairFrom(filepath.Join(dir, "wal"), b.from())
 	if err != nil {
 		return "", wrapStorage(err)
 	}
@@ -152,4 +131,119 @@ func Repair(dir string) (string, error) {
 	}
 	return fmt.Sprintf("cut %d bytes of torn tail from %s at offset %d (%s); copy kept in %s; log records %d..%d",
 		rep.Cut.Size, rep.Cut.File, rep.Cut.Offset, rep.Cut.Reason, rep.Broken, rep.FirstSeq, rep.LastSeq), nil
+}
+
+// SalvageReport says what Salvage kept and what it lost.
+type SalvageReport struct {
+	Dir string
+	// Snapshot is the snapshot the kept log continues ("" for none).
+	Snapshot string
+	// FirstSeq..LastSeq are the log records kept.
+	FirstSeq, LastSeq uint64
+	// LostFirst..LostLast are the batches dropped (none when LostFirst is
+	// 0): every one from the first damaged record to the highest one any
+	// file still shows.
+	LostFirst, LostLast uint64
+	// Readable is how many of the lost batches still verify; Tasks is how
+	// many distinct tasks those change (NewTasks of them created there).
+	// The others are unreadable: what they changed is unknown.
+	Readable, Tasks, NewTasks int
+	// Damage says where the valid log ended.
+	Damage string
+	// Kept lists the copies of everything cut or moved aside.
+	Kept []string
+}
+
+// Lost is the number of batches dropped.
+func (r SalvageReport) Lost() uint64 {
+	if r.LostFirst == 0 {
+		return 0
+	}
+	return r.LostLast - r.LostFirst + 1
+}
+
+// Print writes the report for a person.
+func (r SalvageReport) Print(w io.Writer) {
+	if r.LostFirst == 0 {
+		fmt.Fprintf(w, "%s: nothing lost; log records %d..%d kept\n", r.Dir, r.FirstSeq, r.LastSeq)
+		return
+	}
+	fmt.Fprintf(w, "damage: %s\n", r.Damage)
+	fmt.Fprintf(w, "kept: log records %d..%d", r.FirstSeq, r.LastSeq)
+	if r.Snapshot != "" {
+		fmt.Fprintf(w, " after snapshot %s", filepath.Base(r.Snapshot))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "LOST: batches %d..%d (%d batches; %d still readable, changing %d tasks, %d of them new; %d unreadable)\n",
+		r.LostFirst, r.LostLast, r.Lost(), r.Readable, r.Tasks, r.NewTasks, r.Lost()-uint64(r.Readable))
+	for _, k := range r.Kept {
+		fmt.Fprintf(w, "kept aside: %s\n", k)
+	}
+}
+
+// Salvage makes a directory that Open refuses because of damage in the log
+// after the newest good snapshot openable again, by keeping the longest
+// valid prefix of the log after that snapshot: the damaged segment is copied
+// aside and cut, later segments are moved aside (nothing is deleted), and
+// the report says exactly which batches were lost and how many tasks they
+// changed. Open never does this on its own. A directory Open accepts is
+// repaired as Repair does and nothing is lost. It refuses a directory that
+// is open, damage it cannot get past (no snapshot reads and the log does not
+// reach back to the first batch), and leaves the directory as it was then.
+func Salvage(dir string) (SalvageReport, error) {
+	rep := SalvageReport{Dir: dir}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return rep, err
+	}
+	defer lock.Close()
+	if err := snapshot.RemoveTemp(filepath.Join(dir, "snap")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return rep, err
+	}
+	b, err := loadBase(filepath.Join(dir, "snap"), nil, false)
+	if err != nil {
+		return rep, err
+	}
+	rep.Snapshot = b.path
+	walDir := filepath.Join(dir, "wal")
+	// Refuse before changing anything when the log cannot continue the
+	// snapshot whatever is cut.
+	if lrep, err := wal.CheckFrom(walDir, b.from()); err != nil && !errors.Is(err, wal.ErrCorrupt) {
+		return rep, err
+	} else if err := b.decide(lrep.FirstSeq, max(lrep.LastSeq, b.store.Seq()), nil); err != nil {
+		return rep, err
+	}
+	wrep, err := wal.Salvage(walDir, b.from())
+	if err != nil {
+		return rep, wrapStorage(err)
+	}
+	rep.FirstSeq, rep.LastSeq = wrep.FirstSeq, wrep.LastSeq
+	rep.LostFirst, rep.LostLast, rep.Kept = wrep.LostFirst, wrep.LostLast, wrep.Kept
+	if wrep.Damage != nil {
+		rep.Damage = fmt.Sprintf("%s at offset %d: %s", wrep.Damage.File, wrep.Damage.Offset, wrep.Damage.Reason)
+	}
+	tasks, created := map[uint64]bool{}, map[uint64]bool{}
+	dec := index.NewDecoder(index.NewStore())
+	var batch index.Batch
+	for _, r := range wrep.Readable {
+		if dec.Batch(r.Data, &batch) != nil {
+			continue
+		}
+		rep.Readable++
+		for _, m := range batch.Mutations {
+			switch m.Kind {
+			case index.MutPutTask:
+				if m.Task != nil {
+					tasks[m.Task.ID], created[m.Task.ID] = true, true
+				}
+			case index.MutUpdateTask, index.MutDeleteTask:
+				tasks[m.Update.ID] = true
+			}
+		}
+	}
+	rep.Tasks, rep.NewTasks = len(tasks), len(created)
+	if _, _, err := recoverInPlace(dir, nil, false); err != nil {
+		return rep, fmt.Errorf("salvaged, but the directory still does not recover: %w", err)
+	}
+	return rep, nil
 }

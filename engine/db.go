@@ -28,7 +28,9 @@ type core struct {
 	clock Clock
 	dir   string
 	lock  *os.File
-	log   *wal.Log // nil in memory
+	log   *wal.Log // nil in memory and read-only
+	// readOnly refuses every write (OpenReadOnly).
+	readOnly bool
 
 	mu     sync.Mutex // the commit path: everything below is guarded by it
 	store  *index.Store
@@ -63,6 +65,59 @@ func Open(dir string, opts Options) (*DB, error) {
 // OpenInMemory returns a DB that keeps everything in memory: no log, no
 // snapshots, nothing survives Close.
 func OpenInMemory(opts Options) (*DB, error) { return open("", opts) }
+
+// OpenReadOnly opens the existing docket data directory dir to read it: it
+// runs the recovery Open runs over the files as they are (a torn tail is not
+// read, and not cut), creates and changes nothing, and takes the directory's
+// lock shared, so it fails with ErrLocked while a DB has the directory open
+// for writing and keeps one from opening it meanwhile. A directory that is
+// not a docket data directory is ErrInvalid. Every write returns
+// ErrReadOnly; Close releases the lock.
+func OpenReadOnly(dir string, opts Options) (*DB, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty data directory", ErrInvalid)
+	}
+	if err := isDocketDir(dir); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if opts.Authorizer == nil {
+		opts.Authorizer = denyAll{}
+	}
+	var lock *os.File
+	if f, err := os.Open(filepath.Join(dir, "LOCK")); err == nil {
+		if err := lockShared(f); err != nil {
+			f.Close()
+			if errors.Is(err, errLockHeld) {
+				return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+			}
+			return nil, err
+		}
+		lock = f
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	b, _, err := recoverInPlace(dir, opts.Logger, false)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	c := &core{
+		opts:     opts,
+		clock:    opts.Clock,
+		dir:      dir,
+		lock:     lock,
+		readOnly: true,
+		store:    b.store,
+		enc:      index.NewEncoder(),
+		waiters:  make(map[index.QueueKey]chan struct{}),
+		stopBg:   make(chan struct{}),
+	}
+	c.plan.c = c
+	return &DB{c: c}, nil
+}
 
 func open(dir string, opts Options) (*DB, error) {
 	opts = opts.withDefaults()
@@ -128,11 +183,11 @@ func (c *core) openDir() (err error) {
 	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
 		return err
 	}
-	store, newest, snapErr := c.loadSnapshot()
-	if snapErr != nil && !errors.Is(snapErr, ErrCorrupt) {
-		return snapErr
+	b, err := loadBase(c.snapDir(), c.opts.Logger, false)
+	if err != nil {
+		return err
 	}
-	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint}
+	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint, From: b.from()}
 	if obs := c.opts.Observer; obs != nil {
 		wopts.OnSync = obs.Synced
 	}
@@ -141,39 +196,14 @@ func (c *core) openDir() (err error) {
 		return wrapStorage(err)
 	}
 	c.log = log
-	if snapErr != nil {
-		// No snapshot reads. The log alone will do if it still holds every
-		// batch from the first one up to the newest snapshot's.
-		if log.FirstSeq() != 1 || log.LastSeq() < newest {
-			return snapErr
-		}
-		c.opts.Logger.Warn("docket: no readable snapshot, replaying the whole log", "err", snapErr)
-		store = index.NewStore()
+	c.logRepairs(log.Repaired())
+	if err := b.decide(log.FirstSeq(), log.LastSeq(), c.opts.Logger); err != nil {
+		return err
 	}
-	from := store.Seq() + 1
-	if log.LastSeq() < store.Seq() {
-		return fmt.Errorf("%w: log ends at %d, before snapshot %d", ErrCorrupt, log.LastSeq(), store.Seq())
+	if err := b.replay(log.Replay); err != nil {
+		return err
 	}
-	if log.FirstSeq() > from {
-		return fmt.Errorf("%w: log starts at %d, snapshot needs %d", ErrCorrupt, log.FirstSeq(), from)
-	}
-	dec := index.NewDecoder(store)
-	var b index.Batch
-	err = log.Replay(from, func(seq uint64, data []byte) error {
-		if err := dec.Batch(data, &b); err != nil {
-			return fmt.Errorf("log record %d: %w", seq, err)
-		}
-		if b.Seq != seq {
-			return fmt.Errorf("%w: log record %d holds batch %d", index.ErrCorrupt, seq, b.Seq)
-		}
-		if err := store.Apply(&b); err != nil {
-			return fmt.Errorf("log record %d: %w", seq, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return wrapStorage(err)
-	}
+	store := b.store
 	c.store = store
 	return nil
 }
@@ -201,6 +231,18 @@ func mkdirDurable(dir string) error {
 	return syncDir(parent)
 }
 
+// logRepairs tells the operator what opening the log did to the directory.
+func (c *core) logRepairs(rep wal.RepairReport) {
+	if cut := rep.Cut; cut != nil {
+		c.opts.Logger.Warn("docket: cut a torn tail off the log (a write the crash interrupted, never acknowledged)",
+			"file", cut.File, "offset", cut.Offset, "bytes", cut.Size, "reason", cut.Reason, "copy", rep.Broken)
+	}
+	for _, d := range rep.Covered {
+		c.opts.Logger.Warn("docket: damaged log record before the snapshot ignored (the snapshot holds its effect)",
+			"file", d.File, "offset", d.Offset, "reason", d.Reason)
+	}
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -208,34 +250,6 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// loadSnapshot loads the newest snapshot that verifies, falling back to the
-// one before it. When none verifies it returns an error wrapping ErrCorrupt
-// and the newest snapshot's sequence number.
-func (c *core) loadSnapshot() (*index.Store, uint64, error) {
-	infos, err := snapshot.List(c.snapDir())
-	if err != nil {
-		return nil, 0, err
-	}
-	var firstErr error
-	for _, info := range infos {
-		store, err := readSnapshot(info.Path)
-		if err == nil {
-			if firstErr != nil {
-				c.opts.Logger.Warn("docket: newest snapshot unreadable, using an older one",
-					"err", firstErr, "snapshot", info.Path)
-			}
-			return store, info.Seq, nil
-		}
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	if firstErr != nil {
-		return nil, infos[0].Seq, wrapStorage(firstErr)
-	}
-	return index.NewStore(), 0, nil
 }
 
 func readSnapshot(path string) (*index.Store, error) {
@@ -287,6 +301,17 @@ func wrapStorage(err error) error {
 		return fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	return err
+}
+
+// writable reports why the engine cannot take a write. Call with mu held.
+func (c *core) writable() error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if c.readOnly {
+		return ErrReadOnly
+	}
+	return nil
 }
 
 // usable reports why the engine cannot take a call. Call with mu held.
@@ -352,7 +377,7 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		return 0, err
 	}
 	c.mu.Lock()
-	if err := c.usable(); err != nil {
+	if err := c.writable(); err != nil {
 		c.mu.Unlock()
 		return 0, err
 	}
@@ -376,6 +401,10 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		seq, err = c.logAndApply()
 	}
 	var events []TaskEvent
+	var dead []deadTask
+	if err == nil {
+		dead = c.deadLettered(p.events)
+	}
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		c.count(p.events)
 		if c.opts.Observer != nil && len(p.events) > 0 {
@@ -402,10 +431,57 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 	if events != nil && (err == nil || errors.Is(err, ErrLeaseLost)) {
 		c.opts.Observer.TaskEvents(events)
 	}
+	if err == nil {
+		for _, d := range dead {
+			c.opts.Logger.Warn("docket: task moved to the dead-letter queue",
+				"id", d.id, "namespace", d.ns.String(), "queue", d.queue, "attempts", d.attempts, "error", d.lastErr)
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
 	return seq, nil
+}
+
+// deadTask is a task the committed batch moved to the dead-letter queue.
+type deadTask struct {
+	id       uint64
+	ns       Namespace
+	queue    string
+	attempts uint32
+	lastErr  string
+}
+
+// deadLettered lists the tasks the batch just applied made dead, for the
+// log: an operator must hear of it even with no Observer. Call with mu held,
+// after the batch is applied.
+func (c *core) deadLettered(events []TaskEvent) []deadTask {
+	n := 0
+	for i := range events {
+		if events[i].Kind == EvDead {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]deadTask, 0, n)
+	for _, m := range c.batch.Mutations {
+		if m.Kind != index.MutUpdateTask || m.Update.State != index.StateDead {
+			continue
+		}
+		t, ok := c.store.Task(m.Update.ID)
+		if !ok {
+			continue
+		}
+		k := t.Queue.Key
+		d := deadTask{id: t.ID, queue: k.Name, ns: Namespace{k.Project, k.Scope}, attempts: t.Attempts}
+		if t.Extra != nil {
+			d.lastErr = t.Extra.LastError
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // logAndApply appends the planned batch to the log and applies it. Call with
@@ -571,7 +647,7 @@ func (d *DB) Checkpoint(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
-	err := c.usable()
+	err := c.writable()
 	c.mu.Unlock()
 	if err != nil || c.log == nil {
 		return err

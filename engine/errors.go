@@ -33,6 +33,8 @@ var (
 	// ErrLocked reports a data directory already open in another DB or
 	// process.
 	ErrLocked = errors.New("docket: directory locked")
+	// ErrReadOnly reports a write to a DB opened with OpenReadOnly.
+	ErrReadOnly = errors.New("docket: read-only")
 
 	// errLockHeld is what lockFile reports when the lock is taken.
 	errLockHeld = errors.New("lock held")

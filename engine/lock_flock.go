@@ -17,3 +17,14 @@ func lockFile(f *os.File) error {
 	}
 	return err
 }
+
+// lockShared takes a shared, non-blocking lock on f: readers may share it,
+// a writer's exclusive lock excludes them. It reports errLockHeld when a
+// writer holds the lock.
+func lockShared(f *os.File) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return errLockHeld
+	}
+	return err
+}

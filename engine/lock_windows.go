@@ -19,3 +19,13 @@ func lockFile(f *os.File) error {
 	}
 	return err
 }
+
+// lockShared takes a shared, non-blocking lock on the first byte of f.
+func lockShared(f *os.File) error {
+	ol := new(windows.Overlapped)
+	err := windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, ol)
+	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
+		return errLockHeld
+	}
+	return err
+}

@@ -307,6 +307,8 @@ func (rec *recording) checkImage(tb testing.TB, dir string, im image, ack, appli
 	rec.clock = engine.NewManualClock(t0)
 	opts := engine.Options{Clock: rec.clock, SnapshotBytes: -1, Logger: quiet}
 	rec.cfg.Apply(&opts)
+	// verify first: Open cuts a torn tail, verify must judge it as it is.
+	crep, cerr := engine.Check(dir)
 	db, err := engine.Open(dir, opts)
 	if err != nil {
 		tb.Fatalf("%s: open: %v", what, err)
@@ -315,6 +317,10 @@ func (rec *recording) checkImage(tb testing.TB, dir string, im image, ack, appli
 	if err != nil {
 		db.Close()
 		tb.Fatalf("%s: read: %v", what, err)
+	}
+	if cerr != nil || crep.Seq != v.Seq {
+		db.Close()
+		tb.Fatalf("%s: Open recovered batch %d, but Check says batch %d, %v", what, v.Seq, crep.Seq, cerr)
 	}
 	switch {
 	case v.Seq != want:
