@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -12,8 +11,8 @@ import (
 	"github.com/docketdb/docket/bench"
 )
 
-func runBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+func runBench(ctx context.Context, c cli, args []string) error {
+	fs := newFlags(c, "bench")
 	workloads := fs.String("workload", "W1,W2,W3,W4,W5,W6,W6R,W7", "workloads, comma separated: "+strings.Join(bench.Workloads, ","))
 	n := fs.Int("n", 0, "tasks per workload (0: the workload's default, 100,000 for most)")
 	duration := fs.Duration("duration", 0, "length of W6 and W6R (0: 10s)")
@@ -26,7 +25,7 @@ func runBench(ctx context.Context, args []string) error {
 	dir := fs.String("dir", "", "directory for the data (default: a temporary one)")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	fsyncFor := fs.Duration("fsync", 3*time.Second, "how long to measure the raw fsync rate first (0: skip)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(c, fs, args); err != nil {
 		return err
 	}
 	base := bench.Config{N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
@@ -40,8 +39,8 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		base.Durability = d
 	}
-	if !*asJSON && isTerminal(os.Stderr) {
-		base.Progress = os.Stderr
+	if !*asJSON && isTerminal(c.stderr) {
+		base.Progress = c.stderr
 	}
 	out := struct {
 		Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
@@ -58,9 +57,9 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		out.Fsync = &f
 		if !*asJSON {
-			fmt.Println("raw fsync of this machine (write 128 bytes + fsync):")
-			f.Table(os.Stdout)
-			fmt.Println()
+			fmt.Fprintln(c.stdout, "raw fsync of this machine (write 128 bytes + fsync):")
+			f.Table(c.stdout)
+			fmt.Fprintln(c.stdout)
 		}
 	}
 	for _, w := range strings.Split(*workloads, ",") {
@@ -72,18 +71,18 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		out.Results = append(out.Results, res)
 		if !*asJSON {
-			res.Table(os.Stdout)
+			res.Table(c.stdout)
 			if out.Fsync != nil && out.Fsync.PerSec > 0 && res.TasksPerSec > 0 && res.Recovery == nil && res.Footprint == nil {
-				fmt.Printf("vs raw fsync\t%.2fx the raw fsync rate\n", res.TasksPerSec/out.Fsync.PerSec)
+				fmt.Fprintf(c.stdout, "vs raw fsync\t%.2fx the raw fsync rate\n", res.TasksPerSec/out.Fsync.PerSec)
 			}
-			fmt.Println()
+			fmt.Fprintln(c.stdout)
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	fmt.Println("summary:")
-	return bench.WriteTable(os.Stdout, out.Results)
+	fmt.Fprintln(c.stdout, "summary:")
+	return bench.WriteTable(c.stdout, out.Results)
 }

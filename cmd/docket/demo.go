@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,25 +33,28 @@ type demoCounters struct {
 	enqueued, completed, retried, dead atomic.Int64
 }
 
-func runDemo(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+func runDemo(ctx context.Context, c cli, args []string) error {
+	fs := newFlags(c, "demo")
 	dir := fs.String("dir", "./docket-data", "data directory (kept between runs)")
 	tasks := fs.Int("tasks", 2000, "tasks to enqueue")
 	workers := fs.Int("workers", 4, "worker goroutines")
 	durability := fs.String("durability", "always", "always, interval or never")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(c, fs, args); err != nil {
 		return err
 	}
 	mode, err := parseDurability(*durability)
 	if err != nil {
-		return err
+		return usageError{err.Error()}
 	}
 	if *tasks < 1 || *workers < 1 {
-		return fmt.Errorf("-tasks and -workers must be at least 1")
+		return usageError{"-tasks and -workers must be at least 1"}
 	}
-	out := os.Stdout
+	out := c.stdout
+	// The demo reports dead-lettered tasks and failed attempts itself;
+	// everything else the engine or the runtime warns about goes to stderr.
+	logger := slog.New(&demoLogHandler{slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})
 	start := time.Now()
-	db, err := engine.Open(*dir, engine.Options{Durability: mode})
+	db, err := engine.Open(*dir, engine.Options{Durability: mode, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -72,8 +76,9 @@ func runDemo(ctx context.Context, args []string) error {
 		fmt.Fprintf(out, "run %d: found what earlier runs left: %d dead-lettered, %d ready, %d scheduled, %d in flight\n",
 			run, before.Dead, before.Ready, before.Scheduled, before.InFlight)
 	}
+	announce(out, *tasks, *workers)
 
-	var c demoCounters
+	var cnt demoCounters
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -82,20 +87,20 @@ func runDemo(ctx context.Context, args []string) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := produce(ctx, q, *tasks, run, &c); err != nil {
+		if err := produce(ctx, q, *tasks, run, &cnt); err != nil {
 			errc <- err
 		}
 	}()
-	w := worker.New(db, worker.Options{Owner: "demo"})
+	w := worker.New(db, worker.Options{Owner: "demo", Logger: logger})
 	w.HandleFunc(demoNS, demoQueue, func(ctx context.Context, t *worker.Task) error {
-		return handle(t, &c)
+		return handle(t, &cnt)
 	}, worker.QueueOptions{Concurrency: *workers, Lease: 5 * time.Second, ClaimBatch: 16})
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
 	// Leftovers of an interrupted earlier run are worked off too.
 	target := int64(*tasks) + int64(before.Ready+before.Scheduled+before.InFlight)
-	err = progress(ctx, out, q, &c, target)
+	err = progress(ctx, out, q, &cnt, target)
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if serr := w.Stop(stopCtx); err == nil {
 		err = serr
@@ -113,7 +118,73 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	elapsed := time.Since(began)
-	return summary(context.Background(), out, db, q, &c, elapsed)
+	return summary(context.Background(), out, db, q, &cnt, elapsed, *dir)
+}
+
+// demoLogHandler drops the engine's dead-letter line and the runtime's
+// failed-attempt line, which the demo provokes on purpose and reports in
+// its own words.
+type demoLogHandler struct{ slog.Handler }
+
+func (h *demoLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "dead-letter") || strings.Contains(r.Message, "task failed") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *demoLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &demoLogHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h *demoLogHandler) WithGroup(name string) slog.Handler {
+	return &demoLogHandler{h.Handler.WithGroup(name)}
+}
+
+// Task kinds of the demo.
+const (
+	kindOK     = "ok"
+	kindFlaky  = "flaky"  // fails its first attempt
+	kindPoison = "poison" // fails every attempt
+)
+
+// demoMaxAttempts is the attempt budget of every demo task.
+const demoMaxAttempts = 3
+
+// jobKind decides what task i of a run does: 2 in 100 are poison, 8 in
+// 100 flaky, and 15 in 100 of the others wait a little first. It is a fixed
+// pattern, so that the demo can say up front exactly what will happen.
+func jobKind(i int) (kind string, delayed bool) {
+	switch {
+	case i%50 == 7:
+		return kindPoison, false
+	case i%25 == 3 || i%25 == 11:
+		return kindFlaky, false
+	}
+	return kindOK, i%20 == 1 || i%20 == 5 || i%20 == 9
+}
+
+// announce says what the run is about to do, before it does it.
+func announce(out io.Writer, tasks, workers int) {
+	var ok, delayed, flaky, poison int
+	for i := range tasks {
+		switch k, d := jobKind(i); k {
+		case kindPoison:
+			poison++
+		case kindFlaky:
+			flaky++
+		default:
+			ok++
+			if d {
+				delayed++
+			}
+		}
+	}
+	fmt.Fprintf(out, "this run enqueues %d tasks on queue %s/%s and works them with %d workers (%d attempts each):\n",
+		tasks, demoNS, demoQueue, workers, demoMaxAttempts)
+	fmt.Fprintf(out, "  %5d succeed on their first attempt (%d of them wait 0.1-1 s first: timers)\n", ok, delayed)
+	fmt.Fprintf(out, "  %5d fail their first attempt on purpose and succeed on a retry, to show retries with backoff\n", flaky)
+	fmt.Fprintf(out, "  %5d fail every attempt on purpose and end in the dead-letter queue, to show it and redrive\n", poison)
 }
 
 func parseDurability(s string) (engine.Durability, error) {
@@ -145,14 +216,10 @@ func produce(ctx context.Context, q engine.Queue, n, run int, c *demoCounters) e
 	const batch = 50
 	tasks := make([]engine.Task, 0, batch)
 	for i := 0; i < n; i++ {
-		job := demoJob{N: i, Kind: "ok", Run: run}
-		t := engine.Task{MaxAttempts: 3, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
-		switch r := rand.IntN(100); {
-		case r < 8:
-			job.Kind = "flaky"
-		case r < 10:
-			job.Kind = "poison"
-		case r < 25:
+		kind, delayed := jobKind(i)
+		job := demoJob{N: i, Kind: kind, Run: run}
+		t := engine.Task{MaxAttempts: demoMaxAttempts, BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+		if delayed {
 			t.Delay = time.Duration(100+rand.IntN(900)) * time.Millisecond
 		}
 		if i%10 == 0 {
@@ -191,7 +258,7 @@ func handle(t *worker.Task, c *demoCounters) error {
 	if err := json.Unmarshal(t.Payload, &job); err != nil {
 		return worker.Permanent(err)
 	}
-	if job.Kind == "poison" || job.Kind == "flaky" && t.Attempt == 1 {
+	if job.Kind == kindPoison || job.Kind == kindFlaky && t.Attempt == 1 {
 		if t.Attempt >= t.MaxAttempts {
 			c.dead.Add(1)
 		} else {
@@ -250,7 +317,7 @@ func progress(ctx context.Context, out io.Writer, q engine.Queue, c *demoCounter
 	}
 }
 
-func summary(ctx context.Context, out io.Writer, db *engine.DB, q engine.Queue, c *demoCounters, elapsed time.Duration) error {
+func summary(ctx context.Context, out io.Writer, db *engine.DB, q engine.Queue, c *demoCounters, elapsed time.Duration, dir string) error {
 	n, err := q.Counts(ctx)
 	if err != nil {
 		return err
@@ -270,7 +337,10 @@ func summary(ctx context.Context, out io.Writer, db *engine.DB, q engine.Queue, 
 		for _, t := range page.Tasks {
 			fmt.Fprintf(out, "  task %-6d attempts %d/%d  %s  last error: %s\n", t.ID, t.Attempts, t.MaxAttempts, t.Payload, t.LastError)
 		}
-		fmt.Fprintln(out, "redrive them with: docket dead -dir DIR -ns demo/local -queue emails -redrive-all")
+		fmt.Fprintln(out, "list them with:")
+		fmt.Fprintf(out, "  docket dead -dir %s -ns %s -queue %s\n", shellQuote(dir), demoNS, demoQueue)
+		fmt.Fprintln(out, "redrive them (back to ready, for the next run to work off) with:")
+		fmt.Fprintf(out, "  docket dead -dir %s -ns %s -queue %s -redrive-all\n", shellQuote(dir), demoNS, demoQueue)
 	}
 	fmt.Fprintln(out, "run the demo again: the dead-lettered tasks and the run counter survive in the directory")
 	return nil

@@ -3,61 +3,99 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
+// cli is where a command writes.
+type cli struct {
+	stdout, stderr io.Writer
+}
+
 type command struct {
-	name, summary string
-	run           func(ctx context.Context, args []string) error
+	name, args, summary string
+	run                 func(ctx context.Context, c cli, args []string) error
 }
 
 var commands []command
 
 func init() {
 	commands = []command{
-		{"demo", "run producers and workers on a data directory, with live progress", runDemo},
-		{"stats", "print counts per queue and the engine's counters", runStats},
-		{"inspect", "list the tasks of a queue in one state", runInspect},
-		{"dead", "list or redrive the dead-letter queue of a queue", runDead},
-		{"verify", "check a data directory without changing it; exit 1 on damage", runVerify},
-		{"repair", "cut a torn log tail the way Open does, after keeping a copy", runRepair},
-		{"bench", "run the load generator's workloads and print throughput and latency", runBench},
+		{"demo", "[-dir DIR] [-tasks N]", "run producers and workers on a data directory, with live progress", runDemo},
+		{"stats", "[-dir DIR]", "print counts per queue and the engine's counters (read-only)", runStats},
+		{"inspect", "[-dir DIR] [-ns P/S] [-queue Q] [-state S]", "list the tasks of a queue in one state (read-only)", runInspect},
+		{"dead", "[-dir DIR] [-ns P/S] [-queue Q] [-redrive ID | -redrive-all]", "list (read-only) or redrive the dead-letter queue of a queue", runDead},
+		{"verify", "DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
+		{"repair", "[-salvage] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},
+		{"bench", "[-workload W1,W2] [-json]", "run the load generator's workloads and print throughput and latency", runBench},
+		{"version", "", "print the version of docket and of Go it was built with", runVersion},
 	}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: docket <command> [flags]\n\ncommands:")
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: docket <command> [flags]\n\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(os.Stderr, "\nrun 'docket <command> -h' for a command's flags")
+	fmt.Fprintln(w, "  help     print this")
+	fmt.Fprintln(w, "\nrun 'docket <command> -h' for a command's flags")
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	for _, c := range commands {
-		if c.name == os.Args[1] {
-			if err := c.run(ctx, os.Args[2:]); err != nil {
-				var ex exitError
-				if errors.As(err, &ex) {
-					os.Exit(int(ex))
-				}
-				fmt.Fprintln(os.Stderr, "docket:", err)
-				os.Exit(1)
-			}
-			return
-		}
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args (without the program name) and returns
+// the exit status: 0 on success, 1 on failure, 2 on a usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := cli{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
-	usage()
-	os.Exit(2)
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	}
+	for _, cmd := range commands {
+		if cmd.name != args[0] {
+			continue
+		}
+		err := cmd.run(ctx, c, args[1:])
+		var ex exitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ex):
+			return int(ex)
+		case errors.As(err, new(usageError)):
+			fmt.Fprintln(stderr, "docket:", message(err))
+			return 2
+		}
+		fmt.Fprintln(stderr, "docket:", message(err))
+		return 1
+	}
+	fmt.Fprintf(stderr, "docket: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// message is err's text without the "docket: " the engine's sentinels start
+// with, so that a line carries the prefix once.
+func message(err error) string {
+	return strings.TrimPrefix(err.Error(), "docket: ")
 }
 
 // exitError ends the program with a status after the command printed what
@@ -65,3 +103,89 @@ func main() {
 type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// usageError is a command line the command cannot run: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// newFlags returns the flag set of a command. Its usage names the
+// positional arguments and goes to stdout when asked for with -h (exit 0),
+// to stderr after a mistake (exit 2).
+func newFlags(c cli, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	var argsLine string
+	for _, cmd := range commands {
+		if cmd.name == name {
+			argsLine = cmd.args
+		}
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: docket %s %s\n", name, argsLine)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(fs.Output(), "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parse parses args, sending the usage to stdout for -h, and turns a
+// mistake into a usageError (the flag package has printed why).
+func parse(c cli, fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			fs.SetOutput(c.stdout)
+		}
+	}
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return exitError(2)
+	}
+	return err
+}
+
+func runVersion(ctx context.Context, c cli, args []string) error {
+	fs := newFlags(c, "version")
+	if err := parse(c, fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, versionString())
+	return nil
+}
+
+// versionString describes the build: the module version (or "devel" for a
+// build from a work tree), the commit when the build recorded it, and Go's
+// version.
+func versionString() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "docket (no build information)"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	out := "docket " + v
+	if rev != "" {
+		out += " (" + rev[:min(12, len(rev))] + modified + ")"
+	}
+	return out + " " + info.GoVersion
+}
