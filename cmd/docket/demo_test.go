@@ -8,7 +8,7 @@ import (
 )
 
 // shellSplit splits a command line the way a POSIX shell does for the
-// quoting shellQuote produces: words, single quotes, and '\'' for a quote.
+// quoting shellQuote produces: words, single quotes, and '\” for a quote.
 func shellSplit(t *testing.T, line string) []string {
 	t.Helper()
 	var words []string
