@@ -216,8 +216,7 @@ func (p *periodic) loop(ctx context.Context, from time.Time) {
 				return
 			}
 			if isFatal(err) {
-				w.log.Error("docket: periodic schedule stopped: the engine is unusable", logQueue, p.queue,
-					"schedule", p.name, "err", err)
+				w.fail(fmt.Errorf("worker: periodic %q on queue %s/%s: %w", p.name, p.ns, p.queue, err))
 				return
 			}
 			w.log.Warn("docket: periodic schedule failed; retrying", logQueue, p.queue, "schedule", p.name, "err", err)
