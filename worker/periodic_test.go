@@ -142,7 +142,7 @@ func TestPeriodicRestartCatchesUpOnce(t *testing.T) {
 	shutdown(db, w)
 	expect("10:05", "10:10", "10:30")
 
-	db, w = run() // nothing missed
+	db, w = run()                           // nothing missed
 	if st := db.Stats(); st.Enqueued != 0 { // Start enqueues the catch-up before it returns
 		t.Fatalf("a restart without downtime enqueued a tick: %+v", st)
 	}
