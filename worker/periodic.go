@@ -46,8 +46,9 @@ type periodic struct {
 // with "CRON_TZ=<zone> ". "@every" ticks are aligned on the Unix epoch, so
 // that every runtime sees the same ticks.
 //
-// Each tick is enqueued exactly once, however many Workers (in one process
-// or several, sharing the engine) run the schedule: the tick is committed
+// Each tick is enqueued exactly once, however many Workers sharing the
+// engine run the schedule (in one process: the directory lock lets one
+// process open a directory): the tick is committed
 // together with the schedule's last tick, kept in the KV under
 // PeriodicKeyPrefix, and that commit asserts the value it read, so only one
 // runtime wins it; the task also carries the idempotency key
