@@ -41,6 +41,7 @@ type core struct {
 	closed bool
 	// waiters holds, per queue, a channel closed when the queue gains work.
 	waiters   map[index.QueueKey]chan struct{}
+	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
 

@@ -468,6 +468,9 @@ func (q *queue) Cancel(ctx context.Context, id uint64) error {
 		p.event(EvCancelled, qk, 0)
 		return nil
 	})
+	if err == nil {
+		q.db.c.watch.fire(id)
+	}
 	return err
 }
 

@@ -20,12 +20,20 @@
 //   - an error: the attempt fails; the task is retried after its exponential
 //     backoff, or dead-lettered when its attempts are spent.
 //   - Permanent(err): dead-lettered at once.
-//   - RetryAfter(d, err): retried after d.
-//   - Snooze(d): back to wait for d without using an attempt.
+//   - RetryAfter(d, err): retried after d (at most engine.MaxDuration).
+//   - Snooze(d): back to wait for d (at most engine.MaxDuration) without
+//     using an attempt.
 //   - a panic: recovered; the attempt fails with the panic value and stack
 //     as its error.
 //
-// QueueOptions.Timeout cancels the handler's context (cause ErrTimeout).
+// If the engine refuses to record the outcome, the attempt fails at once
+// with both reasons (or, if that is refused too, the lease is released), so
+// a task never waits in flight for its lease to expire.
+//
+// QueueOptions.Timeout is the deadline of the handler's context, on the
+// Worker's clock: ctx.Deadline() reports it, and once it passes ctx.Err()
+// is context.DeadlineExceeded (cause ErrTimeout). An error returned then
+// fails the attempt; nil completes the task (the work was done).
 //
 // # Concurrency and claiming
 //
@@ -44,31 +52,44 @@
 // A claimed task is leased for QueueOptions.Lease. Every HeartbeatEvery
 // (default Lease/3) the runtime extends every lease it holds, so a long
 // task is never taken by a second worker while the first is alive, and a
-// crashed worker's tasks come back after one lease. If a heartbeat finds
-// the lease lost (it expired while the process was stalled and another
+// crashed worker's tasks come back after one lease. A task cancelled while
+// its handler runs cancels the handler's context at once when the engine
+// runs in process (engine.LeaseWatcher), else at the next heartbeat. If a
+// heartbeat finds the lease lost (it expired while the process was stalled and another
 // worker claimed the task, or the task was cancelled), the handler's
 // context is cancelled at once with a cause wrapping engine.ErrLeaseLost
 // and nothing it produced is committed; a completion that races the loss is
 // refused by the engine's fencing token anyway.
 //
-// # Shutdown
+// # Shutdown and failure
 //
-// Stop stops claiming, hands back claimed tasks that have not started, lets
-// running handlers finish until its context ends, then cancels them (cause
-// ErrShutdown) and releases their leases with Snooze(0), so other workers
-// retry them at once without using an attempt. Run wraps Start and Stop for
-// the common case. No goroutine of the Worker outlives Stop.
+// One rule, however the stop begins (Stop, the end of Run's or Start's
+// context, or the Worker failing): claiming stops, claimed tasks that have
+// not started are handed back at once, running handlers get
+// Options.ShutdownGrace to finish (Stop's context may cut that short), then
+// are cancelled (cause ErrShutdown) and their leases released with
+// Snooze(0), so other workers retry them at once without using an attempt.
+// No goroutine of the Worker outlives Stop.
+//
+// The Worker stops by itself, and Run, Stop and Err return why, when it
+// cannot go on: the engine was closed or failed, or its caller lacks a
+// permission it needs (work on a queue; enqueue for follow-ups; kv-write
+// for AddOps). A task whose completion was refused for lack of permission
+// is handed back untouched. Start reports queue, namespace and owner names
+// the engine would refuse.
 //
 // # Periodic tasks
 //
 // Worker.Periodic enqueues a task at every tick of a cron schedule, exactly
-// once per tick across any number of runtimes and restarts, catching up at
+// once per tick across any number of runtimes sharing the engine (in one
+// process today: the directory lock admits one process) and restarts, catching up at
 // most the most recent missed tick after downtime; see Periodic for how.
 //
 // # Logging and observability
 //
 // The runtime logs through log/slog with the task id, queue, attempt and
-// owner; by default only warnings and errors, to slog.Default(). The
+// owner; by default only warnings and errors, to slog.Default(): a failed
+// attempt is a warning, a panic, a permanent failure or a stop an error. The
 // packages worker/metrics (Prometheus) and worker/tracing (OpenTelemetry)
 // plug in as middleware and an engine observer, so that this package
 // depends on neither.

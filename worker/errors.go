@@ -19,8 +19,8 @@ var (
 	// context ended (or Start's context was cancelled) before the handler
 	// returned. The task's lease is released, not failed.
 	ErrShutdown = errors.New("worker: shutting down")
-	// ErrNoHandler is returned (as a permanent failure) by a Mux for a task
-	// whose kind has no handler.
+	// ErrNoHandler is returned by a Mux for a task whose kind has no
+	// handler: the attempt fails and is retried with backoff.
 	ErrNoHandler = errors.New("worker: no handler for task kind")
 	// ErrStarted is returned by Start on a Worker already started or stopped.
 	ErrStarted = errors.New("worker: already started")
@@ -56,13 +56,14 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // RetryAfter fails the attempt like err but retries it after d instead of
 // the task's exponential backoff (a rate limit's Retry-After, say). The
 // attempt counts; when attempts are spent the task is dead-lettered as
-// usual. A d of zero or less means the normal backoff. RetryAfter(d, nil)
+// usual. A d of zero or less means the normal backoff; a d over
+// engine.MaxDuration (about 100 years) is cut to it. RetryAfter(d, nil)
 // fails with the text "retry requested".
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		err = errors.New("retry requested")
 	}
-	return &retryAfterError{d: d, err: err}
+	return &retryAfterError{d: min(d, engine.MaxDuration), err: err}
 }
 
 type snoozeError struct{ d time.Duration }
@@ -71,13 +72,11 @@ func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.d)
 
 // Snooze, returned by a handler, puts the task back to wait for d without
 // using an attempt (the attempt number is the same next time). Snooze(0)
-// makes it claimable again at once. Whatever the handler recorded with
-// SetResult, AddOps or FollowUp is discarded.
+// makes it claimable again at once; a d over engine.MaxDuration (about 100
+// years) is cut to it. Whatever the handler recorded with SetResult, AddOps
+// or FollowUp is discarded.
 func Snooze(d time.Duration) error {
-	if d < 0 {
-		d = 0
-	}
-	return &snoozeError{d: d}
+	return &snoozeError{d: min(max(d, 0), engine.MaxDuration)}
 }
 
 // PanicError is what a panicking handler is recorded as: the task fails

@@ -28,13 +28,18 @@ func (f HandlerFunc) Work(ctx context.Context, t *Task) error { return f(ctx, t)
 // sees a panic of the handler it wraps as a *PanicError return value.
 type Middleware func(next Handler) Handler
 
-// Mux routes tasks to handlers by their Kind (engine.Task.Kind). A task
-// whose kind has no handler fails permanently with ErrNoHandler: it is
-// dead-lettered at once and can be redriven once a handler exists. The
+// Mux routes tasks to handlers by their Kind (engine.Task.Kind). The
 // handler registered for the kind "" receives tasks without a kind.
+//
+// A task whose kind has no handler fails its attempt with ErrNoHandler and
+// is retried with its backoff, like any failure: during a rolling deploy a
+// task of a new kind claimed by an old worker waits for a new one rather
+// than being dead-lettered at once (it still is once its attempts are
+// spent). NotFound changes that, to dead-letter at once or snooze say.
 type Mux struct {
-	mu sync.RWMutex
-	m  map[string]Handler
+	mu       sync.RWMutex
+	m        map[string]Handler
+	notFound Handler
 }
 
 // NewMux returns an empty Mux.
@@ -59,13 +64,29 @@ func (m *Mux) HandleFunc(kind string, f func(ctx context.Context, t *Task) error
 	m.Handle(kind, HandlerFunc(f))
 }
 
+// NotFound sets the handler of tasks whose kind has no handler. For
+// example, to dead-letter them at once:
+//
+//	mux.NotFound(worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
+//		return worker.Permanent(fmt.Errorf("no handler for kind %q", t.Kind))
+//	}))
+func (m *Mux) NotFound(h Handler) {
+	m.mu.Lock()
+	m.notFound = h
+	m.mu.Unlock()
+}
+
 // Work routes t to the handler of its kind.
 func (m *Mux) Work(ctx context.Context, t *Task) error {
 	m.mu.RLock()
 	h, ok := m.m[t.Kind]
+	nf := m.notFound
 	m.mu.RUnlock()
-	if !ok {
-		return Permanent(fmt.Errorf("%w %q", ErrNoHandler, t.Kind))
+	switch {
+	case ok:
+		return h.Work(ctx, t)
+	case nf != nil:
+		return nf.Work(ctx, t)
 	}
-	return h.Work(ctx, t)
+	return fmt.Errorf("%w %q", ErrNoHandler, t.Kind)
 }

@@ -5,20 +5,66 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/worker"
 )
 
-// TestMain fails the package if any goroutine is left when the tests end.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package if any goroutine of the runtime or the engine
+// is left when the tests end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if leaked := leakedGoroutines(); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines left after the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// verifyNoLeaks fails t if a goroutine running code of the runtime or the
+// engine is still there (waiting up to 5 s for it to end).
+func verifyNoLeaks(t *testing.T) {
+	t.Helper()
+	if leaked := leakedGoroutines(); leaked != "" {
+		t.Fatalf("goroutines left:\n%s", leaked)
+	}
+}
+
+// leakedGoroutines returns the stacks of the goroutines, other than the
+// caller's, that run code of docket's worker or engine packages, after
+// giving them up to 5 s to end.
+func leakedGoroutines() string {
+	deadline := time.Now().Add(5 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		var leaked []string
+		for i, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if i == 0 {
+				continue // the caller
+			}
+			if strings.Contains(g, "docketdb/docket/worker.") || strings.Contains(g, "docketdb/docket/engine.") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 var (
 	bg = context.Background()

@@ -75,10 +75,11 @@ func TestErrorRetriesWithBackoff(t *testing.T) {
 	}
 	e.armed(t0.Add(3 * time.Second))
 	e.clock.Advance(time.Second)
+	e.armed(t0.Add(3 * time.Second)) // the claim still waits: nothing was due
 	select {
 	case a := <-attempts:
 		t.Fatalf("attempt %d ran before its backoff ended", a)
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	e.clock.Advance(time.Second)
 	if a := recv(t, attempts); a != 3 {
@@ -184,10 +185,11 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 	e.start(w)
 	recv(t, started)
 	e.clock.Advance(4 * time.Second)
+	e.armed(t0.Add(5 * time.Second)) // the timeout has not fired
 	select {
 	case <-causes:
 		t.Fatal("cancelled before the timeout")
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	e.clock.Advance(time.Second)
 	cause := recv(t, causes)

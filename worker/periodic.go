@@ -46,8 +46,9 @@ type periodic struct {
 // with "CRON_TZ=<zone> ". "@every" ticks are aligned on the Unix epoch, so
 // that every runtime sees the same ticks.
 //
-// Each tick is enqueued exactly once, however many Workers (in one process
-// or several, sharing the engine) run the schedule: the tick is committed
+// Each tick is enqueued exactly once, however many Workers sharing the
+// engine run the schedule (in one process: the directory lock lets one
+// process open a directory): the tick is committed
 // together with the schedule's last tick, kept in the KV under
 // PeriodicKeyPrefix, and that commit asserts the value it read, so only one
 // runtime wins it; the task also carries the idempotency key
@@ -216,8 +217,7 @@ func (p *periodic) loop(ctx context.Context, from time.Time) {
 				return
 			}
 			if isFatal(err) {
-				w.log.Error("docket: periodic schedule stopped: the engine is unusable", logQueue, p.queue,
-					"schedule", p.name, "err", err)
+				w.fail(fmt.Errorf("worker: periodic %q on queue %s/%s: %w", p.name, p.ns, p.queue, err))
 				return
 			}
 			w.log.Warn("docket: periodic schedule failed; retrying", logQueue, p.queue, "schedule", p.name, "err", err)

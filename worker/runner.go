@@ -26,14 +26,16 @@ type runner struct {
 	opts  QueueOptions
 	log   *slog.Logger
 	fatal sync.Once
+	watch engine.LeaseWatcher // nil if the API cannot tell of cancellations
 }
 
 // start launches the slots; now anchors their heartbeat grids.
 func (r *runner) start(now time.Time) {
 	w := r.w
 	r.chain = w.chain(HandlerFunc(r.protect))
+	r.watch, _ = w.db.(engine.LeaseWatcher)
 	for range r.opts.Concurrency {
-		s := &slot{r: r}
+		s := &slot{r: r, poke: make(chan struct{}, 1)}
 		hbCtx, stopHB := context.WithCancel(context.Background())
 		w.wg.Add(2)
 		go s.heartbeats(hbCtx, now)
@@ -51,6 +53,10 @@ type slot struct {
 
 	mu   sync.Mutex
 	held []*Task // the current batch, in claim order; only loop writes it
+
+	// poke asks the heartbeat goroutine to beat now: the engine told of a
+	// cancelled task, which the beat will find lost.
+	poke chan struct{}
 
 	// Plain completions of the current batch, committed together when it
 	// ends; loop's alone.
@@ -107,11 +113,7 @@ func (s *slot) claim(ctx context.Context) ([]engine.Lease, bool) {
 			return nil, false
 		case isFatal(err):
 			r.fatal.Do(func() {
-				why := "the engine is unusable"
-				if errors.Is(err, engine.ErrInvalid) {
-					why = "the queue or owner name is invalid"
-				}
-				r.log.Error("docket: stopped claiming: "+why, "err", err)
+				r.w.fail(fmt.Errorf("worker: claiming on queue %s/%s: %w", r.q.Namespace(), r.q.Name(), err))
 			})
 			return nil, false
 		}
@@ -122,9 +124,12 @@ func (s *slot) claim(ctx context.Context) ([]engine.Lease, bool) {
 	}
 }
 
-// isFatal reports errors after which claiming again cannot succeed.
+// isFatal reports errors after which claiming again cannot succeed: the
+// engine is closed or failed, a name is invalid, or the caller lacks the
+// permission (retrying would only hammer the engine with refusals).
 func isFatal(err error) bool {
-	return errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrFailed) || errors.Is(err, engine.ErrInvalid)
+	return errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrFailed) ||
+		errors.Is(err, engine.ErrInvalid) || errors.Is(err, engine.ErrPermission)
 }
 
 // heartbeats extends every lease the slot holds every HeartbeatEvery, until
@@ -153,6 +158,12 @@ func (s *slot) heartbeats(ctx context.Context, start time.Time) {
 				tk.release()
 			}
 			clear(buf)
+		case <-s.poke:
+			t.Stop()
+			for _, tk := range s.snapshot(&buf) {
+				tk.heartbeat()
+			}
+			clear(buf)
 		case <-t.C():
 			for _, tk := range s.snapshot(&buf) {
 				tk.heartbeat()
@@ -163,6 +174,14 @@ func (s *slot) heartbeats(ctx context.Context, start time.Time) {
 				next = now
 			}
 		}
+	}
+}
+
+// pokeNow asks for a heartbeat now, without waiting.
+func (s *slot) pokeNow() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
 	}
 }
 
@@ -182,6 +201,13 @@ func (s *slot) run(t *Task) {
 	defer cancel(nil)
 	if !t.begin(cancel) {
 		return // lost or released while it waited
+	}
+	if r.watch != nil {
+		// In process, a cancellation cancels the handler at once, not at the
+		// next heartbeat.
+		if unwatch, err := r.watch.WatchLease(t.lease, s.pokeNow); err == nil {
+			defer unwatch()
+		}
 	}
 	hctx, stop := ctx, func() {}
 	if d := r.opts.Timeout; d > 0 {
@@ -279,12 +305,14 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 		var sz *snoozeError
 		errors.As(err, &sz)
 		if serr := r.q.Snooze(bg, t.lease, sz.d); serr != nil {
-			t.Logger().Warn("docket: snooze failed", "err", serr)
+			r.recordFailed(t, "snooze", serr, err)
 		}
 	default:
-		lvl := slog.LevelInfo
-		if o == OutcomePanicked {
-			lvl = slog.LevelWarn
+		// A failed attempt is worth a line at the default level (warnings):
+		// a task failing over and over must not go unnoticed.
+		lvl := slog.LevelWarn
+		if o == OutcomePanicked || o == OutcomePermanent {
+			lvl = slog.LevelError
 		}
 		if r.log.Enabled(bg, lvl) {
 			t.Logger().Log(bg, lvl, "docket: task failed", "outcome", o.String(), "err", err)
@@ -304,6 +332,15 @@ func (r *runner) completed(t *Task, err error) {
 		t.Logger().Warn("docket: completion refused: the lease was lost; the result is discarded", "err", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrFailed):
 		t.Logger().Warn("docket: completion failed", "err", err)
+		r.w.fail(fmt.Errorf("worker: completing task %d: %w", t.ID, err))
+	case errors.Is(err, engine.ErrPermission):
+		// The Worker's caller may not do what the handler asked (enqueue its
+		// follow-ups, write its KV ops): running the handler again cannot
+		// help, and would burn the task's attempts. Hand the task back
+		// untouched and stop, loudly.
+		r.release(t.lease)
+		r.w.fail(fmt.Errorf("worker: completing task %d of queue %s/%s: the worker's caller lacks a permission the completion needs: %w",
+			t.ID, t.Namespace, t.Queue, err))
 	default:
 		// The commit itself was refused (an assertion of AddOps did not
 		// hold, a follow-up was invalid): the work did not take effect, so
@@ -313,8 +350,33 @@ func (r *runner) completed(t *Task, err error) {
 	}
 }
 
+// fail records a failed attempt.
 func (r *runner) fail(t *Task, f engine.Failure) {
 	if err := r.q.Fail(context.Background(), t.lease, f); err != nil {
-		t.Logger().Warn("docket: recording the failure failed", "err", err)
+		r.recordFailed(t, "recording the failure", err, errors.New(f.Err))
+	}
+}
+
+// recordFailed handles an outcome the engine refused to record (what names
+// it, err why, herr the handler's error): rather than leave the task in
+// flight, unheartbeated, until its lease expires and it is dead-lettered
+// for a lost attempt, it fails the attempt with both reasons and the
+// task's own backoff, or, if even that is refused, releases the lease at
+// once.
+func (r *runner) recordFailed(t *Task, what string, err, herr error) {
+	switch {
+	case errors.Is(err, engine.ErrLeaseLost):
+		t.Logger().Warn("docket: "+what+" refused: the lease was lost", "err", err)
+		return
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrFailed):
+		t.Logger().Warn("docket: "+what+" failed", "err", err)
+		r.w.fail(fmt.Errorf("worker: task %d: %s: %w", t.ID, what, err))
+		return
+	}
+	t.Logger().Error("docket: "+what+" failed; failing the attempt instead", "err", err)
+	reason := fmt.Sprintf("%s failed (%v); the handler returned: %v", what, err, herr)
+	if ferr := r.q.Fail(context.Background(), t.lease, engine.Failure{Err: reason}); ferr != nil {
+		t.Logger().Error("docket: failing the attempt failed too; releasing the lease", "err", ferr)
+		r.release(t.lease)
 	}
 }

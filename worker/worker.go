@@ -26,8 +26,10 @@ type Options struct {
 	// periodic ticks. It must tell the same time as the engine's clock.
 	// Default: the engine's clock (db.Clock()).
 	Clock engine.Clock
-	// ShutdownGrace is how long Run lets running handlers finish after its
-	// context ends before cancelling them. Default 30 s.
+	// ShutdownGrace is how long running handlers may finish once the Worker
+	// begins to stop, however the stop was asked for (Stop, Run's context,
+	// Start's context), before their contexts are cancelled. It is measured
+	// on Clock. Stop's context can only shorten it. Default 30 s.
 	ShutdownGrace time.Duration
 }
 
@@ -44,8 +46,13 @@ type QueueOptions struct {
 	// HeartbeatEvery is how often every lease the runtime holds is extended
 	// (to now + Lease). It must be shorter than Lease. Default Lease/3.
 	HeartbeatEvery time.Duration
-	// Timeout, if positive, cancels a handler's context after it ran this
-	// long (the cause wraps ErrTimeout); the attempt then fails.
+	// Timeout, if positive, is the deadline of a handler's context: after
+	// the handler ran this long on the Worker's clock, its context is
+	// cancelled, ctx.Err() is context.DeadlineExceeded and the cause wraps
+	// ErrTimeout (ctx.Deadline() reports the deadline from the start). What
+	// the handler returns then decides: an error fails the attempt
+	// (OutcomeTimedOut, the error text prefixed with the timeout); nil means
+	// the work finished, and the task completes like any other.
 	Timeout time.Duration
 	// ClaimBatch is how many tasks one goroutine claims in one commit. It
 	// runs them one after another; those waiting for their turn are
@@ -113,8 +120,15 @@ type Worker struct {
 	claimCancel context.CancelFunc
 	unwatch     func() bool // stops watching Start's context
 	wg          sync.WaitGroup
+	stopOnce    sync.Once
+	finished    chan struct{} // closed when every goroutine has returned
+	grace       chan struct{} // closed when the shutdown grace ran out
 	done        chan struct{}
 	stopErr     error
+
+	failOnce sync.Once
+	failed   chan struct{} // closed when err is set
+	err      error         // why the Worker stopped by itself
 }
 
 const (
@@ -127,7 +141,8 @@ const (
 // New returns a Worker for db. db may be a view from db.As(caller): every
 // call then runs with the caller's permissions.
 func New(db engine.API, opts Options) *Worker {
-	w := &Worker{db: db, opts: opts, clock: opts.Clock, log: opts.Logger, owner: opts.Owner, done: make(chan struct{})}
+	w := &Worker{db: db, opts: opts, clock: opts.Clock, log: opts.Logger, owner: opts.Owner, done: make(chan struct{}),
+		failed: make(chan struct{}), finished: make(chan struct{}), grace: make(chan struct{})}
 	if w.clock == nil {
 		w.clock = db.Clock()
 	}
@@ -160,7 +175,8 @@ func (w *Worker) Owner() string { return w.owner }
 
 // Handle registers h for the queue named queue in namespace ns. It panics
 // if the queue already has a handler, if the options are invalid or if the
-// Worker has started: these are programming errors.
+// Worker has started: these are programming errors. Names the engine would
+// refuse (empty, too long, not UTF-8) are reported by Start.
 func (w *Worker) Handle(ns engine.Namespace, queue string, h Handler, opts QueueOptions) {
 	if h == nil {
 		panic("worker: Handle with a nil handler")
@@ -201,9 +217,10 @@ func (w *Worker) Use(mw ...Middleware) {
 
 // Start begins claiming and running tasks, and ticking periodic schedules.
 // Before it returns, each schedule has caught up its most recent missed
-// tick, if any. The values of ctx reach every handler's context; cancelling
-// ctx stops the Worker as an expired Stop context would (handlers are
-// cancelled and their leases released): call Stop to wait for that.
+// tick, if any. It returns an error wrapping engine.ErrInvalid for a
+// namespace, queue or owner name the engine would refuse. The values of ctx
+// reach every handler's context; when ctx ends the Worker stops by the rule
+// of Stop (call Stop to wait for that).
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -212,6 +229,19 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if len(w.runners) == 0 && len(w.periodics) == 0 {
 		return errors.New("worker: nothing to run: no handler and no periodic schedule")
+	}
+	if err := checkName("owner", w.owner); err != nil {
+		return err
+	}
+	for _, r := range w.runners {
+		if err := checkQueue(r.q.Namespace(), r.q.Name()); err != nil {
+			return err
+		}
+	}
+	for _, p := range w.periodics {
+		if err := checkQueue(p.ns, p.queue); err != nil {
+			return err
+		}
 	}
 	// Clock readings taken here, before any goroutine starts, anchor the
 	// heartbeat grids and the schedules: a clock moved right after Start
@@ -226,10 +256,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.runCtx, w.runCancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	w.claimCtx, w.claimCancel = context.WithCancel(w.runCtx)
-	w.unwatch = context.AfterFunc(ctx, func() {
-		w.claimCancel()
-		w.runCancel(ErrShutdown)
-	})
+	w.unwatch = context.AfterFunc(ctx, w.shutdown)
 	w.state = stateRunning
 	for _, r := range w.runners {
 		r.start(now)
@@ -241,72 +268,130 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops claiming and ticking, and at once releases (Snooze 0, the
-// attempt not counted) every claimed task whose handler has not started.
-// Then it waits for running handlers to finish until ctx ends. If ctx ends
-// first, it cancels the handlers' contexts (with the cause ErrShutdown) and
-// waits for them to return: each task whose handler then returns an error
-// is released too, so another worker takes it without waiting for the lease
-// to expire. Heartbeats go on until each handler returns, so a task is
-// never run twice at once; a handler that ignores its context delays Stop.
-// When Stop returns, no goroutine of the Worker is left. It returns ctx's
-// error if handlers had to be cancelled. Stop before Start does nothing;
-// calling it again waits like the first call.
+// Stop stops the Worker and waits until it has. The rule is the same
+// however a stop begins (Stop, Run's context ending, Start's context
+// ending, or the Worker failing): claiming and ticking stop at once, every
+// claimed task whose handler has not started is released (Snooze 0, the
+// attempt not counted), and running handlers get Options.ShutdownGrace to
+// finish. Then, or when Stop's ctx ends if that is sooner, their contexts
+// are cancelled with the cause ErrShutdown, and each task whose handler
+// then returns an error is released too, so another worker takes it at
+// once. Heartbeats go on until each handler returns, so a task is never run
+// twice at once; a handler that ignores its context delays Stop.
+//
+// When Stop returns, no goroutine of the Worker is left. It returns the
+// error that stopped the Worker by itself (see Run), else ctx's error or
+// ErrShutdown-wrapped context.DeadlineExceeded if handlers had to be
+// cancelled, else nil. Stop before Start does nothing; calling it again
+// waits like the first call.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	switch w.state {
-	case stateNew:
+	if w.state == stateNew {
 		w.state = stateStopped
 		close(w.done)
+		close(w.finished)
 		w.mu.Unlock()
 		return nil
-	case stateStopping, stateStopped:
-		w.mu.Unlock()
-		select {
-		case <-w.done:
-			return w.stopErr
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
-	w.state = stateStopping
+	started := w.unwatch != nil
 	w.mu.Unlock()
-
-	w.unwatch()
-	w.claimCancel()
-	finished := make(chan struct{})
-	go func() {
-		w.wg.Wait()
-		close(finished)
-	}()
-	var err error
+	if !started {
+		return nil // stopped before it started
+	}
+	w.shutdown()
 	select {
-	case <-finished:
+	case <-w.done:
 	case <-ctx.Done():
-		err = ctx.Err()
 		w.runCancel(ErrShutdown)
-		<-finished
+		<-w.done
+		w.mu.Lock()
+		if w.stopErr == nil {
+			w.stopErr = ctx.Err()
+		}
+		w.mu.Unlock()
 	}
-	w.runCancel(ErrShutdown)
 	w.mu.Lock()
-	w.state, w.stopErr = stateStopped, err
-	w.mu.Unlock()
-	close(w.done)
-	return err
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	return w.stopErr
 }
 
-// Run starts the Worker, waits until ctx ends, then stops it, giving
-// running handlers Options.ShutdownGrace to finish. It returns nil after a
-// clean stop, the error of Start, or context.DeadlineExceeded if handlers
-// had to be cancelled.
+// shutdown begins the stop; the first call starts a goroutine that ends it
+// (and closes done) once every goroutine of the Worker has returned.
+func (w *Worker) shutdown() {
+	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		w.state = stateStopping
+		w.mu.Unlock()
+		w.unwatch()
+		w.claimCancel()
+		go func() {
+			w.wg.Wait()
+			close(w.finished)
+		}()
+		go func() {
+			t := w.clock.NewTimer(w.opts.ShutdownGrace)
+			var err error
+			select {
+			case <-w.finished:
+				t.Stop()
+			case <-t.C():
+				err = fmt.Errorf("%w: handlers still running after the shutdown grace of %v: %w",
+					ErrShutdown, w.opts.ShutdownGrace, context.DeadlineExceeded)
+				close(w.grace)
+				w.runCancel(ErrShutdown)
+				<-w.finished
+			}
+			w.runCancel(ErrShutdown)
+			w.mu.Lock()
+			w.state = stateStopped
+			if w.stopErr == nil {
+				w.stopErr = err
+			}
+			w.mu.Unlock()
+			close(w.done)
+		}()
+	})
+}
+
+// Run starts the Worker and stops it (see Stop) when ctx ends or when the
+// Worker cannot go on: the engine was closed or failed, or the Worker's
+// caller lacks a permission it needs (work on a queue, enqueue for
+// follow-ups, kv-write for AddOps). It returns the error that stopped the
+// Worker, nil after a clean stop on ctx, the error of Start, or an error
+// wrapping context.DeadlineExceeded if handlers had to be cancelled after
+// Options.ShutdownGrace.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.ShutdownGrace)
-	defer cancel()
-	return w.Stop(sctx)
+	select {
+	case <-ctx.Done():
+	case <-w.failed:
+	}
+	return w.Stop(context.WithoutCancel(ctx))
+}
+
+// Err returns the error that made the Worker stop by itself (the engine
+// closed or failed, a permission missing), nil if there is none.
+func (w *Worker) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// fail stops the Worker because it cannot go on; the first error is kept.
+func (w *Worker) fail(err error) {
+	w.failOnce.Do(func() {
+		w.log.Error("docket: worker stopping", "err", err)
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		close(w.failed)
+		w.shutdown()
+	})
 }
 
 // chain wraps h in the Worker's middleware.

@@ -12,20 +12,19 @@ import (
 	"github.com/docketdb/docket/worker/metrics"
 )
 
-// Wiring a Collector: as the engine's observer, as worker middleware, and
-// as a Prometheus collector reading the DB at scrape time.
+// Wiring a Collector: Open makes it the engine's observer and the DB it
+// reads at scrape time; Instrument adds its middleware to a Worker.
 func Example() {
 	c := metrics.New(metrics.Options{})
-	db, err := engine.Open("/var/lib/app/docket", engine.Options{Observer: c})
+	db, err := c.Open("/var/lib/app/docket", engine.Options{})
 	if err != nil {
 		panic(err)
 	}
 	defer db.Close()
-	c.Watch(db)
 	prometheus.MustRegister(c)
 
 	w := worker.New(db, worker.Options{})
-	w.Use(c.Middleware())
+	c.Instrument(w)
 	w.HandleFunc(engine.NS("shop", "prod"), "emails", func(ctx context.Context, t *worker.Task) error {
 		return nil
 	}, worker.QueueOptions{Concurrency: 8})

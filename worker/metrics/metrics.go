@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,9 @@ type Options struct {
 	// ScrapeTimeout bounds the read of the DB's queues at scrape time.
 	// Default 5 s.
 	ScrapeTimeout time.Duration
+	// Logger receives the warning, once per Collector, that a wiring step
+	// is missing (see the package documentation). Default slog.Default().
+	Logger *slog.Logger
 }
 
 // counters kept per queue, in the order of counterNames.
@@ -82,6 +86,7 @@ type queueKey struct {
 type queueStats struct {
 	counts  [numCounters]atomic.Uint64
 	latency prometheus.Observer
+	touched atomic.Bool // an event since the last scrape
 
 	mu      sync.Mutex
 	handler map[worker.Outcome]prometheus.Observer
@@ -91,7 +96,14 @@ type queueStats struct {
 // how to plug it in and what it exports. It is safe for concurrent use.
 type Collector struct {
 	opts Options
-	db   atomic.Pointer[engine.DB]
+	api  atomic.Pointer[watched]
+
+	// What the Collector has seen of its wiring, to warn of a missing step.
+	observed  atomic.Bool // the engine called the Observer
+	middle    atomic.Bool // Middleware was taken
+	timed     atomic.Bool // the middleware timed a run
+	claimed   atomic.Bool // the engine leased a task
+	warnedFor sync.Map    // the warnings given, by text
 
 	mu     sync.RWMutex
 	queues map[queueKey]*queueStats
@@ -122,15 +134,18 @@ func New(opts Options) *Collector {
 	if opts.ScrapeTimeout <= 0 {
 		opts.ScrapeTimeout = 5 * time.Second
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	c := &Collector{opts: opts, queues: make(map[queueKey]*queueStats), denied: make(map[engine.Namespace]*atomic.Uint64)}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(opts.Prefix+"_"+name, help, labels, opts.ConstLabels)
 	}
 	for i, n := range counterNames {
-		c.counterDescs[i] = desc(n[0], n[1], "namespace", "queue")
+		c.counterDescs[i] = desc(n[0], n[1], "project", "scope", "queue")
 	}
-	c.deniedDesc = desc("calls_denied_total", "Calls refused for lack of permission.", "namespace")
-	c.tasksDesc = desc("tasks", "Tasks by queue and state, read at scrape time.", "namespace", "queue", "state")
+	c.deniedDesc = desc("calls_denied_total", "Calls refused for lack of permission.", "project", "scope")
+	c.tasksDesc = desc("tasks", "Tasks by queue and state, read at scrape time.", "project", "scope", "queue", "state")
 	c.commitsDesc = desc("commits_total", "Batches committed since the DB was opened.")
 	c.logBytesDesc = desc("log_bytes_total", "Bytes written to the log since the DB was opened.")
 	c.logSyncsDesc = desc("log_syncs_total", "Fsyncs of the log since the DB was opened.")
@@ -142,9 +157,9 @@ func New(opts Options) *Collector {
 			ConstLabels: opts.ConstLabels, Buckets: buckets}
 	}
 	c.latency = prometheus.NewHistogramVec(hopts("task_latency_seconds",
-		"Time from a task's creation to its completion.", opts.DurationBuckets), []string{"namespace", "queue"})
+		"Time from a task's creation to its completion.", opts.DurationBuckets), []string{"project", "scope", "queue"})
 	c.handler = prometheus.NewHistogramVec(hopts("handler_duration_seconds",
-		"Wall time of handler runs, by how they ended.", opts.DurationBuckets), []string{"namespace", "queue", "outcome"})
+		"Wall time of handler runs, by how they ended.", opts.DurationBuckets), []string{"project", "scope", "queue", "outcome"})
 	c.fsync = prometheus.NewHistogram(hopts("wal_fsync_duration_seconds",
 		"Duration of fsyncs of the log.", opts.FsyncBuckets))
 	c.group = prometheus.NewHistogram(hopts("wal_fsync_group_size",
@@ -158,11 +173,74 @@ func New(opts Options) *Collector {
 	return c
 }
 
-// Watch makes scrapes read the number of tasks per queue and state, and
-// the engine's counters, from db. Give it the DB as opened, not a view
-// from db.As: a caller's view has no engine counters and sees only the
-// namespaces the caller may read.
-func (c *Collector) Watch(db *engine.DB) { c.db.Store(db) }
+// watched is the API a Collector reads at scrape time.
+type watched struct {
+	api   engine.API
+	stats interface{ Stats() engine.Stats } // nil if api has no engine counters
+}
+
+// Watch makes scrapes read the number of tasks per queue and state from
+// api, and the engine's counters if api is an *engine.DB (or anything with
+// its Stats method). A caller's view (db.As) or a client sees only the
+// namespaces the caller may read; give the DB as opened to export every
+// queue. Per-queue series of a queue api no longer lists (it holds no task)
+// disappear at the next scrape without events for it.
+func (c *Collector) Watch(api engine.API) {
+	st, _ := api.(interface{ Stats() engine.Stats })
+	c.api.Store(&watched{api: api, stats: st})
+}
+
+// Observe returns opts with the Collector as its Observer, next to an
+// Observer already set (both are told everything).
+func (c *Collector) Observe(opts engine.Options) engine.Options {
+	if opts.Observer == nil || opts.Observer == engine.Observer(c) {
+		opts.Observer = c
+	} else {
+		opts.Observer = tee{opts.Observer, c}
+	}
+	return opts
+}
+
+// Open opens the docket directory dir (engine.Open) with the Collector as
+// an Observer and watches it: the engine's side of the wiring in one call.
+func (c *Collector) Open(dir string, opts engine.Options) (*engine.DB, error) {
+	db, err := engine.Open(dir, c.Observe(opts))
+	if err == nil {
+		c.Watch(db)
+	}
+	return db, err
+}
+
+// OpenInMemory is Open for engine.OpenInMemory.
+func (c *Collector) OpenInMemory(opts engine.Options) (*engine.DB, error) {
+	db, err := engine.OpenInMemory(c.Observe(opts))
+	if err == nil {
+		c.Watch(db)
+	}
+	return db, err
+}
+
+// Instrument adds the Collector's Middleware to each Worker: the workers'
+// side of the wiring.
+func (c *Collector) Instrument(ws ...*worker.Worker) {
+	for _, w := range ws {
+		w.Use(c.Middleware())
+	}
+}
+
+// tee is two Observers.
+type tee [2]engine.Observer
+
+func (t tee) TaskEvents(evs []engine.TaskEvent) { t[0].TaskEvents(evs); t[1].TaskEvents(evs) }
+func (t tee) Synced(d time.Duration, n int)     { t[0].Synced(d, n); t[1].Synced(d, n) }
+func (t tee) Snapshot(ev engine.SnapshotEvent)  { t[0].Snapshot(ev); t[1].Snapshot(ev) }
+
+// warn logs a missing wiring step once.
+func (c *Collector) warn(msg string) {
+	if _, done := c.warnedFor.LoadOrStore(msg, true); !done {
+		c.opts.Logger.Warn("docket metrics: " + msg)
+	}
+}
 
 // queue returns the stats of a queue, creating them on first use.
 func (c *Collector) queue(k queueKey) *queueStats {
@@ -175,7 +253,7 @@ func (c *Collector) queue(k queueKey) *queueStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if qs = c.queues[k]; qs == nil {
-		qs = &queueStats{latency: c.latency.WithLabelValues(k.ns.String(), k.queue)}
+		qs = &queueStats{latency: c.latency.WithLabelValues(k.ns.Project, k.ns.Scope, k.queue)}
 		c.queues[k] = qs
 	}
 	return qs
@@ -183,6 +261,9 @@ func (c *Collector) queue(k queueKey) *queueStats {
 
 // TaskEvents implements engine.Observer.
 func (c *Collector) TaskEvents(events []engine.TaskEvent) {
+	if !c.observed.Load() {
+		c.observed.Store(true)
+	}
 	var qs *queueStats
 	var last queueKey
 	for i := range events {
@@ -197,6 +278,12 @@ func (c *Collector) TaskEvents(events []engine.TaskEvent) {
 		}
 		if k := (queueKey{ev.Namespace, ev.Queue}); qs == nil || k != last {
 			qs, last = c.queue(k), k
+			if !qs.touched.Load() {
+				qs.touched.Store(true)
+			}
+		}
+		if idx == cClaimed && !c.claimed.Load() {
+			c.claimed.Store(true)
 		}
 		qs.counts[idx].Add(1)
 		if ev.Kind == engine.EvCompleted {
@@ -222,6 +309,7 @@ func (c *Collector) deny(ns engine.Namespace) {
 
 // Synced implements engine.Observer.
 func (c *Collector) Synced(d time.Duration, records int) {
+	c.observed.Store(true)
 	c.fsync.Observe(d.Seconds())
 	c.group.Observe(float64(records))
 }
@@ -251,13 +339,18 @@ func failed(o worker.Outcome) bool {
 // are wall time, whatever clock the Worker uses. Add it with Worker.Use,
 // outside any middleware whose time should count.
 func (c *Collector) Middleware() worker.Middleware {
+	c.middle.Store(true)
 	return func(next worker.Handler) worker.Handler {
 		return worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
 			start := time.Now()
 			err := next.Work(ctx, t)
 			d := time.Since(start)
 			o := worker.OutcomeOf(ctx, err)
+			if !c.timed.Load() {
+				c.timed.Store(true)
+			}
 			qs := c.queue(queueKey{t.Namespace, t.Queue})
+			qs.touched.Store(true)
 			c.handlerObserver(qs, t, o).Observe(d.Seconds())
 			if failed(o) {
 				qs.counts[cFailed].Add(1)
@@ -275,7 +368,7 @@ func (c *Collector) handlerObserver(qs *queueStats, t *worker.Task, o worker.Out
 		if qs.handler == nil {
 			qs.handler = make(map[worker.Outcome]prometheus.Observer)
 		}
-		obs = c.handler.WithLabelValues(t.Namespace.String(), t.Queue, o.String())
+		obs = c.handler.WithLabelValues(t.Namespace.Project, t.Namespace.Scope, t.Queue, o.String())
 		qs.handler[o] = obs
 	}
 	return obs
@@ -305,6 +398,31 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		k  queueKey
 		qs *queueStats
 	}
+	// Read the watched API first, so that queues it no longer lists can be
+	// forgotten before their series are sent.
+	wa := c.api.Load()
+	var (
+		qis    []engine.QueueInfo
+		listed bool
+		stats  engine.Stats
+	)
+	if wa != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.ScrapeTimeout)
+		// A closed or failed DB has no queues to show; the error is the
+		// engine's to report, and a scrape should not fail because of it.
+		var err error
+		qis, err = wa.api.Queues(ctx)
+		cancel()
+		listed = err == nil
+		if wa.stats != nil {
+			stats = wa.stats.Stats()
+		}
+	}
+	c.checkWiring(wa, stats)
+	if listed {
+		c.forget(qis)
+	}
+
 	c.mu.RLock()
 	queues := make([]entry, 0, len(c.queues))
 	for k, qs := range c.queues {
@@ -316,13 +434,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.RUnlock()
 	for _, e := range queues {
-		ns := e.k.ns.String()
 		for i, d := range c.counterDescs {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(e.qs.counts[i].Load()), ns, e.k.queue)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(e.qs.counts[i].Load()),
+				e.k.ns.Project, e.k.ns.Scope, e.k.queue)
 		}
 	}
 	for ns, n := range denied {
-		ch <- prometheus.MustNewConstMetric(c.deniedDesc, prometheus.CounterValue, float64(n), ns.String())
+		ch <- prometheus.MustNewConstMetric(c.deniedDesc, prometheus.CounterValue, float64(n), ns.Project, ns.Scope)
 	}
 	c.latency.Collect(ch)
 	c.handler.Collect(ch)
@@ -332,30 +450,57 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.snapshotBytes.Collect(ch)
 	c.snapshotFailures.Collect(ch)
 
-	db := c.db.Load()
-	if db == nil {
+	if wa == nil {
 		return
 	}
-	st := db.Stats()
-	ch <- prometheus.MustNewConstMetric(c.commitsDesc, prometheus.CounterValue, float64(st.Commits))
-	ch <- prometheus.MustNewConstMetric(c.logBytesDesc, prometheus.CounterValue, float64(st.LogBytes))
-	ch <- prometheus.MustNewConstMetric(c.logSyncsDesc, prometheus.CounterValue, float64(st.LogSyncs))
-	ch <- prometheus.MustNewConstMetric(c.snapshotsDesc, prometheus.CounterValue, float64(st.Snapshots))
-	ch <- prometheus.MustNewConstMetric(c.recordsDesc, prometheus.GaugeValue, float64(st.Tasks))
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ScrapeTimeout)
-	defer cancel()
-	qis, err := db.Queues(ctx)
-	if err != nil {
-		// A closed or failed DB has no queues to show; the error is the
-		// engine's to report, and a scrape should not fail because of it.
-		return
+	if wa.stats != nil {
+		ch <- prometheus.MustNewConstMetric(c.commitsDesc, prometheus.CounterValue, float64(stats.Commits))
+		ch <- prometheus.MustNewConstMetric(c.logBytesDesc, prometheus.CounterValue, float64(stats.LogBytes))
+		ch <- prometheus.MustNewConstMetric(c.logSyncsDesc, prometheus.CounterValue, float64(stats.LogSyncs))
+		ch <- prometheus.MustNewConstMetric(c.snapshotsDesc, prometheus.CounterValue, float64(stats.Snapshots))
+		ch <- prometheus.MustNewConstMetric(c.recordsDesc, prometheus.GaugeValue, float64(stats.Tasks))
 	}
 	for _, qi := range qis {
-		ns := qi.Namespace.String()
 		n := qi.Counts
 		for i, v := range [...]int{n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed} {
-			ch <- prometheus.MustNewConstMetric(c.tasksDesc, prometheus.GaugeValue, float64(v), ns, qi.Name, stateNames[i])
+			ch <- prometheus.MustNewConstMetric(c.tasksDesc, prometheus.GaugeValue, float64(v),
+				qi.Namespace.Project, qi.Namespace.Scope, qi.Name, stateNames[i])
 		}
+	}
+}
+
+// forget drops the series of queues that the watched API no longer lists
+// and that saw no event since the previous scrape, so that the Collector
+// keeps nothing for queues that are gone.
+func (c *Collector) forget(qis []engine.QueueInfo) {
+	live := make(map[queueKey]bool, len(qis))
+	for _, qi := range qis {
+		live[queueKey{qi.Namespace, qi.Name}] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, qs := range c.queues {
+		if qs.touched.Swap(false) || live[k] {
+			continue
+		}
+		delete(c.queues, k)
+		c.latency.DeleteLabelValues(k.ns.Project, k.ns.Scope, k.queue)
+		c.handler.DeletePartialMatch(prometheus.Labels{"project": k.ns.Project, "scope": k.ns.Scope, "queue": k.queue})
+	}
+}
+
+// checkWiring warns, once each, of a wiring step that is missing.
+func (c *Collector) checkWiring(wa *watched, st engine.Stats) {
+	switch {
+	case wa == nil:
+		c.warn("no API watched (Collector.Watch, or Collector.Open): docket_tasks and the engine counters are not exported")
+	case wa.stats != nil && st.Commits > 0 && !c.observed.Load():
+		c.warn("the watched DB has committed work but never called the Collector: set it as engine.Options.Observer " +
+			"(Collector.Open or Collector.Observe does): task counters and fsync and snapshot timings stay at zero")
+	}
+	if c.claimed.Load() && !c.middle.Load() {
+		c.warn("tasks were claimed but the worker middleware is not installed (Collector.Instrument(w), or " +
+			"w.Use(c.Middleware())): docket_handler_duration_seconds and docket_tasks_failed_total stay empty")
 	}
 }
 

@@ -30,12 +30,11 @@ var (
 func TestCollectorAfterKnownWork(t *testing.T) {
 	clock := engine.NewManualClock(t0)
 	c := metrics.New(metrics.Options{})
-	db, err := engine.Open(t.TempDir(), engine.Options{Clock: clock, Observer: c})
+	db, err := c.Open(t.TempDir(), engine.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	c.Watch(db)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 
@@ -61,7 +60,7 @@ func TestCollectorAfterKnownWork(t *testing.T) {
 	mux.HandleFunc("bad", func(context.Context, *worker.Task) error { return worker.Permanent(errors.New("bad")) })
 	mux.HandleFunc("flaky", func(context.Context, *worker.Task) error { return errors.New("flaky") })
 	w := worker.New(db, worker.Options{Clock: clock, Owner: "w"})
-	w.Use(c.Middleware())
+	c.Instrument(w)
 	w.Handle(ns, "orders", mux, worker.QueueOptions{Concurrency: 3})
 	if err := w.Start(bg); err != nil {
 		t.Fatal(err)
@@ -92,47 +91,47 @@ func TestCollectorAfterKnownWork(t *testing.T) {
 	const want = `
 # HELP docket_calls_denied_total Calls refused for lack of permission.
 # TYPE docket_calls_denied_total counter
-docket_calls_denied_total{namespace="acme/prod"} 1
+docket_calls_denied_total{project="acme",scope="prod"} 1
 # HELP docket_tasks Tasks by queue and state, read at scrape time.
 # TYPE docket_tasks gauge
-docket_tasks{namespace="acme/prod",queue="emails",state="completed"} 0
-docket_tasks{namespace="acme/prod",queue="emails",state="dead"} 0
-docket_tasks{namespace="acme/prod",queue="emails",state="in_flight"} 0
-docket_tasks{namespace="acme/prod",queue="emails",state="ready"} 1
-docket_tasks{namespace="acme/prod",queue="emails",state="scheduled"} 0
-docket_tasks{namespace="acme/prod",queue="orders",state="completed"} 0
-docket_tasks{namespace="acme/prod",queue="orders",state="dead"} 1
-docket_tasks{namespace="acme/prod",queue="orders",state="in_flight"} 0
-docket_tasks{namespace="acme/prod",queue="orders",state="ready"} 0
-docket_tasks{namespace="acme/prod",queue="orders",state="scheduled"} 1
+docket_tasks{project="acme",queue="emails",scope="prod",state="completed"} 0
+docket_tasks{project="acme",queue="emails",scope="prod",state="dead"} 0
+docket_tasks{project="acme",queue="emails",scope="prod",state="in_flight"} 0
+docket_tasks{project="acme",queue="emails",scope="prod",state="ready"} 1
+docket_tasks{project="acme",queue="emails",scope="prod",state="scheduled"} 0
+docket_tasks{project="acme",queue="orders",scope="prod",state="completed"} 0
+docket_tasks{project="acme",queue="orders",scope="prod",state="dead"} 1
+docket_tasks{project="acme",queue="orders",scope="prod",state="in_flight"} 0
+docket_tasks{project="acme",queue="orders",scope="prod",state="ready"} 0
+docket_tasks{project="acme",queue="orders",scope="prod",state="scheduled"} 1
 # HELP docket_tasks_claimed_total Tasks leased to a worker.
 # TYPE docket_tasks_claimed_total counter
-docket_tasks_claimed_total{namespace="acme/prod",queue="emails"} 0
-docket_tasks_claimed_total{namespace="acme/prod",queue="orders"} 3
+docket_tasks_claimed_total{project="acme",queue="emails",scope="prod"} 0
+docket_tasks_claimed_total{project="acme",queue="orders",scope="prod"} 3
 # HELP docket_tasks_completed_total Tasks completed.
 # TYPE docket_tasks_completed_total counter
-docket_tasks_completed_total{namespace="acme/prod",queue="emails"} 0
-docket_tasks_completed_total{namespace="acme/prod",queue="orders"} 1
+docket_tasks_completed_total{project="acme",queue="emails",scope="prod"} 0
+docket_tasks_completed_total{project="acme",queue="orders",scope="prod"} 1
 # HELP docket_tasks_dead_lettered_total Tasks moved to the dead-letter queue.
 # TYPE docket_tasks_dead_lettered_total counter
-docket_tasks_dead_lettered_total{namespace="acme/prod",queue="emails"} 0
-docket_tasks_dead_lettered_total{namespace="acme/prod",queue="orders"} 1
+docket_tasks_dead_lettered_total{project="acme",queue="emails",scope="prod"} 0
+docket_tasks_dead_lettered_total{project="acme",queue="orders",scope="prod"} 1
 # HELP docket_tasks_enqueued_total Tasks enqueued (deduplicated enqueues are not counted).
 # TYPE docket_tasks_enqueued_total counter
-docket_tasks_enqueued_total{namespace="acme/prod",queue="emails"} 1
-docket_tasks_enqueued_total{namespace="acme/prod",queue="orders"} 3
+docket_tasks_enqueued_total{project="acme",queue="emails",scope="prod"} 1
+docket_tasks_enqueued_total{project="acme",queue="orders",scope="prod"} 3
 # HELP docket_tasks_failed_total Handler runs that returned an error or panicked (counted by the worker middleware).
 # TYPE docket_tasks_failed_total counter
-docket_tasks_failed_total{namespace="acme/prod",queue="emails"} 0
-docket_tasks_failed_total{namespace="acme/prod",queue="orders"} 2
+docket_tasks_failed_total{project="acme",queue="emails",scope="prod"} 0
+docket_tasks_failed_total{project="acme",queue="orders",scope="prod"} 2
 # HELP docket_tasks_lease_lost_total Completions, failures and heartbeats refused because the lease was lost.
 # TYPE docket_tasks_lease_lost_total counter
-docket_tasks_lease_lost_total{namespace="acme/prod",queue="emails"} 0
-docket_tasks_lease_lost_total{namespace="acme/prod",queue="orders"} 0
+docket_tasks_lease_lost_total{project="acme",queue="emails",scope="prod"} 0
+docket_tasks_lease_lost_total{project="acme",queue="orders",scope="prod"} 0
 # HELP docket_tasks_retried_total Failed attempts scheduled to be retried.
 # TYPE docket_tasks_retried_total counter
-docket_tasks_retried_total{namespace="acme/prod",queue="emails"} 0
-docket_tasks_retried_total{namespace="acme/prod",queue="orders"} 1
+docket_tasks_retried_total{project="acme",queue="emails",scope="prod"} 0
+docket_tasks_retried_total{project="acme",queue="orders",scope="prod"} 1
 # HELP docket_snapshots_total Snapshots written since the DB was opened.
 # TYPE docket_snapshots_total counter
 docket_snapshots_total 1
@@ -217,7 +216,7 @@ func TestCollectorWithoutDB(t *testing.T) {
 	const want = `
 # HELP q_tasks_enqueued_total Tasks enqueued (deduplicated enqueues are not counted).
 # TYPE q_tasks_enqueued_total counter
-q_tasks_enqueued_total{instance="a",namespace="acme/prod",queue="q"} 1
+q_tasks_enqueued_total{instance="a",project="acme",queue="q",scope="prod"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "q_tasks_enqueued_total"); err != nil {
 		t.Fatal(err)
