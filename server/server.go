@@ -178,6 +178,9 @@ func (s *Server) park(ctx context.Context, maxWait time.Duration) (context.Conte
 	}
 	ctx, cancel := context.WithTimeout(ctx, maxWait)
 	stop := context.AfterFunc(s.drainCtx, cancel)
+	if s.drainCtx.Err() != nil {
+		cancel() // draining already: answer at once, not when AfterFunc's goroutine runs
+	}
 	return ctx, func() {
 		stop()
 		cancel()
