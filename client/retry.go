@@ -168,10 +168,10 @@ func (r *retrier) backoff(attempt int) time.Duration {
 type failure int
 
 const (
-	final     failure = iota // the server answered: the error is the answer
-	notSent                  // the call never reached a server
-	redirected               // a server refused to take it (not the leader, draining)
-	maybeSent                // sent, no answer
+	final      failure = iota // the server answered: the error is the answer
+	notSent                   // the call never reached a server
+	redirected                // a server refused to take it (not the leader, draining)
+	maybeSent                 // sent, no answer
 )
 
 func classify(err error) failure {
