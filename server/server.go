@@ -112,20 +112,15 @@ var ErrUnauthenticated = errors.New("docket: a valid bearer token is required")
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ci := callInfo{id: s.reqID.Add(1)}
+		c, err := s.Caller(r)
+		if err != nil {
+			s.log.Info("docket: unauthenticated call", "req", ci.id, "path", r.URL.Path, "remote", r.RemoteAddr)
+			s.writeError(w, r, connect.NewError(connect.CodeUnauthenticated, err))
+			return
+		}
 		limitKey := ""
-		if s.opts.Tokens != nil {
-			token, ok := bearer(r.Header.Get("Authorization"))
-			var c engine.Caller
-			if ok {
-				c, ok = s.opts.Tokens.Authenticate(token)
-			}
-			if !ok {
-				s.log.Info("docket: unauthenticated call", "req", ci.id, "path", r.URL.Path, "remote", r.RemoteAddr)
-				s.writeError(w, r, connect.NewError(connect.CodeUnauthenticated, ErrUnauthenticated))
-				return
-			}
-			ci.caller = &c
-			limitKey = c.ID
+		if c != nil {
+			ci.caller, limitKey = c, c.ID
 		}
 		release, err := s.lim.acquire(limitKey, false)
 		if err != nil {
@@ -135,6 +130,34 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		defer release()
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, ci)))
 	})
+}
+
+// Caller returns the caller a request's bearer token stands for: nil
+// without tokens configured (calls run as the program itself), and
+// ErrUnauthenticated for a missing or unknown token. The dashboard uses it
+// to map its requests the same way.
+func (s *Server) Caller(r *http.Request) (*engine.Caller, error) {
+	if s.opts.Tokens == nil {
+		return nil, nil
+	}
+	return s.CallerForToken(bearerOf(r))
+}
+
+// CallerForToken is Caller for a token obtained otherwise (a login form).
+func (s *Server) CallerForToken(token string) (*engine.Caller, error) {
+	if s.opts.Tokens == nil {
+		return nil, nil
+	}
+	c, ok := s.opts.Tokens.Authenticate(token)
+	if !ok {
+		return nil, ErrUnauthenticated
+	}
+	return &c, nil
+}
+
+func bearerOf(r *http.Request) string {
+	tok, _ := bearer(r.Header.Get("Authorization"))
+	return tok
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err *connect.Error) {
