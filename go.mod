@@ -3,6 +3,7 @@ module github.com/docketdb/docket
 go 1.24.0
 
 require (
+	connectrpc.com/connect v1.19.2
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/tidwall/btree v1.8.2
 	github.com/tidwall/wal v1.2.1
@@ -17,4 +18,5 @@ require (
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/tidwall/tinylru v1.1.0 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	google.golang.org/protobuf v1.36.9 // indirect
 )

@@ -1,0 +1,226 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// ErrOutcomeUnknown is returned for a call that reached the server (or may
+// have) and got no answer, when repeating it would not be safe: it may or
+// may not have taken effect. Enqueues with an idempotency key and fenced
+// calls are repeated instead, since a repeat cannot do the work twice.
+var ErrOutcomeUnknown = errors.New("docket: outcome unknown: the connection failed after the call was sent")
+
+// LeaderHeader is the response header in which a node that cannot take a
+// call (a follower, a node without a leader) names the leader's address.
+const LeaderHeader = "Docket-Leader"
+
+// endpoints is the list of servers a client knows and the one it uses.
+type endpoints struct {
+	mu   sync.Mutex
+	urls []string
+	cur  int
+}
+
+func newEndpoints(list string) (*endpoints, error) {
+	var urls []string
+	seen := map[string]bool{}
+	for _, u := range strings.Split(list, ",") {
+		u = strings.TrimRight(strings.TrimSpace(u), "/")
+		if u == "" || seen[u] {
+			continue
+		}
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return nil, errors.New("docket: server address " + u + " must start with http:// or https://")
+		}
+		seen[u] = true
+		urls = append(urls, u)
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("docket: no server address")
+	}
+	return &endpoints{urls: urls}, nil
+}
+
+func (e *endpoints) current() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.urls[e.cur]
+}
+
+// failed moves on from url (if it is still the current one) to the next.
+func (e *endpoints) failed(url string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.urls[e.cur] == url {
+		e.cur = (e.cur + 1) % len(e.urls)
+	}
+}
+
+// follow makes the leader named by a server current, adding it when it is
+// not in the list (a cluster may have grown).
+func (e *endpoints) follow(leader string) {
+	leader = strings.TrimRight(strings.TrimSpace(leader), "/")
+	if !strings.HasPrefix(leader, "http://") && !strings.HasPrefix(leader, "https://") {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, u := range e.urls {
+		if u == leader {
+			e.cur = i
+			return
+		}
+	}
+	if len(e.urls) < 64 {
+		e.urls = append(e.urls, leader)
+		e.cur = len(e.urls) - 1
+	}
+}
+
+// retrier repeats calls across transient failures.
+type retrier struct {
+	eps        *endpoints
+	maxRetries int
+	base, max  time.Duration
+	sleep      func(context.Context, time.Duration) error // tests replace it
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// do runs f against the current endpoint, repeating it on another or the
+// same endpoint while the failure allows: always when the call cannot have
+// reached a server (dial refused, no leader, redirected), and when the
+// call was sent but got no answer only if repeatable is true. It gives up
+// when ctx ends or after maxRetries repeats.
+func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Context, base string) error) error {
+	for attempt := 0; ; attempt++ {
+		base := r.eps.current()
+		err := f(ctx, base)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		retry := false
+		switch classify(err) {
+		case notSent:
+			r.eps.failed(base)
+			retry = true
+		case redirected:
+			var ce *connect.Error
+			if errors.As(err, &ce) {
+				if leader := ce.Meta().Get(LeaderHeader); leader != "" && leader != base {
+					r.eps.follow(leader)
+				} else {
+					r.eps.failed(base)
+				}
+			}
+			retry = true
+		case maybeSent:
+			r.eps.failed(base)
+			if !repeatable {
+				return errors.Join(ErrOutcomeUnknown, err)
+			}
+			retry = true
+		}
+		if !retry {
+			return err
+		}
+		if attempt >= r.maxRetries {
+			if classify(err) == maybeSent {
+				return errors.Join(ErrOutcomeUnknown, err)
+			}
+			return err
+		}
+		if serr := r.sleep(ctx, r.backoff(attempt)); serr != nil {
+			return err
+		}
+	}
+}
+
+func (r *retrier) backoff(attempt int) time.Duration {
+	d := r.base << min(attempt, 16)
+	if d > r.max || d <= 0 {
+		d = r.max
+	}
+	return d/2 + rand.N(d/2+1) // full jitter on the upper half
+}
+
+type failure int
+
+const (
+	final      failure = iota // the server answered: the error is the answer
+	notSent                   // the call never reached a server
+	redirected                // a server refused to take it (not the leader, draining)
+	maybeSent                 // sent, no answer
+)
+
+func classify(err error) failure {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		if ce.Meta().Get(LeaderHeader) != "" {
+			return redirected
+		}
+		switch ce.Code() {
+		case connect.CodeUnavailable:
+			if dialFailed(err) {
+				return notSent
+			}
+			if ce.Meta().Get("Docket-Unavailable") != "" {
+				return redirected // the server said so: it did not take the call
+			}
+			return maybeSent
+		case connect.CodeUnknown, connect.CodeInternal, connect.CodeAborted:
+			if transportFailed(err) {
+				if dialFailed(err) {
+					return notSent
+				}
+				return maybeSent
+			}
+		case connect.CodeDeadlineExceeded, connect.CodeCanceled:
+			return final
+		}
+		return final
+	}
+	if dialFailed(err) {
+		return notSent
+	}
+	if transportFailed(err) {
+		return maybeSent
+	}
+	return final
+}
+
+// dialFailed reports a connection that was never made: nothing was sent.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+func transportFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "EOF")
+}

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+func newTestServer(t *testing.T, tokens *Tokens, opts Options) (*Server, *engine.DB) {
+	t.Helper()
+	db, err := engine.OpenInMemory(engine.Options{Authorizer: tokens, Secure: tokens != nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	opts.Tokens = tokens
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return New(db, opts), db
+}
+
+func TestAuthenticateRefusesWithoutSayingWhy(t *testing.T) {
+	tok, line, _ := NewToken("app", "acme/prod:read")
+	tokens, err := ParseTokens(strings.NewReader(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newTestServer(t, tokens, Options{})
+	var seen engine.Caller
+	h := s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = *infoFrom(r.Context()).caller
+		w.Write([]byte("served"))
+	}))
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+
+	call := func(auth string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", ts.URL+"/docket.v1.Queues/Get", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, auth := range []string{"", "Bearer", "Bearer " + tok + "x", "Basic " + tok, "bearer  wrong"} {
+		resp, body := call(auth)
+		var e struct{ Code, Message string }
+		if err := json.Unmarshal([]byte(body), &e); err != nil {
+			t.Fatalf("%q: body %q is not a connect error: %v", auth, body, err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized || e.Code != "unauthenticated" || e.Message != ErrUnauthenticated.Error() {
+			t.Fatalf("%q: %d %q", auth, resp.StatusCode, body)
+		}
+	}
+	if resp, body := call("Bearer " + tok); resp.StatusCode != 200 || body != "served" || seen.ID != "app" {
+		t.Fatalf("good token: %d %q caller %q", resp.StatusCode, body, seen.ID)
+	}
+	if resp, _ := call("bearer " + tok); resp.StatusCode != 200 {
+		t.Fatalf("the scheme is case-insensitive: %d", resp.StatusCode)
+	}
+}
+
+func TestAPIRunsAsTheCaller(t *testing.T) {
+	_, line, _ := NewToken("reader", "acme/prod:read")
+	tokens, _ := ParseTokens(strings.NewReader(line))
+	s, db := newTestServer(t, tokens, Options{})
+	ns := engine.NS("acme", "prod")
+	if _, err := db.Queue(ns, "q").Enqueue(context.Background(), engine.Task{}); !errors.Is(err, engine.ErrPermission) {
+		t.Fatalf("secure DB without caller: %v", err)
+	}
+	ctx := context.WithValue(context.Background(), callerKey{}, callInfo{caller: &engine.Caller{ID: "reader"}})
+	api, err := s.api(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Queue(ns, "q").Counts(ctx); err != nil {
+		t.Fatalf("read with read permission: %v", err)
+	}
+	_, err = api.Queue(ns, "q").Enqueue(ctx, engine.Task{})
+	if !errors.Is(err, engine.ErrPermission) || !strings.Contains(err.Error(), "enqueue") {
+		t.Fatalf("enqueue without permission: %v", err)
+	}
+}
+
+func TestCallLimitPerCaller(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{MaxCalls: 1})
+	entered, release := make(chan struct{}), make(chan struct{})
+	ts := httptest.NewServer(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	})))
+	defer ts.Close()
+	done := make(chan int)
+	go func() {
+		resp, err := http.Post(ts.URL, "application/json", nil)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-entered
+	resp, err := http.Post(ts.URL, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second concurrent call: %d; want 429", resp.StatusCode)
+	}
+	close(release)
+	if code := <-done; code != 200 {
+		t.Fatalf("first call: %d", code)
+	}
+}
+
+func TestParkEndsOnDrainAndAtMaxWait(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{MaxParked: 2, MaxWait: time.Hour})
+	ctx1, rel1, err := s.park(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel1()
+	if dl, ok := ctx1.Deadline(); !ok || time.Until(dl) > time.Hour {
+		t.Fatalf("a wait without a bound got deadline %v %v; want MaxWait", dl, ok)
+	}
+	ctx2, rel2, err := s.park(context.Background(), time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ctx2.Done() // the caller's own bound
+	rel2()
+	ctx3, rel3, err := s.park(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel3()
+	if _, _, err := s.park(context.Background(), 0); err == nil {
+		t.Fatal("a third parked claim passed a limit of 2")
+	}
+	rec := httptest.NewRecorder()
+	mux := http.NewServeMux()
+	s.Health(mux)
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 200 {
+		t.Fatalf("readyz before drain: %d", rec.Code)
+	}
+	s.Drain()
+	<-ctx1.Done()
+	<-ctx3.Done()
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while draining: %d", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != 200 {
+		t.Fatalf("healthz while draining: %d", rec.Code)
+	}
+	rel1()
+	ctx4, rel4, err := s.park(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel4()
+	select {
+	case <-ctx4.Done():
+	default:
+		t.Fatal("a claim parked after the drain started did not end at once")
+	}
+}
+
+func TestReadyHook(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{Ready: func(context.Context) error { return errors.New("no leader") }})
+	mux := http.NewServeMux()
+	s.Health(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "no leader") {
+		t.Fatalf("readyz with a failing hook: %d %q", rec.Code, rec.Body.String())
+	}
+}
