@@ -24,15 +24,26 @@ var (
 // flagOr returns the value of the named int flag, or raceValue under the
 // race detector when the flag was not set explicitly.
 func flagOr(name string, value, raceValue int) int {
-	if !raceEnabled {
-		return value
-	}
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	if set {
+	if !raceEnabled || flagSet(name) {
 		return value
 	}
 	return raceValue
+}
+
+// shortOr returns v, or shortValue with -short when the named flag was not
+// set explicitly: the long sweeps run in full in .ci/run, a sample of them
+// while working.
+func shortOr(name string, v, shortValue int) int {
+	if !testing.Short() || flagSet(name) {
+		return v
+	}
+	return shortValue
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // recordCrash records the shared crash workload: 300 instructions (about
@@ -40,7 +51,8 @@ func flagOr(name string, value, raceValue int) int {
 // many segments and checkpoints truncate it, a 90 s idempotency TTL and a
 // minute's retention of completed tasks, so housekeeping batches happen.
 func recordCrash(t *testing.T) *recording {
-	return record(t, recordOptions{seed: *crashSeed, ops: *crashOps, segBytes: 1024, weights: crashWorkload, cfg: 0x09})
+	return record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
+		weights: crashWorkload, cfg: 0x09})
 }
 
 // span is the part of a file an instruction appended: bytes [from, to).
@@ -133,7 +145,8 @@ func TestCrashEveryByte(t *testing.T) {
 	dir := scratchDir(t)
 	rng := rand.New(rand.NewPCG(*crashSeed, 3))
 	prev, prevAck := rec.start, uint64(0)
-	every := flagOr("crash-continue-every", *contEvery, 64)
+	every := shortOr("crash-continue-every", flagOr("crash-continue-every", *contEvery, 64), 64)
+	stride := shortOr("", 1, 23) // with -short, record boundaries and every 23rd byte
 	var cuts, continued, logBytes, skipped int
 	distinct := map[[32]byte]bool{}
 	for i, e := range rec.ops {
@@ -150,6 +163,9 @@ func TestCrashEveryByte(t *testing.T) {
 		logBytes += total
 		bounds := boundaries(e.img, spans)
 		for k := 0; k < total; k++ {
+			if k%stride != 0 && !bounds[k] {
+				continue
+			}
 			what := fmt.Sprintf("instruction %d (%s) cut after %d of %d appended bytes", i, e.desc, k, total)
 			cont := bounds[k] || k%every == 0
 			im := cut(e.img, spans, k, false)
@@ -191,9 +207,10 @@ func TestCrashTails(t *testing.T) {
 	rng := rand.New(rand.NewPCG(*crashSeed, 5))
 	n := 0
 	distinct := map[[32]byte]bool{}
+	stride := shortOr("", 1, 3)
 	for i, e := range rec.ops {
 		tail, starts := e.img.tailEntries()
-		if tail == "" {
+		if tail == "" || i%stride != 0 {
 			continue
 		}
 		buf := e.img[tail]
@@ -265,7 +282,11 @@ func TestPowerLoss(t *testing.T) {
 	dir := scratchDir(t)
 	n := 0
 	distinct := map[[32]byte]bool{}
-	for _, e := range rec.events {
+	stride := shortOr("", 1, 4) // with -short, every 4th moment
+	for i, e := range rec.events {
+		if i%stride != 0 {
+			continue
+		}
 		for _, kind := range []string{"lost", "partial", "zeroed", "entries"} {
 			im := e.power[kind]
 			distinct[im.hash()] = true
@@ -284,7 +305,7 @@ func TestPowerLoss(t *testing.T) {
 func TestCrashWithoutSync(t *testing.T) {
 	for _, mode := range []engine.Durability{engine.SyncNever, engine.SyncInterval} {
 		t.Run(mode.String(), func(t *testing.T) {
-			rec := record(t, recordOptions{seed: *crashSeed + 1, ops: 150, segBytes: 1024, weights: crashWorkload,
+			rec := record(t, recordOptions{seed: *crashSeed + 1, ops: shortOr("crash-ops", 150, 40), segBytes: 1024, weights: crashWorkload,
 				cfg: 0x09, dur: mode})
 			dir := scratchDir(t)
 			distinct := map[[32]byte]bool{}

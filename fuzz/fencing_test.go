@@ -19,7 +19,7 @@ import (
 // other than the newest one handed out for the task may be accepted, and
 // every answer must be the model's.
 func TestFencingUnderPauses(t *testing.T) {
-	const wantOps = 200_000
+	wantOps := shortOr("", 200_000, 20_000)
 	clock := engine.NewManualClock(t0)
 	cfg := Config{IdempotencyTTL: -1}
 	opts := engine.Options{Clock: clock, Logger: quiet}

@@ -143,7 +143,7 @@ func TestBitFlips(t *testing.T) {
 	b := sharedFlipBase(t)
 	dir := scratchDir(t)
 	outcomes := map[string]int{}
-	every := flagOr("flip-every", *flipEvery, 8)
+	every := shortOr("flip-every", flagOr("flip-every", *flipEvery, 8), 97)
 	for _, file := range append(b.img.segments(), b.img.snapshots()...) {
 		for off := 0; off < len(b.img[file]); off += every {
 			outcomes[b.checkFlip(t, dir, file, off, uint(off/every))]++
