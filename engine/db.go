@@ -134,7 +134,7 @@ func open(dir string, opts Options) (*DB, error) {
 	c := &core{
 		opts:    opts,
 		clock:   opts.Clock,
-		entropy: randomSeed,
+		entropy: newEntropy(),
 		dir:     dir,
 		store:   index.NewStore(),
 		enc:     index.NewEncoder(),

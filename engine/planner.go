@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 
 	"github.com/docketdb/docket/index"
@@ -257,11 +258,14 @@ func LeaseSecret(seed, id, token uint64) uint64 {
 	return max(binary.LittleEndian.Uint64(sum[:8]), 1)
 }
 
-// randomSeed is the default entropy: 8 bytes from crypto/rand, never 0.
-func randomSeed() uint64 {
-	var b [8]byte
-	rand.Read(b[:]) // never fails (Go 1.24+)
-	return max(binary.LittleEndian.Uint64(b[:]), 1)
+// newEntropy returns the default entropy: a ChaCha8 stream (a CSPRNG)
+// keyed from crypto/rand, never 0. It is called under the engine lock only,
+// and costs a fraction of a crypto/rand read per batch.
+func newEntropy() func() uint64 {
+	var key [32]byte
+	rand.Read(key[:]) // never fails (Go 1.24+)
+	rng := mrand.NewChaCha8(key)
+	return func() uint64 { return max(rng.Uint64(), 1) }
 }
 
 // nextDue is the earliest time a timer or a lease of the queue comes due,
