@@ -124,6 +124,16 @@ func TestReplicaRestore(t *testing.T) {
 	_, err := bad.Apply(1, []byte{0xc1})
 	wantErr(t, err, ErrCorrupt)
 	wantErr(t, NewReplica().RestoreState(bytes.NewReader(nil)), ErrCorrupt)
+	// A batch that does not follow the replica's state is damage.
+	var logged []byte
+	e.db.c.opts.Tap = func(_ uint64, data []byte) { logged = bytes.Clone(data) }
+	e.enqueue(q, Task{})
+	gap := NewReplica()
+	_, err = gap.Apply(4, logged)
+	wantErr(t, err, ErrCorrupt)
+	// State is for the program that opened the DB, not for a caller.
+	wantErr(t, errOnly(e.db.As(Caller{ID: "c"}).StateHash()), ErrPermission)
+	wantErr(t, e.db.As(Caller{ID: "c"}).EncodeState(&buf), ErrPermission)
 }
 
 // TestOpensVersion1Directory opens a directory written by the previous
