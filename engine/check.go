@@ -28,8 +28,11 @@ type CheckReport struct {
 	// LoadedFrom is the snapshot recovery would start from ("" for none).
 	LoadedFrom string
 	Seq        uint64 // last batch after replay
-	Tasks      int
-	Queues     int
+	// Refused counts replayed batches whose assertions no longer held: they
+	// applied nothing (a refusal is an outcome, not damage).
+	Refused int
+	Tasks   int
+	Queues  int
 }
 
 // Print writes the report for a person.
@@ -55,6 +58,9 @@ func (r CheckReport) Print(w io.Writer) {
 		fmt.Fprintf(w, "recovery starts from %s\n", filepath.Base(r.LoadedFrom))
 	}
 	fmt.Fprintf(w, "state after replay: last batch %d, %d tasks in %d queues\n", r.Seq, r.Tasks, r.Queues)
+	if r.Refused > 0 {
+		fmt.Fprintf(w, "replay refused %d batches whose assertions no longer held\n", r.Refused)
+	}
 }
 
 // Check verifies a data directory without changing it and without taking
@@ -79,6 +85,7 @@ func Check(dir string) (CheckReport, error) {
 		return rep, err
 	}
 	store := b.store
+	rep.Refused = b.refused
 	rep.Seq, rep.Tasks = store.Seq(), store.Len()
 	store.Queues(func(*index.Queue) bool { rep.Queues++; return true })
 	if err := store.Verify(); err != nil {

@@ -26,9 +26,12 @@ type DB struct {
 type core struct {
 	opts  Options
 	clock Clock
-	dir   string
-	lock  *os.File
-	log   *wal.Log // nil in memory and read-only
+	// entropy seeds a batch's lease secrets. A replicated planner replaces
+	// it with the seed its log entry carries.
+	entropy func() uint64
+	dir     string
+	lock    *os.File
+	log     *wal.Log // nil in memory and read-only
 	// readOnly refuses every write (OpenReadOnly).
 	readOnly bool
 
@@ -131,6 +134,7 @@ func open(dir string, opts Options) (*DB, error) {
 	c := &core{
 		opts:    opts,
 		clock:   opts.Clock,
+		entropy: newEntropy(),
 		dir:     dir,
 		store:   index.NewStore(),
 		enc:     index.NewEncoder(),
@@ -205,8 +209,63 @@ func (c *core) openDir() (err error) {
 		return err
 	}
 	store := b.store
+	if b.refused > 0 {
+		c.opts.Logger.Info("docket: replay refused batches whose assertions no longer held", "refused", b.refused)
+	}
 	c.store = store
 	return nil
+}
+
+// replay applies logged batches to store in order: records is a log reader
+// (wal.Log.Replay, wal.Scan) that calls its argument for every record from
+// store.Seq()+1 on. It returns how many batches were refused (a refusal is
+// an outcome, not damage); an error means the log does not fit the state.
+// Open, Check and anything else that rebuilds state from a log call it, and
+// it applies through applyBatch like the live commit path, so they cannot
+// disagree about what a log means.
+func replay(store *index.Store, records func(func(seq uint64, data []byte) error) error) (refused int, err error) {
+	dec := index.NewDecoder(store)
+	var b index.Batch
+	err = records(func(seq uint64, data []byte) error {
+		out, err := ApplyLogged(store, dec, &b, seq, data)
+		if err != nil {
+			return err
+		}
+		if out.Refused != "" {
+			refused++
+		}
+		return nil
+	})
+	return refused, err
+}
+
+// ApplyLogged decodes data, the bytes logged as record seq, into b (reused)
+// with dec and applies it to store. It is how a follower applies exactly
+// what the leader logged: the outcome says whether the batch applied or was
+// refused (and why); an error (wrapping index.ErrCorrupt) means the record
+// is damaged or does not follow store, and store must then be discarded.
+func ApplyLogged(store *index.Store, dec *index.Decoder, b *index.Batch, seq uint64, data []byte) (index.Outcome, error) {
+	if err := dec.Batch(data, b); err != nil {
+		return index.Outcome{Seq: seq}, fmt.Errorf("log record %d: %w", seq, err)
+	}
+	return applyBatch(store, seq, b)
+}
+
+// applyBatch applies batch b, logged as record seq, to store: the one step
+// by which any batch, live or replayed, reaches the indexes. The record's
+// sequence number, the batch's and the store's must line up.
+func applyBatch(store *index.Store, seq uint64, b *index.Batch) (index.Outcome, error) {
+	if b.Seq != seq {
+		return index.Outcome{Seq: seq}, fmt.Errorf("%w: log record %d holds batch %d", index.ErrCorrupt, seq, b.Seq)
+	}
+	if seq != store.Seq()+1 {
+		return index.Outcome{Seq: seq}, fmt.Errorf("%w: log record %d does not follow batch %d", index.ErrCorrupt, seq, store.Seq())
+	}
+	out, err := store.Apply(b)
+	if err != nil {
+		return out, fmt.Errorf("log record %d: %w", seq, err)
+	}
+	return out, nil
 }
 
 // mkdirDurable creates dir and any missing parents, fsyncing the parent of
@@ -262,24 +321,11 @@ func readSnapshot(path string) (*index.Store, error) {
 		if err != nil {
 			return err
 		}
-		if !header {
-			if r.Kind != index.RecHeader {
-				return fmt.Errorf("%w: snapshot does not start with a header", index.ErrCorrupt)
-			}
-			store.Restore(r.Seq, r.NextID)
-			dec = index.NewDecoder(store)
-			header = true
-			return nil
+		if header == (r.Kind == index.RecHeader) {
+			return fmt.Errorf("%w: snapshot header not (only) first", index.ErrCorrupt)
 		}
-		switch r.Kind {
-		case index.RecTask:
-			return store.LoadTask(r.Task)
-		case index.RecKV:
-			return store.LoadKV(r.KV)
-		case index.RecIdem:
-			return store.LoadIdem(r.Idem)
-		}
-		return fmt.Errorf("%w: record kind %d in snapshot", index.ErrCorrupt, r.Kind)
+		header = true
+		return store.Load(r)
 	})
 	if err == nil && (!header || seq != store.Seq()) {
 		err = fmt.Errorf("%w: snapshot %s header does not match", index.ErrCorrupt, path)
@@ -382,7 +428,7 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		c.mu.Unlock()
 		return 0, err
 	}
-	now := c.clock.Now().UnixMicro()
+	now := c.now()
 	if err := c.housekeep(now); err != nil {
 		c.mu.Unlock()
 		return 0, err
@@ -485,6 +531,14 @@ func (c *core) deadLettered(events []TaskEvent) []deadTask {
 	return out
 }
 
+// now is the time a plan uses: the clock's, but never earlier than the
+// last applied batch's, so time does not go backwards across batches (a
+// clock stepped back, a restart on a machine whose clock is behind). Call
+// with mu held.
+func (c *core) now() int64 {
+	return max(c.clock.Now().UnixMicro(), c.store.Now())
+}
+
 // logAndApply appends the planned batch to the log and applies it. Call with
 // mu held.
 func (c *core) logAndApply() (uint64, error) {
@@ -495,18 +549,30 @@ func (c *core) logAndApply() (uint64, error) {
 		// state is unchanged, so refuse the call rather than fail the engine.
 		return 0, fmt.Errorf("%w: %w", ErrConflict, err)
 	}
-	if c.log != nil {
-		data, err := c.enc.Batch(b)
-		if err != nil {
+	var data []byte
+	if c.log != nil || c.opts.Tap != nil {
+		var err error
+		if data, err = c.enc.Batch(b); err != nil {
 			return 0, c.fail(err)
 		}
+	}
+	if c.log != nil {
 		if err := c.log.Append(b.Seq, data); err != nil {
 			return 0, c.fail(err)
 		}
 		c.sinceSnap += int64(len(data))
 	}
-	if err := c.store.Apply(b); err != nil {
+	out, err := applyBatch(c.store, b.Seq, b)
+	if err != nil {
 		return 0, c.fail(err)
+	}
+	if c.opts.Tap != nil {
+		c.opts.Tap(b.Seq, data)
+	}
+	if out.Refused != "" {
+		// Check passed a moment ago under the same lock: unreachable, but
+		// the batch is logged and replay refuses it the same way.
+		return 0, fmt.Errorf("%w: %s", ErrConflict, out.Refused)
 	}
 	c.stats.Commits++
 	if len(c.waiters) > 0 {
@@ -712,37 +778,8 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	if err := c.log.Sync(img.Seq); err != nil {
 		return snapshot.Info{}, c.failLocked(err)
 	}
-	enc := index.NewEncoder()
 	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.Failpoint}, func(w *snapshot.Writer) error {
-		rec, err := enc.Header(img.Seq, img.NextID)
-		if err == nil {
-			err = w.Add(rec)
-		}
-		img.Tasks.Scan(func(t *index.Task) bool {
-			if err == nil {
-				if rec, err = enc.TaskRecord(t); err == nil {
-					err = w.Add(rec)
-				}
-			}
-			return err == nil
-		})
-		img.KV.Scan(func(e index.KV) bool {
-			if err == nil {
-				if rec, err = enc.KVRecord(e); err == nil {
-					err = w.Add(rec)
-				}
-			}
-			return err == nil
-		})
-		img.Idem.Scan(func(e index.Idem) bool {
-			if err == nil {
-				if rec, err = enc.IdemRecord(e); err == nil {
-					err = w.Add(rec)
-				}
-			}
-			return err == nil
-		})
-		return err
+		return index.WriteImage(img, index.NewEncoder(), w.Add)
 	})
 	if err != nil {
 		return info, err

@@ -23,4 +23,20 @@
 // images, and the log is truncated behind the older of the two kept. Open
 // loads the newest snapshot that verifies and replays the log after it;
 // Check and Repair inspect and mend a directory offline.
+//
+// # Determinism, for a replicated log
+//
+// Applying a batch needs nothing but its bytes: a batch carries the time its
+// plan used (never earlier than the batch before, whatever the clock does;
+// see index.Store.Now) and the entropy it drew (the seed lease secrets are
+// derived from, see LeaseSecret); planning changes nothing, and a batch is
+// encoded the same way on every node. A batch whose assertions no longer
+// hold when applied is refused: an Outcome, not an error, and it still
+// consumes its sequence number. The live commit path, Open's replay and
+// Check apply batches through one function, so they cannot drift apart.
+//
+// A follower uses Options.Tap (every committed batch's logged bytes, in
+// order) and a Replica (ApplyLogged on a store of its own), and compares
+// DB.StateHash with Replica.StateHash; DB.EncodeState and
+// Replica.RestoreState carry a whole state between nodes.
 package engine

@@ -68,6 +68,10 @@ func (e *env) open() {
 func (e *env) reopen() {
 	e.t.Helper()
 	before := dump(e.db)
+	hash, err := e.db.StateHash()
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if err := e.db.Close(); err != nil {
 		e.t.Fatalf("close: %v", err)
 	}
@@ -77,6 +81,12 @@ func (e *env) reopen() {
 	}
 	if after := dump(e.db); after != before {
 		e.t.Fatalf("state changed across reopen:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if e.dir != "" {
+		// Lease secrets and the last batch's time too.
+		if h, err := e.db.StateHash(); err != nil || h != hash {
+			e.t.Fatalf("state hash changed across reopen (%v)", err)
+		}
 	}
 }
 

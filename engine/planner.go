@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 
 	"github.com/docketdb/docket/index"
@@ -35,6 +39,7 @@ type cand struct {
 func (p *planner) begin(now int64) *planner {
 	p.b = &p.c.batch
 	p.b.Reset()
+	p.b.Now = now
 	p.now = now
 	p.nextID = p.c.store.NextID()
 	if len(p.idem) > 0 {
@@ -77,7 +82,7 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 		state, nb = index.StateReady, p.now
 	}
 	t := &index.Task{
-		ID: id, Queue: p.c.store.Intern(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
+		ID: id, Queue: p.c.store.QueueRef(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
 		NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max, Created: p.now, Updated: p.now, Payload: s.payload,
 	}
 	if s.kind != "" || s.idem != "" || len(s.headers) > 0 {
@@ -119,7 +124,7 @@ func (p *planner) ended(t *index.Task) {
 // asserts its token in the batch so that replay re-checks the fence.
 func (p *planner) fenced(qk index.QueueKey, l *Lease) (*index.Task, error) {
 	t, ok := p.c.store.Task(l.ID)
-	if !ok || t.Queue.Key != qk || t.State != index.StateInFlight || t.Token != l.Token {
+	if !ok || t.Queue.Key != qk || t.State != index.StateInFlight || t.Token != l.Token || t.Secret != l.Secret {
 		p.event(EvLeaseLost, qk, 0)
 		p.lost = qk
 		return nil, fmt.Errorf("%w: task %d token %d", ErrLeaseLost, l.ID, l.Token)
@@ -157,7 +162,7 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) [
 		t, _ := p.c.store.Task(it.ID)
 		if t.Attempts >= t.MaxAttempts {
 			u := index.UpdateOf(t)
-			u.State, u.Owner, u.LeaseUntil, u.Updated = index.StateDead, "", 0, now
+			u.State, u.Owner, u.LeaseUntil, u.Updated, u.Secret = index.StateDead, "", 0, now, 0
 			u.Flags, u.LastError = index.UpdLastError, "lease expired; attempts exhausted"
 			p.update(u)
 			p.event(EvDead, qk, 0)
@@ -186,6 +191,7 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) [
 		u := index.UpdateOf(t)
 		u.State, u.Attempts, u.Token = index.StateInFlight, t.Attempts+1, t.Token+1
 		u.Owner, u.LeaseUntil, u.Updated = owner, now+lease, now
+		u.Secret = p.secret(t.ID, u.Token)
 		if reclaimed {
 			u.Flags, u.LastError = index.UpdLastError, "lease expired"
 		}
@@ -218,7 +224,7 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) [
 		u := index.UpdateOf(t)
 		u.State = index.StateReady
 		if moved[i].reclaimed {
-			u.NotBefore, u.Owner, u.LeaseUntil, u.Updated = now, "", 0, now
+			u.NotBefore, u.Owner, u.LeaseUntil, u.Updated, u.Secret = now, "", 0, now, 0
 			u.Flags, u.LastError = index.UpdLastError, "lease expired"
 		}
 		p.update(u)
@@ -226,6 +232,40 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) [
 	clear(moved)
 	p.moved = moved[:0]
 	return out
+}
+
+// secret returns the lease secret of task id claimed with token: derived
+// from the batch's seed, which is drawn (once per batch, only when a batch
+// needs one) from the engine's entropy and logged with the batch. Replay
+// and a follower planning the same batch with the same seed derive the same
+// secrets; nobody who has not seen the batch can guess them.
+func (p *planner) secret(id, token uint64) uint64 {
+	if p.b.Seed == 0 {
+		p.b.Seed = p.c.entropy()
+	}
+	return LeaseSecret(p.b.Seed, id, token)
+}
+
+// LeaseSecret derives the secret of the lease of task id with token from a
+// batch seed: the first 8 bytes of SHA-256(seed, id, token), little-endian,
+// never 0 (0 means "no secret").
+func LeaseSecret(seed, id, token uint64) uint64 {
+	var buf [24]byte
+	binary.LittleEndian.PutUint64(buf[0:], seed)
+	binary.LittleEndian.PutUint64(buf[8:], id)
+	binary.LittleEndian.PutUint64(buf[16:], token)
+	sum := sha256.Sum256(buf[:])
+	return max(binary.LittleEndian.Uint64(sum[:8]), 1)
+}
+
+// newEntropy returns the default entropy: a ChaCha8 stream (a CSPRNG)
+// keyed from crypto/rand, never 0. It is called under the engine lock only,
+// and costs a fraction of a crypto/rand read per batch.
+func newEntropy() func() uint64 {
+	var key [32]byte
+	rand.Read(key[:]) // never fails (Go 1.24+)
+	rng := mrand.NewChaCha8(key)
+	return func() uint64 { return max(rng.Uint64(), 1) }
 }
 
 // nextDue is the earliest time a timer or a lease of the queue comes due,
@@ -251,7 +291,7 @@ func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 	return Lease{
 		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: t.Payload,
 		Headers: x.Headers, Progress: x.Progress, Priority: int(t.Priority), Attempt: int(u.Attempts),
-		MaxAttempts: int(t.MaxAttempts), Owner: u.Owner, Token: u.Token, Deadline: timeOf(u.LeaseUntil),
+		MaxAttempts: int(t.MaxAttempts), Owner: u.Owner, Token: u.Token, Secret: u.Secret, Deadline: timeOf(u.LeaseUntil),
 		EnqueuedAt: timeOf(t.Created),
 	}
 }

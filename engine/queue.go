@@ -276,7 +276,7 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 func (p *planner) complete(t *index.Task, result []byte) {
 	if p.c.opts.RetainCompleted > 0 {
 		u := index.UpdateOf(t)
-		u.State, u.Owner, u.LeaseUntil, u.Updated = index.StateCompleted, "", 0, p.now
+		u.State, u.Owner, u.LeaseUntil, u.Updated, u.Secret = index.StateCompleted, "", 0, p.now, 0
 		u.Flags, u.Result = index.UpdResult, result
 		p.update(u)
 	} else {
@@ -441,7 +441,7 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 // again after delay micros (at once when delay is 0).
 func (p *planner) release(t *index.Task, delay int64) index.TaskUpdate {
 	u := index.UpdateOf(t)
-	u.Owner, u.LeaseUntil, u.Updated = "", 0, p.now
+	u.Owner, u.LeaseUntil, u.Updated, u.Secret = "", 0, p.now, 0
 	u.State, u.NotBefore = index.StateScheduled, p.now+delay
 	if delay <= 0 {
 		u.State, u.NotBefore = index.StateReady, p.now

@@ -21,7 +21,7 @@ import (
 //     wal's From set to base.from(): damage in records the snapshot covers
 //     does not count;
 //  3. base.decide: does the log continue the snapshot?
-//  4. base.replay: every record after the snapshot through replayRecord.
+//  4. base.replay: every record after the snapshot through ApplyLogged.
 
 // base is where recovery starts.
 type base struct {
@@ -32,6 +32,8 @@ type base struct {
 	// snaps is what was found in each snapshot, newest first (only the ones
 	// read: loadBase stops at the first good one unless asked for all).
 	snaps []SnapshotCheck
+	// refused counts replayed batches whose assertions no longer held.
+	refused int
 }
 
 // loadBase finds the newest snapshot in snapDir that verifies. A snapshot
@@ -120,29 +122,14 @@ func (b *base) decide(first, last uint64, logger *slog.Logger) error {
 }
 
 // replay applies every record from the one after the snapshot, read by
-// read (wal.Log.Replay, or wal.Scan over a directory left as it is).
+// read (wal.Log.Replay, or wal.Scan over a directory left as it is),
+// through the engine's one replay (ApplyLogged, as the live path applies);
+// refused batches are counted, not damage.
 func (b *base) replay(read func(from uint64, fn func(seq uint64, data []byte) error) error) error {
-	dec := index.NewDecoder(b.store)
-	var batch index.Batch
-	err := read(b.store.Seq()+1, func(seq uint64, data []byte) error {
-		return replayRecord(b.store, dec, &batch, seq, data)
-	})
+	from := b.store.Seq() + 1
+	n, err := replay(b.store, func(fn func(uint64, []byte) error) error { return read(from, fn) })
+	b.refused += n
 	return wrapStorage(err)
-}
-
-// replayRecord decodes the log record seq and applies it to store: the one
-// place a logged batch becomes state again, for every kind of recovery.
-func replayRecord(store *index.Store, dec *index.Decoder, b *index.Batch, seq uint64, data []byte) error {
-	if err := dec.Batch(data, b); err != nil {
-		return fmt.Errorf("log record %d: %w", seq, err)
-	}
-	if b.Seq != seq {
-		return fmt.Errorf("%w: log record %d holds batch %d", index.ErrCorrupt, seq, b.Seq)
-	}
-	if err := store.Apply(b); err != nil {
-		return fmt.Errorf("log record %d: %w", seq, err)
-	}
-	return nil
 }
 
 // isDocketDir reports whether dir looks like a data directory Open made: it

@@ -71,6 +71,14 @@ type Options struct {
 	// engine's lock is released; they must be quick.
 	Observer Observer
 
+	// Tap, if set, receives every committed batch as the bytes the log
+	// holds for it (also in memory, where nothing is logged), in sequence
+	// order, right after it is applied. A follower that decodes and applies
+	// them (ApplyLogged, or a Replica) reaches the same state, byte for
+	// byte. Tap runs with the engine's lock held: it must be quick, must not
+	// call the DB, and must copy data to keep it.
+	Tap func(seq uint64, data []byte)
+
 	// Failpoint, if set, is called at named points of the log and snapshot
 	// code; a non-nil error is treated as an I/O error at that point. It
 	// exists for fault-injection tests. Points: "append.write", "sync",
@@ -171,8 +179,11 @@ type Enqueued struct {
 }
 
 // Lease is a claimed task. Present it to Complete, Fail, Heartbeat or
-// Snooze; its Token fences out any earlier or later holder. Its byte slices
-// are shared with the engine and must not be modified.
+// Snooze; its Token fences out any earlier or later holder, and its Secret,
+// a random value chosen when the task was claimed, makes it unforgeable:
+// ids and tokens are small sequential numbers anyone can guess, so a call
+// presenting the wrong secret gets ErrLeaseLost and changes nothing. Its
+// byte slices are shared with the engine and must not be modified.
 type Lease struct {
 	ID          uint64
 	Namespace   Namespace
@@ -186,6 +197,7 @@ type Lease struct {
 	MaxAttempts int
 	Owner       string
 	Token       uint64
+	Secret      uint64    // known only to the holder; kept across restarts
 	Deadline    time.Time // the lease ends then unless extended by Heartbeat
 	EnqueuedAt  time.Time
 }

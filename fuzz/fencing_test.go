@@ -88,6 +88,7 @@ func TestFencingUnderPauses(t *testing.T) {
 			if g, w := leasesString(got), leasesString(want); g != w {
 				t.Fatalf("op %d, claim:\nengine %s\nmodel  %s", ops, g, w)
 			}
+			m.Leased(got)
 			for _, l := range got {
 				if l.Token <= newest[l.ID] {
 					t.Fatalf("task %d leased with token %d after token %d", l.ID, l.Token, newest[l.ID])

@@ -67,13 +67,16 @@ type Rec struct {
 	BackoffMax  int64
 	Owner       string
 	Token       uint64
-	LeaseUntil  int64
-	Progress    []byte
-	Result      []byte
-	LastError   string
-	IdemKey     string
-	Created     int64
-	Updated     int64
+	// Secret is the lease secret of an in-flight task, as the engine chose
+	// it (see Leased); not part of what String compares.
+	Secret     uint64
+	LeaseUntil int64
+	Progress   []byte
+	Result     []byte
+	LastError  string
+	IdemKey    string
+	Created    int64
+	Updated    int64
 }
 
 // RecOf converts what the engine reports about a task into a Rec.
@@ -254,6 +257,22 @@ func NewModel(c Config, now time.Time) *Model {
 		keepDone:   c.RetainCompleted > 0,
 		retain:     c.RetainCompleted.Microseconds(),
 		maxPayload: 1 << 20,
+	}
+}
+
+// modelSeed derives the secrets of leases the model hands out itself.
+const modelSeed = 0x6d6f64656c
+
+// Leased records the secrets of leases the engine handed out: they are
+// random, so the model cannot choose them, only check that every fenced
+// call presents them.
+func (m *Model) Leased(ls []engine.Lease) {
+	for _, l := range ls {
+		if t, ok := m.tasks[l.ID]; ok && t.State == engine.InFlight && t.Token == l.Token {
+			n := *t
+			n.Secret = l.Secret
+			m.tasks[l.ID] = &n
+		}
 	}
 }
 
@@ -643,11 +662,11 @@ func (x *txn) ops(ns engine.Namespace, ops []TxOp) ([]engine.Enqueued, error) {
 	return enq, nil
 }
 
-// fenced returns the in-flight task l names, or ErrLeaseLost. Only the
-// token fences: the owner name is not checked.
+// fenced returns the in-flight task l names, or ErrLeaseLost. The token
+// and the lease secret fence: the owner name is not checked.
 func (x *txn) fenced(q QueueKey, l engine.Lease) (*Rec, error) {
 	t, ok := x.m.tasks[l.ID]
-	if !ok || t.Queue != q || t.State != engine.InFlight || t.Token != l.Token {
+	if !ok || t.Queue != q || t.State != engine.InFlight || t.Token != l.Token || t.Secret != l.Secret {
 		return nil, fmt.Errorf("%w: task %d token %d", engine.ErrLeaseLost, l.ID, l.Token)
 	}
 	return t, nil
@@ -778,6 +797,10 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 		}
 		n := *c.t
 		n.State, n.Attempts, n.Token = engine.InFlight, c.t.Attempts+1, c.t.Token+1
+		// A secret of the model's own until Leased records the engine's: a
+		// lease the model hands out fences like the engine's, and one made
+		// up (secret 0) is refused.
+		n.Secret = engine.LeaseSecret(modelSeed, n.ID, n.Token)
 		n.Owner, n.LeaseUntil, n.Updated = owner, now+lease.Microseconds(), now
 		if c.reclaimed {
 			n.LastError = "lease expired"
@@ -787,7 +810,7 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 		out = append(out, engine.Lease{
 			ID: n.ID, Namespace: q.NS, Queue: q.Name, Kind: n.Kind, Payload: n.Payload, Headers: n.Headers,
 			Progress: n.Progress, Priority: n.Priority, Attempt: n.Attempts, MaxAttempts: n.MaxAttempts,
-			Owner: owner, Token: n.Token, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
+			Owner: owner, Token: n.Token, Secret: n.Secret, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
 		})
 	}
 	for _, c := range moved {

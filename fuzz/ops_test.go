@@ -3,7 +3,9 @@
 package fuzz
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -25,13 +27,16 @@ func runMetamorphic(t *testing.T, data []byte) {
 	}
 	var first []string
 	for i, rc := range metamorphic {
-		r := newRunner(t, rc, programConfig(data[0]), "", nil)
+		sh := &shadow{r: engine.NewReplica()}
+		r := newRunner(t, rc, programConfig(data[0]), "", sh.tap)
 		// The in-memory run compares the whole state after every call; the
 		// others compare every answer and the sequence number after every
 		// call and the whole state after every reopen and at the end.
 		r.fullCheck = rc.mem
+		r.afterOp = func(int) { sh.check(r) }
 		r.run(&program{data: data, pos: 1}, maxInstructions)
 		r.finish()
+		sh.check(r)
 		r.db.Close()
 		r.db = nil
 		if i == 0 {
@@ -51,6 +56,57 @@ func runMetamorphic(t *testing.T, data []byte) {
 					rc.name, metamorphic[0].name, k, metamorphic[0].name, a, rc.name, b)
 			}
 		}
+	}
+}
+
+// shadow is a follower: every batch the DB logs reaches it through
+// Options.Tap as the logged bytes, which it decodes and applies to a fresh
+// Replica. After every instruction its state must equal the leader's, by
+// hash and byte for byte: apply is deterministic and needs nothing but the
+// bytes. It keeps following across reopens, as the leader's next batch
+// follows its last.
+type shadow struct {
+	r     *engine.Replica
+	err   error
+	state bytes.Buffer
+	lead  bytes.Buffer
+}
+
+func (s *shadow) tap(o *engine.Options) {
+	o.Tap = func(seq uint64, data []byte) {
+		if s.err != nil {
+			return
+		}
+		if _, err := s.r.Apply(seq, data); err != nil {
+			s.err = fmt.Errorf("follower, batch %d: %w", seq, err)
+		}
+	}
+}
+
+func (s *shadow) check(r *runner) {
+	r.tb.Helper()
+	if s.err != nil {
+		r.fatalf("%v", s.err)
+	}
+	if r.db == nil {
+		return
+	}
+	s.state.Reset()
+	s.lead.Reset()
+	if err := r.db.EncodeState(&s.lead); err != nil {
+		r.fatalf("leader state: %v", err)
+	}
+	if err := s.r.EncodeState(&s.state); err != nil {
+		r.fatalf("follower state: %v", err)
+	}
+	lh, lerr := r.db.StateHash()
+	fh, ferr := s.r.StateHash()
+	if lerr != nil || ferr != nil || lh != fh || !bytes.Equal(s.lead.Bytes(), s.state.Bytes()) {
+		r.fatalf("follower at batch %d differs from the leader (hash %x, follower %x; %v %v)",
+			s.r.Seq(), lh[:8], fh[:8], lerr, ferr)
+	}
+	if err := s.r.Verify(); err != nil {
+		r.fatalf("follower: %v", err)
 	}
 }
 
@@ -129,7 +185,9 @@ func opsSeeds() [][]byte {
 // durability mode with tiny and default snapshot thresholds (metamorphic):
 // every answer must be the model's, the whole state must be the model's
 // after every reopen (and, in memory, after every call), Verify must pass
-// after every reopen, and the histories must be identical. Its seeds run as
+// after every reopen, and the histories must be identical. A shadow
+// follower applies every logged batch to a fresh Replica and must match the
+// leader's state hash and bytes after every instruction. Its seeds run as
 // tests.
 func FuzzOps(f *testing.F) {
 	for _, s := range opsSeeds() {

@@ -510,6 +510,7 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 			if g, w := leasesString(got), leasesString(want); g != w {
 				r.fatalf("%s:\nengine %s\nmodel  %s", desc, g, w)
 			}
+			r.m.Leased(got)
 			r.leases = append(r.leases, got...)
 		}
 	case opComplete:

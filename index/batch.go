@@ -3,8 +3,14 @@ package index
 // Batch is one atomic commit: assertions checked against the state before it,
 // then mutations applied in order. It is the unit of the log.
 type Batch struct {
-	Seq        uint64
-	Now        int64 // Unix micros, read once when the batch was planned
+	Seq uint64
+	// Now is the time the plan used, Unix micros: never earlier than the Now
+	// of the batch before. Apply and replay read it instead of a clock.
+	Now int64
+	// Seed is entropy the planner drew for this batch (0 when it needed
+	// none); lease secrets are derived from it, so the batch carries
+	// everything its plan used.
+	Seed       uint64
 	Assertions []Assertion
 	Mutations  []Mutation
 }
@@ -83,6 +89,7 @@ type TaskUpdate struct {
 	Token      uint64
 	LeaseUntil int64
 	Updated    int64
+	Secret     uint64
 	Flags      uint8
 	Progress   []byte
 	Result     []byte
@@ -94,6 +101,14 @@ type TaskUpdate struct {
 func UpdateOf(t *Task) TaskUpdate {
 	return TaskUpdate{
 		ID: t.ID, State: t.State, Attempts: t.Attempts, NotBefore: t.NotBefore,
-		Owner: t.Owner, Token: t.Token, LeaseUntil: t.LeaseUntil, Updated: t.Updated,
+		Owner: t.Owner, Token: t.Token, LeaseUntil: t.LeaseUntil, Updated: t.Updated, Secret: t.Secret,
 	}
+}
+
+// Outcome is what applying one batch came to. A batch whose assertions no
+// longer hold is refused: that is a result, not damage; it consumes its Seq
+// and changes nothing else.
+type Outcome struct {
+	Seq     uint64
+	Refused string // why the batch was refused; "" when it applied
 }

@@ -3,6 +3,7 @@ package index
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -11,20 +12,33 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=1) seq now [assertion...] [mutation...]
+//	version(=2) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
 //
 //	[id project scope queue state attempts maxAttempts priority notBefore
-//	 backoffBase backoffMax owner token leaseUntil created updated payload extra]
+//	 backoffBase backoffMax owner token leaseUntil created updated payload extra
+//	 secret]
 //
-// with extra nil or [kind idemKey lastError progress result headers]. A
-// snapshot is a sequence of records, each one array whose first element is
-// its record kind: RecHeader [1 seq nextID], RecTask [2 task], RecKV [3 project
-// scope key value version], RecIdem [4 project scope queue key id expires].
+// with extra nil or [kind idemKey lastError progress result headers]. A task
+// update is [2 id state attempts notBefore owner token leaseUntil updated
+// flags progress result lastError secret]. A snapshot is a sequence of
+// records, each one array whose first element is its record kind: RecHeader
+// [1 seq nextID now], RecTask [2 task], RecKV [3 project scope key value
+// version], RecIdem [4 project scope queue key id expires].
+//
+// The encoding is deterministic, so that the same state gives the same bytes
+// on every node: headers are written in key order, an empty byte string is
+// written as nil (and read back as nil), and the fields of every record have
+// one fixed order.
+//
+// Version 1 (still read): a batch has no seed, a task record and a task
+// update have no secret (18 and 13 fields), and the snapshot header has no
+// time ([1 seq nextID]).
 const (
-	batchVersion = 1
+	batchVersion  = 2
+	batchVersion1 = 1
 
 	// Snapshot record kinds.
 	RecHeader = 1
@@ -36,8 +50,9 @@ const (
 // Encoder turns batches and records into bytes. It reuses its buffer: the
 // returned slice is valid until the next call.
 type Encoder struct {
-	buf bytes.Buffer
-	enc *msgpack.Encoder
+	buf  bytes.Buffer
+	enc  *msgpack.Encoder
+	keys []string // scratch for sorting headers
 }
 
 // NewEncoder returns an Encoder.
@@ -61,6 +76,7 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 	put(enc.EncodeUint(batchVersion))
 	put(enc.EncodeUint(b.Seq))
 	put(enc.EncodeInt(b.Now))
+	put(enc.EncodeUint(b.Seed))
 	put(enc.EncodeArrayLen(len(b.Assertions)))
 	for i := range b.Assertions {
 		a := &b.Assertions[i]
@@ -89,7 +105,7 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(e.task(m.Task))
 		case MutUpdateTask:
 			u := &m.Update
-			put(enc.EncodeArrayLen(13))
+			put(enc.EncodeArrayLen(14))
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(enc.EncodeUint(u.ID))
 			put(enc.EncodeUint(uint64(u.State)))
@@ -100,9 +116,10 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeInt(u.LeaseUntil))
 			put(enc.EncodeInt(u.Updated))
 			put(enc.EncodeUint(uint64(u.Flags)))
-			put(encodeOptBytes(enc, u.Flags&UpdProgress != 0, u.Progress))
-			put(encodeOptBytes(enc, u.Flags&UpdResult != 0, u.Result))
+			put(encodeBytes(enc, u.Flags&UpdProgress != 0, u.Progress))
+			put(encodeBytes(enc, u.Flags&UpdResult != 0, u.Result))
 			put(enc.EncodeString(u.LastError))
+			put(enc.EncodeUint(u.Secret))
 		case MutDeleteTask:
 			put(enc.EncodeArrayLen(2))
 			put(enc.EncodeUint(uint64(m.Kind)))
@@ -113,7 +130,7 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeString(m.KV.Project))
 			put(enc.EncodeString(m.KV.Scope))
 			put(enc.EncodeString(m.KV.Key))
-			put(enc.EncodeBytes(m.KV.Value))
+			put(encodeBytes(enc, true, m.KV.Value))
 		case MutPutIdem, MutDeleteIdem:
 			put(enc.EncodeArrayLen(7))
 			put(enc.EncodeUint(uint64(m.Kind)))
@@ -125,12 +142,11 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 	return e.buf.Bytes(), err
 }
 
-func encodeOptBytes(enc *msgpack.Encoder, present bool, b []byte) error {
-	if !present {
+// encodeBytes writes b, or nil when it is empty or not present: nil and an
+// empty slice are one value, so they must be one encoding.
+func encodeBytes(enc *msgpack.Encoder, present bool, b []byte) error {
+	if !present || len(b) == 0 {
 		return enc.EncodeNil()
-	}
-	if b == nil {
-		b = []byte{}
 	}
 	return enc.EncodeBytes(b)
 }
@@ -156,7 +172,7 @@ func (e *Encoder) task(t *Task) error {
 			err = err2
 		}
 	}
-	put(enc.EncodeArrayLen(18))
+	put(enc.EncodeArrayLen(19))
 	put(enc.EncodeUint(t.ID))
 	put(enc.EncodeString(t.Queue.Key.Project))
 	put(enc.EncodeString(t.Queue.Key.Scope))
@@ -173,30 +189,42 @@ func (e *Encoder) task(t *Task) error {
 	put(enc.EncodeInt(t.LeaseUntil))
 	put(enc.EncodeInt(t.Created))
 	put(enc.EncodeInt(t.Updated))
-	put(enc.EncodeBytes(t.Payload))
+	put(encodeBytes(enc, true, t.Payload))
 	if t.Extra.empty() {
 		put(enc.EncodeNil())
-		return err
+	} else {
+		x := t.Extra
+		put(enc.EncodeArrayLen(6))
+		put(enc.EncodeString(x.Kind))
+		put(enc.EncodeString(x.IdemKey))
+		put(enc.EncodeString(x.LastError))
+		put(encodeBytes(enc, true, x.Progress))
+		put(encodeBytes(enc, true, x.Result))
+		put(enc.EncodeMapLen(len(x.Headers)))
+		if len(x.Headers) > 0 {
+			keys := e.keys[:0]
+			for k := range x.Headers {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				put(enc.EncodeString(k))
+				put(enc.EncodeString(x.Headers[k]))
+			}
+			clear(keys)
+			e.keys = keys[:0]
+		}
 	}
-	x := t.Extra
-	put(enc.EncodeArrayLen(6))
-	put(enc.EncodeString(x.Kind))
-	put(enc.EncodeString(x.IdemKey))
-	put(enc.EncodeString(x.LastError))
-	put(enc.EncodeBytes(x.Progress))
-	put(enc.EncodeBytes(x.Result))
-	put(enc.EncodeMapLen(len(x.Headers)))
-	for k, v := range x.Headers {
-		put(enc.EncodeString(k))
-		put(enc.EncodeString(v))
-	}
+	put(enc.EncodeUint(t.Secret))
 	return err
 }
 
-// Header encodes the snapshot header record.
-func (e *Encoder) Header(seq, nextID uint64) ([]byte, error) {
+// Header encodes the snapshot header record: seq, next id and time, in
+// that order.
+func (e *Encoder) Header(seq, nextID uint64, now int64) ([]byte, error) {
 	e.buf.Reset()
-	err := firstErr(e.enc.EncodeArrayLen(3), e.enc.EncodeUint(RecHeader), e.enc.EncodeUint(seq), e.enc.EncodeUint(nextID))
+	err := firstErr(e.enc.EncodeArrayLen(4), e.enc.EncodeUint(RecHeader), e.enc.EncodeUint(seq),
+		e.enc.EncodeUint(nextID), e.enc.EncodeInt(now))
 	return e.buf.Bytes(), err
 }
 
@@ -211,7 +239,7 @@ func (e *Encoder) TaskRecord(t *Task) ([]byte, error) {
 func (e *Encoder) KVRecord(kv KV) ([]byte, error) {
 	e.buf.Reset()
 	err := firstErr(e.enc.EncodeArrayLen(6), e.enc.EncodeUint(RecKV), e.enc.EncodeString(kv.Project),
-		e.enc.EncodeString(kv.Scope), e.enc.EncodeString(kv.Key), e.enc.EncodeBytes(kv.Value), e.enc.EncodeUint(kv.Version))
+		e.enc.EncodeString(kv.Scope), e.enc.EncodeString(kv.Key), encodeBytes(e.enc, true, kv.Value), e.enc.EncodeUint(kv.Version))
 	return e.buf.Bytes(), err
 }
 
@@ -231,17 +259,20 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// Decoder turns bytes back into batches and records, interning queues in a
-// Store so decoded tasks point at its indexes.
+// Decoder turns bytes back into batches and records. Decoding changes no
+// Store: a decoded task points at the Store's queue when it exists and
+// otherwise at a detached queue carrying its key (see Store.QueueRef), which
+// Apply or a restore replaces.
 type Decoder struct {
 	r    bytes.Reader
 	dec  *msgpack.Decoder
 	s    *Store
 	n    int    // size of the current input, bounds every length read
 	data []byte // the current input
+	v1   bool   // the current batch is of version 1
 }
 
-// NewDecoder returns a Decoder that interns queues into s.
+// NewDecoder returns a Decoder whose tasks point at the queues of s.
 func NewDecoder(s *Store) *Decoder {
 	d := &Decoder{s: s}
 	d.dec = msgpack.NewDecoder(&d.r)
@@ -290,12 +321,13 @@ func (d *Decoder) fits() error {
 	return nil
 }
 
-// bytes decodes a bin (or nil) value.
+// bytes decodes a bin (or nil) value; empty is nil.
 func (d *Decoder) bytes() ([]byte, error) {
 	if err := d.fits(); err != nil {
 		return nil, err
 	}
-	return d.dec.DecodeBytes()
+	b, err := d.dec.DecodeBytes()
+	return nonEmpty(b), err
 }
 
 // str decodes a str value.
@@ -324,8 +356,9 @@ func (d *Decoder) arrayLen(what string, min, max int) (int, error) {
 	return n, nil
 }
 
-// mutFields is the array length of each mutation kind.
-var mutFields = [...]int{MutPutTask: 2, MutUpdateTask: 13, MutDeleteTask: 2, MutSetKV: 5,
+// mutFields is the array length of each mutation kind (version 2; a
+// version 1 task update has 13).
+var mutFields = [...]int{MutPutTask: 2, MutUpdateTask: 14, MutDeleteTask: 2, MutSetKV: 5,
 	MutDeleteKV: 5, MutPutIdem: 7, MutDeleteIdem: 7}
 
 // Batch decodes data into b, replacing its contents.
@@ -337,14 +370,20 @@ func (d *Decoder) Batch(data []byte, b *Batch) error {
 	if err != nil {
 		return corrupt("batch version", err)
 	}
-	if v != batchVersion {
+	if v != batchVersion && v != batchVersion1 {
 		return corrupt(fmt.Sprintf("batch version %d", v), nil)
 	}
+	d.v1 = v == batchVersion1
 	if b.Seq, err = dec.DecodeUint64(); err != nil {
 		return corrupt("batch seq", err)
 	}
 	if b.Now, err = dec.DecodeInt64(); err != nil {
 		return corrupt("batch time", err)
+	}
+	if !d.v1 {
+		if b.Seed, err = dec.DecodeUint64(); err != nil {
+			return corrupt("batch seed", err)
+		}
 	}
 	na, err := d.arrayLen("assertions", 0, 1<<30)
 	if err != nil {
@@ -410,7 +449,7 @@ func (d *Decoder) strings3() (a, b, c string, err error) {
 
 func (d *Decoder) mutation(m *Mutation) error {
 	dec := d.dec
-	n, err := d.arrayLen("mutation", 2, 13)
+	n, err := d.arrayLen("mutation", 2, 14)
 	if err != nil {
 		return err
 	}
@@ -419,7 +458,14 @@ func (d *Decoder) mutation(m *Mutation) error {
 		return corrupt("mutation kind", err)
 	}
 	m.Kind = MutKind(k)
-	if int(k) >= len(mutFields) || mutFields[k] != n {
+	want := 0
+	if int(k) < len(mutFields) {
+		want = mutFields[k]
+		if d.v1 && m.Kind == MutUpdateTask {
+			want = 13
+		}
+	}
+	if want == 0 || want != n {
 		return corrupt(fmt.Sprintf("mutation kind %d with %d fields", k, n), nil)
 	}
 	switch m.Kind {
@@ -462,6 +508,11 @@ func (d *Decoder) mutation(m *Mutation) error {
 		if u.LastError, err = d.str(); err != nil {
 			return corrupt("task update error", err)
 		}
+		if !d.v1 {
+			if u.Secret, err = dec.DecodeUint64(); err != nil {
+				return corrupt("task update secret", err)
+			}
+		}
 		return nil
 	case MutDeleteTask:
 		if m.Update.ID, err = dec.DecodeUint64(); err != nil {
@@ -501,13 +552,16 @@ func (d *Decoder) idemFields() (Idem, error) {
 
 func (d *Decoder) task() (*Task, error) {
 	dec := d.dec
-	if _, err := d.arrayLen("task", 18, 18); err != nil {
+	nf, err := d.arrayLen("task", 18, 19)
+	if err != nil {
 		return nil, err
+	}
+	if d.v1 && nf != 18 {
+		return nil, corrupt(fmt.Sprintf("version 1 task of %d fields", nf), nil)
 	}
 	t := &Task{}
 	var k QueueKey
 	var st, att, maxAtt uint64
-	var err error
 	if t.ID, err = dec.DecodeUint64(); err == nil {
 		if k.Project, k.Scope, k.Name, err = d.strings3(); err == nil {
 			if st, err = dec.DecodeUint64(); err == nil {
@@ -581,7 +635,12 @@ func (d *Decoder) task() (*Task, error) {
 			t.Extra = x
 		}
 	}
-	t.Queue = d.s.Intern(k)
+	if nf == 19 {
+		if t.Secret, err = dec.DecodeUint64(); err != nil {
+			return nil, corrupt("task secret", err)
+		}
+	}
+	t.Queue = d.s.QueueRef(k)
 	return t, nil
 }
 
@@ -590,6 +649,7 @@ type Record struct {
 	Kind   int
 	Seq    uint64 // RecHeader
 	NextID uint64 // RecHeader
+	Now    int64  // RecHeader (0 in a version 1 header)
 	Task   *Task
 	KV     KV
 	Idem   Idem
@@ -598,6 +658,7 @@ type Record struct {
 // Record decodes one snapshot record.
 func (d *Decoder) Record(data []byte) (Record, error) {
 	d.reset(data)
+	d.v1 = false
 	var r Record
 	n, err := d.arrayLen("record", 2, 7)
 	if err != nil {
@@ -609,9 +670,12 @@ func (d *Decoder) Record(data []byte) (Record, error) {
 	}
 	r.Kind = int(kind)
 	switch {
-	case r.Kind == RecHeader && n == 3:
+	case r.Kind == RecHeader && (n == 3 || n == 4):
 		if r.Seq, err = d.dec.DecodeUint64(); err == nil {
 			r.NextID, err = d.dec.DecodeUint64()
+		}
+		if err == nil && n == 4 {
+			r.Now, err = d.dec.DecodeInt64()
 		}
 		if err != nil {
 			err = corrupt("snapshot header", err)

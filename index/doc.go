@@ -12,7 +12,12 @@
 // versions, task fencing tokens) is checked again before anything is applied.
 // Replaying the same batches over the same starting state therefore yields
 // the same state, which is what recovery relies on and what a replicated log
-// would need.
+// needs. A batch whose assertions fail is refused with an Outcome (not an
+// error) and still consumes its sequence number: a replicated log commits
+// entries before anyone knows whether they apply. Decoding changes no Store
+// either (a new queue is created by the Apply that puts its first task), and
+// encoding is canonical (see codec.go), so WriteImage and StateHash give the
+// same bytes for the same state on every node.
 //
 // The package does no I/O and takes no locks; the engine serialises access.
 // Store.Copy returns an O(1) copy-on-write image of the primary records that

@@ -56,9 +56,9 @@ func renderTask(t *Task) string {
 	if t.Queue != nil {
 		q = fmt.Sprintf("%q/%q/%q", t.Queue.Key.Project, t.Queue.Key.Scope, t.Queue.Key.Name)
 	}
-	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v",
+	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v",
 		t.ID, q, t.State, t.Attempts, t.MaxAttempts, t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax, t.Owner, t.Token,
-		t.LeaseUntil, t.Created, t.Updated, renderBytes(t.Payload), x.Kind, x.IdemKey, x.LastError,
+		t.Secret, t.LeaseUntil, t.Created, t.Updated, renderBytes(t.Payload), x.Kind, x.IdemKey, x.LastError,
 		renderBytes(x.Progress), renderBytes(x.Result), h)
 }
 
@@ -66,7 +66,7 @@ func renderTask(t *Task) string {
 // and update fields whose flag is off, are left out.
 func renderBatch(b *Batch) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "seq=%d now=%d\n", b.Seq, b.Now)
+	fmt.Fprintf(&s, "seq=%d now=%d seed=%d\n", b.Seq, b.Now, b.Seed)
 	for _, a := range b.Assertions {
 		if a.Kind == AssertToken {
 			fmt.Fprintf(&s, "assert token %d %d\n", a.ID, a.Token)
@@ -80,8 +80,8 @@ func renderBatch(b *Batch) string {
 			fmt.Fprintf(&s, "put %s\n", renderTask(m.Task))
 		case MutUpdateTask:
 			u := m.Update
-			fmt.Fprintf(&s, "update %d %d %d %d %q %d %d %d %d", u.ID, u.State, u.Attempts, u.NotBefore, u.Owner, u.Token,
-				u.LeaseUntil, u.Updated, u.Flags)
+			fmt.Fprintf(&s, "update %d %d %d %d %q %d %d %d %d %d", u.ID, u.State, u.Attempts, u.NotBefore, u.Owner, u.Token,
+				u.LeaseUntil, u.Updated, u.Secret, u.Flags)
 			if u.Flags&UpdProgress != 0 {
 				fmt.Fprintf(&s, " prog=%s", renderBytes(u.Progress))
 			}
@@ -118,7 +118,7 @@ func fuzzStore(tb testing.TB) *Store {
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "j", ID: 1}},
 	}}
-	if err := s.Apply(b); err != nil {
+	if _, err := s.Apply(b); err != nil {
 		tb.Fatal(err)
 	}
 	if err := s.Verify(); err != nil {
@@ -204,8 +204,8 @@ func FuzzDecodeBatch(f *testing.F) {
 			// it is outside what Apply promises.
 			return
 		}
-		if err := s.Apply(&b); err != nil {
-			return // refused: the caller discards the store
+		if out, err := s.Apply(&b); err != nil || out.Refused != "" {
+			return // refused, or corrupt and the caller discards the store
 		}
 		if err := s.Verify(); err != nil {
 			t.Fatalf("an applied batch left the indexes inconsistent: %v\n%s", err, want)
@@ -237,7 +237,7 @@ func recordSeeds(tb testing.TB) [][]byte {
 		}
 		out = append(out, slices.Clone(b))
 	}
-	add(enc.Header(7, 12))
+	add(enc.Header(7, 12, 345))
 	for id := uint64(1); id <= 5; id++ {
 		t, _ := s.Task(id)
 		add(enc.TaskRecord(t))
@@ -250,7 +250,7 @@ func recordSeeds(tb testing.TB) [][]byte {
 func renderRecord(r Record) string {
 	switch r.Kind {
 	case RecHeader:
-		return fmt.Sprintf("header %d %d", r.Seq, r.NextID)
+		return fmt.Sprintf("header %d %d %d", r.Seq, r.NextID, r.Now)
 	case RecTask:
 		return renderTask(r.Task)
 	case RecKV:
@@ -273,7 +273,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{0x93, 1, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := NewStore()
-		s.Restore(10, 100)
+		s.Restore(10, 100, 0)
 		var r Record
 		var err error
 		if mayAllocate(data) {
@@ -289,7 +289,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		var again []byte
 		switch r.Kind {
 		case RecHeader:
-			again, err = enc.Header(r.Seq, r.NextID)
+			again, err = enc.Header(r.Seq, r.NextID, r.Now)
 		case RecTask:
 			again, err = enc.TaskRecord(r.Task)
 		case RecKV:

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tidwall/btree"
@@ -89,6 +90,7 @@ func idemExpLess(a, b idemExpItem) bool {
 type Store struct {
 	seq    uint64 // last applied batch
 	nextID uint64
+	now    int64 // time of the last applied batch (Unix micros)
 
 	tasks *btree.BTreeG[*Task]
 	kv    *btree.BTreeG[KV]
@@ -117,6 +119,11 @@ func NewStore() *Store {
 // Seq is the sequence number of the last batch applied.
 func (s *Store) Seq() uint64 { return s.seq }
 
+// Now is the time of the last applied batch, Unix micros. A plan uses a
+// time no earlier than this, so that time never goes backwards across
+// batches, whatever the clock does.
+func (s *Store) Now() int64 { return s.now }
+
 // NextID is the id the next new task gets.
 func (s *Store) NextID() uint64 { return s.nextID }
 
@@ -132,7 +139,20 @@ func (s *Store) Task(id uint64) (*Task, bool) {
 // Queue returns the indexes of a queue, or nil if no task ever reached it.
 func (s *Store) Queue(k QueueKey) *Queue { return s.queues[k] }
 
+// QueueRef returns the queue for k when it exists and otherwise a detached
+// queue that carries only its key: enough for a task record of a
+// MutPutTask, which Apply then points at the store's queue (creating it).
+// Planning uses it so that planning never changes the store.
+func (s *Store) QueueRef(k QueueKey) *Queue {
+	if q := s.queues[k]; q != nil {
+		return q
+	}
+	return &Queue{Key: k}
+}
+
 // Intern returns the queue for k, creating its (empty) indexes if needed.
+// Only Apply and restores call it: a queue exists because a batch put a
+// task on it.
 func (s *Store) Intern(k QueueKey) *Queue {
 	q := s.queues[k]
 	if q == nil {
@@ -246,26 +266,37 @@ func (s *Store) Check(b *Batch) error {
 	return nil
 }
 
-// Apply checks b's assertions and, if they all hold, applies its mutations
-// and records b.Seq as the last applied batch. An assertion failure returns
-// an error wrapping ErrAssertion with nothing changed. An error wrapping
-// ErrCorrupt means a mutation did not fit the state; the state may then be
-// partly changed and must be discarded.
-func (s *Store) Apply(b *Batch) error {
+// Apply applies batch b and records b.Seq as the last applied batch and
+// b.Now (unless earlier) as the store's time. It reads no clock and no
+// randomness: the same state and batch give the same state on every node.
+//
+// If an assertion of b does not hold, b is refused: the Outcome says why,
+// nothing but the sequence number and time changes, and the error is nil. A
+// replicated log commits an entry before anyone knows whether it applies, so
+// a refusal is a result, not a failure. An error (always wrapping
+// ErrCorrupt) means the batch does not fit the state at all; the state may
+// then be partly changed and must be discarded.
+func (s *Store) Apply(b *Batch) (Outcome, error) {
+	out := Outcome{Seq: b.Seq}
 	if b.Seq <= s.seq {
-		return fmt.Errorf("%w: batch %d applied after %d", ErrCorrupt, b.Seq, s.seq)
-	}
-	if err := s.Check(b); err != nil {
-		return err
+		return out, fmt.Errorf("%w: batch %d applied after %d", ErrCorrupt, b.Seq, s.seq)
 	}
 	s.affected = s.affected[:0]
-	for i := range b.Mutations {
-		if err := s.apply(b, &b.Mutations[i]); err != nil {
-			return err
+	if err := s.Check(b); err != nil {
+		if !errors.Is(err, ErrAssertion) {
+			return out, err
+		}
+		out.Refused = err.Error()
+	} else {
+		for i := range b.Mutations {
+			if err := s.apply(b, &b.Mutations[i]); err != nil {
+				return out, err
+			}
 		}
 	}
 	s.seq = b.Seq
-	return nil
+	s.now = max(s.now, b.Now)
+	return out, nil
 }
 
 func (s *Store) apply(b *Batch, m *Mutation) error {
@@ -275,6 +306,9 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		if t == nil || t.ID == 0 || t.ID == maxID || !t.State.Valid() || t.Queue == nil {
 			return fmt.Errorf("%w: bad task record", ErrCorrupt)
 		}
+		// The record is not stored yet, so pointing it at the store's
+		// queue changes nothing anyone has seen.
+		t.Queue = s.Intern(t.Queue.Key)
 		if old, ok := s.tasks.Set(t); ok {
 			s.unindex(old)
 		}
@@ -291,13 +325,14 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		nt := *old
 		nt.State, nt.Attempts, nt.NotBefore = u.State, u.Attempts, u.NotBefore
 		nt.Owner, nt.Token, nt.LeaseUntil, nt.Updated = u.Owner, u.Token, u.LeaseUntil, u.Updated
+		nt.Secret = u.Secret
 		if u.Flags != 0 {
 			ex := *old.Ex()
 			if u.Flags&UpdProgress != 0 {
-				ex.Progress = u.Progress
+				ex.Progress = nonEmpty(u.Progress)
 			}
 			if u.Flags&UpdResult != 0 {
-				ex.Result = u.Result
+				ex.Result = nonEmpty(u.Result)
 			}
 			if u.Flags&UpdLastError != 0 {
 				ex.LastError = u.LastError
@@ -320,6 +355,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 	case MutSetKV:
 		e := m.KV
 		e.Version = b.Seq
+		e.Value = nonEmpty(e.Value)
 		s.kv.Set(e)
 	case MutDeleteKV:
 		s.kv.Delete(m.KV)
@@ -386,6 +422,7 @@ func (s *Store) unindex(t *Task) {
 type Image struct {
 	Seq    uint64
 	NextID uint64
+	Now    int64
 	Tasks  *btree.BTreeG[*Task]
 	KV     *btree.BTreeG[KV]
 	Idem   *btree.BTreeG[Idem]
@@ -395,14 +432,31 @@ type Image struct {
 // the Store's trees (copy-on-write marks), so call it where the Store is not
 // being used concurrently.
 func (s *Store) Copy() *Image {
-	return &Image{Seq: s.seq, NextID: s.nextID, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy()}
+	return &Image{Seq: s.seq, NextID: s.nextID, Now: s.now, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy()}
 }
 
-// Restore resets the store to a state image's header (seq and next id); the
-// records are then added with Load*.
-func (s *Store) Restore(seq, nextID uint64) {
+// Restore resets the store to a state image's header (seq, next id and
+// time); the records are then added with Load*.
+func (s *Store) Restore(seq, nextID uint64, now int64) {
 	*s = *NewStore()
-	s.seq, s.nextID = seq, nextID
+	s.seq, s.nextID, s.now = seq, nextID, now
+}
+
+// Load adds one decoded snapshot record during a restore; the header resets
+// the store, so it must come first.
+func (s *Store) Load(r Record) error {
+	switch r.Kind {
+	case RecHeader:
+		s.Restore(r.Seq, r.NextID, r.Now)
+		return nil
+	case RecTask:
+		return s.LoadTask(r.Task)
+	case RecKV:
+		return s.LoadKV(r.KV)
+	case RecIdem:
+		return s.LoadIdem(r.Idem)
+	}
+	return fmt.Errorf("%w: record kind %d in snapshot", ErrCorrupt, r.Kind)
 }
 
 // LoadTask adds a task record during a restore.
@@ -410,6 +464,7 @@ func (s *Store) LoadTask(t *Task) error {
 	if t.ID == 0 || t.ID == maxID || !t.State.Valid() || t.Queue == nil {
 		return fmt.Errorf("%w: bad task record", ErrCorrupt)
 	}
+	t.Queue = s.Intern(t.Queue.Key)
 	if _, dup := s.tasks.Load(t); dup {
 		return fmt.Errorf("%w: task %d twice", ErrCorrupt, t.ID)
 	}
@@ -533,4 +588,13 @@ func (s *Store) Verify() error {
 		err = fmt.Errorf("index: verify: %d expiring idempotency keys, %d in expiry order", expiring, s.idemExp.Len())
 	}
 	return err
+}
+
+// nonEmpty normalises an empty byte slice to nil, so that nil and empty are
+// one value in memory as they are in the encoding.
+func nonEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }

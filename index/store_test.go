@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -23,7 +24,7 @@ func task(s *Store, id uint64, st TaskState) *Task {
 
 func TestApplyIndexesAndCounts(t *testing.T) {
 	s := NewStore()
-	if err := s.Apply(putBatch(s, 1, task(s, 1, StateReady), task(s, 2, StateScheduled), task(s, 3, StateReady))); err != nil {
+	if _, err := s.Apply(putBatch(s, 1, task(s, 1, StateReady), task(s, 2, StateScheduled), task(s, 3, StateReady))); err != nil {
 		t.Fatal(err)
 	}
 	q := s.Queue(qk)
@@ -33,7 +34,7 @@ func TestApplyIndexesAndCounts(t *testing.T) {
 	u := UpdateOf(mustTask(t, s, 1))
 	u.State, u.Owner, u.Token, u.LeaseUntil, u.Attempts = StateInFlight, "w", 1, 500, 1
 	b := &Batch{Seq: 2, Mutations: []Mutation{{Kind: MutUpdateTask, Update: u}, {Kind: MutDeleteTask, Update: TaskUpdate{ID: 3}}}}
-	if err := s.Apply(b); err != nil {
+	if _, err := s.Apply(b); err != nil {
 		t.Fatal(err)
 	}
 	if q.Count(StateReady) != 0 || q.Count(StateInFlight) != 1 || s.Len() != 2 {
@@ -61,11 +62,19 @@ func TestAssertionFailureAppliesNothing(t *testing.T) {
 	s.Apply(putBatch(s, 1, task(s, 1, StateReady)))
 	b := &Batch{Seq: 2, Assertions: []Assertion{{Kind: AssertToken, ID: 1, Token: 7}},
 		Mutations: []Mutation{{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("v")}}}}
-	if err := s.Apply(b); !errors.Is(err, ErrAssertion) {
-		t.Fatalf("got %v", err)
+	b.Now = 150
+	out, err := s.Apply(b)
+	if err != nil || out.Seq != 2 || !strings.Contains(out.Refused, "fencing token 7") {
+		t.Fatalf("a failed assertion is an outcome, not an error: %+v %v", out, err)
 	}
-	if _, ok := s.KV(qk.Namespace, "k"); ok || s.Seq() != 1 {
+	if _, ok := s.KV(qk.Namespace, "k"); ok {
 		t.Fatal("a refused batch changed state")
+	}
+	if s.Seq() != 2 || s.Now() != 150 {
+		t.Fatalf("a refused batch must consume its seq and time: seq %d now %d", s.Seq(), s.Now())
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
 	}
 	for _, a := range []Assertion{
 		{Kind: AssertKVExists, NS: qk.Namespace, Key: "k"},
@@ -91,7 +100,7 @@ func TestApplyRejectsMisfits(t *testing.T) {
 		"bad state":      putBatch(s, 6, &Task{ID: 3, Queue: s.Intern(qk), State: 9}),
 	}
 	for name, b := range cases {
-		if err := s.Apply(b); !errors.Is(err, ErrCorrupt) {
+		if _, err := s.Apply(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: got %v", name, err)
 		}
 	}
@@ -138,15 +147,16 @@ func TestCodecRoundTrip(t *testing.T) {
 	s := NewStore()
 	full := task(s, 7, StateInFlight)
 	full.Owner, full.Token, full.LeaseUntil, full.BackoffBase, full.BackoffMax, full.Priority = "w", 3, 99, 1000, 60000, -5
+	full.Secret = 0xfeedface12345678
 	full.Extra = &Extra{Kind: "k", IdemKey: "i", LastError: "e", Progress: []byte(`1`), Result: []byte(`2`),
 		Headers: map[string]string{"a": "b"}}
-	b := &Batch{Seq: 9, Now: -3,
+	b := &Batch{Seq: 9, Now: -3, Seed: 1<<64 - 2,
 		Assertions: []Assertion{{Kind: AssertToken, ID: 7, Token: 3},
 			{Kind: AssertKVVersion, NS: qk.Namespace, Key: "k", Version: 4}},
 		Mutations: []Mutation{
 			{Kind: MutPutTask, Task: full},
 			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateReady, Attempts: 2, NotBefore: 5, Owner: "o",
-				Token: 3, LeaseUntil: 6, Updated: 7, Flags: UpdProgress | UpdLastError, Progress: []byte(`{}`), LastError: "x"}},
+				Token: 3, LeaseUntil: 6, Updated: 7, Secret: 77, Flags: UpdProgress | UpdLastError, Progress: []byte(`{}`), LastError: "x"}},
 			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 7}},
 			{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("v")}},
 			{Kind: MutDeleteKV, KV: KV{Namespace: qk.Namespace, Key: "k"}},
@@ -163,8 +173,8 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	gt := got.Mutations[0].Task
-	if gt.Queue.Key != qk || gt.Queue != s2.Queue(qk) {
-		t.Fatal("queue not interned in the decoding store")
+	if gt.Queue.Key != qk || s2.Queue(qk) != nil {
+		t.Fatal("decoding must carry the queue's key and change nothing in the store")
 	}
 	gt.Queue, full.Queue = nil, nil
 	got.Mutations[0].Task, b.Mutations[0].Task = nil, nil
@@ -186,9 +196,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	s := NewStore()
 	enc := NewEncoder()
 	dec := NewDecoder(NewStore())
-	h, _ := enc.Header(5, 9)
+	h, _ := enc.Header(5, 9, 1234)
 	r, err := dec.Record(h)
-	if err != nil || r.Kind != RecHeader || r.Seq != 5 || r.NextID != 9 {
+	if err != nil || r.Kind != RecHeader || r.Seq != 5 || r.NextID != 9 || r.Now != 1234 {
 		t.Fatalf("header %+v %v", r, err)
 	}
 	kv := KV{Namespace: qk.Namespace, Key: "k", Value: []byte{0, 1}, Version: 4}

@@ -75,9 +75,13 @@ type Task struct {
 	Owner       string
 	Token       uint64
 	LeaseUntil  int64
-	Created     int64
-	Updated     int64
-	Payload     []byte
+	// Secret is the lease secret of an in-flight task: a random value only
+	// the holder of the lease knows, so a lease cannot be forged from its
+	// (sequential) id and token. 0 when not in flight.
+	Secret  uint64
+	Created int64
+	Updated int64
+	Payload []byte
 	// Extra holds the fields most pending tasks never use, so that a waiting
 	// task costs one pointer for them instead of eight words.
 	Extra *Extra

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/wal"
+)
+
+// appendLogged writes batches straight to the log of a closed directory,
+// as a replicated log would hold them: committed before anyone knew
+// whether they apply.
+func appendLogged(t *testing.T, dir string, batches ...*index.Batch) {
+	t.Helper()
+	log, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	enc := index.NewEncoder()
+	seq := log.LastSeq()
+	for _, b := range batches {
+		seq++
+		if b.Seq == 0 {
+			b.Seq = seq
+		}
+		data, err := enc.Batch(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := log.Append(seq, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Sync(seq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplayContinuesPastRefusal: a logged batch whose assertion does not
+// hold is refused, applies nothing, and replay goes on; Open and Check agree
+// and the next commit follows the refused batch's sequence number.
+func TestReplayContinuesPastRefusal(t *testing.T) {
+	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
+	q := e.q("q")
+	e.enqueue(q, Task{})
+	e.crash()
+	ins := ns.idx()
+	appendLogged(t, e.dir,
+		&index.Batch{Now: t0.UnixMicro(), Assertions: []index.Assertion{{Kind: index.AssertKVExists, NS: ins, Key: "missing"}},
+			Mutations: []index.Mutation{{Kind: index.MutSetKV, KV: index.KV{Namespace: ins, Key: "refused", Value: []byte("x")}}}},
+		&index.Batch{Now: t0.UnixMicro(), Mutations: []index.Mutation{{Kind: index.MutSetKV, KV: index.KV{Namespace: ins, Key: "applied", Value: []byte("y")}}}},
+	)
+	rep, err := Check(e.dir)
+	if err != nil || rep.Refused != 1 || rep.Seq != 3 {
+		t.Fatalf("check: refused %d seq %d: %v", rep.Refused, rep.Seq, err)
+	}
+	e.open()
+	kv := e.db.KV(ns)
+	if _, err := kv.Get(ctx, "refused"); err == nil {
+		t.Fatal("a refused batch applied")
+	}
+	if got, err := kv.Get(ctx, "applied"); err != nil || got.Version != 3 {
+		t.Fatalf("the batch after a refusal: %+v %v", got, err)
+	}
+	res, err := kv.Commit(ctx, Set("next", nil))
+	if err != nil || res.Version != 4 {
+		t.Fatalf("the next commit must follow the refused batch: %+v %v", res, err)
+	}
+	e.reopen()
+}
+
+// TestCheckAgreesWithOpenOnSequence: a log record holding a batch with
+// another sequence number is damage for Check exactly as for Open (they
+// share one replay).
+func TestCheckAgreesWithOpenOnSequence(t *testing.T) {
+	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
+	e.enqueue(e.q("q"), Task{})
+	e.crash()
+	appendLogged(t, e.dir, &index.Batch{Seq: 7, Now: t0.UnixMicro(), Mutations: []index.Mutation{
+		{Kind: index.MutSetKV, KV: index.KV{Namespace: ns.idx(), Key: "k", Value: []byte("v")}}}})
+	_, err := Check(e.dir)
+	wantErr(t, err, ErrCorrupt)
+	_, err = Open(e.dir, e.opts)
+	wantErr(t, err, ErrCorrupt)
+}
+
+// TestReplicaRestore: a Replica restored from a DB's encoded state has the
+// same hash and follows the DB's next batches.
+func TestReplicaRestore(t *testing.T) {
+	var r *Replica
+	e := newEnv(t, true, func(o *Options) {
+		o.Tap = func(seq uint64, data []byte) {
+			if r != nil {
+				if _, err := r.Apply(seq, data); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
+	q := e.q("q")
+	e.enqueue(q, Task{Headers: map[string]string{"b": "1", "a": "2"}})
+	e.claim(q, 1)
+	var buf bytes.Buffer
+	if err := e.db.EncodeState(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r = NewReplica()
+	if err := r.RestoreState(&buf); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(q, Task{})
+	lh, _ := e.db.StateHash()
+	if fh, _ := r.StateHash(); fh != lh || r.Seq() != 3 {
+		t.Fatalf("restored replica diverged at seq %d", r.Seq())
+	}
+	// Damage is refused, and a failed replica refuses batches.
+	bad := NewReplica()
+	wantErr(t, bad.RestoreState(bytes.NewReader([]byte{3, 1, 2, 3})), ErrCorrupt)
+	_, err := bad.Apply(1, []byte{0xc1})
+	wantErr(t, err, ErrCorrupt)
+	wantErr(t, NewReplica().RestoreState(bytes.NewReader(nil)), ErrCorrupt)
+	// A batch that does not follow the replica's state is damage.
+	var logged []byte
+	e.db.c.opts.Tap = func(_ uint64, data []byte) { logged = bytes.Clone(data) }
+	e.enqueue(q, Task{})
+	gap := NewReplica()
+	_, err = gap.Apply(4, logged)
+	wantErr(t, err, ErrCorrupt)
+	// State is for the program that opened the DB, not for a caller.
+	wantErr(t, errOnly(e.db.As(Caller{ID: "c"}).StateHash()), ErrPermission)
+	wantErr(t, e.db.As(Caller{ID: "c"}).EncodeState(&buf), ErrPermission)
+}
+
+// TestOpensVersion1Directory opens a directory written by the previous
+// format (version 1 snapshot records and log batches: no time, no seed, no
+// lease secrets, headers in map order), committed as a fixture: everything
+// reads, leases taken before keep working (their secret is 0), and new
+// writes use the current format on top.
+func TestOpensVersion1Directory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/v1dir")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(dir)
+	if err != nil || rep.Seq != 6 || rep.Tasks != 3 {
+		t.Fatalf("check: %+v %v", rep, err)
+	}
+	clock := NewManualClock(t0.Add(2 * time.Minute))
+	db, err := Open(dir, Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	q := db.Queue(ns, "q")
+	info, err := q.Get(ctx, 1)
+	if err != nil || info.State != InFlight || info.Headers["m"] != "3" || info.Kind != "job" || info.IdempotencyKey != "one" {
+		t.Fatalf("task 1: %+v %v", info, err)
+	}
+	if e, err := db.KV(ns).Get(ctx, "k"); err != nil || string(e.Value) != "v" {
+		t.Fatalf("kv: %+v %v", e, err)
+	}
+	// The lease of task 2 was taken before the snapshot, task 1's after it.
+	for _, id := range []uint64{2, 1} {
+		if _, err := q.Complete(ctx, Lease{ID: id, Namespace: ns, Queue: "q", Token: 1}, Done{}); err != nil {
+			t.Fatalf("complete version 1 lease of task %d: %v", id, err)
+		}
+	}
+	ls, err := q.Claim(ctx, "w", time.Minute, 1)
+	if err != nil || len(ls) != 1 || ls[0].ID != 3 || ls[0].Secret == 0 {
+		t.Fatalf("claim after upgrade: %+v %v", ls, err)
+	}
+	h, _ := db.StateHash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2, _ := db.StateHash(); h2 != h {
+		t.Fatal("state changed across a reopen of the upgraded directory")
+	}
+}
