@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -269,4 +270,216 @@ func TestFollowUpFanOut(t *testing.T) {
 		t.Fatalf("fan-out enqueued %d", n.Ready)
 	}
 	e.reopen()
+}
+
+// revocable is an Authorizer whose grants can be withdrawn while calls run.
+type revocable struct {
+	granted atomic.Bool
+	perms   Perm
+	asked   atomic.Int64
+}
+
+func (r *revocable) Allowed(_ Caller, _ Namespace, want Perm) Perm {
+	r.asked.Add(1)
+	if !r.granted.Load() {
+		return 0
+	}
+	return r.perms & want
+}
+
+// TestClaimWaitRechecksOnWake: a claim parked before its grant is revoked
+// gets ErrPermission when work arrives, not the work.
+func TestClaimWaitRechecksOnWake(t *testing.T) {
+	auth := &revocable{perms: PermWork}
+	auth.granted.Store(true)
+	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })
+	q := e.db.As(Caller{ID: "w"}).Queue(ns, "q")
+	ch := parkClaim(q, ctx)
+	waitParked(t, e, q)
+	auth.granted.Store(false)
+	id := e.enqueue(e.q("q"), Task{})
+	select {
+	case r := <-ch:
+		if !errors.Is(r.err, ErrPermission) || len(r.ls) != 0 {
+			t.Fatalf("revoked parked claim got %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("parked claim never woke")
+	}
+	if info := e.get(e.q("q"), id); info.State != Ready {
+		t.Fatalf("task leased to a revoked caller: %v", info.State)
+	}
+	// Every later claim asks again: refused while revoked, served once the
+	// grant is back.
+	_, err := q.Claim(ctx, "w", time.Minute, 1)
+	wantErr(t, err, ErrPermission)
+	auth.granted.Store(true)
+	if ls, err := q.Claim(ctx, "w", time.Minute, 1); err != nil || len(ls) != 1 || ls[0].ID != id {
+		t.Fatalf("claim after the grant came back: %v %v", ls, err)
+	}
+	if got := e.db.Stats().Denied; got != 2 {
+		t.Fatalf("denied %d, want 2", got)
+	}
+}
+
+// TestViewKeepsIdentity: a view cannot become another caller.
+func TestViewKeepsIdentity(t *testing.T) {
+	e := policyEnv(t, false)
+	low := e.db.As(Caller{ID: "producer"})
+	esc := low.As(Caller{ID: "alice"})
+	_, err := esc.Queue(nsA, "q").Claim(ctx, "w", time.Minute, 1)
+	wantErr(t, err, ErrPermission)
+	if !strings.Contains(err.Error(), "another caller") {
+		t.Fatalf("unclear error: %v", err)
+	}
+	_, err = esc.KV(nsA).Get(ctx, "k")
+	wantErr(t, err, ErrPermission)
+	_, err = esc.Queues(ctx)
+	wantErr(t, err, ErrPermission)
+	wantErr(t, esc.Close(), ErrPermission)
+	// Even what the original view may do is refused through the new one,
+	// and the original keeps working.
+	_, err = esc.Queue(nsA, "q").Enqueue(ctx, Task{})
+	wantErr(t, err, ErrPermission)
+	if _, err := low.Queue(nsA, "q").Enqueue(ctx, Task{}); err != nil {
+		t.Fatal(err)
+	}
+	// A view of a view of a view stays refused.
+	_, err = esc.As(Caller{ID: "alice"}).Queue(nsA, "q").Counts(ctx)
+	wantErr(t, err, ErrPermission)
+	if esc.Stats() != (Stats{}) {
+		t.Fatal("a refused view sees engine-wide stats")
+	}
+}
+
+func TestCallerIDValidated(t *testing.T) {
+	auth := &revocable{perms: PermAll}
+	auth.granted.Store(true)
+	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })
+	huge := strings.Repeat("\x00x", 512<<10) // 1 MiB with NUL bytes
+	for name, id := range map[string]string{
+		"empty":         "",
+		"1 MiB":         huge,
+		"257 bytes":     strings.Repeat("a", 257),
+		"256 bytes":     strings.Repeat("a", 256),
+		"invalid UTF-8": "a\xffb",
+		"NUL":           "a\x00",
+		"newline":       "a\nb",
+		"DEL":           "a\x7f",
+		"C1 control":    "a\u0085",
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := e.db.As(Caller{ID: id})
+			before := dump(e.db)
+			_, err := v.Queue(ns, "q").Enqueue(ctx, Task{})
+			wantErr(t, err, ErrInvalid)
+			if len(err.Error()) > 200 || strings.Contains(err.Error(), "\x00") {
+				t.Fatalf("error echoes the id: %.200q", err.Error())
+			}
+			_, err = v.KV(ns).Commit(ctx, Set("k", nil))
+			wantErr(t, err, ErrInvalid)
+			_, err = v.Queues(ctx)
+			wantErr(t, err, ErrInvalid)
+			wantErr(t, v.Checkpoint(ctx), ErrInvalid)
+			if dump(e.db) != before {
+				t.Fatal("a refused caller changed state")
+			}
+		})
+	}
+	if got := e.db.Stats().Denied; got != 0 {
+		t.Fatalf("invalid ids counted as %d denials", got)
+	}
+	// The longest and the unusual legal ids work.
+	for _, id := range []string{strings.Repeat("a", MaxNameBytes), "*", "user@example.com", "ünï çødé", "a b"} {
+		if _, err := e.db.As(Caller{ID: id}).Queue(ns, "q").Enqueue(ctx, Task{}); err != nil {
+			t.Fatalf("id %q: %v", id, err)
+		}
+	}
+}
+
+// TestProcessCallRefusalsCounted: refused Close, Checkpoint and Verify are
+// denials like any other.
+func TestProcessCallRefusalsCounted(t *testing.T) {
+	var obs deniedObserver
+	e := newEnv(t, true, func(o *Options) {
+		o.Observer = &obs
+		o.Authorizer = Policy{"alice": {{Project: "*", Scope: "*", Perms: PermAll}}}
+	})
+	v := e.db.As(Caller{ID: "alice"})
+	wantErr(t, v.Close(), ErrPermission)
+	wantErr(t, v.Checkpoint(ctx), ErrPermission)
+	wantErr(t, v.Verify(), ErrPermission)
+	if got := e.db.Stats().Denied; got != 3 {
+		t.Fatalf("denied %d, want 3", got)
+	}
+	if got := obs.n.Load(); got != 3 {
+		t.Fatalf("observer saw %d denials, want 3", got)
+	}
+	if err := e.db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type deniedObserver struct{ n atomic.Int64 }
+
+func (o *deniedObserver) Synced(time.Duration, int) {}
+func (o *deniedObserver) Snapshot(SnapshotEvent)    {}
+
+func (o *deniedObserver) TaskEvents(evs []TaskEvent) {
+	for _, ev := range evs {
+		if ev.Kind == EvDenied {
+			o.n.Add(1)
+		}
+	}
+}
+
+// countingPolicy is a Policy that counts the questions it is asked.
+type countingPolicy struct {
+	Policy
+	asked atomic.Int64
+}
+
+func (p *countingPolicy) Allowed(c Caller, ns Namespace, want Perm) Perm {
+	p.asked.Add(1)
+	return p.Policy.Allowed(c, ns, want)
+}
+
+// TestQueuesDecidesPerNamespace: listing queues asks the Authorizer once per
+// namespace, however many queues another tenant holds.
+func TestQueuesDecidesPerNamespace(t *testing.T) {
+	auth := &countingPolicy{Policy: Policy{"a": {{Project: "tenant-a", Scope: "*", Perms: PermRead}}}}
+	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })
+	const many = 50_000
+	for i := 0; i < many; i += MaxOps {
+		ops := make([]Op, MaxOps)
+		for j := range ops {
+			ops[j] = Enqueue("q"+itoa(uint64(i+j)), Task{})
+		}
+		if _, err := e.db.KV(nsB).Commit(ctx, ops...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.enqueue(e.db.Queue(nsA, "mine"), Task{})
+
+	qs, err := e.db.As(Caller{ID: "nobody"}).Queues(ctx)
+	if err != nil || len(qs) != 0 {
+		t.Fatalf("a caller with no grant sees %d queues (%v)", len(qs), err)
+	}
+	if n := auth.asked.Swap(0); n != 2 {
+		t.Fatalf("authorizer asked %d times for 2 namespaces", n)
+	}
+	qs, err = e.db.As(Caller{ID: "a"}).Queues(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Namespace != nsA || qs[0].Name != "mine" || qs[0].Counts.Ready != 1 {
+		t.Fatalf("tenant-a sees %+v (%v)", qs, err)
+	}
+	if n := auth.asked.Swap(0); n != 2 {
+		t.Fatalf("authorizer asked %d times for 2 namespaces", n)
+	}
+	// A listing is not a refusal: nothing is counted as denied.
+	if got := e.db.Stats().Denied; got != 0 {
+		t.Fatalf("denied %d", got)
+	}
+	if qs, _ := e.db.Queues(ctx); len(qs) != many+1 {
+		t.Fatalf("the program sees %d queues", len(qs))
+	}
 }

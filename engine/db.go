@@ -20,6 +20,9 @@ import (
 type DB struct {
 	c      *core
 	caller *Caller
+	// bad, when set, is the error every call of the view returns: a view
+	// made by As on a view, or for an invalid caller id.
+	bad error
 }
 
 // core is the engine shared by every view of a DB.

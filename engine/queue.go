@@ -188,7 +188,9 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
 // parks until a task is enqueued, a timer comes due or a lease expires, or
-// ctx ends (then it returns ctx's error).
+// ctx ends (then it returns ctx's error). The caller's permission is checked
+// again each time it wakes, so a revoked grant ends the wait with
+// ErrPermission.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
 		return nil, err
@@ -224,6 +226,11 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 			t.Stop()
 		}
 		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// The grant may have been revoked while the claim was parked: a
+		// call is authorized for each claim it makes, not once.
+		if err := q.db.authorize(q.ns, PermWork); err != nil {
 			return nil, err
 		}
 	}
@@ -712,19 +719,51 @@ type Totals struct {
 }
 
 // Queues lists every queue that holds tasks, in namespace and name order.
-// A caller sees only the namespaces it may read.
+// A caller sees only the namespaces it may read: the namespaces are decided
+// first, each with one question to the Authorizer asked outside the engine
+// lock, and only the queues of readable namespaces are counted.
 func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
+	if d.bad != nil {
+		return nil, d.bad
+	}
 	if d.caller == nil && d.c.opts.Secure {
 		return nil, d.authorize(Namespace{}, PermRead)
+	}
+	var readable map[index.Namespace]bool
+	if d.caller != nil {
+		var spaces map[index.Namespace]bool
+		err := d.c.read(ctx, func() {
+			spaces = make(map[index.Namespace]bool)
+			d.c.store.Queues(func(iq *index.Queue) bool {
+				spaces[iq.Key.Namespace] = false
+				return true
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		some := false
+		for ins := range spaces {
+			ok := d.permit(Namespace{ins.Project, ins.Scope}, PermRead) == nil
+			spaces[ins] = ok
+			some = some || ok
+		}
+		if !some {
+			return nil, nil
+		}
+		readable = spaces
 	}
 	var out []QueueInfo
 	err := d.c.read(ctx, func() {
 		d.c.store.Queues(func(iq *index.Queue) bool {
+			k := iq.Key
+			if readable != nil && !readable[k.Namespace] {
+				return true
+			}
 			var n Counts
 			n.Ready, n.Scheduled = iq.Count(index.StateReady), iq.Count(index.StateScheduled)
 			n.InFlight, n.Dead, n.Completed = iq.Count(index.StateInFlight), iq.Count(index.StateDead), iq.Count(index.StateCompleted)
 			if n != (Counts{}) {
-				k := iq.Key
 				out = append(out, QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n})
 			}
 			return true
@@ -733,15 +772,9 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept := out[:0]
-	for _, qi := range out {
-		if d.permit(qi.Namespace, PermRead) == nil {
-			kept = append(kept, qi)
-		}
-	}
-	slices.SortFunc(kept, func(a, b QueueInfo) int {
+	slices.SortFunc(out, func(a, b QueueInfo) int {
 		return cmp.Or(cmp.Compare(a.Namespace.Project, b.Namespace.Project),
 			cmp.Compare(a.Namespace.Scope, b.Namespace.Scope), cmp.Compare(a.Name, b.Name))
 	})
-	return kept, nil
+	return out, nil
 }
