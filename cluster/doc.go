@@ -1,0 +1,2 @@
+// Package cluster replicates docket through github.com/hashicorp/raft.
+package cluster

@@ -1,0 +1,27 @@
+module github.com/docketdb/docket/cluster
+
+go 1.25.0
+
+require (
+	github.com/docketdb/docket v0.0.0
+	github.com/hashicorp/go-hclog v1.6.3
+	github.com/hashicorp/raft v1.8.0
+)
+
+require (
+	github.com/fatih/color v1.13.0 // indirect
+	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
+	github.com/hashicorp/go-metrics v0.7.0 // indirect
+	github.com/hashicorp/go-msgpack/v2 v2.1.5 // indirect
+	github.com/hashicorp/golang-lru v1.0.2 // indirect
+	github.com/mattn/go-colorable v0.1.12 // indirect
+	github.com/mattn/go-isatty v0.0.14 // indirect
+	github.com/tidwall/gjson v1.10.2 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.0 // indirect
+	github.com/tidwall/tinylru v1.1.0 // indirect
+	github.com/tidwall/wal v1.2.1 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
+
+replace github.com/docketdb/docket => ../
