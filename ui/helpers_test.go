@@ -173,6 +173,7 @@ type countingAPI struct {
 	totals                      map[string]engine.Totals
 	attempts                    []engine.AttemptError // added to Get's answer when the engine has none
 	runNow                      *[]uint64
+	sampled                     chan struct{} // if set, told of each Queues call
 }
 
 func (c *countingAPI) Queue(ns engine.Namespace, name string) engine.Queue {
@@ -185,6 +186,12 @@ func (c *countingAPI) Queue(ns engine.Namespace, name string) engine.Queue {
 
 func (c *countingAPI) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
 	c.queues.Add(1)
+	if c.sampled != nil {
+		select {
+		case c.sampled <- struct{}{}:
+		default:
+		}
+	}
 	qs, err := c.API.Queues(ctx)
 	for i := range qs {
 		if t, ok := c.totals[qs[i].Name]; ok {
