@@ -1,0 +1,144 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+var pages = []string{"overview", "queue", "task", "dead", "kv", "cluster", "confirm", "report", "login", "error"}
+
+func parseTemplates(o Options) map[string]*template.Template {
+	base := template.Must(template.New("layout").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	out := make(map[string]*template.Template, len(pages))
+	for _, p := range pages {
+		out[p] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+p+".html"))
+	}
+	return out
+}
+
+var funcs = template.FuncMap{
+	"pretty":   pretty,
+	"ago":      ago,
+	"dur":      dur,
+	"when":     when,
+	"trunc":    trunc,
+	"rate":     func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"spark":    spark,
+	"sparkmax": sparkMax,
+	"count":    func(c engine.Counts, s engine.State) int { return countOf(c, s) },
+	"query":    query,
+	"join":     strings.Join,
+	"add":      func(a, b int) int { return a + b },
+}
+
+func countOf(c engine.Counts, s engine.State) int {
+	switch s {
+	case engine.Ready:
+		return c.Ready
+	case engine.Scheduled:
+		return c.Scheduled
+	case engine.InFlight:
+		return c.InFlight
+	case engine.Dead:
+		return c.Dead
+	case engine.Completed:
+		return c.Completed
+	}
+	return 0
+}
+
+// pretty indents JSON for reading; anything else is shown as it is (the
+// template escapes it either way).
+func pretty(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, b, "", "  ") != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + dur(-d)
+	}
+	return dur(d) + " ago"
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.0f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+}
+
+func trunc(n int, s string) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+// spark returns the points of a polyline of vs in a 100×20 box.
+func spark(vs []float64) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	top := sparkMax(vs)
+	if top == 0 {
+		top = 1
+	}
+	var b strings.Builder
+	for i, v := range vs {
+		x := 100.0
+		if len(vs) > 1 {
+			x = float64(i) * 100 / float64(len(vs)-1)
+		}
+		fmt.Fprintf(&b, "%.1f,%.1f ", x, 19-v/top*18)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func sparkMax(vs []float64) float64 {
+	m := 0.0
+	for _, v := range vs {
+		m = max(m, v)
+	}
+	return m
+}
+
+// query builds a query string from pairs: query "p" x "s" y.
+func query(kv ...any) template.URL {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Set(fmt.Sprint(kv[i]), fmt.Sprint(kv[i+1]))
+	}
+	return template.URL(v.Encode())
+}
