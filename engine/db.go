@@ -413,9 +413,13 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		}
 	}
 	startSnap := err == nil && c.shouldSnapshot()
+	if startSnap {
+		// Added under mu: Close marks the engine closed under mu before it
+		// waits for bg, so it either waits for this snapshot or none starts.
+		c.bg.Add(1)
+	}
 	c.mu.Unlock()
 	if startSnap {
-		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
 			c.snapshotNow(false)

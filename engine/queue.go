@@ -12,11 +12,13 @@ import (
 	"github.com/docketdb/docket/index"
 )
 
+// timeOf turns stored Unix micros into a time in UTC (the zero time for 0),
+// so that what a call returns does not depend on the process's time zone.
 func timeOf(us int64) time.Time {
 	if us == 0 {
 		return time.Time{}
 	}
-	return time.UnixMicro(us)
+	return time.UnixMicro(us).UTC()
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
@@ -501,6 +503,34 @@ func (q *queue) Redrive(ctx context.Context, id uint64) error {
 		}
 		p.redrive(t)
 		return nil
+	})
+	return err
+}
+
+// RunNow makes a scheduled task (a timer, or a retry waiting out its
+// backoff) ready at once, keeping its attempts; a ready task is left as it
+// is. ErrNotFound if the queue has no such task; ErrInvalid, naming the
+// state, for a task in flight, dead or completed.
+func (q *queue) RunNow(ctx context.Context, id uint64) error {
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, err := p.c.task(qk, id)
+		if err != nil {
+			return err
+		}
+		switch t.State {
+		case index.StateReady:
+			return nil
+		case index.StateScheduled:
+			u := index.UpdateOf(t)
+			u.State, u.NotBefore, u.Updated = index.StateReady, min(t.NotBefore, p.now), p.now
+			p.update(u)
+			return nil
+		}
+		return invalid("task %d is %s: only a scheduled task can be run now", id, t.State)
 	})
 	return err
 }
