@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -213,5 +215,108 @@ func TestRunNowNeedsAdmin(t *testing.T) {
 	wantErr(t, err, ErrPermission)
 	if e.get(e.q("jobs"), id).State != Scheduled {
 		t.Fatal("a refused RunNow changed the task")
+	}
+}
+
+// doneOnceCtx is a context that reports no error on its first check and is
+// cancelled from then on: a ClaimWait with it parks once, then gives up.
+type doneOnceCtx struct {
+	context.Context
+	checked bool
+	done    chan struct{}
+}
+
+func (c *doneOnceCtx) Done() <-chan struct{} { return c.done }
+
+func (c *doneOnceCtx) Err() error {
+	if !c.checked {
+		c.checked = true
+		return nil
+	}
+	return context.Canceled
+}
+
+func (e *env) queuesAndWaiters() (int, int) {
+	c := e.db.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.store.NumQueues(), len(c.waiters)
+}
+
+// Refused calls and cancelled waits on new queue names leave nothing in
+// memory, and a queue whose last task goes is forgotten.
+func TestRefusedCallsLeaveNothing(t *testing.T) {
+	e := newEnv(t, true, func(o *Options) {
+		o.Authorizer = Policy{"w": {{Project: "acme", Scope: "other", Perms: PermAll}}}
+	})
+	view := e.db.As(Caller{ID: "w"})
+	closed := make(chan struct{})
+	close(closed)
+	for i := 0; i < 50_000; i++ {
+		name := fmt.Sprintf("q%d", i)
+		var err error
+		switch i % 3 {
+		case 0: // an assertion that fails
+			_, err = e.q(name).Enqueue(ctx, Task{}, IfExists("missing"))
+			wantErr(t, err, ErrConflict)
+		case 1: // no permission
+			_, err = view.Queue(ns, name).Enqueue(ctx, Task{})
+			wantErr(t, err, ErrPermission)
+		case 2: // a ClaimWait that parks and is cancelled
+			_, err = e.q(name).ClaimWait(&doneOnceCtx{Context: ctx, done: closed}, "w1", time.Minute, 1)
+			wantErr(t, err, context.Canceled)
+		}
+	}
+	if nq, nw := e.queuesAndWaiters(); nq != 0 || nw != 0 {
+		t.Fatalf("after 50,000 refused calls: %d queues, %d waiters", nq, nw)
+	}
+	qs, err := e.db.Queues(ctx)
+	if err != nil || len(qs) != 0 {
+		t.Fatalf("queues %v %v", qs, err)
+	}
+
+	// A queue lives while it holds a task.
+	q := e.q("jobs")
+	e.enqueue(q, Task{})
+	if nq, _ := e.queuesAndWaiters(); nq != 1 {
+		t.Fatalf("%d queues with one task", nq)
+	}
+	l := e.claim(q, 1)[0]
+	if _, err := q.Complete(ctx, l, Done{}); err != nil {
+		t.Fatal(err)
+	}
+	if nq, _ := e.queuesAndWaiters(); nq != 0 {
+		t.Fatalf("%d queues after the last task completed", nq)
+	}
+	if err := e.db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	// And comes back with the next one.
+	id := e.enqueue(q, Task{})
+	if got := e.claim(q, 1); len(got) != 1 || got[0].ID != id {
+		t.Fatalf("claimed %v", got)
+	}
+	if err := e.db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A queue emptied and refilled in one commit (a completion whose follow-up
+// goes to the same queue) keeps working, across a restart too.
+func TestQueueEmptiedAndRefilledInOneCommit(t *testing.T) {
+	e := newEnv(t, false)
+	q := e.q("jobs")
+	e.enqueue(q, Task{})
+	l := e.claim(q, 1)[0]
+	res, err := q.Complete(ctx, l, Done{FollowUps: []FollowUp{{Queue: "jobs"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	if got := e.claim(q, 1); len(got) != 1 || got[0].ID != res.Enqueued[0].ID {
+		t.Fatalf("claimed %v", got)
 	}
 }
