@@ -82,6 +82,11 @@ type Queue interface {
 	Redrive(ctx context.Context, id uint64) error
 	// RedriveAll redrives every dead task of the queue and says how many.
 	RedriveAll(ctx context.Context) (int, error)
+	// RunNow makes a scheduled task (a timer, or a retry waiting out its
+	// backoff) due now; a ready task is left as it is. ErrNotFound if the
+	// queue has no such task, ErrInvalid if it is in flight, dead or
+	// completed.
+	RunNow(ctx context.Context, id uint64) error
 
 	// Get returns a task of the queue, ErrNotFound if there is none.
 	Get(ctx context.Context, id uint64) (TaskInfo, error)

@@ -45,8 +45,9 @@ type core struct {
 	plan   planner
 	failed error
 	closed bool
-	// waiters holds, per queue, a channel closed when the queue gains work.
-	waiters   map[index.QueueKey]chan struct{}
+	// waiters holds, per queue with a parked ClaimWait, a channel closed
+	// when the queue gains work.
+	waiters   map[index.QueueKey]*waiter
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
@@ -119,7 +120,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		readOnly: true,
 		store:    b.store,
 		enc:      index.NewEncoder(),
-		waiters:  make(map[index.QueueKey]chan struct{}),
+		waiters:  make(map[index.QueueKey]*waiter),
 		stopBg:   make(chan struct{}),
 	}
 	c.plan.c = c
@@ -141,7 +142,7 @@ func open(dir string, opts Options) (*DB, error) {
 		dir:     dir,
 		store:   index.NewStore(),
 		enc:     index.NewEncoder(),
-		waiters: make(map[index.QueueKey]chan struct{}),
+		waiters: make(map[index.QueueKey]*waiter),
 		stopBg:  make(chan struct{}),
 	}
 	c.plan.c = c
@@ -383,8 +384,8 @@ func (c *core) fail(err error) error {
 }
 
 func (c *core) wakeAll() {
-	for k, ch := range c.waiters {
-		close(ch)
+	for k, w := range c.waiters {
+		close(w.ch)
 		delete(c.waiters, k)
 	}
 }
@@ -438,6 +439,10 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 	}
 	p := c.plan.begin(now)
 	err := plan(p)
+	if err != nil || len(c.batch.Mutations) == 0 {
+		// A plan that wrote nothing leaves no queue it looked up behind.
+		c.store.DropEmpty()
+	}
 	refused := err != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrConflict))
 	if err != nil {
 		// Only a refusal happened (if any); nothing else the plan saw did.
@@ -462,9 +467,13 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		}
 	}
 	startSnap := err == nil && c.shouldSnapshot()
+	if startSnap {
+		// Added under mu: Close marks the engine closed under mu before it
+		// waits for bg, so it either waits for this snapshot or none starts.
+		c.bg.Add(1)
+	}
 	c.mu.Unlock()
 	if startSnap {
-		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
 			c.snapshotNow(false)
@@ -580,8 +589,8 @@ func (c *core) logAndApply() (uint64, error) {
 	c.stats.Commits++
 	if len(c.waiters) > 0 {
 		for _, q := range c.store.Affected() {
-			if ch, ok := c.waiters[q.Key]; ok {
-				close(ch)
+			if w, ok := c.waiters[q.Key]; ok {
+				close(w.ch)
 				delete(c.waiters, q.Key)
 			}
 		}

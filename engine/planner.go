@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	mrand "math/rand/v2"
+	"maps"
 	"slices"
 
 	"github.com/docketdb/docket/index"
@@ -19,6 +20,7 @@ type planner struct {
 	now    int64
 	nextID uint64
 	idem   map[idemRef]uint64 // idempotency keys enqueued earlier in this batch
+	ending []uint64           // tasks this batch ends (completed or cancelled)
 	events []TaskEvent
 	moved  []cand         // scratch for claim
 	lost   index.QueueKey // queue of the last refused lease
@@ -46,6 +48,7 @@ func (p *planner) begin(now int64) *planner {
 		clear(p.idem)
 	}
 	p.events = p.events[:0]
+	p.ending = p.ending[:0]
 	return p
 }
 
@@ -67,7 +70,11 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 		if id, ok := p.idem[ref]; ok {
 			return Enqueued{ID: id, Deduplicated: true}
 		}
-		if e, ok := p.c.store.Idem(qk, s.idem); ok && (e.Expires == 0 || e.Expires > p.now) {
+		// A key held by a task this same commit ends (a completion whose
+		// follow-up reuses the key) moves to the new task: deduplicating
+		// into a task that is ending would silently drop the follow-up.
+		if e, ok := p.c.store.Idem(qk, s.idem); ok && (e.Expires == 0 || e.Expires > p.now) &&
+			!slices.Contains(p.ending, e.ID) {
 			return Enqueued{ID: e.ID, Deduplicated: true}
 		}
 	}
@@ -103,6 +110,7 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 // ended plans what happens to a task's idempotency key when the task ends:
 // it is remembered for the TTL, then forgotten.
 func (p *planner) ended(t *index.Task) {
+	p.ending = append(p.ending, t.ID)
 	key := t.Ex().IdemKey
 	if key == "" {
 		return
@@ -289,8 +297,8 @@ func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 	x := t.Ex()
 	k := t.Queue.Key
 	return Lease{
-		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: t.Payload,
-		Headers: x.Headers, Progress: x.Progress, Priority: int(t.Priority), Attempt: int(u.Attempts),
+		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: clone(t.Payload),
+		Headers: maps.Clone(x.Headers), Progress: clone(x.Progress), Priority: int(t.Priority), Attempt: int(u.Attempts),
 		MaxAttempts: int(t.MaxAttempts), Owner: u.Owner, Token: u.Token, Secret: u.Secret, Deadline: timeOf(u.LeaseUntil),
 		EnqueuedAt: timeOf(t.Created),
 	}
@@ -301,9 +309,9 @@ func infoOf(t *index.Task) TaskInfo {
 	k := t.Queue.Key
 	return TaskInfo{
 		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, State: State(t.State),
-		Payload: t.Payload, Headers: x.Headers, Priority: int(t.Priority), Attempts: int(t.Attempts),
+		Payload: clone(t.Payload), Headers: maps.Clone(x.Headers), Priority: int(t.Priority), Attempts: int(t.Attempts),
 		MaxAttempts: int(t.MaxAttempts), NotBefore: timeOf(t.NotBefore), Owner: t.Owner, Token: t.Token,
-		LeaseUntil: timeOf(t.LeaseUntil), Progress: x.Progress, Result: x.Result, LastError: x.LastError,
+		LeaseUntil: timeOf(t.LeaseUntil), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,
 		IdempotencyKey: x.IdemKey, BackoffBase: micros(t.BackoffBase), BackoffMax: micros(t.BackoffMax),
 		CreatedAt: timeOf(t.Created), UpdatedAt: timeOf(t.Updated),
 	}

@@ -12,11 +12,13 @@ import (
 	"github.com/docketdb/docket/index"
 )
 
+// timeOf turns stored Unix micros into a time in UTC (the zero time for 0),
+// so that what a call returns does not depend on the process's time zone.
 func timeOf(us int64) time.Time {
 	if us == 0 {
 		return time.Time{}
 	}
-	return time.UnixMicro(us)
+	return time.UnixMicro(us).UTC()
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
@@ -165,9 +167,9 @@ func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 // claim leases up to max tasks. With wait set and nothing to lease, it
 // also returns a channel closed when the queue gains work and when (Unix
 // micros) its next timer or lease comes due (0: none).
-func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, <-chan struct{}, int64, error) {
+func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, *waiter, int64, error) {
 	var out []Lease
-	var wake chan struct{}
+	var wake *waiter
 	var due int64
 	qk := q.key()
 	c := q.db.c
@@ -176,14 +178,33 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 		if len(out) == 0 && wait {
 			wake = c.waiters[qk]
 			if wake == nil {
-				wake = make(chan struct{})
+				wake = &waiter{ch: make(chan struct{})}
 				c.waiters[qk] = wake
 			}
+			wake.n++
 			due = p.nextDue(qk)
 		}
 		return nil
 	})
 	return out, wake, due, err
+}
+
+// waiter is the channel the ClaimWait calls parked on one queue share, and
+// how many are parked on it.
+type waiter struct {
+	ch chan struct{}
+	n  int
+}
+
+// unwait says a ClaimWait parked on w has left; the last to leave removes
+// w, so that parked calls that gave up leave nothing behind.
+func (c *core) unwait(qk index.QueueKey, w *waiter) {
+	c.mu.Lock()
+	w.n--
+	if w.n == 0 && c.waiters[qk] == w {
+		delete(c.waiters, qk)
+	}
+	c.mu.Unlock()
 }
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
@@ -201,6 +222,9 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 	for {
 		out, wake, due, err := q.claim(ctx, owner, lease.Microseconds(), max, true)
 		if err != nil || len(out) > 0 {
+			if wake != nil {
+				q.db.c.unwait(q.key(), wake)
+			}
 			return out, err
 		}
 		var timeout <-chan time.Time
@@ -217,10 +241,17 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 			t = q.db.c.clock.NewTimer(wait)
 			timeout = t.C()
 		}
+		var woken <-chan struct{}
+		if wake != nil {
+			woken = wake.ch
+		}
 		select {
-		case <-wake:
+		case <-woken:
 		case <-timeout:
 		case <-ctx.Done():
+		}
+		if wake != nil {
+			q.db.c.unwait(q.key(), wake)
 		}
 		if t != nil {
 			t.Stop()
@@ -508,6 +539,34 @@ func (q *queue) Redrive(ctx context.Context, id uint64) error {
 		}
 		p.redrive(t)
 		return nil
+	})
+	return err
+}
+
+// RunNow makes a scheduled task (a timer, or a retry waiting out its
+// backoff) ready at once, keeping its attempts; a ready task is left as it
+// is. ErrNotFound if the queue has no such task; ErrInvalid, naming the
+// state, for a task in flight, dead or completed.
+func (q *queue) RunNow(ctx context.Context, id uint64) error {
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, err := p.c.task(qk, id)
+		if err != nil {
+			return err
+		}
+		switch t.State {
+		case index.StateReady:
+			return nil
+		case index.StateScheduled:
+			u := index.UpdateOf(t)
+			u.State, u.NotBefore, u.Updated = index.StateReady, min(t.NotBefore, p.now), p.now
+			p.update(u)
+			return nil
+		}
+		return invalid("task %d is %s: only a scheduled task can be run now", id, t.State)
 	})
 	return err
 }

@@ -183,7 +183,8 @@ type Enqueued struct {
 // a random value chosen when the task was claimed, makes it unforgeable:
 // ids and tokens are small sequential numbers anyone can guess, so a call
 // presenting the wrong secret gets ErrLeaseLost and changes nothing. Its
-// byte slices are shared with the engine and must not be modified.
+// Payload, Headers and Progress are the caller's own copies: changing them
+// changes nothing stored. Its times are in UTC.
 type Lease struct {
 	ID          uint64
 	Namespace   Namespace
@@ -210,7 +211,10 @@ type Done struct {
 	// assertion refuses the whole completion with ErrConflict.
 	Ops []Op
 	// FollowUps are enqueued in the same commit, on any queue of the task's
-	// namespace.
+	// namespace. Their idempotency keys deduplicate as in Enqueue, with one
+	// exception: a key held by the task being completed is not a duplicate
+	// (that task ends in this commit), so the follow-up is enqueued and the
+	// key moves to it.
 	FollowUps []FollowUp
 }
 
@@ -231,7 +235,9 @@ type Failure struct {
 	RetryAfter time.Duration
 }
 
-// TaskInfo is the full view of a task record.
+// TaskInfo is the full view of a task record. Its slices and Headers map are
+// the caller's own copies (changing them changes nothing stored); its times
+// are in UTC.
 type TaskInfo struct {
 	ID             uint64
 	Namespace      Namespace

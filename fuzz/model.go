@@ -455,6 +455,7 @@ type txn struct {
 	now    int64
 	nextID uint64
 	idem   map[idemKey]uint64 // keys enqueued earlier in this commit
+	ending []uint64           // tasks this commit ends (their keys move to a new task)
 	muts   []func(seq uint64)
 }
 
@@ -572,7 +573,7 @@ func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 		if id, ok := x.idem[ik]; ok {
 			return engine.Enqueued{ID: id, Deduplicated: true}
 		}
-		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) {
+		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) {
 			return engine.Enqueued{ID: e.ID, Deduplicated: true}
 		}
 	}
@@ -610,6 +611,7 @@ func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 // (completed or cancelled): remembered for the TTL, or forgotten at once.
 func (x *txn) ended(t *Rec) {
 	m := x.m
+	x.ending = append(x.ending, t.ID)
 	if t.IdemKey == "" {
 		return
 	}

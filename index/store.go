@@ -101,6 +101,8 @@ type Store struct {
 	doneExp  *btree.BTreeG[TimeItem]    // completed tasks by Updated
 	pivot    Task                       // reused search key for tasks
 	affected []*Queue                   // queues that gained claimable work in the last Apply
+	emptied  []*Queue                   // queues that lost a task in the current Apply
+	fresh    []*Queue                   // queues interned since the last Apply
 }
 
 // NewStore returns an empty state.
@@ -158,8 +160,41 @@ func (s *Store) Intern(k QueueKey) *Queue {
 	if q == nil {
 		q = newQueue(k)
 		s.queues[k] = q
+		s.fresh = append(s.fresh, q)
 	}
 	return q
+}
+
+// Len is the number of tasks of the queue, in any state.
+func (q *Queue) Len() int {
+	n := 0
+	for _, c := range q.counts {
+		n += c
+	}
+	return n
+}
+
+// NumQueues is the number of queues in memory: those holding a task, plus
+// any interned since the last Apply.
+func (s *Store) NumQueues() int { return len(s.queues) }
+
+// DropEmpty forgets the queues interned since the last Apply that hold no
+// task, so that a call refused after it interned a queue leaves nothing
+// behind.
+func (s *Store) DropEmpty() {
+	s.drop(s.fresh)
+	clear(s.fresh)
+	s.fresh = s.fresh[:0]
+}
+
+// drop removes the queues of qs that hold no task. A queue exists in memory
+// only while it holds a task.
+func (s *Store) drop(qs []*Queue) {
+	for _, q := range qs {
+		if q.Len() == 0 && s.queues[q.Key] == q {
+			delete(s.queues, q.Key)
+		}
+	}
 }
 
 // Queues calls fn for every known queue (in no particular order).
@@ -296,6 +331,10 @@ func (s *Store) Apply(b *Batch) (Outcome, error) {
 	}
 	s.seq = b.Seq
 	s.now = max(s.now, b.Now)
+	s.drop(s.emptied)
+	clear(s.emptied)
+	s.emptied = s.emptied[:0]
+	s.DropEmpty()
 	return out, nil
 }
 
@@ -378,6 +417,10 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 
 func (s *Store) index(t *Task) {
 	q := t.Queue
+	if s.queues[q.Key] == nil {
+		// Dropped when an earlier batch emptied it; it holds a task again.
+		s.queues[q.Key] = q
+	}
 	q.counts[t.State]++
 	switch t.State {
 	case StateReady:
@@ -402,6 +445,9 @@ func (s *Store) index(t *Task) {
 func (s *Store) unindex(t *Task) {
 	q := t.Queue
 	q.counts[t.State]--
+	if q.counts[t.State] == 0 {
+		s.emptied = append(s.emptied, q)
+	}
 	switch t.State {
 	case StateReady:
 		q.Ready.Delete(PrioItem{t.Priority, t.ID})
