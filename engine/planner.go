@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	mrand "math/rand/v2"
 	"maps"
+	mrand "math/rand/v2"
 	"slices"
 
 	"github.com/docketdb/docket/index"
