@@ -490,15 +490,8 @@ func (p *planner) release(t *index.Task, delay int64) index.TaskUpdate {
 // Cancel removes a task in any state. A worker holding it gets ErrLeaseLost
 // when it completes. ErrNotFound if the queue has no such task.
 func (q *queue) Cancel(ctx context.Context, id uint64) error {
-	if err := q.check(PermAdmin); err != nil {
-		return err
-	}
 	qk := q.key()
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.c.task(qk, id)
-		if err != nil {
-			return err
-		}
+	err := q.onTask(ctx, id, func(p *planner, t *index.Task) error {
 		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: id}})
 		if t.State != index.StateCompleted {
 			p.ended(t)
@@ -525,22 +518,13 @@ func (c *core) task(qk index.QueueKey, id uint64) (*index.Task, error) {
 // Redrive moves a dead task back to ready with a fresh attempt budget.
 // ErrNotFound if there is no such task; ErrConflict if it is not dead.
 func (q *queue) Redrive(ctx context.Context, id uint64) error {
-	if err := q.check(PermAdmin); err != nil {
-		return err
-	}
-	qk := q.key()
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.c.task(qk, id)
-		if err != nil {
-			return err
-		}
+	return q.onTask(ctx, id, func(p *planner, t *index.Task) error {
 		if t.State != index.StateDead {
 			return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, id, t.State)
 		}
 		p.redrive(t)
 		return nil
 	})
-	return err
 }
 
 // RunNow makes a scheduled task (a timer, or a retry waiting out its
@@ -548,15 +532,7 @@ func (q *queue) Redrive(ctx context.Context, id uint64) error {
 // is. ErrNotFound if the queue has no such task; ErrInvalid, naming the
 // state, for a task in flight, dead or completed.
 func (q *queue) RunNow(ctx context.Context, id uint64) error {
-	if err := q.check(PermAdmin); err != nil {
-		return err
-	}
-	qk := q.key()
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.c.task(qk, id)
-		if err != nil {
-			return err
-		}
+	return q.onTask(ctx, id, func(p *planner, t *index.Task) error {
 		switch t.State {
 		case index.StateReady:
 			return nil
@@ -567,6 +543,22 @@ func (q *queue) RunNow(ctx context.Context, id uint64) error {
 			return nil
 		}
 		return invalid("task %d is %s: only a scheduled task can be run now", id, t.State)
+	})
+}
+
+// onTask runs an admin change of task id of the queue in one commit: fn
+// plans it once the task is found (ErrNotFound otherwise).
+func (q *queue) onTask(ctx context.Context, id uint64, fn func(p *planner, t *index.Task) error) error {
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	qk := q.key()
+	_, err := q.db.c.commit(ctx, func(p *planner) error {
+		t, err := p.c.task(qk, id)
+		if err != nil {
+			return err
+		}
+		return fn(p, t)
 	})
 	return err
 }

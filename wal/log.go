@@ -501,17 +501,10 @@ func (l *Log) locate(seq uint64, why string) error {
 // empty but keeps its position, and the next Append is seq. A seq at or below
 // FirstSeq() does nothing.
 func (l *Log) TruncateFront(seq uint64) error {
-	if err := l.state(); err != nil {
+	if err := l.lockWriter(); err != nil {
 		return err
 	}
-	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.twClosed {
-		return ErrClosed
-	}
-	if err := l.failed(); err != nil {
-		return err
-	}
 	if seq <= l.first.Load() {
 		return nil
 	}

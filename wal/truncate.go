@@ -78,17 +78,10 @@ func (l *Log) Read(seq uint64) ([]byte, error) {
 // A crash during the call leaves either the old log or the truncated one;
 // Open finishes an interrupted truncation.
 func (l *Log) TruncateBack(seq uint64) error {
-	if err := l.state(); err != nil {
+	if err := l.lockWriter(); err != nil {
 		return err
 	}
-	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.twClosed {
-		return ErrClosed
-	}
-	if err := l.failed(); err != nil {
-		return err
-	}
 	first, last := l.first.Load(), l.last.Load()
 	if seq >= last {
 		return nil
@@ -214,5 +207,23 @@ func (l *Log) findTail() error {
 		return err
 	}
 	l.tailFirst, l.tailSize = tail.first, fi.Size()
+	return nil
+}
+
+// lockWriter takes the writer lock of a log that is open and has not
+// failed; on success the caller unlocks wmu.
+func (l *Log) lockWriter() error {
+	if err := l.state(); err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	if l.twClosed {
+		l.wmu.Unlock()
+		return ErrClosed
+	}
+	if err := l.failed(); err != nil {
+		l.wmu.Unlock()
+		return err
+	}
 	return nil
 }

@@ -62,6 +62,8 @@ func leakedGoroutines() string {
 		if time.Now().After(deadline) {
 			return strings.Join(leaked, "\n\n")
 		}
+		// A goroutine's exit sends no signal: like goleak, poll the stacks
+		// (the test has already waited for every Stop it made).
 		time.Sleep(time.Millisecond)
 	}
 }
