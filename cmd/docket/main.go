@@ -120,9 +120,10 @@ func runCLI(ctx context.Context, c cli, args []string) int {
 }
 
 // message is err's text without the "docket: " the engine's sentinels start
-// with, so that a line carries the prefix once.
+// with, also where a command wrapped one ("task 5: docket: not found"), so
+// that a line carries the prefix once.
 func message(err error) string {
-	return strings.TrimPrefix(err.Error(), "docket: ")
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "docket: "), ": docket: ", ": ")
 }
 
 // exitError ends the program with a status after the command printed what

@@ -344,8 +344,17 @@ func readArg(c cli, arg string) ([]byte, error) {
 	return data, nil
 }
 
+const enqueueAbout = `
+Adds one task. PAYLOAD is JSON (or nothing, for an empty payload); - reads it
+from standard input. It prints the task's id, or with -key the id of the task
+that already holds the key (nothing is enqueued then):
+
+  docket enqueue -server http://127.0.0.1:7070 -ns acme/prod -queue emails '{"to":"a@b"}'
+  some-program | docket enqueue -dir data -kind report -delay 10m -`
+
 func runEnqueue(ctx context.Context, c cli, args []string) error {
-	tf := newTargetFlags(c, "enqueue", oneQueue)
+	fs := newFlagsFor(c, "enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", enqueueAbout)
+	tf := addTargetFlags(c, fs, oneQueue)
 	kind := tf.fs.String("kind", "", "the task's kind, for routing to a handler")
 	delay := tf.fs.Duration("delay", 0, "make the task claimable after this long (a timer)")
 	at := tf.fs.String("at", "", "make the task claimable at this time (RFC 3339), instead of -delay")
@@ -355,7 +364,7 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	backoffMax := tf.fs.Duration("backoff-max", 0, "the longest retry delay (0: 1m)")
 	key := tf.fs.String("key", "", "idempotency key: while a task with it exists, enqueueing again returns that task")
 	headers := headerFlag{}
-	tf.fs.Var(headers, "header", "NAME=VALUE carried with the task (repeat the flag for more)")
+	tf.fs.Var(headers, "header", "a `NAME=VALUE` pair carried with the task (repeat the flag for more)")
 	pos, err := tf.parse(args, 0, 1)
 	if err != nil {
 		return err

@@ -43,7 +43,7 @@ type targetFlags struct {
 func addTargetFlags(c cli, fs *flag.FlagSet, r reach) *targetFlags {
 	t := &targetFlags{c: c, fs: fs, reach: r}
 	t.dir = fs.String("dir", "./docket-data", "data directory to open (offline; read-only unless the command changes something)")
-	t.server = fs.String("server", "", "URL of a live `docket serve` (several: comma separated), instead of -dir")
+	t.server = fs.String("server", "", "URL of a live docket serve (several: comma separated), instead of -dir")
 	t.token = fs.String("token", "", "bearer token for -server (default $DOCKET_TOKEN)")
 	t.json = fs.Bool("json", false, "print JSON, for scripts")
 	if r >= oneNS {
