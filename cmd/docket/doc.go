@@ -1,10 +1,14 @@
-// Command docket runs a demo of the docket durable task queue and inspects,
-// verifies and repairs docket data directories.
+// Command docket runs a demo of the docket durable task queue, serves a
+// data directory over the network, and reads and acts on queues, offline on
+// a directory or live on a server.
 //
 //	docket demo [-dir ./docket-data] [-tasks 2000]   run producers and workers, with live progress
-//	docket stats [-dir DIR]                           counts per queue and engine counters (read-only)
-//	docket inspect [-dir DIR] -ns P/S -queue Q [-state dead]   list tasks (read-only)
-//	docket dead [-dir DIR] -ns P/S -queue Q [-redrive ID|-redrive-all]   dead-letter queue
+//	docket serve [-dir DIR] [-listen ADDR] [flags]    the network API, /healthz, /readyz, -ui, -metrics
+//	docket token CALLER GRANT...                      a bearer token and its line of the tokens file
+//	docket stats | top | inspect | get ID             look at queues and tasks
+//	docket dead [-redrive ID,... | -redrive-all | -by-error]   the dead-letter queue
+//	docket enqueue [PAYLOAD | -] | cancel ID... | run-now ID...   act on tasks
+//	docket kv get|scan|set|delete                     a namespace's key-value entries
 //	docket verify DIR                                 check a directory the way Open would, changing nothing
 //	docket repair [-salvage] DIR                      cut a torn log tail, keeping a copy; -salvage keeps
 //	                                                  the valid part of a damaged log and reports the loss
@@ -12,8 +16,16 @@
 //	docket version                                    the build's version
 //	docket help                                       the commands
 //
-// The read-only commands (stats, inspect, dead without -redrive, verify)
-// create and change nothing and refuse a directory that is not a docket
-// data directory. The program is run(ctx, args, stdout, stderr), so its
-// tests run commands in-process.
+// The queue commands are written once, over engine.API: with -dir they run
+// on the directory's DB (opened read-only by the commands that only look,
+// which create and change nothing and refuse a directory that is not a
+// docket data directory), with -server on the network client, which
+// implements the same interface (remote.go holds that wiring). -json prints
+// JSON for scripts.
+//
+// The command is a module of its own: serve pulls in Prometheus (through
+// worker/metrics), which a program importing only the engine must not get.
+// The program is run(ctx, args, stdout, stderr), so its tests run commands
+// in-process; runCLI takes the dialer, standard input and serve's reload
+// signal as hooks.
 package main

@@ -6,16 +6,27 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/docketdb/docket/engine"
 )
 
-// cli is where a command writes.
+// cli is what a command runs with: where it writes and reads, and how it
+// reaches a server. Tests fill in the hooks.
 type cli struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader
+	// dial connects to a live server for -server (dialServer).
+	dial func(ctx context.Context, url, token string) (engine.API, error)
+	// reload, when set, stands in for SIGHUP in serve; listening is told
+	// the address serve listens on.
+	reload    <-chan struct{}
+	listening func(net.Addr)
 }
 
 type command struct {
@@ -28,9 +39,17 @@ var commands []command
 func init() {
 	commands = []command{
 		{"demo", "[-dir DIR] [-tasks N]", "run producers and workers on a data directory, with live progress", runDemo},
-		{"stats", "[-dir DIR]", "print counts per queue and the engine's counters (read-only)", runStats},
-		{"inspect", "[-dir DIR] [-ns P/S] [-queue Q] [-state S]", "list the tasks of a queue in one state (read-only)", runInspect},
-		{"dead", "[-dir DIR] [-ns P/S] [-queue Q] [-redrive ID | -redrive-all]", "list (read-only) or redrive the dead-letter queue of a queue", runDead},
+		{"serve", "[-dir DIR] [-listen ADDR] [flags]", "serve a data directory over the network (API, dashboard, metrics)", runServe},
+		{"token", "CALLER GRANT...", "make a bearer token and the line of the tokens file that grants it", runToken},
+		{"stats", "[-dir DIR | -server URL] [-json]", "print counts per queue and the engine's counters", runStats},
+		{"top", "[-dir DIR | -server URL] [-once] [-every D]", "show every queue's counts and rates, refreshed live", runTop},
+		{"inspect", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-state S] [-json]", "list the tasks of a queue in one state", runInspect},
+		{"get", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-json] ID", "show one task: payload, result, attempts and their errors", runGet},
+		{"dead", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-redrive ID,... | -redrive-all | -by-error]", "list, group or redrive the dead-letter queue of a queue", runDead},
+		{"enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", "add a task (payload JSON as an argument, or - for stdin)", runEnqueue},
+		{"cancel", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] ID... | -completed-all", "delete tasks in any state (retained completions too)", runCancel},
+		{"run-now", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] ID...", "make scheduled tasks (timers, retries in backoff) due now", runRunNow},
+		{"kv", "get|scan|set|delete [-dir DIR | -server URL] [-ns P/S] ...", "read and write a namespace's key-value entries", runKV},
 		{"verify", "DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
 		{"repair", "[-salvage] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},
 		{"bench", "[-workload W1,W2] [-json]", "run the load generator's workloads and print throughput and latency", runBench},
@@ -44,6 +63,9 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "  help     print this")
+	fmt.Fprintln(w, "\nThe commands that read or change queues work on a data directory (-dir, the")
+	fmt.Fprintln(w, "default; read-only unless they change something) or on a live server (-server URL,")
+	fmt.Fprintln(w, "with -token or $DOCKET_TOKEN). -json prints JSON for scripts.")
 	fmt.Fprintln(w, "\nrun 'docket <command> -h' for a command's flags")
 }
 
@@ -57,14 +79,19 @@ func main() {
 // run runs the command line args (without the program name) and returns
 // the exit status: 0 on success, 1 on failure, 2 on a usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := cli{stdout: stdout, stderr: stderr}
+	return runCLI(ctx, cli{stdout: stdout, stderr: stderr, stdin: os.Stdin, dial: dialServer}, args)
+}
+
+// runCLI is run with everything a command reaches outside given in c.
+func runCLI(ctx context.Context, c cli, args []string) int {
+	stderr := c.stderr
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		usage(stdout)
+		usage(c.stdout)
 		return 0
 	}
 	for _, cmd := range commands {
@@ -93,9 +120,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // message is err's text without the "docket: " the engine's sentinels start
-// with, so that a line carries the prefix once.
+// with, also where a command wrapped one ("task 5: docket: not found"), so
+// that a line carries the prefix once.
 func message(err error) string {
-	return strings.TrimPrefix(err.Error(), "docket: ")
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "docket: "), ": docket: ", ": ")
 }
 
 // exitError ends the program with a status after the command printed what
@@ -113,16 +141,25 @@ func (e usageError) Error() string { return e.msg }
 // positional arguments and goes to stdout when asked for with -h (exit 0),
 // to stderr after a mistake (exit 2).
 func newFlags(c cli, name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
 	var argsLine string
 	for _, cmd := range commands {
 		if cmd.name == name {
 			argsLine = cmd.args
 		}
 	}
+	return newFlagsFor(c, name, argsLine, "")
+}
+
+// newFlagsFor is newFlags with the usage line's arguments and a paragraph
+// of explanation (may be empty) given.
+func newFlagsFor(c cli, name, argsLine, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: docket %s %s\n", name, argsLine)
+		if about != "" {
+			fmt.Fprintf(fs.Output(), "\n%s\n", strings.TrimSpace(about))
+		}
 		n := 0
 		fs.VisitAll(func(*flag.Flag) { n++ })
 		if n > 0 {
@@ -149,6 +186,27 @@ func parse(c cli, fs *flag.FlagSet, args []string) error {
 		return exitError(2)
 	}
 	return err
+}
+
+// parseMixed is parse for a command with positional arguments, which may
+// come before, between or after the flags ("docket get 42 -json").
+// Everything after "--" is positional.
+func parseMixed(c cli, fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parse(c, fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 func runVersion(ctx context.Context, c cli, args []string) error {

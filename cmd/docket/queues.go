@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+)
+
+type statsJSON struct {
+	Seq          uint64 `json:"seq"`
+	Tasks        int    `json:"tasks"`
+	Commits      uint64 `json:"commits"`
+	Enqueued     uint64 `json:"enqueued"`
+	Claimed      uint64 `json:"claimed"`
+	Completed    uint64 `json:"completed"`
+	Retried      uint64 `json:"retried"`
+	DeadLettered uint64 `json:"dead_lettered"`
+	Reclaimed    uint64 `json:"reclaimed"`
+	LeaseLost    uint64 `json:"lease_lost"`
+	Denied       uint64 `json:"denied"`
+	LogSyncs     uint64 `json:"log_syncs"`
+	LogBytes     uint64 `json:"log_bytes"`
+	Snapshots    uint64 `json:"snapshots"`
+}
+
+func runStats(ctx context.Context, c cli, args []string) error {
+	tf := newTargetFlags(c, "stats", wholeDB)
+	if _, err := tf.parse(args, 0, 0); err != nil {
+		return err
+	}
+	t, err := tf.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	qs, err := t.api.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	st, haveStats, err := engineStats(ctx, t.api)
+	if err != nil {
+		return err
+	}
+	if *tf.json {
+		out := struct {
+			Queues []queueJSON `json:"queues"`
+			Engine *statsJSON  `json:"engine,omitempty"`
+		}{Queues: []queueJSON{}}
+		for _, q := range qs {
+			out.Queues = append(out.Queues, queueOf(q))
+		}
+		if haveStats {
+			out.Engine = &statsJSON{st.Seq, st.Tasks, st.Commits, st.Enqueued, st.Claimed, st.Completed, st.Retried,
+				st.DeadLettered, st.Reclaimed, st.LeaseLost, st.Denied, st.LogSyncs, st.LogBytes, st.Snapshots}
+		}
+		return writeJSON(c.stdout, out)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "namespace\tqueue\tready\tscheduled\tin-flight\tdead\tcompleted\t")
+	for _, q := range qs {
+		n := q.Counts
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", q.Namespace, q.Name, n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed)
+	}
+	tw.Flush()
+	if haveStats {
+		fmt.Fprintf(c.stdout, "\n%d tasks held, last commit %d\n", st.Tasks, st.Seq)
+	}
+	return nil
+}
+
+func runInspect(ctx context.Context, c cli, args []string) error {
+	tf := newTargetFlags(c, "inspect", oneQueue)
+	state := tf.fs.String("state", "ready", "state to list: ready, scheduled, in-flight, dead, completed")
+	limit := tf.fs.Int("limit", 20, "tasks per page")
+	cursor := tf.fs.String("cursor", "", "continue after a previous page")
+	if _, err := tf.parse(args, 0, 0); err != nil {
+		return err
+	}
+	st, err := parseState(*state)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	t, err := tf.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	page, err := t.Queue().List(ctx, engine.ListOptions{State: st, Limit: *limit, Cursor: *cursor})
+	if err != nil {
+		return err
+	}
+	if *tf.json {
+		return writeJSON(c.stdout, pageOf(page))
+	}
+	printTasks(c.stdout, page.Tasks)
+	if page.Next != "" {
+		fmt.Fprintf(c.stdout, "more: -cursor %s\n", shellQuote(page.Next))
+	}
+	return nil
+}
+
+func runGet(ctx context.Context, c cli, args []string) error {
+	tf := newTargetFlags(c, "get", oneQueue)
+	pos, err := tf.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	ids, err := parseIDs(pos)
+	if err != nil {
+		return err
+	}
+	if len(ids) != 1 {
+		return usageError{"get: one task id"}
+	}
+	t, err := tf.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	info, err := t.Queue().Get(ctx, ids[0])
+	if err != nil {
+		return fmt.Errorf("task %d: %w", ids[0], err)
+	}
+	if *tf.json {
+		return writeJSON(c.stdout, taskOf(info))
+	}
+	printTask(c.stdout, info)
+	return nil
+}
+
+// outcome is what an action did to each task it was given.
+type outcome struct {
+	Done   []uint64        `json:"done"`
+	Failed []failedOutcome `json:"failed,omitempty"`
+}
+
+type failedOutcome struct {
+	ID    uint64 `json:"id"`
+	Error string `json:"error"`
+}
+
+// eachTask runs act on every id and reports per task: "task N <verb>" on
+// stdout, each failure on stderr, or one JSON document. Every id is tried;
+// a failure makes the command exit 1.
+func eachTask(c cli, asJSON bool, ids []uint64, verb string, act func(uint64) error) error {
+	out := outcome{Done: []uint64{}}
+	for _, id := range ids {
+		if err := act(id); err != nil {
+			out.Failed = append(out.Failed, failedOutcome{id, message(err)})
+			if !asJSON {
+				fmt.Fprintf(c.stderr, "docket: task %d: %s\n", id, message(err))
+			}
+			continue
+		}
+		out.Done = append(out.Done, id)
+		if !asJSON {
+			fmt.Fprintf(c.stdout, "task %d %s\n", id, verb)
+		}
+	}
+	if asJSON {
+		if err := writeJSON(c.stdout, out); err != nil {
+			return err
+		}
+	}
+	if len(out.Failed) > 0 {
+		return exitError(1)
+	}
+	return nil
+}
+
+func runDead(ctx context.Context, c cli, args []string) error {
+	tf := newTargetFlags(c, "dead", oneQueue)
+	redrive := tf.fs.String("redrive", "", "move these dead tasks (ids, comma separated) back to ready with a fresh attempt budget")
+	all := tf.fs.Bool("redrive-all", false, "move every dead task of the queue back to ready")
+	byError := tf.fs.Bool("by-error", false, "count the dead tasks by their last error instead of listing them")
+	scan := tf.fs.Int("scan", 10000, "with -by-error: how many dead tasks to read at most")
+	limit := tf.fs.Int("limit", 20, "tasks to list")
+	cursor := tf.fs.String("cursor", "", "continue the listing after a previous page")
+	if _, err := tf.parse(args, 0, 0); err != nil {
+		return err
+	}
+	modes := 0
+	for _, on := range []bool{*redrive != "", *all, *byError} {
+		if on {
+			modes++
+		}
+	}
+	if modes > 1 {
+		return usageError{"dead: -redrive, -redrive-all and -by-error exclude each other"}
+	}
+	var ids []uint64
+	if *redrive != "" {
+		var err error
+		if ids, err = parseIDs([]string{*redrive}); err != nil {
+			return err
+		}
+	}
+	if *scan < 1 {
+		return usageError{"dead: -scan must be at least 1"}
+	}
+	t, err := tf.open(ctx, *redrive != "" || *all)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	q := t.Queue()
+	switch {
+	case *redrive != "":
+		return eachTask(c, *tf.json, ids, "redriven", func(id uint64) error { return q.Redrive(ctx, id) })
+	case *all:
+		n, err := q.RedriveAll(ctx)
+		if err != nil {
+			return err
+		}
+		if *tf.json {
+			return writeJSON(c.stdout, map[string]int{"redriven": n})
+		}
+		fmt.Fprintf(c.stdout, "%d tasks redriven\n", n)
+		return nil
+	case *byError:
+		return deadByError(ctx, c, *tf.json, q, *scan)
+	}
+	page, err := q.List(ctx, engine.ListOptions{State: engine.Dead, Limit: *limit, Cursor: *cursor})
+	if err != nil {
+		return err
+	}
+	if *tf.json {
+		return writeJSON(c.stdout, pageOf(page))
+	}
+	printTasks(c.stdout, page.Tasks)
+	if page.Next != "" {
+		fmt.Fprintf(c.stdout, "more: -cursor %s\n", shellQuote(page.Next))
+	}
+	return nil
+}
+
+type errorGroup struct {
+	Error  string   `json:"error"`
+	Count  int      `json:"count"`
+	Sample []uint64 `json:"sample"` // the first few ids
+}
+
+// deadByError groups up to scan dead tasks by their last error, most
+// frequent first.
+func deadByError(ctx context.Context, c cli, asJSON bool, q engine.Queue, scan int) error {
+	groups := map[string]*errorGroup{}
+	read, cursor := 0, ""
+	for read < scan {
+		page, err := q.List(ctx, engine.ListOptions{State: engine.Dead, Limit: min(1000, scan-read), Cursor: cursor})
+		if err != nil {
+			return err
+		}
+		for _, t := range page.Tasks {
+			g := groups[t.LastError]
+			if g == nil {
+				g = &errorGroup{Error: t.LastError}
+				groups[t.LastError] = g
+			}
+			g.Count++
+			if len(g.Sample) < 5 {
+				g.Sample = append(g.Sample, t.ID)
+			}
+		}
+		read += len(page.Tasks)
+		if cursor = page.Next; cursor == "" || len(page.Tasks) == 0 {
+			break
+		}
+	}
+	out := make([]errorGroup, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b errorGroup) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Error, b.Error)
+	})
+	more := cursor != ""
+	if asJSON {
+		return writeJSON(c.stdout, struct {
+			Groups []errorGroup `json:"groups"`
+			Read   int          `json:"read"`
+			More   bool         `json:"more"`
+		}{out, read, more})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "count\tlast error\ttasks")
+	for _, g := range out {
+		ids := make([]string, len(g.Sample))
+		for i, id := range g.Sample {
+			ids[i] = fmt.Sprint(id)
+		}
+		sample := strings.Join(ids, ",")
+		if g.Count > len(g.Sample) {
+			sample += ",…"
+		}
+		fmt.Fprintf(tw, "%d\t%.100s\t%s\n", g.Count, oneLine(g.Error), sample)
+	}
+	tw.Flush()
+	if more {
+		fmt.Fprintf(c.stdout, "(the first %d dead tasks; -scan N reads more)\n", read)
+	}
+	return nil
+}
+
+// headerFlag collects -header NAME=VALUE flags.
+type headerFlag map[string]string
+
+func (h headerFlag) String() string { return "" }
+
+func (h headerFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want NAME=VALUE")
+	}
+	h[k] = v
+	return nil
+}
+
+// maxInput bounds what a command reads from stdin: above any payload or
+// value the engine accepts, so that the engine's limit is the one reported.
+const maxInput = 64 << 20
+
+// readArg returns the argument, or stdin when it is "-".
+func readArg(c cli, arg string) ([]byte, error) {
+	if arg != "-" {
+		return []byte(arg), nil
+	}
+	if c.stdin == nil {
+		return nil, usageError{"no standard input to read"}
+	}
+	data, err := io.ReadAll(io.LimitReader(c.stdin, maxInput))
+	if err != nil {
+		return nil, fmt.Errorf("reading standard input: %w", err)
+	}
+	return data, nil
+}
+
+const enqueueAbout = `
+Adds one task. PAYLOAD is JSON (or nothing, for an empty payload); - reads it
+from standard input. It prints the task's id, or with -key the id of the task
+that already holds the key (nothing is enqueued then):
+
+  docket enqueue -server http://127.0.0.1:7070 -ns acme/prod -queue emails '{"to":"a@b"}'
+  some-program | docket enqueue -dir data -kind report -delay 10m -`
+
+func runEnqueue(ctx context.Context, c cli, args []string) error {
+	fs := newFlagsFor(c, "enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", enqueueAbout)
+	tf := addTargetFlags(c, fs, oneQueue)
+	kind := tf.fs.String("kind", "", "the task's kind, for routing to a handler")
+	delay := tf.fs.Duration("delay", 0, "make the task claimable after this long (a timer)")
+	at := tf.fs.String("at", "", "make the task claimable at this time (RFC 3339), instead of -delay")
+	priority := tf.fs.Int("priority", 0, "higher is claimed first")
+	maxAttempts := tf.fs.Int("max-attempts", 0, "attempts before the task is dead-lettered (0: 5)")
+	backoffBase := tf.fs.Duration("backoff-base", 0, "retry delay after the first failure, doubling each time (0: 1s)")
+	backoffMax := tf.fs.Duration("backoff-max", 0, "the longest retry delay (0: 1m)")
+	key := tf.fs.String("key", "", "idempotency key: while a task with it exists, enqueueing again returns that task")
+	headers := headerFlag{}
+	tf.fs.Var(headers, "header", "a `NAME=VALUE` pair carried with the task (repeat the flag for more)")
+	pos, err := tf.parse(args, 0, 1)
+	if err != nil {
+		return err
+	}
+	task := engine.Task{Kind: *kind, Delay: *delay, Priority: *priority, MaxAttempts: *maxAttempts,
+		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key}
+	if len(headers) > 0 {
+		task.Headers = headers
+	}
+	if *at != "" {
+		if *delay != 0 {
+			return usageError{"enqueue: -at and -delay exclude each other"}
+		}
+		when, err := time.Parse(time.RFC3339Nano, *at)
+		if err != nil {
+			return usageError{fmt.Sprintf("enqueue: -at %q: want a time like 2006-01-02T15:04:05Z", *at)}
+		}
+		task.At = when
+	}
+	if len(pos) == 1 {
+		payload, err := readArg(c, pos[0])
+		if err != nil {
+			return err
+		}
+		// A trailing newline (echo, a file) is not part of the JSON.
+		task.Payload = bytes.TrimSpace(payload)
+	}
+	t, err := tf.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	res, err := t.Queue().Enqueue(ctx, task)
+	if err != nil {
+		return err
+	}
+	if *tf.json {
+		return writeJSON(c.stdout, struct {
+			ID           uint64 `json:"id"`
+			Deduplicated bool   `json:"deduplicated"`
+		}{res.ID, res.Deduplicated})
+	}
+	if res.Deduplicated {
+		fmt.Fprintf(c.stdout, "task %d already holds idempotency key %q: nothing enqueued\n", res.ID, *key)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "task %d enqueued on %s %s\n", res.ID, t.ns, t.queue)
+	return nil
+}
+
+func runCancel(ctx context.Context, c cli, args []string) error {
+	tf := newTargetFlags(c, "cancel", oneQueue)
+	completed := tf.fs.Bool("completed-all", false, "delete every retained completed task of the queue (and its result)")
+	pos, err := tf.parse(args, 0, -1)
+	if err != nil {
+		return err
+	}
+	if *completed == (len(pos) > 0) {
+		return usageError{"cancel: give task ids or -completed-all"}
+	}
+	ids, err := parseIDs(pos)
+	if err != nil {
+		return err
+	}
+	t, err := tf.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	q := t.Queue()
+	if !*completed {
+		return eachTask(c, *tf.json, ids, "cancelled", func(id uint64) error { return q.Cancel(ctx, id) })
+	}
+	n, err := deleteCompleted(ctx, q)
+	if *tf.json && err == nil {
+		return writeJSON(c.stdout, map[string]int{"deleted": n})
+	}
+	if n > 0 || err == nil {
+		fmt.Fprintf(c.stdout, "%d completed tasks deleted\n", n)
+	}
+	return err
+}
+
+// deleteCompleted cancels every retained completed task of q, a page at a
+// time, and says how many.
+func deleteCompleted(ctx context.Context, q engine.Queue) (int, error) {
+	n, cursor := 0, ""
+	for {
+		page, err := q.List(ctx, engine.ListOptions{State: engine.Completed, Limit: 1000, Cursor: cursor})
+		if err != nil {
+			return n, err
+		}
+		for _, t := range page.Tasks {
+			if err := q.Cancel(ctx, t.ID); err != nil {
+				return n, fmt.Errorf("task %d: %w", t.ID, err)
+			}
+			n++
+		}
+		if cursor = page.Next; cursor == "" || len(page.Tasks) == 0 {
+			return n, nil
+		}
+	}
+}
+
+func runRunNow(ctx context.Context, c cli, args []string) error {
+	tf := newTargetFlags(c, "run-now", oneQueue)
+	pos, err := tf.parse(args, 1, -1)
+	if err != nil {
+		return err
+	}
+	ids, err := parseIDs(pos)
+	if err != nil {
+		return err
+	}
+	t, err := tf.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	q := t.Queue()
+	return eachTask(c, *tf.json, ids, "is due now", func(id uint64) error { return q.RunNow(ctx, id) })
+}

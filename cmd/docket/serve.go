@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/server"
+	"github.com/docketdb/docket/ui"
+	"github.com/docketdb/docket/worker/metrics"
+)
+
+const serveAbout = `
+Serves the data directory over the network: the API (gRPC, gRPC-Web and
+JSON over HTTP at /docket.v1.*), /healthz (the process answers), /readyz
+(ready for calls: not draining, the engine works), and with -ui the dashboard
+at /ui/, with -metrics Prometheus metrics at /metrics.
+
+Security: on a loopback address (127.0.0.1, ::1, localhost) every call runs
+as the server itself. Any other address is refused unless it has both TLS
+(-tls-cert, -tls-key) and bearer tokens (-tokens), or -insecure is given.
+With -tokens each call runs as the caller its token maps to, with that
+caller's grants; 'docket token' makes a token and its line of the file.
+
+Signals: SIGHUP re-reads the tokens file and the TLS files (a file that does
+not load leaves the previous one in force, and says so in the log). SIGTERM
+and SIGINT drain: /readyz fails, waiting claims answer at once, calls in
+progress finish (up to -grace), then the engine closes cleanly.
+
+Logs are structured (slog) on stderr, one line per event, with a request id
+on each refused or failed call.`
+
+// serveConfig is what the flags of serve make.
+type serveConfig struct {
+	server.Config
+	ui, uiActions, metrics bool
+	log                    *slog.Logger
+}
+
+func parseServe(c cli, args []string) (*serveConfig, error) {
+	fs := newFlagsFor(c, "serve", "[-dir DIR] [-listen ADDR] [flags]", serveAbout)
+	dir := fs.String("dir", "./docket-data", "data directory to serve (created if missing)")
+	listen := fs.String("listen", "127.0.0.1:7070", "address to listen on, HOST:PORT (port 0 picks a free port; the log says which)")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate file (PEM); with -tls-key the server speaks HTTPS only")
+	tlsKey := fs.String("tls-key", "", "TLS private key file (PEM)")
+	clientCA := fs.String("tls-client-ca", "", "CA certificates file (PEM): every client must present a certificate signed by one (mutual TLS)")
+	tokens := fs.String("tokens", "", "tokens file: one 'sha256:HASH CALLER GRANT...' line per token (see 'docket token'); re-read on SIGHUP")
+	insecure := fs.Bool("insecure", false, "serve a non-loopback -listen without TLS or tokens: anyone who reaches it can do anything")
+	durability := fs.String("durability", "always", "when a commit is acknowledged: always (fsynced, group-committed), interval (fsync every -sync-every), never (fsync left to the OS)")
+	syncEvery := fs.Duration("sync-every", 10*time.Millisecond, "fsync period of -durability interval")
+	maxPayload := fs.Int("max-payload", 1<<20, "largest payload, progress, result or KV value, in bytes")
+	retain := fs.Duration("retain-completed", 0, "keep completed tasks and their results this long (0: delete them at once)")
+	withUI := fs.Bool("ui", false, "serve the dashboard at /ui/: read-only unless -ui-actions; with -tokens behind a sign-in form that takes a token")
+	uiActions := fs.Bool("ui-actions", false, "with -ui: offer redrive, cancel, run now and delete completed (with -tokens each needs the caller's admin permission)")
+	withMetrics := fs.Bool("metrics", false, "serve Prometheus metrics at /metrics (with -tokens, to the bearer token of a caller granted read on */*)")
+	maxWait := fs.Duration("max-wait", 60*time.Second, "longest a blocking claim waits before it answers empty (the client asks again)")
+	maxCalls := fs.Int("max-calls", server.DefaultMaxCalls, "calls one caller may have in progress at once")
+	maxParked := fs.Int("max-parked", server.DefaultMaxParked, "blocking claims one caller may have waiting at once")
+	grace := fs.Duration("grace", server.DefaultGrace, "on SIGTERM or SIGINT, how long calls in progress may take before their connections are cut")
+	logLevel := fs.String("log-level", "info", "least important log lines shown: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log lines as text (key=value) or json")
+	pos, err := parseMixed(c, fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) > 0 {
+		return nil, usageError{fmt.Sprintf("serve: unexpected argument %q (the directory is -dir DIR)", pos[0])}
+	}
+	mode, err := parseDurability(*durability)
+	if err != nil {
+		return nil, usageError{"serve: " + err.Error()}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"sync-every", *syncEvery}, {"max-wait", *maxWait}, {"grace", *grace}} {
+		if f.d <= 0 {
+			return nil, usageError{fmt.Sprintf("serve: -%s must be more than 0", f.name)}
+		}
+	}
+	if *retain < 0 {
+		return nil, usageError{"serve: -retain-completed cannot be negative"}
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max-payload", *maxPayload}, {"max-calls", *maxCalls}, {"max-parked", *maxParked}} {
+		if f.n < 1 {
+			return nil, usageError{fmt.Sprintf("serve: -%s must be at least 1", f.name)}
+		}
+	}
+	if *uiActions && !*withUI {
+		return nil, usageError{"serve: -ui-actions needs -ui"}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, usageError{fmt.Sprintf("serve: -log-level %q: want debug, info, warn or error", *logLevel)}
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
+	switch *logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(c.stderr, hopts))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(c.stderr, hopts))
+	default:
+		return nil, usageError{fmt.Sprintf("serve: -log-format %q: want text or json", *logFormat)}
+	}
+	haveTLS := *tlsCert != "" || *tlsKey != ""
+	switch {
+	case haveTLS && (*tlsCert == "" || *tlsKey == ""):
+		return nil, usageError{"serve: TLS needs both -tls-cert and -tls-key"}
+	case *clientCA != "" && !haveTLS:
+		return nil, usageError{"serve: -tls-client-ca needs TLS (-tls-cert and -tls-key)"}
+	}
+	if err := server.CheckExposure(*listen, haveTLS, *tokens != "", *insecure); err != nil {
+		return nil, usageError{message(err)}
+	}
+	return &serveConfig{
+		Config: server.Config{
+			Dir: *dir, Listen: *listen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *clientCA,
+			TokensFile: *tokens, Insecure: *insecure,
+			Engine: engine.Options{Durability: mode, SyncEvery: *syncEvery, MaxPayloadBytes: *maxPayload,
+				RetainCompleted: *retain, Logger: log},
+			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, Logger: log},
+			Grace:  *grace,
+		},
+		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
+	}, nil
+}
+
+func runServe(ctx context.Context, c cli, args []string) error {
+	sc, err := parseServe(c, args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sc.Reload = c.reload
+	if sc.Reload == nil {
+		sc.Reload = hangups(ctx)
+	}
+	sc.Listening = c.listening
+	var coll *metrics.Collector
+	if sc.metrics {
+		coll = metrics.New(metrics.Options{Logger: sc.log})
+		sc.Engine = coll.Observe(sc.Engine)
+	}
+	secure := sc.TokensFile != ""
+	var dash *ui.Dashboard
+	sc.Mount = func(db *engine.DB, s *server.Server, mux *http.ServeMux) error {
+		if coll != nil {
+			mux.Handle("GET /metrics", newMetricsHandler(db, s, coll, secure))
+		}
+		if sc.ui {
+			o := ui.Options{Prefix: "/ui/", AllowActions: sc.uiActions, Logger: sc.log}
+			if secure {
+				o.Login = func(token string) (engine.Caller, error) {
+					c, err := s.CallerForToken(token)
+					if err != nil {
+						return engine.Caller{}, err
+					}
+					return *c, nil
+				}
+				// The DB as opened may not list queues in secure mode:
+				// rates are sampled through the viewers' callers.
+				mux.Handle("/ui/", ui.Handler(db, o))
+			} else {
+				dash = ui.New(db, o)
+				context.AfterFunc(ctx, func() { dash.Close() })
+				mux.Handle("/ui/", dash)
+			}
+			mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+		}
+		return nil
+	}
+	err = server.Run(ctx, sc.Config)
+	if dash != nil {
+		dash.Close()
+	}
+	return err
+}
+
+// hangups delivers on every SIGHUP until ctx ends.
+func hangups(ctx context.Context) <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	out := make(chan struct{})
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sig:
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case out <- struct{}{}:
+			}
+		}
+	}()
+	return out
+}
+
+// metricsHandler serves /metrics. With tokens, a scrape needs the bearer
+// token of a caller who may read every namespace, since the series name
+// every queue, and it reads the queues through that caller's view (the DB
+// as opened refuses calls without a caller in secure mode); scrapes then
+// take turns, as the Collector watches one view at a time.
+type metricsHandler struct {
+	db     *engine.DB
+	srv    *server.Server
+	coll   *metrics.Collector
+	prom   http.Handler
+	secure bool
+	mu     sync.Mutex
+}
+
+func newMetricsHandler(db *engine.DB, s *server.Server, coll *metrics.Collector, secure bool) *metricsHandler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(coll, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if !secure {
+		coll.Watch(db)
+	}
+	return &metricsHandler{db: db, srv: s, coll: coll, secure: secure,
+		prom: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
+}
+
+// everyNamespace is the namespace that only a grant on "*/*" matches, so a
+// caller may read it exactly when it may read every namespace.
+var everyNamespace = engine.NS("*", "*")
+
+func (m *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !m.secure {
+		m.prom.ServeHTTP(w, r)
+		return
+	}
+	c, err := m.srv.Caller(r)
+	if err != nil || c == nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="docket"`)
+		http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
+		return
+	}
+	view := m.db.As(*c)
+	// The engine answers whether the grants cover every namespace.
+	if _, err := view.Queue(everyNamespace, "*").Counts(r.Context()); err != nil {
+		if errors.Is(err, engine.ErrPermission) {
+			http.Error(w, "metrics need a caller granted read on every namespace (*/*:read)", http.StatusForbidden)
+			return
+		}
+		http.Error(w, strings.TrimPrefix(err.Error(), "docket: "), http.StatusServiceUnavailable)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.coll.Watch(scrapeView{view, m.db})
+	m.prom.ServeHTTP(w, r)
+}
+
+// scrapeView reads queues as a caller and the engine's counters from the
+// DB as opened (a caller's view has none).
+type scrapeView struct {
+	engine.API
+	db *engine.DB
+}
+
+func (v scrapeView) Stats() engine.Stats { return v.db.Stats() }
+
+const tokenAbout = `
+Makes a random bearer token for CALLER and prints it with the line to add to
+the tokens file of 'docket serve -tokens FILE' (then send the server SIGHUP).
+The file keeps only the token's SHA-256, so keep the token: it is printed
+once. A GRANT is PROJECT/SCOPE:PERMS, where PROJECT or SCOPE may be * and
+PERMS joins enqueue, work, read, admin, kv-read, kv-write (or all) with +:
+
+  docket token billing 'acme/prod:enqueue+work' 'acme/*:read'`
+
+func runToken(ctx context.Context, c cli, args []string) error {
+	fs := newFlagsFor(c, "token", "[-json] CALLER GRANT...", tokenAbout)
+	asJSON := fs.Bool("json", false, "print JSON, for scripts")
+	pos, err := parseMixed(c, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usageError{"token: want a caller and at least one grant (docket token -h)"}
+	}
+	token, line, err := server.NewToken(pos[0], pos[1:]...)
+	if err != nil {
+		return usageError{message(err)}
+	}
+	if *asJSON {
+		return writeJSON(c.stdout, map[string]string{"token": token, "line": line})
+	}
+	fmt.Fprintf(c.stdout, "# the bearer token for %s (printed once; the server keeps only its hash):\n%s\n", pos[0], token)
+	fmt.Fprintf(c.stdout, "# the line for the tokens file (then: kill -HUP the server):\n%s\n", line)
+	return nil
+}
