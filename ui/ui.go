@@ -50,8 +50,9 @@ type Options struct {
 	// serve callers and the dashboard says so.
 	As func(engine.Caller) engine.API
 	// AllowActions turns on the action buttons (redrive, cancel, run now,
-	// delete completed). Without it the dashboard is read-only and refuses
-	// every action with 403.
+	// delete completed, and pause and resume where the engine's queues can).
+	// Without it the dashboard is read-only and refuses every action with
+	// 403.
 	AllowActions bool
 	// Cluster, if set, adds a cluster page (members, leader, lag).
 	Cluster ClusterInfo
