@@ -743,7 +743,7 @@ func (b *tab) confirmXPath(button, want string) string {
 // shown as text and never runs, neither on the first render nor after a
 // live update swaps it in.
 func TestScriptPayloadIsInert(t *testing.T) {
-	b := newTab(t, ui.Options{AllowActions: true})
+	b := newTab(t, ui.Options{AllowActions: true, Refresh: 300 * time.Millisecond})
 	const attack = `<script>window.pwned=1;document.title="pwned"</script><img src=x onerror="window.pwned=2">`
 	esc := strings.ReplaceAll(attack, `"`, `\"`)
 	queue := "x<img src=x onerror=window.pwned=3>"
@@ -918,5 +918,68 @@ func TestPhoneViewport(t *testing.T) {
 		if fs := eval[string](b, `getComputedStyle(document.body).fontSize`); fs != "16px" {
 			t.Fatalf("%q: body font %s on a phone", path, fs)
 		}
+	}
+}
+
+// pausable is an API whose queues have Pause, Resume and Paused, the
+// methods the dashboard looks for on an engine with queue controls; the
+// state is kept here.
+type pausable struct {
+	*engine.DB
+	mu     sync.Mutex
+	paused map[string]bool
+}
+
+func (p *pausable) Queue(ns engine.Namespace, name string) engine.Queue {
+	return pausableQueue{p.DB.Queue(ns, name), p}
+}
+
+func (p *pausable) is(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused[name]
+}
+
+type pausableQueue struct {
+	engine.Queue
+	p *pausable
+}
+
+func (q pausableQueue) set(v bool) error {
+	q.p.mu.Lock()
+	defer q.p.mu.Unlock()
+	q.p.paused[q.Name()] = v
+	return nil
+}
+
+func (q pausableQueue) Pause(context.Context) error  { return q.set(true) }
+func (q pausableQueue) Resume(context.Context) error { return q.set(false) }
+func (q pausableQueue) Paused(context.Context) (bool, error) {
+	return q.p.is(q.Name()), nil
+}
+
+// On an engine whose queues can be paused, the queue page's button pauses
+// and resumes, through the confirmation, and the overview shows the state.
+func TestPauseButton(t *testing.T) {
+	api := &pausable{paused: map[string]bool{}}
+	b := newTab(t, ui.Options{AllowActions: true}, func(s *setup) {
+		s.wrap = func(db *engine.DB) engine.API { api.DB = db; return api }
+	})
+	b.enqueue("jobs", engine.Task{})
+	b.open("queue?p=acme&s=prod&q=jobs")
+	if r := b.confirm(`button[value="pause"]`, "stop workers from claiming tasks of this queue"); r != "Paused the queue." || !api.is("jobs") {
+		t.Fatalf("pause: %q, paused %v", r, api.is("jobs"))
+	}
+	b.open("")
+	if s := b.text("#queues .pill.paused"); s != "paused" {
+		t.Fatalf("overview pause badge %q", s)
+	}
+	b.open("queue?p=acme&s=prod&q=jobs")
+	if r := b.confirm(`button[value="resume"]`, "let workers claim tasks of this queue again"); r != "Resumed the queue." || api.is("jobs") {
+		t.Fatalf("resume: %q, paused %v", r, api.is("jobs"))
+	}
+	b.open("")
+	if n := eval[int](b, `document.querySelectorAll("#queues .pill.paused").length`); n != 0 {
+		t.Fatalf("%d pause badges after resume", n)
 	}
 }
