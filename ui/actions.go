@@ -18,12 +18,15 @@ type op struct {
 	Verb  string // past tense, for the report
 	What  string // what confirming will do
 	All   bool   // acts on a whole state of the queue, not on ids
+	ByErr bool   // acts on the dead tasks whose last error is the form's err
 	Queue bool   // acts on the queue itself
 }
 
 var ops = map[string]op{
 	"redrive":              {Name: "redrive", Verb: "Redrove", What: "make these dead tasks ready again with a fresh attempt budget"},
 	"redrive-all":          {Name: "redrive-all", Verb: "Redrove", What: "make every dead task of the queue ready again", All: true},
+	"redrive-error":        {Name: "redrive-error", Verb: "Redrove", What: "make every dead task of the queue with this last error ready again", ByErr: true},
+	"delete-error":         {Name: "delete-error", Verb: "Deleted", What: "delete every dead task of the queue with this last error", ByErr: true},
 	"cancel":               {Name: "cancel", Verb: "Cancelled", What: "delete these tasks whatever their state; a worker holding one loses its lease"},
 	"run-now":              {Name: "run-now", Verb: "Made due", What: "make these scheduled tasks due now"},
 	"delete-completed":     {Name: "delete-completed", Verb: "Deleted", What: "delete these retained completed tasks and their results"},
@@ -32,9 +35,9 @@ var ops = map[string]op{
 	"resume":               {Name: "resume", Verb: "Resumed", What: "let workers claim tasks of this queue again", Queue: true},
 }
 
-// maxDeleteAll bounds one "delete every completed task" action; the report
-// says when more remain.
-const maxDeleteAll = 100_000
+// maxBulk bounds the tasks one "every completed task" or "every dead task
+// with this error" action reads; the report says when more remain.
+const maxBulk = 100_000
 
 // report is the outcome of an action.
 type report struct {
@@ -46,6 +49,7 @@ type report struct {
 	More    bool
 	Back    string
 	Summary string
+	Err     string // the error text of a ByErr action
 }
 
 func (rq *request) action() {
@@ -65,7 +69,12 @@ func (rq *request) action() {
 		return
 	}
 	var ids []uint64
-	if !o.All && !o.Queue {
+	errText := f.Get("err")
+	if o.ByErr && errText == "" {
+		rq.fail(badInput("no error text given (parameter err)"))
+		return
+	}
+	if !o.All && !o.Queue && !o.ByErr {
 		if len(f["id"]) > engine.MaxBatch {
 			rq.fail(badInput("%d tasks selected, at most %d at once", len(f["id"]), engine.MaxBatch))
 			return
@@ -85,12 +94,6 @@ func (rq *request) action() {
 	}
 	back := safeBack(rq.d.opts.Prefix, f.Get("back"), ref)
 	q := rq.api.Queue(ref.NS, ref.Name)
-	if o.Name == "run-now" {
-		if _, ok := q.(runNower); !ok {
-			rq.fail(badInput("this engine cannot make a task due now"))
-			return
-		}
-	}
 	if o.Queue {
 		if _, ok := q.(pauser); !ok {
 			rq.fail(badInput("this engine cannot pause queues"))
@@ -98,11 +101,23 @@ func (rq *request) action() {
 		}
 	}
 	if f.Get("confirm") != "yes" {
-		rq.renderStill(http.StatusOK, "confirm", "Confirm: "+o.Name, "queue", map[string]any{
-			"Op": o, "Ref": ref, "IDs": ids, "Back": back})
+		c := confirmPage{Op: o, Ref: ref, IDs: ids, Back: back, Err: errText, Count: -1}
+		if o.All {
+			// Say how many the action would touch now; it may touch more.
+			counts, err := q.Counts(rq.ctx())
+			if err != nil {
+				rq.fail(err)
+				return
+			}
+			c.Count = counts.Completed
+			if o.Name == "redrive-all" {
+				c.Count = counts.Dead
+			}
+		}
+		rq.renderStill(http.StatusOK, "confirm", "Confirm: "+o.Name, "queue", c)
 		return
 	}
-	rep := report{Op: o, Ref: ref, Back: back, Asked: len(ids)}
+	rep := report{Op: o, Ref: ref, Back: back, Asked: len(ids), Err: errText}
 	ctx := rq.ctx()
 	switch o.Name {
 	case "redrive-all":
@@ -111,6 +126,13 @@ func (rq *request) action() {
 		rep.addErr(err)
 	case "delete-completed-all":
 		rep.Done, rep.More, err = deleteCompleted(ctx, q)
+		rep.addErr(err)
+	case "redrive-error", "delete-error":
+		act := q.Redrive
+		if o.Name == "delete-error" {
+			act = q.Cancel
+		}
+		rep.Done, rep.More, err = withError(ctx, q, errText, act)
 		rep.addErr(err)
 	case "pause":
 		rep.addErr(q.(pauser).Pause(ctx))
@@ -125,7 +147,7 @@ func (rq *request) action() {
 			case "cancel":
 				err = q.Cancel(ctx, id)
 			case "run-now":
-				err = q.(runNower).RunNow(ctx, id)
+				err = q.RunNow(ctx, id)
 			case "delete-completed":
 				var t engine.TaskInfo
 				if t, err = q.Get(ctx, id); err == nil {
@@ -179,7 +201,7 @@ func summary(r report) string {
 			return r.Op.Verb + " the queue."
 		}
 		return "Nothing changed."
-	case r.Op.All:
+	case r.Op.All || r.Op.ByErr:
 		s := fmt.Sprintf("%s %d %s.", r.Op.Verb, r.Done, plural(r.Done, "task", "tasks"))
 		if r.More {
 			s += " More remain: run it again."
@@ -196,12 +218,13 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// deleteCompleted cancels retained completed tasks, at most maxDeleteAll,
-// reading them a page at a time.
+// deleteCompleted deletes retained completed tasks, at most maxBulk,
+// reading them a page at a time. The engine deletes a completed task with
+// Cancel, as any other.
 func deleteCompleted(ctx context.Context, q engine.Queue) (int, bool, error) {
 	n := 0
-	for n < maxDeleteAll {
-		p, err := q.List(ctx, engine.ListOptions{State: engine.Completed, Limit: min(1000, maxDeleteAll-n)})
+	for n < maxBulk {
+		p, err := q.List(ctx, engine.ListOptions{State: engine.Completed, Limit: min(1000, maxBulk-n)})
 		if err != nil {
 			return n, false, err
 		}
@@ -220,6 +243,49 @@ func deleteCompleted(ctx context.Context, q engine.Queue) (int, bool, error) {
 	}
 	c, err := q.Counts(ctx)
 	return n, err == nil && c.Completed > 0, err
+}
+
+// withError runs act (redrive or cancel) on every dead task of q whose last
+// error is exactly text, reading at most maxBulk dead tasks a page at a
+// time; more is true when dead tasks remained unread. Tasks that left the
+// dead state meanwhile are skipped.
+func withError(ctx context.Context, q engine.Queue, text string, act func(context.Context, uint64) error) (n int, more bool, err error) {
+	cursor, read := "", 0
+	for read < maxBulk {
+		p, err := q.List(ctx, engine.ListOptions{State: engine.Dead, Limit: min(1000, maxBulk-read), Cursor: cursor})
+		if err != nil {
+			return n, false, err
+		}
+		read += len(p.Tasks)
+		for _, t := range p.Tasks {
+			if t.LastError != text {
+				continue
+			}
+			err := act(ctx, t.ID)
+			switch {
+			case err == nil:
+				n++
+			case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrConflict):
+			default:
+				return n, false, err
+			}
+		}
+		if p.Next == "" {
+			return n, false, nil
+		}
+		cursor = p.Next
+	}
+	return n, true, nil
+}
+
+// confirmPage is what the confirmation template shows.
+type confirmPage struct {
+	Op    op
+	Ref   queueRef
+	IDs   []uint64
+	Count int // tasks an All action would touch now, -1 if not one
+	Err   string
+	Back  string
 }
 
 // safeBack returns back if it is a path of this dashboard, else the queue's

@@ -4,20 +4,41 @@
 //
 //	http.Handle("/docket/", ui.Handler(db, ui.Options{Prefix: "/docket/"}))
 //
-// Pages: an overview of every queue (counts by state, oldest ready task,
-// enqueue, completion and error rates sampled from QueueInfo.Totals), a queue
-// page (tasks by state, paged with the engine's cursors, filtered and sorted
-// within a bounded window), a task page, dead letters grouped by last error,
-// a KV browser and, when Options.Cluster is set, a cluster page. Every page
-// refreshes itself about once a second without a reload.
+// Pages:
+//
+//   - the overview: every queue with its counts by state, the age of its
+//     oldest ready task, enqueue and completion rates, the share of failed
+//     attempts and a chart of the last samples (rates come from sampling
+//     QueueInfo.Totals), and its pause state when the engine has one;
+//   - a queue: its tasks by state, paged with the engine's cursors, filtered
+//     by kind, text in the last error or id, in the engine's order or sorted
+//     by priority, due time or age;
+//   - a task: payload, progress and result pretty-printed, headers, lease,
+//     every failed attempt, a timeline, the task that created it and the
+//     follow-ups it created (when TaskInfo reports them); a task is also
+//     found by its id alone;
+//   - dead letters grouped by last error;
+//   - a KV browser by prefix;
+//   - the cluster (members, leader, commit and applied indexes, lag) when
+//     Options.Cluster is set.
+//
+// Every page refreshes its live regions about every 1.5 s without a reload.
+//
+// Work per request is bounded whatever a queue's size: a page in the
+// engine's order reads one page of tasks; a filter, or a sort the engine
+// does not keep, reads at most Options.ScanWindow tasks and says so (the
+// next page reads on from there); an id is one lookup.
 //
 // The dashboard is read-only unless Options.AllowActions is set. Actions
-// (redrive, cancel, run now, delete retained completions) are confirmed on
-// a page of their own, need a CSRF token, and run as the caller that
-// Options.Caller (or Options.Login's token) maps the request to, so the
-// engine's authorizer decides: an action needs the admin permission.
+// (redrive one, selected, every task with one last error or all; cancel;
+// run now; delete retained completions; pause and resume where the engine
+// can) are confirmed on a page of their own, report how many tasks they
+// touched, need a CSRF token, and run as the caller that Options.Caller (or
+// Options.Login's token) maps the request to, so the engine's authorizer
+// decides: an action needs the admin permission.
 //
-// Rendering uses html/template, so every payload, error and key is escaped;
-// the Content-Security-Policy allows only the dashboard's own script and
-// stylesheet, which are embedded in the binary (no CDN, works offline).
+// Rendering uses html/template, so every payload, error, header, key and
+// name is escaped; the Content-Security-Policy allows only the dashboard's
+// own script and stylesheet, which are embedded in the binary (no CDN, no
+// build step, works offline).
 package ui

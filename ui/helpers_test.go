@@ -172,14 +172,15 @@ type countingAPI struct {
 	lists, listed, gets, queues atomic.Int64
 	totals                      map[string]engine.Totals
 	attempts                    []engine.AttemptError // added to Get's answer when the engine has none
-	runNow                      *[]uint64
+	paused                      map[string]bool       // if set, queues can be paused (the pauser contract)
+	pauseCalls                  []string
 	sampled                     chan struct{} // if set, told of each Queues call
 }
 
 func (c *countingAPI) Queue(ns engine.Namespace, name string) engine.Queue {
 	q := countingQueue{c.API.Queue(ns, name), c}
-	if c.runNow != nil {
-		return runNowQueue{q}
+	if c.paused != nil {
+		return pausableQueue{q}
 	}
 	return q
 }
@@ -222,13 +223,19 @@ func (q countingQueue) Get(ctx context.Context, id uint64) (engine.TaskInfo, err
 	return t, err
 }
 
-// runNowQueue is a queue of an engine that can make a task due now.
-type runNowQueue struct{ countingQueue }
+// pausableQueue is a queue of an engine with queue controls.
+type pausableQueue struct{ countingQueue }
 
-func (q runNowQueue) RunNow(ctx context.Context, id uint64) error {
-	if _, err := q.Get(ctx, id); err != nil {
-		return err
-	}
-	*q.c.runNow = append(*q.c.runNow, id)
+func (q pausableQueue) Pause(ctx context.Context) error {
+	q.c.pauseCalls = append(q.c.pauseCalls, "pause "+q.Name())
+	q.c.paused[q.Name()] = true
 	return nil
 }
+
+func (q pausableQueue) Resume(ctx context.Context) error {
+	q.c.pauseCalls = append(q.c.pauseCalls, "resume "+q.Name())
+	q.c.paused[q.Name()] = false
+	return nil
+}
+
+func (q pausableQueue) Paused(ctx context.Context) (bool, error) { return q.c.paused[q.Name()], nil }

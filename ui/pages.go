@@ -69,6 +69,11 @@ func (q queueRef) Query() template.URL {
 	return template.URL(v.Encode())
 }
 
+// NSQuery is the namespace's part of a query string.
+func (q queueRef) NSQuery() template.URL {
+	return template.URL(url.Values{"p": {q.NS.Project}, "s": {q.NS.Scope}}.Encode())
+}
+
 func (q queueRef) String() string { return q.NS.String() + " · " + q.Name }
 
 func refOf(v url.Values) (queueRef, error) {
@@ -93,15 +98,58 @@ func parseState(s string) (engine.State, error) {
 	return 0, badInput("unknown state %q", s)
 }
 
+func parseID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, badInput("task id %q is not a number", s)
+	}
+	return id, nil
+}
+
 // overviewRow is one queue on the overview.
 type overviewRow struct {
 	Ref         queueRef
 	Counts      engine.Counts
 	Total       int
+	Bar         []barPart
 	OldestReady time.Duration
 	HasOldest   bool
 	Rates       rates
 	Pausable    bool
+	Paused      bool
+}
+
+// barPart is one state's share of a queue, for the stacked bar.
+type barPart struct {
+	State  string
+	N      int
+	X, Len float64 // percent of the bar
+}
+
+// liveStates are the states of tasks still to be done or looked at; the
+// retained completions are history and left out of the bar.
+var liveStates = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead}
+
+func stateBar(c engine.Counts) []barPart {
+	total := 0
+	for _, st := range liveStates {
+		total += countOf(c, st)
+	}
+	if total == 0 {
+		return nil
+	}
+	var out []barPart
+	x := 0.0
+	for _, st := range liveStates {
+		n := countOf(c, st)
+		if n == 0 {
+			continue
+		}
+		w := float64(n) * 100 / float64(total)
+		out = append(out, barPart{State: st.String(), N: n, X: x, Len: w})
+		x += w
+	}
+	return out
 }
 
 func (rq *request) overview() {
@@ -116,30 +164,40 @@ func (rq *request) overview() {
 	}
 	rows := make([]overviewRow, 0, len(qs))
 	var sum engine.Counts
+	var flow rates
 	for _, q := range qs {
 		c := q.Counts
-		row := overviewRow{Ref: queueRef{q.Namespace, q.Name}, Counts: c,
+		row := overviewRow{Ref: queueRef{q.Namespace, q.Name}, Counts: c, Bar: stateBar(c),
 			Total: c.Ready + c.Scheduled + c.InFlight + c.Dead + c.Completed,
 			Rates: rq.d.rates.rates(q.Namespace, q.Name)}
 		if !q.OldestReady.IsZero() {
 			row.HasOldest, row.OldestReady = true, max(0, now.Sub(q.OldestReady))
 		}
-		_, row.Pausable = rq.api.Queue(q.Namespace, q.Name).(pauser)
+		if p, ok := rq.api.Queue(q.Namespace, q.Name).(pauser); ok {
+			row.Pausable = true
+			row.Paused, _ = p.Paused(rq.ctx()) // an unknown state shows as running
+		}
 		rows = append(rows, row)
 		sum.Ready += c.Ready
 		sum.Scheduled += c.Scheduled
 		sum.InFlight += c.InFlight
 		sum.Dead += c.Dead
 		sum.Completed += c.Completed
+		if row.Rates.Known {
+			flow.Known = true
+			flow.Enqueued += row.Rates.Enqueued
+			flow.Completed += row.Rates.Completed
+			flow.Errors += row.Rates.Errors
+		}
 	}
-	rq.render("overview", "Queues", "overview", map[string]any{"Rows": rows, "Sum": sum, "Now": now,
+	flow.ErrorShare = errorShare(flow.Completed, flow.Errors)
+	rq.render("overview", "Queues", "overview", map[string]any{"Rows": rows, "Sum": sum, "Flow": flow, "Now": now,
 		"Window": rq.d.opts.SampleEvery * time.Duration(rq.d.opts.Samples)})
 }
 
 // filter selects tasks on the queue page.
 type filter struct {
 	Kind, Err string
-	Sort      string
 }
 
 func (f filter) active() bool { return f.Kind != "" || f.Err != "" }
@@ -154,16 +212,58 @@ func (f filter) match(t engine.TaskInfo) bool {
 	return true
 }
 
-var sorts = []string{"", "priority", "due", "age"}
+// A sort is one of the orders the queue page offers.
+type sortOpt struct {
+	Key, Label string
+}
+
+var sorts = []sortOpt{
+	{"priority", "priority, highest first"},
+	{"due", "due time, soonest first"},
+	{"age", "age, oldest first"},
+}
+
+// engineOrder is the sort the engine's listing of st already is: those
+// pages come straight from the engine's cursor, the others are sorted
+// within a bounded window.
+func engineOrder(st engine.State) string {
+	switch st {
+	case engine.Ready:
+		return "priority" // then FIFO, which is age
+	case engine.Scheduled:
+		return "due"
+	case engine.Dead, engine.Completed:
+		return "age" // ids increase with creation
+	}
+	return "" // in flight: by the end of the lease
+}
+
+func engineOrderLabel(st engine.State) string {
+	switch st {
+	case engine.Ready:
+		return "priority, then oldest"
+	case engine.Scheduled:
+		return "due time"
+	case engine.InFlight:
+		return "lease end"
+	}
+	return "oldest first"
+}
 
 func sortTasks(ts []engine.TaskInfo, by string) {
 	switch by {
 	case "priority":
-		slices.SortStableFunc(ts, func(a, b engine.TaskInfo) int { return cmp.Compare(b.Priority, a.Priority) })
+		slices.SortStableFunc(ts, func(a, b engine.TaskInfo) int {
+			return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.ID, b.ID))
+		})
 	case "due":
-		slices.SortStableFunc(ts, func(a, b engine.TaskInfo) int { return a.NotBefore.Compare(b.NotBefore) })
+		slices.SortStableFunc(ts, func(a, b engine.TaskInfo) int {
+			return cmp.Or(a.NotBefore.Compare(b.NotBefore), cmp.Compare(a.ID, b.ID))
+		})
 	case "age":
-		slices.SortStableFunc(ts, func(a, b engine.TaskInfo) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		slices.SortStableFunc(ts, func(a, b engine.TaskInfo) int {
+			return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+		})
 	}
 }
 
@@ -172,24 +272,24 @@ type scanned struct {
 	Tasks   []engine.TaskInfo
 	Next    string
 	Scanned int
-	Capped  bool // the scan window ran out before the page filled
+	Capped  bool // the window ran out before limit tasks matched
 }
 
-// scan reads tasks in state from cursor until limit match f, the queue
+// scan reads tasks in state from cursor until limit match f, the state
 // ends, or window tasks were read: the work is bounded whatever the queue's
 // size. Pages are the engine's, so the returned cursor continues exactly
 // after the last task read.
 func scan(ctx context.Context, q engine.Queue, st engine.State, cursor string, f filter, limit, window int) (scanned, error) {
 	var out scanned
-	if !f.active() {
-		p, err := q.List(ctx, engine.ListOptions{State: st, Limit: limit, Cursor: cursor})
-		if err != nil {
-			return out, err
-		}
-		return scanned{Tasks: p.Tasks, Next: p.Next, Scanned: len(p.Tasks)}, nil
-	}
 	for {
-		n := min(max(limit, 100), window-out.Scanned)
+		n := limit - len(out.Tasks)
+		if out.Scanned > 0 {
+			// Read what, at the match rate so far, fills the page: few
+			// calls when matches are sparse, few extra rows when not.
+			rate := float64(len(out.Tasks)+1) / float64(out.Scanned)
+			n = int(float64(n)/rate) + 1
+		}
+		n = max(1, min(n, window-out.Scanned, engine.MaxBatch))
 		p, err := q.List(ctx, engine.ListOptions{State: st, Limit: n, Cursor: cursor})
 		if err != nil {
 			return out, err
@@ -211,6 +311,27 @@ func scan(ctx context.Context, q engine.Queue, st engine.State, cursor string, f
 	}
 }
 
+// queuePage is what the queue template shows.
+type queuePage struct {
+	Ref         queueRef
+	State       engine.State
+	States      []engine.State
+	Counts      engine.Counts
+	Filter      filter
+	ID          string
+	Sort        string
+	Sorts       []sortOpt
+	EngineOrder string // label of the engine's own order for State
+	Tasks       []engine.TaskInfo
+	Note        string
+	Next        template.URL
+	First       bool
+	Now         time.Time
+	RunNow      bool
+	Pausable    bool
+	Paused      bool
+}
+
 func (rq *request) queue() {
 	v := rq.r.URL.Query()
 	ref, err := refOf(v)
@@ -223,10 +344,19 @@ func (rq *request) queue() {
 		rq.fail(err)
 		return
 	}
-	f := filter{Kind: v.Get("kind"), Err: v.Get("err"), Sort: v.Get("sort")}
-	if !slices.Contains(sorts, f.Sort) {
-		rq.fail(badInput("unknown sort %q (priority, due or age)", f.Sort))
+	f := filter{Kind: v.Get("kind"), Err: v.Get("err")}
+	by := v.Get("sort")
+	if by != "" && !slices.ContainsFunc(sorts, func(s sortOpt) bool { return s.Key == by }) {
+		rq.fail(badInput("unknown sort %q (priority, due or age)", by))
 		return
+	}
+	window := rq.d.opts.ScanWindow
+	off := 0
+	if s := v.Get("off"); s != "" {
+		if off, err = strconv.Atoi(s); err != nil || off < 0 || off >= window {
+			rq.fail(badInput("offset %q is outside 0..%d", s, window-1))
+			return
+		}
 	}
 	q := rq.api.Queue(ref.NS, ref.Name)
 	counts, err := q.Counts(rq.ctx())
@@ -234,12 +364,34 @@ func (rq *request) queue() {
 		rq.fail(err)
 		return
 	}
-	var res scanned
-	idText := strings.TrimSpace(v.Get("id"))
-	if idText != "" {
-		id, err := strconv.ParseUint(idText, 10, 64)
+	pg := queuePage{Ref: ref, State: st, States: states, Counts: counts, Filter: f, Sort: by, Sorts: sorts,
+		EngineOrder: engineOrderLabel(st), First: v.Get("cursor") == "" && off == 0,
+		Now: rq.api.Clock().Now(), RunNow: st == engine.Scheduled}
+	if p, ok := q.(pauser); ok {
+		pg.Pausable = true
+		pg.Paused, _ = p.Paused(rq.ctx())
+	}
+	cursor := v.Get("cursor")
+	next := func(cursor string, off int) template.URL {
+		nv := url.Values{}
+		for k, vs := range v {
+			nv[k] = vs
+		}
+		nv.Set("state", st.String())
+		nv.Set("cursor", cursor)
+		nv.Del("off")
+		if off > 0 {
+			nv.Set("off", strconv.Itoa(off))
+		}
+		return template.URL(nv.Encode())
+	}
+	page := rq.d.opts.PageSize
+	switch idText := strings.TrimSpace(v.Get("id")); {
+	case idText != "":
+		pg.ID = idText
+		id, err := parseID(idText)
 		if err != nil {
-			rq.fail(badInput("task id %q is not a number", idText))
+			rq.fail(err)
 			return
 		}
 		t, err := q.Get(rq.ctx(), id)
@@ -249,61 +401,84 @@ func (rq *request) queue() {
 			rq.fail(err)
 			return
 		default:
-			res.Tasks = []engine.TaskInfo{t}
+			pg.Tasks = []engine.TaskInfo{t}
+			pg.State = t.State
 		}
-	} else {
-		res, err = scan(rq.ctx(), q, st, v.Get("cursor"), f, rq.d.opts.PageSize, rq.d.opts.ScanWindow)
+	case by == "" || by == engineOrder(st):
+		// The engine's order: a page, or a filtered page within the window.
+		res, err := scan(rq.ctx(), q, st, cursor, f, page, window)
 		if err != nil {
 			rq.fail(err)
 			return
 		}
-	}
-	sortTasks(res.Tasks, f.Sort)
-	var next template.URL
-	if res.Next != "" {
-		nv := url.Values{}
-		for k, vs := range v {
-			nv[k] = vs
+		pg.Tasks = res.Tasks
+		if res.Next != "" {
+			pg.Next = next(res.Next, 0)
 		}
-		nv.Set("cursor", res.Next)
-		nv.Set("state", st.String())
-		next = template.URL(nv.Encode())
+		switch {
+		case res.Capped:
+			pg.Note = fmt.Sprintf("Read %d tasks (the scan window) and found %d matching; “Next page” reads on.", res.Scanned, len(res.Tasks))
+		case f.active():
+			pg.Note = fmt.Sprintf("Read %d tasks, %d matching.", res.Scanned, len(res.Tasks))
+		}
+	default:
+		// Another order: sort one window of the state and page through it;
+		// past the window, the next window is sorted on its own.
+		res, err := scan(rq.ctx(), q, st, cursor, f, window, window)
+		if err != nil {
+			rq.fail(err)
+			return
+		}
+		sortTasks(res.Tasks, by)
+		lo, hi := min(off, len(res.Tasks)), min(off+page, len(res.Tasks))
+		pg.Tasks = res.Tasks[lo:hi]
+		switch {
+		case hi < len(res.Tasks):
+			pg.Next = next(cursor, hi)
+		case res.Next != "":
+			pg.Next = next(res.Next, 0)
+		}
+		if res.Next != "" || cursor != "" {
+			pg.Note = fmt.Sprintf("Sorted within a window of %d tasks read (%d matching); the pages after it sort the next window.",
+				res.Scanned, len(res.Tasks))
+		} else if f.active() {
+			pg.Note = fmt.Sprintf("Read %d tasks, %d matching.", res.Scanned, len(res.Tasks))
+		}
 	}
-	_, canRunNow := q.(runNower)
-	_, canPause := q.(pauser)
-	rq.render("queue", ref.String(), "queue", map[string]any{
-		"Ref": ref, "State": st, "States": states, "Counts": counts, "Filter": f, "ID": idText,
-		"Res": res, "Next": next, "First": v.Get("cursor") == "", "Sorts": sorts[1:],
-		"RunNow": canRunNow && st == engine.Scheduled, "Pause": canPause, "Now": rq.api.Clock().Now(),
-	})
+	rq.render("queue", ref.String(), "queue", pg)
 }
 
 // timelineEntry is one line of a task's history.
 type timelineEntry struct {
-	At   time.Time
-	What string
+	At    time.Time
+	What  string
+	Class string // the state it entered, for its marker
 }
 
 func timeline(t engine.TaskInfo) []timelineEntry {
 	var out []timelineEntry
 	if !t.CreatedAt.IsZero() {
-		out = append(out, timelineEntry{t.CreatedAt, "enqueued"})
+		out = append(out, timelineEntry{t.CreatedAt, "enqueued", "ready"})
 	}
 	for _, e := range t.Errors {
-		out = append(out, timelineEntry{e.At, fmt.Sprintf("attempt %d failed", e.Attempt)})
+		out = append(out, timelineEntry{e.At, fmt.Sprintf("attempt %d failed", e.Attempt), "dead"})
 	}
 	switch t.State {
 	case engine.Scheduled:
-		out = append(out, timelineEntry{t.NotBefore, "due"})
+		what := "due"
+		if t.Attempts > 0 {
+			what = fmt.Sprintf("retry due (attempt %d)", t.Attempts+1)
+		}
+		out = append(out, timelineEntry{t.NotBefore, what, "scheduled"})
 	case engine.InFlight:
-		out = append(out, timelineEntry{t.UpdatedAt, fmt.Sprintf("leased to %s (attempt %d)", t.Owner, t.Attempts)})
-		out = append(out, timelineEntry{t.LeaseUntil, "lease ends"})
+		out = append(out, timelineEntry{t.UpdatedAt, fmt.Sprintf("leased to %s (attempt %d)", t.Owner, t.Attempts), "in-flight"})
+		out = append(out, timelineEntry{t.LeaseUntil, "lease ends", "in-flight"})
 	case engine.Dead:
-		out = append(out, timelineEntry{t.UpdatedAt, "dead-lettered"})
+		out = append(out, timelineEntry{t.UpdatedAt, "dead-lettered", "dead"})
 	case engine.Completed:
-		out = append(out, timelineEntry{t.UpdatedAt, "completed"})
+		out = append(out, timelineEntry{t.UpdatedAt, "completed", "completed"})
 	case engine.Ready:
-		out = append(out, timelineEntry{latest(t.NotBefore, t.UpdatedAt, t.CreatedAt), "ready"})
+		out = append(out, timelineEntry{latest(t.NotBefore, t.UpdatedAt, t.CreatedAt), "ready", "ready"})
 	}
 	slices.SortStableFunc(out, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
 	return out
@@ -318,16 +493,31 @@ func latest(a time.Time, more ...time.Time) time.Time {
 	return a
 }
 
+// taskPage is what the task template shows.
+type taskPage struct {
+	Ref      queueRef
+	T        engine.TaskInfo
+	Headers  []string
+	Timeline []timelineEntry
+	Lineage  lineage
+	Now      time.Time
+	RunNow   bool
+}
+
 func (rq *request) task() {
 	v := rq.r.URL.Query()
-	ref, err := refOf(v)
+	id, err := parseID(v.Get("id"))
 	if err != nil {
 		rq.fail(err)
 		return
 	}
-	id, err := strconv.ParseUint(v.Get("id"), 10, 64)
+	if v.Get("q") == "" {
+		rq.findTask(id, v)
+		return
+	}
+	ref, err := refOf(v)
 	if err != nil {
-		rq.fail(badInput("task id %q is not a number", v.Get("id")))
+		rq.fail(err)
 		return
 	}
 	q := rq.api.Queue(ref.NS, ref.Name)
@@ -341,22 +531,57 @@ func (rq *request) task() {
 		headers = append(headers, k)
 	}
 	slices.Sort(headers)
-	_, canRunNow := q.(runNower)
-	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", map[string]any{
-		"Ref": ref, "T": t, "Headers": headers, "Timeline": timeline(t), "Now": rq.api.Clock().Now(),
-		"RunNow": canRunNow && t.State == engine.Scheduled,
+	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", taskPage{
+		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineageOf(t),
+		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled,
 	})
+}
+
+// findTask sends the browser to the page of task id, looked up in every
+// queue the caller can see (in the namespace p/s when the query names one):
+// a follow-up may sit on any queue of its namespace, and the header's
+// search box knows only the id. The work is one lookup per queue.
+func (rq *request) findTask(id uint64, v url.Values) {
+	qs, err := rq.api.Queues(rq.ctx())
+	if err != nil {
+		rq.fail(err)
+		return
+	}
+	inNS := v.Has("p") || v.Has("s")
+	want := engine.NS(v.Get("p"), v.Get("s"))
+	for _, qi := range qs {
+		if inNS && qi.Namespace != want {
+			continue
+		}
+		_, err := rq.api.Queue(qi.Namespace, qi.Name).Get(rq.ctx(), id)
+		if errors.Is(err, engine.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			rq.fail(err)
+			return
+		}
+		ref := queueRef{qi.Namespace, qi.Name}
+		http.Redirect(rq.w, rq.r, fmt.Sprintf("%stask?%s&id=%d", rq.d.opts.Prefix, ref.Query(), id), http.StatusSeeOther)
+		return
+	}
+	where := "any queue you can see"
+	if inNS {
+		where = "any queue of " + want.String()
+	}
+	rq.fail(fmt.Errorf("%w: no task %d in %s (completed tasks are kept only with RetainCompleted)", engine.ErrNotFound, id, where))
 }
 
 // errorGroup is the dead tasks of a queue that share a last error.
 type errorGroup struct {
 	Error string
 	Count int
-	IDs   []uint64 // the first few, for links and for redriving the group
+	IDs   []uint64 // the first few, as links
 	Kinds []string
+	Last  time.Time
 }
 
-const groupIDs = 200
+const groupIDs = 12
 
 func (rq *request) dead() {
 	v := rq.r.URL.Query()
@@ -371,7 +596,8 @@ func (rq *request) dead() {
 		rq.fail(err)
 		return
 	}
-	res, err := scan(rq.ctx(), q, engine.Dead, "", filter{}, min(rq.d.opts.ScanWindow, engine.MaxBatch), rq.d.opts.ScanWindow)
+	window := rq.d.opts.ScanWindow
+	res, err := scan(rq.ctx(), q, engine.Dead, "", filter{}, window, window)
 	if err != nil {
 		rq.fail(err)
 		return
@@ -386,6 +612,7 @@ func (rq *request) dead() {
 			groups = append(groups, g)
 		}
 		g.Count++
+		g.Last = latest(g.Last, t.UpdatedAt)
 		if len(g.IDs) < groupIDs {
 			g.IDs = append(g.IDs, t.ID)
 		}
@@ -396,8 +623,11 @@ func (rq *request) dead() {
 	slices.SortStableFunc(groups, func(a, b *errorGroup) int { return cmp.Compare(b.Count, a.Count) })
 	rq.render("dead", "Dead letters · "+ref.String(), "queue", map[string]any{
 		"Ref": ref, "Counts": counts, "Groups": groups, "Scanned": len(res.Tasks), "Partial": res.Next != "",
+		"Now": rq.api.Clock().Now(),
 	})
 }
+
+const kvPage = 100
 
 func (rq *request) kv() {
 	v := rq.r.URL.Query()
@@ -415,15 +645,14 @@ func (rq *request) kv() {
 		data["Namespaces"] = nss
 	}
 	if v.Has("p") {
-		const limit = 100
-		es, err := rq.api.KV(ns).Scan(rq.ctx(), engine.ScanOptions{Prefix: prefix, Start: start, Limit: limit + 1})
+		es, err := rq.api.KV(ns).Scan(rq.ctx(), engine.ScanOptions{Prefix: prefix, Start: start, Limit: kvPage + 1})
 		if err != nil {
 			rq.fail(err)
 			return
 		}
-		if len(es) > limit {
-			es = es[:limit]
-			nv := url.Values{"p": {ns.Project}, "s": {ns.Scope}, "prefix": {prefix}, "start": {es[limit-1].Key + "\x00"}}
+		if len(es) > kvPage {
+			es = es[:kvPage]
+			nv := url.Values{"p": {ns.Project}, "s": {ns.Scope}, "prefix": {prefix}, "start": {es[kvPage-1].Key + "\x00"}}
 			data["Next"] = template.URL(nv.Encode())
 		}
 		data["Entries"] = es
@@ -432,11 +661,35 @@ func (rq *request) kv() {
 	rq.render("kv", "Key-value entries", "kv", data)
 }
 
+// clusterPage is the cluster template's data.
+type clusterPage struct {
+	S       ClusterStatus
+	Err     string
+	MaxLag  uint64
+	Voters  int
+	Healthy int // members reachable and within lagWarn of the leader
+}
+
+// lagWarn is the lag, in log entries, from which a member is shown behind.
+const lagWarn = 1000
+
 func (rq *request) cluster() {
 	st, err := rq.d.opts.Cluster.ClusterStatus(rq.ctx())
+	p := clusterPage{S: st}
+	status := http.StatusOK
 	if err != nil {
-		rq.fail(err)
-		return
+		// The page still renders (and keeps refreshing) while a node
+		// cannot answer, for instance during an election.
+		p.Err, status = err.Error(), http.StatusServiceUnavailable
 	}
-	rq.render("cluster", "Cluster", "cluster", map[string]any{"S": st})
+	for _, m := range st.Members {
+		p.MaxLag = max(p.MaxLag, m.Lag)
+		if m.Voter {
+			p.Voters++
+		}
+		if m.State != "unreachable" && m.Lag < lagWarn {
+			p.Healthy++
+		}
+	}
+	rq.d.renderAs(rq.w, rq.r, status, "cluster", "Cluster", "cluster", rq.who, rq.d.opts.Refresh, p)
 }

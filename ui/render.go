@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,17 +26,23 @@ func parseTemplates(o Options) map[string]*template.Template {
 
 var funcs = template.FuncMap{
 	"pretty":   pretty,
+	"compact":  compact,
 	"ago":      ago,
 	"dur":      dur,
 	"when":     when,
 	"trunc":    trunc,
-	"rate":     func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"cut":      cut,
+	"rate":     rate,
+	"share":    share,
+	"num":      func(n int) string { return group(strconv.Itoa(n)) },
+	"num64":    func(n uint64) string { return group(strconv.FormatUint(n, 10)) },
+	"fixed":    func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 	"spark":    spark,
-	"sparkmax": sparkMax,
+	"sparkmax": func(series ...[]float64) float64 { return sparkMax(series...) },
+	"lagbar":   lagBar,
 	"count":    func(c engine.Counts, s engine.State) int { return countOf(c, s) },
 	"query":    query,
-	"join":     strings.Join,
-	"add":      func(a, b int) int { return a + b },
+	"sub":      func(a, b int) int { return a - b },
 }
 
 func countOf(c engine.Counts, s engine.State) int {
@@ -65,6 +72,66 @@ func pretty(b []byte) string {
 		return string(b)
 	}
 	return buf.String()
+}
+
+// compact puts JSON on one line, for a preview; anything else is shown as
+// it is.
+func compact(b []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
+// group writes the digits of a number in groups of three: 1,000,000.
+func group(digits string) string {
+	neg := strings.HasPrefix(digits, "-")
+	digits = strings.TrimPrefix(digits, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// rate shows a per-minute rate with one decimal, or none from 100 up.
+func rate(f float64) string {
+	if f >= 100 {
+		return group(strconv.FormatFloat(f, 'f', 0, 64))
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+// share shows a percentage; a negative one means there was nothing to
+// divide.
+func share(pct float64) string {
+	switch {
+	case pct < 0:
+		return "—"
+	case pct == 0:
+		return "0%"
+	case pct < 0.1:
+		return "<0.1%"
+	case pct < 10:
+		return strconv.FormatFloat(pct, 'f', 1, 64) + "%"
+	}
+	return strconv.FormatFloat(pct, 'f', 0, 64) + "%"
+}
+
+// lagBar is a member's lag as a percentage of the largest lag, at least a
+// sliver when it is behind at all.
+func lagBar(lag, top uint64) float64 {
+	if lag == 0 || top == 0 {
+		return 0
+	}
+	return max(2, float64(lag)*100/float64(top))
 }
 
 func ago(now, t time.Time) string {
@@ -106,12 +173,22 @@ func trunc(n int, s string) string {
 	return string([]rune(s)[:n]) + "…"
 }
 
-// spark returns the points of a polyline of vs in a 100×20 box.
-func spark(vs []float64) string {
+// cut is trunc without the ellipsis: a prefix that still matches as a
+// substring.
+func cut(n int, s string) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}
+
+// spark returns the points of a polyline of vs in a 100×20 box, scaled to
+// the largest value of all the series drawn together.
+func spark(vs []float64, all ...[]float64) string {
 	if len(vs) == 0 {
 		return ""
 	}
-	top := sparkMax(vs)
+	top := sparkMax(append(all, vs)...)
 	if top == 0 {
 		top = 1
 	}
@@ -126,10 +203,12 @@ func spark(vs []float64) string {
 	return strings.TrimSpace(b.String())
 }
 
-func sparkMax(vs []float64) float64 {
+func sparkMax(series ...[]float64) float64 {
 	m := 0.0
-	for _, v := range vs {
-		m = max(m, v)
+	for _, vs := range series {
+		for _, v := range vs {
+			m = max(m, v)
+		}
 	}
 	return m
 }

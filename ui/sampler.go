@@ -66,12 +66,24 @@ func (s *sampler) add(now time.Time, qs []engine.QueueInfo) {
 }
 
 // rates are per-minute rates of a queue over the sampled window, and the
-// completions per sample interval for a sparkline.
+// enqueues, completions and errors of each sample interval for sparklines.
 type rates struct {
 	Window                      time.Duration
 	Enqueued, Completed, Errors float64 // per minute
-	Spark                       []float64
-	Known                       bool
+	// ErrorShare is the percentage of finished attempts (completions and
+	// errors) that failed over the window; -1 when none finished.
+	ErrorShare float64
+	// Spark is the completions of each interval, SparkIn the enqueues and
+	// SparkErr the failed attempts.
+	Spark, SparkIn, SparkErr []float64
+	Known                    bool
+}
+
+func errorShare(completed, errors float64) float64 {
+	if completed+errors == 0 {
+		return -1
+	}
+	return errors * 100 / (completed + errors)
 }
 
 func (s *sampler) rates(ns engine.Namespace, name string) rates {
@@ -80,29 +92,32 @@ func (s *sampler) rates(ns engine.Namespace, name string) rates {
 	r = append([]sample(nil), r...)
 	s.mu.Unlock()
 	if len(r) < 2 {
-		return rates{}
+		return rates{ErrorShare: -1}
 	}
 	first, last := r[0], r[len(r)-1]
 	win := last.at.Sub(first.at)
 	if win <= 0 {
-		return rates{}
+		return rates{ErrorShare: -1}
 	}
-	per := func(a, b uint64) float64 {
-		if b < a { // the DB was reopened: counters restarted
+	// A counter that went down means the DB was reopened: the interval
+	// counts as zero rather than negative.
+	delta := func(a, b uint64) uint64 {
+		if b < a {
 			return 0
 		}
-		return float64(b-a) / win.Minutes()
+		return b - a
 	}
+	errs := func(t engine.Totals) uint64 { return t.Retried + t.DeadLettered }
 	out := rates{Window: win, Known: true,
-		Enqueued:  per(first.t.Enqueued, last.t.Enqueued),
-		Completed: per(first.t.Completed, last.t.Completed),
-		Errors:    per(first.t.Retried+first.t.DeadLettered, last.t.Retried+last.t.DeadLettered)}
+		Enqueued:  float64(delta(first.t.Enqueued, last.t.Enqueued)) / win.Minutes(),
+		Completed: float64(delta(first.t.Completed, last.t.Completed)) / win.Minutes(),
+		Errors:    float64(delta(errs(first.t), errs(last.t))) / win.Minutes()}
+	out.ErrorShare = errorShare(out.Completed, out.Errors)
 	for i := 1; i < len(r); i++ {
-		d := float64(0)
-		if r[i].t.Completed >= r[i-1].t.Completed {
-			d = float64(r[i].t.Completed - r[i-1].t.Completed)
-		}
-		out.Spark = append(out.Spark, d)
+		a, b := r[i-1].t, r[i].t
+		out.Spark = append(out.Spark, float64(delta(a.Completed, b.Completed)))
+		out.SparkIn = append(out.SparkIn, float64(delta(a.Enqueued, b.Enqueued)))
+		out.SparkErr = append(out.SparkErr, float64(delta(errs(a), errs(b))))
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,8 +26,10 @@ func fill(t testing.TB, q engine.Queue, n int) {
 	}
 }
 
-// With a million tasks in a queue, every page reads a bounded number of
-// task records: a page, or the scan window for a filter.
+// With a million tasks in a queue, every view reads a bounded number of
+// task records: a page in the engine's order, the scan window for a filter
+// or another sort, one lookup for an id. The sweep covers each sort with
+// each filter.
 func TestLargeQueueBoundedWork(t *testing.T) {
 	n := 1_000_000
 	if testing.Short() {
@@ -55,29 +58,149 @@ func TestLargeQueueBoundedWork(t *testing.T) {
 		t.Logf("%s: %d records read, %v", name, api.listed.Load(), took)
 		return body
 	}
-	check("overview", "/docket/", 0, fmt.Sprintf(`state=ready">%d</a>`, n))
-	body := check("first page", base, 50, fmt.Sprintf(`ready <span class="n">%d</span>`, n))
+	next := func(body string) string {
+		t.Helper()
+		m := nextRE.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatal("no next page link")
+		}
+		return "/docket/queue?" + strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	check("overview", "/docket/", 0, fmt.Sprintf(`state=ready">%s</a>`, group(fmt.Sprint(n))))
+	body := check("first page", base, 50, fmt.Sprintf(`ready <span class="n">%s</span>`, group(fmt.Sprint(n))))
 	if rows := strings.Count(body, `type="checkbox" name="id"`); rows != 50 {
 		t.Fatalf("first page has %d rows", rows)
 	}
-	m := nextRE.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatal("no next page link")
-	}
-	body = check("second page", "/docket/queue?"+strings.ReplaceAll(m[1], "&amp;", "&"), 50)
+	body = check("second page", next(body), 50)
 	if rows := strings.Count(body, `type="checkbox" name="id"`); rows != 50 {
 		t.Fatalf("second page has %d rows", rows)
 	}
 	body = check("filter matching nothing", base+"&kind=none", 2000, "Read 2000 tasks (the scan window) and found 0 matching")
-	if nextRE.FindStringSubmatch(body) == nil {
-		t.Fatal("a capped scan offers no way to read on")
+	check("filter matching nothing, read on", next(body), 2000)
+	for _, by := range []string{"", "priority", "due", "age"} {
+		for _, f := range []string{"", "&kind=none", "&kind=bulk", "&err=timeout", "&kind=bulk&err=timeout"} {
+			limit := int64(2000)
+			if f == "" && (by == "" || by == "priority") {
+				limit = 50 // the engine's own order for ready tasks
+			}
+			name := fmt.Sprintf("sort %q filter %q", by, f)
+			body := check(name, base+"&sort="+by+f, limit)
+			if strings.Contains(body, `rel="next"`) {
+				check(name+", next page", next(body), limit)
+			}
+		}
 	}
-	check("filter by error text", base+"&err=timeout", 2000)
-	check("sort within the page", base+"&sort=priority", 50)
+	body = check("sorted by age", base+"&sort=age", 2000, "Sorted within a window of 2000 tasks read")
+	if rows := strings.Count(body, `type="checkbox" name="id"`); rows != 50 {
+		t.Fatalf("sorted page has %d rows", rows)
+	}
 	check("id lookup", base+"&id=777", 0, `>777</a>`)
-	check("dead letters", "/docket/dead?p=acme&s=prod&q=big", 2000, "0 dead")
+	check("dead letters", "/docket/dead?p=acme&s=prod&q=big", 2000, "<strong>0</strong> dead tasks")
 	if api.gets.Load() != 1 {
 		t.Fatalf("%d Get calls, want 1 (the id lookup)", api.gets.Load())
+	}
+	// Finding a task by id alone asks each queue once.
+	st, _ := e.get("/docket/task?id=778")
+	if st != http.StatusSeeOther || api.gets.Load() != 2 {
+		t.Fatalf("find by id: %d, %d Get calls", st, api.gets.Load())
+	}
+}
+
+// Every view of every state, with every sort and filter, reads at most the
+// scan window, and a view in the engine's order at most a page.
+func TestEveryViewIsBounded(t *testing.T) {
+	const each, page, window = 1200, 20, 500
+	e := newEnv(t, Options{AllowActions: true, PageSize: page, ScanWindow: window})
+	q := e.queue("mixed")
+	fill(t, q, 5*each)
+	claim := func(n int) []engine.Lease {
+		t.Helper()
+		ls, err := q.Claim(ctx, "w", time.Hour, n)
+		if err != nil || len(ls) != n {
+			t.Fatalf("claim %d: %d, %v", n, len(ls), err)
+		}
+		return ls
+	}
+	for _, l := range claim(each) {
+		if err := q.Fail(ctx, l, engine.Failure{Err: "boom", Permanent: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range claim(each) {
+		if err := q.Fail(ctx, l, engine.Failure{Err: "later", RetryAfter: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.CompleteBatch(ctx, claim(each)); err != nil {
+		t.Fatal(err)
+	}
+	claim(each)
+	c, _ := q.Counts(ctx)
+	if c != (engine.Counts{Ready: each, Scheduled: each, InFlight: each, Dead: each, Completed: each}) {
+		t.Fatalf("counts %+v", c)
+	}
+	api := &countingAPI{API: e.db}
+	e.serve(api, Options{AllowActions: true, PageSize: page, ScanWindow: window})
+	for _, st := range states {
+		for _, by := range []string{"", "priority", "due", "age"} {
+			for _, f := range []string{"", "&kind=bulk", "&kind=none", "&err=o", "&kind=bulk&err=zzz"} {
+				native := by == "" || by == engineOrder(st)
+				limit := int64(window)
+				if native && (f == "" || f == "&kind=bulk") {
+					limit = page // a filter every task matches reads no more than a page
+				}
+				path := fmt.Sprintf("/docket/queue?p=acme&s=prod&q=mixed&state=%s&sort=%s%s", st, by, f)
+				api.listed.Store(0)
+				body := e.mustGet(path)
+				if got := api.listed.Load(); got > limit {
+					t.Fatalf("%s read %d task records, want at most %d", path, got, limit)
+				}
+				if (f == "" || f == "&kind=bulk") && strings.Count(body, `type="checkbox" name="id"`) != page {
+					t.Fatalf("%s shows %d rows, want %d", path, strings.Count(body, `type="checkbox" name="id"`), page)
+				}
+			}
+		}
+	}
+	api.listed.Store(0)
+	mustContain(t, e.mustGet("/docket/dead?p=acme&s=prod&q=mixed"), "grouped from the first 500")
+	if got := api.listed.Load(); got > window {
+		t.Fatalf("dead letters read %d records", got)
+	}
+}
+
+// A sort the engine does not keep is applied to one window at a time, and
+// its pages walk that window before the next.
+func TestWindowedSort(t *testing.T) {
+	e := newEnv(t, Options{PageSize: 2, ScanWindow: 4})
+	q := e.queue("jobs")
+	for i := range 6 {
+		e.enqueue(q, engine.Task{Priority: i})
+		e.clock.Advance(time.Second)
+	}
+	rowsRE := regexp.MustCompile(`task\?p=acme&amp;q=jobs&amp;s=prod&amp;id=(\d+)"`)
+	nextRE := regexp.MustCompile(`href="/docket/queue\?([^"]+)" rel="next"`)
+	path := "/docket/queue?p=acme&s=prod&q=jobs&sort=age"
+	var pages []string
+	for range 5 {
+		body := e.mustGet(path)
+		var ids []string
+		for _, m := range rowsRE.FindAllStringSubmatch(body, -1) {
+			ids = append(ids, m[1])
+		}
+		pages = append(pages, strings.Join(ids, " "))
+		m := nextRE.FindStringSubmatch(body)
+		if m == nil {
+			break
+		}
+		path = "/docket/queue?" + strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	// Priority order is 6 5 4 3 | 2 1; each window of 4 is sorted oldest first.
+	if got := strings.Join(pages, " | "); got != "3 4 | 5 6 | 1 2" {
+		t.Fatalf("pages %q", got)
+	}
+	mustContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs&sort=age"), "Sorted within a window of 4 tasks read")
+	if st, _ := e.get("/docket/queue?p=acme&s=prod&q=jobs&sort=age&off=4"); st != http.StatusBadRequest {
+		t.Fatalf("an offset past the window: %d", st)
 	}
 }
 
@@ -133,12 +256,14 @@ func TestRatesFromSampledTotals(t *testing.T) {
 	mustContain(t, e.mustGet("/docket/"), "sampling")
 	e.clock.Advance(5 * time.Second)
 	body := e.mustGet("/docket/")
-	mustContain(t, body, `<td class="num">0.0</td>`)
+	mustContain(t, body, `<td class="num opt">0.0</td><td class="num">0.0</td><td class="num" title="0.0 failed attempts per minute">—</td>`)
 	api.totals["jobs"] = engine.Totals{Enqueued: 60, Claimed: 40, Completed: 30, Retried: 4, DeadLettered: 2}
 	e.clock.Advance(5 * time.Second)
 	body = e.mustGet("/docket/")
-	// 60 enqueued, 30 completed and 6 errors over 10 s.
-	mustContain(t, body, `<td class="num">360.0</td><td class="num">180.0</td><td class="num">36.0</td>`, "<polyline points=")
+	// 60 enqueued, 30 completed and 6 errors over 10 s: 6 of 36 finished
+	// attempts failed.
+	mustContain(t, body, `<td class="num opt">360</td><td class="num">180</td><td class="num alarm" title="36.0 failed attempts per minute">17%</td>`,
+		`<polyline class="done" points="0.0,19.0 100.0,10.0"/>`, `<li class="card flow"><span class="n">180</span>`, "360 in · 17% failing")
 	// Views within a sampling period do not add samples.
 	before := api.queues.Load()
 	e.mustGet("/docket/")

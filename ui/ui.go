@@ -50,8 +50,9 @@ type Options struct {
 	// serve callers and the dashboard says so.
 	As func(engine.Caller) engine.API
 	// AllowActions turns on the action buttons (redrive, cancel, run now,
-	// delete completed). Without it the dashboard is read-only and refuses
-	// every action with 403.
+	// delete completed, and pause and resume where the engine's queues can).
+	// Without it the dashboard is read-only and refuses every action with
+	// 403.
 	AllowActions bool
 	// Cluster, if set, adds a cluster page (members, leader, lag).
 	Cluster ClusterInfo
@@ -75,16 +76,25 @@ type Options struct {
 	Refresh time.Duration
 }
 
-// ClusterInfo reports the state of a replicated deployment.
+// ClusterInfo reports the state of a replicated deployment. The
+// replication layer implements it; the dashboard only reads it, each time
+// the cluster page is shown or refreshed, so it should answer from state the
+// node already holds rather than by asking its peers.
 type ClusterInfo interface {
 	ClusterStatus(ctx context.Context) (ClusterStatus, error)
 }
 
-// ClusterStatus is a cluster at one moment.
+// ClusterStatus is a cluster at one moment, as one node sees it.
 type ClusterStatus struct {
+	// Self is the ID of the node that answered.
+	Self string
 	// Leader is the ID of the current leader, "" during an election.
-	Leader  string
-	Members []Member
+	Leader string
+	// Term is the current election term.
+	Term uint64
+	// CommitIndex is the highest log index known to be committed.
+	CommitIndex uint64
+	Members     []Member
 }
 
 // Member is one node of a cluster.
@@ -92,25 +102,26 @@ type Member struct {
 	ID      string
 	Address string
 	Voter   bool
-	// State is the node's own view: "leader", "follower", "candidate", ...
+	// State is the node's role as last known: "leader", "follower",
+	// "candidate", or "unreachable" when it cannot be asked.
 	State string
-	// AppliedIndex is the last log index the node applied; Lag is how far
-	// it is behind the leader's commit index.
-	AppliedIndex uint64
-	Lag          uint64
-	// LastContact is how long ago the leader heard from the node.
+	// CommitIndex and AppliedIndex are the node's own: the last log index
+	// it knows is committed, and the last one it applied.
+	CommitIndex, AppliedIndex uint64
+	// Lag is how many entries the node is behind the leader's commit index.
+	Lag uint64
+	// LastContact is how long ago the leader last heard from the node
+	// (zero for the leader itself).
 	LastContact time.Duration
 }
 
-// runNower is a queue that can make a scheduled task due now.
-type runNower interface {
-	RunNow(ctx context.Context, id uint64) error
-}
-
-// pauser is a queue that can be paused and resumed.
+// pauser is a queue that can be paused and resumed (the queue controls).
+// The dashboard shows a queue's pause state and buttons only when the
+// engine's queue handles have these methods.
 type pauser interface {
 	Pause(ctx context.Context) error
 	Resume(ctx context.Context) error
+	Paused(ctx context.Context) (bool, error)
 }
 
 // Dashboard is the dashboard's handler. Close stops its background sampler.

@@ -40,7 +40,7 @@ func TestPagesRenderEveryState(t *testing.T) {
 	body = e.mustGet("/docket/queue?p=acme&s=prod&q=mail&state=in-flight")
 	mustContain(t, body, fmt.Sprintf(">%d</a>", ls[0].ID))
 	body = e.mustGet(fmt.Sprintf("/docket/task?p=acme&s=prod&q=mail&id=%d", ls[0].ID))
-	mustContain(t, body, "worker-7 until", "in 1m00s", "&#34;x&#34;: 1")
+	mustContain(t, body, "<strong>worker-7</strong> until", "in 1m00s", "&#34;x&#34;: 1")
 	body = e.mustGet(fmt.Sprintf("/docket/task?p=acme&s=prod&q=mail&id=%d", ready))
 	mustContain(t, body, "traceparent", "00-abc", "&#34;n&#34;: [\n    1,")
 	body = e.mustGet(fmt.Sprintf("/docket/task?p=acme&s=prod&q=mail&id=%d", dead))
@@ -56,7 +56,7 @@ func TestPagesRenderEveryState(t *testing.T) {
 		t.Fatal("attempts out of order")
 	}
 	body = e.mustGet("/docket/dead?p=acme&s=prod&q=mail")
-	mustContain(t, body, "1 dead", "smtp: 550 mailbox unavailable")
+	mustContain(t, body, "<strong>1</strong> dead task in 1 group", "smtp: 550 mailbox unavailable")
 	body = e.mustGet("/docket/kv?p=acme&s=prod&prefix=user/")
 	mustContain(t, body, "user/1", "&#34;name&#34;: &#34;ann&#34;")
 	body = e.mustGet("/docket/cluster")
@@ -314,7 +314,7 @@ func TestActionsNeedAdmin(t *testing.T) {
 	e := newEnv(t, o, func(eo *engine.Options) { eo.Secure, eo.Authorizer = true, policy })
 	q := e.db.As(engine.Caller{ID: "admin"}).Queue(ns, "jobs")
 	id := e.kill(q, "boom")
-	mustContain(t, e.mustGet("/docket/"), "as reader", ">jobs</a>")
+	mustContain(t, e.mustGet("/docket/"), `<span class="who">reader</span>`, ">jobs</a>")
 	form := url.Values{"csrf": {e.csrf()}, "op": {"redrive"}, "p": {"acme"}, "s": {"prod"}, "q": {"jobs"}, "id": {fmt.Sprint(id)}, "confirm": {"yes"}}
 	st, body := e.post("/docket/action", form)
 	if st != http.StatusForbidden || !strings.Contains(body, "lacks admin") {
@@ -376,7 +376,7 @@ func TestLoginForm(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || tc == nil || !tc.HttpOnly || tc.SameSite != http.SameSiteStrictMode || tc.Value != "s3cret" {
 		t.Fatalf("login: %d cookie %+v", resp.StatusCode, tc)
 	}
-	mustContain(t, e.mustGet("/docket/"), "as admin", "Sign out")
+	mustContain(t, e.mustGet("/docket/"), `<span class="who">admin</span>`, "Sign out")
 	// A bearer header works without the cookie (a script, curl).
 	req, _ := http.NewRequest("GET", e.srv.URL+"/docket/", nil)
 	req.Header.Set("Authorization", "Bearer s3cret")

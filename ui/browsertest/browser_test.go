@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -35,6 +39,7 @@ var (
 	browserOnce sync.Once
 	browserCtx  context.Context
 	browserErr  error
+	profileDir  string
 )
 
 func chromiumPath() string {
@@ -55,6 +60,9 @@ func TestMain(m *testing.M) {
 	if browserCtx != nil {
 		chromedp.Cancel(browserCtx)
 	}
+	if profileDir != "" {
+		os.RemoveAll(profileDir)
+	}
 	os.Exit(code)
 }
 
@@ -65,8 +73,15 @@ func startBrowser(t *testing.T) context.Context {
 		t.Skip("chromium is not installed (Debian: apt-get install chromium); the browser tests need it")
 	}
 	browserOnce.Do(func() {
+		// A fresh profile, and nothing that talks to the network by itself.
+		if profileDir, browserErr = os.MkdirTemp("", "docket-chromium-"); browserErr != nil {
+			return
+		}
 		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-			chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+			chromedp.UserDataDir(profileDir), chromedp.WindowSize(1280, 860),
+			chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+			chromedp.Flag("no-first-run", true), chromedp.Flag("hide-scrollbars", true))
 		alloc, _ := chromedp.NewExecAllocator(context.Background(), opts...)
 		browserCtx, _ = chromedp.NewContext(alloc)
 		browserErr = chromedp.Do(browserCtx) // starts the browser, outside any timeout
@@ -75,6 +90,12 @@ func startBrowser(t *testing.T) context.Context {
 		t.Fatalf("starting %s: %v", path, browserErr)
 	}
 	return browserCtx
+}
+
+// setup is how a tab's DB and dashboard are made.
+type setup struct {
+	engine engine.Options
+	wrap   func(*engine.DB) engine.API // the API the dashboard runs on; default the DB
 }
 
 // tab is one browser tab on a dashboard over its own DB.
@@ -89,16 +110,24 @@ type tab struct {
 	exceptions []string
 }
 
-func newTab(t *testing.T, o ui.Options) *tab {
+func newTab(t *testing.T, o ui.Options, tweak ...func(*setup)) *tab {
 	t.Helper()
 	bctx := startBrowser(t)
-	db, err := engine.OpenInMemory(engine.Options{RetainCompleted: time.Hour})
+	s := setup{engine: engine.Options{RetainCompleted: time.Hour}}
+	for _, f := range tweak {
+		f(&s)
+	}
+	db, err := engine.OpenInMemory(s.engine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	var api engine.API = db
+	if s.wrap != nil {
+		api = s.wrap(db)
+	}
 	o.Prefix = "/docket/"
-	d := ui.New(db, o)
+	d := ui.New(api, o)
 	t.Cleanup(func() { d.Close() })
 	mux := http.NewServeMux()
 	mux.Handle("/docket/", d)
@@ -123,7 +152,7 @@ func newTab(t *testing.T, o ui.Options) *tab {
 		}
 	})
 	var cancel context.CancelFunc
-	tb.ctx, cancel = context.WithTimeout(tctx, 60*time.Second)
+	tb.ctx, cancel = context.WithTimeout(tctx, 90*time.Second)
 	t.Cleanup(func() {
 		cancel()
 		cancelTab()
@@ -144,6 +173,20 @@ func (b *tab) do(steps ...chromedp.Action[chromedp.Void]) {
 }
 
 func (b *tab) open(path string) { b.t.Helper(); b.do(chromedp.Navigate(b.base + path)) }
+
+// get fetches a page outside the browser, as a second viewer would.
+func (b *tab) get(path string) {
+	b.t.Helper()
+	r, err := http.Get(b.base + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		b.t.Fatalf("GET %s: %d", path, r.StatusCode)
+	}
+}
 
 func eval[T any](b *tab, js string) T {
 	b.t.Helper()
@@ -183,11 +226,43 @@ func (b *tab) text(sel string) string {
 	return s
 }
 
-// shot takes a full-page screenshot, kept in the test's temp dir and, with
-// -docs, in the docs directory.
-func (b *tab) shot(name string) {
+// click clicks sel, then waits for the page it leads to to show ready.
+func (b *tab) click(sel, ready string) {
 	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	b.do(chromedp.Click(sel), chromedp.WaitVisible(ready))
+}
+
+// confirm clicks an action button, checks the confirmation page says want,
+// confirms, and returns the report.
+func (b *tab) confirm(button, want string) string {
+	b.t.Helper()
+	b.click(button, `#confirm-form`)
+	if got := b.text("main"); !strings.Contains(got, want) {
+		b.t.Fatalf("confirmation page lacks %q:\n%s", want, got)
+	}
+	b.click(`#confirm-form button[type="submit"]`, `#report`)
+	return b.text("#report")
+}
+
+// scheme emulates the light or dark colour scheme.
+func (b *tab) scheme(name string) {
+	b.t.Helper()
+	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: name}}})
+		return err
+	}))
+}
+
+// shot takes a screenshot of the window (or of the whole page), kept in
+// the test's temp dir and, with -docs, in the docs directory.
+func (b *tab) shot(name string, whole bool) {
+	b.t.Helper()
+	a := chromedp.CaptureScreenshot()
+	if whole {
+		a = chromedp.FullScreenshot(100)
+	}
+	png, err := chromedp.Run(b.ctx, a)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -231,6 +306,7 @@ func (b *tab) kill(queue, kind, msg string, payload string) uint64 {
 }
 
 func (b *tab) state(queue string, id uint64) string {
+	b.t.Helper()
 	t, err := b.db.Queue(ns, queue).Get(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) {
 		return "gone"
@@ -241,13 +317,14 @@ func (b *tab) state(queue string, id uint64) string {
 	return t.State.String()
 }
 
+// cluster is a three-node cluster as the replication layer would report it.
 type cluster struct{}
 
 func (cluster) ClusterStatus(context.Context) (ui.ClusterStatus, error) {
-	return ui.ClusterStatus{Leader: "node-1", Members: []ui.Member{
-		{ID: "node-1", Address: "10.0.0.1:7070", Voter: true, State: "leader", AppliedIndex: 18_204},
-		{ID: "node-2", Address: "10.0.0.2:7070", Voter: true, State: "follower", AppliedIndex: 18_201, Lag: 3, LastContact: 12 * time.Millisecond},
-		{ID: "node-3", Address: "10.0.0.3:7070", Voter: true, State: "follower", AppliedIndex: 18_190, Lag: 14, LastContact: 31 * time.Millisecond},
+	return ui.ClusterStatus{Self: "node-1", Leader: "node-1", Term: 7, CommitIndex: 182_204, Members: []ui.Member{
+		{ID: "node-1", Address: "10.0.0.1:7070", Voter: true, State: "leader", CommitIndex: 182_204, AppliedIndex: 182_204},
+		{ID: "node-2", Address: "10.0.0.2:7070", Voter: true, State: "follower", CommitIndex: 182_204, AppliedIndex: 182_201, Lag: 3, LastContact: 12 * time.Millisecond},
+		{ID: "node-3", Address: "10.0.0.3:7070", Voter: true, State: "follower", CommitIndex: 182_190, AppliedIndex: 182_160, Lag: 44, LastContact: 31 * time.Millisecond},
 	}}, nil
 }
 
@@ -291,39 +368,234 @@ func seed(b *tab) (task, dead uint64) {
 	return task, dead
 }
 
+// Every page loads with its own stylesheet and script under the CSP, and
+// shows what the engine holds; the screenshots are of a DB with a few
+// minutes of history.
 func TestPagesLoadWithScreenshots(t *testing.T) {
-	b := newTab(t, ui.Options{AllowActions: true, Cluster: cluster{}})
-	task, dead := seed(b)
+	clock := engine.NewManualClock(time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC))
+	totals := newEventTotals()
+	b := newTab(t, ui.Options{AllowActions: true, Cluster: cluster{}, SampleEvery: 10 * time.Second, Samples: 30},
+		func(s *setup) {
+			s.engine.Clock, s.engine.Observer = clock, totals
+			s.wrap = func(db *engine.DB) engine.API { return filledInfo{db, totals} }
+		})
+	sc := scene(b, clock)
+	b.do(chromedp.EmulateViewport(1280, 900))
 	pages := []struct{ name, path, heading, contains string }{
 		{"overview", "", "Queues", "webhooks"},
-		{"queue", "queue?p=acme&s=prod&q=email", "acme/prod · email", "email.send"},
-		{"task", fmt.Sprintf("task?p=acme&s=prod&q=email&id=%d", task), fmt.Sprintf("Task %d", task), "INV-1042.pdf"},
-		{"dead", "dead?p=acme&s=prod&q=webhooks", "Dead letters · acme/prod · webhooks", "503 Service Unavailable"},
-		{"dead-task", fmt.Sprintf("task?p=acme&s=prod&q=webhooks&id=%d", dead), fmt.Sprintf("Task %d", dead), "cannot unmarshal"},
+		{"queue", "queue?p=acme&s=prod&q=email", "email", "email.send"},
+		{"task", fmt.Sprintf("task?p=acme&s=prod&q=email&id=%d", sc.task), fmt.Sprintf("Task %d", sc.task), "INV-1042.pdf"},
+		{"dead", "dead?p=acme&s=prod&q=webhooks", "Dead letters", "503 Service Unavailable"},
+		{"dead-task", fmt.Sprintf("task?p=acme&s=prod&q=webhooks&id=%d", sc.dead), fmt.Sprintf("Task %d", sc.dead), "cannot unmarshal"},
 		{"kv", "kv?p=acme&s=prod&prefix=", "Key-value entries", "config/retry"},
 		{"cluster", "cluster", "Cluster", "node-3"},
 	}
 	for _, p := range pages {
 		b.open(p.path)
-		if h := b.text("h1"); h != p.heading {
+		if h := b.text("h1"); !strings.HasPrefix(h, p.heading) {
 			t.Fatalf("%s: heading %q, want %q", p.name, h, p.heading)
 		}
 		if body := b.text("main"); !strings.Contains(body, p.contains) {
 			t.Fatalf("%s lacks %q:\n%s", p.name, p.contains, body)
 		}
 		// The stylesheet applied: the CSP let the dashboard's own assets in.
-		if bg := eval[string](b, `getComputedStyle(document.querySelector("header")).borderBottomStyle`); bg != "solid" {
+		if bg := eval[string](b, `getComputedStyle(document.querySelector("header")).display`); bg != "flex" {
 			t.Fatalf("%s: the stylesheet did not apply (%q)", p.name, bg)
 		}
 		if p.name != "dead-task" {
-			b.shot(p.name)
+			b.shot(p.name, false)
 		}
 	}
+	// The overview has the sampled rates and their chart.
+	b.open("")
+	if n := eval[int](b, `document.querySelectorAll("#queues svg.spark polyline").length`); n != 3*4 {
+		t.Fatalf("%d sparkline series, want 3 for each of 4 queues", n)
+	}
+	if s := b.text("#totals .flow .n"); s == "…" || s == "0.0" {
+		t.Fatalf("overall completion rate %q", s)
+	}
+	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	b.open("")
+	b.shot("phone", false)
+}
+
+// scene is what the screenshots show: producers and workers on four
+// queues for five minutes of the manual clock, the dashboard sampling every
+// ten seconds, then a backlog, tasks in flight, retries, timers, dead
+// letters and a few KV entries.
+type sceneIDs struct{ task, dead uint64 }
+
+func scene(b *tab, clock *engine.ManualClock) sceneIDs {
+	b.t.Helper()
+	email, hooks, billing := b.db.Queue(ns, "email"), b.db.Queue(ns, "webhooks"), b.db.Queue(ns, "billing")
+	templates := []string{"welcome", "invoice", "password-reset", "digest"}
+	n := 0
+	work := func(q engine.Queue, owner string, max int, fail func(i int) (string, bool)) {
+		ls, err := q.Claim(ctx, owner, time.Minute, max)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		for i, l := range ls {
+			if msg, permanent := fail(n + i); msg != "" {
+				if err := q.Fail(ctx, l, engine.Failure{Err: msg, Permanent: permanent}); err != nil {
+					b.t.Fatal(err)
+				}
+				continue
+			}
+			if _, err := q.Complete(ctx, l, engine.Done{Result: []byte(`{"ok":true}`)}); err != nil {
+				b.t.Fatal(err)
+			}
+		}
+		n += len(ls)
+	}
+	hookErrs := []string{"POST https://hooks.example.com/orders: 503 Service Unavailable", "dial tcp 203.0.113.9:443: i/o timeout"}
+	for step := range 31 {
+		wave := math.Sin(float64(step) / 4)
+		for i := range 14 + int(8*wave) {
+			b.enqueue("email", engine.Task{Kind: "email.send", Priority: i % 3,
+				Payload: []byte(fmt.Sprintf(`{"to":"user%d@example.com","template":%q}`, step*40+i, templates[i%4]))})
+		}
+		for i := range 5 + step%3 {
+			b.enqueue("webhooks", engine.Task{Kind: "webhook.deliver", MaxAttempts: 3,
+				Payload: []byte(fmt.Sprintf(`{"event":"order.paid","order":%d}`, 7000+step*10+i))})
+		}
+		if step%3 == 0 {
+			b.enqueue("reports", engine.Task{Kind: "report.daily", Delay: time.Duration(step+1) * time.Hour,
+				Payload: []byte(fmt.Sprintf(`{"day":"2026-12-%02d","format":"pdf"}`, step/3+2))})
+		}
+		for i := range 3 {
+			b.enqueue("billing", engine.Task{Kind: "invoice.render", Payload: []byte(fmt.Sprintf(`{"invoice":"INV-%d"}`, 1000+step*3+i))})
+		}
+		work(email, "mailer-1@host-a", 12+int(7*wave), func(i int) (string, bool) {
+			if i%13 == 0 {
+				return "smtp 451 4.7.1: try again later", false
+			}
+			return "", false
+		})
+		work(hooks, "hooks-2@host-b", 6, func(i int) (string, bool) {
+			if i%5 == 0 {
+				return hookErrs[(i/5)%2], false
+			}
+			return "", false
+		})
+		work(billing, "billing-1@host-c", 3, func(i int) (string, bool) { return "", false })
+		clock.Advance(10 * time.Second)
+		b.get("") // the dashboard samples the totals on the overview
+	}
+	// The dead letters of the dead-letter page, and a task in flight on its second attempt, with progress and headers.
+	for i := range 5 {
+		b.kill("webhooks", "webhook.deliver", "POST https://hooks.example.com/orders: 503 Service Unavailable", fmt.Sprintf(`{"event":"order.paid","order":%d}`, 8100+i))
+	}
+	for i := range 2 {
+		b.kill("webhooks", "webhook.deliver", "dial tcp 203.0.113.9:443: i/o timeout", fmt.Sprintf(`{"event":"order.shipped","order":%d}`, 8200+i))
+	}
+	dead := b.kill("webhooks", "webhook.refund", "json: cannot unmarshal string into Go struct field Refund.amount of type int", `{"event":"refund","amount":"12.00"}`)
+	task := b.enqueue("email", engine.Task{Kind: "email.send", Priority: 9,
+		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tenant": "acme"},
+		Payload: []byte(`{"to":"ann@example.com","template":"invoice","attachments":[{"name":"INV-1042.pdf","bytes":48213}]}`)})
+	ls, err := email.Claim(ctx, "mailer-1@host-a", time.Minute, 1)
+	if err != nil || len(ls) != 1 || ls[0].ID != task {
+		b.t.Fatalf("claim %d: %v %v", task, ls, err)
+	}
+	if err := email.Fail(ctx, ls[0], engine.Failure{Err: "smtp 421 4.4.2 mx.example.com: connection timed out"}); err != nil {
+		b.t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	if ls, err = email.Claim(ctx, "mailer-2@host-b", 5*time.Minute, 3); err != nil || len(ls) != 3 || ls[0].ID != task {
+		b.t.Fatalf("second claim of %d: %v %v", task, ls, err)
+	}
+	if err := email.Heartbeat(ctx, &ls[0], 5*time.Minute, []byte(`{"step":"rendering","done":3,"of":7}`)); err != nil {
+		b.t.Fatal(err)
+	}
+	kv := b.db.KV(ns)
+	for k, v := range map[string]string{
+		"config/retry":      `{"maxAttempts":5,"backoff":"1s..60s"}`,
+		"config/smtp":       `{"host":"mx.example.com","port":587,"tls":true}`,
+		"rate/webhooks":     `{"perSecond":50,"burst":200}`,
+		"user/1042/welcome": `"sent"`,
+		"user/1043/welcome": `"pending"`,
+	} {
+		if _, err := kv.Commit(ctx, engine.Set(k, []byte(v))); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	return sceneIDs{task: task, dead: dead}
+}
+
+// eventTotals counts each queue's task events through the engine's
+// Observer.
+type eventTotals struct {
+	mu sync.Mutex
+	m  map[string]engine.Totals
+}
+
+func newEventTotals() *eventTotals { return &eventTotals{m: map[string]engine.Totals{}} }
+
+func (e *eventTotals) TaskEvents(evs []engine.TaskEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range evs {
+		k := ev.Namespace.String() + "\x00" + ev.Queue
+		t := e.m[k]
+		switch ev.Kind {
+		case engine.EvEnqueued:
+			t.Enqueued++
+		case engine.EvClaimed:
+			t.Claimed++
+		case engine.EvCompleted:
+			t.Completed++
+		case engine.EvRetried:
+			t.Retried++
+		case engine.EvDead:
+			t.DeadLettered++
+		}
+		e.m[k] = t
+	}
+}
+
+func (e *eventTotals) Synced(time.Duration, int)     {}
+func (e *eventTotals) Snapshot(engine.SnapshotEvent) {}
+
+// filledInfo fills the QueueInfo fields an engine leaves empty (Totals
+// from its Observer, OldestReady from its ready tasks), and only those, so
+// the screenshots show the rates and ages the dashboard shows for an
+// engine that reports them.
+type filledInfo struct {
+	*engine.DB
+	totals *eventTotals
+}
+
+func (f filledInfo) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
+	qs, err := f.DB.Queues(ctx)
+	f.totals.mu.Lock()
+	defer f.totals.mu.Unlock()
+	for i := range qs {
+		q := &qs[i]
+		if q.Totals == (engine.Totals{}) {
+			q.Totals = f.totals.m[q.Namespace.String()+"\x00"+q.Name]
+		}
+		if q.OldestReady.IsZero() && q.Counts.Ready > 0 {
+			p, err := f.DB.Queue(q.Namespace, q.Name).List(ctx, engine.ListOptions{State: engine.Ready, Limit: engine.MaxBatch})
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range p.Tasks {
+				since := t.CreatedAt
+				if t.NotBefore.After(since) {
+					since = t.NotBefore
+				}
+				if q.OldestReady.IsZero() || since.Before(q.OldestReady) {
+					q.OldestReady = since
+				}
+			}
+		}
+	}
+	return qs, err
 }
 
 // A change in the engine shows up on an open page without a reload.
 func TestLiveUpdateArrives(t *testing.T) {
-	b := newTab(t, ui.Options{})
+	b := newTab(t, ui.Options{AllowActions: true})
 	b.enqueue("jobs", engine.Task{})
 	b.open("")
 	if n := b.text("#totals li:first-child .n"); n != "1" {
@@ -341,73 +613,178 @@ func TestLiveUpdateArrives(t *testing.T) {
 	b.open("queue?p=acme&s=prod&q=jobs")
 	id := b.enqueue("jobs", engine.Task{Kind: "arrives-live"})
 	b.waitFor(fmt.Sprintf(`!!document.querySelector('#tasks a[href$="id=%d"]')`, id), 5*time.Second)
+	// A selection survives the refresh that brings a new task in.
+	b.do(chromedp.Click(fmt.Sprintf(`input[name="id"][value="%d"]`, id)))
+	other := b.enqueue("jobs", engine.Task{Kind: "arrives-live", Priority: 5})
+	b.waitFor(fmt.Sprintf(`!!document.querySelector('#tasks a[href$="id=%d"]')`, other), 5*time.Second)
+	if !eval[bool](b, fmt.Sprintf(`document.querySelector('input[name="id"][value="%d"]').checked`, id)) {
+		t.Fatal("the live update dropped the selection")
+	}
+	// The task page follows the task through its states.
+	b.open(fmt.Sprintf("task?p=acme&s=prod&q=jobs&id=%d", other))
+	q := b.db.Queue(ns, "jobs")
+	ls, err := q.Claim(ctx, "w-live", time.Minute, 1)
+	if err != nil || len(ls) != 1 || ls[0].ID != other {
+		t.Fatalf("claim: %v %v", ls, err)
+	}
+	b.waitFor(`document.querySelector("#task").textContent.includes("w-live")`, 5*time.Second)
 }
 
-// Redrive and cancel from the browser change the engine's state, through
-// the confirmation page; a form without its CSRF token changes nothing.
-func TestActionsNeedTheirCSRFToken(t *testing.T) {
+// Redrive, cancel, run now and delete, clicked in the browser, change the
+// engine's state through the confirmation page; each report counts what
+// it did. A form without its CSRF token changes nothing.
+func TestActionsChangeTheEngine(t *testing.T) {
 	b := newTab(t, ui.Options{AllowActions: true})
-	id := b.kill("jobs", "k", "boom", `{}`)
-	b.open("queue?p=acme&s=prod&q=jobs&state=dead")
-	b.do(chromedp.Click(fmt.Sprintf(`input[name="id"][value="%d"]`, id)),
-		chromedp.Click(`button[value="redrive"]`),
-		chromedp.WaitVisible(`#confirm-form`))
-	if s := b.state("jobs", id); s != "dead" {
-		t.Fatalf("the confirmation page changed the task: %s", s)
+
+	// Run now, from the task page.
+	timer := b.enqueue("jobs", engine.Task{Kind: "k", Delay: time.Hour})
+	b.open(fmt.Sprintf("task?p=acme&s=prod&q=jobs&id=%d", timer))
+	if r := b.confirm(`button[value="run-now"]`, "make these scheduled tasks due now: 1 task"); r != "Made due 1 of 1 task." {
+		t.Fatalf("run now: %q", r)
 	}
-	b.do(chromedp.Click(`#confirm-form button[type="submit"]`), chromedp.WaitVisible(`#report`))
-	if r := b.text("#report"); r != "Redrove 1 of 1 task." {
-		t.Fatalf("report %q", r)
-	}
-	if s := b.state("jobs", id); s != "ready" {
-		t.Fatalf("after redrive the task is %s", s)
+	if s := b.state("jobs", timer); s != "ready" {
+		t.Fatalf("after run now the task is %s", s)
 	}
 
+	// Redrive of the selected tasks, picked with the select-all box.
+	ids := []uint64{b.kill("jobs", "k", "boom", `{}`), b.kill("jobs", "k", "boom", `{}`), b.kill("jobs", "k", "bang", `{}`)}
+	b.open("queue?p=acme&s=prod&q=jobs&state=dead")
+	b.do(chromedp.Click(`#select-all`))
+	if s := b.text("#selected-count"); s != "3 selected:" {
+		t.Fatalf("selection count %q", s)
+	}
+	if r := b.confirm(`button[value="redrive"]`, "3 tasks of acme/prod · jobs"); r != "Redrove 3 of 3 tasks." {
+		t.Fatalf("redrive: %q", r)
+	}
+	for _, id := range ids {
+		if s := b.state("jobs", id); s != "ready" {
+			t.Fatalf("after redrive task %d is %s", id, s)
+		}
+	}
+
+	// By last error, from the dead-letter page: redrive one group, delete
+	// another, then redrive everything left.
+	a1, a2 := b.kill("jobs", "k", "503 from upstream", `{}`), b.kill("jobs", "k", "503 from upstream", `{}`)
+	c := b.kill("jobs", "k", "bad payload", `{}`)
+	d := b.kill("jobs", "k", "disk full", `{}`)
+	b.open("dead?p=acme&s=prod&q=jobs")
+	group := func(text string) string {
+		return fmt.Sprintf(`//article[.//pre[text()=%q]]`, text)
+	}
+	b.do(chromedp.WaitVisible(group("503 from upstream")))
+	if r := b.confirmXPath(group("503 from upstream")+`//button[@value="redrive-error"]`, "with this last error"); r != "Redrove 2 tasks." {
+		t.Fatalf("redrive by error: %q", r)
+	}
+	if b.state("jobs", a1) != "ready" || b.state("jobs", a2) != "ready" || b.state("jobs", c) != "dead" {
+		t.Fatalf("redrive by error: %s %s %s", b.state("jobs", a1), b.state("jobs", a2), b.state("jobs", c))
+	}
+	b.open("dead?p=acme&s=prod&q=jobs")
+	if r := b.confirmXPath(group("bad payload")+`//button[@value="delete-error"]`, "delete every dead task"); r != "Deleted 1 task." {
+		t.Fatalf("delete by error: %q", r)
+	}
+	if s := b.state("jobs", c); s != "gone" {
+		t.Fatalf("deleted dead task is %s", s)
+	}
+	b.open("dead?p=acme&s=prod&q=jobs")
+	if r := b.confirm(`button[value="redrive-all"]`, "1 task now"); r != "Redrove 1 task." || b.state("jobs", d) != "ready" {
+		t.Fatalf("redrive all: %q, task %s", r, b.state("jobs", d))
+	}
+
+	// Cancel, from the task page.
+	b.open(fmt.Sprintf("task?p=acme&s=prod&q=jobs&id=%d", d))
+	if r := b.confirm(`button[value="cancel"]`, "1 task"); r != "Cancelled 1 of 1 task." || b.state("jobs", d) != "gone" {
+		t.Fatalf("cancel: %q, task %s", r, b.state("jobs", d))
+	}
+
+	// Delete the retained completions.
+	q := b.db.Queue(ns, "jobs")
+	ls, err := q.Claim(ctx, "w", time.Minute, 4)
+	if err != nil || len(ls) != 4 {
+		t.Fatalf("claim: %v %v", ls, err)
+	}
+	for _, l := range ls {
+		if _, err := q.Complete(ctx, l, engine.Done{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.open("queue?p=acme&s=prod&q=jobs&state=completed")
+	if r := b.confirm(`button[value="delete-completed-all"]`, "4 tasks now"); r != "Deleted 4 tasks." {
+		t.Fatalf("delete completed: %q", r)
+	}
+	if n, _ := q.Counts(ctx); n.Completed != 0 {
+		t.Fatalf("%d completed tasks left", n.Completed)
+	}
+
+	// Without its CSRF token a form changes nothing.
 	other := b.kill("jobs", "k", "boom again", `{}`)
 	b.open("queue?p=acme&s=prod&q=jobs&state=dead")
 	eval[bool](b, `(document.querySelectorAll('input[name="csrf"]').forEach(i => i.remove()), true)`)
-	b.do(chromedp.Click(fmt.Sprintf(`input[name="id"][value="%d"]`, other)), chromedp.Click(`button[value="redrive"]`),
-		chromedp.WaitVisible(`.errors`))
+	b.do(chromedp.Click(fmt.Sprintf(`input[name="id"][value="%d"]`, other)))
+	b.click(`button[value="redrive"]`, `.errors`)
 	if msg := b.text(".errors"); !strings.Contains(msg, "CSRF") {
 		t.Fatalf("without a token: %q", msg)
 	}
 	if s := b.state("jobs", other); s != "dead" {
 		t.Fatalf("a form without a CSRF token changed the task: %s", s)
 	}
-
-	b.open(fmt.Sprintf("task?p=acme&s=prod&q=jobs&id=%d", other))
-	b.do(chromedp.Click(`button[value="cancel"]`), chromedp.WaitVisible(`#confirm-form`),
-		chromedp.Click(`#confirm-form button[type="submit"]`), chromedp.WaitVisible(`#report`))
-	if r := b.text("#report"); r != "Cancelled 1 of 1 task." || b.state("jobs", other) != "gone" {
-		t.Fatalf("cancel: %q, task %s", r, b.state("jobs", other))
-	}
 }
 
-// Markup in a payload, kind, header or error is shown as text and never
-// runs, neither on the first render nor after a live update swaps it in.
+func (b *tab) confirmXPath(button, want string) string {
+	b.t.Helper()
+	b.do(chromedp.Click(button), chromedp.WaitVisible(`#confirm-form`))
+	if got := b.text("main"); !strings.Contains(got, want) {
+		b.t.Fatalf("confirmation page lacks %q:\n%s", want, got)
+	}
+	b.click(`#confirm-form button[type="submit"]`, `#report`)
+	return b.text("#report")
+}
+
+// Markup in a payload, kind, header, error, queue name, KV key or value is
+// shown as text and never runs, neither on the first render nor after a
+// live update swaps it in.
 func TestScriptPayloadIsInert(t *testing.T) {
-	b := newTab(t, ui.Options{AllowActions: true})
+	b := newTab(t, ui.Options{AllowActions: true, Refresh: 300 * time.Millisecond})
 	const attack = `<script>window.pwned=1;document.title="pwned"</script><img src=x onerror="window.pwned=2">`
 	esc := strings.ReplaceAll(attack, `"`, `\"`)
-	id := b.kill("x<img src=x onerror=window.pwned=3>", attack, attack, `{"html":"`+esc+`"}`)
-	qs := "p=acme&s=prod&q=" + strings.NewReplacer("<", "%3C", ">", "%3E", " ", "+", "=", "%3D").Replace("x<img src=x onerror=window.pwned=3>")
-	for _, path := range []string{"", "queue?state=dead&" + qs, "dead?" + qs, fmt.Sprintf("task?id=%d&%s", id, qs)} {
-		b.open(path)
+	queue := "x<img src=x onerror=window.pwned=3>"
+	id := b.kill(queue, attack, attack, `{"html":"`+esc+`"}`)
+	hdr := b.enqueue(queue, engine.Task{Kind: attack, Headers: map[string]string{attack: attack}, Payload: []byte(`"` + esc + `"`)})
+	if _, err := b.db.KV(ns).Commit(ctx, engine.Set("k"+attack, []byte(`{"v":"`+esc+`"}`))); err != nil {
+		t.Fatal(err)
+	}
+	qs := "p=acme&s=prod&q=" + strings.NewReplacer("<", "%3C", ">", "%3E", " ", "+", "=", "%3D").Replace(queue)
+	for _, p := range []struct{ path, shown string }{
+		{"", queue},
+		{"queue?state=dead&" + qs, "<script>window.pwned=1"},
+		{"queue?" + qs, "<script>window.pwned=1"},
+		{"dead?" + qs, "<script>window.pwned=1"},
+		{fmt.Sprintf("task?id=%d&%s", id, qs), "<script>window.pwned=1"},
+		{fmt.Sprintf("task?id=%d&%s", hdr, qs), "<script>window.pwned=1"},
+		{"kv?p=acme&s=prod", "k<script>window.pwned=1"},
+	} {
+		b.open(p.path)
 		b.waitFor(`Number(document.body.dataset.updated || 0) >= 1`, 5*time.Second) // a live swap happened
 		if ran := eval[bool](b, `typeof window.pwned !== "undefined" || document.title === "pwned"`); ran {
-			t.Fatalf("%s: the payload ran: pwned=%s", path, eval[string](b, `String(window.pwned)`))
+			t.Fatalf("%s: the payload ran: pwned=%s", p.path, eval[string](b, `String(window.pwned)`))
+		}
+		if n := eval[int](b, `document.querySelectorAll("main script, main img").length`); n != 0 {
+			t.Fatalf("%s: %d script or img elements in the page's content", p.path, n)
+		}
+		if main := b.text("main"); !strings.Contains(main, p.shown) {
+			t.Fatalf("%s: %q is not shown as text:\n%s", p.path, p.shown, main)
 		}
 	}
-	if text := b.text("pre.err"); !strings.Contains(text, "<script>window.pwned=1") {
-		t.Fatalf("the error is not shown as text: %q", text)
+	b.open(fmt.Sprintf("task?id=%d&%s", hdr, qs))
+	if text := b.text(".headers"); strings.Count(text, "<script>window.pwned=1") != 2 {
+		t.Fatalf("the header's name and value are not shown as text: %q", text)
 	}
 }
 
 // Everything can be reached and used from the keyboard: the skip link,
-// links to a queue, a task's checkbox.
+// links to a queue, a task's checkbox, the action buttons.
 func TestKeyboardNavigation(t *testing.T) {
 	b := newTab(t, ui.Options{AllowActions: true})
-	b.kill("jobs", "k", "boom", `{}`)
+	id := b.kill("jobs", "k", "boom", `{}`)
 	b.open("")
 	b.do(chromedp.KeyEvent(kb.Tab))
 	if a := eval[string](b, `document.activeElement.textContent`); a != "Skip to content" {
@@ -433,27 +810,107 @@ func TestKeyboardNavigation(t *testing.T) {
 	b.do(chromedp.KeyEvent(kb.Enter))
 	b.waitFor(`location.pathname.endsWith("/queue")`, 5*time.Second)
 	b.open("queue?p=acme&s=prod&q=jobs&state=dead")
-	for range 40 {
-		b.do(chromedp.KeyEvent(kb.Tab))
-		if eval[string](b, `document.activeElement.name`) == "id" && eval[string](b, `document.activeElement.type`) == "checkbox" {
-			b.do(chromedp.KeyEvent(" "))
-			if !eval[bool](b, `document.activeElement.checked`) {
-				t.Fatal("space did not select the task")
+	tabTo := func(is string) {
+		t.Helper()
+		for range 60 {
+			b.do(chromedp.KeyEvent(kb.Tab))
+			if eval[bool](b, is) {
+				return
 			}
-			return
+		}
+		t.Fatalf("no Tab reaches %s", is)
+	}
+	tabTo(fmt.Sprintf(`document.activeElement.name === "id" && document.activeElement.value === "%d"`, id))
+	b.do(chromedp.KeyEvent(" "))
+	if !eval[bool](b, `document.activeElement.checked`) {
+		t.Fatal("space did not select the task")
+	}
+	// Shift+Tab goes back to the action buttons, Enter presses one.
+	for range 20 {
+		b.do(chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)))
+		if eval[string](b, `document.activeElement.value`) == "redrive" {
+			break
 		}
 	}
-	t.Fatal("no Tab reaches a task's checkbox")
+	if eval[string](b, `document.activeElement.value`) != "redrive" {
+		t.Fatal("Shift+Tab does not reach the redrive button")
+	}
+	b.do(chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`#confirm-form`))
+	if !eval[bool](b, `document.activeElement.matches('#confirm-form button[type="submit"]')`) {
+		t.Fatal("the confirmation page does not focus its button")
+	}
+	b.do(chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`#report`))
+	if s := b.state("jobs", id); s != "ready" {
+		t.Fatalf("a keyboard-only redrive left the task %s", s)
+	}
+}
+
+// contrastJS lists the visible text whose colour is below WCAG AA contrast
+// (4.5:1, or 3:1 for large text) against its composited background.
+const contrastJS = `(() => {
+  const parse = c => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return null;
+    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const over = (top, base) => [0, 1, 2].map(i => top[i] * top[3] + base[i] * (1 - top[3]));
+  const background = el => { const layers = [];
+    for (let e = el; e; e = e.parentElement) { const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
+    let base = [255, 255, 255];
+    for (let i = layers.length - 1; i >= 0; i--) base = over(layers[i], base);
+    return base; };
+  const bad = [];
+  document.querySelectorAll("body *").forEach(el => {
+    if (![...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) return;
+    const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    if (!r.width || !r.height || r.right < 0 || s.visibility === "hidden") return;
+    const bg = background(el), fg = over(parse(s.color), bg);
+    const a = lum(fg), b = lum(bg), ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    const size = parseFloat(s.fontSize), large = size >= 24 || (size >= 18.66 && Number(s.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) bad.push(el.tagName.toLowerCase() + "." + el.className + " “" + el.textContent.trim().slice(0, 40) + "” " + ratio.toFixed(2));
+  });
+  return bad;
+})()`
+
+// Every text on every page, in the light and the dark scheme, has the
+// contrast WCAG AA asks for.
+func TestContrast(t *testing.T) {
+	b := newTab(t, ui.Options{AllowActions: true, Cluster: cluster{}})
+	task, dead := seed(b)
+	paths := []string{"", "queue?p=acme&s=prod&q=email", "queue?p=acme&s=prod&q=webhooks&state=dead",
+		fmt.Sprintf("task?p=acme&s=prod&q=email&id=%d", task), fmt.Sprintf("task?p=acme&s=prod&q=webhooks&id=%d", dead),
+		"dead?p=acme&s=prod&q=webhooks", "kv?p=acme&s=prod", "cluster"}
+	for _, scheme := range []string{"light", "dark"} {
+		b.scheme(scheme)
+		for _, path := range paths {
+			b.open(path)
+			dark := eval[bool](b, `(() => { const c = getComputedStyle(document.body).backgroundColor.match(/\d+/g).map(Number); return c[0] + c[1] + c[2] < 150; })()`)
+			if dark != (scheme == "dark") {
+				t.Fatalf("%s scheme not in effect on %q", scheme, path)
+			}
+			if bad := eval[[]string](b, contrastJS); len(bad) > 0 {
+				t.Errorf("%s scheme, %q: low contrast:\n%s", scheme, path, strings.Join(bad, "\n"))
+			}
+		}
+	}
+	// The check sees grey on white.
+	b.scheme("light")
+	b.open("")
+	eval[bool](b, `(() => { const p = document.createElement("p"); p.textContent = "faint";
+		p.style.color = "#aaa"; p.style.background = "#fff"; document.querySelector("main").append(p); return true; })()`)
+	if bad := eval[[]string](b, contrastJS); len(bad) != 1 || !strings.Contains(bad[0], "faint") {
+		t.Fatalf("the contrast check missed grey on white: %q", bad)
+	}
 }
 
 // On a phone-sized screen the page does not scroll sideways: wide tables
 // scroll inside their own box.
 func TestPhoneViewport(t *testing.T) {
-	b := newTab(t, ui.Options{AllowActions: true})
+	b := newTab(t, ui.Options{AllowActions: true, Cluster: cluster{}})
 	task, _ := seed(b)
 	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	for _, path := range []string{"", "queue?p=acme&s=prod&q=email", fmt.Sprintf("task?p=acme&s=prod&q=email&id=%d", task),
-		"dead?p=acme&s=prod&q=webhooks"} {
+		"dead?p=acme&s=prod&q=webhooks", "kv?p=acme&s=prod", "cluster"} {
 		b.open(path)
 		if w := eval[[]int](b, `[document.documentElement.scrollWidth, window.innerWidth]`); w[0] > w[1] {
 			t.Fatalf("%q is %d px wide on a %d px screen", path, w[0], w[1])
@@ -461,8 +918,68 @@ func TestPhoneViewport(t *testing.T) {
 		if fs := eval[string](b, `getComputedStyle(document.body).fontSize`); fs != "16px" {
 			t.Fatalf("%q: body font %s on a phone", path, fs)
 		}
-		if path == "" {
-			b.shot("phone")
-		}
+	}
+}
+
+// pausable is an API whose queues have Pause, Resume and Paused, the
+// methods the dashboard looks for on an engine with queue controls; the
+// state is kept here.
+type pausable struct {
+	*engine.DB
+	mu     sync.Mutex
+	paused map[string]bool
+}
+
+func (p *pausable) Queue(ns engine.Namespace, name string) engine.Queue {
+	return pausableQueue{p.DB.Queue(ns, name), p}
+}
+
+func (p *pausable) is(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused[name]
+}
+
+type pausableQueue struct {
+	engine.Queue
+	p *pausable
+}
+
+func (q pausableQueue) set(v bool) error {
+	q.p.mu.Lock()
+	defer q.p.mu.Unlock()
+	q.p.paused[q.Name()] = v
+	return nil
+}
+
+func (q pausableQueue) Pause(context.Context) error  { return q.set(true) }
+func (q pausableQueue) Resume(context.Context) error { return q.set(false) }
+func (q pausableQueue) Paused(context.Context) (bool, error) {
+	return q.p.is(q.Name()), nil
+}
+
+// On an engine whose queues can be paused, the queue page's button pauses
+// and resumes, through the confirmation, and the overview shows the state.
+func TestPauseButton(t *testing.T) {
+	api := &pausable{paused: map[string]bool{}}
+	b := newTab(t, ui.Options{AllowActions: true}, func(s *setup) {
+		s.wrap = func(db *engine.DB) engine.API { api.DB = db; return api }
+	})
+	b.enqueue("jobs", engine.Task{})
+	b.open("queue?p=acme&s=prod&q=jobs")
+	if r := b.confirm(`button[value="pause"]`, "stop workers from claiming tasks of this queue"); r != "Paused the queue." || !api.is("jobs") {
+		t.Fatalf("pause: %q, paused %v", r, api.is("jobs"))
+	}
+	b.open("")
+	if s := b.text("#queues .pill.paused"); s != "paused" {
+		t.Fatalf("overview pause badge %q", s)
+	}
+	b.open("queue?p=acme&s=prod&q=jobs")
+	if r := b.confirm(`button[value="resume"]`, "let workers claim tasks of this queue again"); r != "Resumed the queue." || api.is("jobs") {
+		t.Fatalf("resume: %q, paused %v", r, api.is("jobs"))
+	}
+	b.open("")
+	if n := eval[int](b, `document.querySelectorAll("#queues .pill.paused").length`); n != 0 {
+		t.Fatalf("%d pause badges after resume", n)
 	}
 }
