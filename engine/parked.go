@@ -21,6 +21,7 @@ type parking struct {
 	// changed, if not nil, is closed at the next park or unpark: a
 	// WaitParked is waiting for it.
 	changed chan struct{}
+	parks   uint64 // parks since Open, on any queue
 }
 
 // parkedClaim is one ClaimWait at its select: it wakes when w is closed
@@ -66,6 +67,7 @@ func (p *parking) park(qk index.QueueKey, w *waiter, t Timer) func() {
 		p.claims = make(map[index.QueueKey][]*parkedClaim)
 	}
 	p.claims[qk] = append(p.claims[qk], pc)
+	p.parks++
 	p.signal()
 	p.mu.Unlock()
 	return func() {
@@ -128,6 +130,22 @@ func (d *DB) Parked(ns Namespace, queue string) (int, error) {
 	}
 	n, _ := d.c.parking.count(index.QueueKey{Namespace: ns.idx(), Name: queue}, 0)
 	return n, nil
+}
+
+// Parks returns how many times ClaimWait calls have parked on the DB, on
+// any queue, since it was opened: a call woken with nothing to lease parks
+// again and counts again. Parked cannot tell a claim that still waits from
+// one that was woken and has parked again; a test that must know that no
+// parked claim woke compares Parks before and after the step. It is for the
+// program that opened the DB, not a caller's view.
+func (d *DB) Parks() (uint64, error) {
+	if err := d.owner("Parks"); err != nil {
+		return 0, err
+	}
+	p := &d.c.parking
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.parks, nil
 }
 
 // WaitParked blocks until at least n ClaimWait calls are parked on the

@@ -188,6 +188,8 @@ func TestWaitParked(t *testing.T) {
 	_, err = e.db.As(Caller{ID: "c"}).Parked(ns, "q")
 	wantErr(t, err, ErrPermission)
 	wantErr(t, e.db.As(Caller{ID: "c"}).WaitParked(ctx, ns, "q", 1), ErrPermission)
+	_, err = e.db.As(Caller{ID: "c"}).Parks()
+	wantErr(t, err, ErrPermission)
 
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -196,14 +198,21 @@ func TestWaitParked(t *testing.T) {
 	if n, err := e.db.Parked(ns, "q"); err != nil || n != 2 {
 		t.Fatalf("Parked = %d, %v; want 2", n, err)
 	}
+	if n, err := e.db.Parks(); err != nil || n != 2 {
+		t.Fatalf("Parks = %d, %v; want 2", n, err)
+	}
 	if n, _ := e.db.Parked(ns, "other"); n != 0 {
 		t.Fatalf("Parked on another queue = %d", n)
 	}
-	// The timer fires inside Advance: both claims count as woken before
-	// either has returned.
+	// The timers fire inside Advance: both claims count as woken before
+	// either has returned (one may be parked again, as a new claim, by the
+	// time Parked looks, after the other took the task).
+	before := parkedOn(e, q)
 	e.clock.Advance(time.Minute)
-	if n, _ := e.db.Parked(ns, "q"); n != 0 {
-		t.Fatalf("Parked = %d right after the timer fired, want 0", n)
+	for i, pc := range before {
+		if !pc.awake() {
+			t.Fatalf("parked claim %d not woken by the timer that fired", i)
+		}
 	}
 	// One leases the task; the other finds nothing and parks again, until
 	// its context ends.
@@ -220,6 +229,9 @@ func TestWaitParked(t *testing.T) {
 	}
 	if leased.err != nil || len(leased.ls) != 1 || !errors.Is(ended.err, context.Canceled) {
 		t.Fatalf("claims returned %+v and %+v", leased, ended)
+	}
+	if n, _ := e.db.Parks(); n != 3 {
+		t.Fatalf("Parks = %d, want 3: two, then the one that found nothing", n)
 	}
 	if n, _ := e.db.Parked(ns, "q"); n != 0 {
 		t.Fatalf("Parked = %d after every claim left", n)
