@@ -295,7 +295,7 @@ func TestClaimWaitRechecksOnWake(t *testing.T) {
 	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })
 	q := e.db.As(Caller{ID: "w"}).Queue(ns, "q")
 	ch := parkClaim(q, ctx)
-	waitParked(t, e, q)
+	waitParked(t, e, q, 1)
 	auth.granted.Store(false)
 	id := e.enqueue(e.q("q"), Task{})
 	select {

@@ -48,6 +48,7 @@ type core struct {
 	// waiters holds, per queue with a parked ClaimWait, a channel closed
 	// when the queue gains work.
 	waiters   map[index.QueueKey]*waiter
+	parking   parking  // parked ClaimWait calls, for WaitParked (parked.go)
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats

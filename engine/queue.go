@@ -245,11 +245,13 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 		if wake != nil {
 			woken = wake.ch
 		}
+		unpark := q.db.c.parking.park(q.key(), wake, t)
 		select {
 		case <-woken:
 		case <-timeout:
 		case <-ctx.Done():
 		}
+		unpark()
 		if wake != nil {
 			q.db.c.unwait(q.key(), wake)
 		}

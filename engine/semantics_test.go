@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,48 +9,62 @@ import (
 	"time"
 )
 
-// Close may run while a commit is starting a background snapshot; under
-// -race the snapshot's registration must not race with Close's wait.
+// TestCloseWhileEnqueueing: a commit that starts a background snapshot
+// registers it with Close's wait group under the engine lock. Registered
+// after the lock is released instead, the registration races with a Close
+// that took the lock next and waits for the snapshot, and -race reports it
+// (the race detector orders a WaitGroup.Add from zero against a Wait that
+// blocks, not by the real timing). Each round builds that schedule: the
+// enqueue is held inside its commit (by Tap, under the lock) until it is
+// released and Close is called, and the snapshot it starts is held (by the
+// snapshot lock) until Close waits for it. The enqueuer's goroutine shares
+// nothing with Close but the engine lock, so nothing else orders the two.
+// A round detects the old ordering unless the enqueuer is descheduled
+// between its unlock and its Add long enough for Close to reach its wait
+// first, hence several rounds.
 func TestCloseWhileEnqueueing(t *testing.T) {
-	rounds := 30
+	rounds := 20
 	if testing.Short() {
-		rounds = 5
+		rounds = 4
 	}
-	for r := 0; r < rounds; r++ {
-		db, err := Open(t.TempDir(), Options{SnapshotBytes: 1, Durability: SyncNever})
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := db.Queue(ns, "jobs")
-		var wg sync.WaitGroup
-		started := make(chan struct{}, 4)
-		for g := 0; g < 4; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 1000; i++ {
-					if i == 3 {
-						started <- struct{}{}
-					}
-					if _, err := q.Enqueue(ctx, Task{}); err != nil {
-						if !errors.Is(err, ErrClosed) {
-							t.Errorf("enqueue: %v", err)
-						}
-						if i < 3 {
-							started <- struct{}{}
-						}
-						return
-					}
-				}
-			}()
-		}
-		for g := 0; g < 4; g++ {
-			<-started
-		}
-		if err := db.Close(); err != nil {
-			t.Fatalf("close: %v", err)
-		}
-		wg.Wait()
+	for range rounds {
+		closeWhileEnqueueing(t)
+	}
+}
+
+func closeWhileEnqueueing(t *testing.T) {
+	committing, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	db, err := Open(t.TempDir(), Options{SnapshotBytes: 1, Durability: SyncNever, Tap: func(uint64, []byte) {
+		once.Do(func() {
+			close(committing)
+			<-proceed
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := db.c
+	c.snapMu.Lock() // the background snapshot waits here
+	enqueued := make(chan error, 1)
+	go func() {
+		_, err := db.Queue(ns, "jobs").Enqueue(ctx, Task{})
+		enqueued <- err
+	}()
+	<-committing   // the enqueue holds the engine lock and has logged its batch
+	close(proceed) // it decides on a snapshot and releases the lock
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	<-c.stopBg // Close has marked the engine closed and waits for bg
+	c.snapMu.Unlock()
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := <-enqueued; err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	if got := c.stats.Snapshots; got != 1 {
+		t.Fatalf("%d snapshots written, want Close's own", got)
 	}
 }
 

@@ -124,6 +124,8 @@ func runChild(t *testing.T, dir string, cycle int, d time.Duration) []string {
 			lines = append(lines, strings.TrimSuffix(line, "\n"))
 		}
 	}()
+	// The kill lands after a random run time: when it lands is what the
+	// loop varies, so this sleep is the fault schedule, not a wait.
 	time.Sleep(d)
 	cmd.Process.Kill()
 	cmd.Wait()
@@ -163,7 +165,7 @@ func killChild(dir string, cycle int) {
 				// Keep the backlog bounded, so that a long run measures
 				// crashes rather than a growing queue.
 				if c, err := q.Counts(ctx); err == nil && c.Ready+c.Scheduled > 1000 {
-					time.Sleep(5 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond) // load shaping in the child, which runs until killed
 					continue
 				}
 				var tasks []engine.Task
@@ -189,6 +191,7 @@ func killChild(dir string, cycle int) {
 				for i, r := range res {
 					report("E %s %d", uids[i], r.ID)
 				}
+				// Random gaps between enqueues vary where the kill cuts.
 				time.Sleep(time.Duration(rng.IntN(6000)) * time.Microsecond)
 			}
 		}()
@@ -204,13 +207,16 @@ func killChild(dir string, cycle int) {
 					continue
 				}
 				if len(ls) == 0 {
+					// Load, not synchronisation: claim again a little later
+					// (the child runs on the system clock until it is killed).
 					time.Sleep(time.Millisecond)
 				}
 				for _, l := range ls {
 					report("C %d %d %d", l.ID, l.Token, l.Attempt)
 				}
 				for _, l := range ls {
-					// Sometimes pause past the lease: a zombie worker.
+					// Sometimes pause past the lease on the real clock the
+					// child runs on: a zombie worker (the fault under test).
 					if rng.IntN(10) == 0 {
 						time.Sleep(time.Duration(50+rng.IntN(100)) * time.Millisecond)
 					}

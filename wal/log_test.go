@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -199,34 +200,48 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 }
 
 // TestGroupCommit runs the engine's pattern: append under a mutex, then wait
-// for durability outside it. A slow fsync lets commits pile up behind it.
+// for durability outside it. The first fsync is held until every committer
+// has appended a record, so those pile up behind it and the next fsync
+// must cover them all: a log that fsyncs once per Sync fails, whatever the
+// machine's speed.
 func TestGroupCommit(t *testing.T) {
 	const goroutines, perG = 8, 150
 	dir := t.TempDir()
+	var firsts atomic.Int32 // committers that have appended their first record
+	allIn := make(chan struct{})
+	var held sync.Once
 	l := openLog(t, dir, Options{Failpoint: func(name string) error {
 		if name == "sync" {
-			time.Sleep(100 * time.Microsecond)
+			held.Do(func() { <-allIn })
 		}
 		return nil
 	}})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
+	errs := make(chan error, goroutines+1)
+	kick := make(chan struct{}, 1)
 	for range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range perG {
+			for i := range perG {
 				mu.Lock()
 				seq := l.LastSeq() + 1
 				err := l.Append(seq, payload(seq))
 				mu.Unlock()
+				if i == 0 && firsts.Add(1) == goroutines {
+					close(allIn)
+				}
 				if err == nil {
 					err = l.Sync(seq)
 				}
 				if err != nil {
 					errs <- err
 					return
+				}
+				select { // ask for a flush alongside
+				case kick <- struct{}{}:
+				default:
 				}
 			}
 		}()
@@ -240,14 +255,13 @@ func TestGroupCommit(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-kick:
 			}
 			_ = l.Stats()
 			if err := l.Flush(); err != nil {
 				errs <- err
 				return
 			}
-			time.Sleep(50 * time.Microsecond)
 		}
 	}()
 	wg.Wait()
@@ -272,21 +286,40 @@ func TestGroupCommit(t *testing.T) {
 	reopenAndCheck(t, dir, 1, n)
 }
 
+// TestFailureReleasesWaiters: an fsync that fails while every committer
+// waits in Sync releases them all with ErrFailed, and no fsync follows. The
+// failing fsync is held until all of them are inside Sync.
 func TestFailureReleasesWaiters(t *testing.T) {
 	const goroutines = 8
 	var fsyncs atomic.Int32
+	var gate struct {
+		sync.Mutex
+		in     int  // committers inside Sync
+		armed  bool // the failing fsync waits for all of them
+		opened bool
+		all    chan struct{}
+	}
+	gate.all = make(chan struct{})
+	open := func() { // with gate held
+		if gate.armed && gate.in == goroutines && !gate.opened {
+			gate.opened = true
+			close(gate.all)
+		}
+	}
 	l := openLog(t, t.TempDir(), Options{Failpoint: func(name string) error {
-		if name == "sync" {
-			time.Sleep(200 * time.Microsecond)
-			if fsyncs.Add(1) == 4 {
-				return errInjected
-			}
+		if name == "sync" && fsyncs.Add(1) == 4 {
+			gate.Lock()
+			gate.armed = true
+			open()
+			gate.Unlock()
+			<-gate.all
+			return errInjected
 		}
 		return nil
 	}})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var ok, failed atomic.Int32
+	var failed atomic.Int32
 	for range goroutines {
 		wg.Add(1)
 		go func() {
@@ -297,7 +330,14 @@ func TestFailureReleasesWaiters(t *testing.T) {
 				err := l.Append(seq, payload(seq))
 				mu.Unlock()
 				if err == nil {
+					gate.Lock()
+					gate.in++
+					open()
+					gate.Unlock()
 					err = l.Sync(seq)
+					gate.Lock()
+					gate.in--
+					gate.Unlock()
 				}
 				if err != nil {
 					if !errors.Is(err, ErrFailed) {
@@ -306,11 +346,16 @@ func TestFailureReleasesWaiters(t *testing.T) {
 					failed.Add(1)
 					return
 				}
-				ok.Add(1)
 			}
 		}()
 	}
-	wg.Wait() // a waiter left hanging would time the test out
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d of %d committers returned; the others hang in Sync", failed.Load(), goroutines)
+	}
 	if failed.Load() != goroutines {
 		t.Fatalf("%d of %d goroutines saw the failure", failed.Load(), goroutines)
 	}
@@ -584,26 +629,38 @@ func TestClose(t *testing.T) {
 	reopenAndCheck(t, dir, 1, 5)
 }
 
+// TestCloseReleasesSyncWaiters: Close called while a leader is inside its
+// fsync and other committers wait for records the leader's round does not
+// cover writes and syncs those records, and every waiter returns nil.
 func TestCloseReleasesSyncWaiters(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	l := openLog(t, t.TempDir(), Options{Failpoint: func(name string) error {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{Failpoint: func(name string) error {
 		if name == "sync" {
-			once.Do(func() { close(entered) })
-			<-release
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
 		}
 		return nil
 	}})
-	appendN(t, l, 3)
+	appendN(t, l, 1)
 	errs := make(chan error, 3)
 	go func() { errs <- l.Sync(1) }()
-	<-entered // the leader is inside its fsync
+	<-entered // the leader wrote record 1 and is inside its fsync
+	appendN(t, l, 2)
 	for seq := uint64(2); seq <= 3; seq++ {
 		go func() { errs <- l.Sync(seq) }()
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- l.Close() }()
-	time.Sleep(time.Millisecond)
+	// Close marks the log closed, then waits for the writer lock the
+	// leader holds. The flag has no signal of its own; it is set before
+	// Close blocks, so yield until it is.
+	for !l.closed.Load() {
+		runtime.Gosched()
+	}
 	close(release)
 	for range 3 {
 		if err := <-errs; err != nil {
@@ -613,6 +670,7 @@ func TestCloseReleasesSyncWaiters(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
+	reopenAndCheck(t, dir, 1, 3)
 }
 
 // TestFailpoints injects a failure at each point and checks fail-stop: the

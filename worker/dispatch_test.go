@@ -77,6 +77,7 @@ func TestConcurrencyClaimsOnePerSlot(t *testing.T) {
 	release := make(chan struct{})
 	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
 		n := running.Add(1)
+		e.sig.notify()
 		defer running.Add(-1)
 		for {
 			p := peak.Load()
@@ -90,12 +91,12 @@ func TestConcurrencyClaimsOnePerSlot(t *testing.T) {
 		e.enqueue("q", engine.Task{})
 	}
 	e.start(w)
-	eventually(t, "4 running", func() bool { return running.Load() == 4 })
+	e.eventually("4 running", func() bool { return running.Load() == 4 })
 	if c, _ := e.q("q").Counts(bg); c.InFlight != 4 || c.Ready != 6 {
 		t.Fatalf("counts %+v: claimed more than one task per goroutine", c)
 	}
 	close(release)
-	eventually(t, "all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
+	e.eventually("all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
 	if peak.Load() != 4 {
 		t.Fatalf("peak concurrency %d", peak.Load())
 	}
@@ -143,7 +144,7 @@ func TestClaimBatchHeartbeatsWaitingLeases(t *testing.T) {
 		e.clock.Advance(10 * time.Second)
 		want := t0.Add(time.Duration(i)*10*time.Second + 30*time.Second)
 		for _, id := range ids {
-			eventually(t, "heartbeat", func() bool { return e.get("q", id).LeaseUntil.Equal(want) })
+			e.eventually("heartbeat", func() bool { return e.get("q", id).LeaseUntil.Equal(want) })
 		}
 		if ls, err := e.q("q").Claim(bg, "intruder", time.Minute, 3); err != nil || len(ls) != 0 {
 			t.Fatalf("a held lease was claimed by another owner: %v %+v", err, ls)
@@ -153,7 +154,7 @@ func TestClaimBatchHeartbeatsWaitingLeases(t *testing.T) {
 	if a, b := recv(t, order), recv(t, order); a != ids[1] || b != ids[2] {
 		t.Fatalf("ran %d, %d after %d; want claim order %v", a, b, ids[0], ids)
 	}
-	eventually(t, "all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
+	e.eventually("all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
 	if st := e.db.Stats(); st.LeaseLost != 0 || st.Reclaimed != 0 || st.Completed != 3 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -187,19 +188,19 @@ func TestBatchCompletionsCommitTogether(t *testing.T) {
 			t.Fatalf("ran %d, want %d", got, id)
 		}
 	}
-	eventually(t, "the completion with ops", func() bool { return e.gone("q", ops) })
+	e.eventually("the completion with ops", func() bool { return e.gone("q", ops) })
 	// The plain completion is not committed yet, and its lease outlives
 	// its first length.
 	for i := 1; i <= 4; i++ {
 		e.clock.Advance(10 * time.Second)
 		want := t0.Add(time.Duration(i)*10*time.Second + 30*time.Second)
-		eventually(t, "heartbeat", func() bool { return e.get("q", plain).LeaseUntil.Equal(want) })
+		e.eventually("heartbeat", func() bool { return e.get("q", plain).LeaseUntil.Equal(want) })
 	}
 	close(release)
 	if got := recv(t, started); got != last {
 		t.Fatalf("ran %d, want %d", got, last)
 	}
-	eventually(t, "all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
+	e.eventually("all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
 	e.stop(w) // observers are told after the commit returns: let it all settle
 	if got := obs.getCompletions(); !slices.Equal(got, []int{1, 3}) {
 		t.Fatalf("completions per commit %v, want [1 3]", got)
@@ -221,14 +222,14 @@ func TestClaimBatchOption(t *testing.T) {
 		e.enqueue("q", engine.Task{})
 	}
 	e.start(w)
-	eventually(t, "6 in flight", func() bool { c, _ := e.q("q").Counts(bg); return c.InFlight == 6 })
+	e.eventually("6 in flight", func() bool { c, _ := e.q("q").Counts(bg); return c.InFlight == 6 })
 	for _, n := range obs.get() {
 		if n > 2 {
 			t.Fatalf("claims %v exceed ClaimBatch", obs.get())
 		}
 	}
 	close(release)
-	eventually(t, "all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
+	e.eventually("all done", func() bool { c, _ := e.q("q").Counts(bg); return c == engine.Counts{} })
 }
 
 func TestMiddlewareOrder(t *testing.T) {

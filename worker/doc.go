@@ -13,6 +13,16 @@
 // any queue of the namespace (FollowUp). Progress records progress and
 // extends the lease at once. Middleware (Worker.Use) wraps every handler.
 //
+// # Typed handlers and producers
+//
+// A type with a Kind method (Args) can stand for a kind of task's
+// arguments. Register (a queue) and HandleArgs (a Mux route) take a
+// func(ctx, *Job[T]) error that receives the payload decoded into a T; a
+// payload that does not decode fails permanently (ErrPayload). Enqueue and
+// NewTask make the task for a value: its Kind, and its JSON encoding as the
+// payload, nothing more, so tasks enqueued with plain bytes and typed ones
+// are interchangeable. See Args for the JSON shape.
+//
 // # What a handler's return value does
 //
 //   - nil: the task is completed, with its result, ops and follow-ups, in

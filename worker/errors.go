@@ -24,6 +24,10 @@ var (
 	ErrNoHandler = errors.New("worker: no handler for task kind")
 	// ErrStarted is returned by Start on a Worker already started or stopped.
 	ErrStarted = errors.New("worker: already started")
+	// ErrPayload is wrapped by the error of a task whose payload does not
+	// decode into its typed handler's type (JobFunc): the attempt fails
+	// permanently, since retrying cannot change the payload.
+	ErrPayload = errors.New("worker: payload does not decode")
 )
 
 // A handler's context is cancelled with a cause wrapping engine.ErrLeaseLost

@@ -170,3 +170,57 @@ func ExampleWorker_Periodic() {
 	// usage-report for 09:15
 	// usage-report for 09:30
 }
+
+// Welcome is the arguments of a "welcome" task: its JSON encoding is the
+// task's payload.
+type Welcome struct {
+	User  string `json:"user"`
+	Email string `json:"email"`
+}
+
+func (Welcome) Kind() string { return "welcome" }
+
+// Reminder is the arguments of a "reminder" task.
+type Reminder struct {
+	User string `json:"user"`
+}
+
+func (Reminder) Kind() string { return "reminder" }
+
+// Handlers and producers with their own types: HandleArgs routes each kind
+// of a Mux to a handler that receives its arguments decoded, and Enqueue and
+// NewTask turn arguments into tasks (here, a follow-up committed with the
+// completion).
+func Example_typed() {
+	ctx := context.Background()
+	db, _ := engine.OpenInMemory(engine.Options{})
+	defer db.Close()
+	app := engine.NS("app", "prod")
+
+	done := make(chan struct{})
+	mux := worker.NewMux()
+	worker.HandleArgs(mux, func(ctx context.Context, j *worker.Job[Welcome]) error {
+		fmt.Printf("welcome %s at %s\n", j.Args.User, j.Args.Email)
+		later, err := worker.NewTask(Reminder{User: j.Args.User}, engine.Task{Priority: 1})
+		if err != nil {
+			return err
+		}
+		j.FollowUp("mail", later)
+		return nil
+	})
+	worker.HandleArgs(mux, func(ctx context.Context, j *worker.Job[Reminder]) error {
+		fmt.Printf("remind %s (payload %s)\n", j.Args.User, j.Payload)
+		close(done)
+		return nil
+	})
+	w := worker.New(db, worker.Options{})
+	w.Handle(app, "mail", mux, worker.QueueOptions{})
+
+	worker.Enqueue(ctx, db.Queue(app, "mail"), Welcome{User: "ada", Email: "ada@example.com"}, engine.Task{})
+	w.Start(ctx)
+	<-done
+	w.Stop(ctx)
+	// Output:
+	// welcome ada at ada@example.com
+	// remind ada (payload {"user":"ada"})
+}

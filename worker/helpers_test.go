@@ -79,15 +79,33 @@ type env struct {
 	clock *testClock
 	db    *engine.DB
 	logs  *logRecorder
+	sig   *signal // told of every commit, engine event, log record and timer
 }
 
-// newEnv opens an in-memory engine on a manual clock.
+// newEnv opens an in-memory engine on a manual clock. Every commit (Tap),
+// engine event (Observer), log record and timer armed on the clock tells
+// e.sig, so that e.eventually re-checks its condition when something
+// happened instead of polling.
 func newEnv(t *testing.T, tweak ...func(*engine.Options)) *env {
 	t.Helper()
-	e := &env{t: t, clock: newTestClock(t0), logs: &logRecorder{}}
+	sig := &signal{}
+	e := &env{t: t, clock: newTestClock(t0), logs: &logRecorder{sig: sig}, sig: sig}
+	e.clock.sig = sig
 	opts := engine.Options{Clock: e.clock}
 	for _, f := range tweak {
 		f(&opts)
+	}
+	tap := opts.Tap
+	opts.Tap = func(seq uint64, data []byte) {
+		if tap != nil {
+			tap(seq, data)
+		}
+		sig.notify()
+	}
+	if opts.Observer == nil {
+		opts.Observer = sigObserver{sig}
+	} else {
+		opts.Observer = teeObserver{opts.Observer, sigObserver{sig}}
 	}
 	db, err := engine.OpenInMemory(opts)
 	if err != nil {
@@ -96,6 +114,71 @@ func newEnv(t *testing.T, tweak ...func(*engine.Options)) *env {
 	e.db = db
 	t.Cleanup(func() { db.Close() })
 	return e
+}
+
+// signal is a broadcast: next returns a channel that the next notify
+// closes. A waiter takes the channel before it checks its condition, so a
+// change made between the check and the wait is not missed.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (s *signal) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// notify wakes the waiters; a nil signal does nothing.
+func (s *signal) notify() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
+}
+
+// sigObserver tells a signal of every engine event: refusals such as a
+// lost lease change counters without a commit.
+type sigObserver struct{ sig *signal }
+
+func (o sigObserver) TaskEvents([]engine.TaskEvent) { o.sig.notify() }
+func (o sigObserver) Synced(time.Duration, int)     {}
+func (o sigObserver) Snapshot(engine.SnapshotEvent) {}
+
+type teeObserver [2]engine.Observer
+
+func (t teeObserver) TaskEvents(evs []engine.TaskEvent) { t[0].TaskEvents(evs); t[1].TaskEvents(evs) }
+func (t teeObserver) Synced(d time.Duration, n int)     { t[0].Synced(d, n); t[1].Synced(d, n) }
+func (t teeObserver) Snapshot(ev engine.SnapshotEvent)  { t[0].Snapshot(ev); t[1].Snapshot(ev) }
+
+// eventually waits until cond holds, checking it again each time the env
+// is told that something happened (a commit, an engine event, a log
+// record, a timer armed, or e.sig.notify from the test's own handlers). It
+// fails the test if cond still does not hold after 5 s.
+func (e *env) eventually(what string, cond func() bool) {
+	e.t.Helper()
+	limit := time.NewTimer(5 * time.Second)
+	defer limit.Stop()
+	for {
+		changed := e.sig.next()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-limit.C:
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
 
 // worker returns a Worker on the env's engine and clock that logs into
@@ -165,11 +248,22 @@ func (e *env) gone(queue string, id uint64) bool {
 func (e *env) waitState(queue string, id uint64, state engine.State) engine.TaskInfo {
 	e.t.Helper()
 	var info engine.TaskInfo
-	eventually(e.t, fmt.Sprintf("task %d %v", id, state), func() bool {
+	e.eventually(fmt.Sprintf("task %d %v", id, state), func() bool {
 		info = e.get(queue, id)
 		return info.State == state
 	})
 	return info
+}
+
+// waitParked waits until n blocking claims are parked on queue, their
+// timers armed: a commit or a clock move made next reaches them.
+func (e *env) waitParked(queue string, n int) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	if err := e.db.WaitParked(ctx, ns, queue, n); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // testClock is a manual clock that knows which of its timers are pending,
@@ -178,6 +272,7 @@ func (e *env) waitState(queue string, id uint64, state engine.State) engine.Task
 // move would be late by the move).
 type testClock struct {
 	*engine.ManualClock
+	sig    *signal    // told of every timer armed (may be nil)
 	mu     sync.Mutex // orders NewTimer against Advance
 	timers []*testTimer
 }
@@ -205,6 +300,7 @@ func (c *testClock) NewTimer(d time.Duration) engine.Timer {
 		c.prune()
 	}
 	c.timers = append(c.timers, t)
+	c.sig.notify()
 	return t
 }
 
@@ -229,9 +325,11 @@ func (c *testClock) prune() {
 }
 
 // armed waits until some goroutine waits on a timer due at exactly at.
+// Timers fire inside Advance, so one due later than the clock's time that
+// armed finds pending has not fired.
 func (e *env) armed(at time.Time) {
 	e.t.Helper()
-	eventually(e.t, fmt.Sprintf("a timer armed for %v", at), func() bool {
+	e.eventually(fmt.Sprintf("a timer armed for %v", at), func() bool {
 		e.clock.mu.Lock()
 		defer e.clock.mu.Unlock()
 		for _, t := range e.clock.timers {
@@ -241,18 +339,6 @@ func (e *env) armed(at time.Time) {
 		}
 		return false
 	})
-}
-
-// eventually polls cond until it holds, for at most 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // recv waits for a value on ch, for at most 5 s.
@@ -269,6 +355,7 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 
 // logRecorder keeps every log record with its attributes.
 type logRecorder struct {
+	sig  *signal // told of every record (may be nil)
 	mu   sync.Mutex
 	recs []logRec
 }
@@ -309,6 +396,7 @@ func (h *recHandler) Handle(_ context.Context, rec slog.Record) error {
 	h.r.mu.Lock()
 	h.r.recs = append(h.r.recs, logRec{level: rec.Level, msg: rec.Message, attrs: m})
 	h.r.mu.Unlock()
+	h.r.sig.notify()
 	return nil
 }
 

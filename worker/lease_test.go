@@ -28,7 +28,7 @@ func TestHeartbeatKeepsLeaseAlive(t *testing.T) {
 	for i := 1; i <= 15; i++ {
 		e.clock.Advance(10 * time.Second)
 		want := t0.Add(time.Duration(i)*10*time.Second + 30*time.Second)
-		eventually(t, "heartbeat", func() bool { return e.get("q", id).LeaseUntil.Equal(want) })
+		e.eventually("heartbeat", func() bool { return e.get("q", id).LeaseUntil.Equal(want) })
 		if ls, err := e.q("q").Claim(bg, "intruder", time.Minute, 1); err != nil || len(ls) != 0 {
 			t.Fatalf("a live task was claimed by another owner: %v %+v", err, ls)
 		}
@@ -37,7 +37,7 @@ func TestHeartbeatKeepsLeaseAlive(t *testing.T) {
 		t.Fatalf("task deadline %v", tk.Deadline())
 	}
 	close(release)
-	eventually(t, "completion", func() bool { return e.gone("q", id) })
+	e.eventually("completion", func() bool { return e.gone("q", id) })
 }
 
 // TestLeaseLostCancelsHandler: the process stalls past its lease (the
@@ -73,7 +73,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	if !errors.Is(cause, engine.ErrLeaseLost) {
 		t.Fatalf("cause %v", cause)
 	}
-	eventually(t, "warning", func() bool { _, ok := e.logs.find("lease lost"); return ok })
+	e.eventually("warning", func() bool { _, ok := e.logs.find("lease lost"); return ok })
 	e.stop(w) // the handler's outcome is fully processed
 	info := e.get("q", id)
 	if info.State != engine.InFlight || info.Owner != "intruder" || info.Token != ls[0].Token {
@@ -119,7 +119,7 @@ func TestLateCompletionRefused(t *testing.T) {
 		t.Fatalf("intruder claim: %v %+v", err, ls)
 	}
 	close(finish)
-	eventually(t, "refusal", func() bool { return e.db.Stats().LeaseLost == 1 })
+	e.eventually("refusal", func() bool { return e.db.Stats().LeaseLost == 1 })
 	e.stop(w)
 	if rec, ok := e.logs.find("completion refused"); !ok || rec.attrs["task_id"] == "" {
 		t.Fatalf("no warning about the refused completion: %+v", e.logs.recs)
@@ -238,9 +238,9 @@ func TestLeaseLostWhileWaitingInBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(10 * time.Second)
-	eventually(t, "warning", func() bool { _, ok := e.logs.find("lease lost before the handler started"); return ok })
+	e.eventually("warning", func() bool { _, ok := e.logs.find("lease lost before the handler started"); return ok })
 	close(finish)
-	eventually(t, "completion", func() bool { return e.gone("q", first) })
+	e.eventually("completion", func() bool { return e.gone("q", first) })
 	e.stop(w)
 	if len(started) != 0 {
 		t.Fatal("the cancelled task ran")

@@ -74,8 +74,15 @@ func TestErrorRetriesWithBackoff(t *testing.T) {
 		t.Fatalf("after attempt 2: %+v", info)
 	}
 	e.armed(t0.Add(3 * time.Second))
+	e.waitParked("q", 1)
+	parks, _ := e.db.Parks()
 	e.clock.Advance(time.Second)
-	e.armed(t0.Add(3 * time.Second)) // the claim still waits: nothing was due
+	// A timer that fires inside Advance wakes the parked claim before
+	// Advance returns: it is still parked, and has not parked again.
+	n, _ := e.db.Parked(ns, "q")
+	if again, _ := e.db.Parks(); n != 1 || again != parks {
+		t.Fatalf("the claim woke before the backoff ended: %d parked, %d parks after %d", n, again, parks)
+	}
 	select {
 	case a := <-attempts:
 		t.Fatalf("attempt %d ran before its backoff ended", a)
@@ -85,7 +92,7 @@ func TestErrorRetriesWithBackoff(t *testing.T) {
 	if a := recv(t, attempts); a != 3 {
 		t.Fatalf("attempt %d", a)
 	}
-	eventually(t, "completion", func() bool { return e.gone("q", id) })
+	e.eventually("completion", func() bool { return e.gone("q", id) })
 }
 
 func TestFailureOutcomes(t *testing.T) {
@@ -151,7 +158,7 @@ func TestFailureOutcomes(t *testing.T) {
 			e.start(w)
 			recv(t, ran)
 			var info engine.TaskInfo
-			eventually(t, "outcome", func() bool {
+			e.eventually("outcome", func() bool {
 				info = e.get("q", id)
 				return info.State != engine.InFlight
 			})
@@ -203,11 +210,8 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 }
 
 func TestTimeoutWithSystemClock(t *testing.T) {
-	db, err := engine.OpenInMemory(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	e := newEnv(t, func(o *engine.Options) { o.Clock = nil })
+	db := e.db
 	w := worker.New(db, worker.Options{Owner: "sys"})
 	deadlines := make(chan bool, 1)
 	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
@@ -224,7 +228,7 @@ func TestTimeoutWithSystemClock(t *testing.T) {
 	if !recv(t, deadlines) {
 		t.Fatal("the handler's context has no deadline")
 	}
-	eventually(t, "timed-out failure", func() bool {
+	e.eventually("timed-out failure", func() bool {
 		info, _ := db.Queue(ns, "q").Get(bg, res.ID)
 		return info.State == engine.Scheduled && strings.Contains(info.LastError, "timed out")
 	})

@@ -42,10 +42,10 @@ func TestPeriodicTwoRuntimesOneTaskPerTick(t *testing.T) {
 		t.Fatalf("first start enqueued %d tasks for past ticks", n)
 	}
 	e.clock.Advance(3 * time.Minute) // 10:05
-	eventually(t, "tick 1", func() bool { return count() == 1 })
+	e.eventually("tick 1", func() bool { return count() == 1 })
 	for k := 2; k <= 4; k++ {
 		e.clock.Advance(5 * time.Minute)
-		eventually(t, "tick "+strconv.Itoa(k), func() bool { return count() >= k })
+		e.eventually("tick "+strconv.Itoa(k), func() bool { return count() >= k })
 	}
 	e.clock.Advance(time.Minute) // no tick at 10:21
 	for _, w := range ws {

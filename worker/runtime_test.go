@@ -157,7 +157,7 @@ func TestDefaultLoggerShowsFailures(t *testing.T) {
 	e.waitState("q", id, engine.Scheduled)
 	e.armed(t0.Add(time.Second))
 	e.clock.Advance(time.Second)
-	eventually(t, "second failure", func() bool {
+	e.eventually("second failure", func() bool {
 		info := e.get("q", id)
 		return info.Attempts == 2 && info.State == engine.Scheduled
 	})
@@ -298,5 +298,5 @@ func TestTimeoutOnAnyClock(t *testing.T) {
 	if s.err != context.DeadlineExceeded || s.derivedErr != context.DeadlineExceeded {
 		t.Fatalf("errors %v, derived %v", s.err, s.derivedErr)
 	}
-	eventually(t, "completion", func() bool { return e.gone("q", id) })
+	e.eventually("completion", func() bool { return e.gone("q", id) })
 }

@@ -117,9 +117,9 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 	defer verifyNoLeaks(t)
 	e := newEnv(t)
 	w := e.worker(worker.Options{ShutdownGrace: time.Minute})
-	started, cancelled := make(chan struct{}), make(chan struct{})
+	started, cancelled := make(chan context.Context, 1), make(chan struct{})
 	w.HandleFunc(ns, "q", func(ctx context.Context, tk *worker.Task) error {
-		close(started)
+		started <- ctx
 		<-ctx.Done()
 		close(cancelled)
 		return ctx.Err()
@@ -128,13 +128,13 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
-	recv(t, started)
+	hctx := recv(t, started)
 	cancel()
 	e.armed(t0.Add(time.Minute)) // the grace timer
-	select {
-	case <-cancelled:
-		t.Fatal("the handler was cancelled before the grace ended")
-	default:
+	// The stop armed the grace timer after it stopped claiming; a handler
+	// cancelled before the grace would be cancelled by now.
+	if err := hctx.Err(); err != nil {
+		t.Fatalf("the handler was cancelled before the grace ended: %v", err)
 	}
 	e.clock.Advance(time.Minute)
 	recv(t, cancelled)

@@ -129,6 +129,8 @@ type Worker struct {
 	failOnce sync.Once
 	failed   chan struct{} // closed when err is set
 	err      error         // why the Worker stopped by itself
+
+	draining bool // made for one Drain (drain.go): nothing to shut down
 }
 
 const (
@@ -390,7 +392,9 @@ func (w *Worker) fail(err error) {
 		w.err = err
 		w.mu.Unlock()
 		close(w.failed)
-		w.shutdown()
+		if !w.draining {
+			w.shutdown()
+		}
 	})
 }
 

@@ -47,7 +47,7 @@
 //	docket_tasks_reclaimed_total{project,scope,queue}             counter, expired leases taken back
 //	docket_tasks_cancelled_total{project,scope,queue}             counter
 //	docket_tasks_redriven_total{project,scope,queue}              counter
-//	docket_calls_denied_total{project,scope}                      counter
+//	docket_calls_denied_total{project,scope}                      counter, see below
 //	docket_handler_duration_seconds{project,scope,queue,outcome}  histogram (middleware)
 //	docket_task_latency_seconds{project,scope,queue}              histogram, enqueue to completion
 //	docket_wal_fsync_duration_seconds                             histogram
@@ -58,4 +58,11 @@
 //	docket_commits_total, docket_log_bytes_total, docket_log_syncs_total,
 //	docket_snapshots_total                                        counters, at scrape
 //	docket_task_records                                           gauge, at scrape
+//
+// A refused call names a namespace the caller chose, which may not exist:
+// docket_calls_denied_total has a series per namespace only for namespaces
+// the Collector keeps queues of, and counts refusals naming any other
+// namespace (and calls refused outside any namespace) under empty project
+// and scope labels. So callers inventing names cost one series in all,
+// and a namespace's series goes with its queues.
 package metrics

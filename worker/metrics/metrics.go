@@ -107,7 +107,12 @@ type Collector struct {
 
 	mu     sync.RWMutex
 	queues map[queueKey]*queueStats
-	denied map[engine.Namespace]*atomic.Uint64
+	// nsQueues counts the queues of each namespace in queues: refused
+	// calls are counted per namespace only for those (see deny).
+	nsQueues map[engine.Namespace]int
+	denied   map[engine.Namespace]*atomic.Uint64
+	// deniedElsewhere counts refused calls naming any other namespace.
+	deniedElsewhere atomic.Uint64
 
 	counterDescs                [numCounters]*prometheus.Desc
 	deniedDesc, tasksDesc       *prometheus.Desc
@@ -137,7 +142,8 @@ func New(opts Options) *Collector {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Collector{opts: opts, queues: make(map[queueKey]*queueStats), denied: make(map[engine.Namespace]*atomic.Uint64)}
+	c := &Collector{opts: opts, queues: make(map[queueKey]*queueStats), nsQueues: make(map[engine.Namespace]int),
+		denied: make(map[engine.Namespace]*atomic.Uint64)}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(opts.Prefix+"_"+name, help, labels, opts.ConstLabels)
 	}
@@ -255,6 +261,7 @@ func (c *Collector) queue(k queueKey) *queueStats {
 	if qs = c.queues[k]; qs == nil {
 		qs = &queueStats{latency: c.latency.WithLabelValues(k.ns.Project, k.ns.Scope, k.queue)}
 		c.queues[k] = qs
+		c.nsQueues[k.ns]++
 	}
 	return qs
 }
@@ -292,17 +299,28 @@ func (c *Collector) TaskEvents(events []engine.TaskEvent) {
 	}
 }
 
+// deny counts a refused call. A refused call's namespace is whatever the
+// caller named, possibly invented: it gets a series of its own only if the
+// Collector keeps a queue of that namespace (work happened there), and is
+// otherwise counted in the series with empty project and scope. So refused
+// calls leave no state per name, and the series per namespace go when its
+// queues do.
 func (c *Collector) deny(ns engine.Namespace) {
 	c.mu.RLock()
 	n := c.denied[ns]
+	known := c.nsQueues[ns] > 0
 	c.mu.RUnlock()
-	if n == nil {
+	if n == nil && known {
 		c.mu.Lock()
-		if n = c.denied[ns]; n == nil {
+		if n = c.denied[ns]; n == nil && c.nsQueues[ns] > 0 {
 			n = new(atomic.Uint64)
 			c.denied[ns] = n
 		}
 		c.mu.Unlock()
+	}
+	if n == nil {
+		c.deniedElsewhere.Add(1)
+		return
 	}
 	n.Add(1)
 }
@@ -428,9 +446,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, qs := range c.queues {
 		queues = append(queues, entry{k, qs})
 	}
-	denied := make(map[engine.Namespace]uint64, len(c.denied))
+	denied := make(map[engine.Namespace]uint64, len(c.denied)+1)
 	for ns, n := range c.denied {
 		denied[ns] = n.Load()
+	}
+	if n := c.deniedElsewhere.Load(); n > 0 {
+		denied[engine.Namespace{}] += n
 	}
 	c.mu.RUnlock()
 	for _, e := range queues {
@@ -484,6 +505,10 @@ func (c *Collector) forget(qis []engine.QueueInfo) {
 			continue
 		}
 		delete(c.queues, k)
+		if c.nsQueues[k.ns]--; c.nsQueues[k.ns] == 0 {
+			delete(c.nsQueues, k.ns)
+			delete(c.denied, k.ns)
+		}
 		c.latency.DeleteLabelValues(k.ns.Project, k.ns.Scope, k.queue)
 		c.handler.DeletePartialMatch(prometheus.Labels{"project": k.ns.Project, "scope": k.ns.Scope, "queue": k.queue})
 	}

@@ -25,25 +25,42 @@ var (
 	ns = engine.NS("acme", "prod")
 )
 
-func setup(t *testing.T) (*tracetest.SpanRecorder, *tracing.Tracer, trace.Tracer) {
-	rec := tracetest.NewSpanRecorder()
+// recorder is a tracetest.SpanRecorder that tells of every span that ends.
+type recorder struct {
+	*tracetest.SpanRecorder
+	ended chan struct{} // a span ended since the last look
+}
+
+func (r *recorder) OnEnd(s sdktrace.ReadOnlySpan) {
+	r.SpanRecorder.OnEnd(s)
+	select {
+	case r.ended <- struct{}{}:
+	default:
+	}
+}
+
+func setup(t *testing.T) (*recorder, *tracing.Tracer, trace.Tracer) {
+	rec := &recorder{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan struct{}, 1)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(bg) })
 	return rec, tracing.New(tracing.Options{TracerProvider: tp}), tp.Tracer("test")
 }
 
-// waitSpans waits until n spans have ended.
-func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int) []sdktrace.ReadOnlySpan {
+// waitSpans waits until n spans have ended, looking again each time one
+// ends.
+func waitSpans(t *testing.T, rec *recorder, n int) []sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	limit := time.NewTimer(5 * time.Second)
+	defer limit.Stop()
 	for {
 		if spans := rec.Ended(); len(spans) >= n {
 			return spans
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-rec.ended:
+		case <-limit.C:
 			t.Fatalf("%d spans ended, want %d", len(rec.Ended()), n)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
