@@ -12,7 +12,8 @@ import (
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
 
-func invalid(format string, args ...any) error {
+// Invalid returns an error wrapping engine.ErrInvalid.
+func Invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{engine.ErrInvalid}, args...)...)
 }
 
@@ -34,11 +35,11 @@ func Duration(field string, pb *durationpb.Duration) (time.Duration, error) {
 		return 0, nil
 	}
 	if err := pb.CheckValid(); err != nil {
-		return 0, invalid("%s: %v", field, err)
+		return 0, Invalid("%s: %v", field, err)
 	}
 	const maxSec = math.MaxInt64 / int64(time.Second)
 	if s := pb.GetSeconds(); s > maxSec || s < -maxSec {
-		return 0, invalid("%s of %d s is out of range", field, s)
+		return 0, Invalid("%s of %d s is out of range", field, s)
 	}
 	return pb.AsDuration(), nil
 }
@@ -57,7 +58,7 @@ func Time(field string, pb *timestamppb.Timestamp) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	if err := pb.CheckValid(); err != nil {
-		return time.Time{}, invalid("%s: %v", field, err)
+		return time.Time{}, Invalid("%s: %v", field, err)
 	}
 	return pb.AsTime(), nil
 }
@@ -85,7 +86,7 @@ func durationOf(pb *durationpb.Duration) time.Duration {
 // toInt converts a 64-bit count to int, refusing what int cannot hold.
 func toInt(field string, n int64) (int, error) {
 	if int64(int(n)) != n {
-		return 0, invalid("%s %d is out of range", field, n)
+		return 0, Invalid("%s %d is out of range", field, n)
 	}
 	return int(n), nil
 }
@@ -198,7 +199,7 @@ func Ops(pbs []*v1.Op) ([]engine.Op, error) {
 			}
 			op = engine.Enqueue(o.Enqueue.GetQueue(), t)
 		default:
-			return nil, invalid("op %d is empty (set one of set, delete, ifVersion, ifExists, ifAbsent, enqueue)", i)
+			return nil, Invalid("op %d is empty (set one of set, delete, ifVersion, ifExists, ifAbsent, enqueue)", i)
 		}
 		out[i] = op
 	}

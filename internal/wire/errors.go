@@ -129,7 +129,10 @@ func Detail(ce *connect.Error) *v1.Error {
 	return nil
 }
 
-// FromConnect rebuilds the engine error a server's answer carries. An error
+// FromConnect rebuilds the engine error a server's answer carries. An
+// InvalidArgument without a detail is a request the server could not
+// decode, or one over the element limits, which the engine would have
+// refused with ErrInvalid: it becomes ErrInvalid too. Any other error
 // without a docket.v1.Error detail naming a known sentinel is returned as
 // it is.
 func FromConnect(err error) error {
@@ -139,6 +142,9 @@ func FromConnect(err error) error {
 	}
 	d := Detail(ce)
 	if d == nil {
+		if ce.Code() == connect.CodeInvalidArgument {
+			return &RemoteError{Sentinel: engine.ErrInvalid, Message: ce.Message(), Cause: ce}
+		}
 		return err
 	}
 	s := SentinelErr(d.GetSentinel())

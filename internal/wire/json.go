@@ -29,10 +29,15 @@ const (
 // as the JSON value it holds, and read from one, instead of as a base64
 // string. The value's text is kept byte for byte, so big integers keep
 // their digits. Unknown fields are ignored, as connect's own codec does.
-type JSONCodec struct{ name string }
+type JSONCodec struct {
+	name  string
+	limit bool
+}
 
 // NewJSONCodec returns the codec under name (JSONName or JSONCharsetName).
-func NewJSONCodec(name string) *JSONCodec { return &JSONCodec{name: name} }
+// With limit (a server's codec) Unmarshal refuses a message holding more
+// elements than the engine accepts (see CheckProto) before building it.
+func NewJSONCodec(name string, limit bool) *JSONCodec { return &JSONCodec{name: name, limit: limit} }
 
 var _ connect.Codec = (*JSONCodec)(nil)
 
@@ -56,7 +61,7 @@ func (c *JSONCodec) Marshal(m any) ([]byte, error) {
 	if !hasRaw(md) {
 		return b, nil
 	}
-	return rewrite(b, md, false)
+	return rewrite(b, md, false, false)
 }
 
 // MarshalStable implements connect's stable codec (for GET requests).
@@ -82,10 +87,12 @@ func (c *JSONCodec) Unmarshal(b []byte, m any) error {
 		return errors.New("zero-length payload is not a valid JSON object")
 	}
 	md := pm.ProtoReflect().Descriptor()
-	if hasRaw(md) {
+	if c.limit || hasRaw(md) {
 		var err error
-		if b, err = rewrite(b, md, true); err != nil {
-			return fmt.Errorf("unmarshal into %T: %w", m, err)
+		if b, err = rewrite(b, md, true, c.limit); err != nil {
+			// Not wrapped: connect takes an io.EOF from a codec for "no
+			// message", where this is a message cut short.
+			return fmt.Errorf("unmarshal into %T: %s", m, err.Error())
 		}
 	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, pm); err != nil {
@@ -154,9 +161,10 @@ const maxDepth = 32
 // rewrite translates the raw_json fields of a JSON message of type md:
 // toWire turns each JSON value into the base64 string protojson reads,
 // !toWire turns protojson's base64 strings back into the JSON they hold.
-// Everything else is copied as it is.
-func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire bool) ([]byte, error) {
-	r := &rewriter{dec: json.NewDecoder(bytes.NewReader(b)), toWire: toWire}
+// Everything else is copied as it is. With limit, every message is walked
+// and its lists and maps counted against the engine's limits.
+func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool) ([]byte, error) {
+	r := &rewriter{dec: json.NewDecoder(bytes.NewReader(b)), toWire: toWire, limit: limit}
 	r.out.Grow(len(b) + len(b)/3 + 16)
 	if err := r.message(md, 0); err != nil {
 		return nil, err
@@ -171,6 +179,7 @@ type rewriter struct {
 	dec    *json.Decoder
 	out    bytes.Buffer
 	toWire bool
+	limit  bool
 }
 
 // message rewrites one JSON object of type md (or null).
@@ -223,15 +232,17 @@ func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
 		r.key(key, &first)
 		sub := (protoreflect.MessageDescriptor)(nil)
 		if fd != nil {
-			if sub = messageOf(fd); sub != nil && !hasRaw(sub) {
+			if sub = messageOf(fd); sub != nil && !r.limit && !hasRaw(sub) {
 				sub = nil
 			}
 		}
 		switch {
+		case fd != nil && r.limit && sub == nil && (fd.IsList() || fd.IsMap()):
+			err = r.count(fd)
 		case sub == nil:
 			err = r.copy()
 		case fd.IsMap():
-			err = r.each('{', '}', func() error {
+			err = r.each(fd, '{', '}', func() error {
 				tok, err := r.dec.Token()
 				if err != nil {
 					return err
@@ -246,7 +257,7 @@ func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
 				return r.message(sub, depth+1)
 			})
 		case fd.IsList():
-			err = r.each('[', ']', func() error { return r.message(sub, depth+1) })
+			err = r.each(fd, '[', ']', func() error { return r.message(sub, depth+1) })
 		default:
 			err = r.message(sub, depth+1)
 		}
@@ -300,7 +311,7 @@ func (r *rewriter) key(k string, first *bool) {
 }
 
 // each rewrites an array or object (or null) calling elem for each element.
-func (r *rewriter) each(open, close json.Delim, elem func() error) error {
+func (r *rewriter) each(fd protoreflect.FieldDescriptor, open, close json.Delim, elem func() error) error {
 	tok, err := r.dec.Token()
 	if err != nil {
 		return err
@@ -314,6 +325,9 @@ func (r *rewriter) each(open, close json.Delim, elem func() error) error {
 	}
 	r.out.WriteByte(byte(open))
 	for i := 0; r.dec.More(); i++ {
+		if r.limit && i >= elementLimit(fd) {
+			return overLimit(fd)
+		}
 		if i > 0 {
 			r.out.WriteByte(',')
 		}
@@ -326,6 +340,27 @@ func (r *rewriter) each(open, close json.Delim, elem func() error) error {
 	}
 	r.out.WriteByte(byte(close))
 	return nil
+}
+
+// count copies a list or map of scalars (or null), refusing one with more
+// elements than the limit.
+func (r *rewriter) count(fd protoreflect.FieldDescriptor) error {
+	if fd.IsMap() {
+		return r.each(fd, '{', '}', func() error {
+			tok, err := r.dec.Token()
+			if err != nil {
+				return err
+			}
+			if _, ok := tok.(string); !ok {
+				return fmt.Errorf("%s: want a map key", fd.FullName())
+			}
+			kb, _ := json.Marshal(tok)
+			r.out.Write(kb)
+			r.out.WriteByte(':')
+			return r.copy()
+		})
+	}
+	return r.each(fd, '[', ']', r.copy)
 }
 
 // copy copies the next JSON value as it is.

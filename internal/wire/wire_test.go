@@ -20,7 +20,7 @@ import (
 )
 
 func TestJSONPayloadIsAJSONValue(t *testing.T) {
-	c := NewJSONCodec(JSONName)
+	c := NewJSONCodec(JSONName, false)
 	body := `{"namespace":{"project":"acme","scope":"prod"},"queue":"emails","task":{"payload":{"to":"a@b", "n": 12345678901234567890123, "f":1e400}}}`
 	var req v1.EnqueueRequest
 	if err := c.Unmarshal([]byte(body), &req); err != nil {
@@ -63,7 +63,7 @@ func TestJSONPayloadIsAJSONValue(t *testing.T) {
 }
 
 func TestJSONRawFieldsEverywhere(t *testing.T) {
-	c := NewJSONCodec(JSONCharsetName)
+	c := NewJSONCodec(JSONCharsetName, false)
 	// Raw fields in lists, in oneofs, in optional fields, under the proto
 	// names as well as the JSON names; an empty one is left out.
 	msgs := []proto.Message{
@@ -106,7 +106,7 @@ func TestJSONRawFieldsEverywhere(t *testing.T) {
 }
 
 func TestJSONMalformedRefused(t *testing.T) {
-	c := NewJSONCodec(JSONName)
+	c := NewJSONCodec(JSONName, false)
 	for _, body := range []string{
 		``, `{`, `[]`, `null x`, `{} {}`, `{"task":{"payload":}}`, `{"task":{"payload":{"a":1}`,
 		`{"task":{"payload":{"a":1}}}}`, `{"task":7}`, `{"task":{"payload":[1,]}}`, `{"queue":1}`,
@@ -247,5 +247,52 @@ func TestSentinelsCrossAsConnectErrors(t *testing.T) {
 	}
 	if ToConnect(errors.New("x")).Code() != connect.CodeInternal {
 		t.Fatal("an error without a sentinel is not Internal")
+	}
+}
+
+func TestRequestsOverTheElementLimitsRefused(t *testing.T) {
+	many := &v1.EnqueueBatchRequest{Tasks: make([]*v1.Task, engine.MaxBatch+1)}
+	for i := range many.Tasks {
+		many.Tasks[i] = &v1.Task{}
+	}
+	headers := map[string]string{}
+	for i := 0; i <= engine.MaxHeaders; i++ {
+		headers[fmt.Sprint(i)] = ""
+	}
+	wide := &v1.EnqueueRequest{Ops: []*v1.Op{{Op: &v1.Op_Enqueue{Enqueue: &v1.EnqueueOp{Task: &v1.Task{Headers: headers}}}}}}
+	limitOK := &v1.EnqueueBatchRequest{Tasks: many.Tasks[:engine.MaxBatch]}
+	jsonCodec, lax := NewJSONCodec(JSONName, true), NewJSONCodec(JSONName, false)
+	for _, m := range []proto.Message{many, wide} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := (ProtoCodec{}).Unmarshal(b, m.ProtoReflect().New().Interface()); err == nil || !strings.Contains(err.Error(), "over the engine's limit") {
+			t.Errorf("%T in protobuf: %v", m, err)
+		}
+		j, err := lax.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := jsonCodec.Unmarshal(j, m.ProtoReflect().New().Interface()); err == nil || !strings.Contains(err.Error(), "over the engine's limit") {
+			t.Errorf("%T in JSON: %v", m, err)
+		}
+		if err := lax.Unmarshal(j, m.ProtoReflect().New().Interface()); err != nil {
+			t.Errorf("%T: a client's codec has no limits: %v", m, err)
+		}
+	}
+	b, _ := proto.Marshal(limitOK)
+	var back v1.EnqueueBatchRequest
+	if err := (ProtoCodec{}).Unmarshal(b, &back); err != nil || len(back.Tasks) != engine.MaxBatch {
+		t.Fatalf("a batch at the limit: %d tasks, %v", len(back.Tasks), err)
+	}
+	j, _ := lax.Marshal(limitOK)
+	if err := jsonCodec.Unmarshal(j, &back); err != nil || len(back.Tasks) != engine.MaxBatch {
+		t.Fatalf("a JSON batch at the limit: %d tasks, %v", len(back.Tasks), err)
+	}
+	for _, bad := range [][]byte{{0x1a}, {0x1a, 0x05, 0x0a}, {0xff}, {0x1a, 0x02, 0x0a, 0x09}} {
+		if err := (ProtoCodec{}).Unmarshal(bad, &back); err == nil {
+			t.Errorf("malformed protobuf %x accepted", bad)
+		}
 	}
 }
