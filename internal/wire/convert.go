@@ -138,8 +138,10 @@ func PBTask(t engine.Task) *v1.Task {
 	}
 }
 
-// clampInt32 keeps an out-of-range int out of range (so that the server
-// refuses it) instead of letting it wrap into range.
+// Int32 converts a count or limit, keeping one out of range out of range
+// (so that the server refuses it) instead of letting it wrap into range.
+func Int32(n int) int32 { return clampInt32(n) }
+
 func clampInt32(n int) int32 {
 	switch {
 	case n > math.MaxInt32:

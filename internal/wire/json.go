@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/docketdb/docket/engine"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
 
@@ -100,6 +101,18 @@ func (c *JSONCodec) Unmarshal(b []byte, m any) error {
 	}
 	return nil
 }
+
+// NotJSONError is the JSON codec's refusal to write a raw_json field whose
+// bytes are not JSON (a client sending a payload the engine would refuse):
+// it is the engine's ErrInvalid, in the engine's words.
+type NotJSONError struct{ Field string }
+
+func (e *NotJSONError) Error() string {
+	return engine.ErrInvalid.Error() + ": " + e.Field + " is not valid JSON"
+}
+
+// Unwrap returns engine.ErrInvalid.
+func (e *NotJSONError) Unwrap() error { return engine.ErrInvalid }
 
 // isRaw reports a field marked raw_json.
 func isRaw(fd protoreflect.FieldDescriptor) bool {
@@ -295,7 +308,7 @@ func (r *rewriter) raw(fd protoreflect.FieldDescriptor, raw json.RawMessage) (va
 		return nil, false, nil
 	}
 	if !json.Valid(b) {
-		return nil, false, fmt.Errorf("%s holds bytes that are not JSON", fd.FullName())
+		return nil, false, &NotJSONError{Field: string(fd.Name())}
 	}
 	return b, true, nil
 }
