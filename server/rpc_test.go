@@ -152,7 +152,11 @@ func TestReadmeCurlEnqueue(t *testing.T) {
 	}
 
 	words := shellWords(t, line)
-	if curl, err := exec.LookPath("curl"); err == nil {
+	curl, err := exec.LookPath("curl")
+	if err == nil {
+		_, err = exec.LookPath("bash")
+	}
+	if err == nil {
 		cmd := exec.Command("bash", "-c", strings.ReplaceAll(line, readmeAddr, addr))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -162,7 +166,7 @@ func TestReadmeCurlEnqueue(t *testing.T) {
 		}
 		check("curl", out, 1)
 	} else {
-		t.Log("curl is not installed: the line runs through net/http only")
+		t.Logf("curl or bash is not installed (%v): the line runs through net/http only", err)
 	}
 
 	// The same request through net/http, from the line's words.
@@ -184,14 +188,14 @@ func TestReadmeCurlEnqueue(t *testing.T) {
 			t.Fatalf("the README's curl line has %q, which this test does not replay", w)
 		}
 	}
-	req, err := http.NewRequest("POST", target, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	req, rerr := http.NewRequest("POST", target, strings.NewReader(body))
+	if rerr != nil {
+		t.Fatal(rerr)
 	}
 	req.Header = header
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	resp, rerr := http.DefaultClient.Do(req)
+	if rerr != nil {
+		t.Fatal(rerr)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
@@ -199,8 +203,8 @@ func TestReadmeCurlEnqueue(t *testing.T) {
 		t.Fatalf("net/http: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), out)
 	}
 	want := uint64(1)
-	if _, err := exec.LookPath("curl"); err == nil {
-		want = 2
+	if err == nil {
+		want = 2 // curl enqueued the first
 	}
 	check("net/http", out, want)
 }
@@ -516,6 +520,36 @@ func TestParkedClaimsLimitedPerCaller(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestParkedClaimIsOneCall: a waiting claim holds one of its caller's call
+// slots and one parked slot, not two call slots.
+func TestParkedClaimIsOneCall(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{MaxCalls: 2, MaxParked: 2, MaxWait: time.Hour})
+	parked := make(chan struct{}, 2)
+	s.onPark = func() { parked <- struct{}{} }
+	url := rpcServer(t, s)
+	c := newStubs(url, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.q.ClaimWait(ctx, connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "q", Owner: "w",
+				Lease: durationpb.New(time.Minute), Max: 1}))
+			done <- err
+		}()
+	}
+	<-parked
+	<-parked
+	if _, err := c.q.Counts(ctx, connect.NewRequest(&v1.CountsRequest{Namespace: acme, Queue: "q"})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("a third call with two waiting and a limit of two calls: %v", err)
+	}
+	cancel()
+	for range 2 {
+		if err := <-done; connect.CodeOf(err) != connect.CodeCanceled {
+			t.Fatalf("a cancelled wait: %v", err)
+		}
+	}
 }
 
 func TestGRPCServedOverH2C(t *testing.T) {

@@ -194,7 +194,7 @@ func (s *Server) park(ctx context.Context, maxWait time.Duration) (context.Conte
 	if ci.caller != nil {
 		key = ci.caller.ID
 	}
-	release, err := s.lim.acquire(key, true)
+	release, err := s.lim.acquireParked(key)
 	if err != nil {
 		return nil, nil, connect.NewError(connect.CodeResourceExhausted, err)
 	}
