@@ -124,6 +124,9 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 		copts: []connect.ClientOption{
 			connect.WithReadMaxBytes(4 * engine.MaxCommitBytes),
 			connect.WithSendMaxBytes(engine.MaxCommitBytes + 8<<20),
+			// The client asks for no compression: on the networks a
+			// queue's workers run on, gzip costs more than it saves.
+			connect.WithAcceptCompression("gzip", nil, nil),
 		},
 	}
 	if opts.JSON {

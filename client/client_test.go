@@ -32,7 +32,7 @@ type served struct {
 
 // serve serves db on addr ("127.0.0.1:0" for any port) until the test ends
 // or stop is called. wrap, if set, wraps the server's routes.
-func serve(t *testing.T, db engine.API, addr string, opts server.Options, wrap func(http.Handler) http.Handler) *served {
+func serve(t testing.TB, db engine.API, addr string, opts server.Options, wrap func(http.Handler) http.Handler) *served {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
