@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -636,6 +638,31 @@ func TestEveryProcedureAnswers(t *testing.T) {
 		case e.Code == "invalid_argument" && len(e.Details) == 1 && e.Details[0].Type == "docket.v1.Error":
 		default:
 			t.Errorf("%s: %d %s", p, code, body)
+		}
+	}
+}
+
+// TestSchemaCoversTheEngineAPI: every method of engine.Queue and engine.KV
+// has the RPC of the same name, and engine.API's Queues is served by Admin
+// (Queue, KV, Clock and Close are the client's own).
+func TestSchemaCoversTheEngineAPI(t *testing.T) {
+	for _, c := range []struct {
+		iface   reflect.Type
+		service protoreflect.ServiceDescriptor
+		local   []string
+	}{
+		{reflect.TypeFor[engine.Queue](), v1.File_docket_v1_queues_proto.Services().ByName("Queues"), []string{"Namespace", "Name"}},
+		{reflect.TypeFor[engine.KV](), v1.File_docket_v1_kv_proto.Services().ByName("KV"), []string{"Namespace"}},
+		{reflect.TypeFor[engine.API](), v1.File_docket_v1_admin_proto.Services().ByName("Admin"), []string{"Queue", "KV", "Clock", "Close"}},
+	} {
+		for i := 0; i < c.iface.NumMethod(); i++ {
+			name := c.iface.Method(i).Name
+			if slices.Contains(c.local, name) {
+				continue
+			}
+			if c.service.Methods().ByName(protoreflect.Name(name)) == nil {
+				t.Errorf("%s.%s has no RPC in %s", c.iface, name, c.service.FullName())
+			}
 		}
 	}
 }
