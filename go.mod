@@ -9,6 +9,7 @@ require (
 	github.com/tidwall/wal v1.2.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	golang.org/x/sys v0.41.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -18,5 +19,4 @@ require (
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/tidwall/tinylru v1.1.0 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	google.golang.org/protobuf v1.36.9 // indirect
 )

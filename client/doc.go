@@ -1,15 +1,40 @@
-// Package client is docket's Go client: Dial returns an engine.API whose
-// queues, KV and admin calls go over the network to `docket serve` (or a
-// cluster of them), with the same option types and the same sentinel errors
-// as the in-process DB, so the worker runtime and a program's own code run
-// unchanged on either.
+// Package client is docket's Go client: Dial returns a *Client, an
+// engine.API whose queues, KV and list of queues go over the network to
+// `docket serve` (or a cluster of them), with the same option types and the
+// same sentinel errors as the in-process DB, so the worker runtime and a
+// program's own code run unchanged on either:
+//
+//	c, err := client.Dial(ctx, "https://a:7070,https://b:7070", client.Options{Token: tok})
+//	q := c.Queue(engine.NS("acme", "prod"), "emails")
+//	w := worker.New(c, worker.Options{})
+//
+// Beyond engine.API the client has the operator's calls of the server's DB:
+// Stats, Checkpoint, Verify (which need admin on */* when the server has
+// tokens) and Health.
+//
+// Errors. An error the server's engine returned is rebuilt with the
+// server's message and matches the same sentinel (errors.Is(err,
+// engine.ErrLeaseLost)). engine.ErrClosed means this client was closed; a
+// server that is stopping is not reported as closed but retried, then
+// reported as ErrUnavailable, so a worker keeps going across a server's
+// restart. A refused token is ErrUnauthenticated.
 //
 // Faults. The client follows the leader of a cluster (a node that cannot
 // take a call names the leader, and the client moves there), moves to the
 // next address when a server cannot be reached, and backs off between
 // tries, within the caller's context. A call that was sent and got no
-// answer is repeated only when a repeat is harmless: reads, enqueues that
-// carry an idempotency key, and fenced calls (complete, fail, heartbeat,
-// snooze), whose token makes a second delivery a no-op or ErrLeaseLost.
-// Otherwise the call returns an error matching ErrOutcomeUnknown.
+// answer is repeated only when a repeat is harmless: reads, enqueues whose
+// tasks all carry an idempotency key and whose ops write no KV entry
+// (a repeat is deduplicated), and fenced calls (complete, fail, heartbeat,
+// snooze), whose token makes a second delivery a no-op answered with
+// ErrLeaseLost, and the error then says the first try may have taken
+// effect. Otherwise (claims, cancel, redrive, KV writes) the call returns
+// an error matching ErrOutcomeUnknown.
+//
+// Time. Clock is the local system clock: due times, leases and backoff are
+// decided by the server's clock, and what the worker runtime times with
+// Clock (heartbeats, timeouts) are intervals. ClaimWait is a long poll:
+// each round waits on the server (woken by the engine, not polling) for at
+// most Options.PollWait, and the client asks again until work comes or the
+// context ends.
 package client

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/docketdb/docket/internal/wire"
 )
 
 // ErrOutcomeUnknown is returned for a call that reached the server (or may
@@ -18,6 +21,11 @@ import (
 // may not have taken effect. Enqueues with an idempotency key and fenced
 // calls are repeated instead, since a repeat cannot do the work twice.
 var ErrOutcomeUnknown = errors.New("docket: outcome unknown: the connection failed after the call was sent")
+
+// errNoAnswer is the error of an attempt that got no answer within the
+// client's own bound on a call (Options.CallTimeout): it may have been
+// taken.
+var errNoAnswer = errors.New("docket: no answer from the server")
 
 // LeaderHeader is the response header in which a node that cannot take a
 // call (a follower, a node without a leader) names the leader's address.
@@ -138,7 +146,7 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 		case maybeSent:
 			r.eps.failed(base)
 			if !repeatable {
-				return errors.Join(ErrOutcomeUnknown, err)
+				return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 			}
 			retry = true
 		}
@@ -147,7 +155,7 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 		}
 		if attempt >= r.maxRetries {
 			if classify(err) == maybeSent {
-				return errors.Join(ErrOutcomeUnknown, err)
+				return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 			}
 			return err
 		}
@@ -175,18 +183,24 @@ const (
 )
 
 func classify(err error) failure {
+	if errors.Is(err, errNoAnswer) {
+		return maybeSent
+	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		if ce.Meta().Get(LeaderHeader) != "" {
 			return redirected
 		}
+		if ce.Code() == connect.CodeUnavailable && ce.Meta().Get(wire.UnavailableHeader) != "" {
+			return redirected // the server said so: it did not take the call
+		}
+		if wire.Detail(ce) != nil {
+			return final // docket's handler answered, whatever the code
+		}
 		switch ce.Code() {
 		case connect.CodeUnavailable:
 			if dialFailed(err) {
 				return notSent
-			}
-			if ce.Meta().Get("Docket-Unavailable") != "" {
-				return redirected // the server said so: it did not take the call
 			}
 			return maybeSent
 		case connect.CodeUnknown, connect.CodeInternal, connect.CodeAborted:

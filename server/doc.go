@@ -5,6 +5,24 @@
 // endpoints, and a drain that answers in-flight calls before the engine
 // closes.
 //
+// Calls. Each RPC of docket.v1.Queues and docket.v1.KV runs the engine
+// method of the same name on the caller's view of the DB (DB.As), so the
+// permissions, limits and errors are the engine's own; an engine error
+// answers with the connect code of its sentinel and a docket.v1.Error
+// detail naming it. ClaimWait is a long poll parked in the engine's wait,
+// bounded by the request's max_wait, Options.MaxWait and the call's
+// deadline, and answered with no leases when a drain starts. Of
+// docket.v1.Admin, Queues shows the caller's readable namespaces; Stats,
+// Checkpoint and Verify concern every namespace and need, with tokens, the
+// admin permission on */*.
+//
+// Hostile input. A request is at most MaxRequestBytes (one commit of the
+// engine's MaxCommitBytes and its framing); before it is decoded, its lists
+// and maps are counted against the engine's limits; what does not decode is
+// InvalidArgument. Headers must arrive within ReadHeaderTimeout, idle
+// connections close after IdleTimeout, and each caller holds at most
+// MaxCalls calls and MaxParked waiting claims.
+//
 // Authentication. A tokens file lists, one per line, the SHA-256 of a bearer
 // token, the caller id it stands for, and the caller's grants:
 //

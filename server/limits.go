@@ -63,20 +63,49 @@ func (l *limiter) acquire(caller string, parked bool) (release func(), err error
 		u.parked++
 	}
 	l.use[caller] = u
+	return l.releaser(caller, u, 1, b2i(parked)), nil
+}
+
+// acquireParked takes a parked slot for a claim about to wait, within a
+// call that already holds its call slot (the authentication middleware
+// took it): a waiting claim is one call, not two.
+func (l *limiter) acquireParked(caller string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := l.use[caller]
+	if u == nil {
+		u = &usage{}
+	}
+	if u.parked >= l.maxParked {
+		return nil, errBusy{"waiting claims", l.maxParked}
+	}
+	u.parked++
+	l.use[caller] = u
+	return l.releaser(caller, u, 0, 1), nil
+}
+
+// releaser returns the function that gives back calls and parked slots of
+// u, once, and forgets the caller when it holds nothing.
+func (l *limiter) releaser(caller string, u *usage, calls, parked int) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			u.calls--
-			if parked {
-				u.parked--
-			}
-			if u.calls == 0 {
+			u.calls -= calls
+			u.parked -= parked
+			if u.calls == 0 && u.parked == 0 {
 				delete(l.use, caller)
 			}
 		})
-	}, nil
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // callers returns how many callers hold something (for tests).

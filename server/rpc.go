@@ -1,6 +1,523 @@
 package server
 
-import "net/http"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
 
-// register mounts the network API's handlers on mux.
-func (s *Server) register(mux *http.ServeMux) {}
+	"connectrpc.com/connect"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/wire"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
+)
+
+// Message size limits. A request holds at most one commit, which the engine
+// bounds at engine.MaxCommitBytes; the allowance above it covers the
+// framing of the largest legal batch (10,000 tasks with 64 headers each).
+// A reply (a page of tasks, a batch of leases) may hold several payloads
+// per task, hence its larger bound; a reply over it is refused with
+// ResourceExhausted rather than sent.
+const (
+	MaxRequestBytes  = engine.MaxCommitBytes + 8<<20
+	MaxResponseBytes = 4 * engine.MaxCommitBytes
+
+	compressMinBytes = 64 << 10
+)
+
+// register mounts the network API's handlers on mux, each behind
+// authentication and the per-caller call limit.
+func (s *Server) register(mux *http.ServeMux) {
+	opts := connect.WithHandlerOptions(
+		connect.WithCodec(wire.ProtoCodec{}),
+		connect.WithCodec(wire.NewJSONCodec(wire.JSONName, true)),
+		connect.WithCodec(wire.NewJSONCodec(wire.JSONCharsetName, true)),
+		connect.WithReadMaxBytes(MaxRequestBytes),
+		connect.WithSendMaxBytes(MaxResponseBytes),
+		// gzip costs more CPU than it saves bytes on a LAN for the small
+		// messages most calls carry; large pages to a client that asks
+		// for it are still compressed.
+		connect.WithCompressMinBytes(compressMinBytes),
+		connect.WithRecover(s.recovered),
+		connect.WithInterceptors(s.logCalls()),
+	)
+	for _, h := range [...]func() (string, http.Handler){
+		func() (string, http.Handler) { return docketv1connect.NewQueuesHandler(queuesRPC{s}, opts) },
+		func() (string, http.Handler) { return docketv1connect.NewKVHandler(kvRPC{s}, opts) },
+		func() (string, http.Handler) { return docketv1connect.NewAdminHandler(adminRPC{s}, opts) },
+	} {
+		path, handler := h()
+		mux.Handle(path, s.authenticate(handler))
+	}
+}
+
+// recovered turns a panic in a handler into Internal, logged, so that one
+// call cannot take the connection (or the process) with it.
+func (s *Server) recovered(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
+	s.log.Error("docket: panic in a call", "req", infoFrom(ctx).id, "procedure", spec.Procedure, "panic", p)
+	return connect.NewError(connect.CodeInternal, errors.New("docket: internal error"))
+}
+
+// logCalls logs each failed call once: refusals at Info, expected outcomes
+// (not found, lease lost, conflict, a caller's deadline) at Debug, failures
+// of the server at Warn.
+func (s *Server) logCalls() connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if err == nil {
+				return res, nil
+			}
+			level := slog.LevelInfo
+			switch connect.CodeOf(err) {
+			case connect.CodeNotFound, connect.CodeFailedPrecondition, connect.CodeAborted,
+				connect.CodeCanceled, connect.CodeDeadlineExceeded:
+				level = slog.LevelDebug
+			case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
+				level = slog.LevelWarn
+			}
+			ci := infoFrom(ctx)
+			caller := ""
+			if ci.caller != nil {
+				caller = ci.caller.ID
+			}
+			s.log.Log(ctx, level, "docket: call failed", "req", ci.id, "procedure", req.Spec().Procedure,
+				"caller", caller, "code", connect.CodeOf(err).String(), "err", err)
+			return res, err
+		}
+	})
+}
+
+// fail is the error a handler returns for err.
+func fail(err error) error { return wire.ToConnect(err) }
+
+func (s *Server) queue(ctx context.Context, ns *v1.Namespace, name string) (engine.Queue, error) {
+	api, err := s.api(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return api.Queue(wire.Namespace(ns), name), nil
+}
+
+func (s *Server) kv(ctx context.Context, ns *v1.Namespace) (engine.KV, error) {
+	api, err := s.api(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return api.KV(wire.Namespace(ns)), nil
+}
+
+// unavailable is the answer of a server that did not take a call: the
+// header tells a client it may send it again elsewhere or later.
+func unavailable(why string) error {
+	ce := connect.NewError(connect.CodeUnavailable, errors.New("docket: server "+why))
+	ce.Meta().Set(wire.UnavailableHeader, why)
+	return ce
+}
+
+func reply[T any](m *T) (*connect.Response[T], error) { return connect.NewResponse(m), nil }
+
+type queuesRPC struct{ s *Server }
+
+var _ docketv1connect.QueuesHandler = queuesRPC{}
+
+func (h queuesRPC) Enqueue(ctx context.Context, req *connect.Request[v1.EnqueueRequest]) (*connect.Response[v1.EnqueueResponse], error) {
+	m := req.Msg
+	t, ops, err := decodeEnqueue(m)
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	res, err := q.Enqueue(ctx, t, ops...)
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.EnqueueResponse{Enqueued: wire.PBEnqueued(res)[0]})
+}
+
+func (h queuesRPC) EnqueueBatch(ctx context.Context, req *connect.Request[v1.EnqueueBatchRequest]) (*connect.Response[v1.EnqueueBatchResponse], error) {
+	m := req.Msg
+	ts, ops, err := decodeEnqueueBatch(m)
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	res, err := q.EnqueueBatch(ctx, ts, ops...)
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.EnqueueBatchResponse{Enqueued: wire.PBEnqueued(res...)})
+}
+
+func (h queuesRPC) Claim(ctx context.Context, req *connect.Request[v1.ClaimRequest]) (*connect.Response[v1.ClaimResponse], error) {
+	m := req.Msg
+	a, err := decodeClaim(m.GetOwner(), m.GetLease(), m.GetMax())
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	ls, err := q.Claim(ctx, a.owner, a.lease, a.max)
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.ClaimResponse{Leases: wire.PBLeases(ls)})
+}
+
+// ClaimWait parks the call in the engine's own wait (woken by an enqueue, a
+// timer or an expiring lease; nothing polls) for at most the smallest of
+// the request's max_wait, the server's MaxWait and the call's deadline. A
+// wait the server ends (its bound, or a drain) answers with no leases; one
+// the caller ends answers with the caller's context error.
+func (h queuesRPC) ClaimWait(ctx context.Context, req *connect.Request[v1.ClaimWaitRequest]) (*connect.Response[v1.ClaimWaitResponse], error) {
+	m := req.Msg
+	a, wait, err := decodeClaimWait(m)
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	if h.s.Draining() {
+		return nil, unavailable("draining")
+	}
+	wctx, release, err := h.s.park(ctx, wait)
+	if err != nil {
+		return nil, fail(err)
+	}
+	defer release()
+	if h.s.onPark != nil {
+		h.s.onPark()
+	}
+	ls, err := q.ClaimWait(wctx, a.owner, a.lease, a.max)
+	if err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return reply(&v1.ClaimWaitResponse{})
+		}
+		return nil, fail(err)
+	}
+	return reply(&v1.ClaimWaitResponse{Leases: wire.PBLeases(ls)})
+}
+
+func (h queuesRPC) Complete(ctx context.Context, req *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
+	m := req.Msg
+	l, d, err := decodeComplete(m)
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	res, err := q.Complete(ctx, l, d)
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.CompleteResponse{Result: wire.PBTxResult(res)})
+}
+
+func (h queuesRPC) CompleteBatch(ctx context.Context, req *connect.Request[v1.CompleteBatchRequest]) (*connect.Response[v1.CompleteBatchResponse], error) {
+	m := req.Msg
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	errs, err := q.CompleteBatch(ctx, decodeCompleteBatch(m))
+	if err != nil {
+		return nil, fail(err)
+	}
+	out := make([]*v1.Error, len(errs))
+	for i, e := range errs {
+		out[i] = wire.PBError(e)
+	}
+	return reply(&v1.CompleteBatchResponse{Errors: out})
+}
+
+func (h queuesRPC) Fail(ctx context.Context, req *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {
+	m := req.Msg
+	l, f, err := decodeFail(m)
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := q.Fail(ctx, l, f); err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.FailResponse{})
+}
+
+func (h queuesRPC) Heartbeat(ctx context.Context, req *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
+	m := req.Msg
+	l, extend, progress, err := decodeHeartbeat(m)
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := q.Heartbeat(ctx, &l, extend, progress); err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.HeartbeatResponse{Deadline: wire.PBTime(l.Deadline)})
+}
+
+func (h queuesRPC) Snooze(ctx context.Context, req *connect.Request[v1.SnoozeRequest]) (*connect.Response[v1.SnoozeResponse], error) {
+	m := req.Msg
+	l, d, err := decodeSnooze(m)
+	if err != nil {
+		return nil, fail(err)
+	}
+	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := q.Snooze(ctx, l, d); err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.SnoozeResponse{})
+}
+
+// onID runs one of the calls that name a task by id.
+func (h queuesRPC) onID(ctx context.Context, ns *v1.Namespace, queue string, f func(engine.Queue) error) error {
+	q, err := h.s.queue(ctx, ns, queue)
+	if err == nil {
+		err = f(q)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+func (h queuesRPC) Cancel(ctx context.Context, req *connect.Request[v1.CancelRequest]) (*connect.Response[v1.CancelResponse], error) {
+	m := req.Msg
+	if err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.Cancel(ctx, m.GetId()) }); err != nil {
+		return nil, err
+	}
+	return reply(&v1.CancelResponse{})
+}
+
+func (h queuesRPC) Redrive(ctx context.Context, req *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
+	m := req.Msg
+	if err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.Redrive(ctx, m.GetId()) }); err != nil {
+		return nil, err
+	}
+	return reply(&v1.RedriveResponse{})
+}
+
+func (h queuesRPC) RunNow(ctx context.Context, req *connect.Request[v1.RunNowRequest]) (*connect.Response[v1.RunNowResponse], error) {
+	m := req.Msg
+	if err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.RunNow(ctx, m.GetId()) }); err != nil {
+		return nil, err
+	}
+	return reply(&v1.RunNowResponse{})
+}
+
+func (h queuesRPC) RedriveAll(ctx context.Context, req *connect.Request[v1.RedriveAllRequest]) (*connect.Response[v1.RedriveAllResponse], error) {
+	m := req.Msg
+	var n int
+	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
+		n, err = q.RedriveAll(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply(&v1.RedriveAllResponse{Count: int64(n)})
+}
+
+func (h queuesRPC) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
+	m := req.Msg
+	var t engine.TaskInfo
+	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
+		t, err = q.Get(ctx, m.GetId())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply(&v1.GetResponse{Task: wire.PBTaskInfo(t)})
+}
+
+func (h queuesRPC) List(ctx context.Context, req *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
+	m := req.Msg
+	var p engine.Page
+	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
+		p, err = q.List(ctx, decodeList(m))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &v1.ListResponse{Tasks: make([]*v1.TaskInfo, len(p.Tasks)), Next: p.Next}
+	for i, t := range p.Tasks {
+		out.Tasks[i] = wire.PBTaskInfo(t)
+	}
+	return reply(out)
+}
+
+func (h queuesRPC) Counts(ctx context.Context, req *connect.Request[v1.CountsRequest]) (*connect.Response[v1.CountsResponse], error) {
+	m := req.Msg
+	var c engine.Counts
+	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
+		c, err = q.Counts(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply(&v1.CountsResponse{Counts: wire.PBCounts(c)})
+}
+
+type kvRPC struct{ s *Server }
+
+var _ docketv1connect.KVHandler = kvRPC{}
+
+func (h kvRPC) Get(ctx context.Context, req *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error) {
+	kv, err := h.s.kv(ctx, req.Msg.GetNamespace())
+	if err != nil {
+		return nil, fail(err)
+	}
+	e, err := kv.Get(ctx, req.Msg.GetKey())
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.KVGetResponse{Entry: wire.PBEntry(e)})
+}
+
+func (h kvRPC) Scan(ctx context.Context, req *connect.Request[v1.KVScanRequest]) (*connect.Response[v1.KVScanResponse], error) {
+	kv, err := h.s.kv(ctx, req.Msg.GetNamespace())
+	if err != nil {
+		return nil, fail(err)
+	}
+	es, err := kv.Scan(ctx, decodeScan(req.Msg))
+	if err != nil {
+		return nil, fail(err)
+	}
+	out := &v1.KVScanResponse{Entries: make([]*v1.Entry, len(es))}
+	for i, e := range es {
+		out.Entries[i] = wire.PBEntry(e)
+	}
+	return reply(out)
+}
+
+func (h kvRPC) Commit(ctx context.Context, req *connect.Request[v1.KVCommitRequest]) (*connect.Response[v1.KVCommitResponse], error) {
+	ops, err := decodeCommit(req.Msg)
+	if err != nil {
+		return nil, fail(err)
+	}
+	kv, err := h.s.kv(ctx, req.Msg.GetNamespace())
+	if err != nil {
+		return nil, fail(err)
+	}
+	res, err := kv.Commit(ctx, ops...)
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.KVCommitResponse{Result: wire.PBTxResult(res)})
+}
+
+type adminRPC struct{ s *Server }
+
+var _ docketv1connect.AdminHandler = adminRPC{}
+
+// dbAdmin is what a DB offers beyond engine.API for its operator.
+type dbAdmin interface {
+	Stats() engine.Stats
+	Checkpoint(context.Context) error
+	Verify() error
+}
+
+// everyNamespace is matched only by a grant on */*.
+var everyNamespace = engine.NS("*", "*")
+
+// admin returns the DB for a call that concerns every namespace (Stats,
+// Checkpoint, Verify). Without tokens every call is the program's own;
+// with them the caller needs the admin permission on every namespace.
+func (s *Server) admin(ctx context.Context, call string) (dbAdmin, error) {
+	if ci := infoFrom(ctx); ci.caller != nil {
+		if s.opts.Tokens == nil || s.opts.Tokens.Allowed(*ci.caller, everyNamespace, engine.PermAdmin) != engine.PermAdmin {
+			return nil, fmt.Errorf("%w: caller %q lacks admin on */* (%s concerns every namespace)",
+				engine.ErrPermission, ci.caller.ID, call)
+		}
+	}
+	a, ok := s.db.(dbAdmin)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("docket: %s is not served here", call))
+	}
+	return a, nil
+}
+
+func (h adminRPC) Queues(ctx context.Context, _ *connect.Request[v1.QueuesRequest]) (*connect.Response[v1.QueuesResponse], error) {
+	api, err := h.s.api(ctx)
+	if err != nil {
+		return nil, fail(err)
+	}
+	qs, err := api.Queues(ctx)
+	if err != nil {
+		return nil, fail(err)
+	}
+	out := &v1.QueuesResponse{Queues: make([]*v1.QueueInfo, len(qs))}
+	for i, q := range qs {
+		out.Queues[i] = wire.PBQueueInfo(q)
+	}
+	return reply(out)
+}
+
+func (h adminRPC) Stats(ctx context.Context, _ *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error) {
+	a, err := h.s.admin(ctx, "Stats")
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.StatsResponse{Stats: wire.PBStats(a.Stats())})
+}
+
+func (h adminRPC) Checkpoint(ctx context.Context, _ *connect.Request[v1.CheckpointRequest]) (*connect.Response[v1.CheckpointResponse], error) {
+	a, err := h.s.admin(ctx, "Checkpoint")
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := a.Checkpoint(ctx); err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.CheckpointResponse{})
+}
+
+func (h adminRPC) Verify(ctx context.Context, _ *connect.Request[v1.VerifyRequest]) (*connect.Response[v1.VerifyResponse], error) {
+	a, err := h.s.admin(ctx, "Verify")
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := a.Verify(); err != nil {
+		return nil, fail(err)
+	}
+	return reply(&v1.VerifyResponse{})
+}
+
+func (h adminRPC) Health(ctx context.Context, _ *connect.Request[v1.HealthRequest]) (*connect.Response[v1.HealthResponse], error) {
+	draining, err := h.s.readiness(ctx)
+	res := &v1.HealthResponse{Ready: !draining && err == nil, Draining: draining}
+	switch {
+	case draining:
+		res.Reason = "draining"
+	case err != nil:
+		res.Reason = err.Error()
+	}
+	return reply(res)
+}

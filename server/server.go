@@ -49,6 +49,8 @@ type Server struct {
 	drainCtx context.Context // done when Drain starts
 	drain    context.CancelFunc
 	reqID    atomic.Uint64
+
+	onPark func() // tests: called when a ClaimWait has parked
 }
 
 // New returns a server over db. db is usually the *engine.DB the process
@@ -192,7 +194,7 @@ func (s *Server) park(ctx context.Context, maxWait time.Duration) (context.Conte
 	if ci.caller != nil {
 		key = ci.caller.ID
 	}
-	release, err := s.lim.acquire(key, true)
+	release, err := s.lim.acquireParked(key)
 	if err != nil {
 		return nil, nil, connect.NewError(connect.CodeResourceExhausted, err)
 	}
@@ -231,18 +233,28 @@ func (s *Server) Health(mux *http.ServeMux) {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if s.Draining() {
+		draining, err := s.readiness(r.Context())
+		switch {
+		case draining:
 			http.Error(w, "draining", http.StatusServiceUnavailable)
-			return
+		case err != nil:
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		default:
+			w.Write([]byte("ready\n"))
 		}
-		if s.opts.Ready != nil {
-			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-			defer cancel()
-			if err := s.opts.Ready(ctx); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		w.Write([]byte("ready\n"))
 	})
+}
+
+// readiness reports whether the server is draining and, if not, what the
+// Ready hook says (asked for at most 2 s).
+func (s *Server) readiness(ctx context.Context) (draining bool, err error) {
+	if s.Draining() {
+		return true, nil
+	}
+	if s.opts.Ready != nil {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return false, s.opts.Ready(ctx)
+	}
+	return false, nil
 }

@@ -1,5 +1,3 @@
-//go:build docketclient
-
 package main
 
 import (

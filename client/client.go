@@ -1,0 +1,360 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/wire"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
+)
+
+// ErrUnavailable is returned when no server took a call: none could be
+// reached, or those reached were draining or closing, for every try the
+// client made. Nothing was done; the call may be made again later.
+var ErrUnavailable = errors.New("docket: no server available")
+
+// ErrUnauthenticated is returned when the server refused the token.
+var ErrUnauthenticated = errors.New("docket: unauthenticated")
+
+// Defaults of Options.
+const (
+	DefaultMaxRetries  = 8
+	DefaultBackoffBase = 50 * time.Millisecond
+	DefaultBackoffMax  = 2 * time.Second
+	DefaultCallTimeout = 30 * time.Second
+	DefaultPollWait    = 30 * time.Second
+)
+
+// Options configure a Client. The zero value talks to a server without
+// tokens over plain HTTP or TLS with the system's roots.
+type Options struct {
+	// Token is the bearer token sent with every call ("" sends none).
+	Token string
+	// TLS configures https:// addresses: roots, a client certificate for
+	// mutual TLS. Nil uses the system's roots.
+	TLS *tls.Config
+	// HTTPClient, if set, carries every call instead of the client's own
+	// (TLS is then the caller's transport's business).
+	HTTPClient *http.Client
+	// JSON sends and reads JSON instead of protobuf: slower, readable on
+	// the wire.
+	JSON bool
+	// MaxRetries bounds how often one call is repeated after a failure
+	// that allows it (DefaultMaxRetries); BackoffBase and BackoffMax shape
+	// the jittered, doubling waits between tries (DefaultBackoffBase,
+	// DefaultBackoffMax). A call's context ends its tries and its waits.
+	MaxRetries              int
+	BackoffBase, BackoffMax time.Duration
+	// CallTimeout bounds one try of a call whose context has no deadline
+	// (DefaultCallTimeout), so that a server that stopped answering is
+	// noticed; a try cut by it counts as sent without an answer. It does
+	// not apply to ClaimWait, which PollWait bounds.
+	CallTimeout time.Duration
+	// PollWait bounds one long poll of ClaimWait (DefaultPollWait): when
+	// it passes with nothing to claim, the client asks again, until the
+	// call's context ends.
+	PollWait time.Duration
+}
+
+// Client is docket's API over the network: engine.API (queues, KV, the
+// list of queues) plus the admin calls. It is safe for concurrent use.
+type Client struct {
+	opts    Options
+	hc      *http.Client
+	ownHC   bool
+	r       *retrier
+	copts   []connect.ClientOption
+	mu      sync.Mutex
+	stubs   map[string]*stubs
+	closed  atomic.Bool
+	closing context.Context // done when Close is called
+	close   context.CancelFunc
+}
+
+var _ engine.API = (*Client)(nil)
+
+// stubs are the connect clients of one server.
+type stubs struct {
+	q     docketv1connect.QueuesClient
+	kv    docketv1connect.KVClient
+	admin docketv1connect.AdminClient
+}
+
+// Dial returns a client of the servers at addrs, a comma-separated list of
+// http:// or https:// URLs (the nodes of a cluster, or one server), and
+// checks that one of them answers and takes the token. It tries, with
+// backoff, until ctx ends or the retries run out; a refused token returns
+// ErrUnauthenticated at once.
+func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
+	eps, err := newEndpoints(addrs)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = DefaultMaxRetries
+	}
+	if opts.BackoffBase <= 0 {
+		opts.BackoffBase = DefaultBackoffBase
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = DefaultBackoffMax
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.PollWait <= 0 {
+		opts.PollWait = DefaultPollWait
+	}
+	c := &Client{
+		opts:  opts,
+		hc:    opts.HTTPClient,
+		r:     &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
+		stubs: map[string]*stubs{},
+		copts: []connect.ClientOption{
+			connect.WithReadMaxBytes(4 * engine.MaxCommitBytes),
+			connect.WithSendMaxBytes(engine.MaxCommitBytes + 8<<20),
+			// The client asks for no compression: on the networks a
+			// queue's workers run on, gzip costs more than it saves.
+			connect.WithAcceptCompression("gzip", nil, nil),
+		},
+	}
+	if opts.JSON {
+		c.copts = append(c.copts, connect.WithCodec(wire.NewJSONCodec(wire.JSONName, false)))
+	}
+	if c.hc == nil {
+		c.hc, c.ownHC = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:       opts.TLS,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConnsPerHost:   256, // workers and producers share one client
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}}, true
+	}
+	c.closing, c.close = context.WithCancel(context.Background())
+	if _, err := c.Health(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close ends the client: waiting claims return ErrClosed, later calls
+// return ErrClosed, idle connections are closed. Calls in progress finish.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return fmt.Errorf("%w: the client is already closed", engine.ErrClosed)
+	}
+	c.close()
+	if c.ownHC {
+		c.hc.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Clock returns the local system clock. The server's clock decides due
+// times, lease deadlines and backoff; what a caller times with Clock are
+// intervals (the worker runtime's heartbeats, timeouts, retries of failed
+// claims), which do not depend on the two clocks agreeing. A test that
+// needs a manual clock drives an in-process DB instead.
+func (c *Client) Clock() engine.Clock { return engine.SystemClock }
+
+// Queue returns a handle on the queue name of namespace ns. Names are
+// checked by the server on each call.
+func (c *Client) Queue(ns engine.Namespace, name string) engine.Queue {
+	return &queue{c: c, ns: ns, name: name, pb: wire.PBNamespace(ns)}
+}
+
+// KV returns a handle on the key-value entries of namespace ns.
+func (c *Client) KV(ns engine.Namespace) engine.KV {
+	return &kv{c: c, ns: ns, pb: wire.PBNamespace(ns)}
+}
+
+// Queues lists every queue that holds tasks that the caller may read.
+func (c *Client) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
+	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Queues, &v1.QueuesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.QueueInfo, len(res.Queues))
+	for i, q := range res.Queues {
+		out[i] = wire.QueueInfo(q)
+	}
+	return out, nil
+}
+
+// Stats returns the server's engine counters (engine.DB.Stats). With
+// tokens it needs the admin permission on every namespace (*/*).
+func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
+	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Stats, &v1.StatsRequest{})
+	if err != nil {
+		return engine.Stats{}, err
+	}
+	return wire.Stats(res.Stats), nil
+}
+
+// Checkpoint makes the server write a snapshot and truncate its log
+// (engine.DB.Checkpoint). Admin on */*, as Stats.
+func (c *Client) Checkpoint(ctx context.Context) error {
+	_, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Checkpoint, &v1.CheckpointRequest{})
+	return err
+}
+
+// Verify makes the server check every index against the primary records
+// (engine.DB.Verify); damage returns an error wrapping engine.ErrCorrupt.
+// Admin on */*, as Stats.
+func (c *Client) Verify(ctx context.Context) error {
+	_, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Verify, &v1.VerifyRequest{})
+	return err
+}
+
+// Health is a server's answer to Health.
+type Health struct {
+	Ready    bool   // takes calls
+	Draining bool   // stopping: calls go elsewhere
+	Reason   string // why not ready
+}
+
+// Health asks the current server whether it takes calls.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Health, &v1.HealthRequest{})
+	if err != nil {
+		return Health{}, err
+	}
+	return Health{Ready: res.Ready, Draining: res.Draining, Reason: res.Reason}, nil
+}
+
+func queuesOf(s *stubs) docketv1connect.QueuesClient { return s.q }
+func kvOf(s *stubs) docketv1connect.KVClient         { return s.kv }
+func adminOf(s *stubs) docketv1connect.AdminClient   { return s.admin }
+
+// stub returns the connect clients of the server at base.
+func (c *Client) stub(base string) *stubs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stubs[base]
+	if s == nil {
+		s = &stubs{
+			q:     docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
+			kv:    docketv1connect.NewKVClient(c.hc, base, c.copts...),
+			admin: docketv1connect.NewAdminClient(c.hc, base, c.copts...),
+		}
+		c.stubs[base] = s
+	}
+	return s
+}
+
+var errClosed = fmt.Errorf("%w: the client is closed", engine.ErrClosed)
+
+// invoke makes one call: on the current server, again on transient
+// failures when repeatable allows it (see the package documentation), and
+// returns the server's answer or the error rebuilt as the engine's.
+func invoke[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, pick func(*stubs) S,
+	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
+	res, _, err := invokeBounded(ctx, c, repeatable, c.opts.CallTimeout, pick, rpc, msg)
+	return res, err
+}
+
+// invokeBounded is invoke with a bound on each try of a call whose context
+// has no deadline; retried says whether an earlier try was sent and got no
+// answer (so the call may have taken effect before the answer came).
+func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, bound time.Duration, pick func(*stubs) S,
+	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (res *Res, retried bool, err error) {
+	if c.closed.Load() {
+		return nil, false, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	_, hasDeadline := ctx.Deadline()
+	err = c.r.do(ctx, repeatable, func(ctx context.Context, base string) error {
+		req := connect.NewRequest(msg)
+		if c.opts.Token != "" {
+			req.Header().Set("Authorization", "Bearer "+c.opts.Token)
+		}
+		actx := ctx
+		if !hasDeadline && bound > 0 {
+			var cancel context.CancelFunc
+			actx, cancel = context.WithTimeout(ctx, bound)
+			defer cancel()
+		}
+		r, err := rpc(pick(c.stub(base)), actx, req)
+		if err != nil {
+			if ctx.Err() == nil && actx.Err() != nil {
+				err = fmt.Errorf("%w within %v: %w", errNoAnswer, bound, err)
+			}
+			if classify(err) == maybeSent {
+				retried = true
+			}
+			return err
+		}
+		res = r.Msg
+		return nil
+	})
+	if err != nil {
+		return nil, retried, c.fail(ctx, repeatable, err)
+	}
+	return res, retried, nil
+}
+
+// fail turns the error of a call into what the caller gets: the engine's
+// sentinel for a server's answer, the context's error when the caller's
+// context ended (an unknown outcome for a call that is not repeatable),
+// ErrUnavailable when no server took the call.
+func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	if connect.CodeOf(err) == connect.CodeDeadlineExceeded {
+		// The server gets the deadline in whole milliseconds, so its copy
+		// can pass a moment before the caller's: let the caller's pass too.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 10*time.Millisecond {
+			t := time.NewTimer(time.Until(dl) + 5*time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if code := connect.CodeOf(err); code == connect.CodeCanceled || code == connect.CodeDeadlineExceeded || errors.Is(err, cerr) {
+			if repeatable {
+				return cerr
+			}
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, cerr)
+		}
+	}
+	switch classify(err) {
+	case notSent, redirected:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var notJSON *wire.NotJSONError
+	if errors.As(err, &notJSON) {
+		return notJSON // refused before it was sent, as the engine would
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Code() == connect.CodeUnauthenticated {
+		return &wire.RemoteError{Sentinel: ErrUnauthenticated, Message: ce.Message(), Cause: ce}
+	}
+	return wire.FromConnect(err)
+}
+
+// mayHaveApplied marks a lost-lease answer to a fenced call that was sent
+// before without an answer: the earlier try may be what ended the lease.
+func mayHaveApplied(err error) error {
+	return fmt.Errorf("%w (an earlier try of this call got no answer and may have taken effect)", err)
+}

@@ -1,0 +1,387 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/docketdb/docket/engine"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// JSON codec names: connect picks a codec by the request's content type,
+// application/json or application/json; charset=utf-8.
+const (
+	JSONName        = "json"
+	JSONCharsetName = "json; charset=utf-8"
+)
+
+// JSONCodec is connect's protojson codec with one difference: a bytes field
+// marked raw_json in the schema (payloads, progress, results) is written
+// as the JSON value it holds, and read from one, instead of as a base64
+// string. The value's text is kept byte for byte, so big integers keep
+// their digits. Unknown fields are ignored, as connect's own codec does.
+type JSONCodec struct {
+	name  string
+	limit bool
+}
+
+// NewJSONCodec returns the codec under name (JSONName or JSONCharsetName).
+// With limit (a server's codec) Unmarshal refuses a message holding more
+// elements than the engine accepts (see CheckProto) before building it.
+func NewJSONCodec(name string, limit bool) *JSONCodec { return &JSONCodec{name: name, limit: limit} }
+
+var _ connect.Codec = (*JSONCodec)(nil)
+
+// Name implements connect.Codec.
+func (c *JSONCodec) Name() string { return c.name }
+
+// IsBinary tells connect the codec is text (for GET requests).
+func (c *JSONCodec) IsBinary() bool { return false }
+
+// Marshal implements connect.Codec.
+func (c *JSONCodec) Marshal(m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a protobuf message", m)
+	}
+	b, err := protojson.Marshal(pm)
+	if err != nil {
+		return nil, err
+	}
+	md := pm.ProtoReflect().Descriptor()
+	if !hasRaw(md) {
+		return b, nil
+	}
+	return rewrite(b, md, false, false)
+}
+
+// MarshalStable implements connect's stable codec (for GET requests).
+func (c *JSONCodec) MarshalStable(m any) ([]byte, error) {
+	b, err := c.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// Unmarshal implements connect.Codec.
+func (c *JSONCodec) Unmarshal(b []byte, m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("%T is not a protobuf message", m)
+	}
+	if len(b) == 0 {
+		return errors.New("zero-length payload is not a valid JSON object")
+	}
+	md := pm.ProtoReflect().Descriptor()
+	if c.limit || hasRaw(md) {
+		var err error
+		if b, err = rewrite(b, md, true, c.limit); err != nil {
+			// Not wrapped: connect takes an io.EOF from a codec for "no
+			// message", where this is a message cut short.
+			return fmt.Errorf("unmarshal into %T: %s", m, err.Error())
+		}
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, pm); err != nil {
+		return fmt.Errorf("unmarshal into %T: %w", m, err)
+	}
+	return nil
+}
+
+// NotJSONError is the JSON codec's refusal to write a raw_json field whose
+// bytes are not JSON (a client sending a payload the engine would refuse):
+// it is the engine's ErrInvalid, in the engine's words.
+type NotJSONError struct{ Field string }
+
+func (e *NotJSONError) Error() string {
+	return engine.ErrInvalid.Error() + ": " + e.Field + " is not valid JSON"
+}
+
+// Unwrap returns engine.ErrInvalid.
+func (e *NotJSONError) Unwrap() error { return engine.ErrInvalid }
+
+// isRaw reports a field marked raw_json.
+func isRaw(fd protoreflect.FieldDescriptor) bool {
+	if fd.Kind() != protoreflect.BytesKind || fd.IsList() || fd.IsMap() {
+		return false
+	}
+	opts := fd.Options()
+	return opts != nil && proto.GetExtension(opts, v1.E_RawJson).(bool)
+}
+
+var rawCache sync.Map // protoreflect.FullName -> bool
+
+// hasRaw reports whether messages of md hold a raw_json field, at any depth.
+func hasRaw(md protoreflect.MessageDescriptor) bool {
+	if v, ok := rawCache.Load(md.FullName()); ok {
+		return v.(bool)
+	}
+	v := findRaw(md, map[protoreflect.FullName]bool{})
+	rawCache.Store(md.FullName(), v)
+	return v
+}
+
+func findRaw(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	if seen[md.FullName()] {
+		return false
+	}
+	seen[md.FullName()] = true
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if isRaw(fd) {
+			return true
+		}
+		if sub := messageOf(fd); sub != nil && findRaw(sub, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// messageOf returns the message type a field's JSON value (or each element
+// or map value of it) holds, nil for scalars and well-known types (which
+// have JSON forms of their own).
+func messageOf(fd protoreflect.FieldDescriptor) protoreflect.MessageDescriptor {
+	if fd.IsMap() {
+		fd = fd.MapValue()
+	}
+	md := fd.Message()
+	if md == nil || md.ParentFile().Package() == "google.protobuf" {
+		return nil
+	}
+	return md
+}
+
+// maxDepth bounds the nesting of messages the rewrite follows; docket's
+// schema nests five deep at most.
+const maxDepth = 32
+
+// rewrite translates the raw_json fields of a JSON message of type md:
+// toWire turns each JSON value into the base64 string protojson reads,
+// !toWire turns protojson's base64 strings back into the JSON they hold.
+// Everything else is copied as it is. With limit, every message is walked
+// and its lists and maps counted against the engine's limits.
+func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool) ([]byte, error) {
+	r := &rewriter{dec: json.NewDecoder(bytes.NewReader(b)), toWire: toWire, limit: limit}
+	r.out.Grow(len(b) + len(b)/3 + 16)
+	if err := r.message(md, 0); err != nil {
+		return nil, err
+	}
+	if _, err := r.dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON object")
+	}
+	return r.out.Bytes(), nil
+}
+
+type rewriter struct {
+	dec    *json.Decoder
+	out    bytes.Buffer
+	toWire bool
+	limit  bool
+}
+
+// message rewrites one JSON object of type md (or null).
+func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
+	if depth > maxDepth {
+		return errors.New("JSON nested too deep")
+	}
+	tok, err := r.dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		r.out.WriteString("null")
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("%s: want a JSON object", md.FullName())
+	}
+	r.out.WriteByte('{')
+	fields := md.Fields()
+	first := true
+	for r.dec.More() {
+		tok, err := r.dec.Token()
+		if err != nil {
+			return err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("%s: want a field name", md.FullName())
+		}
+		fd := fields.ByJSONName(key)
+		if fd == nil {
+			fd = fields.ByTextName(key)
+		}
+		if fd != nil && isRaw(fd) {
+			var raw json.RawMessage
+			if err := r.dec.Decode(&raw); err != nil {
+				return err
+			}
+			val, keep, err := r.raw(fd, raw)
+			if err != nil {
+				return err
+			}
+			if keep {
+				r.key(key, &first)
+				r.out.Write(val)
+			}
+			continue
+		}
+		r.key(key, &first)
+		sub := (protoreflect.MessageDescriptor)(nil)
+		if fd != nil {
+			if sub = messageOf(fd); sub != nil && !r.limit && !hasRaw(sub) {
+				sub = nil
+			}
+		}
+		switch {
+		case fd != nil && r.limit && sub == nil && (fd.IsList() || fd.IsMap()):
+			err = r.count(fd)
+		case sub == nil:
+			err = r.copy()
+		case fd.IsMap():
+			err = r.each(fd, '{', '}', func() error {
+				tok, err := r.dec.Token()
+				if err != nil {
+					return err
+				}
+				k, ok := tok.(string)
+				if !ok {
+					return fmt.Errorf("%s: want a map key", fd.FullName())
+				}
+				kb, _ := json.Marshal(k)
+				r.out.Write(kb)
+				r.out.WriteByte(':')
+				return r.message(sub, depth+1)
+			})
+		case fd.IsList():
+			err = r.each(fd, '[', ']', func() error { return r.message(sub, depth+1) })
+		default:
+			err = r.message(sub, depth+1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := r.dec.Token(); err != nil { // the closing brace
+		return err
+	}
+	r.out.WriteByte('}')
+	return nil
+}
+
+// raw translates the value of a raw_json field; keep is false for a field
+// to leave out.
+func (r *rewriter) raw(fd protoreflect.FieldDescriptor, raw json.RawMessage) (val []byte, keep bool, err error) {
+	raw = bytes.TrimSpace(raw)
+	if r.toWire {
+		enc := make([]byte, base64.StdEncoding.EncodedLen(len(raw))+2)
+		enc[0] = '"'
+		base64.StdEncoding.Encode(enc[1:], raw)
+		enc[len(enc)-1] = '"'
+		return enc, true, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, false, fmt.Errorf("%s: want a base64 string", fd.FullName())
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", fd.FullName(), err)
+	}
+	if len(b) == 0 {
+		return nil, false, nil
+	}
+	if !json.Valid(b) {
+		return nil, false, &NotJSONError{Field: string(fd.Name())}
+	}
+	return b, true, nil
+}
+
+func (r *rewriter) key(k string, first *bool) {
+	if !*first {
+		r.out.WriteByte(',')
+	}
+	*first = false
+	kb, _ := json.Marshal(k)
+	r.out.Write(kb)
+	r.out.WriteByte(':')
+}
+
+// each rewrites an array or object (or null) calling elem for each element.
+func (r *rewriter) each(fd protoreflect.FieldDescriptor, open, close json.Delim, elem func() error) error {
+	tok, err := r.dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		r.out.WriteString("null")
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != open {
+		return fmt.Errorf("want %c", open)
+	}
+	r.out.WriteByte(byte(open))
+	for i := 0; r.dec.More(); i++ {
+		if r.limit && i >= elementLimit(fd) {
+			return overLimit(fd)
+		}
+		if i > 0 {
+			r.out.WriteByte(',')
+		}
+		if err := elem(); err != nil {
+			return err
+		}
+	}
+	if _, err := r.dec.Token(); err != nil {
+		return err
+	}
+	r.out.WriteByte(byte(close))
+	return nil
+}
+
+// count copies a list or map of scalars (or null), refusing one with more
+// elements than the limit.
+func (r *rewriter) count(fd protoreflect.FieldDescriptor) error {
+	if fd.IsMap() {
+		return r.each(fd, '{', '}', func() error {
+			tok, err := r.dec.Token()
+			if err != nil {
+				return err
+			}
+			if _, ok := tok.(string); !ok {
+				return fmt.Errorf("%s: want a map key", fd.FullName())
+			}
+			kb, _ := json.Marshal(tok)
+			r.out.Write(kb)
+			r.out.WriteByte(':')
+			return r.copy()
+		})
+	}
+	return r.each(fd, '[', ']', r.copy)
+}
+
+// copy copies the next JSON value as it is.
+func (r *rewriter) copy() error {
+	var raw json.RawMessage
+	if err := r.dec.Decode(&raw); err != nil {
+		return err
+	}
+	r.out.Write(raw)
+	return nil
+}

@@ -1,0 +1,140 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/docketdb/docket/engine"
+)
+
+// ProtoName is the name of the protobuf codec (application/proto).
+const ProtoName = "proto"
+
+// ProtoCodec is the protobuf codec of a server: it checks a request's
+// shape (CheckProto) before it builds the message.
+type ProtoCodec struct{}
+
+var _ connect.Codec = ProtoCodec{}
+
+// Name implements connect.Codec.
+func (ProtoCodec) Name() string { return ProtoName }
+
+// IsBinary tells connect the codec is binary (for GET requests).
+func (ProtoCodec) IsBinary() bool { return true }
+
+// Marshal implements connect.Codec.
+func (c ProtoCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
+
+// MarshalAppend lets connect marshal into a pooled buffer.
+func (ProtoCodec) MarshalAppend(b []byte, m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a protobuf message", m)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(b, pm)
+}
+
+// MarshalStable implements connect's stable codec (for GET requests).
+func (ProtoCodec) MarshalStable(m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a protobuf message", m)
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(pm)
+}
+
+// Unmarshal implements connect.Codec.
+func (ProtoCodec) Unmarshal(b []byte, m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("%T is not a protobuf message", m)
+	}
+	if err := CheckProto(b, pm.ProtoReflect().Descriptor()); err != nil {
+		return err
+	}
+	return proto.Unmarshal(b, pm)
+}
+
+// Element limits of a request: no list holds more than the engine's
+// largest batch (tasks, ops, leases), no map more than a task's headers.
+// Anything over them the engine would refuse; refusing it before it is
+// decoded keeps a request of two bytes per element (an empty task) from
+// making the server build millions of messages.
+func elementLimit(fd protoreflect.FieldDescriptor) int {
+	if fd.IsMap() {
+		return engine.MaxHeaders
+	}
+	return max(engine.MaxBatch, engine.MaxOps)
+}
+
+func overLimit(fd protoreflect.FieldDescriptor) error {
+	return fmt.Errorf("%s holds more than %d elements, over the engine's limit", fd.FullName(), elementLimit(fd))
+}
+
+// CheckProto walks protobuf bytes of a message of type md and refuses them
+// when a list or map field of any message in them holds more elements than
+// the engine accepts, or when they do not parse. It allocates nothing.
+func CheckProto(b []byte, md protoreflect.MessageDescriptor) error {
+	return checkProto(b, md, 0)
+}
+
+func checkProto(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+	if depth > maxDepth {
+		return errors.New("protobuf message nested too deep")
+	}
+	// The few list fields of one message and how many elements each has
+	// held so far; docket's messages have at most two.
+	type count struct {
+		num protowire.Number
+		n   int
+	}
+	var buf [4]count
+	counts := buf[:0]
+	fields := md.Fields()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		fd := fields.ByNumber(num)
+		if fd != nil && (fd.IsList() || fd.IsMap()) {
+			i := 0
+			for i < len(counts) && counts[i].num != num {
+				i++
+			}
+			if i == len(counts) {
+				if len(counts) == cap(counts) {
+					return fmt.Errorf("%s has more list fields than the schema", md.FullName())
+				}
+				counts = append(counts, count{num: num})
+			}
+			counts[i].n++
+			if counts[i].n > elementLimit(fd) {
+				return overLimit(fd)
+			}
+		}
+		if fd != nil && typ == protowire.BytesType && !fd.IsMap() && fd.Message() != nil {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			if err := checkProto(v, fd.Message(), depth+1); err != nil {
+				return err
+			}
+			b = b[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return nil
+}

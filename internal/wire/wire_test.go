@@ -1,0 +1,298 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/docketdb/docket/engine"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+func TestJSONPayloadIsAJSONValue(t *testing.T) {
+	c := NewJSONCodec(JSONName, false)
+	body := `{"namespace":{"project":"acme","scope":"prod"},"queue":"emails","task":{"payload":{"to":"a@b", "n": 12345678901234567890123, "f":1e400}}}`
+	var req v1.EnqueueRequest
+	if err := c.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"to":"a@b", "n": 12345678901234567890123, "f":1e400}`
+	if got := string(req.GetTask().GetPayload()); got != want {
+		t.Fatalf("payload %q; want the JSON text as sent %q", got, want)
+	}
+	if req.GetNamespace().GetProject() != "acme" || req.GetQueue() != "emails" {
+		t.Fatalf("other fields: %v", &req)
+	}
+
+	// Out: the bytes come back as the JSON value, digits and all.
+	lease := &v1.ClaimResponse{Leases: []*v1.Lease{{Id: 1, Payload: []byte(want), Progress: []byte(`[1,2]`), Secret: math.MaxUint64}}}
+	out, err := c.Marshal(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic struct {
+		Leases []struct {
+			Payload  json.RawMessage
+			Progress json.RawMessage
+			Secret   string
+		}
+	}
+	if err := json.Unmarshal(out, &generic); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if l := generic.Leases[0]; string(l.Payload) != want || string(l.Progress) != "[1,2]" || l.Secret != "18446744073709551615" {
+		t.Fatalf("marshalled %s", out)
+	}
+	var back v1.ClaimResponse
+	if err := c.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&back, lease) {
+		t.Fatalf("round trip: %v != %v", &back, lease)
+	}
+}
+
+func TestJSONRawFieldsEverywhere(t *testing.T) {
+	c := NewJSONCodec(JSONCharsetName, false)
+	// Raw fields in lists, in oneofs, in optional fields, under the proto
+	// names as well as the JSON names; an empty one is left out.
+	msgs := []proto.Message{
+		&v1.EnqueueBatchRequest{Tasks: []*v1.Task{{Payload: []byte(`1`)}, {}, {Payload: []byte(`"s"`)}},
+			Ops: []*v1.Op{{Op: &v1.Op_Enqueue{Enqueue: &v1.EnqueueOp{Queue: "q", Task: &v1.Task{Payload: []byte(`{"a":[true,null]}`)}}}},
+				{Op: &v1.Op_Set{Set: &v1.SetOp{Key: "k", Value: []byte{0, 1, 2}}}}}},
+		&v1.CompleteRequest{Done: &v1.Done{Result: []byte(`{"ok":true}`), FollowUps: []*v1.FollowUp{{Queue: "next", Task: &v1.Task{Payload: []byte(`null`)}}}}},
+		&v1.HeartbeatRequest{Progress: []byte(`{"pct":50}`), Extend: durationpb.New(time.Second)},
+		&v1.HeartbeatRequest{},
+		&v1.GetResponse{Task: &v1.TaskInfo{Payload: []byte(`[]`), Result: []byte(`0`), Headers: map[string]string{"a": "b"},
+			NotBefore: timestamppb.New(time.Unix(5, 0))}},
+	}
+	for _, m := range msgs {
+		out, err := c.Marshal(m)
+		if err != nil {
+			t.Fatalf("%T: %v", m, err)
+		}
+		if bytes.Contains(out, []byte(`"e30="`)) || bytes.Contains(out, []byte(`"payload":""`)) {
+			t.Fatalf("%T: a raw field went out as base64 or empty: %s", m, out)
+		}
+		back := m.ProtoReflect().New().Interface()
+		if err := c.Unmarshal(out, back); err != nil {
+			t.Fatalf("%T: %s: %v", m, out, err)
+		}
+		if !proto.Equal(back, m) {
+			t.Fatalf("%T: round trip through %s: %v", m, out, back)
+		}
+	}
+	var req v1.EnqueueRequest
+	if err := c.Unmarshal([]byte(`{"task":{"payload":{"x":1},"idempotency_key":"k"}}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	if string(req.Task.Payload) != `{"x":1}` || req.Task.IdempotencyKey != "k" {
+		t.Fatalf("proto field names: %v", &req)
+	}
+	var hb v1.HeartbeatRequest
+	if err := c.Unmarshal([]byte(`{"progress":null}`), &hb); err != nil || string(hb.Progress) != "null" {
+		t.Fatalf("null progress: %q %v; want the JSON value null", hb.Progress, err)
+	}
+}
+
+func TestJSONMalformedRefused(t *testing.T) {
+	c := NewJSONCodec(JSONName, false)
+	for _, body := range []string{
+		``, `{`, `[]`, `null x`, `{} {}`, `{"task":{"payload":}}`, `{"task":{"payload":{"a":1}`,
+		`{"task":{"payload":{"a":1}}}}`, `{"task":7}`, `{"task":{"payload":[1,]}}`, `{"queue":1}`,
+		`{"task":{"payload":1,"payload":2}}`, `{"ops":[{"enqueue":{"task":"x"}}]}`, `{"ops":{}}`,
+		`{"task":{"delay":"forever"}}`, `{"namespace":{"project":"\ud800"}}`,
+		`{"later":` + strings.Repeat(`[`, 20000) + strings.Repeat(`]`, 20000) + `}`, // deeper than encoding/json goes
+	} {
+		var req v1.EnqueueRequest
+		if err := c.Unmarshal([]byte(body), &req); err == nil {
+			t.Errorf("%.60q was accepted: %v", body, &req)
+		}
+	}
+	// Unknown fields are ignored, as connect's own codec does, so that a
+	// newer client can talk to an older server.
+	var req v1.EnqueueRequest
+	if err := c.Unmarshal([]byte(`{"queue":"q","later":{"payload":[1]}}`), &req); err != nil || req.Queue != "q" {
+		t.Fatalf("unknown field: %v %v", &req, err)
+	}
+	// A reply holding bytes that are not JSON in a raw field is a bug of
+	// the server: refused rather than sent as broken JSON.
+	if _, err := c.Marshal(&v1.GetResponse{Task: &v1.TaskInfo{Payload: []byte("{")}}); err == nil {
+		t.Fatal("a payload that is not JSON was marshalled")
+	}
+}
+
+func TestConversionsRoundTrip(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+	task := engine.Task{Payload: []byte(`{"a":1}`), Kind: "k", Delay: time.Second, At: at, Priority: -7,
+		MaxAttempts: 3, BackoffBase: time.Millisecond, BackoffMax: time.Hour, IdempotencyKey: "id",
+		Headers: map[string]string{"h": "v"}}
+	got, err := Task(PBTask(task))
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(task) {
+		t.Fatalf("task: %+v %v", got, err)
+	}
+	ops := []engine.Op{engine.Set("k", []byte{0xff}), engine.Delete("d"), engine.IfVersion("v", 9),
+		engine.IfExists("e"), engine.IfAbsent("a"), engine.Enqueue("q", task)}
+	back, err := Ops(PBOps(ops))
+	if err != nil || fmt.Sprint(back) != fmt.Sprint(ops) {
+		t.Fatalf("ops: %v %v", back, err)
+	}
+	l := engine.Lease{ID: 1, Namespace: engine.NS("p", "s"), Queue: "q", Kind: "k", Payload: []byte(`1`),
+		Headers: map[string]string{"a": "b"}, Progress: []byte(`2`), Priority: 3, Attempt: 1, MaxAttempts: 5,
+		Owner: "o", Token: 7, Secret: math.MaxUint64, Deadline: at, EnqueuedAt: at.Add(-time.Hour)}
+	if got := Lease(PBLease(l)); fmt.Sprint(got) != fmt.Sprint(l) {
+		t.Fatalf("lease: %+v", got)
+	}
+	if ref := LeaseRef(PBLeaseRef(l)); ref.ID != l.ID || ref.Token != l.Token || ref.Secret != l.Secret {
+		t.Fatalf("lease ref: %+v", ref)
+	}
+	info := engine.TaskInfo{ID: 4, Namespace: engine.NS("p", "s"), Queue: "q", State: engine.Dead, Payload: []byte(`{}`),
+		Attempts: 2, MaxAttempts: 2, LastError: "boom", CreatedAt: at, UpdatedAt: at,
+		Errors: []engine.AttemptError{{Attempt: 1, At: at, Error: "e1"}}}
+	if got := TaskInfo(PBTaskInfo(info)); fmt.Sprint(got) != fmt.Sprint(info) {
+		t.Fatalf("task info: %+v", got)
+	}
+	d := engine.Done{Result: []byte(`"r"`), Ops: ops[:1], FollowUps: []engine.FollowUp{{Queue: "n", Task: task}}}
+	if got, err := Done(PBDone(d)); err != nil || fmt.Sprint(got) != fmt.Sprint(d) {
+		t.Fatalf("done: %+v %v", got, err)
+	}
+	st := engine.Stats{Seq: 1, Tasks: 2, Commits: 3, Enqueued: 4, Claimed: 5, Completed: 6, Retried: 7,
+		DeadLettered: 8, Reclaimed: 9, LeaseLost: 10, Denied: 11, LogSyncs: 12, LogBytes: 13, Snapshots: 14}
+	if got := Stats(PBStats(st)); got != st {
+		t.Fatalf("stats: %+v", got)
+	}
+	qi := engine.QueueInfo{Namespace: engine.NS("p", "s"), Name: "q", Counts: engine.Counts{Ready: 1, Scheduled: 2, InFlight: 3, Dead: 4, Completed: 5},
+		OldestReady: at, Totals: engine.Totals{Enqueued: 1, Claimed: 2, Completed: 3, Retried: 4, DeadLettered: 5}}
+	if got := QueueInfo(PBQueueInfo(qi)); got != qi {
+		t.Fatalf("queue info: %+v", got)
+	}
+}
+
+func TestConversionsRefuseMalformed(t *testing.T) {
+	for name, pb := range map[string]*v1.Task{
+		"nanos out of range": {Delay: &durationpb.Duration{Nanos: 2e9}},
+		"signs disagree":     {BackoffBase: &durationpb.Duration{Seconds: 1, Nanos: -1}},
+		"too long":           {BackoffMax: &durationpb.Duration{Seconds: math.MaxInt64}},
+		"bad timestamp":      {At: &timestamppb.Timestamp{Seconds: math.MinInt64}},
+	} {
+		if _, err := Task(pb); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("%s: %v; want ErrInvalid", name, err)
+		}
+	}
+	if _, err := Ops([]*v1.Op{{Op: &v1.Op_Delete{Delete: &v1.DeleteOp{Key: "k"}}}, {}}); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "op 1") {
+		t.Fatalf("empty op: %v", err)
+	}
+	if _, err := Tasks([]*v1.Task{{}, {Delay: &durationpb.Duration{Nanos: -2e9}}}); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "task 1") {
+		t.Fatalf("bad task in a batch: %v", err)
+	}
+	if _, err := Failure(&v1.Failure{RetryAfter: &durationpb.Duration{Seconds: -1, Nanos: 1}}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("bad retry after: %v", err)
+	}
+	if _, err := Done(&v1.Done{FollowUps: []*v1.FollowUp{{Task: &v1.Task{Delay: &durationpb.Duration{Nanos: 1e9}}}}}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("bad follow-up: %v", err)
+	}
+}
+
+func TestSentinelsCrossAsConnectErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code connect.Code
+	}{
+		{engine.ErrInvalid, connect.CodeInvalidArgument},
+		{engine.ErrNotFound, connect.CodeNotFound},
+		{engine.ErrLeaseLost, connect.CodeFailedPrecondition},
+		{engine.ErrConflict, connect.CodeAborted},
+		{engine.ErrPermission, connect.CodePermissionDenied},
+		{engine.ErrClosed, connect.CodeUnavailable},
+		{engine.ErrFailed, connect.CodeUnavailable},
+		{engine.ErrCorrupt, connect.CodeDataLoss},
+		{engine.ErrLocked, connect.CodeUnavailable},
+		{engine.ErrReadOnly, connect.CodeFailedPrecondition},
+	} {
+		err := fmt.Errorf("%w: task 3 in detail", tc.err)
+		ce := ToConnect(err)
+		if ce.Code() != tc.code || ce.Message() != err.Error() {
+			t.Errorf("%v: code %v message %q", tc.err, ce.Code(), ce.Message())
+		}
+		// What a client gets after the error went over the wire.
+		wired := connect.NewWireError(ce.Code(), errors.New(ce.Message()))
+		for _, d := range ce.Details() {
+			wired.AddDetail(d)
+		}
+		back := FromConnect(wired)
+		var got *connect.Error
+		if !errors.Is(back, tc.err) || back.Error() != err.Error() || !errors.As(back, &got) || got.Code() != tc.code {
+			t.Errorf("%v: rebuilt as %v (%T)", tc.err, back, back)
+		}
+		if Error(PBError(err)).Error() != err.Error() || !errors.Is(Error(PBError(err)), tc.err) {
+			t.Errorf("%v: outcome in a reply rebuilt as %v", tc.err, Error(PBError(err)))
+		}
+	}
+	if Error(PBError(nil)) != nil {
+		t.Fatal("a nil outcome came back as an error")
+	}
+	plain := connect.NewError(connect.CodeUnauthenticated, errors.New("who?"))
+	if FromConnect(plain) != error(plain) {
+		t.Fatal("an error without a detail was changed")
+	}
+	if ToConnect(errors.New("x")).Code() != connect.CodeInternal {
+		t.Fatal("an error without a sentinel is not Internal")
+	}
+}
+
+func TestRequestsOverTheElementLimitsRefused(t *testing.T) {
+	many := &v1.EnqueueBatchRequest{Tasks: make([]*v1.Task, engine.MaxBatch+1)}
+	for i := range many.Tasks {
+		many.Tasks[i] = &v1.Task{}
+	}
+	headers := map[string]string{}
+	for i := 0; i <= engine.MaxHeaders; i++ {
+		headers[fmt.Sprint(i)] = ""
+	}
+	wide := &v1.EnqueueRequest{Ops: []*v1.Op{{Op: &v1.Op_Enqueue{Enqueue: &v1.EnqueueOp{Task: &v1.Task{Headers: headers}}}}}}
+	limitOK := &v1.EnqueueBatchRequest{Tasks: many.Tasks[:engine.MaxBatch]}
+	jsonCodec, lax := NewJSONCodec(JSONName, true), NewJSONCodec(JSONName, false)
+	for _, m := range []proto.Message{many, wide} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := (ProtoCodec{}).Unmarshal(b, m.ProtoReflect().New().Interface()); err == nil || !strings.Contains(err.Error(), "over the engine's limit") {
+			t.Errorf("%T in protobuf: %v", m, err)
+		}
+		j, err := lax.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := jsonCodec.Unmarshal(j, m.ProtoReflect().New().Interface()); err == nil || !strings.Contains(err.Error(), "over the engine's limit") {
+			t.Errorf("%T in JSON: %v", m, err)
+		}
+		if err := lax.Unmarshal(j, m.ProtoReflect().New().Interface()); err != nil {
+			t.Errorf("%T: a client's codec has no limits: %v", m, err)
+		}
+	}
+	b, _ := proto.Marshal(limitOK)
+	var back v1.EnqueueBatchRequest
+	if err := (ProtoCodec{}).Unmarshal(b, &back); err != nil || len(back.Tasks) != engine.MaxBatch {
+		t.Fatalf("a batch at the limit: %d tasks, %v", len(back.Tasks), err)
+	}
+	j, _ := lax.Marshal(limitOK)
+	if err := jsonCodec.Unmarshal(j, &back); err != nil || len(back.Tasks) != engine.MaxBatch {
+		t.Fatalf("a JSON batch at the limit: %d tasks, %v", len(back.Tasks), err)
+	}
+	for _, bad := range [][]byte{{0x1a}, {0x1a, 0x05, 0x0a}, {0xff}, {0x1a, 0x02, 0x0a, 0x09}} {
+		if err := (ProtoCodec{}).Unmarshal(bad, &back); err == nil {
+			t.Errorf("malformed protobuf %x accepted", bad)
+		}
+	}
+}
