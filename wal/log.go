@@ -350,6 +350,10 @@ func (l *Log) commit() error {
 // writePending writes the pending records to the tail segment, straight
 // from the buffer Append framed them in. It holds wmu.
 func (l *Log) writePending() error {
+	if err := l.failed(); err != nil {
+		// Checked under wmu: a failure may have left no tail file open.
+		return err
+	}
 	l.mu.Lock()
 	p := l.pend
 	l.pend, l.spare = l.spare, p
@@ -381,6 +385,9 @@ func (l *Log) writePending() error {
 // syncWritten fsyncs what has been written, unless that is durable already.
 // It holds wmu.
 func (l *Log) syncWritten() error {
+	if err := l.failed(); err != nil {
+		return err
+	}
 	target := l.written.Load()
 	if target <= l.synced.Load() {
 		return nil
