@@ -450,7 +450,7 @@ func (l *Log) Replay(from uint64, fn func(seq uint64, data []byte) error) error 
 	}
 	l.wmu.Unlock()
 
-	var r entryReader
+	r := entryReader{size: replayBufSize}
 	for i, p := range parts {
 		f, err := os.Open(p.path)
 		if errors.Is(err, fs.ErrNotExist) {

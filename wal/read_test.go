@@ -13,7 +13,7 @@ import (
 func sizedPayload(seq uint64) []byte {
 	p := payload(seq)
 	if seq%37 == 0 {
-		p = bytes.Repeat(p, readBufSize/len(p)+3)
+		p = bytes.Repeat(p, replayBufSize/len(p)+3)
 	}
 	return p
 }

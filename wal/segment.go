@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -22,8 +23,12 @@ import (
 // the index costs 8 bytes per markEvery records.
 const markEvery = 64
 
-// readBufSize is the read-ahead of a segment reader.
-const readBufSize = 64 << 10
+// Read-ahead of a segment reader: Replay reads whole segments, Read the
+// entries from a mark to its record (64 of 150 bytes fit in 16 KiB).
+const (
+	replayBufSize = 64 << 10
+	readBufSize   = 16 << 10
+)
 
 // segment is one segment file of an open Log.
 type segment struct {
@@ -55,7 +60,7 @@ func openOSFile(name string, flag int, perm fs.FileMode) (segmentFile, error) {
 // Flags for opening a tail segment: writes always go to its end.
 const (
 	tailFlags   = os.O_WRONLY | os.O_APPEND
-	createFlags = os.O_CREATE | os.O_RDWR | os.O_TRUNC | os.O_APPEND // tidwall/wal's for a new segment
+	createFlags = os.O_CREATE | os.O_RDWR | os.O_TRUNC | os.O_APPEND // a new segment, as tidwall/wal creates one, appending
 )
 
 // tail returns the tail segment. It holds wmu.
@@ -168,21 +173,23 @@ func (l *Log) cycle(next uint64) error {
 // entryReader reads the entries of one segment file in order, from a given
 // offset up to the end of what the Log knows the file holds.
 type entryReader struct {
-	f   *os.File
-	off int64 // offset of the next entry
-	end int64 // offset past the last entry
-	br  *bufio.Reader
-	buf []byte // the last record read
+	f    *os.File
+	off  int64 // offset of the next entry
+	end  int64 // offset past the last entry
+	size int   // read-ahead
+	sr   io.SectionReader
+	br   *bufio.Reader
+	buf  []byte // the last record read
 }
 
 // reset makes r read f's entries from off up to end.
 func (r *entryReader) reset(f *os.File, off, end int64) {
 	r.f, r.off, r.end = f, off, end
-	sr := io.NewSectionReader(f, off, end-off)
+	r.sr = *io.NewSectionReader(f, off, end-off)
 	if r.br == nil {
-		r.br = bufio.NewReaderSize(sr, readBufSize)
+		r.br = bufio.NewReaderSize(&r.sr, cmp.Or(r.size, readBufSize))
 	} else {
-		r.br.Reset(sr)
+		r.br.Reset(&r.sr)
 	}
 }
 
