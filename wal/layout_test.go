@@ -44,7 +44,7 @@ func layoutPayload(rng *rand.Rand, seq uint64) []byte {
 func TestSameFilesAsTidwall(t *testing.T) {
 	steps := 400
 	if testing.Short() {
-		steps = 150
+		steps = 80
 	}
 	rng := rand.New(rand.NewPCG(7, 13))
 	ours, theirs := t.TempDir(), t.TempDir()
