@@ -77,17 +77,17 @@ type segFile struct {
 	final string // where it is once an interrupted truncation is resolved
 }
 
-// layout is a directory's segments as tidwall/wal's Open will see them.
+// layout is a directory's segments as Open will see them.
 type layout struct {
 	segs   []segFile
 	remove []string // files resolving an interrupted truncation deletes
 	temps  []string // half-written .START/.END files
 }
 
-// readLayout lists dir's segment files the way tidwall/wal does (v1.2.1
-// load), including how it finishes a truncation that a crash interrupted,
-// but changes nothing. The two must agree, or the records validated here
-// would not be the ones tidwall/wal serves.
+// readLayout lists dir's segment files the way tidwall/wal v1.2.1 does
+// (its load), including how it finishes a truncation that a crash
+// interrupted, but changes nothing. Agreeing with it keeps a directory
+// written by either one readable by the other.
 func readLayout(dir string) (layout, error) {
 	var lay layout
 	entries, err := os.ReadDir(dir) // sorted by name, as tidwall/wal's listing is
@@ -155,7 +155,8 @@ func readLayout(dir string) (layout, error) {
 type scanState struct {
 	layout   layout
 	report   CheckReport
-	tailSize int64 // size of the last segment once a torn tail is cut
+	sizes    []int64 // size of each segment file in layout.segs
+	tailSize int64   // size of the last segment once a torn tail is cut
 }
 
 // scan validates every segment in dir. On corruption it returns the state
@@ -191,6 +192,7 @@ func scan(dir string, from uint64) (*scanState, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.sizes = append(s.sizes, int64(len(buf)))
 		last := i == len(lay.segs)-1
 		res := scanSegment(buf, seg.first, from)
 		for _, k := range res.skipped {

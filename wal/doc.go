@@ -8,10 +8,15 @@
 // tail on open and refuses every other kind of damage; and drops the records
 // a snapshot has made redundant.
 //
-// Storage is github.com/tidwall/wal, whose entry index is the sequence
-// number. That library keeps no checksum, never fsyncs a directory and cannot
-// open a log whose last entry is torn, so this package validates and repairs
-// the files before handing them to it, and fsyncs the directory itself.
+// The files are laid out exactly as github.com/tidwall/wal v1.2.1 lays out
+// its log, whose entry index is the sequence number: the same names, length
+// prefixes, points where a segment is cut and renames during a truncation.
+// Earlier versions of this package kept their segments with that library, so
+// the directories they wrote open unchanged, and it can still read what this
+// package writes (the tests hold the two to the same bytes). The package
+// reads and writes the files itself because the library keeps no checksum,
+// never fsyncs a directory, cannot open a log whose last entry is torn, and
+// copies every record into an in-memory image of the tail segment.
 //
 // # Files
 //
@@ -22,18 +27,22 @@
 //	00000000000000000001   records 1, 2, ...
 //	00000000000000004097   records 4097, ... (the tail: appends go here)
 //
-// A new segment is started once the tail reaches Options.SegmentSize bytes.
-// Segments follow one another without gaps: each starts right after the last
-// record of the one before. An empty tail segment is valid: it is what a log
+// A new segment is started right after the entry that brings the tail to
+// Options.SegmentSize bytes or more, and before a write to a tail that is
+// already over it (a log reopened with a smaller size). Segments follow one
+// another without gaps: each starts right after the last record of the one
+// before. An empty tail segment is valid: it is what a log
 // truncated to nothing looks like, and its name keeps the log's position.
 //
-// Other names that may appear, left by tidwall/wal or by this package:
+// Other names that may appear, left by this package (or tidwall/wal):
 //
 //	<name>.START       a front truncation that was interrupted: the segment
 //	                   rewritten to begin at <name>. Opening deletes every
 //	                   segment before it and renames it to <name>.
-//	<name>.END         the same for a back truncation, which docket never
-//	                   does; opening deletes every segment after it.
+//	<name>.END         the same for a back truncation (TruncateBack, which
+//	                   only a replicated log uses): the segment rewritten to
+//	                   end early. Opening deletes every segment after it and
+//	                   renames it over <name>.
 //	<name>.START.TEMP  a .START file still being written; meaningless, and
 //	<name>.END.TEMP    removed when the log is opened or repaired.
 //	<name>.broken      a copy of segment <name> taken before its torn tail was
@@ -85,11 +94,25 @@
 //
 // # Durability
 //
-// Append only copies the record into memory. Flush writes every appended
-// record to the operating system in one batch; Sync also fsyncs, and one
-// fsync serves every Sync call waiting for a record it covers. The directory
-// is fsynced whenever a segment is created, renamed or removed. After any
-// write or fsync error the Log is failed for good: an fsync that failed may
-// have dropped dirty pages, so retrying it could report data durable that is
-// not. Reopening the directory recovers from what is on disk.
+// Append only frames the record into memory, as the segment file will hold
+// it. Flush writes every appended record to the operating system straight
+// from that buffer, one write call per segment the batch lands in; Sync also
+// fsyncs the tail, and one fsync serves every Sync call waiting for a record
+// it covers. A segment is fsynced before the next one is created, so only
+// the tail can hold data that is not durable. A truncation writes the
+// segment it rewrites to a temporary file, fsyncs it and renames it into
+// place before removing what it replaces. The directory is fsynced whenever
+// a segment is created, renamed or removed. After any write error (a short
+// write included), fsync error or failed file operation the Log is failed
+// for good and every later call returns that error: an fsync that failed
+// may have dropped dirty pages, so retrying it could report data durable
+// that is not. Reopening the directory recovers from what is on disk,
+// cutting what a short write left as a torn tail.
+//
+// # Memory
+//
+// An open Log holds the records appended and not yet written, and for each
+// segment it wrote or read an index of one offset per 64 records; nothing
+// else of the files. Read and Replay read the segment files, Read keeping
+// its place between calls so that reading in order is cheap.
 package wal

@@ -58,8 +58,16 @@ func appendRecord(dst []byte, seq uint64, data []byte) []byte {
 	return dst
 }
 
-// uvarintLen is the size of x's minimal uvarint encoding: tidwall/wal's
-// length prefix, which counts towards segment sizes.
+// appendEntry frames data as the record seq with its length prefix, the
+// bytes a segment file holds for it, and appends them to dst. It does not
+// allocate when dst has room.
+func appendEntry(dst []byte, seq uint64, data []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(headerSize+len(data)))
+	return appendRecord(dst, seq, data)
+}
+
+// uvarintLen is the size of x's minimal uvarint encoding: the length
+// prefix of an entry, which counts towards segment sizes.
 func uvarintLen(x uint64) int {
 	return (bits.Len64(x|1) + 6) / 7
 }

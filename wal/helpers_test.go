@@ -252,12 +252,12 @@ func brokenFiles(t testing.TB, dir string) []string {
 	return names
 }
 
-// checkTail checks the Log's model of tidwall/wal's tail segment against the
+// checkTail checks the Log's model of its tail segment against the
 // directory: it is how the Log knows to fsync the directory.
 func checkTail(t testing.TB, l *Log) {
 	t.Helper()
 	l.wmu.Lock()
-	first, size := l.tailFirst, l.tailSize
+	first, size := l.tail().first, l.tailSize
 	l.wmu.Unlock()
 	names := segNames(t, l.dir)
 	if got, want := names[len(names)-1], segmentName(first); got != want {

@@ -3,14 +3,13 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	twal "github.com/tidwall/wal"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is
@@ -51,6 +50,10 @@ type Options struct {
 	// stop Open; Replay never reads them and TruncateFront removes them. Zero
 	// validates every record.
 	From uint64
+
+	// openFile opens every file the Log writes (os.OpenFile by default);
+	// tests replace it to make writes, fsyncs and creations fail.
+	openFile func(name string, flag int, perm fs.FileMode) (segmentFile, error)
 }
 
 // Stats are running totals since Open. Reading them is cheap and never blocks
@@ -69,7 +72,6 @@ type Stats struct {
 type Log struct {
 	dir      string
 	opts     Options
-	tw       *twal.Log
 	repaired RepairReport // what Open did to the directory
 
 	// The append side. mu is held only to add a record to pend or to swap
@@ -81,14 +83,15 @@ type Log struct {
 	first  atomic.Uint64
 	last   atomic.Uint64
 
-	// The I/O side. wmu serialises everything that touches tw: writes,
-	// fsyncs, truncation and close.
-	wmu       sync.Mutex
-	wb        twal.Batch
-	tailFirst uint64 // first seq of tw's tail segment
-	tailSize  int64  // bytes in tw's tail segment, tracked to see it cycle
-	twClosed  bool
-	written   atomic.Uint64 // newest record handed to the OS
+	// The I/O side. wmu serialises everything that touches the segment
+	// files but Replay: writes, fsyncs, Read, truncation and close.
+	wmu      sync.Mutex
+	segs     []*segment    // oldest first; the last is the tail, where appends go
+	file     segmentFile   // the tail's, open for appending; nil while it is replaced
+	tailSize int64         // bytes in the tail segment
+	fclosed  bool          // Close has run: the files are closed or abandoned
+	cur      cursor        // where Read is
+	written  atomic.Uint64 // newest record handed to the OS
 
 	// Group commit. One Sync caller at a time (the leader, syncing set)
 	// writes and fsyncs; the others wait on cond, then either find their
@@ -103,12 +106,21 @@ type Log struct {
 	appends, flushes, syncs, bytes, syncNanos atomic.Uint64
 }
 
-// pending holds appended records not yet written: their frames back to back
-// in buf, and where each ends.
+// pending holds appended records not yet written: their entries, framed
+// exactly as the segment file holds them, back to back in buf, and where
+// each ends.
 type pending struct {
 	buf   []byte
 	ends  []int
 	first uint64 // seq of the first record
+}
+
+// start returns where entry i begins in buf.
+func (p *pending) start(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return p.ends[i-1]
 }
 
 func (p *pending) reset() {
@@ -129,49 +141,38 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := createDir(dir); err != nil {
 		return nil, fmt.Errorf("wal: create %s: %w", dir, err)
 	}
+	if opts.openFile == nil {
+		opts.openFile = openOSFile
+	}
 	s, rep, err := recoverDir(dir, opts.From)
 	if err != nil {
 		return nil, err
 	}
-	tw, err := twal.Open(dir, &twal.Options{
-		NoSync:      true, // fsyncs are ours, batched by Sync
-		SegmentSize: opts.SegmentSize,
-		LogFormat:   twal.Binary,
-		NoCopy:      true, // Replay copies into its own buffer
-		AllowEmpty:  true, // TruncateFront(LastSeq()+1) after a snapshot
-		DirPerms:    dirPerm,
-		FilePerms:   filePerm,
-	})
-	if err != nil {
-		if errors.Is(err, twal.ErrCorrupt) {
-			return nil, fmt.Errorf("%w: %s: refused by tidwall/wal after validation: %v", ErrCorrupt, dir, err)
-		}
-		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
-	}
-	first, ferr := tw.FirstIndex()
-	last, lerr := tw.LastIndex()
-	if err := errors.Join(ferr, lerr); err != nil {
-		tw.Close()
-		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
-	}
-	if first != s.report.FirstSeq || last != s.report.LastSeq {
-		tw.Close()
-		return nil, fmt.Errorf("%w: %s: tidwall/wal sees records %d..%d, validation found %d..%d",
-			ErrCorrupt, dir, first, last, s.report.FirstSeq, s.report.LastSeq)
-	}
 	l := &Log{
-		dir:       dir,
-		opts:      opts,
-		repaired:  rep,
-		tw:        tw,
-		pend:      &pending{},
-		spare:     &pending{},
-		tailFirst: 1, // tidwall/wal creates the first segment in an empty directory
-	}
-	if n := len(s.layout.segs); n > 0 {
-		l.tailFirst, l.tailSize = s.layout.segs[n-1].first, s.tailSize
+		dir:      dir,
+		opts:     opts,
+		repaired: rep,
+		pend:     &pending{},
+		spare:    &pending{},
 	}
 	l.cond.L = &l.smu
+	for i, seg := range s.layout.segs {
+		l.segs = append(l.segs, &segment{first: seg.first, path: seg.final, size: s.sizes[i]})
+	}
+	if len(l.segs) == 0 {
+		// A new log starts with an empty segment for record 1, as
+		// tidwall/wal's does.
+		path := filepath.Join(dir, segmentName(1))
+		f, err := opts.openFile(path, createFlags, filePerm)
+		if err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+		}
+		l.file = f
+		l.segs = []*segment{{first: 1, path: path, indexed: true}}
+	} else if err := l.openTail(s.tailSize); err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	first, last := s.report.FirstSeq, s.report.LastSeq
 	l.first.Store(first)
 	l.last.Store(last)
 	l.written.Store(last)
@@ -179,12 +180,12 @@ func Open(dir string, opts Options) (*Log, error) {
 	// the engine is about to act on what it replays, so make it durable. The
 	// directory may have gained its first segment.
 	if err := l.fsync(); err != nil {
-		// No tw.Close: it would fsync again, which after a failed fsync can
-		// succeed without the data being on disk.
+		// The file stays open: closing it could let a later fsync of the
+		// same file succeed without the lost pages being on disk.
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
 	if err := syncDir(dir); err != nil {
-		tw.Close()
+		l.closeFile()
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
 	l.synced.Store(last)
@@ -205,8 +206,9 @@ func (l *Log) FirstSeq() uint64 { return l.first.Load() }
 func (l *Log) LastSeq() uint64 { return l.last.Load() }
 
 // Append adds the record seq, which must be LastSeq()+1, holding a copy of
-// data. It only copies into memory; the record reaches the file with the
-// next Flush or Sync, and is durable once Sync(seq) returns.
+// data. It only frames data into memory, as the segment file will hold it;
+// the record reaches the file with the next Flush or Sync, written from that
+// buffer, and is durable once Sync(seq) returns.
 func (l *Log) Append(seq uint64, data []byte) error {
 	if err := l.failed(); err != nil {
 		return err
@@ -225,7 +227,7 @@ func (l *Log) Append(seq uint64, data []byte) error {
 	if len(p.ends) == 0 {
 		p.first = seq
 	}
-	p.buf = appendRecord(p.buf, seq, data)
+	p.buf = appendEntry(p.buf, seq, data)
 	p.ends = append(p.ends, len(p.buf))
 	l.last.Store(seq)
 	l.mu.Unlock()
@@ -242,7 +244,7 @@ func (l *Log) Flush() error {
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.twClosed {
+	if l.fclosed {
 		return ErrClosed
 	}
 	return l.writePending()
@@ -264,7 +266,7 @@ func (l *Log) FlushTo(seq uint64) error {
 	if seq <= l.written.Load() {
 		return nil
 	}
-	if l.twClosed {
+	if l.fclosed {
 		return ErrClosed
 	}
 	return l.writePending()
@@ -336,7 +338,7 @@ func (l *Log) Sync(seq uint64) error {
 func (l *Log) commit() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.twClosed {
+	if l.fclosed {
 		return nil // Close synced everything it could; Sync looks at synced
 	}
 	if err := l.writePending(); err != nil {
@@ -345,9 +347,13 @@ func (l *Log) commit() error {
 	return l.syncWritten()
 }
 
-// writePending writes the pending records with one tidwall/wal batch. It
-// holds wmu.
+// writePending writes the pending records to the tail segment, straight
+// from the buffer Append framed them in. It holds wmu.
 func (l *Log) writePending() error {
+	if err := l.failed(); err != nil {
+		// Checked under wmu: a failure may have left no tail file open.
+		return err
+	}
 	l.mu.Lock()
 	p := l.pend
 	l.pend, l.spare = l.spare, p
@@ -355,44 +361,17 @@ func (l *Log) writePending() error {
 	if len(p.ends) == 0 {
 		return nil
 	}
-	// Mirror tidwall/wal's writeBatch to learn whether it starts a new
-	// segment, whose directory entry then needs an fsync: it cycles before
-	// the batch when the tail is over SegmentSize, and after any entry that
-	// brings the tail to SegmentSize.
-	limit := int64(l.opts.SegmentSize)
-	size, tailFirst, cycled := l.tailSize, l.tailFirst, false
-	if size > limit {
-		size, tailFirst, cycled = 0, p.first, true
-	}
-	var nbytes int64
-	seq, start := p.first, 0
-	for _, end := range p.ends {
-		rec := p.buf[start:end]
-		l.wb.Write(seq, rec)
-		n := int64(uvarintLen(uint64(len(rec))) + len(rec))
-		nbytes += n
-		size += n
-		seq++
-		if size >= limit {
-			size, tailFirst, cycled = 0, seq, true
-		}
-		start = end
-	}
 	if err := l.failpoint("append.write"); err != nil {
 		return l.fail("write", err)
 	}
-	if err := l.tw.WriteBatch(&l.wb); err != nil {
+	cycled, err := l.writeEntries(p)
+	if err != nil {
 		return l.fail("write", err)
 	}
-	l.tailSize, l.tailFirst = size, tailFirst
-	l.written.Store(seq - 1)
 	l.flushes.Add(1)
-	l.bytes.Add(uint64(nbytes))
-	if nbytes > maxRetained {
-		l.wb = twal.Batch{}
-	}
 	p.reset()
 	if cycled {
+		// The new segment's directory entry.
 		if err := l.failpoint("segment.create"); err != nil {
 			return l.fail("create segment", err)
 		}
@@ -406,6 +385,9 @@ func (l *Log) writePending() error {
 // syncWritten fsyncs what has been written, unless that is durable already.
 // It holds wmu.
 func (l *Log) syncWritten() error {
+	if err := l.failed(); err != nil {
+		return err
+	}
 	target := l.written.Load()
 	if target <= l.synced.Load() {
 		return nil
@@ -427,11 +409,11 @@ func (l *Log) syncWritten() error {
 	return nil
 }
 
-// fsync syncs the tail segment. Older segments need none: tidwall/wal
-// fsyncs a segment before it starts the next.
+// fsync syncs the tail segment. Older segments need none: a segment is
+// fsynced before the next is started.
 func (l *Log) fsync() error {
 	start := time.Now()
-	err := l.tw.Sync()
+	err := l.file.Sync()
 	l.syncNanos.Add(uint64(time.Since(start)))
 	l.syncs.Add(1)
 	return err
@@ -443,44 +425,87 @@ func (l *Log) fsync() error {
 // a caller that needs the log to reach back to a snapshot compares FirstSeq
 // itself. An error from fn stops the replay and is returned. data is only
 // valid during the call: its memory is reused for the next record, so fn
-// copies what it keeps.
+// copies what it keeps. Replay reads the segment files with a buffer of its
+// own and holds no lock while it does, so appends and writes go on.
 func (l *Log) Replay(from uint64, fn func(seq uint64, data []byte) error) error {
 	if err := l.Flush(); err != nil {
 		return err
 	}
+	// What to read, taken under the writer lock: records are only added
+	// beyond it while the replay runs.
+	l.wmu.Lock()
+	if l.fclosed {
+		l.wmu.Unlock()
+		return ErrClosed
+	}
 	last := l.written.Load()
 	seq := max(from, l.first.Load())
-	if seq > last {
-		return nil
+	var parts []segment
+	if seq <= last {
+		for _, s := range l.segs[l.findSegment(seq):] {
+			part := *s
+			part.size = l.segEnd(s)
+			parts = append(parts, part)
+		}
 	}
-	var buf []byte
-	for ; ; seq++ {
-		rec, err := l.tw.Read(seq)
+	l.wmu.Unlock()
+
+	r := entryReader{size: replayBufSize}
+	for i, p := range parts {
+		f, err := os.Open(p.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return errTruncated(seq)
+		}
 		if err != nil {
-			switch {
-			case errors.Is(err, twal.ErrCorrupt):
-				return l.locate(seq, "segment no longer decodes")
-			case errors.Is(err, twal.ErrClosed):
-				return ErrClosed
-			case errors.Is(err, twal.ErrNotFound):
-				return fmt.Errorf("wal: replay: record %d was truncated away during the replay", seq)
-			}
-			return fmt.Errorf("wal: replay: read record %d: %w", seq, err)
+			return fmt.Errorf("wal: replay: %w", err)
 		}
-		data, f := checkRecord(rec, seq)
-		if f != faultNone {
-			return l.locate(seq, f.String())
-		}
-		// rec belongs to tidwall/wal's segment cache; fn gets a copy it may
-		// scribble on.
-		buf = append(buf[:0], data...)
-		if err := fn(seq, buf); err != nil {
+		err = l.replaySegment(&r, f, &p, &seq, last, fn)
+		f.Close()
+		if err != nil || seq > last {
 			return err
 		}
-		if seq == last {
-			return nil
+		if i+1 == len(parts) || parts[i+1].first != seq {
+			return l.locate(seq, "segment ends before the record")
 		}
 	}
+	return nil
+}
+
+// replaySegment is Replay's work in segment p, open as f: the records from
+// *seq to last or to the end of the segment, advancing *seq.
+func (l *Log) replaySegment(r *entryReader, f *os.File, p *segment, seq *uint64, last uint64, fn func(uint64, []byte) error) error {
+	at, off := p.first, int64(0)
+	if p.indexed && *seq > p.first {
+		m := (*seq - p.first) / markEvery
+		at, off = p.first+m*markEvery, p.marks[m]
+	}
+	r.reset(f, off, p.size)
+	for ; at < *seq; at++ {
+		flt, err := r.skip()
+		if err != nil {
+			return fmt.Errorf("wal: replay: %w", err)
+		}
+		if flt != faultNone {
+			return l.locate(at, flt.String())
+		}
+	}
+	for *seq <= last && !r.done() {
+		rec, flt, err := r.next()
+		if err != nil {
+			return fmt.Errorf("wal: replay: read record %d: %w", *seq, err)
+		}
+		if flt == faultNone {
+			rec, flt = checkRecord(rec, *seq)
+		}
+		if flt != faultNone {
+			return l.locate(*seq, flt.String())
+		}
+		if err := fn(*seq, rec); err != nil {
+			return err
+		}
+		*seq++
+	}
+	return nil
 }
 
 // locate turns a record that failed to decode during Replay into an error
@@ -511,24 +536,16 @@ func (l *Log) TruncateFront(seq uint64) error {
 	if last := l.last.Load(); seq > last+1 {
 		return fmt.Errorf("%w: truncate before %d, beyond last appended %d", ErrSequence, seq, last)
 	}
-	// tidwall/wal can only cut records it holds.
+	// The segment rewritten must hold every record from seq on.
 	if err := l.writePending(); err != nil {
 		return err
 	}
-	if err := l.tw.TruncateFront(seq); err != nil {
+	if err := l.truncateFront(seq); err != nil {
 		return l.fail("truncate", err)
 	}
 	l.first.Store(seq)
 	if err := l.failpoint("truncate"); err != nil {
 		return l.fail("truncate", err)
-	}
-	if seq > l.tailFirst {
-		// The tail segment was rewritten to start at seq.
-		fi, err := os.Stat(filepath.Join(l.dir, segmentName(seq)))
-		if err != nil {
-			return l.fail("truncate", err)
-		}
-		l.tailFirst, l.tailSize = seq, fi.Size()
 	}
 	if err := syncDir(l.dir); err != nil {
 		return l.fail("truncate", err)
@@ -567,15 +584,17 @@ func (l *Log) Close() error {
 			err = l.syncWritten()
 		}
 	}
+	l.dropCursor()
 	if err == nil {
-		if cerr := l.tw.Close(); cerr != nil {
+		if cerr := l.closeFile(); cerr != nil {
 			err = l.fail("close", cerr)
 		}
 	}
-	// A failed Log leaves tidwall/wal open: its Close would fsync again, and
-	// an fsync after a failed one can succeed without the lost pages being
-	// on disk. The file is closed when the Log is garbage collected.
-	l.twClosed = true
+	// A failed Log leaves the tail's file open: closing it would let an
+	// fsync of the same file elsewhere succeed without the pages lost by the
+	// failed one being on disk. It is closed when the Log is garbage
+	// collected.
+	l.fclosed = true
 
 	l.smu.Lock()
 	l.cond.Broadcast()

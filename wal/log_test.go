@@ -468,7 +468,7 @@ func TestTruncateFrontPendingRecords(t *testing.T) {
 }
 
 // TestSegmentRollover drives tiny segments through random batch sizes and
-// checks after every write that the Log tracked tidwall/wal's tail segment
+// checks after every write that the Log tracked its tail segment
 // and fsynced the directory whenever a segment appeared.
 func TestSegmentRollover(t *testing.T) {
 	const segSize = 300
@@ -514,7 +514,7 @@ func TestSegmentRollover(t *testing.T) {
 		write(round%3 == 0)
 		if round == 30 {
 			// Reopen with smaller segments: the tail is now over the limit,
-			// which tidwall/wal handles before the next batch.
+			// which the Log handles before the next batch.
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}

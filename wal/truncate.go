@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-
-	twal "github.com/tidwall/wal"
 )
 
 // ErrNotFound reports a Read of a sequence number the log does not hold.
@@ -28,7 +26,8 @@ var ErrNotFound = errors.New("wal: record not found")
 // longer decodes gives an error wrapping ErrCorrupt that names the file.
 //
 // Read waits while the Log writes or fsyncs, so a caller that reads the newest
-// records often keeps a cache of its own.
+// records often keeps a cache of its own. Reading records in order is
+// cheapest: Read keeps its place in the segment file between calls.
 func (l *Log) Read(seq uint64) ([]byte, error) {
 	if err := l.state(); err != nil {
 		return nil, err
@@ -41,31 +40,34 @@ func (l *Log) Read(seq uint64) ([]byte, error) {
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.twClosed {
+	if l.fclosed {
 		return nil, ErrClosed
 	}
 	if err := l.failed(); err != nil {
 		return nil, err
 	}
-	rec, err := l.tw.Read(seq)
+	if seq < l.first.Load() || seq > l.written.Load() {
+		// Truncated between the range check and the lock.
+		return nil, fmt.Errorf("%w: %d", ErrNotFound, seq)
+	}
+	_, f, err := l.position(seq, true)
+	var rec []byte
+	if err == nil && f == faultNone {
+		rec, f, err = l.cur.r.next()
+	}
 	if err != nil {
-		switch {
-		case errors.Is(err, twal.ErrNotFound):
-			// Truncated between the range check and the lock.
-			return nil, fmt.Errorf("%w: %d", ErrNotFound, seq)
-		case errors.Is(err, twal.ErrCorrupt):
-			return nil, l.locate(seq, "segment no longer decodes")
-		case errors.Is(err, twal.ErrClosed):
-			return nil, ErrClosed
-		}
+		l.dropCursor()
 		return nil, fmt.Errorf("wal: read record %d: %w", seq, err)
 	}
-	data, f := checkRecord(rec, seq)
+	if f == faultNone {
+		l.cur.next = seq + 1
+		rec, f = checkRecord(rec, seq)
+	}
 	if f != faultNone {
+		l.dropCursor()
 		return nil, l.locate(seq, f.String())
 	}
-	// rec belongs to tidwall/wal's segment cache.
-	return bytes.Clone(data), nil
+	return bytes.Clone(rec), nil
 }
 
 // TruncateBack drops every record after seq, which must be at least
@@ -95,16 +97,13 @@ func (l *Log) TruncateBack(seq uint64) error {
 	if err := l.failpoint("truncate.back"); err != nil {
 		return l.fail("truncate back", err)
 	}
-	if err := l.tw.TruncateBack(seq); err != nil {
+	if err := l.truncateBack(seq); err != nil {
 		return l.fail("truncate back", err)
 	}
 	l.last.Store(seq)
 	l.written.Store(seq)
 	if l.synced.Load() > seq {
 		l.synced.Store(seq)
-	}
-	if err := l.findTail(); err != nil {
-		return l.fail("truncate back", err)
 	}
 	if err := syncDir(l.dir); err != nil {
 		return l.fail("truncate back", err)
@@ -129,7 +128,7 @@ func (l *Log) Reset(next uint64) error {
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.twClosed {
+	if l.fclosed {
 		return ErrClosed
 	}
 	if err := l.failed(); err != nil {
@@ -138,10 +137,9 @@ func (l *Log) Reset(next uint64) error {
 	if next == l.first.Load() {
 		return nil
 	}
-	// tidwall/wal cannot move an empty log, so replace its only segment:
-	// remove it first, so that no crash leaves two empty segments that do
-	// not follow one another.
-	if err := l.tw.Close(); err != nil {
+	// Replace the only segment, which is empty: remove it first, so that
+	// no crash leaves two empty segments that do not follow one another.
+	if err := l.closeFile(); err != nil {
 		return l.fail("reset", err)
 	}
 	lay, err := readLayout(l.dir)
@@ -159,54 +157,24 @@ func (l *Log) Reset(next uint64) error {
 	if err := l.failpoint("reset.remove"); err != nil {
 		return l.fail("reset", err)
 	}
-	f, err := os.OpenFile(filepath.Join(l.dir, segmentName(next)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, filePerm)
+	path := filepath.Join(l.dir, segmentName(next))
+	f, err := l.opts.openFile(path, os.O_CREATE|os.O_EXCL|tailFlags, filePerm)
 	if err != nil {
 		return l.fail("reset", err)
 	}
-	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+	l.file = f
+	if err := f.Sync(); err != nil {
 		return l.fail("reset", err)
 	}
 	if err := syncDir(l.dir); err != nil {
 		return l.fail("reset", err)
 	}
-	tw, err := twal.Open(l.dir, &twal.Options{
-		// The same settings as Open.
-		NoSync:      true,
-		SegmentSize: l.opts.SegmentSize,
-		LogFormat:   twal.Binary,
-		NoCopy:      true,
-		AllowEmpty:  true,
-		DirPerms:    dirPerm,
-		FilePerms:   filePerm,
-	})
-	if err != nil {
-		return l.fail("reset", err)
-	}
-	l.tw = tw
+	l.segs = []*segment{{first: next, path: path, indexed: true}}
+	l.tailSize = 0
 	l.first.Store(next)
 	l.last.Store(next - 1)
 	l.written.Store(next - 1)
 	l.synced.Store(next - 1)
-	l.tailFirst, l.tailSize = next, 0
-	return nil
-}
-
-// findTail sets tailFirst and tailSize from the directory, after tidwall/wal
-// rewrote the tail segment. It holds wmu.
-func (l *Log) findTail() error {
-	lay, err := readLayout(l.dir)
-	if err != nil {
-		return err
-	}
-	if len(lay.segs) == 0 {
-		return fmt.Errorf("no segment left in %s", l.dir)
-	}
-	tail := lay.segs[len(lay.segs)-1]
-	fi, err := os.Stat(tail.path)
-	if err != nil {
-		return err
-	}
-	l.tailFirst, l.tailSize = tail.first, fi.Size()
 	return nil
 }
 
@@ -217,7 +185,7 @@ func (l *Log) lockWriter() error {
 		return err
 	}
 	l.wmu.Lock()
-	if l.twClosed {
+	if l.fclosed {
 		l.wmu.Unlock()
 		return ErrClosed
 	}

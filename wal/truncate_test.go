@@ -66,7 +66,7 @@ func TestReadCorrupt(t *testing.T) {
 	l := openLog(t, dir, Options{SegmentSize: 128})
 	defer l.Close()
 	// Flip a byte of record 5's data behind the Log's back, in the first
-	// segment, which tidwall/wal has not cached yet.
+	// segment: Read reads it from the file.
 	path := segPaths(t, dir)[0]
 	spans := entrySpans(t, path)
 	buf := readFile(t, path)
