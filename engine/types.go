@@ -296,7 +296,9 @@ type Page struct {
 }
 
 // Entry is a KV entry. Version changes on every write of the key and never
-// repeats.
+// repeats: it is the engine-wide sequence number of the batch that wrote
+// the key, which every commit of every namespace moves (see the security
+// model in the README for what that lets a tenant observe).
 type Entry struct {
 	Key     string
 	Value   []byte
@@ -314,7 +316,10 @@ type ScanOptions struct {
 
 // TxResult is the outcome of a committed transaction.
 type TxResult struct {
-	// Version is the version every key written by the transaction now has.
+	// Version is the version every key written by the transaction now has:
+	// the engine-wide sequence number of its batch, or, for a commit that
+	// wrote nothing (only assertions, or a deduplicated enqueue), the
+	// sequence number of the state it was checked against.
 	Version uint64
 	// Enqueued has one entry per Enqueue op, in order.
 	Enqueued []Enqueued

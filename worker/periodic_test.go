@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,7 +68,7 @@ func TestPeriodicTwoRuntimesOneTaskPerTick(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Fatalf("ticks %v, want %v", keys, want)
 	}
-	if v, err := e.db.KV(ns).Get(bg, worker.PeriodicKeyPrefix+"reports/report"); err != nil ||
+	if v, err := e.db.SystemKV(ns).Get(bg, worker.PeriodicKeyPrefix+"reports/report"); err != nil ||
 		string(v.Value) != strconv.FormatInt(at("10:20").Unix(), 10) {
 		t.Fatalf("last tick: %v %q", err, v.Value)
 	}
@@ -169,5 +170,56 @@ func TestPeriodicRegistration(t *testing.T) {
 	}
 	if err := w.Periodic(ns, "other", "@daily", engine.Task{Kind: "k"}); err != nil {
 		t.Fatalf("same name on another queue refused: %v", err)
+	}
+}
+
+// TestPeriodicStateOutOfReachOfKVWriters: a schedule's last tick lives in
+// the namespace's system area. A caller holding only kv-read and kv-write
+// cannot read, change or even see it (the attack that set the tick to 2^40
+// and silenced the schedule), the schedule keeps ticking, and a runtime
+// whose caller lacks PermSystem is refused at Start instead of failing
+// quietly at the first tick.
+func TestPeriodicStateOutOfReachOfKVWriters(t *testing.T) {
+	e := newEnv(t, func(o *engine.Options) {
+		o.Authorizer = engine.Policy{
+			"runner": {{Project: "*", Scope: "*", Perms: engine.PermEnqueue | engine.PermSystem}},
+			"tenant": {{Project: "*", Scope: "*", Perms: engine.PermKVRead | engine.PermKVWrite}},
+			"plain":  {{Project: "*", Scope: "*", Perms: engine.PermEnqueue | engine.PermKVRead | engine.PermKVWrite}},
+		}
+	})
+	w := worker.New(e.db.As(engine.Caller{ID: "runner"}), worker.Options{Clock: e.clock, Owner: "w"})
+	t.Cleanup(func() { w.Stop(bg) })
+	if err := w.Periodic(ns, "reports", "*/5 * * * *", engine.Task{Kind: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(w)
+	key := worker.PeriodicKeyPrefix + "reports/report"
+	tenant := e.db.As(engine.Caller{ID: "tenant"})
+	silence := engine.Set(key, []byte(strconv.FormatInt(1<<40, 10)))
+	if _, err := tenant.KV(ns).Commit(bg, silence); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("a kv-write caller set the schedule's state: %v", err)
+	}
+	if _, err := tenant.KV(ns).Get(bg, key); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("a kv-read caller read the schedule's state: %v", err)
+	}
+	if _, err := tenant.SystemKV(ns).Commit(bg, silence); !errors.Is(err, engine.ErrPermission) {
+		t.Fatalf("a kv-write caller reached the system area: %v", err)
+	}
+	if es, err := tenant.KV(ns).Scan(bg, engine.ScanOptions{}); err != nil || len(es) != 0 {
+		t.Fatalf("the scan shows %v (%v)", es, err)
+	}
+	if v, err := e.db.SystemKV(ns).Get(bg, key); err != nil || string(v.Value) != strconv.FormatInt(at("10:00").Unix(), 10) {
+		t.Fatalf("the schedule's state: %q %v", v.Value, err)
+	}
+	e.clock.Advance(3 * time.Minute) // 10:05
+	eventually(t, "the 10:05 tick", func() bool { c, _ := e.q("reports").Counts(bg); return c.Ready == 1 })
+	e.stop(w)
+
+	plain := worker.New(e.db.As(engine.Caller{ID: "plain"}), worker.Options{Clock: e.clock, Owner: "w"})
+	if err := plain.Periodic(ns, "reports", "*/5 * * * *", engine.Task{Kind: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Start(bg); !errors.Is(err, engine.ErrPermission) {
+		t.Fatalf("a runtime without the system permission started: %v", err)
 	}
 }
