@@ -262,15 +262,25 @@ type TaskInfo struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	// Errors are the task's failed attempts, oldest first, at most
-	// MaxAttemptErrors (the oldest are dropped beyond that).
+	// MaxAttemptErrors (the oldest are dropped beyond that): every failure
+	// a worker reported (Fail) and every lease that expired, with its
+	// attempt number, when it failed and the error ("lease expired" for an
+	// expired lease). Snoozes are not failures.
 	Errors []AttemptError
+	// Parent is the id of the task whose completion enqueued this task (a
+	// follow-up, or an Enqueue op of that Complete); 0 for none.
+	Parent uint64
+	// FollowUps are the ids of the tasks this task's completion enqueued
+	// (follow-ups and Enqueue ops that were not deduplicated), in order. Only
+	// a completed task kept by RetainCompleted has them.
+	FollowUps []uint64
 }
 
 // AttemptError is one failed attempt of a task: a handler's failure or an
 // expired lease.
 type AttemptError struct {
-	Attempt int
-	At      time.Time
+	Attempt int       // the attempt that failed, 1 for the first
+	At      time.Time // when it failed (for an expired lease: its deadline)
 	Error   string
 }
 

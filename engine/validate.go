@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/docketdb/docket/index"
 )
 
 // Limits on what a call may ask for. Each is checked before anything is
@@ -19,7 +21,7 @@ const (
 	MaxBatch         = 10_000  // tasks per batch enqueue, claim max, list and scan limits
 	MaxOps           = 10_000  // ops (KV mutations, assertions, follow-ups) in one commit
 	MaxAttemptsLimit = 1 << 20 // a task's attempt budget
-	MaxAttemptErrors = 20      // failed attempts a task remembers (TaskInfo.Errors)
+	MaxAttemptErrors = index.MaxAttemptErrors // failed attempts a task remembers (TaskInfo.Errors)
 	MaxCommitBytes   = 64 << 20
 	// MaxDuration bounds delays, leases and backoffs (about 100 years), so
 	// that now+duration never overflows.
