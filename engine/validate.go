@@ -13,20 +13,24 @@ import (
 // Limits on what a call may ask for. Each is checked before anything is
 // planned; exceeding one returns ErrInvalid naming it.
 const (
-	MaxNameBytes     = 255                    // project, scope, queue, owner, kind, caller ids
-	MaxKeyBytes      = 4096                   // KV keys and idempotency keys
-	MaxErrorBytes    = 8192                   // a failure's error text (longer text is cut, not refused)
-	MaxHeaders       = 64                     // headers per task
-	MaxHeaderBytes   = 1024                   // one header key or value
-	MaxBatch         = 10_000                 // tasks per batch enqueue, claim max, list and scan limits
-	MaxOps           = 10_000                 // ops (KV mutations, assertions, follow-ups) in one commit
-	MaxAttemptsLimit = 1 << 20                // a task's attempt budget
-	MaxAttemptErrors = index.MaxAttemptErrors // failed attempts a task remembers (TaskInfo.Errors)
+	MaxNameBytes     = 255     // project, scope, queue, owner, kind, caller ids
+	MaxKeyBytes      = 4096    // KV keys and idempotency keys
+	MaxErrorBytes    = 8192    // a failure's error text (longer text is cut, not refused)
+	MaxHeaders       = 64      // headers per task
+	MaxHeaderBytes   = 1024    // one header key or value
+	MaxBatch         = 10_000  // tasks per batch enqueue, claim max, list and scan limits
+	MaxOps           = 10_000  // ops (KV mutations, assertions, follow-ups) in one commit
+	MaxAttemptsLimit = 1 << 20 // a task's attempt budget
+	MaxAttemptErrors = 20      // failed attempts a task remembers (TaskInfo.Errors)
 	MaxCommitBytes   = 64 << 20
 	// MaxDuration bounds delays, leases and backoffs (about 100 years), so
 	// that now+duration never overflows.
 	MaxDuration = 100 * 365 * 24 * time.Hour
 )
+
+// The index keeps the attempt history: its bound is this one (a
+// difference in either direction overflows the unsigned constant).
+const _ = uint(MaxAttemptErrors-index.MaxAttemptErrors) + uint(index.MaxAttemptErrors-MaxAttemptErrors)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
