@@ -149,7 +149,8 @@ func TestCodecRoundTrip(t *testing.T) {
 	full.Owner, full.Token, full.LeaseUntil, full.BackoffBase, full.BackoffMax, full.Priority = "w", 3, 99, 1000, 60000, -5
 	full.Secret = 0xfeedface12345678
 	full.Extra = &Extra{Kind: "k", IdemKey: "i", LastError: "e", Progress: []byte(`1`), Result: []byte(`2`),
-		Headers: map[string]string{"a": "b"}}
+		Headers: map[string]string{"a": "b"}, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "x"}, {Attempt: 2, At: -1}},
+		Parent: 3, FollowUps: []uint64{8, 1 << 63}}
 	b := &Batch{Seq: 9, Now: -3, Seed: 1<<64 - 2,
 		Assertions: []Assertion{{Kind: AssertToken, ID: 7, Token: 3},
 			{Kind: AssertKVVersion, NS: qk.Namespace, Key: "k", Version: 4}},
@@ -157,7 +158,14 @@ func TestCodecRoundTrip(t *testing.T) {
 			{Kind: MutPutTask, Task: full},
 			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateReady, Attempts: 2, NotBefore: 5, Owner: "o",
 				Token: 3, LeaseUntil: 6, Updated: 7, Secret: 77, Flags: UpdProgress | UpdLastError, Progress: []byte(`{}`), LastError: "x"}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateInFlight, Flags: UpdLastError | UpdAddError,
+				LastError: "lease expired", ErrAttempt: 4, ErrAt: 99}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateCompleted, Flags: UpdResult | UpdFollowUps,
+				Result: []byte(`3`), FollowUps: []uint64{9, 10}}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateDead, Flags: UpdAddError | UpdFollowUps,
+				ErrAttempt: 1, ErrAt: 2}},
 			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 7}},
+			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 7, Flags: UpdCompleted}},
 			{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("v")}},
 			{Kind: MutDeleteKV, KV: KV{Namespace: qk.Namespace, Key: "k"}},
 			{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "i", ID: 7, Expires: 100}},
@@ -210,6 +218,11 @@ func TestRecordRoundTrip(t *testing.T) {
 	data, _ = enc.IdemRecord(id)
 	if r, err = dec.Record(data); err != nil || r.Idem != id {
 		t.Fatalf("idem %+v %v", r, err)
+	}
+	tot := QueueTotals{Queue: qk, Totals: Totals{Enqueued: 1, Claimed: 2, Completed: 3, Retried: 4, DeadLettered: 5}, Idle: 6}
+	data, _ = enc.TotalsRecord(tot)
+	if r, err = dec.Record(data); err != nil || r.Kind != RecTotals || r.Totals != tot {
+		t.Fatalf("totals %+v %v", r, err)
 	}
 	data, _ = enc.TaskRecord(task(s, 2, StateDead))
 	if r, err = dec.Record(data); err != nil || r.Task.ID != 2 || r.Task.State != StateDead {
