@@ -162,8 +162,11 @@ func (t *dueTree) Delete(prio int64, id uint64) bool {
 	if found {
 		t.n--
 		if t.n == 0 {
-			// Give the memory back: a queue's trees empty out often.
-			t.nodes, t.free, t.root = nil, nil, 0
+			// Empty: start the slice afresh, and give a large one back.
+			t.nodes, t.free, t.root = t.nodes[:1], t.free[:0], 0
+			if cap(t.nodes) > 64 {
+				t.nodes, t.free = nil, nil
+			}
 		}
 	}
 	return found
