@@ -150,8 +150,9 @@ func checkClaim(owner string, lease time.Duration, max int) error {
 }
 
 // Claim leases up to max tasks to owner for lease, highest priority first
-// and FIFO within a priority. It first promotes every due timer and reclaims
-// every expired lease of the queue. It returns at once, with no tasks if none
+// and FIFO within a priority, from every task ready now: stored ready, due
+// timers, and expired leases with attempts left (an expired lease on its
+// last attempt is dead-lettered). It returns at once, with no tasks if none
 // is due.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
@@ -270,7 +271,8 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 // Complete acknowledges a leased task: it is deleted (or kept as completed
 // with its result when RetainCompleted is on), d.Ops are applied and
 // d.FollowUps enqueued, all in one commit fenced by the lease's token. A
-// stale lease returns ErrLeaseLost and changes nothing.
+// stale lease, or one past its deadline, returns ErrLeaseLost and changes
+// nothing.
 func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error) {
 	c := q.db.c
 	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
