@@ -260,12 +260,6 @@ func (s *Store) forgetIdle(max int) {
 	}
 }
 
-// QueueTotals returns the counters of queue k, also while it holds no task
-// (until they are forgotten).
-func (s *Store) QueueTotals(k QueueKey) (QueueTotals, bool) {
-	return s.totals.Get(QueueTotals{Queue: k})
-}
-
 // count records that q's totals changed in the current Apply.
 func (s *Store) count(q *Queue) {
 	if n := len(s.counted); n == 0 || s.counted[n-1] != q {
