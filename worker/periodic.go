@@ -62,7 +62,8 @@ type periodic struct {
 // The schedule's name is task.IdempotencyKey if set, else task.Kind, else
 // spec; names must differ between schedules of one queue. Tasks carry their
 // tick in the PeriodicTickHeader header. It returns an error for an invalid
-// spec or a duplicate name; it panics after Start.
+// spec, a duplicate name, or an API without a system area (one that does
+// not implement engine.SystemAPI); it panics after Start.
 func (w *Worker) Periodic(ns engine.Namespace, queue, spec string, task engine.Task) error {
 	tz := strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=")
 	parse := spec
