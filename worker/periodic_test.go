@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,5 +222,16 @@ func TestPeriodicStateOutOfReachOfKVWriters(t *testing.T) {
 	}
 	if err := plain.Start(bg); !errors.Is(err, engine.ErrPermission) {
 		t.Fatalf("a runtime without the system permission started: %v", err)
+	}
+}
+
+// TestPeriodicNeedsASystemArea: an API that offers no system area (one
+// that does not implement engine.SystemAPI) cannot keep a schedule's state
+// out of the tenant's keys, so Periodic refuses it.
+func TestPeriodicNeedsASystemArea(t *testing.T) {
+	e := newEnv(t)
+	w := worker.New(struct{ engine.API }{e.db}, worker.Options{Clock: e.clock, Owner: "w"})
+	if err := w.Periodic(ns, "q", "@hourly", engine.Task{Kind: "k"}); err == nil || !strings.Contains(err.Error(), "SystemAPI") {
+		t.Fatalf("periodic on an API without a system area: %v", err)
 	}
 }
