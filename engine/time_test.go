@@ -2,7 +2,9 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -326,4 +328,35 @@ func BenchmarkReadsWithManyDue(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLeaseLostSaysWhy: every refusal of a fenced call says why the lease
+// is lost, including a lease past its deadline that nobody took over.
+func TestLeaseLostSaysWhy(t *testing.T) {
+	e := newEnv(t, true)
+	q := e.q("q")
+	e.enqueue(q, Task{MaxAttempts: 3})
+	l := e.claim(q, 1)[0]
+	stale := l
+	forged := l
+	forged.Secret++
+	unknown := l
+	unknown.ID = 999
+	wantWhy := func(err error, why string) {
+		t.Helper()
+		wantErr(t, err, ErrLeaseLost)
+		if !strings.Contains(err.Error(), why) {
+			t.Fatalf("%v does not say %q", err, why)
+		}
+	}
+	wantWhy(errOnly(q.Complete(ctx, forged, Done{})), "wrong lease secret")
+	wantWhy(errOnly(q.Complete(ctx, unknown, Done{})), "no such task")
+	e.clock.Advance(30 * time.Second) // the deadline
+	wantWhy(q.Heartbeat(ctx, &l, time.Minute, nil), "the lease expired at "+l.Deadline.Format(time.RFC3339Nano))
+	again := e.claim(q, 1)[0]
+	wantWhy(q.Snooze(ctx, stale, 0), fmt.Sprintf("stale token (the task was claimed again, token %d)", again.Token))
+	if err := q.Fail(ctx, again, Failure{Err: "x", Permanent: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantWhy(q.Fail(ctx, again, Failure{}), "the task is dead, not in flight")
 }

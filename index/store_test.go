@@ -265,3 +265,80 @@ func TestExpired(t *testing.T) {
 		t.Fatal("completed-task expiry not reported at its time, or reported with retention off")
 	}
 }
+
+// TestTotals: Apply counts a queue's transitions, the totals outlive the
+// queue's indexes while it is idle and are forgotten IdleTotalsTTL after,
+// a snapshot carries them, and a restore refuses records that do not fit
+// the tasks.
+func TestTotals(t *testing.T) {
+	s := NewStore()
+	tk := task(s, 1, StateReady)
+	apply := func(b *Batch) {
+		t.Helper()
+		b.Seq = s.Seq() + 1
+		if out, err := s.Apply(b); err != nil || out.Refused != "" {
+			t.Fatal(out, err)
+		}
+		if err := s.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&Batch{Now: 10, Mutations: []Mutation{{Kind: MutPutTask, Task: tk}}})
+	claim := TaskUpdate{ID: 1, State: StateInFlight, Attempts: 1, Owner: "w", Token: 1, LeaseUntil: 50}
+	apply(&Batch{Now: 20, Mutations: []Mutation{{Kind: MutUpdateTask, Update: claim},
+		{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateScheduled, Attempts: 1, Token: 1, NotBefore: 30,
+			Flags: UpdLastError | UpdAddError, LastError: "x", ErrAttempt: 1, ErrAt: 20}}}})
+	claim.Token, claim.Attempts = 2, 2
+	apply(&Batch{Now: 30, Mutations: []Mutation{{Kind: MutUpdateTask, Update: claim},
+		{Kind: MutDeleteTask, Update: TaskUpdate{ID: 1, Flags: UpdCompleted}}}})
+	want := Totals{Enqueued: 1, Claimed: 2, Completed: 1, Retried: 1}
+	rec, ok := s.totals.Get(QueueTotals{Queue: qk})
+	if s.Queue(qk) != nil || !ok || rec.Totals != want || rec.Idle != 30 {
+		t.Fatalf("idle queue: %v, record %+v", s.Queue(qk), rec)
+	}
+	// A snapshot carries the idle record.
+	s2 := NewStore()
+	if err := WriteImage(s.Copy(), NewEncoder(), func(b []byte) error {
+		r, err := NewDecoder(s2).Record(b)
+		if err == nil {
+			err = s2.Load(r)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Verify(); err != nil || mustHash(t, s2) != mustHash(t, s) {
+		t.Fatalf("restored totals differ: %v", err)
+	}
+	// Filled again, it counts on.
+	apply(&Batch{Now: 40, Mutations: []Mutation{{Kind: MutPutTask, Task: task(s, 2, StateReady)}}})
+	if got := s.Queue(qk).Totals(); got != (Totals{Enqueued: 2, Claimed: 2, Completed: 1, Retried: 1}) {
+		t.Fatalf("refilled: %+v", got)
+	}
+	apply(&Batch{Now: 50, Mutations: []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: 2}}}})
+	apply(&Batch{Now: 50 + IdleTotalsTTL - 1})
+	if _, ok := s.totals.Get(QueueTotals{Queue: qk}); !ok {
+		t.Fatal("forgotten before its time")
+	}
+	apply(&Batch{Now: 50 + IdleTotalsTTL})
+	if _, ok := s.totals.Get(QueueTotals{Queue: qk}); ok || s.idle.Len() != 0 {
+		t.Fatal("idle totals kept past IdleTotalsTTL")
+	}
+	// A restore refuses a record that contradicts the tasks.
+	s3 := NewStore()
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a live record for a queue without tasks: %v", err)
+	}
+	if err := s3.LoadTask(task(s3, 1, StateReady)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want, Idle: 5}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("an idle record for a queue with tasks: %v", err)
+	}
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a record twice: %v", err)
+	}
+}
