@@ -693,9 +693,12 @@ func (c *core) countsAt(iq *index.Queue, now int64) Counts {
 // id. Like Counts it sees time pass without a write: ready includes due
 // timers and expired leases (in their place in the serving order), dead
 // includes expired last-attempt leases, and scheduled and in-flight leave
-// them out. A page costs O(Limit log n), except that a completed listing
-// steps over retained completions past their retention that no commit has
-// deleted yet.
+// them out. So a listing that takes several calls sees time move between
+// them like any other change: a lease that expires between the ready and
+// the in-flight listing is in neither (read with a clock that stands still
+// to see one moment). A page costs O(Limit log n), except that a completed
+// listing steps over retained completions past their retention that no
+// commit has deleted yet.
 func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if !index.TaskState(o.State).Valid() {
 		return Page{}, invalid("list state %d", o.State)
