@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -359,4 +360,42 @@ func TestLeaseLostSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantWhy(q.Fail(ctx, again, Failure{}), "the task is dead, not in flight")
+}
+
+// BenchmarkBytesPerTask reports the heap a waiting task costs, ready and
+// scheduled (the due tree and the ready-since order are part of it).
+func BenchmarkBytesPerTask(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		delay time.Duration
+	}{{"Ready", 0}, {"Scheduled", time.Hour}} {
+		b.Run(c.name, func(b *testing.B) {
+			const n = 100_000
+			batch := make([]Task, MaxBatch)
+			for i := range batch {
+				batch[i] = Task{Delay: c.delay, Priority: i % 7}
+			}
+			var per float64
+			for b.Loop() {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				db, err := OpenInMemory(Options{Clock: NewManualClock(t0)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				q := db.Queue(ns, "q")
+				for range n / MaxBatch {
+					if _, err := q.EnqueueBatch(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				per = float64(after.HeapInuse-before.HeapInuse) / n
+				db.Close()
+			}
+			b.ReportMetric(per, "bytes/task")
+		})
+	}
 }
