@@ -404,17 +404,7 @@ func (r *runner) pickLease(b byte) (engine.Lease, QueueKey) {
 func (r *runner) busiest() QueueKey {
 	best, most := queues[0], -1
 	for _, q := range queues {
-		n := len(r.m.List(q, engine.Ready))
-		for _, t := range r.m.List(q, engine.Scheduled) {
-			if t.NotBefore <= r.m.Now {
-				n++
-			}
-		}
-		for _, t := range r.m.List(q, engine.InFlight) {
-			if t.LeaseUntil <= r.m.Now {
-				n++
-			}
-		}
+		n := len(r.m.List(q, engine.Ready)) // due timers and expired leases included
 		if n > most {
 			best, most = q, n
 		}
