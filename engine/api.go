@@ -42,8 +42,10 @@ type Queue interface {
 	EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]Enqueued, error)
 
 	// Claim leases up to max ready tasks to owner for lease, highest
-	// priority first, FIFO within a priority. It first makes every due timer
-	// claimable and reclaims every expired lease. It returns at once, with
+	// priority first, FIFO within a priority. A due timer and an expired
+	// lease with attempts left are ready (in their place in that order, so
+	// no task is served while one of higher priority is due); an expired
+	// lease on its last attempt is dead-lettered. It returns at once, with
 	// no leases if nothing is due.
 	Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error)
 	// ClaimWait is Claim that, when nothing is due, waits until a task is
@@ -54,8 +56,9 @@ type Queue interface {
 	// completed with its result when RetainCompleted is on), d.Ops are
 	// applied and d.FollowUps enqueued, all in one commit fenced by the
 	// lease's token. The result has one Enqueued per Enqueue op of d.Ops,
-	// then one per follow-up, in order. A
-	// stale lease returns ErrLeaseLost and changes nothing.
+	// then one per follow-up, in order; each task enqueued records the
+	// completed task as its Parent. A stale lease, or one past its deadline,
+	// returns ErrLeaseLost and changes nothing.
 	Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 	// CompleteBatch completes plain leases (no result, ops or follow-ups) in
 	// one commit. Each lease is fenced on its own: errs[i] is nil or
@@ -88,11 +91,16 @@ type Queue interface {
 	// completed.
 	RunNow(ctx context.Context, id uint64) error
 
-	// Get returns a task of the queue, ErrNotFound if there is none.
+	// Get returns a task of the queue, ErrNotFound if there is none. Reads
+	// report the state as of the clock's now: a due timer is ready, an
+	// expired lease ready again (or dead on its last attempt), a retained
+	// completion past its retention gone, whether or not a commit has
+	// stored that yet.
 	Get(ctx context.Context, id uint64) (TaskInfo, error)
-	// List returns a page of the queue's tasks in one state.
+	// List returns a page of the queue's tasks in one state, as of now.
 	List(ctx context.Context, o ListOptions) (Page, error)
-	// Counts returns how many tasks the queue holds in each state.
+	// Counts returns how many tasks the queue holds in each state, as of
+	// now.
 	Counts(ctx context.Context) (Counts, error)
 }
 

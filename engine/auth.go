@@ -19,11 +19,15 @@ const (
 	PermAdmin                    // cancel, redrive
 	PermKVRead                   // KV get and scan, and KV assertions
 	PermKVWrite                  // KV set and delete
+	// PermSystem reads and writes the namespace's system area (SystemKV):
+	// state the worker runtime keeps for itself, such as the last tick of
+	// each periodic schedule. PermKVWrite does not reach it.
+	PermSystem
 
-	PermAll = PermEnqueue | PermWork | PermRead | PermAdmin | PermKVRead | PermKVWrite
+	PermAll = PermEnqueue | PermWork | PermRead | PermAdmin | PermKVRead | PermKVWrite | PermSystem
 )
 
-var permNames = [...]string{"enqueue", "work", "read", "admin", "kv-read", "kv-write"}
+var permNames = [...]string{"enqueue", "work", "read", "admin", "kv-read", "kv-write", "system"}
 
 func (p Perm) String() string {
 	var parts []string

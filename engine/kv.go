@@ -8,14 +8,44 @@ import (
 	"github.com/docketdb/docket/index"
 )
 
-// kv is the in-process KV.
-type kv struct {
-	db *DB
-	ns Namespace
+// ReservedPrefix starts the keys of a namespace's system area: state the
+// engine's own runtime keeps in the namespace (the worker's periodic
+// schedules keep their last tick under "docket/periodic/"). A KV handle
+// cannot reach these keys: reading or writing one through it, in any call
+// (KV.Get, KV.Commit, the ops of Enqueue and Complete), is ErrInvalid, and
+// KV.Scan skips them. SystemKV reaches only them, with PermSystem.
+const ReservedPrefix = "docket/"
+
+// reservedEnd is the first key after every key with ReservedPrefix.
+const reservedEnd = "docket0" // '0' follows '/'
+
+// SystemAPI is implemented by an API that offers each namespace's system
+// area. *DB implements it; code that keeps runtime state (the worker's
+// periodic schedules) looks for it with a type assertion.
+type SystemAPI interface {
+	// SystemKV returns a handle on the system area of namespace ns: every
+	// key it reads or writes must start with ReservedPrefix, and every call
+	// needs PermSystem on ns (an Enqueue op in a commit also needs
+	// PermEnqueue).
+	SystemKV(ns Namespace) KV
 }
 
-// KV returns a handle on the key-value entries of namespace ns.
+var _ SystemAPI = (*DB)(nil)
+
+// kv is the in-process KV: the user's area of a namespace, or (system set)
+// its system area.
+type kv struct {
+	db     *DB
+	ns     Namespace
+	system bool
+}
+
+// KV returns a handle on the key-value entries of namespace ns, except
+// those under ReservedPrefix.
 func (d *DB) KV(ns Namespace) KV { return &kv{db: d, ns: ns} }
+
+// SystemKV implements SystemAPI.
+func (d *DB) SystemKV(ns Namespace) KV { return &kv{db: d, ns: ns, system: true} }
 
 func (k *kv) Namespace() Namespace { return k.ns }
 
@@ -26,12 +56,28 @@ func (k *kv) check(perms Perm) error {
 	return k.db.authorize(k.ns, perms)
 }
 
+// space is the key space the handle reaches.
+func (k *kv) space() keySpace {
+	if k.system {
+		return systemSpace
+	}
+	return userSpace
+}
+
+// readPerm is the permission a read of the handle needs.
+func (k *kv) readPerm() Perm {
+	if k.system {
+		return PermSystem
+	}
+	return PermKVRead
+}
+
 // Get returns the entry for key, ErrNotFound if there is none.
 func (k *kv) Get(ctx context.Context, key string) (Entry, error) {
-	if err := checkKey("key", key); err != nil {
+	if err := k.space().checkKey("key", key); err != nil {
 		return Entry{}, err
 	}
-	if err := k.check(PermKVRead); err != nil {
+	if err := k.check(k.readPerm()); err != nil {
 		return Entry{}, err
 	}
 	var e index.KV
@@ -51,19 +97,40 @@ func (k *kv) Scan(ctx context.Context, o ScanOptions) ([]Entry, error) {
 	if o.Limit == 0 {
 		o.Limit = 100
 	}
-	if err := k.check(PermKVRead); err != nil {
+	if err := k.check(k.readPerm()); err != nil {
 		return nil, err
 	}
 	start := max(o.Start, o.Prefix)
+	end := o.End
+	if k.system {
+		// Only the reserved range.
+		start = max(start, ReservedPrefix)
+		if end == "" || end > reservedEnd {
+			end = reservedEnd
+		}
+	}
 	var out []Entry
 	err := k.db.c.read(ctx, func() {
-		k.db.c.store.ScanKV(k.ns.idx(), start, o.End, func(e index.KV) bool {
-			if !strings.HasPrefix(e.Key, o.Prefix) {
-				return false
+		// The user's area is the whole key order but the reserved range:
+		// a scan that meets it goes on after it.
+		for from := start; end == "" || from < end; {
+			jump := ""
+			k.db.c.store.ScanKV(k.ns.idx(), from, end, func(e index.KV) bool {
+				if !strings.HasPrefix(e.Key, o.Prefix) {
+					return false
+				}
+				if !k.system && strings.HasPrefix(e.Key, ReservedPrefix) {
+					jump = reservedEnd
+					return false
+				}
+				out = append(out, Entry{Key: e.Key, Value: e.Value, Version: e.Version})
+				return len(out) < o.Limit
+			})
+			if jump == "" || len(out) == o.Limit {
+				break
 			}
-			out = append(out, Entry{Key: e.Key, Value: e.Value, Version: e.Version})
-			return len(out) < o.Limit
-		})
+			from = jump
+		}
 	})
 	return out, err
 }
@@ -74,7 +141,7 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if len(ops) == 0 {
 		return TxResult{}, invalid("empty transaction")
 	}
-	vops, perms, _, err := checkOps(ops, k.db.c.opts.MaxPayloadBytes, nil)
+	vops, perms, _, err := k.space().checkOps(ops, k.db.c.opts.MaxPayloadBytes, nil)
 	if err != nil {
 		return TxResult{}, err
 	}

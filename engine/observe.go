@@ -12,7 +12,7 @@ const (
 	EvCompleted                      // acknowledged
 	EvRetried                        // failed with attempts left, scheduled again
 	EvDead                           // moved to the dead-letter queue (failure or lease expiry)
-	EvReclaimed                      // lease expired, back to ready
+	EvReclaimed                      // an expired lease taken over by a claim
 	EvLeaseLost                      // a stale complete/fail/heartbeat was refused
 	EvCancelled                      // removed by Cancel
 	EvRedriven                       // moved from dead back to ready

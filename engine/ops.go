@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/docketdb/docket/index"
 )
@@ -79,8 +80,40 @@ type vop struct {
 	spec    spec
 }
 
-// checkOps validates ops and returns the permissions they need.
+// keySpace is the part of a namespace's keys a handle reaches: the user's
+// (every key but those under ReservedPrefix) or the system area (only
+// those).
+type keySpace bool
+
+const (
+	userSpace   keySpace = false
+	systemSpace keySpace = true
+)
+
+// checkKey validates a key of the space.
+func (s keySpace) checkKey(field, k string) error {
+	if err := checkKey(field, k); err != nil {
+		return err
+	}
+	reserved := strings.HasPrefix(k, ReservedPrefix)
+	switch {
+	case s == userSpace && reserved:
+		return invalid("%s %.40q is under the reserved prefix %q (the system area, see SystemKV)", field, k, ReservedPrefix)
+	case s == systemSpace && !reserved:
+		return invalid("%s %.40q of the system area does not start with %q", field, k, ReservedPrefix)
+	}
+	return nil
+}
+
+// checkOps validates ops of the user's key space and returns the
+// permissions they need.
 func checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, int, error) {
+	return userSpace.checkOps(ops, maxPayload, out)
+}
+
+// checkOps validates ops whose keys lie in space s and returns the
+// permissions they need: in the system area every KV op needs PermSystem.
+func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, int, error) {
 	if len(ops) > MaxOps {
 		return nil, 0, 0, invalid("%d ops in one commit, over the limit of %d", len(ops), MaxOps)
 	}
@@ -91,7 +124,7 @@ func checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, int, error) {
 		v := vop{kind: op.kind, key: op.key, version: op.version, queue: op.queue}
 		switch op.kind {
 		case OpSet, OpDelete, OpIfVersion, OpIfExists, OpIfAbsent:
-			if err := checkKey(fmt.Sprintf("op %d key", i), op.key); err != nil {
+			if err := s.checkKey(fmt.Sprintf("op %d key", i), op.key); err != nil {
 				return nil, 0, 0, err
 			}
 			size += len(op.key) + 16
@@ -105,9 +138,12 @@ func checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, int, error) {
 				}
 				size += len(op.value)
 			}
-			if op.kind == OpSet || op.kind == OpDelete {
+			switch {
+			case s == systemSpace:
+				perms |= PermSystem
+			case op.kind == OpSet || op.kind == OpDelete:
 				perms |= PermKVWrite
-			} else {
+			default:
 				perms |= PermKVRead
 			}
 		case OpEnqueue:

@@ -8,6 +8,7 @@ import (
 	"maps"
 	mrand "math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/docketdb/docket/index"
 )
@@ -22,20 +23,18 @@ type planner struct {
 	idem   map[idemRef]uint64 // idempotency keys enqueued earlier in this batch
 	ending []uint64           // tasks this batch ends (completed or cancelled)
 	events []TaskEvent
-	moved  []cand         // scratch for claim
+	due    []index.Due    // scratch for claim
 	lost   index.QueueKey // queue of the last refused lease
+	// parent is the task the batch completes, and parentMut the index in
+	// the batch of its completion update (-1 when it is deleted): an
+	// enqueue that follows is its follow-up.
+	parent    uint64
+	parentMut int
 }
 
 type idemRef struct {
 	q   index.QueueKey
 	key string
-}
-
-// cand is a task that becomes claimable during a claim: a due timer or an
-// expired lease.
-type cand struct {
-	t         *index.Task
-	reclaimed bool
 }
 
 func (p *planner) begin(now int64) *planner {
@@ -49,6 +48,7 @@ func (p *planner) begin(now int64) *planner {
 	}
 	p.events = p.events[:0]
 	p.ending = p.ending[:0]
+	p.parent, p.parentMut = 0, -1
 	return p
 }
 
@@ -92,8 +92,13 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 		ID: id, Queue: p.c.store.QueueRef(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
 		NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max, Created: p.now, Updated: p.now, Payload: s.payload,
 	}
-	if s.kind != "" || s.idem != "" || len(s.headers) > 0 {
-		t.Extra = &index.Extra{Kind: s.kind, IdemKey: s.idem, Headers: s.headers}
+	if s.kind != "" || s.idem != "" || len(s.headers) > 0 || p.parent != 0 {
+		t.Extra = &index.Extra{Kind: s.kind, IdemKey: s.idem, Headers: s.headers, Parent: p.parent}
+	}
+	if p.parentMut >= 0 {
+		u := &p.b.Mutations[p.parentMut].Update
+		u.Flags |= index.UpdFollowUps
+		u.FollowUps = append(u.FollowUps, id)
 	}
 	p.put(index.Mutation{Kind: index.MutPutTask, Task: t})
 	if s.idem != "" {
@@ -128,117 +133,132 @@ func (p *planner) ended(t *index.Task) {
 	p.put(index.Mutation{Kind: index.MutPutIdem, Idem: e})
 }
 
-// fenced returns the in-flight task a lease names, or ErrLeaseLost, and
-// asserts its token in the batch so that replay re-checks the fence.
+// fenced returns the in-flight task a lease names, or ErrLeaseLost saying
+// why, and asserts its token in the batch so that replay re-checks the
+// fence. A lease whose deadline has passed is lost: reads already report
+// its task ready again (or dead), whether or not a claim has taken it since.
 func (p *planner) fenced(qk index.QueueKey, l *Lease) (*index.Task, error) {
 	t, ok := p.c.store.Task(l.ID)
-	if !ok || t.Queue.Key != qk || t.State != index.StateInFlight || t.Token != l.Token || t.Secret != l.Secret {
+	var why string
+	switch {
+	case !ok || t.Queue.Key != qk:
+		why = "no such task in the queue (completed, cancelled, or never there)"
+	case t.State != index.StateInFlight:
+		why = "the task is " + t.StateAt(p.now).String() + ", not in flight"
+	case t.Token != l.Token:
+		why = fmt.Sprintf("stale token (the task was claimed again, token %d)", t.Token)
+	case t.Secret != l.Secret:
+		why = "wrong lease secret"
+	case t.LeaseUntil <= p.now:
+		why = "the lease expired at " + timeOf(t.LeaseUntil).Format(time.RFC3339Nano)
+	}
+	if why != "" {
 		p.event(EvLeaseLost, qk, 0)
 		p.lost = qk
-		return nil, fmt.Errorf("%w: task %d token %d", ErrLeaseLost, l.ID, l.Token)
+		return nil, fmt.Errorf("%w: task %d token %d: %s", ErrLeaseLost, l.ID, l.Token, why)
 	}
 	p.b.Assertions = append(p.b.Assertions, index.Assertion{Kind: index.AssertToken, ID: t.ID, Token: t.Token})
 	return t, nil
 }
 
-// maxMoved bounds how many due timers and expired leases one claim turns
-// into ready tasks, so one claim never builds an unbounded batch; the rest
-// are handled by the next claims, in time order.
+// maxMoved bounds how many expired last-attempt leases one claim
+// dead-letters, so one claim never builds an unbounded batch; the next
+// claims go on, in deadline order. (Reads already report them dead.)
 const maxMoved = 65536
 
-// claim plans promotion of due timers, reclaim of expired leases, then
-// leases up to max tasks, highest priority and oldest first.
+// settled returns the update that stores t as it is at now, and whether
+// that differs from how it is stored. Time moves a task without a write (a
+// due timer is ready; an expired lease is ready again, or dead on its last
+// attempt): reads show that state, and a plan that acts on the task stores
+// it first, so that what a read showed and what the log holds agree. An
+// expired lease ends with its deadline: that is when its attempt failed
+// ("lease expired", recorded in the attempt history) and when the task was
+// last updated.
+func settled(t *index.Task, now int64) (index.TaskUpdate, bool) {
+	u := index.UpdateOf(t)
+	st := t.StateAt(now)
+	if st == t.State {
+		return u, false
+	}
+	u.State = st
+	if t.State == index.StateInFlight {
+		msg := "lease expired"
+		if st == index.StateReady {
+			u.NotBefore = t.LeaseUntil // ready since then
+		} else {
+			msg = "lease expired; attempts exhausted"
+		}
+		u.Owner, u.LeaseUntil, u.Secret, u.Updated = "", 0, 0, t.LeaseUntil
+		u.Flags |= index.UpdLastError | index.UpdAddError
+		u.LastError, u.ErrAttempt, u.ErrAt = msg, t.Attempts, t.LeaseUntil
+	}
+	return u, true
+}
+
+// settle plans storing t as it is at now when time changed more than its
+// state (an expired lease: its failed attempt is recorded, and counted in
+// the queue's totals, by an update of its own), and returns the record and
+// the update to plan the next step from.
+func (p *planner) settle(t *index.Task) (*index.Task, index.TaskUpdate) {
+	u, changed := settled(t, p.now)
+	if !changed || u.Flags == 0 {
+		return t, u // at most the state: the next update carries it
+	}
+	p.update(u)
+	nt := t.With(&u)
+	return nt, index.UpdateOf(nt)
+}
+
+// at returns t as it is at now (t itself when time changed nothing).
+func at(t *index.Task, now int64) *index.Task {
+	if u, changed := settled(t, now); changed {
+		return t.With(&u)
+	}
+	return t
+}
+
+// claim plans leases of up to max tasks claimable now, highest priority
+// and oldest first: stored ready tasks, due timers and expired leases with
+// attempts left alike, so a task is never served while one of higher
+// priority is due, however many are due. It also dead-letters expired
+// last-attempt leases (at most maxMoved). A due task it does not take stays
+// as it is stored: nothing needs moving before a task can be served, so a
+// claim costs O((max + dead-lettered) log n).
 func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) []Lease {
 	q := p.c.store.Queue(qk)
 	if q == nil {
 		return nil
 	}
 	now := p.now
-	moved := p.moved[:0]
-	q.Scheduled.Scan(func(it index.TimeItem) bool {
-		if it.At > now || len(moved) >= maxMoved {
-			return false
-		}
-		t, _ := p.c.store.Task(it.ID)
-		moved = append(moved, cand{t: t})
-		return true
+	n := 0
+	q.ExpiredLast(now, func(id uint64) bool {
+		t, _ := p.c.store.Task(id)
+		u, _ := settled(t, now)
+		p.update(u)
+		p.event(EvDead, qk, 0)
+		n++
+		return n < maxMoved
 	})
-	q.InFlight.Scan(func(it index.TimeItem) bool {
-		if it.At > now || len(moved) >= maxMoved {
-			return false
-		}
-		t, _ := p.c.store.Task(it.ID)
-		if t.Attempts >= t.MaxAttempts {
-			u := index.UpdateOf(t)
-			u.State, u.Owner, u.LeaseUntil, u.Updated, u.Secret = index.StateDead, "", 0, now, 0
-			u.Flags, u.LastError = index.UpdLastError, "lease expired; attempts exhausted"
-			p.update(u)
-			p.event(EvDead, qk, 0)
-			return true
-		}
-		moved = append(moved, cand{t: t, reclaimed: true})
-		p.event(EvReclaimed, qk, 0)
-		return true
-	})
-	slices.SortFunc(moved, func(a, b cand) int {
-		switch {
-		case a.t.Priority != b.t.Priority:
-			if a.t.Priority > b.t.Priority {
-				return -1
-			}
-			return 1
-		case a.t.ID < b.t.ID:
-			return -1
-		case a.t.ID > b.t.ID:
-			return 1
-		}
-		return 0
-	})
+	due := q.Claimable(now, index.ServingStart, false, max, p.due[:0])
 	var out []Lease
-	take := func(t *index.Task, reclaimed bool) {
-		u := index.UpdateOf(t)
+	if len(due) > 0 {
+		out = make([]Lease, 0, len(due))
+	}
+	for _, d := range due {
+		t, _ := p.c.store.Task(d.ID)
+		t, u := p.settle(t)
+		if d.Stored == index.StateInFlight {
+			p.event(EvReclaimed, qk, 0)
+		}
 		u.State, u.Attempts, u.Token = index.StateInFlight, t.Attempts+1, t.Token+1
 		u.Owner, u.LeaseUntil, u.Updated = owner, now+lease, now
 		u.Secret = p.secret(t.ID, u.Token)
-		if reclaimed {
-			u.Flags, u.LastError = index.UpdLastError, "lease expired"
-		}
 		p.update(u)
-		if out == nil {
-			out = make([]Lease, 0, min(max, q.Ready.Len()+len(moved)))
-		}
 		out = append(out, leaseOf(t, &u))
 		p.event(EvClaimed, qk, 0)
 	}
-	i := 0
-	q.Ready.Scan(func(it index.PrioItem) bool {
-		for len(out) < max && i < len(moved) && (moved[i].t.Priority > it.Prio ||
-			moved[i].t.Priority == it.Prio && moved[i].t.ID < it.ID) {
-			take(moved[i].t, moved[i].reclaimed)
-			i++
-		}
-		if len(out) >= max {
-			return false
-		}
-		t, _ := p.c.store.Task(it.ID)
-		take(t, false)
-		return len(out) < max
-	})
-	for ; i < len(moved) && len(out) < max; i++ {
-		take(moved[i].t, moved[i].reclaimed)
-	}
-	for ; i < len(moved); i++ {
-		t := moved[i].t
-		u := index.UpdateOf(t)
-		u.State = index.StateReady
-		if moved[i].reclaimed {
-			u.NotBefore, u.Owner, u.LeaseUntil, u.Updated, u.Secret = now, "", 0, now, 0
-			u.Flags, u.LastError = index.UpdLastError, "lease expired"
-		}
-		p.update(u)
-	}
-	clear(moved)
-	p.moved = moved[:0]
+	clear(due)
+	p.due = due[:0]
 	return out
 }
 
@@ -304,15 +324,24 @@ func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 	}
 }
 
-func infoOf(t *index.Task) TaskInfo {
+// infoOf describes t as it is at now.
+func infoOf(t *index.Task, now int64) TaskInfo {
+	t = at(t, now)
 	x := t.Ex()
 	k := t.Queue.Key
-	return TaskInfo{
+	info := TaskInfo{
 		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, State: State(t.State),
 		Payload: clone(t.Payload), Headers: maps.Clone(x.Headers), Priority: int(t.Priority), Attempts: int(t.Attempts),
 		MaxAttempts: int(t.MaxAttempts), NotBefore: timeOf(t.NotBefore), Owner: t.Owner, Token: t.Token,
 		LeaseUntil: timeOf(t.LeaseUntil), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,
 		IdempotencyKey: x.IdemKey, BackoffBase: micros(t.BackoffBase), BackoffMax: micros(t.BackoffMax),
-		CreatedAt: timeOf(t.Created), UpdatedAt: timeOf(t.Updated),
+		CreatedAt: timeOf(t.Created), UpdatedAt: timeOf(t.Updated), Parent: x.Parent, FollowUps: slices.Clone(x.FollowUps),
 	}
+	if len(x.Errors) > 0 {
+		info.Errors = make([]AttemptError, len(x.Errors))
+		for i, e := range x.Errors {
+			info.Errors[i] = AttemptError{Attempt: int(e.Attempt), At: timeOf(e.At), Error: e.Error}
+		}
+	}
+	return info
 }

@@ -150,8 +150,9 @@ func checkClaim(owner string, lease time.Duration, max int) error {
 }
 
 // Claim leases up to max tasks to owner for lease, highest priority first
-// and FIFO within a priority. It first promotes every due timer and reclaims
-// every expired lease of the queue. It returns at once, with no tasks if none
+// and FIFO within a priority, from every task ready now: stored ready, due
+// timers, and expired leases with attempts left (an expired lease on its
+// last attempt is dead-lettered). It returns at once, with no tasks if none
 // is due.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
@@ -272,7 +273,8 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 // Complete acknowledges a leased task: it is deleted (or kept as completed
 // with its result when RetainCompleted is on), d.Ops are applied and
 // d.FollowUps enqueued, all in one commit fenced by the lease's token. A
-// stale lease returns ErrLeaseLost and changes nothing.
+// stale lease, or one past its deadline, returns ErrLeaseLost and changes
+// nothing.
 func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error) {
 	c := q.db.c
 	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
@@ -313,14 +315,19 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 
 // complete plans the end of a fenced task: deleted, or kept as completed
 // with its result when retention is on.
+//
+// Tasks the batch enqueues after it are its follow-ups: each records the
+// task as its parent, and a kept completed task lists them.
 func (p *planner) complete(t *index.Task, result []byte) {
+	p.parent, p.parentMut = t.ID, -1
 	if p.c.opts.RetainCompleted > 0 {
 		u := index.UpdateOf(t)
 		u.State, u.Owner, u.LeaseUntil, u.Updated, u.Secret = index.StateCompleted, "", 0, p.now, 0
 		u.Flags, u.Result = index.UpdResult, result
+		p.parentMut = len(p.b.Mutations)
 		p.update(u)
 	} else {
-		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
+		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID, Flags: index.UpdCompleted}})
 	}
 	p.ended(t)
 	p.event(EvCompleted, t.Queue.Key, p.now-t.Created)
@@ -403,7 +410,8 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 			u = p.release(t, delay)
 			p.event(EvRetried, qk, 0)
 		}
-		u.Flags, u.LastError = index.UpdLastError, msg
+		u.Flags, u.LastError = index.UpdLastError|index.UpdAddError, msg
+		u.ErrAttempt, u.ErrAt = t.Attempts, p.now
 		p.update(u)
 		return nil
 	})
@@ -507,22 +515,33 @@ func (q *queue) Cancel(ctx context.Context, id uint64) error {
 	return err
 }
 
-// task returns the task id of queue qk. A task of another queue or namespace
-// is reported exactly like one that does not exist. Call with mu held.
-func (c *core) task(qk index.QueueKey, id uint64) (*index.Task, error) {
+// task returns the stored record of task id of queue qk as of now. A task
+// of another queue or namespace is reported exactly like one that does not
+// exist, and so is a retained completion whose retention has passed at now
+// (housekeeping deletes it with the next commit). Call with mu held.
+func (c *core) task(qk index.QueueKey, id uint64, now int64) (*index.Task, error) {
 	t, ok := c.store.Task(id)
-	if !ok || t.Queue.Key != qk {
+	if !ok || t.Queue.Key != qk || t.State == index.StateCompleted && t.Updated <= c.doneBefore(now) {
 		return nil, fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, qk.Name)
 	}
 	return t, nil
+}
+
+// doneBefore is the time at or before which a retained completion has
+// been forgotten at now, 0 when completions are not retained.
+func (c *core) doneBefore(now int64) int64 {
+	if r := c.opts.RetainCompleted.Microseconds(); r > 0 {
+		return now - r
+	}
+	return 0
 }
 
 // Redrive moves a dead task back to ready with a fresh attempt budget.
 // ErrNotFound if there is no such task; ErrConflict if it is not dead.
 func (q *queue) Redrive(ctx context.Context, id uint64) error {
 	return q.onTask(ctx, id, func(p *planner, t *index.Task) error {
-		if t.State != index.StateDead {
-			return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, id, t.State)
+		if st := t.StateAt(p.now); st != index.StateDead {
+			return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, id, st)
 		}
 		p.redrive(t)
 		return nil
@@ -535,16 +554,17 @@ func (q *queue) Redrive(ctx context.Context, id uint64) error {
 // state, for a task in flight, dead or completed.
 func (q *queue) RunNow(ctx context.Context, id uint64) error {
 	return q.onTask(ctx, id, func(p *planner, t *index.Task) error {
-		switch t.State {
+		switch st := t.StateAt(p.now); st {
 		case index.StateReady:
-			return nil
+			return nil // also a due timer or an expired lease: claimable now
 		case index.StateScheduled:
 			u := index.UpdateOf(t)
-			u.State, u.NotBefore, u.Updated = index.StateReady, min(t.NotBefore, p.now), p.now
+			u.State, u.NotBefore, u.Updated = index.StateReady, p.now, p.now
 			p.update(u)
 			return nil
+		default:
+			return invalid("task %d is %s: only a scheduled task can be run now", id, st)
 		}
-		return invalid("task %d is %s: only a scheduled task can be run now", id, t.State)
 	})
 }
 
@@ -556,7 +576,7 @@ func (q *queue) onTask(ctx context.Context, id uint64, fn func(p *planner, t *in
 	}
 	qk := q.key()
 	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.c.task(qk, id)
+		t, err := p.c.task(qk, id, p.now)
 		if err != nil {
 			return err
 		}
@@ -566,7 +586,7 @@ func (q *queue) onTask(ctx context.Context, id uint64, fn func(p *planner, t *in
 }
 
 func (p *planner) redrive(t *index.Task) {
-	u := index.UpdateOf(t)
+	_, u := p.settle(t) // an expired last lease is dead: store that first
 	u.State, u.Attempts, u.NotBefore, u.Updated = index.StateReady, 0, p.now, p.now
 	p.update(u)
 	p.event(EvRedriven, t.Queue.Key, 0)
@@ -587,12 +607,12 @@ func (q *queue) RedriveAll(ctx context.Context) (int, error) {
 			if iq == nil {
 				return nil
 			}
-			iq.Dead.Scan(func(id uint64) bool {
-				t, _ := p.c.store.Task(id)
+			// Dead now: stored dead, and expired last leases.
+			for _, d := range iq.DeadAt(p.now, 0, false, MaxBatch, nil) {
+				t, _ := p.c.store.Task(d.ID)
 				p.redrive(t)
 				n++
-				return n < MaxBatch
-			})
+			}
 			return nil
 		})
 		total += n
@@ -628,10 +648,12 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 	var info TaskInfo
 	qk := q.key()
 	var terr error
-	err := q.db.c.read(ctx, func() {
+	c := q.db.c
+	err := c.read(ctx, func() {
+		now := c.now()
 		var t *index.Task
-		if t, terr = q.db.c.task(qk, id); terr == nil {
-			info = infoOf(t)
+		if t, terr = c.task(qk, id, now); terr == nil {
+			info = infoOf(t, now)
 		}
 	})
 	if err == nil {
@@ -640,26 +662,45 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 	return info, err
 }
 
-// Counts returns the number of tasks of the queue in each state.
+// Counts returns the number of tasks of the queue in each state, as of the
+// clock's now: a due timer counts as ready, an expired lease as ready (or
+// dead on its last attempt), and a retained completion past its retention
+// not at all, whether or not a commit has stored that yet. It costs
+// O(log² n), not a walk over the queue.
 func (q *queue) Counts(ctx context.Context) (Counts, error) {
 	if err := q.check(PermRead); err != nil {
 		return Counts{}, err
 	}
 	var n Counts
 	qk := q.key()
-	err := q.db.c.read(ctx, func() {
-		if iq := q.db.c.store.Queue(qk); iq != nil {
-			n = Counts{Ready: iq.Count(index.StateReady), Scheduled: iq.Count(index.StateScheduled),
-				InFlight: iq.Count(index.StateInFlight), Dead: iq.Count(index.StateDead),
-				Completed: iq.Count(index.StateCompleted)}
+	c := q.db.c
+	err := c.read(ctx, func() {
+		if iq := c.store.Queue(qk); iq != nil {
+			n = c.countsAt(iq, c.now())
 		}
 	})
 	return n, err
 }
 
-// List returns a page of the queue's tasks in state o.State, in the order
-// they are served: ready by priority then age, scheduled by due time,
-// in-flight by lease deadline, dead and completed by id.
+// countsAt counts the tasks of iq by state at now. Call with mu held.
+func (c *core) countsAt(iq *index.Queue, now int64) Counts {
+	n := iq.CountsAt(now, c.doneBefore(now))
+	return Counts{Ready: n[index.StateReady], Scheduled: n[index.StateScheduled], InFlight: n[index.StateInFlight],
+		Dead: n[index.StateDead], Completed: n[index.StateCompleted]}
+}
+
+// List returns a page of the queue's tasks in state o.State as of the
+// clock's now, in the order they are served: ready by priority then age,
+// scheduled by due time, in-flight by lease deadline, dead and completed by
+// id. Like Counts it sees time pass without a write: ready includes due
+// timers and expired leases (in their place in the serving order), dead
+// includes expired last-attempt leases, and scheduled and in-flight leave
+// them out. So a listing that takes several calls sees time move between
+// them like any other change: a lease that expires between the ready and
+// the in-flight listing is in neither (read with a clock that stands still
+// to see one moment). A page costs O(Limit log n), except that a completed
+// listing steps over retained completions past their retention that no
+// commit has deleted yet.
 func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if !index.TaskState(o.State).Valid() {
 		return Page{}, invalid("list state %d", o.State)
@@ -685,6 +726,7 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 		if iq == nil {
 			return
 		}
+		now := c.now()
 		var last [2]int64
 		more := false
 		add := func(tid uint64, k0 int64) bool {
@@ -693,19 +735,18 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 				return false
 			}
 			t, _ := c.store.Task(tid)
-			page.Tasks = append(page.Tasks, infoOf(t))
+			page.Tasks = append(page.Tasks, infoOf(t, now))
 			last = [2]int64{k0, int64(tid)}
 			return true
 		}
 		start := o.Cursor == ""
 		switch State(o.State) {
 		case Ready:
-			iq.Ready.Ascend(index.PrioItem{Prio: a, ID: id}, func(it index.PrioItem) bool {
-				if !start && it.Prio == a && it.ID == id {
-					return true
+			for _, d := range iq.Claimable(now, index.PrioItem{Prio: a, ID: id}, !start, o.Limit+1, nil) {
+				if !add(d.ID, d.Prio) {
+					break
 				}
-				return add(it.ID, it.Prio)
-			})
+			}
 		case Scheduled, InFlight:
 			tree := iq.Scheduled
 			if State(o.State) == InFlight {
@@ -714,20 +755,31 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 			if start {
 				a = -1 << 63
 			}
-			tree.Ascend(index.TimeItem{At: a, ID: id}, func(it index.TimeItem) bool {
+			// Only those not yet due: from just after now.
+			from := index.TimeItem{At: a, ID: id}
+			if from.At <= now {
+				from = index.TimeItem{At: now + 1}
+			}
+			tree.Ascend(from, func(it index.TimeItem) bool {
 				if !start && it.At == a && it.ID == id {
 					return true
 				}
 				return add(it.ID, it.At)
 			})
-		default:
-			tree := iq.Dead
-			if State(o.State) == Completed {
-				tree = iq.Completed
+		case Dead:
+			for _, d := range iq.DeadAt(now, id, !start, o.Limit+1, nil) {
+				if !add(d.ID, 0) {
+					break
+				}
 			}
-			tree.Ascend(id, func(tid uint64) bool {
+		default:
+			gone := c.doneBefore(now)
+			iq.Completed.Ascend(id, func(tid uint64) bool {
 				if !start && tid == id {
 					return true
+				}
+				if t, _ := c.store.Task(tid); t.Updated <= gone {
+					return true // forgotten at now
 				}
 				return add(tid, 0)
 			})
@@ -753,22 +805,33 @@ func parseCursor(s string) (int64, uint64, error) {
 	return k, id, nil
 }
 
-// QueueInfo names a queue and counts its tasks.
+// QueueInfo names a queue and counts its tasks, as of the clock's now.
 type QueueInfo struct {
 	Namespace Namespace
 	Name      string
 	Counts    Counts
-	// OldestReady is when the oldest ready task became ready; zero when
-	// none is ready.
+	// OldestReady is when the task that has been ready longest became
+	// ready (a due timer at its time, an expired lease at its deadline);
+	// zero when none is ready. Now minus it is the queue's wait.
 	OldestReady time.Time
-	// Totals count what happened to the queue's tasks since the DB was
-	// opened (they are not kept across restarts): for rates.
+	// Totals count what happened to the queue's tasks: for rates.
 	Totals Totals
 }
 
-// Totals are counters of a queue's task events since the DB was opened.
+// Totals count what happened to a queue's tasks, as the log recorded it:
+// they survive restarts (the log and snapshots hold them) and never go
+// down. A queue that holds no task is not listed, but its totals are kept
+// for 24 hours after its last task left, so a queue that drains and fills
+// again counts on; after that they are forgotten and start again from 0.
+// What time does without a write (a timer coming due, a lease expiring) is
+// counted when a commit acts on it: a claim that takes an expired lease
+// counts a retry and a claim, one that dead-letters it a dead letter.
 type Totals struct {
-	Enqueued, Claimed, Completed, Retried, DeadLettered uint64
+	Enqueued     uint64 // tasks put on the queue
+	Claimed      uint64 // leases handed out
+	Completed    uint64 // tasks completed
+	Retried      uint64 // failed attempts (a failure or an expired lease) after which the task waits to run again
+	DeadLettered uint64 // tasks moved to the dead-letter queue
 }
 
 // Queues lists every queue that holds tasks, in namespace and name order.
@@ -808,17 +871,24 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	}
 	var out []QueueInfo
 	err := d.c.read(ctx, func() {
+		now := d.c.now()
 		d.c.store.Queues(func(iq *index.Queue) bool {
 			k := iq.Key
 			if readable != nil && !readable[k.Namespace] {
 				return true
 			}
-			var n Counts
-			n.Ready, n.Scheduled = iq.Count(index.StateReady), iq.Count(index.StateScheduled)
-			n.InFlight, n.Dead, n.Completed = iq.Count(index.StateInFlight), iq.Count(index.StateDead), iq.Count(index.StateCompleted)
-			if n != (Counts{}) {
-				out = append(out, QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n})
+			n := d.c.countsAt(iq, now)
+			if n == (Counts{}) {
+				return true // only forgotten completions are left
 			}
+			tot := iq.Totals()
+			info := QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n,
+				Totals: Totals{Enqueued: tot.Enqueued, Claimed: tot.Claimed, Completed: tot.Completed,
+					Retried: tot.Retried, DeadLettered: tot.DeadLettered}}
+			if at, ok := iq.OldestReady(now); ok {
+				info.OldestReady = timeOf(at)
+			}
+			out = append(out, info)
 			return true
 		})
 	})

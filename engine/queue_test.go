@@ -207,15 +207,16 @@ func TestReclaimWithoutClaimingGoesReadyAtOnce(t *testing.T) {
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{BackoffBase: time.Hour})
-	e.claim(q, 1)
+	first := e.claim(q, 1)
 	e.enqueue(q, Task{Priority: 100})
 	e.clock.Advance(time.Minute)
-	ls := e.claim(q, 1) // takes the priority-100 task; the expired one goes back to ready
+	ls := e.claim(q, 1) // takes the priority-100 task; the expired one is ready again
 	if len(ls) != 1 || ls[0].ID == id {
 		t.Fatalf("claimed %v", ids(ls))
 	}
+	// Ready since its lease ended, without backoff.
 	info := e.get(q, id)
-	if info.State != Ready || !info.NotBefore.Equal(e.clock.Now()) || info.Owner != "" {
+	if info.State != Ready || !info.NotBefore.Equal(first[0].Deadline) || info.Owner != "" {
 		t.Fatalf("reclaimed task should be ready at once, without backoff: %+v", info)
 	}
 }

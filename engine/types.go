@@ -262,15 +262,25 @@ type TaskInfo struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	// Errors are the task's failed attempts, oldest first, at most
-	// MaxAttemptErrors (the oldest are dropped beyond that).
+	// MaxAttemptErrors (the oldest are dropped beyond that): every failure
+	// a worker reported (Fail) and every lease that expired, with its
+	// attempt number, when it failed and the error ("lease expired" for an
+	// expired lease). Snoozes are not failures.
 	Errors []AttemptError
+	// Parent is the id of the task whose completion enqueued this task (a
+	// follow-up, or an Enqueue op of that Complete); 0 for none.
+	Parent uint64
+	// FollowUps are the ids of the tasks this task's completion enqueued
+	// (follow-ups and Enqueue ops that were not deduplicated), in order. Only
+	// a completed task kept by RetainCompleted has them.
+	FollowUps []uint64
 }
 
 // AttemptError is one failed attempt of a task: a handler's failure or an
 // expired lease.
 type AttemptError struct {
-	Attempt int
-	At      time.Time
+	Attempt int       // the attempt that failed, 1 for the first
+	At      time.Time // when it failed (for an expired lease: its deadline)
 	Error   string
 }
 
@@ -296,7 +306,9 @@ type Page struct {
 }
 
 // Entry is a KV entry. Version changes on every write of the key and never
-// repeats.
+// repeats: it is the engine-wide sequence number of the batch that wrote
+// the key, which every commit of every namespace moves (see the security
+// model in the README for what that lets a tenant observe).
 type Entry struct {
 	Key     string
 	Value   []byte
@@ -314,7 +326,10 @@ type ScanOptions struct {
 
 // TxResult is the outcome of a committed transaction.
 type TxResult struct {
-	// Version is the version every key written by the transaction now has.
+	// Version is the version every key written by the transaction now has:
+	// the engine-wide sequence number of its batch, or, for a commit that
+	// wrote nothing (only assertions, or a deduplicated enqueue), the
+	// sequence number of the state it was checked against.
 	Version uint64
 	// Enqueued has one entry per Enqueue op, in order.
 	Enqueued []Enqueued

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/docketdb/docket/index"
 )
 
 // Limits on what a call may ask for. Each is checked before anything is
@@ -25,6 +27,10 @@ const (
 	// that now+duration never overflows.
 	MaxDuration = 100 * 365 * 24 * time.Hour
 )
+
+// The index keeps the attempt history: its bound is this one (a
+// difference in either direction overflows the unsigned constant).
+const _ = uint(MaxAttemptErrors-index.MaxAttemptErrors) + uint(index.MaxAttemptErrors-MaxAttemptErrors)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

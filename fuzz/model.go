@@ -77,18 +77,42 @@ type Rec struct {
 	IdemKey    string
 	Created    int64
 	Updated    int64
+	// Errors is the attempt history (TaskInfo.Errors), Parent and
+	// FollowUps the completion links.
+	Errors    []AttemptErr
+	Parent    uint64
+	FollowUps []uint64
+}
+
+// AttemptErr is engine.AttemptError with its time in Unix microseconds.
+type AttemptErr struct {
+	Attempt int
+	At      int64
+	Error   string
 }
 
 // RecOf converts what the engine reports about a task into a Rec.
 func RecOf(i engine.TaskInfo) Rec {
-	return Rec{
+	r := Rec{
 		ID: i.ID, Queue: QueueKey{i.Namespace, i.Queue}, State: i.State, Kind: i.Kind, Payload: i.Payload,
 		Headers: i.Headers, Priority: i.Priority, Attempts: i.Attempts, MaxAttempts: i.MaxAttempts,
 		NotBefore: Micros(i.NotBefore), BackoffBase: i.BackoffBase.Microseconds(),
 		BackoffMax: i.BackoffMax.Microseconds(), Owner: i.Owner, Token: i.Token,
 		LeaseUntil: Micros(i.LeaseUntil), Progress: i.Progress, Result: i.Result, LastError: i.LastError,
 		IdemKey: i.IdempotencyKey, Created: Micros(i.CreatedAt), Updated: Micros(i.UpdatedAt),
+		Parent: i.Parent, FollowUps: i.FollowUps,
 	}
+	for _, e := range i.Errors {
+		r.Errors = append(r.Errors, AttemptErr{Attempt: e.Attempt, At: Micros(e.At), Error: e.Error})
+	}
+	return r
+}
+
+// withError returns errs with one more failed attempt, the oldest dropped
+// beyond engine.MaxAttemptErrors; errs itself is not changed.
+func withError(errs []AttemptErr, attempt int, at int64, msg string) []AttemptErr {
+	keep := errs[max(0, len(errs)+1-engine.MaxAttemptErrors):]
+	return append(slices.Clone(keep), AttemptErr{Attempt: attempt, At: at, Error: msg})
 }
 
 // Micros is t as Unix microseconds, 0 for the zero time (the engine's "none").
@@ -118,10 +142,10 @@ func renderHeaders(h map[string]string) string {
 
 // String renders every field, for comparing records and printing diffs.
 func (r *Rec) String() string {
-	return fmt.Sprintf("task %d %s %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%s",
+	return fmt.Sprintf("task %d %s %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%s errs=%v parent=%d follow=%v",
 		r.ID, r.Queue, r.State, r.Attempts, r.MaxAttempts, r.Priority, r.NotBefore, r.BackoffBase, r.BackoffMax,
 		r.Owner, r.Token, r.LeaseUntil, r.Created, r.Updated, r.Payload, r.Kind, r.IdemKey, r.LastError,
-		r.Progress, r.Result, renderHeaders(r.Headers))
+		r.Progress, r.Result, renderHeaders(r.Headers), r.Errors, r.Parent, r.FollowUps)
 }
 
 // LeaseString renders every field of a lease, times as Unix microseconds.
@@ -212,6 +236,11 @@ type idemVal struct {
 // written out once. Its methods mirror the engine's calls and return the
 // same results and the same sentinel errors.
 //
+// Records are kept as the engine stores them; time moves them without a
+// write (a due timer is ready, an expired lease ready again or dead, a
+// retained completion past its retention gone), and every read and every
+// call sees them as they are at Now (see at).
+//
 // It also counts batches the way the engine does (a KV entry's version is
 // the sequence number of the batch that wrote it, so the count is
 // observable): every commit with at least one mutation is one batch, and
@@ -227,9 +256,10 @@ type Model struct {
 	// housekeeping) committed.
 	LastCommit uint64
 
-	tasks map[uint64]*Rec
-	kv    map[kvKey]kvVal
-	idem  map[idemKey]idemVal
+	tasks  map[uint64]*Rec
+	kv     map[kvKey]kvVal
+	idem   map[idemKey]idemVal
+	totals map[QueueKey]qTotals
 
 	ttl        int64 // idempotency TTL, micros
 	keepDone   bool  // completed tasks are kept
@@ -253,6 +283,7 @@ func NewModel(c Config, now time.Time) *Model {
 		tasks:      map[uint64]*Rec{},
 		kv:         map[kvKey]kvVal{},
 		idem:       map[idemKey]idemVal{},
+		totals:     map[QueueKey]qTotals{},
 		ttl:        ttl.Microseconds(),
 		keepDone:   c.RetainCompleted > 0,
 		retain:     c.RetainCompleted.Microseconds(),
@@ -282,8 +313,95 @@ func (m *Model) Clone() *Model {
 	c.tasks = maps.Clone(m.tasks)
 	c.kv = maps.Clone(m.kv)
 	c.idem = maps.Clone(m.idem)
+	c.totals = maps.Clone(m.totals)
 	c.OnBatch = nil
 	return &c
+}
+
+// qTotals is a queue's totals and, once it holds no task, since when.
+type qTotals struct {
+	engine.Totals
+	idle int64
+}
+
+// idleTotalsTTL is how long the engine keeps the totals of a queue that
+// holds no task (index.IdleTotalsTTL).
+const idleTotalsTTL = 24 * time.Hour / time.Microsecond
+
+// at returns t as it is at Now, nil when it is gone: a due timer is ready;
+// an expired lease is ready again since its deadline (dead on its last
+// attempt), its attempt failed with "lease expired" then; a retained
+// completion past its retention is forgotten.
+func (m *Model) at(t *Rec) *Rec {
+	switch {
+	case t.State == engine.Completed && m.keepDone && t.Updated <= m.Now-m.retain:
+		return nil
+	case t.State == engine.Scheduled && t.NotBefore <= m.Now:
+		n := *t
+		n.State = engine.Ready
+		return &n
+	case t.State == engine.InFlight && t.LeaseUntil <= m.Now:
+		n := *t
+		n.State, n.NotBefore, n.LastError = engine.Ready, t.LeaseUntil, "lease expired"
+		if t.Attempts >= t.MaxAttempts {
+			n.State, n.NotBefore, n.LastError = engine.Dead, t.NotBefore, "lease expired; attempts exhausted"
+		}
+		n.Errors = withError(t.Errors, t.Attempts, t.LeaseUntil, n.LastError)
+		n.Owner, n.LeaseUntil, n.Secret, n.Updated = "", 0, 0, t.LeaseUntil
+		return &n
+	}
+	return t
+}
+
+// count adds to the totals of q.
+func (x *txn) count(q QueueKey, f func(t *engine.Totals)) {
+	m := x.m
+	x.mut(func(uint64) {
+		t := m.totals[q]
+		f(&t.Totals)
+		m.totals[q] = t
+	})
+}
+
+// afterBatch does what the engine does at the end of every batch: a queue
+// that holds no task goes idle (its totals kept), one that holds a task
+// again is not idle, and totals idle for longer than the TTL are
+// forgotten.
+func (m *Model) afterBatch() {
+	held := map[QueueKey]bool{}
+	for _, t := range m.tasks {
+		held[t.Queue] = true
+	}
+	for q, t := range m.totals {
+		switch {
+		case held[q]:
+			t.idle = 0
+		case t.idle == 0:
+			t.idle = m.Now
+		}
+		m.totals[q] = t
+	}
+	var forget []QueueKey
+	for q, t := range m.totals {
+		if t.idle != 0 && t.idle <= m.Now-int64(idleTotalsTTL) {
+			forget = append(forget, q)
+		}
+	}
+	if len(forget) > 256 {
+		slices.SortFunc(forget, func(a, b QueueKey) int {
+			if c := cmpInt(m.totals[a].idle, m.totals[b].idle); c != 0 {
+				return c
+			}
+			if a.less(b) {
+				return -1
+			}
+			return 1
+		})
+		forget = forget[:256]
+	}
+	for _, q := range forget {
+		delete(m.totals, q)
+	}
 }
 
 // Len is the number of task records.
@@ -457,6 +575,10 @@ type txn struct {
 	idem   map[idemKey]uint64 // keys enqueued earlier in this commit
 	ending []uint64           // tasks this commit ends (their keys move to a new task)
 	muts   []func(seq uint64)
+	// parent is the task this commit completes: the tasks it enqueues are
+	// its follow-ups, listed in done when the completion is kept.
+	parent uint64
+	done   *Rec
 }
 
 // begin starts a commit: first the housekeeping batch, if one is due.
@@ -479,6 +601,7 @@ func (x *txn) commit() uint64 {
 	for _, f := range x.muts {
 		f(m.Seq)
 	}
+	m.afterBatch()
 	if m.OnBatch != nil {
 		m.OnBatch(m)
 	}
@@ -543,6 +666,7 @@ func (m *Model) housekeep() {
 	for _, t := range done {
 		delete(m.tasks, t.ID)
 	}
+	m.afterBatch()
 	if m.OnBatch != nil {
 		m.OnBatch(m)
 	}
@@ -594,8 +718,12 @@ func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 	x.put(&Rec{
 		ID: id, Queue: q, State: state, Kind: s.t.Kind, Payload: payload, Headers: s.headers,
 		Priority: s.t.Priority, MaxAttempts: s.maxAtt, NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max,
-		IdemKey: key, Created: x.now, Updated: x.now,
+		IdemKey: key, Created: x.now, Updated: x.now, Parent: x.parent,
 	})
+	x.count(q, func(t *engine.Totals) { t.Enqueued++ })
+	if x.done != nil {
+		x.done.FollowUps = append(x.done.FollowUps, id)
+	}
 	if key != "" {
 		ik := idemKey{q, key}
 		if x.idem == nil {
@@ -665,10 +793,12 @@ func (x *txn) ops(ns engine.Namespace, ops []TxOp) ([]engine.Enqueued, error) {
 }
 
 // fenced returns the in-flight task l names, or ErrLeaseLost. The token
-// and the lease secret fence: the owner name is not checked.
+// and the lease secret fence (the owner name is not checked), and a lease
+// is lost once its deadline has passed.
 func (x *txn) fenced(q QueueKey, l engine.Lease) (*Rec, error) {
 	t, ok := x.m.tasks[l.ID]
-	if !ok || t.Queue != q || t.State != engine.InFlight || t.Token != l.Token || t.Secret != l.Secret {
+	if !ok || t.Queue != q || t.State != engine.InFlight || t.Token != l.Token || t.Secret != l.Secret ||
+		t.LeaseUntil <= x.now {
 		return nil, fmt.Errorf("%w: task %d token %d", engine.ErrLeaseLost, l.ID, l.Token)
 	}
 	return t, nil
@@ -708,13 +838,15 @@ func (m *Model) Enqueue(q QueueKey, tasks []engine.Task, ops []TxOp) ([]engine.E
 	return out, nil
 }
 
-// maxMoved is the engine's bound on due timers and expired leases one claim
-// handles (engine/planner.go).
+// maxMoved is the engine's bound on the expired last-attempt leases one
+// claim dead-letters (engine/planner.go).
 const maxMoved = 65536
 
-// Claim is Queue.Claim: promote every due timer, reclaim every expired lease
-// (back to ready at once, or dead with no attempts left), then lease up to
-// max tasks, highest priority first, lowest id first within a priority.
+// Claim is Queue.Claim: lease up to max tasks claimable now, highest
+// priority first, lowest id first within a priority: stored ready tasks,
+// due timers and expired leases with attempts left alike. Expired
+// last-attempt leases are dead-lettered first (at most maxMoved, in
+// deadline order). What a claim does not take stays as it is stored.
 func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([]engine.Lease, error) {
 	if err := checkName(owner); err != nil {
 		return nil, err
@@ -733,99 +865,53 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 	}
 	x := m.begin()
 	now := x.now
-	type cand struct {
-		t         *Rec
-		reclaimed bool
-	}
-	var timers, leased, ready []*Rec
+	var spent, ready []*Rec
 	for _, t := range m.tasks {
 		if t.Queue != q {
 			continue
 		}
-		switch {
-		case t.State == engine.Scheduled && t.NotBefore <= now:
-			timers = append(timers, t)
-		case t.State == engine.InFlight && t.LeaseUntil <= now:
-			leased = append(leased, t)
-		case t.State == engine.Ready:
+		switch e := m.at(t); {
+		case t.State == engine.InFlight && e.State == engine.Dead:
+			spent = append(spent, t)
+		case e.State == engine.Ready:
 			ready = append(ready, t)
 		}
 	}
-	byTime := func(at func(*Rec) int64) func(a, b *Rec) int {
-		return func(a, b *Rec) int {
-			if at(a) != at(b) {
-				return cmpInt(at(a), at(b))
-			}
-			return cmpInt(a.ID, b.ID)
+	slices.SortFunc(spent, func(a, b *Rec) int {
+		if a.LeaseUntil != b.LeaseUntil {
+			return cmpInt(a.LeaseUntil, b.LeaseUntil)
 		}
+		return cmpInt(a.ID, b.ID)
+	})
+	for _, t := range spent[:min(len(spent), maxMoved)] {
+		x.put(m.at(t))
+		x.count(q, func(t *engine.Totals) { t.DeadLettered++ })
 	}
-	slices.SortFunc(timers, byTime(func(t *Rec) int64 { return t.NotBefore }))
-	slices.SortFunc(leased, byTime(func(t *Rec) int64 { return t.LeaseUntil }))
-	var moved []cand
-	for _, t := range timers {
-		if len(moved) >= maxMoved {
-			break
+	slices.SortFunc(ready, func(a, b *Rec) int {
+		if a.Priority != b.Priority {
+			return -cmpInt(a.Priority, b.Priority)
 		}
-		moved = append(moved, cand{t: t})
-	}
-	for _, t := range leased {
-		if len(moved) >= maxMoved {
-			break
-		}
-		if t.Attempts >= t.MaxAttempts {
-			n := *t
-			n.State, n.Owner, n.LeaseUntil, n.Updated = engine.Dead, "", 0, now
-			n.LastError = "lease expired; attempts exhausted"
-			x.put(&n)
-			continue
-		}
-		moved = append(moved, cand{t: t, reclaimed: true})
-	}
-	all := slices.Clone(moved)
-	for _, t := range ready {
-		all = append(all, cand{t: t})
-	}
-	slices.SortFunc(all, func(a, b cand) int {
-		if a.t.Priority != b.t.Priority {
-			return -cmpInt(a.t.Priority, b.t.Priority)
-		}
-		return cmpInt(a.t.ID, b.t.ID)
+		return cmpInt(a.ID, b.ID)
 	})
 	var out []engine.Lease
-	taken := map[uint64]bool{}
-	for _, c := range all {
-		if len(out) == max {
-			break
+	for _, t := range ready[:min(len(ready), max)] {
+		n := *m.at(t)
+		if t.State == engine.InFlight {
+			x.count(q, func(t *engine.Totals) { t.Retried++ })
 		}
-		n := *c.t
-		n.State, n.Attempts, n.Token = engine.InFlight, c.t.Attempts+1, c.t.Token+1
+		n.State, n.Attempts, n.Token = engine.InFlight, t.Attempts+1, t.Token+1
 		// A secret of the model's own until Leased records the engine's: a
 		// lease the model hands out fences like the engine's, and one made
 		// up (secret 0) is refused.
 		n.Secret = engine.LeaseSecret(modelSeed, n.ID, n.Token)
 		n.Owner, n.LeaseUntil, n.Updated = owner, now+lease.Microseconds(), now
-		if c.reclaimed {
-			n.LastError = "lease expired"
-		}
 		x.put(&n)
-		taken[n.ID] = true
+		x.count(q, func(t *engine.Totals) { t.Claimed++ })
 		out = append(out, engine.Lease{
 			ID: n.ID, Namespace: q.NS, Queue: q.Name, Kind: n.Kind, Payload: n.Payload, Headers: n.Headers,
 			Progress: n.Progress, Priority: n.Priority, Attempt: n.Attempts, MaxAttempts: n.MaxAttempts,
 			Owner: owner, Token: n.Token, Secret: n.Secret, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
 		})
-	}
-	for _, c := range moved {
-		if taken[c.t.ID] {
-			continue
-		}
-		n := *c.t
-		n.State = engine.Ready
-		if c.reclaimed {
-			n.NotBefore, n.Owner, n.LeaseUntil, n.Updated = now, "", 0, now
-			n.LastError = "lease expired"
-		}
-		x.put(&n)
 	}
 	x.commit()
 	return out, nil
@@ -873,17 +959,21 @@ func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, 
 	if err != nil {
 		return err
 	}
+	x.parent = t.ID
 	if m.keepDone {
 		n := *t
-		n.State, n.Owner, n.LeaseUntil, n.Updated = engine.Completed, "", 0, x.now
+		n.State, n.Owner, n.LeaseUntil, n.Updated, n.Secret = engine.Completed, "", 0, x.now, 0
 		n.Result = nil
 		if len(result) > 0 {
 			n.Result = bytes.Clone(result)
 		}
+		n.FollowUps = nil
+		x.done = &n // its follow-ups are added as they are enqueued
 		x.put(&n)
 	} else {
 		x.del(t.ID)
 	}
+	x.count(q, func(t *engine.Totals) { t.Completed++ })
 	x.ended(t)
 	if _, err := x.ops(q.NS, all); err != nil {
 		return err
@@ -921,10 +1011,13 @@ func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
 		return err
 	}
 	n := *t
-	n.Owner, n.LeaseUntil, n.Updated, n.LastError = "", 0, x.now, msg
+	n.Owner, n.LeaseUntil, n.Updated, n.LastError, n.Secret = "", 0, x.now, msg, 0
+	n.Errors = withError(t.Errors, t.Attempts, x.now, msg)
 	if f.Permanent || t.Attempts >= t.MaxAttempts {
 		n.State = engine.Dead
+		x.count(q, func(t *engine.Totals) { t.DeadLettered++ })
 	} else {
+		x.count(q, func(t *engine.Totals) { t.Retried++ })
 		delay := f.RetryAfter.Microseconds()
 		if delay <= 0 {
 			delay = Backoff(t.BackoffBase, t.BackoffMax, t.Attempts)
@@ -984,7 +1077,7 @@ func (m *Model) Snooze(q QueueKey, l engine.Lease, d time.Duration) error {
 	}
 	n := *t
 	n.Attempts--
-	n.Owner, n.LeaseUntil, n.Updated = "", 0, x.now
+	n.Owner, n.LeaseUntil, n.Updated, n.Secret = "", 0, x.now, 0
 	n.State, n.NotBefore = engine.Scheduled, x.now+d.Microseconds()
 	if d == 0 {
 		n.State, n.NotBefore = engine.Ready, x.now
@@ -1001,7 +1094,7 @@ func (m *Model) Cancel(q QueueKey, id uint64) error {
 	}
 	x := m.begin()
 	t, ok := m.tasks[id]
-	if !ok || t.Queue != q {
+	if !ok || t.Queue != q || m.at(t) == nil {
 		return fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
 	}
 	x.del(id)
@@ -1012,7 +1105,12 @@ func (m *Model) Cancel(q QueueKey, id uint64) error {
 	return nil
 }
 
+// redrive plans the redrive of t, a task dead at now (as at returns it).
+// A task stored in flight (an expired last lease) is dead-lettered first.
 func (x *txn) redrive(t *Rec) {
+	if x.m.tasks[t.ID].State == engine.InFlight {
+		x.count(t.Queue, func(t *engine.Totals) { t.DeadLettered++ })
+	}
 	n := *t
 	n.State, n.Attempts, n.NotBefore, n.Updated = engine.Ready, 0, x.now, x.now
 	x.put(&n)
@@ -1026,7 +1124,10 @@ func (m *Model) Redrive(q QueueKey, id uint64) error {
 	}
 	x := m.begin()
 	t, ok := m.tasks[id]
-	if !ok || t.Queue != q {
+	if ok && t.Queue == q {
+		t = m.at(t)
+	}
+	if !ok || t == nil || t.Queue != q {
 		return fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
 	}
 	if t.State != engine.Dead {
@@ -1086,20 +1187,27 @@ func (m *Model) Commit(ns engine.Namespace, ops []TxOp) (engine.TxResult, error)
 // Get is Queue.Get.
 func (m *Model) Get(q QueueKey, id uint64) (Rec, error) {
 	t, ok := m.tasks[id]
-	if !ok || t.Queue != q {
+	if ok && t.Queue == q {
+		t = m.at(t)
+	}
+	if !ok || t == nil || t.Queue != q {
 		return Rec{}, fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
 	}
 	return *t, nil
 }
 
-// list returns the queue's tasks in state s in the order List serves them:
-// ready by priority (high first) then id, scheduled by due time, in-flight
-// by lease deadline (then id), dead and completed by id.
+// list returns the queue's tasks in state s at Now, as at sees them, in the
+// order List serves them: ready by priority (high first) then id,
+// scheduled by due time, in-flight by lease deadline (then id), dead and
+// completed by id.
 func (m *Model) list(q QueueKey, s engine.State) []*Rec {
 	var out []*Rec
 	for _, t := range m.tasks {
-		if t.Queue == q && t.State == s {
-			out = append(out, t)
+		if t.Queue != q {
+			continue
+		}
+		if e := m.at(t); e != nil && e.State == s {
+			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(a, b *Rec) int {
@@ -1138,7 +1246,11 @@ func (m *Model) Counts(q QueueKey) engine.Counts {
 		if t.Queue != q {
 			continue
 		}
-		switch t.State {
+		e := m.at(t)
+		if e == nil {
+			continue
+		}
+		switch e.State {
 		case engine.Ready:
 			c.Ready++
 		case engine.Scheduled:
@@ -1152,6 +1264,28 @@ func (m *Model) Counts(q QueueKey) engine.Counts {
 		}
 	}
 	return c
+}
+
+// Queues is DB.Queues over the queues qs: those holding a task at Now, in
+// the order given, with their counts, oldest ready time and totals.
+func (m *Model) Queues(qs []QueueKey) []engine.QueueInfo {
+	var out []engine.QueueInfo
+	for _, q := range qs {
+		c := m.Counts(q)
+		if c == (engine.Counts{}) {
+			continue
+		}
+		info := engine.QueueInfo{Namespace: q.NS, Name: q.Name, Counts: c, Totals: m.totals[q].Totals}
+		oldest := int64(0)
+		for _, t := range m.list(q, engine.Ready) {
+			if oldest == 0 || t.NotBefore < oldest {
+				oldest = t.NotBefore
+			}
+		}
+		info.OldestReady = timeOf(oldest)
+		out = append(out, info)
+	}
+	return out
 }
 
 // KVGet is KV.Get.

@@ -133,8 +133,8 @@ func TestModelReclaim(t *testing.T) {
 		r.Attempts != 1 || r.Owner != "" || r.LeaseUntil != 0 || r.Token != 1 {
 		t.Fatalf("spent task: %s", r.String())
 	}
-	// Not taken: ready at once, no backoff, attempt kept.
-	if r := get(t, m, waiting); r.State != engine.Ready || r.NotBefore != m.Now || r.Attempts != 1 ||
+	// Not taken: ready since its deadline, no backoff, attempt kept.
+	if r := get(t, m, waiting); r.State != engine.Ready || r.NotBefore != first[2].Deadline.UnixMicro() || r.Attempts != 1 ||
 		r.LastError != "lease expired" || r.Owner != "" || r.Token != 1 {
 		t.Fatalf("reclaimed, not taken: %s", r.String())
 	}
@@ -321,15 +321,104 @@ func TestModelRetention(t *testing.T) {
 	if r := get(t, m, id); r.State != engine.Completed || string(r.Result) != `{"ok":1}` || r.Owner != "" {
 		t.Fatalf("completed: %s", r.String())
 	}
-	advance(m, time.Hour)
+	advance(m, time.Hour-time.Microsecond)
 	if _, err := m.Get(mq, id); err != nil {
-		t.Fatal("reads do not prune")
+		t.Fatal("a retained task is kept for its time")
 	}
-	if _, err := m.Claim(mq, "w", time.Second, 1); err != nil {
+	advance(m, time.Microsecond)
+	seq := m.Seq
+	if _, err := m.Get(mq, id); !errors.Is(err, engine.ErrNotFound) || m.Counts(mq) != (engine.Counts{}) || m.Seq != seq {
+		t.Fatal("reads see a retained task gone when its time is up, without a commit")
+	}
+	if _, err := m.Claim(mq, "w", time.Second, 1); err != nil || m.Seq != seq+1 {
+		t.Fatalf("the next commit deletes it in a batch of its own: %v, seq %d", err, m.Seq)
+	}
+}
+
+// TestModelReadsSeeTimePass: reads report the state at Now (a due timer
+// ready, an expired lease ready or dead) and commit nothing; claims and
+// redrives store what reads showed.
+func TestModelReadsSeeTimePass(t *testing.T) {
+	m := newTestModel(Config{})
+	timer := mustEnqueue(t, m, mq, engine.Task{Delay: time.Second})[0].ID
+	retry := mustEnqueue(t, m, mq, engine.Task{MaxAttempts: 2, Priority: -1})[0].ID
+	last := mustEnqueue(t, m, mq, engine.Task{MaxAttempts: 1, Priority: -2})[0].ID
+	ls := mustClaim(t, m, "w", 10*time.Second, 2)
+	if !slices.Equal(leaseIDs(ls), []uint64{retry, last}) {
+		t.Fatalf("claimed %v", leaseIDs(ls))
+	}
+	seq := m.Seq
+	advance(m, 10*time.Second)
+	if c := m.Counts(mq); c != (engine.Counts{Ready: 2, Dead: 1}) || m.Seq != seq {
+		t.Fatalf("counts %+v at seq %d", c, m.Seq)
+	}
+	deadline := ls[0].Deadline.UnixMicro()
+	if r := get(t, m, timer); r.State != engine.Ready {
+		t.Fatalf("due timer: %s", r.String())
+	}
+	want := []AttemptErr{{Attempt: 1, At: deadline, Error: "lease expired"}}
+	if r := get(t, m, retry); r.State != engine.Ready || r.NotBefore != deadline || r.Updated != deadline ||
+		r.Owner != "" || !slices.Equal(r.Errors, want) {
+		t.Fatalf("expired lease: %s", r.String())
+	}
+	want[0].Error = "lease expired; attempts exhausted"
+	dead := get(t, m, last)
+	if dead.State != engine.Dead || !slices.Equal(dead.Errors, want) {
+		t.Fatalf("expired last lease: %s", dead.String())
+	}
+	if err := m.Complete(mq, ls[0], nil, nil, nil); !errors.Is(err, engine.ErrLeaseLost) {
+		t.Fatalf("a lease past its deadline completed: %v", err)
+	}
+	// A claim of one dead-letters the spent lease and takes the timer
+	// (priority 0 before -1); what it leaves is as reads showed it.
+	before := get(t, m, retry)
+	if got := leaseIDs(mustClaim(t, m, "w", time.Minute, 1)); !slices.Equal(got, []uint64{timer}) {
+		t.Fatalf("claimed %v", got)
+	}
+	if r := get(t, m, retry); r.String() != before.String() {
+		t.Fatalf("a task the claim did not take changed: %s", r.String())
+	}
+	if r := get(t, m, last); r.String() != dead.String() {
+		t.Fatalf("dead-lettering changed the record reads showed: %s", r.String())
+	}
+	if q := m.Queues([]QueueKey{mq})[0]; q.Totals != (engine.Totals{Enqueued: 3, Claimed: 3, DeadLettered: 1}) {
+		t.Fatalf("totals %+v", q.Totals)
+	}
+}
+
+// TestModelHistoryAndLinks: every failed attempt is remembered (the oldest
+// dropped beyond the bound), a follow-up names its parent, and a kept
+// completion lists the follow-ups it enqueued.
+func TestModelHistoryAndLinks(t *testing.T) {
+	m := newTestModel(Config{RetainCompleted: time.Hour})
+	id := mustEnqueue(t, m, mq, engine.Task{MaxAttempts: 100, BackoffBase: time.Microsecond, BackoffMax: time.Microsecond})[0].ID
+	for i := range engine.MaxAttemptErrors + 3 {
+		advance(m, time.Second)
+		l := mustClaim(t, m, "w", time.Minute, 1)[0]
+		if err := m.Fail(mq, l, engine.Failure{Err: "e" + string(rune('a'+i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := get(t, m, id)
+	if len(r.Errors) != engine.MaxAttemptErrors || r.Errors[0].Attempt != 4 || r.Errors[0].Error != "ed" ||
+		r.Errors[len(r.Errors)-1].Attempt != engine.MaxAttemptErrors+3 {
+		t.Fatalf("history %v", r.Errors)
+	}
+	advance(m, time.Second)
+	l := mustClaim(t, m, "w", time.Minute, 1)[0]
+	err := m.Complete(mq, l, nil, []TxOp{{Kind: TxEnqueue, Queue: "q", Task: engine.Task{IdempotencyKey: "k"}}},
+		[]engine.FollowUp{{Queue: "q", Task: engine.Task{}}, {Queue: "q", Task: engine.Task{IdempotencyKey: "k"}}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Get(mq, id); !errors.Is(err, engine.ErrNotFound) {
-		t.Fatal("a retained task is pruned by the next commit after its time")
+	done := get(t, m, id)
+	if done.State != engine.Completed || !slices.Equal(done.FollowUps, []uint64{id + 1, id + 2}) {
+		t.Fatalf("completed: %s", done.String())
+	}
+	for _, f := range done.FollowUps {
+		if r := get(t, m, f); r.Parent != id {
+			t.Fatalf("follow-up %s", r.String())
+		}
 	}
 }
 

@@ -404,17 +404,7 @@ func (r *runner) pickLease(b byte) (engine.Lease, QueueKey) {
 func (r *runner) busiest() QueueKey {
 	best, most := queues[0], -1
 	for _, q := range queues {
-		n := len(r.m.List(q, engine.Ready))
-		for _, t := range r.m.List(q, engine.Scheduled) {
-			if t.NotBefore <= r.m.Now {
-				n++
-			}
-		}
-		for _, t := range r.m.List(q, engine.InFlight) {
-			if t.LeaseUntil <= r.m.Now {
-				n++
-			}
-		}
+		n := len(r.m.List(q, engine.Ready)) // due timers and expired leases included
 		if n > most {
 			best, most = q, n
 		}
@@ -734,6 +724,7 @@ func (r *runner) read(a [opSize - 1]byte) {
 		if r.record("counts "+q.String(), gerr, nil, fmt.Sprint(got)) && got != want {
 			r.fatalf("counts %s: %+v, model %+v", q, got, want)
 		}
+		r.checkQueues("queues")
 	case 2:
 		key := kvKeys[a[2]&7]
 		got, gerr := r.db.KV(q.NS).Get(ctx, key)
@@ -817,9 +808,33 @@ func (r *runner) checkStatePaged(when string, limit int) {
 	if d := Diff(got.String(), r.view().String()); d != "" {
 		r.fatalf("%s: state differs from the model: %s", when, d)
 	}
+	r.checkQueues(when)
 }
 
 func (r *runner) view() View { return r.m.View(queues, allNS) }
+
+// checkQueues requires DB.Queues (counts, oldest ready time, totals) to
+// equal the model's.
+func (r *runner) checkQueues(when string) {
+	r.tb.Helper()
+	got, err := r.db.Queues(ctx)
+	if err != nil {
+		r.fatalf("%s: Queues: %v", when, err)
+	}
+	if g, w := queuesString(got), queuesString(r.m.Queues(queues)); g != w {
+		r.fatalf("%s: Queues:\nengine %s\nmodel  %s", when, g, w)
+	}
+}
+
+func queuesString(qs []engine.QueueInfo) string {
+	var lines []string
+	for _, q := range qs {
+		lines = append(lines, fmt.Sprintf("%s/%s %+v oldest=%d %+v", q.Namespace, q.Name, q.Counts,
+			Micros(q.OldestReady), q.Totals))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "; ")
+}
 
 // readView reads the whole observable state of db through List (paging with
 // a small limit, so cursors are exercised) and Scan.

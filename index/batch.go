@@ -71,11 +71,20 @@ type Mutation struct {
 	Idem   Idem       // MutPutIdem, MutDeleteIdem
 }
 
-// Update flags: which optional fields of a TaskUpdate are present.
+// Update flags: which optional fields of a TaskUpdate are present, and
+// what a transition was.
 const (
 	UpdProgress  = 1 << iota // replace Progress
 	UpdResult                // replace Result
 	UpdLastError             // replace LastError
+	// UpdAddError appends {ErrAttempt, ErrAt, LastError} to the task's
+	// attempt history (and counts a retry in the queue's totals unless the
+	// task goes dead).
+	UpdAddError
+	UpdFollowUps // replace FollowUps
+	// UpdCompleted, on a MutDeleteTask, says the task was completed rather
+	// than cancelled or forgotten (the queue's totals count it).
+	UpdCompleted
 )
 
 // TaskUpdate is a state transition of an existing task. It carries only the
@@ -94,6 +103,11 @@ type TaskUpdate struct {
 	Progress   []byte
 	Result     []byte
 	LastError  string
+	// ErrAttempt and ErrAt are the attempt and the time of the failure
+	// UpdAddError records.
+	ErrAttempt uint32
+	ErrAt      int64
+	FollowUps  []uint64
 }
 
 // UpdateOf returns an update that leaves t as it is; callers change fields

@@ -12,7 +12,7 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=2) seq now seed [assertion...] [mutation...]
+//	version(=3) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
@@ -21,23 +21,31 @@ import (
 //	 backoffBase backoffMax owner token leaseUntil created updated payload extra
 //	 secret]
 //
-// with extra nil or [kind idemKey lastError progress result headers]. A task
-// update is [2 id state attempts notBefore owner token leaseUntil updated
-// flags progress result lastError secret]. A snapshot is a sequence of
-// records, each one array whose first element is its record kind: RecHeader
-// [1 seq nextID now], RecTask [2 task], RecKV [3 project scope key value
-// version], RecIdem [4 project scope queue key id expires].
+// with extra nil or [kind idemKey lastError progress result headers errors
+// parent followUps], errors an array of [attempt at error] (oldest first) and
+// followUps an array of task ids. A task update is [2 id state attempts
+// notBefore owner token leaseUntil updated flags progress result lastError
+// secret], followed by errAttempt errAt when flags has UpdAddError and by
+// followUps when it has UpdFollowUps (14 to 17 fields); a task delete is [3
+// id flags]. A snapshot is a sequence of records, each one array whose first
+// element is its record kind: RecHeader [1 seq nextID now], RecTask [2 task],
+// RecKV [3 project scope key value version], RecIdem [4 project scope queue
+// key id expires], RecTotals [5 project scope queue enqueued claimed
+// completed retried deadLettered idle].
 //
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
 // written as nil (and read back as nil), and the fields of every record have
 // one fixed order.
 //
-// Version 1 (still read): a batch has no seed, a task record and a task
-// update have no secret (18 and 13 fields), and the snapshot header has no
-// time ([1 seq nextID]).
+// Older versions are still read. Version 2: a task's extra has 6 fields (no
+// errors, parent or followUps), a task update always 14, a task delete 2 ([3
+// id]), and snapshots have no totals records. Version 1 is version 2 without
+// a batch seed, with 18-field task records and 13-field updates (no secret),
+// and a snapshot header without the time ([1 seq nextID]).
 const (
-	batchVersion  = 2
+	batchVersion  = 3
+	batchVersion2 = 2
 	batchVersion1 = 1
 
 	// Snapshot record kinds.
@@ -45,6 +53,7 @@ const (
 	RecTask   = 2
 	RecKV     = 3
 	RecIdem   = 4
+	RecTotals = 5
 )
 
 // Encoder turns batches and records into bytes. It reuses its buffer: the
@@ -105,7 +114,7 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(e.task(m.Task))
 		case MutUpdateTask:
 			u := &m.Update
-			put(enc.EncodeArrayLen(14))
+			put(enc.EncodeArrayLen(updateFields(u.Flags)))
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(enc.EncodeUint(u.ID))
 			put(enc.EncodeUint(uint64(u.State)))
@@ -120,10 +129,18 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(encodeBytes(enc, u.Flags&UpdResult != 0, u.Result))
 			put(enc.EncodeString(u.LastError))
 			put(enc.EncodeUint(u.Secret))
+			if u.Flags&UpdAddError != 0 {
+				put(enc.EncodeUint(uint64(u.ErrAttempt)))
+				put(enc.EncodeInt(u.ErrAt))
+			}
+			if u.Flags&UpdFollowUps != 0 {
+				put(e.ids(u.FollowUps))
+			}
 		case MutDeleteTask:
-			put(enc.EncodeArrayLen(2))
+			put(enc.EncodeArrayLen(3))
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(enc.EncodeUint(m.Update.ID))
+			put(enc.EncodeUint(uint64(m.Update.Flags & UpdCompleted)))
 		case MutSetKV, MutDeleteKV:
 			put(enc.EncodeArrayLen(5))
 			put(enc.EncodeUint(uint64(m.Kind)))
@@ -140,6 +157,29 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 		}
 	}
 	return e.buf.Bytes(), err
+}
+
+// updateFields is the array length of a task update with flags.
+func updateFields(flags uint8) int {
+	n := 14
+	if flags&UpdAddError != 0 {
+		n += 2
+	}
+	if flags&UpdFollowUps != 0 {
+		n++
+	}
+	return n
+}
+
+// ids writes a list of task ids.
+func (e *Encoder) ids(ids []uint64) error {
+	err := e.enc.EncodeArrayLen(len(ids))
+	for _, id := range ids {
+		if err == nil {
+			err = e.enc.EncodeUint(id)
+		}
+	}
+	return err
 }
 
 // encodeBytes writes b, or nil when it is empty or not present: nil and an
@@ -194,7 +234,7 @@ func (e *Encoder) task(t *Task) error {
 		put(enc.EncodeNil())
 	} else {
 		x := t.Extra
-		put(enc.EncodeArrayLen(6))
+		put(enc.EncodeArrayLen(9))
 		put(enc.EncodeString(x.Kind))
 		put(enc.EncodeString(x.IdemKey))
 		put(enc.EncodeString(x.LastError))
@@ -214,6 +254,15 @@ func (e *Encoder) task(t *Task) error {
 			clear(keys)
 			e.keys = keys[:0]
 		}
+		put(enc.EncodeArrayLen(len(x.Errors)))
+		for _, ae := range x.Errors {
+			put(enc.EncodeArrayLen(3))
+			put(enc.EncodeUint(uint64(ae.Attempt)))
+			put(enc.EncodeInt(ae.At))
+			put(enc.EncodeString(ae.Error))
+		}
+		put(enc.EncodeUint(x.Parent))
+		put(e.ids(x.FollowUps))
 	}
 	put(enc.EncodeUint(t.Secret))
 	return err
@@ -250,6 +299,17 @@ func (e *Encoder) IdemRecord(d Idem) ([]byte, error) {
 	return e.buf.Bytes(), err
 }
 
+// TotalsRecord encodes a snapshot record of a queue's totals.
+func (e *Encoder) TotalsRecord(r QueueTotals) ([]byte, error) {
+	e.buf.Reset()
+	enc := e.enc
+	err := firstErr(enc.EncodeArrayLen(10), enc.EncodeUint(RecTotals), enc.EncodeString(r.Queue.Project),
+		enc.EncodeString(r.Queue.Scope), enc.EncodeString(r.Queue.Name), enc.EncodeUint(r.Enqueued),
+		enc.EncodeUint(r.Claimed), enc.EncodeUint(r.Completed), enc.EncodeUint(r.Retried),
+		enc.EncodeUint(r.DeadLettered), enc.EncodeInt(r.Idle))
+	return e.buf.Bytes(), err
+}
+
 func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -269,7 +329,9 @@ type Decoder struct {
 	s    *Store
 	n    int    // size of the current input, bounds every length read
 	data []byte // the current input
-	v1   bool   // the current batch is of version 1
+	// ver is the version of the current batch; 0 while decoding a snapshot
+	// record, whose fields say which version wrote it.
+	ver uint64
 }
 
 // NewDecoder returns a Decoder whose tasks point at the queues of s.
@@ -356,8 +418,9 @@ func (d *Decoder) arrayLen(what string, min, max int) (int, error) {
 	return n, nil
 }
 
-// mutFields is the array length of each mutation kind (version 2; a
-// version 1 task update has 13).
+// mutFields is the array length of each mutation kind in version 2 (a
+// version 1 task update has 13; version 3 task updates and deletes are
+// checked in mutation).
 var mutFields = [...]int{MutPutTask: 2, MutUpdateTask: 14, MutDeleteTask: 2, MutSetKV: 5,
 	MutDeleteKV: 5, MutPutIdem: 7, MutDeleteIdem: 7}
 
@@ -370,17 +433,17 @@ func (d *Decoder) Batch(data []byte, b *Batch) error {
 	if err != nil {
 		return corrupt("batch version", err)
 	}
-	if v != batchVersion && v != batchVersion1 {
+	if v < batchVersion1 || v > batchVersion {
 		return corrupt(fmt.Sprintf("batch version %d", v), nil)
 	}
-	d.v1 = v == batchVersion1
+	d.ver = v
 	if b.Seq, err = dec.DecodeUint64(); err != nil {
 		return corrupt("batch seq", err)
 	}
 	if b.Now, err = dec.DecodeInt64(); err != nil {
 		return corrupt("batch time", err)
 	}
-	if !d.v1 {
+	if d.ver > batchVersion1 {
 		if b.Seed, err = dec.DecodeUint64(); err != nil {
 			return corrupt("batch seed", err)
 		}
@@ -449,7 +512,7 @@ func (d *Decoder) strings3() (a, b, c string, err error) {
 
 func (d *Decoder) mutation(m *Mutation) error {
 	dec := d.dec
-	n, err := d.arrayLen("mutation", 2, 14)
+	n, err := d.arrayLen("mutation", 2, 17)
 	if err != nil {
 		return err
 	}
@@ -461,8 +524,13 @@ func (d *Decoder) mutation(m *Mutation) error {
 	want := 0
 	if int(k) < len(mutFields) {
 		want = mutFields[k]
-		if d.v1 && m.Kind == MutUpdateTask {
+		switch {
+		case d.ver == batchVersion1 && m.Kind == MutUpdateTask:
 			want = 13
+		case d.ver == batchVersion && m.Kind == MutUpdateTask && n >= 14 && n <= 17:
+			want = n // checked against the flags below
+		case d.ver == batchVersion && m.Kind == MutDeleteTask:
+			want = 3
 		}
 	}
 	if want == 0 || want != n {
@@ -499,6 +567,12 @@ func (d *Decoder) mutation(m *Mutation) error {
 			return corrupt("task update fields", nil)
 		}
 		u.State, u.Attempts, u.Flags = TaskState(st), uint32(att), uint8(flags)
+		switch {
+		case d.ver < batchVersion && flags >= UpdAddError:
+			return corrupt(fmt.Sprintf("version %d task update flags %#x", d.ver, flags), nil)
+		case d.ver == batchVersion && (flags&UpdCompleted != 0 || n != updateFields(u.Flags)):
+			return corrupt(fmt.Sprintf("task update with flags %#x and %d fields", flags, n), nil)
+		}
 		if u.Progress, err = d.bytes(); err != nil {
 			return corrupt("task update progress", err)
 		}
@@ -508,15 +582,37 @@ func (d *Decoder) mutation(m *Mutation) error {
 		if u.LastError, err = d.str(); err != nil {
 			return corrupt("task update error", err)
 		}
-		if !d.v1 {
+		if d.ver > batchVersion1 {
 			if u.Secret, err = dec.DecodeUint64(); err != nil {
 				return corrupt("task update secret", err)
+			}
+		}
+		if u.Flags&UpdAddError != 0 {
+			var att uint64
+			if att, err = dec.DecodeUint64(); err == nil {
+				u.ErrAt, err = dec.DecodeInt64()
+			}
+			if err != nil || att > 1<<32-1 {
+				return corrupt("task update attempt error", err)
+			}
+			u.ErrAttempt = uint32(att)
+		}
+		if u.Flags&UpdFollowUps != 0 {
+			if u.FollowUps, err = d.ids("task update follow-ups"); err != nil {
+				return err
 			}
 		}
 		return nil
 	case MutDeleteTask:
 		if m.Update.ID, err = dec.DecodeUint64(); err != nil {
 			return corrupt("task delete", err)
+		}
+		if n == 3 {
+			var flags uint64
+			if flags, err = dec.DecodeUint64(); err != nil || flags&^UpdCompleted != 0 {
+				return corrupt("task delete flags", err)
+			}
+			m.Update.Flags = uint8(flags)
 		}
 		return nil
 	case MutSetKV, MutDeleteKV:
@@ -550,14 +646,29 @@ func (d *Decoder) idemFields() (Idem, error) {
 	return e, nil
 }
 
+// ids decodes a list of task ids.
+func (d *Decoder) ids(what string) ([]uint64, error) {
+	n, err := d.arrayLen(what, 0, 1<<30)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		if out[i], err = d.dec.DecodeUint64(); err != nil {
+			return nil, corrupt(what, err)
+		}
+	}
+	return out, nil
+}
+
 func (d *Decoder) task() (*Task, error) {
 	dec := d.dec
 	nf, err := d.arrayLen("task", 18, 19)
 	if err != nil {
 		return nil, err
 	}
-	if d.v1 && nf != 18 {
-		return nil, corrupt(fmt.Sprintf("version 1 task of %d fields", nf), nil)
+	if d.ver != 0 && (nf == 18) != (d.ver == batchVersion1) {
+		return nil, corrupt(fmt.Sprintf("version %d task of %d fields", d.ver, nf), nil)
 	}
 	t := &Task{}
 	var k QueueKey
@@ -601,7 +712,7 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task extra", err)
 	}
 	if n != -1 {
-		if n != 6 {
+		if n != 6 && n != 9 || d.ver != 0 && (n == 9) != (d.ver == batchVersion) {
 			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
 		}
 		x := &Extra{}
@@ -631,6 +742,11 @@ func (d *Decoder) task() (*Task, error) {
 				x.Headers[hk] = hv
 			}
 		}
+		if n == 9 {
+			if err := d.history(x); err != nil {
+				return nil, err
+			}
+		}
 		if !x.empty() {
 			t.Extra = x
 		}
@@ -644,6 +760,39 @@ func (d *Decoder) task() (*Task, error) {
 	return t, nil
 }
 
+// history decodes the attempt history, parent and follow-ups of a task's
+// extra.
+func (d *Decoder) history(x *Extra) error {
+	ne, err := d.arrayLen("task errors", 0, MaxAttemptErrors)
+	if err != nil {
+		return err
+	}
+	if ne > 0 {
+		x.Errors = make([]AttemptError, ne)
+	}
+	for i := range x.Errors {
+		if _, err := d.arrayLen("task error", 3, 3); err != nil {
+			return err
+		}
+		ae := &x.Errors[i]
+		var att uint64
+		if att, err = d.dec.DecodeUint64(); err == nil {
+			if ae.At, err = d.dec.DecodeInt64(); err == nil {
+				ae.Error, err = d.str()
+			}
+		}
+		if err != nil || att > 1<<32-1 {
+			return corrupt("task error", err)
+		}
+		ae.Attempt = uint32(att)
+	}
+	if x.Parent, err = d.dec.DecodeUint64(); err != nil {
+		return corrupt("task parent", err)
+	}
+	x.FollowUps, err = d.ids("task follow-ups")
+	return err
+}
+
 // Record is one decoded snapshot record; Kind says which field is set.
 type Record struct {
 	Kind   int
@@ -653,14 +802,15 @@ type Record struct {
 	Task   *Task
 	KV     KV
 	Idem   Idem
+	Totals QueueTotals
 }
 
 // Record decodes one snapshot record.
 func (d *Decoder) Record(data []byte) (Record, error) {
 	d.reset(data)
-	d.v1 = false
+	d.ver = 0
 	var r Record
-	n, err := d.arrayLen("record", 2, 7)
+	n, err := d.arrayLen("record", 2, 10)
 	if err != nil {
 		return r, err
 	}
@@ -693,6 +843,21 @@ func (d *Decoder) Record(data []byte) (Record, error) {
 		}
 	case r.Kind == RecIdem && n == 7:
 		r.Idem, err = d.idemFields()
+	case r.Kind == RecTotals && n == 10:
+		q := &r.Totals
+		if q.Queue.Project, q.Queue.Scope, q.Queue.Name, err = d.strings3(); err == nil {
+			for _, p := range [...]*uint64{&q.Enqueued, &q.Claimed, &q.Completed, &q.Retried, &q.DeadLettered} {
+				if err == nil {
+					*p, err = d.dec.DecodeUint64()
+				}
+			}
+			if err == nil {
+				q.Idle, err = d.dec.DecodeInt64()
+			}
+		}
+		if err != nil {
+			err = corrupt("totals record", err)
+		}
 	default:
 		err = corrupt(fmt.Sprintf("record kind %d with %d fields", kind, n), nil)
 	}

@@ -2,6 +2,7 @@ package index
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -212,5 +213,81 @@ func TestReadsVersion1(t *testing.T) {
 	data[0] = batchVersion
 	if err := NewDecoder(s).Batch(data, &b); err == nil {
 		t.Fatal("a version 2 batch without a seed decoded")
+	}
+}
+
+// v2 writes a batch in the version 2 form (6-field extras, 14-field
+// updates, 2-field deletes), as docket wrote before attempt histories,
+// follow-up links and totals.
+func v2(t *testing.T, flags uint8) []byte {
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	e.UseCompactInts(true)
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range []any{uint64(2), uint64(1), int64(500), uint64(7)} {
+		must(e.Encode(v))
+	}
+	must(e.EncodeArrayLen(0))
+	must(e.EncodeArrayLen(3))
+	must(e.EncodeArrayLen(2))
+	must(e.EncodeUint(uint64(MutPutTask)))
+	must(e.EncodeArrayLen(19))
+	for _, v := range []any{uint64(1), "p", "s", "q", uint64(StateInFlight), uint64(1), uint64(5), int64(0), int64(500),
+		int64(1e6), int64(6e7), "w", uint64(1), int64(900), int64(500), int64(500), nil} {
+		must(e.Encode(v))
+	}
+	must(e.EncodeArrayLen(6))
+	for _, v := range []any{"kind", "", "", nil, nil} {
+		must(e.Encode(v))
+	}
+	must(e.EncodeMapLen(0))
+	must(e.EncodeUint(42))
+	// fail it: a 14-field update
+	must(e.EncodeArrayLen(14))
+	for _, v := range []any{uint64(MutUpdateTask), uint64(1), uint64(StateReady), uint64(1), int64(500), "", uint64(1),
+		int64(0), int64(600), uint64(flags), nil, nil, "boom", uint64(0)} {
+		must(e.Encode(v))
+	}
+	must(e.EncodeArrayLen(2))
+	must(e.EncodeUint(uint64(MutDeleteTask)))
+	must(e.EncodeUint(1))
+	return buf.Bytes()
+}
+
+// TestReadsVersion2 decodes and applies a version 2 batch: the task has no
+// history, links or totals it did not record, the delete counts as a
+// removal; and a version 2 batch using version 3's update flags is damage.
+func TestReadsVersion2(t *testing.T) {
+	s := NewStore()
+	var b Batch
+	if err := NewDecoder(s).Batch(v2(t, UpdLastError), &b); err != nil {
+		t.Fatal(err)
+	}
+	del := b.Mutations[2]
+	b.Mutations = b.Mutations[:2]
+	if _, err := s.Apply(&b); err != nil {
+		t.Fatal(err)
+	}
+	tk, ok := s.Task(1)
+	if !ok || tk.State != StateReady || tk.Ex().LastError != "boom" || len(tk.Ex().Errors) != 0 || tk.Ex().Kind != "kind" {
+		t.Fatalf("version 2 batch misread: %+v %+v", tk, tk.Extra)
+	}
+	if del.Kind != MutDeleteTask || del.Update.ID != 1 || del.Update.Flags != 0 {
+		t.Fatalf("version 2 delete: %+v", del)
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewDecoder(s).Batch(v2(t, UpdLastError|UpdAddError), &b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a version 2 update with an attempt-error flag decoded: %v", err)
+	}
+	data := v2(t, UpdLastError)
+	data[0] = batchVersion
+	if err := NewDecoder(s).Batch(data, &b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a version 3 batch in the version 2 layout decoded: %v", err)
 	}
 }

@@ -1,11 +1,25 @@
 // Package index holds docket's whole queue and key-value state in memory, in
 // ordered B-trees, and the deterministic state machine that changes it.
 //
-// The primary records are tasks (by id), KV entries (by namespace and key)
-// and idempotency entries (by queue and key). Every secondary index (ready,
-// scheduled, in-flight, dead and completed sets per queue; expiry orders) is
-// derived from the primary records inside Apply and is never logged, so a
-// replay or a snapshot restore rebuilds it from the records alone.
+// The primary records are tasks (by id), KV entries (by namespace and key),
+// idempotency entries (by queue and key) and queue totals (by queue). Every
+// secondary index (ready, scheduled, in-flight, dead and completed sets per
+// queue; expiry orders) is derived from the primary records inside Apply
+// and is never logged, so a replay or a snapshot restore rebuilds it from
+// the records alone.
+//
+// Time moves tasks without a write: a stored timer whose time has come is
+// ready, a stored lease past its deadline ready again or dead (Task.StateAt).
+// Per queue, a due tree (duetree.go: tasks in serving order, each subtree
+// knowing its earliest due time) and time-ordered indexes answer, for any
+// time, which tasks are claimable in serving order (Queue.Claimable), dead
+// (Queue.DeadAt), how many are in each state (Queue.CountsAt, by rank) and
+// since when the oldest has been ready, in O(log n) or per item reported,
+// so that neither a claim nor a read has to move every due task first.
+//
+// Apply also keeps each queue's Totals (enqueued, claimed, completed,
+// retried, dead-lettered), counted from the transitions it applies; they
+// outlive a queue's indexes for IdleTotalsTTL after its last task leaves.
 //
 // Store.Apply is the only way state changes. It reads no clock and no
 // randomness: a Batch carries its own time, and every assertion in it (KV

@@ -56,10 +56,10 @@ func renderTask(t *Task) string {
 	if t.Queue != nil {
 		q = fmt.Sprintf("%q/%q/%q", t.Queue.Key.Project, t.Queue.Key.Scope, t.Queue.Key.Name)
 	}
-	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v",
+	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v",
 		t.ID, q, t.State, t.Attempts, t.MaxAttempts, t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax, t.Owner, t.Token,
 		t.Secret, t.LeaseUntil, t.Created, t.Updated, renderBytes(t.Payload), x.Kind, x.IdemKey, x.LastError,
-		renderBytes(x.Progress), renderBytes(x.Result), h)
+		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps)
 }
 
 // renderBatch renders what a batch means: fields a kind does not carry,
@@ -88,9 +88,15 @@ func renderBatch(b *Batch) string {
 			if u.Flags&UpdResult != 0 {
 				fmt.Fprintf(&s, " res=%s", renderBytes(u.Result))
 			}
+			if u.Flags&UpdAddError != 0 {
+				fmt.Fprintf(&s, " attempt=%d at=%d", u.ErrAttempt, u.ErrAt)
+			}
+			if u.Flags&UpdFollowUps != 0 {
+				fmt.Fprintf(&s, " follow=%v", u.FollowUps)
+			}
 			fmt.Fprintf(&s, " err=%q\n", u.LastError)
 		case MutDeleteTask:
-			fmt.Fprintf(&s, "delete %d\n", m.Update.ID)
+			fmt.Fprintf(&s, "delete %d %d\n", m.Update.ID, m.Update.Flags)
 		case MutSetKV, MutDeleteKV:
 			fmt.Fprintf(&s, "kv %d %q %q %q %s\n", m.Kind, m.KV.Project, m.KV.Scope, m.KV.Key, renderBytes(m.KV.Value))
 		case MutPutIdem, MutDeleteIdem:
@@ -150,8 +156,16 @@ func batchSeeds(tb testing.TB) [][]byte {
 				{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "i", ID: 9}},
 				{Kind: MutDeleteIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 				{Kind: MutDeleteTask, Update: TaskUpdate{ID: 5}},
-				{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateCompleted, Updated: 600, Flags: UpdResult, Result: []byte("1")}},
+				{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateCompleted, Updated: 600, Flags: UpdResult | UpdFollowUps,
+					Result: []byte("1"), FollowUps: []uint64{9}}},
 			}},
+		{Seq: 4, Now: 700, Mutations: []Mutation{
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 3, State: StateDead, Attempts: 1, Updated: 300,
+				Flags: UpdLastError | UpdAddError, LastError: "lease expired", ErrAttempt: 1, ErrAt: 300}},
+			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 2, Flags: UpdCompleted}},
+			{Kind: MutPutTask, Task: &Task{ID: 10, Queue: q, State: StateReady, MaxAttempts: 2, NotBefore: 700,
+				Extra: &Extra{Parent: 1, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "e"}}, FollowUps: []uint64{3}}}},
+		}},
 	} {
 		data, err := enc.Batch(b)
 		if err != nil {
@@ -244,6 +258,8 @@ func recordSeeds(tb testing.TB) [][]byte {
 	}
 	add(enc.KVRecord(KV{Namespace: Namespace{"p", "s"}, Key: "a", Value: []byte("v"), Version: 3}))
 	add(enc.IdemRecord(Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "k", ID: 5, Expires: 1000}))
+	add(enc.TotalsRecord(QueueTotals{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Totals: Totals{Enqueued: 5, Claimed: 1}}))
+	add(enc.TotalsRecord(QueueTotals{Queue: QueueKey{Namespace{"p", "s"}, "idle"}, Totals: Totals{Completed: 2}, Idle: 50}))
 	return out
 }
 
@@ -257,6 +273,8 @@ func renderRecord(r Record) string {
 		return fmt.Sprintf("kv %q %q %q %s %d", r.KV.Project, r.KV.Scope, r.KV.Key, renderBytes(r.KV.Value), r.KV.Version)
 	case RecIdem:
 		return fmt.Sprintf("idem %+v", r.Idem)
+	case RecTotals:
+		return fmt.Sprintf("totals %+v", r.Totals)
 	}
 	return fmt.Sprintf("kind %d", r.Kind)
 }
@@ -296,6 +314,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			again, err = enc.KVRecord(r.KV)
 		case RecIdem:
 			again, err = enc.IdemRecord(r.Idem)
+		case RecTotals:
+			again, err = enc.TotalsRecord(r.Totals)
 		default:
 			t.Fatalf("decoded a record of unknown kind %d", r.Kind)
 		}
@@ -316,6 +336,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			err = s.LoadKV(r.KV)
 		case RecIdem:
 			err = s.LoadIdem(r.Idem)
+		case RecTotals:
+			err = s.LoadTotals(r.Totals)
 		}
 		if err != nil || r.Kind == RecTask && r.Task.State == StateInFlight && (r.Task.Owner == "" || r.Task.Token == 0) {
 			return

@@ -41,17 +41,33 @@ func timeLess(a, b TimeItem) bool {
 func idLess(a, b uint64) bool { return a < b }
 
 // Queue holds the derived indexes of one queue. Its Key never changes.
+//
+// The exported trees hold the tasks by stored state. Time moves a task
+// without a write: a stored timer whose time has come is ready, a stored
+// lease whose deadline has passed is ready again (dead on its last
+// attempt). The unexported indexes answer questions about that effective
+// state at a given time in O(log n) or per item reported (see Claimable,
+// CountsAt, DeadAt, OldestReady), so that neither a claim nor a read has to
+// move every due task first.
 type Queue struct {
 	Key       QueueKey
-	Ready     *btree.BTreeG[PrioItem]
-	Scheduled *btree.BTreeG[TimeItem]
-	InFlight  *btree.BTreeG[TimeItem]
+	Ready     *btree.BTreeG[PrioItem] // stored ready, serving order
+	Scheduled *btree.BTreeG[TimeItem] // stored scheduled, by NotBefore
+	InFlight  *btree.BTreeG[TimeItem] // stored in flight, by LeaseUntil
 	Dead      *btree.BTreeG[uint64]
 	Completed *btree.BTreeG[uint64]
 	counts    [NumStates]int
+
+	readySince *btree.BTreeG[TimeItem] // stored ready, by NotBefore (when it became ready)
+	dueSched   dueTree                 // stored scheduled, serving order, due at NotBefore
+	dueRetry   dueTree                 // in flight with attempts left, serving order, ready again at LeaseUntil
+	lastTry    *btree.BTreeG[TimeItem] // in flight on the last attempt, by LeaseUntil
+	dueDead    dueTree                 // the same by id (Prio 0), dead at LeaseUntil
+	doneAt     *btree.BTreeG[TimeItem] // completed, by Updated
+	totals     Totals
 }
 
-// Count returns how many tasks of the queue are in state s.
+// Count returns how many tasks of the queue are stored in state s.
 func (q *Queue) Count(s TaskState) int {
 	if !s.Valid() {
 		return 0
@@ -59,14 +75,20 @@ func (q *Queue) Count(s TaskState) int {
 	return q.counts[s]
 }
 
+// Totals returns the queue's counters.
+func (q *Queue) Totals() Totals { return q.totals }
+
 func newQueue(k QueueKey) *Queue {
 	return &Queue{
-		Key:       k,
-		Ready:     btree.NewBTreeGOptions(prioLess, noLocks),
-		Scheduled: btree.NewBTreeGOptions(timeLess, noLocks),
-		InFlight:  btree.NewBTreeGOptions(timeLess, noLocks),
-		Dead:      btree.NewBTreeGOptions(idLess, noLocks),
-		Completed: btree.NewBTreeGOptions(idLess, noLocks),
+		Key:        k,
+		Ready:      btree.NewBTreeGOptions(prioLess, noLocks),
+		Scheduled:  btree.NewBTreeGOptions(timeLess, noLocks),
+		InFlight:   btree.NewBTreeGOptions(timeLess, noLocks),
+		Dead:       btree.NewBTreeGOptions(idLess, noLocks),
+		Completed:  btree.NewBTreeGOptions(idLess, noLocks),
+		readySince: btree.NewBTreeGOptions(timeLess, noLocks),
+		lastTry:    btree.NewBTreeGOptions(timeLess, noLocks),
+		doneAt:     btree.NewBTreeGOptions(timeLess, noLocks),
 	}
 }
 
@@ -103,6 +125,10 @@ type Store struct {
 	affected []*Queue                   // queues that gained claimable work in the last Apply
 	emptied  []*Queue                   // queues that lost a task in the current Apply
 	fresh    []*Queue                   // queues interned since the last Apply
+	counted  []*Queue                   // queues whose totals changed in the current Apply
+
+	totals *btree.BTreeG[QueueTotals] // primary: every queue's counters, by queue
+	idle   *btree.BTreeG[idleItem]    // totals of queues holding no task, by when they went idle
 }
 
 // NewStore returns an empty state.
@@ -115,6 +141,8 @@ func NewStore() *Store {
 		queues:  make(map[QueueKey]*Queue),
 		idemExp: btree.NewBTreeGOptions(idemExpLess, noLocks),
 		doneExp: btree.NewBTreeGOptions(timeLess, noLocks),
+		totals:  btree.NewBTreeGOptions(totalsLess, noLocks),
+		idle:    btree.NewBTreeGOptions(idleLess, noLocks),
 	}
 }
 
@@ -161,8 +189,24 @@ func (s *Store) Intern(k QueueKey) *Queue {
 		q = newQueue(k)
 		s.queues[k] = q
 		s.fresh = append(s.fresh, q)
+		if rec, ok := s.totals.Get(QueueTotals{Queue: k}); ok {
+			// The queue was idle: it counts on from where it stopped.
+			q.totals = rec.Totals
+			s.wake(rec)
+		}
 	}
 	return q
+}
+
+// wake marks the totals record of a queue that holds a task again as not
+// idle.
+func (s *Store) wake(rec QueueTotals) {
+	if rec.Idle == 0 {
+		return
+	}
+	s.idle.Delete(idleItem{At: rec.Idle, Queue: rec.Queue})
+	rec.Idle = 0
+	s.totals.Set(rec)
 }
 
 // Len is the number of tasks of the queue, in any state.
@@ -193,8 +237,44 @@ func (s *Store) drop(qs []*Queue) {
 	for _, q := range qs {
 		if q.Len() == 0 && s.queues[q.Key] == q {
 			delete(s.queues, q.Key)
+			if rec, ok := s.totals.Get(QueueTotals{Queue: q.Key}); ok && rec.Idle == 0 {
+				// The counters outlive the indexes, for IdleTotalsTTL.
+				rec.Idle = s.now
+				s.totals.Set(rec)
+				s.idle.Set(idleItem{At: rec.Idle, Queue: rec.Queue})
+			}
 		}
 	}
+}
+
+// forgetIdle deletes, at most max at a time, the totals of queues idle
+// for longer than IdleTotalsTTL.
+func (s *Store) forgetIdle(max int) {
+	for range max {
+		it, ok := s.idle.Min()
+		if !ok || it.At > s.now-IdleTotalsTTL {
+			return
+		}
+		s.idle.Delete(it)
+		s.totals.Delete(QueueTotals{Queue: it.Queue})
+	}
+}
+
+// count records that q's totals changed in the current Apply.
+func (s *Store) count(q *Queue) {
+	if n := len(s.counted); n == 0 || s.counted[n-1] != q {
+		s.counted = append(s.counted, q)
+	}
+}
+
+// flushTotals writes the changed totals of the current Apply to their
+// records.
+func (s *Store) flushTotals() {
+	for _, q := range s.counted {
+		s.totals.Set(QueueTotals{Queue: q.Key, Totals: q.totals})
+	}
+	clear(s.counted)
+	s.counted = s.counted[:0]
 }
 
 // Queues calls fn for every known queue (in no particular order).
@@ -331,12 +411,17 @@ func (s *Store) Apply(b *Batch) (Outcome, error) {
 	}
 	s.seq = b.Seq
 	s.now = max(s.now, b.Now)
+	s.flushTotals()
 	s.drop(s.emptied)
 	clear(s.emptied)
 	s.emptied = s.emptied[:0]
 	s.DropEmpty()
+	s.forgetIdle(idleForgetBatch)
 	return out, nil
 }
+
+// idleForgetBatch bounds how many idle queues' totals one Apply forgets.
+const idleForgetBatch = 256
 
 func (s *Store) apply(b *Batch, m *Mutation) error {
 	switch m.Kind {
@@ -350,6 +435,9 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		t.Queue = s.Intern(t.Queue.Key)
 		if old, ok := s.tasks.Set(t); ok {
 			s.unindex(old)
+		} else {
+			t.Queue.totals.Enqueued++
+			s.count(t.Queue)
 		}
 		if t.ID >= s.nextID {
 			s.nextID = t.ID + 1
@@ -361,33 +449,19 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		if !ok || !u.State.Valid() {
 			return fmt.Errorf("%w: update of missing task %d", ErrCorrupt, u.ID)
 		}
-		nt := *old
-		nt.State, nt.Attempts, nt.NotBefore = u.State, u.Attempts, u.NotBefore
-		nt.Owner, nt.Token, nt.LeaseUntil, nt.Updated = u.Owner, u.Token, u.LeaseUntil, u.Updated
-		nt.Secret = u.Secret
-		if u.Flags != 0 {
-			ex := *old.Ex()
-			if u.Flags&UpdProgress != 0 {
-				ex.Progress = nonEmpty(u.Progress)
-			}
-			if u.Flags&UpdResult != 0 {
-				ex.Result = nonEmpty(u.Result)
-			}
-			if u.Flags&UpdLastError != 0 {
-				ex.LastError = u.LastError
-			}
-			nt.Extra = &ex
-			if ex.empty() {
-				nt.Extra = nil
-			}
-		}
+		nt := old.With(u)
+		s.countTransition(old, nt, u.Flags)
 		s.unindex(old)
-		s.tasks.Set(&nt)
-		s.index(&nt)
+		s.tasks.Set(nt)
+		s.index(nt)
 	case MutDeleteTask:
 		old, ok := s.Task(m.Update.ID)
 		if !ok {
 			return fmt.Errorf("%w: delete of missing task %d", ErrCorrupt, m.Update.ID)
+		}
+		if m.Update.Flags&UpdCompleted != 0 {
+			old.Queue.totals.Completed++
+			s.count(old.Queue)
 		}
 		s.unindex(old)
 		s.tasks.Delete(old)
@@ -415,25 +489,103 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 	return nil
 }
 
+// With returns the record t becomes by update u: a new record (t is not
+// changed), as Apply stores it. Readers use it to see a record as it is at
+// a later time without storing anything.
+func (t *Task) With(u *TaskUpdate) *Task {
+	nt := *t
+	nt.State, nt.Attempts, nt.NotBefore = u.State, u.Attempts, u.NotBefore
+	nt.Owner, nt.Token, nt.LeaseUntil, nt.Updated = u.Owner, u.Token, u.LeaseUntil, u.Updated
+	nt.Secret = u.Secret
+	if u.Flags&(UpdProgress|UpdResult|UpdLastError|UpdAddError|UpdFollowUps) != 0 {
+		ex := *t.Ex()
+		if u.Flags&UpdProgress != 0 {
+			ex.Progress = nonEmpty(u.Progress)
+		}
+		if u.Flags&UpdResult != 0 {
+			ex.Result = nonEmpty(u.Result)
+		}
+		if u.Flags&UpdLastError != 0 {
+			ex.LastError = u.LastError
+		}
+		if u.Flags&UpdAddError != 0 {
+			// A new slice: the old record keeps its history.
+			keep := ex.Errors[max(0, len(ex.Errors)+1-MaxAttemptErrors):]
+			errs := make([]AttemptError, 0, len(keep)+1)
+			ex.Errors = append(append(errs, keep...), AttemptError{Attempt: u.ErrAttempt, At: u.ErrAt, Error: u.LastError})
+		}
+		if u.Flags&UpdFollowUps != 0 {
+			ex.FollowUps = nil
+			if len(u.FollowUps) > 0 {
+				ex.FollowUps = u.FollowUps
+			}
+		}
+		nt.Extra = &ex
+		if ex.empty() {
+			nt.Extra = nil
+		}
+	}
+	return &nt
+}
+
+// countTransition adds the transition old -> nt to the queue's totals.
+func (s *Store) countTransition(old, nt *Task, flags uint8) {
+	q := old.Queue
+	n := q.totals
+	if nt.State == StateInFlight && nt.Token != old.Token {
+		n.Claimed++
+	}
+	if flags&UpdAddError != 0 && nt.State != StateDead {
+		n.Retried++
+	}
+	if nt.State == StateDead && old.State != StateDead {
+		n.DeadLettered++
+	}
+	if nt.State == StateCompleted && old.State != StateCompleted {
+		n.Completed++
+	}
+	if n != q.totals {
+		q.totals = n
+		s.count(q)
+	}
+}
+
+// lastTry reports whether an in-flight task is on its last attempt: when
+// its lease expires it goes dead, not back to ready.
+func (t *Task) lastTry() bool { return t.Attempts >= t.MaxAttempts }
+
 func (s *Store) index(t *Task) {
 	q := t.Queue
 	if s.queues[q.Key] == nil {
 		// Dropped when an earlier batch emptied it; it holds a task again.
 		s.queues[q.Key] = q
+		if rec, ok := s.totals.Get(QueueTotals{Queue: q.Key}); ok {
+			q.totals = rec.Totals
+			s.wake(rec)
+		}
 	}
 	q.counts[t.State]++
 	switch t.State {
 	case StateReady:
 		q.Ready.Set(PrioItem{t.Priority, t.ID})
+		q.readySince.Set(TimeItem{t.NotBefore, t.ID})
 	case StateScheduled:
 		q.Scheduled.Set(TimeItem{t.NotBefore, t.ID})
+		q.dueSched.Set(t.Priority, t.ID, t.NotBefore)
 	case StateInFlight:
 		q.InFlight.Set(TimeItem{t.LeaseUntil, t.ID})
+		if t.lastTry() {
+			q.lastTry.Set(TimeItem{t.LeaseUntil, t.ID})
+			q.dueDead.Set(0, t.ID, t.LeaseUntil)
+		} else {
+			q.dueRetry.Set(t.Priority, t.ID, t.LeaseUntil)
+		}
 	case StateDead:
 		q.Dead.Set(t.ID)
 		return
 	case StateCompleted:
 		q.Completed.Set(t.ID)
+		q.doneAt.Set(TimeItem{t.Updated, t.ID})
 		s.doneExp.Set(TimeItem{t.Updated, t.ID})
 		return
 	}
@@ -451,14 +603,23 @@ func (s *Store) unindex(t *Task) {
 	switch t.State {
 	case StateReady:
 		q.Ready.Delete(PrioItem{t.Priority, t.ID})
+		q.readySince.Delete(TimeItem{t.NotBefore, t.ID})
 	case StateScheduled:
 		q.Scheduled.Delete(TimeItem{t.NotBefore, t.ID})
+		q.dueSched.Delete(t.Priority, t.ID)
 	case StateInFlight:
 		q.InFlight.Delete(TimeItem{t.LeaseUntil, t.ID})
+		if t.lastTry() {
+			q.lastTry.Delete(TimeItem{t.LeaseUntil, t.ID})
+			q.dueDead.Delete(0, t.ID)
+		} else {
+			q.dueRetry.Delete(t.Priority, t.ID)
+		}
 	case StateDead:
 		q.Dead.Delete(t.ID)
 	case StateCompleted:
 		q.Completed.Delete(t.ID)
+		q.doneAt.Delete(TimeItem{t.Updated, t.ID})
 		s.doneExp.Delete(TimeItem{t.Updated, t.ID})
 	}
 }
@@ -472,13 +633,15 @@ type Image struct {
 	Tasks  *btree.BTreeG[*Task]
 	KV     *btree.BTreeG[KV]
 	Idem   *btree.BTreeG[Idem]
+	Totals *btree.BTreeG[QueueTotals]
 }
 
 // Copy returns an image of the current primary records in O(1). It writes to
 // the Store's trees (copy-on-write marks), so call it where the Store is not
 // being used concurrently.
 func (s *Store) Copy() *Image {
-	return &Image{Seq: s.seq, NextID: s.nextID, Now: s.now, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy()}
+	return &Image{Seq: s.seq, NextID: s.nextID, Now: s.now, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy(),
+		Totals: s.totals.Copy()}
 }
 
 // Restore resets the store to a state image's header (seq, next id and
@@ -501,6 +664,8 @@ func (s *Store) Load(r Record) error {
 		return s.LoadKV(r.KV)
 	case RecIdem:
 		return s.LoadIdem(r.Idem)
+	case RecTotals:
+		return s.LoadTotals(r.Totals)
 	}
 	return fmt.Errorf("%w: record kind %d in snapshot", ErrCorrupt, r.Kind)
 }
@@ -540,6 +705,25 @@ func (s *Store) LoadIdem(e Idem) error {
 	return nil
 }
 
+// LoadTotals adds a queue's totals record during a restore, after the
+// tasks: a queue holding a task has a record that is not idle, and only
+// those.
+func (s *Store) LoadTotals(r QueueTotals) error {
+	q := s.queues[r.Queue]
+	if (q != nil) != (r.Idle == 0) {
+		return fmt.Errorf("%w: totals of queue %v idle since %d", ErrCorrupt, r.Queue, r.Idle)
+	}
+	if _, dup := s.totals.Load(r); dup {
+		return fmt.Errorf("%w: totals of queue %v twice", ErrCorrupt, r.Queue)
+	}
+	if q != nil {
+		q.totals = r.Totals
+	} else {
+		s.idle.Set(idleItem{At: r.Idle, Queue: r.Queue})
+	}
+	return nil
+}
+
 // Verify checks every derived index against the primary records and returns
 // the first inconsistency found.
 func (s *Store) Verify() error {
@@ -572,13 +756,27 @@ func (s *Store) Verify() error {
 		}
 		c[t.State]++
 		var found bool
+		has := func(tr *dueTree, prio int64, at int64) bool {
+			got, ok := tr.get(prio, t.ID)
+			return ok && got == at
+		}
 		switch t.State {
 		case StateReady:
 			_, found = q.Ready.Get(PrioItem{t.Priority, t.ID})
+			if found {
+				_, found = q.readySince.Get(TimeItem{t.NotBefore, t.ID})
+			}
 		case StateScheduled:
 			_, found = q.Scheduled.Get(TimeItem{t.NotBefore, t.ID})
+			found = found && has(&q.dueSched, t.Priority, t.NotBefore)
 		case StateInFlight:
 			_, found = q.InFlight.Get(TimeItem{t.LeaseUntil, t.ID})
+			if t.lastTry() {
+				_, last := q.lastTry.Get(TimeItem{t.LeaseUntil, t.ID})
+				found = found && last && has(&q.dueDead, 0, t.LeaseUntil)
+			} else {
+				found = found && has(&q.dueRetry, t.Priority, t.LeaseUntil)
+			}
 			if t.Owner == "" || t.Token == 0 {
 				return fail("in-flight task %d has no owner or token", t.ID)
 			}
@@ -589,6 +787,12 @@ func (s *Store) Verify() error {
 			if found {
 				_, found = s.doneExp.Get(TimeItem{t.Updated, t.ID})
 			}
+			if found {
+				_, found = q.doneAt.Get(TimeItem{t.Updated, t.ID})
+			}
+		}
+		if x := t.Ex(); len(x.Errors) > MaxAttemptErrors {
+			return fail("task %d remembers %d attempt errors", t.ID, len(x.Errors))
 		}
 		if !found {
 			return fail("task %d (%s) missing from its index", t.ID, t.State)
@@ -615,7 +819,39 @@ func (s *Store) Verify() error {
 					q.Key, st, c[st], q.counts[st], sizes[st])
 			}
 		}
+		ok := func(int64, uint64, int64) bool { return true }
+		switch {
+		case q.readySince.Len() != c[StateReady], q.dueSched.Len() != c[StateScheduled],
+			q.dueRetry.Len()+q.lastTry.Len() != c[StateInFlight], q.dueDead.Len() != q.lastTry.Len(),
+			q.doneAt.Len() != c[StateCompleted]:
+			return fmt.Errorf("index: verify: queue %v: a time index holds a task twice or a stale one", q.Key)
+		case !q.dueSched.check(ok) || !q.dueRetry.check(ok) || !q.dueDead.check(ok):
+			return fmt.Errorf("index: verify: queue %v: a due tree is out of order", q.Key)
+		}
+		rec, found := s.totals.Get(QueueTotals{Queue: k})
+		if found && (rec.Idle != 0 || rec.Totals != q.totals) || !found && q.totals != (Totals{}) {
+			return fmt.Errorf("index: verify: queue %v: totals %+v, record %+v", q.Key, q.totals, rec)
+		}
 		doneTotal += c[StateCompleted]
+	}
+	idle := 0
+	s.totals.Scan(func(r QueueTotals) bool {
+		switch {
+		case (s.queues[r.Queue] == nil) != (r.Idle != 0):
+			err = fmt.Errorf("index: verify: totals of queue %v idle since %d", r.Queue, r.Idle)
+		case r.Idle != 0:
+			idle++
+			if _, ok := s.idle.Get(idleItem{At: r.Idle, Queue: r.Queue}); !ok {
+				err = fmt.Errorf("index: verify: idle totals of queue %v not in idle order", r.Queue)
+			}
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if idle != s.idle.Len() {
+		return fmt.Errorf("index: verify: %d idle totals, %d in idle order", idle, s.idle.Len())
 	}
 	if doneTotal != s.doneExp.Len() {
 		return fmt.Errorf("index: verify: %d completed tasks, %d in expiry order", doneTotal, s.doneExp.Len())

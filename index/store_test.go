@@ -149,7 +149,8 @@ func TestCodecRoundTrip(t *testing.T) {
 	full.Owner, full.Token, full.LeaseUntil, full.BackoffBase, full.BackoffMax, full.Priority = "w", 3, 99, 1000, 60000, -5
 	full.Secret = 0xfeedface12345678
 	full.Extra = &Extra{Kind: "k", IdemKey: "i", LastError: "e", Progress: []byte(`1`), Result: []byte(`2`),
-		Headers: map[string]string{"a": "b"}}
+		Headers: map[string]string{"a": "b"}, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "x"}, {Attempt: 2, At: -1}},
+		Parent: 3, FollowUps: []uint64{8, 1 << 63}}
 	b := &Batch{Seq: 9, Now: -3, Seed: 1<<64 - 2,
 		Assertions: []Assertion{{Kind: AssertToken, ID: 7, Token: 3},
 			{Kind: AssertKVVersion, NS: qk.Namespace, Key: "k", Version: 4}},
@@ -157,7 +158,14 @@ func TestCodecRoundTrip(t *testing.T) {
 			{Kind: MutPutTask, Task: full},
 			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateReady, Attempts: 2, NotBefore: 5, Owner: "o",
 				Token: 3, LeaseUntil: 6, Updated: 7, Secret: 77, Flags: UpdProgress | UpdLastError, Progress: []byte(`{}`), LastError: "x"}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateInFlight, Flags: UpdLastError | UpdAddError,
+				LastError: "lease expired", ErrAttempt: 4, ErrAt: 99}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateCompleted, Flags: UpdResult | UpdFollowUps,
+				Result: []byte(`3`), FollowUps: []uint64{9, 10}}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateDead, Flags: UpdAddError | UpdFollowUps,
+				ErrAttempt: 1, ErrAt: 2}},
 			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 7}},
+			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 7, Flags: UpdCompleted}},
 			{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("v")}},
 			{Kind: MutDeleteKV, KV: KV{Namespace: qk.Namespace, Key: "k"}},
 			{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "i", ID: 7, Expires: 100}},
@@ -211,6 +219,11 @@ func TestRecordRoundTrip(t *testing.T) {
 	if r, err = dec.Record(data); err != nil || r.Idem != id {
 		t.Fatalf("idem %+v %v", r, err)
 	}
+	tot := QueueTotals{Queue: qk, Totals: Totals{Enqueued: 1, Claimed: 2, Completed: 3, Retried: 4, DeadLettered: 5}, Idle: 6}
+	data, _ = enc.TotalsRecord(tot)
+	if r, err = dec.Record(data); err != nil || r.Kind != RecTotals || r.Totals != tot {
+		t.Fatalf("totals %+v %v", r, err)
+	}
 	data, _ = enc.TaskRecord(task(s, 2, StateDead))
 	if r, err = dec.Record(data); err != nil || r.Task.ID != 2 || r.Task.State != StateDead {
 		t.Fatalf("task %+v %v", r, err)
@@ -250,5 +263,82 @@ func TestExpired(t *testing.T) {
 	s.Apply(&Batch{Seq: 2, Mutations: []Mutation{{Kind: MutDeleteIdem, Idem: Idem{Queue: qk, Key: "k"}}, {Kind: MutPutTask, Task: done}}})
 	if s.Expired(1<<62, 0) || s.Expired(0, 69) || !s.Expired(0, 70) {
 		t.Fatal("completed-task expiry not reported at its time, or reported with retention off")
+	}
+}
+
+// TestTotals: Apply counts a queue's transitions, the totals outlive the
+// queue's indexes while it is idle and are forgotten IdleTotalsTTL after,
+// a snapshot carries them, and a restore refuses records that do not fit
+// the tasks.
+func TestTotals(t *testing.T) {
+	s := NewStore()
+	tk := task(s, 1, StateReady)
+	apply := func(b *Batch) {
+		t.Helper()
+		b.Seq = s.Seq() + 1
+		if out, err := s.Apply(b); err != nil || out.Refused != "" {
+			t.Fatal(out, err)
+		}
+		if err := s.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&Batch{Now: 10, Mutations: []Mutation{{Kind: MutPutTask, Task: tk}}})
+	claim := TaskUpdate{ID: 1, State: StateInFlight, Attempts: 1, Owner: "w", Token: 1, LeaseUntil: 50}
+	apply(&Batch{Now: 20, Mutations: []Mutation{{Kind: MutUpdateTask, Update: claim},
+		{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateScheduled, Attempts: 1, Token: 1, NotBefore: 30,
+			Flags: UpdLastError | UpdAddError, LastError: "x", ErrAttempt: 1, ErrAt: 20}}}})
+	claim.Token, claim.Attempts = 2, 2
+	apply(&Batch{Now: 30, Mutations: []Mutation{{Kind: MutUpdateTask, Update: claim},
+		{Kind: MutDeleteTask, Update: TaskUpdate{ID: 1, Flags: UpdCompleted}}}})
+	want := Totals{Enqueued: 1, Claimed: 2, Completed: 1, Retried: 1}
+	rec, ok := s.totals.Get(QueueTotals{Queue: qk})
+	if s.Queue(qk) != nil || !ok || rec.Totals != want || rec.Idle != 30 {
+		t.Fatalf("idle queue: %v, record %+v", s.Queue(qk), rec)
+	}
+	// A snapshot carries the idle record.
+	s2 := NewStore()
+	if err := WriteImage(s.Copy(), NewEncoder(), func(b []byte) error {
+		r, err := NewDecoder(s2).Record(b)
+		if err == nil {
+			err = s2.Load(r)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Verify(); err != nil || mustHash(t, s2) != mustHash(t, s) {
+		t.Fatalf("restored totals differ: %v", err)
+	}
+	// Filled again, it counts on.
+	apply(&Batch{Now: 40, Mutations: []Mutation{{Kind: MutPutTask, Task: task(s, 2, StateReady)}}})
+	if got := s.Queue(qk).Totals(); got != (Totals{Enqueued: 2, Claimed: 2, Completed: 1, Retried: 1}) {
+		t.Fatalf("refilled: %+v", got)
+	}
+	apply(&Batch{Now: 50, Mutations: []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: 2}}}})
+	apply(&Batch{Now: 50 + IdleTotalsTTL - 1})
+	if _, ok := s.totals.Get(QueueTotals{Queue: qk}); !ok {
+		t.Fatal("forgotten before its time")
+	}
+	apply(&Batch{Now: 50 + IdleTotalsTTL})
+	if _, ok := s.totals.Get(QueueTotals{Queue: qk}); ok || s.idle.Len() != 0 {
+		t.Fatal("idle totals kept past IdleTotalsTTL")
+	}
+	// A restore refuses a record that contradicts the tasks.
+	s3 := NewStore()
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a live record for a queue without tasks: %v", err)
+	}
+	if err := s3.LoadTask(task(s3, 1, StateReady)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want, Idle: 5}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("an idle record for a queue with tasks: %v", err)
+	}
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a record twice: %v", err)
 	}
 }

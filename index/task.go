@@ -96,11 +96,35 @@ type Extra struct {
 	Progress  []byte
 	Result    []byte
 	Headers   map[string]string
+	// Errors is the history of failed attempts (a handler's failure or an
+	// expired lease), oldest first, at most MaxAttemptErrors: the oldest
+	// are dropped beyond that.
+	Errors []AttemptError
+	// Parent is the id of the task whose completion enqueued this one (0
+	// for none).
+	Parent uint64
+	// FollowUps are the ids of the tasks this task's completion enqueued,
+	// kept on a retained completed task.
+	FollowUps []uint64
 }
+
+// AttemptError is one failed attempt: its number, when it failed (Unix
+// micros) and the error.
+type AttemptError struct {
+	Attempt uint32
+	At      int64
+	Error   string
+}
+
+// MaxAttemptErrors bounds Extra.Errors. Part of the state machine: Apply
+// drops the oldest entries beyond it, so changing it changes what a replay
+// rebuilds.
+const MaxAttemptErrors = 20
 
 func (e *Extra) empty() bool {
 	return e == nil || (e.Kind == "" && e.IdemKey == "" && e.LastError == "" &&
-		len(e.Progress) == 0 && len(e.Result) == 0 && len(e.Headers) == 0)
+		len(e.Progress) == 0 && len(e.Result) == 0 && len(e.Headers) == 0 &&
+		len(e.Errors) == 0 && e.Parent == 0 && len(e.FollowUps) == 0)
 }
 
 // Ex returns the task's extra fields, or an empty value when it has none.
@@ -147,4 +171,43 @@ func idemLess(a, b Idem) bool {
 		return a.Queue.less(b.Queue)
 	}
 	return a.Key < b.Key
+}
+
+// Totals count what happened to a queue's tasks, as the log records it.
+type Totals struct {
+	Enqueued     uint64 // tasks put on the queue
+	Claimed      uint64 // leases handed out
+	Completed    uint64 // tasks completed
+	Retried      uint64 // failed attempts (a failure or an expired lease) after which the task runs again
+	DeadLettered uint64 // tasks moved to the dead-letter queue
+}
+
+// QueueTotals is the durable record of one queue's Totals. Idle is 0 while
+// the queue holds a task, and otherwise the time (Unix micros) it last
+// stopped holding one: the record outlives the queue's indexes, so that a
+// queue that drains and fills again keeps counting, and is forgotten
+// IdleTotalsTTL after it went idle.
+type QueueTotals struct {
+	Queue QueueKey
+	Totals
+	Idle int64
+}
+
+// IdleTotalsTTL is how long the totals of a queue that holds no task are
+// kept (24 hours, in micros). Part of the state machine: Apply forgets them
+// by it.
+const IdleTotalsTTL = 24 * 3600 * 1_000_000
+
+func totalsLess(a, b QueueTotals) bool { return a.Queue.less(b.Queue) }
+
+type idleItem struct {
+	At    int64
+	Queue QueueKey
+}
+
+func idleLess(a, b idleItem) bool {
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	return a.Queue.less(b.Queue)
 }

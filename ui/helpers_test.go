@@ -171,7 +171,7 @@ type countingAPI struct {
 	engine.API
 	lists, listed, gets, queues atomic.Int64
 	totals                      map[string]engine.Totals
-	attempts                    []engine.AttemptError // added to Get's answer when the engine has none
+	attempts                    []engine.AttemptError // if set, replaces the attempt history Get answers
 	paused                      map[string]bool       // if set, queues can be paused (the pauser contract)
 	pauseCalls                  []string
 	sampled                     chan struct{} // if set, told of each Queues call
@@ -217,7 +217,7 @@ func (q countingQueue) List(ctx context.Context, o engine.ListOptions) (engine.P
 func (q countingQueue) Get(ctx context.Context, id uint64) (engine.TaskInfo, error) {
 	q.c.gets.Add(1)
 	t, err := q.Queue.Get(ctx, id)
-	if len(t.Errors) == 0 {
+	if q.c.attempts != nil {
 		t.Errors = q.c.attempts
 	}
 	return t, err

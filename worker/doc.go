@@ -93,7 +93,10 @@
 // Worker.Periodic enqueues a task at every tick of a cron schedule, exactly
 // once per tick across any number of runtimes sharing the engine (in one
 // process today: the directory lock admits one process) and restarts, catching up at
-// most the most recent missed tick after downtime; see Periodic for how.
+// most the most recent missed tick after downtime; see Periodic for how. A
+// schedule keeps its state in the namespace's system area (engine.SystemAPI),
+// out of reach of the namespace's KV handle, so running one as a caller needs
+// engine.PermSystem.
 //
 // # Logging and observability
 //

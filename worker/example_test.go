@@ -158,7 +158,7 @@ func ExampleWorker_Periodic() {
 		fmt.Printf("%s for %s\n", t.Kind, time.Unix(tick, 0).UTC().Format("15:04"))
 		ran <- struct{}{}
 		return nil
-	}, worker.QueueOptions{})
+	}, worker.QueueOptions{Lease: time.Hour}) // longer than a jump of the clock below: a lease ends at its deadline
 	w.Start(ctx)
 
 	clock.Advance(10 * time.Minute) // 09:15

@@ -15,10 +15,12 @@ import (
 	"github.com/docketdb/docket/engine"
 )
 
-// PeriodicKeyPrefix starts the KV key under which each periodic schedule
+// PeriodicKeyPrefix starts the key under which each periodic schedule
 // keeps the last tick it enqueued: PeriodicKeyPrefix + queue + "/" + name,
-// in the schedule's namespace. Keys with this prefix are reserved.
-const PeriodicKeyPrefix = "docket/periodic/"
+// in the system area of the schedule's namespace (engine.SystemAPI), which
+// the namespace's KV handle cannot read or write. Running a schedule as a
+// caller therefore needs engine.PermSystem (and engine.PermEnqueue).
+const PeriodicKeyPrefix = engine.ReservedPrefix + "periodic/"
 
 // PeriodicTickHeader is the header that carries, in each task a schedule
 // enqueues, the tick it was enqueued for (Unix seconds).
@@ -49,8 +51,8 @@ type periodic struct {
 // Each tick is enqueued exactly once, however many Workers sharing the
 // engine run the schedule (in one process: the directory lock lets one
 // process open a directory): the tick is committed
-// together with the schedule's last tick, kept in the KV under
-// PeriodicKeyPrefix, and that commit asserts the value it read, so only one
+// together with the schedule's last tick, kept in the namespace's system
+// area under PeriodicKeyPrefix, and that commit asserts the value it read, so only one
 // runtime wins it; the task also carries the idempotency key
 // "periodic:<name>:<tick unix seconds>". After downtime, only the most
 // recent missed tick is enqueued (once), when a Worker starts. The first
@@ -60,7 +62,8 @@ type periodic struct {
 // The schedule's name is task.IdempotencyKey if set, else task.Kind, else
 // spec; names must differ between schedules of one queue. Tasks carry their
 // tick in the PeriodicTickHeader header. It returns an error for an invalid
-// spec or a duplicate name; it panics after Start.
+// spec, a duplicate name, or an API without a system area (one that does
+// not implement engine.SystemAPI); it panics after Start.
 func (w *Worker) Periodic(ns engine.Namespace, queue, spec string, task engine.Task) error {
 	tz := strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=")
 	parse := spec
@@ -78,7 +81,11 @@ func (w *Worker) Periodic(ns engine.Namespace, queue, spec string, task engine.T
 	if name == "" {
 		name = spec
 	}
-	p := &periodic{w: w, kv: w.db.KV(ns), ns: ns, queue: queue, name: name, spec: spec, sched: sched, task: task,
+	sys, ok := w.db.(engine.SystemAPI)
+	if !ok {
+		return fmt.Errorf("worker: periodic schedules keep their state in the namespace's system area, which this API does not offer (engine.SystemAPI)")
+	}
+	p := &periodic{w: w, kv: sys.SystemKV(ns), ns: ns, queue: queue, name: name, spec: spec, sched: sched, task: task,
 		key: PeriodicKeyPrefix + queue + "/" + name}
 	if cd, ok := sched.(cron.ConstantDelaySchedule); ok {
 		p.every = max(int64(cd.Delay/time.Second), 1)
