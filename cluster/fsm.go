@@ -19,11 +19,11 @@ type FSM struct {
 	db *engine.DB
 
 	mu sync.Mutex
-	// applied is the index of the last command entry applied (0 before
-	// the first); raft's own entries (no-ops, barriers, configurations)
-	// never reach the DB.
+	// applied is the index of the last command entry applied since the
+	// FSM was made or last restored (0 before the first); raft's own
+	// entries (no-ops, barriers, configurations) never reach the DB.
 	applied uint64
-	changed chan struct{} // closed and replaced whenever applied moves
+	changed chan struct{} // closed and replaced on every apply and restore
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -75,8 +75,10 @@ func (f *FSM) setApplied(i uint64) {
 	f.changed = make(chan struct{})
 }
 
-// Applied returns the index of the last command entry applied, and a
-// channel closed when that changes.
+// Applied returns the index of the last command entry applied since the
+// FSM was made or restored (a snapshot carries the DB's state, not raft's
+// indexes; raft.Raft.AppliedIndex is raft's view), and a channel closed at
+// the next apply or restore.
 func (f *FSM) Applied() (uint64, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -96,7 +98,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore discards the DB's state and loads the snapshot's.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	return f.db.Restore(rc)
+	if err := f.db.Restore(rc); err != nil {
+		return err
+	}
+	f.setApplied(0)
+	return nil
 }
 
 type fsmSnapshot struct{ img *engine.Image }

@@ -48,8 +48,9 @@ type Config struct {
 	// defaults (timeouts for a WAN, snapshot thresholds).
 	Raft func(*raft.Config)
 	// Transport, if set, replaces the TCP transport (tests use raft's
-	// in-memory transport or a fault-injecting one). Close closes it if it
-	// implements raft.WithClose.
+	// in-memory transport or a fault-injecting one). The Node owns it:
+	// Close closes it if it implements raft.WithClose, and so may a Start
+	// that fails.
 	Transport raft.Transport
 	// Logger receives raft's logs. Default: warnings and errors on stderr.
 	Logger hclog.Logger
@@ -104,7 +105,7 @@ var errLockHeld = errors.New("lock held")
 // of one; otherwise it rejoins the cluster its state names, or waits to be
 // added by the leader's Join. Its state is rebuilt from the newest snapshot
 // and the log as raft replays it.
-func Start(cfg Config) (n *Node, err error) {
+func Start(cfg Config) (*Node, error) {
 	if err := checkID(cfg.ID); err != nil {
 		return nil, err
 	}
@@ -130,66 +131,72 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("%w: cluster: raft configuration: %w", engine.ErrInvalid, err)
 	}
 
-	n = &Node{cfg: cfg, id: raft.ServerID(cfg.ID), changed: make(chan struct{}),
+	n := &Node{cfg: cfg, id: raft.ServerID(cfg.ID), changed: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			n.release()
-		}
-	}()
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "raft"), 0o755); err != nil {
+	if err := n.start(rc); err != nil {
+		n.release()
 		return nil, err
+	}
+	return n, nil
+}
+
+// start does Start's work on n; on error the caller releases what it
+// opened.
+func (n *Node) start(rc *raft.Config) (err error) {
+	cfg := n.cfg
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "raft"), 0o755); err != nil {
+		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(cfg.Dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := lockFile(lock); err != nil {
 		lock.Close()
 		if errors.Is(err, errLockHeld) {
-			return nil, fmt.Errorf("%w: %s", engine.ErrLocked, cfg.Dir)
+			return fmt.Errorf("%w: %s", engine.ErrLocked, cfg.Dir)
 		}
-		return nil, err
+		return err
 	}
 	n.lock = lock
 	if n.logs, err = OpenLogStore(filepath.Join(cfg.Dir, "raft", "log"), cfg.Log); err != nil {
-		return nil, err
+		return err
 	}
 	if n.stable, err = OpenStableStore(filepath.Join(cfg.Dir, "raft", "stable"), StableOptions{}); err != nil {
-		return nil, err
+		return err
 	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "raft"), cfg.SnapshotsKept, cfg.Logger); err != nil {
-		return nil, err
+		return err
 	}
 	if n.trans = cfg.Transport; n.trans == nil {
 		if n.trans, err = tcpTransport(cfg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if n.db, err = engine.OpenReplicated(cfg.Engine, n); err != nil {
-		return nil, err
+		return err
 	}
 	if n.fsm, err = NewFSM(n.db); err != nil {
-		return nil, err
+		return err
 	}
 	logs, err := raft.NewLogCache(512, n.logs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(logs, n.stable, n.snaps)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !has {
 			conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: n.id, Address: n.trans.LocalAddr()}}}
 			if err := raft.BootstrapCluster(rc, logs, n.stable, n.snaps, n.trans, conf); err != nil {
-				return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+				return fmt.Errorf("cluster: bootstrap: %w", err)
 			}
 		}
 	}
 	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, n.trans); err != nil {
-		return nil, fmt.Errorf("cluster: start raft: %w", err)
+		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.obs = make(chan raft.Observation, 16)
 	n.observer = raft.NewObserver(n.obs, false, func(o *raft.Observation) bool {
@@ -201,7 +208,7 @@ func Start(cfg Config) (n *Node, err error) {
 	})
 	n.raft.RegisterObserver(n.observer)
 	go n.monitor()
-	return n, nil
+	return nil
 }
 
 // checkID accepts a node id of 1..255 bytes of UTF-8 without control
@@ -405,6 +412,10 @@ func (n *Node) mapErr(err error, submitted bool) error {
 		}
 		return n.notLeader()
 	case errors.Is(err, raft.ErrRaftShutdown):
+		if submitted {
+			// The entry may be on a majority already and commit without us.
+			return fmt.Errorf("%w: %w: %w", engine.ErrOutcomeUnknown, engine.ErrClosed, err)
+		}
 		return fmt.Errorf("%w: %w", engine.ErrClosed, err)
 	}
 	return fmt.Errorf("cluster: %w", err)
@@ -562,8 +573,9 @@ type Stats struct {
 	LastIndex    uint64 // last entry in the log
 	CommitIndex  uint64 // last entry known committed
 	AppliedIndex uint64 // last entry handed to the FSM
-	// FSMIndex is the last command entry the DB has applied.
-	FSMIndex   uint64
+	// Seq is the last batch the DB applied: equal on nodes that applied
+	// the same entries.
+	Seq        uint64
 	LeaderID   string
 	LeaderAddr string
 	// LastContact is when a follower last heard from the leader (zero on
@@ -576,7 +588,7 @@ type Stats struct {
 func (n *Node) Stats() Stats {
 	s := Stats{ID: n.cfg.ID, State: n.raft.State().String(), Term: n.raft.CurrentTerm(),
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex()}
-	s.FSMIndex, _ = n.fsm.Applied()
+	s.Seq = n.db.Stats().Seq
 	s.LeaderID, s.LeaderAddr = n.Leader()
 	if s.State != raft.Leader.String() {
 		s.LastContact = n.raft.LastContact()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ func (n *Node) Up() bool { return n.Node != nil }
 // cluster.Node on a Transport of one Network. It is not safe for concurrent
 // use; the nodes are.
 type Mesh struct {
+	// mu guards each Node's *cluster.Node, for goroutines other than the
+	// test's that find nodes through Running and LeaderNode.
+	mu     sync.Mutex
 	t      testing.TB
 	opts   MeshOptions
 	Net    *Network
@@ -197,7 +201,9 @@ func (m *Mesh) start(n *Node, bootstrap bool) error {
 		}
 		return false
 	}))
+	m.mu.Lock()
 	n.Node = node
+	m.mu.Unlock()
 	return nil
 }
 
@@ -219,7 +225,9 @@ func (m *Mesh) down(i int, clean bool) error {
 	} else {
 		err = n.Kill()
 	}
+	m.mu.Lock()
 	n.Node = nil
+	m.mu.Unlock()
 	if n.inmem != nil {
 		for _, o := range m.Nodes {
 			if o.inmem != nil && o != n {
@@ -242,6 +250,35 @@ func (m *Mesh) Restart(i int) error {
 	return m.start(n, false)
 }
 
+// Running returns the nodes running now; safe from any goroutine.
+func (m *Mesh) Running() []*cluster.Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*cluster.Node
+	for _, n := range m.Nodes {
+		if n.Node != nil {
+			out = append(out, n.Node)
+		}
+	}
+	return out
+}
+
+// LeaderNode returns the running node that is leader with the highest
+// term, or nil; safe from any goroutine.
+func (m *Mesh) LeaderNode() *cluster.Node {
+	var best *cluster.Node
+	var bestTerm uint64
+	for _, n := range m.Running() {
+		if !n.IsLeader() {
+			continue
+		}
+		if term := n.Raft().CurrentTerm(); best == nil || term > bestTerm {
+			best, bestTerm = n, term
+		}
+	}
+	return best
+}
+
 // Leader returns the running node that is leader with the highest term, or
 // nil.
 func (m *Mesh) Leader() *Node {
@@ -260,17 +297,21 @@ func (m *Mesh) Leader() *Node {
 
 // WaitLeader waits for a leader, woken by raft's state and leader
 // observations, until timeout.
-func (m *Mesh) WaitLeader(timeout time.Duration) (*Node, error) {
+func (m *Mesh) WaitLeader(timeout time.Duration) (*Node, error) { return m.WaitLeaderNot(nil, timeout) }
+
+// WaitLeaderNot waits for a leader other than old (one cut off by a
+// partition may still believe it leads, in an older term).
+func (m *Mesh) WaitLeaderNot(old *Node, timeout time.Duration) (*Node, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
-		if l := m.Leader(); l != nil {
+		if l := m.Leader(); l != nil && l != old {
 			return l, nil
 		}
 		select {
 		case <-m.events:
 		case <-timer.C:
-			return nil, fmt.Errorf("clustertest: no leader within %v", timeout)
+			return nil, fmt.Errorf("clustertest: no new leader within %v", timeout)
 		}
 	}
 }
@@ -291,7 +332,7 @@ func (m *Mesh) Converge(timeout time.Duration) error {
 		// its FSM has applied everything before it.
 		err = l.Raft().Barrier(time.Until(deadline)).Error()
 		if err == nil {
-			target, _ = l.FSM().Applied()
+			target = l.DB().Stats().Seq
 			break
 		}
 		if time.Now().After(deadline) {
@@ -304,7 +345,7 @@ func (m *Mesh) Converge(timeout time.Duration) error {
 		if !n.Up() {
 			continue
 		}
-		if err := WaitApplied(n.FSM(), target, deadline); err != nil {
+		if err := WaitSeq(n.Node, target, deadline); err != nil {
 			return fmt.Errorf("%s: %w", n.ID, err)
 		}
 		got, err := SnapshotBytes(n.FSM())
@@ -340,6 +381,25 @@ func (m *Mesh) Converge(timeout time.Duration) error {
 
 // quiet discards the engine's log lines (every node logs each dead letter).
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// WaitSeq returns once n's DB has applied batch seq, or an error at the
+// deadline.
+func WaitSeq(n *cluster.Node, seq uint64, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		_, ch := n.FSM().Applied()
+		at := n.DB().Stats().Seq
+		if at >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("clustertest: %s at batch %d, still short of %d at the deadline", n.ID(), at, seq)
+		}
+	}
+}
 
 // WaitApplied returns once f has applied the command entry at index, or an
 // error at the deadline.
