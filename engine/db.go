@@ -32,9 +32,16 @@ type core struct {
 	// entropy seeds a batch's lease secrets. A replicated planner replaces
 	// it with the seed its log entry carries.
 	entropy func() uint64
-	dir     string
-	lock    *os.File
-	log     *wal.Log // nil in memory and read-only
+	// repl is the replicated log a DB opened with OpenReplicated commits
+	// through (nil standalone); seeds is then the entropy this node stamps
+	// on the claims it submits, and applySeed the seed of the command being
+	// applied (guarded by mu).
+	repl      Replicator
+	seeds     func() uint64
+	applySeed uint64
+	dir       string
+	lock      *os.File
+	log       *wal.Log // nil in memory and read-only
 	// readOnly refuses every write (OpenReadOnly).
 	readOnly bool
 
@@ -318,10 +325,19 @@ func syncDir(dir string) error {
 }
 
 func readSnapshot(path string) (*index.Store, error) {
+	return loadSnapshot(path, func(fn func([]byte) error) (uint64, error) {
+		seq, _, err := snapshot.Read(path, fn)
+		return seq, err
+	})
+}
+
+// loadSnapshot builds a store from the snapshot named name, whose records
+// read streams to its argument, returning the snapshot's seq.
+func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, error)) (*index.Store, error) {
 	store := index.NewStore()
 	dec := index.NewDecoder(store)
 	header := false
-	seq, _, err := snapshot.Read(path, func(rec []byte) error {
+	seq, err := read(func(rec []byte) error {
 		r, err := dec.Record(rec)
 		if err != nil {
 			return err
@@ -333,10 +349,10 @@ func readSnapshot(path string) (*index.Store, error) {
 		return store.Load(r)
 	})
 	if err == nil && (!header || seq != store.Seq()) {
-		err = fmt.Errorf("%w: snapshot %s header does not match", index.ErrCorrupt, path)
+		err = fmt.Errorf("%w: snapshot %s header does not match", index.ErrCorrupt, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return store, nil
 }
@@ -433,39 +449,10 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		c.mu.Unlock()
 		return 0, err
 	}
-	now := c.now()
-	if err := c.housekeep(now); err != nil {
+	seq, rep, err := c.step(c.now(), plan)
+	if rep.housekept != nil {
 		c.mu.Unlock()
-		return 0, err
-	}
-	p := c.plan.begin(now)
-	err := plan(p)
-	if err != nil || len(c.batch.Mutations) == 0 {
-		// A plan that wrote nothing leaves no queue it looked up behind.
-		c.store.DropEmpty()
-	}
-	refused := err != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrConflict))
-	if err != nil {
-		// Only a refusal happened (if any); nothing else the plan saw did.
-		p.events = p.events[:0]
-		if errors.Is(err, ErrLeaseLost) {
-			p.event(EvLeaseLost, p.lost, 0)
-		}
-	}
-	seq := c.store.Seq()
-	if err == nil && len(c.batch.Mutations) > 0 {
-		seq, err = c.logAndApply()
-	}
-	var events []TaskEvent
-	var dead []deadTask
-	if err == nil {
-		dead = c.deadLettered(p.events)
-	}
-	if err == nil || errors.Is(err, ErrLeaseLost) {
-		c.count(p.events)
-		if c.opts.Observer != nil && len(p.events) > 0 {
-			events = append(events, p.events...)
-		}
+		return 0, rep.housekept
 	}
 	startSnap := err == nil && c.shouldSnapshot()
 	if startSnap {
@@ -480,7 +467,7 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 			c.snapshotNow(false)
 		}()
 	}
-	if err == nil || refused {
+	if err == nil || rep.refused {
 		// A commit without mutations (a deduplicated enqueue, an assertion
 		// that held) and a refusal (not found, lease lost, conflict) still
 		// wait: the answer may rest on batches that are not durable yet.
@@ -488,19 +475,75 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 			err = derr
 		}
 	}
-	if events != nil && (err == nil || errors.Is(err, ErrLeaseLost)) {
-		c.opts.Observer.TaskEvents(events)
-	}
-	if err == nil {
-		for _, d := range dead {
-			c.opts.Logger.Warn("docket: task moved to the dead-letter queue",
-				"id", d.id, "namespace", d.ns.String(), "queue", d.queue, "attempts", d.attempts, "error", d.lastErr)
-		}
-	}
+	c.report(&rep, err)
 	if err != nil {
 		return 0, err
 	}
 	return seq, nil
+}
+
+// stepReport is what a step leaves to do once the engine lock is released.
+type stepReport struct {
+	// housekept is the error of the housekeeping batch that runs ahead of
+	// the plan; the plan did not run.
+	housekept error
+	refused   bool        // the plan refused: not found, lease lost or conflict
+	events    []TaskEvent // for the Observer (nil without one)
+	dead      []deadTask  // tasks the batch dead-lettered, for the log
+}
+
+// step is the heart of every commit, standalone or replicated: at time now,
+// housekeeping in a batch of its own, then plan, then the batch it built
+// logged (standalone) and applied, and the events counted. It returns the
+// last batch the commit saw or wrote. Call with mu held; the caller reports
+// rep after releasing it.
+func (c *core) step(now int64, plan func(p *planner) error) (seq uint64, rep stepReport, err error) {
+	if err := c.housekeep(now); err != nil {
+		rep.housekept = err
+		return 0, rep, err
+	}
+	p := c.plan.begin(now)
+	err = plan(p)
+	if err != nil || len(c.batch.Mutations) == 0 {
+		// A plan that wrote nothing leaves no queue it looked up behind.
+		c.store.DropEmpty()
+	}
+	rep.refused = err != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrConflict))
+	if err != nil {
+		// Only a refusal happened (if any); nothing else the plan saw did.
+		p.events = p.events[:0]
+		if errors.Is(err, ErrLeaseLost) {
+			p.event(EvLeaseLost, p.lost, 0)
+		}
+	}
+	seq = c.store.Seq()
+	if err == nil && len(c.batch.Mutations) > 0 {
+		seq, err = c.logAndApply()
+	}
+	if err == nil {
+		rep.dead = c.deadLettered(p.events)
+	}
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		c.count(p.events)
+		if c.opts.Observer != nil && len(p.events) > 0 {
+			rep.events = append(rep.events, p.events...)
+		}
+	}
+	return seq, rep, err
+}
+
+// report tells the Observer and the log what a step did, once the commit's
+// outcome err is known. Call with mu released.
+func (c *core) report(rep *stepReport, err error) {
+	if rep.events != nil && (err == nil || errors.Is(err, ErrLeaseLost)) {
+		c.opts.Observer.TaskEvents(rep.events)
+	}
+	if err == nil {
+		for _, d := range rep.dead {
+			c.opts.Logger.Warn("docket: task moved to the dead-letter queue",
+				"id", d.id, "namespace", d.ns.String(), "queue", d.queue, "attempts", d.attempts, "error", d.lastErr)
+		}
+	}
 }
 
 // deadTask is a task the committed batch moved to the dead-letter queue.

@@ -39,4 +39,24 @@
 // order) and a Replica (ApplyLogged on a store of its own), and compares
 // DB.StateHash with Replica.StateHash; DB.EncodeState and
 // Replica.RestoreState carry a whole state between nodes.
+//
+// # Commands, for a replicated DB
+//
+// Every write call (Enqueue, EnqueueBatch, Claim, Complete, CompleteBatch,
+// Fail, Heartbeat, Snooze, Cancel, Redrive, RedriveAll, RunNow,
+// KV.Commit) is a command: its operation and validated arguments, planned
+// against the state at a given time with a given entropy seed. A
+// standalone DB plans it at once and logs the batch it gives. A DB opened
+// with OpenReplicated logs before planning instead: it validates the call,
+// stamps the command with its clock and a seed, and submits its encoding to
+// a Replicator (package cluster runs one on hashicorp/raft); every node's
+// log then hands the committed command to DB.ApplyCommand, which plans and
+// applies it under the engine lock at max(the command's time, the last
+// applied time), reading no clock, and returns the answer (ids, leases, or a
+// refusal such as ErrLeaseLost) that only the submitting node passes on.
+// Housekeeping (expired idempotency keys, retained completions) runs inside
+// each command's apply, as it runs inside each standalone commit. Reads of a
+// replicated DB wait for Replicator.ReadBarrier (the leader confirming its
+// leadership) unless their context carries WithStaleReads. DB.Image and
+// DB.Restore carry a replicated DB's state in the snapshot format.
 package engine

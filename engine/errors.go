@@ -35,6 +35,14 @@ var (
 	ErrLocked = errors.New("docket: directory locked")
 	// ErrReadOnly reports a write to a DB opened with OpenReadOnly.
 	ErrReadOnly = errors.New("docket: read-only")
+	// ErrNotLeader reports a call a replicated DB could not take because
+	// this node is not the cluster's leader (or there is none): nothing was
+	// done, and the call may be made again on the leader.
+	ErrNotLeader = errors.New("docket: not the leader")
+	// ErrOutcomeUnknown reports a write a replicated DB submitted whose fate
+	// it cannot know (the leader lost its leadership before the write
+	// committed): it may or may not have taken effect.
+	ErrOutcomeUnknown = errors.New("docket: outcome unknown")
 
 	// errLockHeld is what lockFile reports when the lock is taken.
 	errLockHeld = errors.New("lock held")

@@ -148,12 +148,14 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if err := k.check(perms); err != nil {
 		return TxResult{}, err
 	}
-	var res TxResult
-	seq, err := k.db.c.commit(ctx, func(p *planner) error {
-		var err error
-		res.Enqueued, err = p.ops(k.ns, vops, nil)
-		return err
-	})
-	res.Version = seq
-	return res, err
+	cmd := command{op: cmdCommit, ns: k.ns, ops: vops}
+	var res cmdResult
+	err = k.db.c.exec(ctx, &cmd, &res)
+	return TxResult{Version: res.seq, Enqueued: res.enqs}, err
+}
+
+func planCommit(p *planner, cmd *command, res *cmdResult) error {
+	var err error
+	res.enqs, err = p.ops(cmd.ns, cmd.ops, nil)
+	return err
 }

@@ -75,17 +75,18 @@ func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error
 	if err := q.check(PermEnqueue | perms); err != nil {
 		return Enqueued{}, err
 	}
-	var res Enqueued
-	qk := q.key()
-	_, err = q.db.c.commit(ctx, func(p *planner) error {
-		res = p.enqueue(qk, &s)
-		_, err := p.ops(q.ns, vops, nil)
-		return err
-	})
-	if err != nil {
+	cmd := command{op: cmdEnqueue, ns: q.ns, queue: q.name, task: s, ops: vops}
+	var res cmdResult
+	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return Enqueued{}, err
 	}
-	return res, nil
+	return res.enq, nil
+}
+
+func planEnqueue(p *planner, cmd *command, res *cmdResult) error {
+	res.enq = p.enqueue(cmd.key(), &cmd.task)
+	_, err := p.ops(cmd.ns, cmd.ops, nil)
+	return err
 }
 
 // EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The results
@@ -118,19 +119,28 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 	if err := q.check(PermEnqueue | perms); err != nil {
 		return nil, err
 	}
-	out := make([]Enqueued, len(tasks), len(tasks)+len(vops))
-	qk := q.key()
-	_, err = q.db.c.commit(ctx, func(p *planner) error {
-		for i := range specs {
-			out[i] = p.enqueue(qk, &specs[i])
-		}
-		_, err := p.ops(q.ns, vops, nil)
-		return err
-	})
-	if err != nil {
+	cmd := command{op: cmdEnqueueBatch, ns: q.ns, queue: q.name, tasks: specs, ops: vops}
+	// Allocated here, outside the engine lock; a replicated apply allocates
+	// it as it plans.
+	res := cmdResult{enqs: make([]Enqueued, len(tasks), len(tasks)+len(vops))}
+	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return res.enqs, nil
+}
+
+func planEnqueueBatch(p *planner, cmd *command, res *cmdResult) error {
+	qk := cmd.key()
+	out := res.enqs
+	if len(out) != len(cmd.tasks) {
+		out = make([]Enqueued, len(cmd.tasks), len(cmd.tasks)+len(cmd.ops))
+	}
+	for i := range cmd.tasks {
+		out[i] = p.enqueue(qk, &cmd.tasks[i])
+	}
+	res.enqs = out
+	_, err := p.ops(cmd.ns, cmd.ops, nil)
+	return err
 }
 
 func checkClaim(owner string, lease time.Duration, max int) error {
@@ -169,25 +179,31 @@ func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 // also returns a channel closed when the queue gains work and when (Unix
 // micros) its next timer or lease comes due (0: none).
 func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, *waiter, int64, error) {
-	var out []Lease
+	cmd := command{op: cmdClaim, ns: q.ns, queue: q.name, owner: owner, lease: lease, max: max, wait: wait}
+	var res cmdResult
 	var wake *waiter
-	var due int64
 	qk := q.key()
 	c := q.db.c
+	if c.repl != nil {
+		return c.claimReplicated(ctx, &cmd)
+	}
 	_, err := c.commit(ctx, func(p *planner) error {
-		out = p.claim(qk, owner, lease, max)
-		if len(out) == 0 && wait {
-			wake = c.waiters[qk]
-			if wake == nil {
-				wake = &waiter{ch: make(chan struct{})}
-				c.waiters[qk] = wake
-			}
-			wake.n++
-			due = p.nextDue(qk)
+		err := cmd.plan(p, &res)
+		if len(res.leases) == 0 && wait {
+			wake = c.park(qk)
 		}
-		return nil
+		return err
 	})
-	return out, wake, due, err
+	return res.leases, wake, res.due, err
+}
+
+func planClaim(p *planner, cmd *command, res *cmdResult) error {
+	qk := cmd.key()
+	res.leases = p.claim(qk, cmd.owner, cmd.lease, cmd.max)
+	if len(res.leases) == 0 && cmd.wait {
+		res.due = p.nextDue(qk)
+	}
+	return nil
 }
 
 // waiter is the channel the ClaimWait calls parked on one queue share, and
@@ -195,6 +211,18 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 type waiter struct {
 	ch chan struct{}
 	n  int
+}
+
+// park registers a ClaimWait parked on queue qk and returns the waiter it
+// shares. Call with mu held.
+func (c *core) park(qk index.QueueKey) *waiter {
+	w := c.waiters[qk]
+	if w == nil {
+		w = &waiter{ch: make(chan struct{})}
+		c.waiters[qk] = w
+	}
+	w.n++
+	return w
 }
 
 // unwait says a ClaimWait parked on w has left; the last to leave removes
@@ -295,22 +323,22 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 	if err := q.check(PermWork | perms); err != nil {
 		return TxResult{}, err
 	}
-	result := clone(d.Result)
-	qk := q.key()
-	var enq []Enqueued
-	seq, err := c.commit(ctx, func(p *planner) error {
-		t, err := p.fenced(qk, &l)
-		if err != nil {
-			return err
-		}
-		p.complete(t, result)
-		enq, err = p.ops(q.ns, vops, nil)
-		return err
-	})
-	if err != nil {
+	cmd := command{op: cmdComplete, ns: q.ns, queue: q.name, fence: l, result: clone(d.Result), ops: vops}
+	var res cmdResult
+	if err := c.exec(ctx, &cmd, &res); err != nil {
 		return TxResult{}, err
 	}
-	return TxResult{Version: seq, Enqueued: enq}, nil
+	return TxResult{Version: res.seq, Enqueued: res.enqs}, nil
+}
+
+func planComplete(p *planner, cmd *command, res *cmdResult) error {
+	t, err := p.fenced(cmd.key(), &cmd.fence)
+	if err != nil {
+		return err
+	}
+	p.complete(t, cmd.result)
+	res.enqs, err = p.ops(cmd.ns, cmd.ops, nil)
+	return err
 }
 
 // complete plans the end of a fenced task: deleted, or kept as completed
@@ -345,6 +373,17 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 	if err := q.check(PermWork); err != nil {
 		return nil, err
 	}
+	cmd := command{op: cmdCompleteBatch, ns: q.ns, queue: q.name, fences: leases, dup: repeatedLeases(leases)}
+	var res cmdResult
+	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
+		return nil, err
+	}
+	return res.errs, nil
+}
+
+// repeatedLeases returns, one per lease, ErrLeaseLost for a lease whose task
+// appears earlier in leases and nil for the others.
+func repeatedLeases(leases []Lease) []error {
 	errs := make([]error, len(leases))
 	if len(leases) > 1 {
 		seen := make(map[uint64]struct{}, len(leases))
@@ -355,26 +394,26 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 			seen[leases[i].ID] = struct{}{}
 		}
 	}
-	qk := q.key()
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		for i := range leases {
-			if errs[i] != nil {
-				p.event(EvLeaseLost, qk, 0)
-				continue
-			}
-			t, err := p.fenced(qk, &leases[i])
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			p.complete(t, nil)
+	return errs
+}
+
+func planCompleteBatch(p *planner, cmd *command, res *cmdResult) error {
+	qk := cmd.key()
+	errs := cmd.dup
+	for i := range cmd.fences {
+		if errs[i] != nil {
+			p.event(EvLeaseLost, qk, 0)
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		t, err := p.fenced(qk, &cmd.fences[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		p.complete(t, nil)
 	}
-	return errs, nil
+	res.errs = errs
+	return nil
 }
 
 // Fail records a failed attempt of a leased task: it is retried after
@@ -391,31 +430,35 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if len(msg) > MaxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:MaxErrorBytes], "")
 	}
-	qk := q.key()
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.fenced(qk, &l)
-		if err != nil {
-			return err
+	cmd := command{op: cmdFail, ns: q.ns, queue: q.name, fence: l, errMsg: msg, permanent: f.Permanent,
+		delay: f.RetryAfter.Microseconds()}
+	var res cmdResult
+	return q.db.c.exec(ctx, &cmd, &res)
+}
+
+func planFail(p *planner, cmd *command) error {
+	qk := cmd.key()
+	t, err := p.fenced(qk, &cmd.fence)
+	if err != nil {
+		return err
+	}
+	var u index.TaskUpdate
+	if cmd.permanent || t.Attempts >= t.MaxAttempts {
+		u = p.release(t, 0)
+		u.State, u.NotBefore = index.StateDead, t.NotBefore
+		p.event(EvDead, qk, 0)
+	} else {
+		delay := cmd.delay
+		if delay <= 0 {
+			delay = backoff(t.BackoffBase, t.BackoffMax, t.Attempts)
 		}
-		var u index.TaskUpdate
-		if f.Permanent || t.Attempts >= t.MaxAttempts {
-			u = p.release(t, 0)
-			u.State, u.NotBefore = index.StateDead, t.NotBefore
-			p.event(EvDead, qk, 0)
-		} else {
-			delay := f.RetryAfter.Microseconds()
-			if delay <= 0 {
-				delay = backoff(t.BackoffBase, t.BackoffMax, t.Attempts)
-			}
-			u = p.release(t, delay)
-			p.event(EvRetried, qk, 0)
-		}
-		u.Flags, u.LastError = index.UpdLastError|index.UpdAddError, msg
-		u.ErrAttempt, u.ErrAt = t.Attempts, p.now
-		p.update(u)
-		return nil
-	})
-	return err
+		u = p.release(t, delay)
+		p.event(EvRetried, qk, 0)
+	}
+	u.Flags, u.LastError = index.UpdLastError|index.UpdAddError, cmd.errMsg
+	u.ErrAttempt, u.ErrAt = t.Attempts, p.now
+	p.update(u)
+	return nil
 }
 
 func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, progress []byte) error {
@@ -435,29 +478,31 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 		return err
 	}
 	prog := clone(progress)
-	qk := q.key()
-	var deadline int64
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.fenced(qk, l)
-		if err != nil {
-			return err
-		}
-		u := index.UpdateOf(t)
-		u.LeaseUntil, u.Updated = p.now+extend.Microseconds(), p.now
-		if progress != nil {
-			u.Flags, u.Progress = index.UpdProgress, prog
-		}
-		deadline = u.LeaseUntil
-		p.update(u)
-		return nil
-	})
-	if err != nil {
+	cmd := command{op: cmdHeartbeat, ns: q.ns, queue: q.name, fence: *l, lease: extend.Microseconds(),
+		progress: prog, hasProg: progress != nil}
+	var res cmdResult
+	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return err
 	}
-	l.Deadline = timeOf(deadline)
+	l.Deadline = timeOf(res.deadline)
 	if progress != nil {
 		l.Progress = clone(prog)
 	}
+	return nil
+}
+
+func planHeartbeat(p *planner, cmd *command, res *cmdResult) error {
+	t, err := p.fenced(cmd.key(), &cmd.fence)
+	if err != nil {
+		return err
+	}
+	u := index.UpdateOf(t)
+	u.LeaseUntil, u.Updated = p.now+cmd.lease, p.now
+	if cmd.hasProg {
+		u.Flags, u.Progress = index.UpdProgress, cmd.progress
+	}
+	res.deadline = u.LeaseUntil
+	p.update(u)
 	return nil
 }
 
@@ -471,18 +516,20 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 	if err := q.check(PermWork); err != nil {
 		return err
 	}
-	qk := q.key()
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.fenced(qk, &l)
-		if err != nil {
-			return err
-		}
-		u := p.release(t, d.Microseconds())
-		u.Attempts = t.Attempts - 1
-		p.update(u)
-		return nil
-	})
-	return err
+	cmd := command{op: cmdSnooze, ns: q.ns, queue: q.name, fence: l, delay: d.Microseconds()}
+	var res cmdResult
+	return q.db.c.exec(ctx, &cmd, &res)
+}
+
+func planSnooze(p *planner, cmd *command) error {
+	t, err := p.fenced(cmd.key(), &cmd.fence)
+	if err != nil {
+		return err
+	}
+	u := p.release(t, cmd.delay)
+	u.Attempts = t.Attempts - 1
+	p.update(u)
+	return nil
 }
 
 // release plans a leased task's return to waiting: no owner, claimable
@@ -500,19 +547,20 @@ func (p *planner) release(t *index.Task, delay int64) index.TaskUpdate {
 // Cancel removes a task in any state. A worker holding it gets ErrLeaseLost
 // when it completes. ErrNotFound if the queue has no such task.
 func (q *queue) Cancel(ctx context.Context, id uint64) error {
-	qk := q.key()
-	err := q.onTask(ctx, id, func(p *planner, t *index.Task) error {
-		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: id}})
-		if t.State != index.StateCompleted {
-			p.ended(t)
-		}
-		p.event(EvCancelled, qk, 0)
-		return nil
-	})
+	err := q.onTask(ctx, cmdCancel, id)
 	if err == nil {
 		q.db.c.watch.fire(id)
 	}
 	return err
+}
+
+func planCancel(p *planner, cmd *command, t *index.Task) error {
+	p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
+	if t.State != index.StateCompleted {
+		p.ended(t)
+	}
+	p.event(EvCancelled, cmd.key(), 0)
+	return nil
 }
 
 // task returns the stored record of task id of queue qk as of now. A task
@@ -539,13 +587,15 @@ func (c *core) doneBefore(now int64) int64 {
 // Redrive moves a dead task back to ready with a fresh attempt budget.
 // ErrNotFound if there is no such task; ErrConflict if it is not dead.
 func (q *queue) Redrive(ctx context.Context, id uint64) error {
-	return q.onTask(ctx, id, func(p *planner, t *index.Task) error {
-		if st := t.StateAt(p.now); st != index.StateDead {
-			return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, id, st)
-		}
-		p.redrive(t)
-		return nil
-	})
+	return q.onTask(ctx, cmdRedrive, id)
+}
+
+func planRedrive(p *planner, _ *command, t *index.Task) error {
+	if st := t.StateAt(p.now); st != index.StateDead {
+		return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, t.ID, st)
+	}
+	p.redrive(t)
+	return nil
 }
 
 // RunNow makes a scheduled task (a timer, or a retry waiting out its
@@ -553,36 +603,32 @@ func (q *queue) Redrive(ctx context.Context, id uint64) error {
 // is. ErrNotFound if the queue has no such task; ErrInvalid, naming the
 // state, for a task in flight, dead or completed.
 func (q *queue) RunNow(ctx context.Context, id uint64) error {
-	return q.onTask(ctx, id, func(p *planner, t *index.Task) error {
-		switch st := t.StateAt(p.now); st {
-		case index.StateReady:
-			return nil // also a due timer or an expired lease: claimable now
-		case index.StateScheduled:
-			u := index.UpdateOf(t)
-			u.State, u.NotBefore, u.Updated = index.StateReady, p.now, p.now
-			p.update(u)
-			return nil
-		default:
-			return invalid("task %d is %s: only a scheduled task can be run now", id, st)
-		}
-	})
+	return q.onTask(ctx, cmdRunNow, id)
 }
 
-// onTask runs an admin change of task id of the queue in one commit: fn
-// plans it once the task is found (ErrNotFound otherwise).
-func (q *queue) onTask(ctx context.Context, id uint64, fn func(p *planner, t *index.Task) error) error {
+func planRunNow(p *planner, _ *command, t *index.Task) error {
+	switch st := t.StateAt(p.now); st {
+	case index.StateReady:
+		return nil // also a due timer or an expired lease: claimable now
+	case index.StateScheduled:
+		u := index.UpdateOf(t)
+		u.State, u.NotBefore, u.Updated = index.StateReady, p.now, p.now
+		p.update(u)
+		return nil
+	default:
+		return invalid("task %d is %s: only a scheduled task can be run now", t.ID, st)
+	}
+}
+
+// onTask runs an admin change (op) of task id of the queue in one commit:
+// its plan runs once the task is found (ErrNotFound otherwise).
+func (q *queue) onTask(ctx context.Context, op cmdOp, id uint64) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	qk := q.key()
-	_, err := q.db.c.commit(ctx, func(p *planner) error {
-		t, err := p.c.task(qk, id, p.now)
-		if err != nil {
-			return err
-		}
-		return fn(p, t)
-	})
-	return err
+	cmd := command{op: op, ns: q.ns, queue: q.name, id: id}
+	var res cmdResult
+	return q.db.c.exec(ctx, &cmd, &res)
 }
 
 func (p *planner) redrive(t *index.Task) {
@@ -598,28 +644,32 @@ func (q *queue) RedriveAll(ctx context.Context) (int, error) {
 	if err := q.check(PermAdmin); err != nil {
 		return 0, err
 	}
-	qk := q.key()
 	total := 0
 	for {
-		n := 0
-		_, err := q.db.c.commit(ctx, func(p *planner) error {
-			iq := p.c.store.Queue(qk)
-			if iq == nil {
-				return nil
-			}
-			// Dead now: stored dead, and expired last leases.
-			for _, d := range iq.DeadAt(p.now, 0, false, MaxBatch, nil) {
-				t, _ := p.c.store.Task(d.ID)
-				p.redrive(t)
-				n++
-			}
-			return nil
-		})
-		total += n
-		if err != nil || n < MaxBatch {
+		cmd := command{op: cmdRedriveAll, ns: q.ns, queue: q.name}
+		var res cmdResult
+		err := q.db.c.exec(ctx, &cmd, &res)
+		total += res.n
+		if err != nil || res.n < MaxBatch {
 			return total, err
 		}
 	}
+}
+
+func planRedriveAll(p *planner, cmd *command, res *cmdResult) error {
+	iq := p.c.store.Queue(cmd.key())
+	if iq == nil {
+		return nil
+	}
+	n := 0
+	// Dead now: stored dead, and expired last leases.
+	for _, d := range iq.DeadAt(p.now, 0, false, MaxBatch, nil) {
+		t, _ := p.c.store.Task(d.ID)
+		p.redrive(t)
+		n++
+	}
+	res.n = n
+	return nil
 }
 
 // read runs fn under the engine lock for a read-only call, then waits until
@@ -627,6 +677,9 @@ func (q *queue) RedriveAll(ctx context.Context) (int, error) {
 // reader must not act on something a crash could take back.
 func (c *core) read(ctx context.Context, fn func()) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.readBarrier(ctx); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -60,4 +60,12 @@
 //
 // A future format change bumps the version byte; readers refuse versions
 // they do not know.
+//
+// # Streams
+//
+// [Encode] and [Decode] write and read the same format on an io.Writer and
+// io.Reader, for a snapshot kept elsewhere than in a directory (a
+// replicated log's snapshot store). The size of a stream is not known up
+// front, so Decode allocates a record as its bytes arrive rather than from
+// its length field, and everything else is checked as in a file.
 package snapshot

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // maxReadBuf bounds the read buffer; records that fit in it are handed to fn
@@ -83,7 +84,7 @@ func LoadNewest(dir string, fn func(rec []byte) error) (Info, int, error) {
 
 type decoder struct {
 	path    string
-	size    int64
+	size    int64 // -1 for a stream of unknown size
 	off     int64 // offset of the next byte br returns
 	br      *bufio.Reader
 	nameSeq uint64
@@ -105,6 +106,9 @@ func (d *decoder) corrupt(off int64, format string, args ...any) error {
 // anything else is an I/O error, not corruption.
 func (d *decoder) readErr(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if d.size < 0 {
+			return d.corrupt(d.off, "unexpected end of the stream")
+		}
 		return d.corrupt(d.off, "unexpected end of file (file is %d bytes)", d.size)
 	}
 	return fmt.Errorf("snapshot: read %s at offset %d: %w", d.path, d.off, err)
@@ -147,7 +151,7 @@ func (d *decoder) uvarint() (uint64, error) {
 }
 
 func (d *decoder) decode(fn func(rec []byte) error) (uint64, int, error) {
-	if d.size < int64(minFileSize) {
+	if d.size >= 0 && d.size < int64(minFileSize) {
 		return 0, 0, d.corrupt(d.size, "file is %d bytes, shorter than an empty snapshot (%d)", d.size, minFileSize)
 	}
 	var hdr [headerSize]byte
@@ -187,7 +191,7 @@ func (d *decoder) decode(fn func(rec []byte) error) (uint64, int, error) {
 			return 0, 0, d.corrupt(start, "record %d length %d exceeds MaxRecord (%d)", n, length, MaxRecord)
 		}
 		// Checked before any allocation: a record and a trailer must still fit.
-		if crcSize+length+trailerSize > uint64(d.size-d.off) {
+		if d.size >= 0 && crcSize+length+trailerSize > uint64(d.size-d.off) {
 			return 0, 0, d.corrupt(start, "record %d length %d runs past the end of the file (%d bytes)", n, length, d.size)
 		}
 		rec, want, err := d.record(int(length))
@@ -230,7 +234,7 @@ func (d *decoder) decode(fn func(rec []byte) error) (uint64, int, error) {
 	} else if err != io.EOF {
 		return 0, 0, d.readErr(err)
 	}
-	if d.off != d.size {
+	if d.size >= 0 && d.off != d.size {
 		// The file shrank or grew under us; what we read is not the file.
 		return 0, 0, d.corrupt(d.off, "trailer ends at %d but the file is %d bytes", d.off, d.size)
 	}
@@ -253,6 +257,22 @@ func (d *decoder) record(length int) (rec []byte, crc uint32, err error) {
 	var c [crcSize]byte
 	if err := d.readFull(c[:]); err != nil {
 		return nil, 0, err
+	}
+	if d.size < 0 {
+		// The length is not yet known to fit in what a stream holds: grow
+		// with the bytes that arrive, so a damaged length cannot make the
+		// decoder allocate what is not there.
+		rec = d.big[:0]
+		for len(rec) < length {
+			k := min(length-len(rec), 1<<20)
+			rec = slices.Grow(rec, k)
+			if err := d.readFull(rec[len(rec) : len(rec)+k]); err != nil {
+				return nil, 0, err
+			}
+			rec = rec[:len(rec)+k]
+		}
+		d.big = rec
+		return rec, binary.LittleEndian.Uint32(c[:]), nil
 	}
 	if cap(d.big) < length {
 		d.big = make([]byte, length)

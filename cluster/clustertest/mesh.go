@@ -2,14 +2,19 @@ package clustertest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/docketdb/docket/cluster"
+	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/wal"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -23,8 +28,12 @@ type MeshOptions struct {
 	Seed  uint64 // for the Network's random drops
 
 	// Config, if set, adjusts each node's raft configuration after the
-	// defaults are filled in.
+	// Mesh's test timeouts are filled in.
 	Config func(*raft.Config)
+
+	// Engine, if set, gives node i's engine options (a clock of its own,
+	// say); default: the zero Options with a quiet logger.
+	Engine func(i int) engine.Options
 
 	// SegmentSize is the wal segment size of each node's log; small values
 	// exercise segment rotation and truncation. Default the wal's.
@@ -36,27 +45,28 @@ type MeshOptions struct {
 
 // Node is one member of a Mesh.
 type Node struct {
-	ID   raft.ServerID
+	ID   string
 	Addr raft.ServerAddress
 	Dir  string
+	I    int // index in Mesh.Nodes
 
-	// Raft and FSM are nil while the node is down.
-	Raft *raft.Raft
-	FSM  *FSM
+	// Node is nil while the node is down.
+	*cluster.Node
 
-	logs   *cluster.LogStore
-	stable *cluster.StableStore
-	trans  *Transport
-	inmem  *raft.InmemTransport
+	trans *Transport
+	inmem *raft.InmemTransport
 }
 
 // Up reports whether the node is running.
-func (n *Node) Up() bool { return n.Raft != nil }
+func (n *Node) Up() bool { return n.Node != nil }
 
-// Mesh is a raft cluster of Nodes in temporary directories, each with docket's
-// LogStore and StableStore, a file snapshot store and a Transport on one
-// Network. It is not safe for concurrent use; the nodes are.
+// Mesh is a docket cluster of Nodes in temporary directories, each a
+// cluster.Node on a Transport of one Network. It is not safe for concurrent
+// use; the nodes are.
 type Mesh struct {
+	// mu guards each Node's *cluster.Node, for goroutines other than the
+	// test's that find nodes through Running and LeaderNode.
+	mu     sync.Mutex
 	t      testing.TB
 	opts   MeshOptions
 	Net    *Network
@@ -64,7 +74,8 @@ type Mesh struct {
 	events chan raft.Observation
 }
 
-// NewMesh starts a bootstrapped cluster and closes it when the test ends.
+// NewMesh starts a cluster and closes it when the test ends: the first
+// node bootstraps it, and the leader Joins the others one by one.
 func NewMesh(t testing.TB, opts MeshOptions) *Mesh {
 	t.Helper()
 	if opts.Nodes <= 0 {
@@ -74,12 +85,15 @@ func NewMesh(t testing.TB, opts MeshOptions) *Mesh {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	m := &Mesh{t: t, opts: opts, Net: NewNetwork(opts.Seed), events: make(chan raft.Observation, 1)}
-	t.Cleanup(m.Close)
+	// The directory first: cleanups run last first, so the nodes stop
+	// before it is removed.
 	root := t.TempDir()
+	t.Cleanup(m.Close)
 	for i := range opts.Nodes {
-		n := &Node{ID: raft.ServerID("n" + strconv.Itoa(i+1)), Dir: filepath.Join(root, "n"+strconv.Itoa(i+1))}
+		id := "n" + strconv.Itoa(i+1)
+		n := &Node{ID: id, Dir: filepath.Join(root, id), I: i}
 		if !opts.TCP {
-			n.Addr = raft.ServerAddress(n.ID)
+			n.Addr = raft.ServerAddress(id)
 		}
 		m.Nodes = append(m.Nodes, n)
 	}
@@ -89,16 +103,42 @@ func NewMesh(t testing.TB, opts MeshOptions) *Mesh {
 			t.Fatal(err)
 		}
 	}
-	var conf raft.Configuration
-	for _, n := range m.Nodes {
-		conf.Servers = append(conf.Servers, raft.Server{ID: n.ID, Address: n.Addr})
+	if err := m.start(m.Nodes[0], true); err != nil {
+		t.Fatal(err)
 	}
-	for _, n := range m.Nodes {
-		if err := m.start(n, &conf); err != nil {
+	for _, n := range m.Nodes[1:] {
+		if err := m.start(n, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Join(n, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return m
+}
+
+// Join asks the leader to add n, retrying while leadership moves.
+func (m *Mesh) Join(n *Node, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		l, err := m.WaitLeader(time.Until(deadlineOf(ctx)))
+		if err != nil {
+			return err
+		}
+		err = l.Join(ctx, n.ID, string(n.Addr))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, engine.ErrNotLeader) && !errors.Is(err, engine.ErrOutcomeUnknown) || ctx.Err() != nil {
+			return fmt.Errorf("clustertest: join %s: %w", n.ID, err)
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // listen creates n's transport.
@@ -123,67 +163,71 @@ func (m *Mesh) listen(n *Node, bind string) error {
 	return nil
 }
 
-// Config returns the raft configuration a node of m runs with.
-func (m *Mesh) Config(id raft.ServerID) *raft.Config {
-	c := raft.DefaultConfig()
-	c.LocalID = id
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 50 * time.Millisecond
+// Config adjusts a node's raft configuration for tests: timeouts under
+// LANConfig's, yet long enough that a loaded machine running the race
+// detector does not lose its leader at every pause; then
+// MeshOptions.Config.
+func (m *Mesh) Config(c *raft.Config) {
+	c.HeartbeatTimeout = 200 * time.Millisecond
+	c.ElectionTimeout = 200 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
-	c.Logger = m.opts.Logger.Named(string(id))
 	if m.opts.Config != nil {
 		m.opts.Config(c)
 	}
-	return c
 }
 
-// start opens n's stores and starts raft on them, bootstrapping with conf if
-// it is not nil.
-func (m *Mesh) start(n *Node, conf *raft.Configuration) error {
-	var err error
-	if n.logs, err = cluster.OpenLogStore(filepath.Join(n.Dir, "log"), wal.Options{SegmentSize: m.opts.SegmentSize}); err != nil {
-		return err
+// start starts n from its directory, founding the cluster if bootstrap is
+// set.
+func (m *Mesh) start(n *Node, bootstrap bool) error {
+	opts := engine.Options{}
+	if m.opts.Engine != nil {
+		opts = m.opts.Engine(n.I)
 	}
-	if n.stable, err = cluster.OpenStableStore(filepath.Join(n.Dir, "stable"), cluster.StableOptions{}); err != nil {
-		return err
+	if opts.Logger == nil {
+		opts.Logger = quiet
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.Dir, "snapshots"), 2, m.opts.Logger)
-	if err != nil {
-		return err
-	}
-	c := m.Config(n.ID)
-	if conf != nil {
-		if err := raft.BootstrapCluster(c, n.logs, n.stable, snaps, n.trans, *conf); err != nil {
-			return fmt.Errorf("clustertest: bootstrap %s: %w", n.ID, err)
-		}
-	}
-	fsm := NewFSM()
-	r, err := raft.NewRaft(c, fsm, n.logs, n.stable, snaps, n.trans)
+	node, err := cluster.Start(cluster.Config{
+		ID: n.ID, Dir: n.Dir, Transport: n.trans, Bootstrap: bootstrap, Engine: opts,
+		Raft: m.Config, Logger: m.opts.Logger.Named(n.ID), Log: wal.Options{SegmentSize: m.opts.SegmentSize},
+	})
 	if err != nil {
 		return fmt.Errorf("clustertest: start %s: %w", n.ID, err)
 	}
-	r.RegisterObserver(raft.NewObserver(m.events, false, func(o *raft.Observation) bool {
+	node.Raft().RegisterObserver(raft.NewObserver(m.events, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.RaftState, raft.LeaderObservation:
 			return true
 		}
 		return false
 	}))
-	n.Raft, n.FSM = r, fsm
+	m.mu.Lock()
+	n.Node = node
+	m.mu.Unlock()
 	return nil
 }
 
-// Kill shuts node i down and closes its stores and transport, as a crash
-// would leave them minus the unsynced data (the stores sync on every write).
-func (m *Mesh) Kill(i int) error {
+// Kill stops node i as a crash would (no leadership transfer) and
+// disconnects it.
+func (m *Mesh) Kill(i int) error { return m.down(i, false) }
+
+// Stop closes node i cleanly: a leader hands over its leadership first.
+func (m *Mesh) Stop(i int) error { return m.down(i, true) }
+
+func (m *Mesh) down(i int, clean bool) error {
 	n := m.Nodes[i]
 	if !n.Up() {
 		return fmt.Errorf("clustertest: %s is already down", n.ID)
 	}
-	err := n.Raft.Shutdown().Error()
-	n.Raft, n.FSM = nil, nil
-	err = errors.Join(err, n.trans.Close(), n.logs.Close())
+	var err error
+	if clean {
+		err = n.Close()
+	} else {
+		err = n.Kill()
+	}
+	m.mu.Lock()
+	n.Node = nil
+	m.mu.Unlock()
 	if n.inmem != nil {
 		for _, o := range m.Nodes {
 			if o.inmem != nil && o != n {
@@ -203,7 +247,36 @@ func (m *Mesh) Restart(i int) error {
 	if err := m.listen(n, string(n.Addr)); err != nil {
 		return err
 	}
-	return m.start(n, nil)
+	return m.start(n, false)
+}
+
+// Running returns the nodes running now; safe from any goroutine.
+func (m *Mesh) Running() []*cluster.Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*cluster.Node
+	for _, n := range m.Nodes {
+		if n.Node != nil {
+			out = append(out, n.Node)
+		}
+	}
+	return out
+}
+
+// LeaderNode returns the running node that is leader with the highest
+// term, or nil; safe from any goroutine.
+func (m *Mesh) LeaderNode() *cluster.Node {
+	var best *cluster.Node
+	var bestTerm uint64
+	for _, n := range m.Running() {
+		if !n.IsLeader() {
+			continue
+		}
+		if term := n.Raft().CurrentTerm(); best == nil || term > bestTerm {
+			best, bestTerm = n, term
+		}
+	}
+	return best
 }
 
 // Leader returns the running node that is leader with the highest term, or
@@ -212,11 +285,10 @@ func (m *Mesh) Leader() *Node {
 	var best *Node
 	var bestTerm uint64
 	for _, n := range m.Nodes {
-		if !n.Up() || n.Raft.State() != raft.Leader {
+		if !n.Up() || !n.IsLeader() {
 			continue
 		}
-		term, _ := strconv.ParseUint(n.Raft.Stats()["term"], 10, 64)
-		if best == nil || term > bestTerm {
+		if term := n.Raft().CurrentTerm(); best == nil || term > bestTerm {
 			best, bestTerm = n, term
 		}
 	}
@@ -225,24 +297,29 @@ func (m *Mesh) Leader() *Node {
 
 // WaitLeader waits for a leader, woken by raft's state and leader
 // observations, until timeout.
-func (m *Mesh) WaitLeader(timeout time.Duration) (*Node, error) {
+func (m *Mesh) WaitLeader(timeout time.Duration) (*Node, error) { return m.WaitLeaderNot(nil, timeout) }
+
+// WaitLeaderNot waits for a leader other than old (one cut off by a
+// partition may still believe it leads, in an older term).
+func (m *Mesh) WaitLeaderNot(old *Node, timeout time.Duration) (*Node, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
-		if l := m.Leader(); l != nil {
+		if l := m.Leader(); l != nil && l != old {
 			return l, nil
 		}
 		select {
 		case <-m.events:
 		case <-timer.C:
-			return nil, fmt.Errorf("clustertest: no leader within %v", timeout)
+			return nil, fmt.Errorf("clustertest: no new leader within %v", timeout)
 		}
 	}
 }
 
-// Converge waits until every running node has applied everything the
-// leader has, then checks that their FSMs are equal. It needs a leader that
-// reaches a majority, so heal the network first.
+// Converge waits until every running node has applied every command the
+// leader has, then checks that their DBs hold the same state: equal state
+// hashes and byte-identical snapshots. It needs a leader that reaches a
+// majority, so heal the network first.
 func (m *Mesh) Converge(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var target uint64
@@ -253,47 +330,123 @@ func (m *Mesh) Converge(timeout time.Duration) error {
 		}
 		// A barrier commits an entry of the leader's term and waits until
 		// its FSM has applied everything before it.
-		err = l.Raft.Barrier(time.Until(deadline)).Error()
+		err = l.Raft().Barrier(time.Until(deadline)).Error()
 		if err == nil {
-			target = l.FSM.Index()
+			target = l.DB().Stats().Seq
 			break
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("clustertest: barrier on %s: %w", l.ID, err)
 		}
 	}
-	var want [][]byte
-	var wantFrom raft.ServerID
+	var want []byte
+	var wantFrom string
 	for _, n := range m.Nodes {
 		if !n.Up() {
 			continue
 		}
-		if err := n.FSM.WaitIndex(target, deadline); err != nil {
+		if err := WaitSeq(n.Node, target, deadline); err != nil {
 			return fmt.Errorf("%s: %w", n.ID, err)
 		}
-		got := n.FSM.Commands()
+		got, err := SnapshotBytes(n.FSM())
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.ID, err)
+		}
 		if want == nil {
 			want, wantFrom = got, n.ID
 			continue
 		}
-		if err := sameCommands(got, want); err != nil {
-			return fmt.Errorf("clustertest: FSM of %s differs from %s's: %w", n.ID, wantFrom, err)
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("clustertest: the snapshot of %s differs from %s's (%d bytes against %d)",
+				n.ID, wantFrom, len(got), len(want))
 		}
+	}
+	var hash [32]byte
+	first := true
+	for _, n := range m.Nodes {
+		if !n.Up() {
+			continue
+		}
+		h, err := n.DB().StateHash()
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.ID, err)
+		}
+		if !first && h != hash {
+			return fmt.Errorf("clustertest: the state hash of %s differs from %s's", n.ID, wantFrom)
+		}
+		hash, first = h, false
 	}
 	return nil
 }
 
-func sameCommands(a, b [][]byte) error {
-	if len(a) != len(b) {
-		return fmt.Errorf("%d commands against %d", len(a), len(b))
-	}
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			return fmt.Errorf("command %d is %q against %q", i, a[i], b[i])
+// quiet discards the engine's log lines (every node logs each dead letter).
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// WaitSeq returns once n's DB has applied batch seq, or an error at the
+// deadline.
+func WaitSeq(n *cluster.Node, seq uint64, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		_, ch := n.FSM().Applied()
+		at := n.DB().Stats().Seq
+		if at >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("clustertest: %s at batch %d, still short of %d at the deadline", n.ID(), at, seq)
 		}
 	}
-	return nil
 }
+
+// WaitApplied returns once f has applied the command entry at index, or an
+// error at the deadline.
+func WaitApplied(f *cluster.FSM, index uint64, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		at, ch := f.Applied()
+		if at >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return fmt.Errorf("clustertest: FSM at index %d, still short of %d at the deadline", at, index)
+		}
+	}
+}
+
+// SnapshotBytes returns the bytes f's snapshot persists, as raft would
+// write them to its snapshot store.
+func SnapshotBytes(f *cluster.FSM) ([]byte, error) {
+	s, err := f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	sink := &memSink{}
+	if err := s.Persist(sink); err != nil {
+		return nil, err
+	}
+	if !sink.closed {
+		return nil, errors.New("clustertest: Persist did not close its sink")
+	}
+	return sink.buf.Bytes(), nil
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct {
+	buf    bytes.Buffer
+	closed bool
+}
+
+func (s *memSink) Write(p []byte) (int, error) { return s.buf.Write(p) }
+func (s *memSink) Close() error                { s.closed = true; return nil }
+func (s *memSink) ID() string                  { return "mem" }
+func (s *memSink) Cancel() error               { return nil }
 
 // Close shuts down every running node. It runs when the test ends.
 func (m *Mesh) Close() {

@@ -1,0 +1,21 @@
+//go:build windows
+
+package cluster
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/windows"
+)
+
+// lockFile takes an exclusive, non-blocking lock on the first byte of f.
+func lockFile(f *os.File) error {
+	ol := new(windows.Overlapped)
+	err := windows.LockFileEx(windows.Handle(f.Fd()),
+		windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, ol)
+	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
+		return errLockHeld
+	}
+	return err
+}

@@ -1,0 +1,476 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Encoding of a command, the data of one entry of a replicated log (part
+// of that log's format).
+//
+// A command is the MessagePack sequence
+//
+//	version(=1) op now seed retain idemTTL project scope queue args...
+//
+// where now, retain and idemTTL are Unix or plain microseconds, and args
+// depend on op:
+//
+//	enqueue         spec [vop...]
+//	enqueue batch   [spec...] [vop...]
+//	claim           owner lease max wait
+//	complete        fence result [vop...]
+//	complete batch  [fence...]
+//	fail            fence error permanent retryAfter
+//	heartbeat       fence extend hasProgress progress
+//	snooze          fence delay
+//	cancel          id
+//	redrive         id
+//	run now         id
+//	redrive all     (nothing)
+//	commit          [vop...]
+//
+//	fence = [id token secret]
+//	spec  = [payload kind delay at priority maxAttempts backoffBase
+//	         backoffMax idempotencyKey {header: value}]
+//	vop   = [kind key value version] for a KV write or assertion,
+//	        [6 queue spec] for an enqueue
+//
+// Integers are compact, an empty byte string is nil, and a spec's headers
+// are a map written in key order, so the same command always gives the same
+// bytes; decoding refuses anything else (trailing bytes, headers out of
+// order, lengths past the input or over the API's limits). A claim always
+// carries a seed other than 0, from which the lease secrets of its batch
+// are derived.
+const cmdVersion = 1
+
+// errCommand marks bytes that are not a command this version can plan.
+var errCommand = errors.New("command does not decode")
+
+// cmdEncoder is the reusable state of one encoding.
+type cmdEncoder struct {
+	buf  bytes.Buffer
+	enc  *msgpack.Encoder
+	keys []string
+	err  error
+}
+
+var cmdEncoders = sync.Pool{New: func() any {
+	e := &cmdEncoder{}
+	e.enc = msgpack.NewEncoder(&e.buf)
+	e.enc.UseCompactInts(true)
+	return e
+}}
+
+// encode returns cmd's bytes in a new slice: a replicated log keeps it.
+func (cmd *command) encode() ([]byte, error) {
+	e := cmdEncoders.Get().(*cmdEncoder)
+	defer cmdEncoders.Put(e)
+	e.buf.Reset()
+	e.err = nil
+	e.uint(cmdVersion)
+	e.uint(uint64(cmd.op))
+	e.int(cmd.now)
+	e.uint(cmd.seed)
+	e.int(cmd.retain)
+	e.int(cmd.idemTTL)
+	e.str(cmd.ns.Project)
+	e.str(cmd.ns.Scope)
+	e.str(cmd.queue)
+	switch cmd.op {
+	case cmdEnqueue:
+		e.spec(&cmd.task)
+		e.vops(cmd.ops)
+	case cmdEnqueueBatch:
+		e.array(len(cmd.tasks))
+		for i := range cmd.tasks {
+			e.spec(&cmd.tasks[i])
+		}
+		e.vops(cmd.ops)
+	case cmdClaim:
+		e.str(cmd.owner)
+		e.int(cmd.lease)
+		e.int(int64(cmd.max))
+		e.bool(cmd.wait)
+	case cmdComplete:
+		e.fence(&cmd.fence)
+		e.bytes(cmd.result)
+		e.vops(cmd.ops)
+	case cmdCompleteBatch:
+		e.array(len(cmd.fences))
+		for i := range cmd.fences {
+			e.fence(&cmd.fences[i])
+		}
+	case cmdFail:
+		e.fence(&cmd.fence)
+		e.str(cmd.errMsg)
+		e.bool(cmd.permanent)
+		e.int(cmd.delay)
+	case cmdHeartbeat:
+		e.fence(&cmd.fence)
+		e.int(cmd.lease)
+		e.bool(cmd.hasProg)
+		e.bytes(cmd.progress)
+	case cmdSnooze:
+		e.fence(&cmd.fence)
+		e.int(cmd.delay)
+	case cmdCancel, cmdRedrive, cmdRunNow:
+		e.uint(cmd.id)
+	case cmdRedriveAll:
+	case cmdCommit:
+		e.vops(cmd.ops)
+	default:
+		return nil, fmt.Errorf("%w: command %d", ErrInvalid, cmd.op)
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return bytes.Clone(e.buf.Bytes()), nil
+}
+
+func (e *cmdEncoder) put(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+func (e *cmdEncoder) uint(v uint64)  { e.put(e.enc.EncodeUint(v)) }
+func (e *cmdEncoder) int(v int64)    { e.put(e.enc.EncodeInt(v)) }
+func (e *cmdEncoder) str(s string)   { e.put(e.enc.EncodeString(s)) }
+func (e *cmdEncoder) bool(b bool)    { e.put(e.enc.EncodeBool(b)) }
+func (e *cmdEncoder) array(n int)    { e.put(e.enc.EncodeArrayLen(n)) }
+func (e *cmdEncoder) fence(l *Lease) { e.array(3); e.uint(l.ID); e.uint(l.Token); e.uint(l.Secret) }
+
+func (e *cmdEncoder) bytes(b []byte) {
+	if len(b) == 0 {
+		e.put(e.enc.EncodeNil())
+		return
+	}
+	e.put(e.enc.EncodeBytes(b))
+}
+
+func (e *cmdEncoder) spec(s *spec) {
+	e.array(10)
+	e.bytes(s.payload)
+	e.str(s.kind)
+	e.int(s.delay)
+	e.int(s.at)
+	e.int(s.prio)
+	e.uint(uint64(s.maxAttempts))
+	e.int(s.base)
+	e.int(s.max)
+	e.str(s.idem)
+	e.keys = e.keys[:0]
+	for k := range s.headers {
+		e.keys = append(e.keys, k)
+	}
+	slices.Sort(e.keys)
+	e.put(e.enc.EncodeMapLen(len(e.keys)))
+	for _, k := range e.keys {
+		e.str(k)
+		e.str(s.headers[k])
+	}
+}
+
+func (e *cmdEncoder) vops(ops []vop) {
+	e.array(len(ops))
+	for i := range ops {
+		op := &ops[i]
+		if op.kind == OpEnqueue {
+			e.array(3)
+			e.uint(uint64(op.kind))
+			e.str(op.queue)
+			e.spec(&op.spec)
+			continue
+		}
+		e.array(4)
+		e.uint(uint64(op.kind))
+		e.str(op.key)
+		e.bytes(op.value)
+		e.uint(op.version)
+	}
+}
+
+// cmdDecoder reads one command. Every length is checked against the bytes
+// left before anything is allocated for it.
+type cmdDecoder struct {
+	r    bytes.Reader
+	dec  *msgpack.Decoder
+	data []byte
+	err  error
+}
+
+// decodeCommand decodes data into cmd. An error wraps ErrCorrupt, or
+// ErrFailed for a version this build does not know.
+func decodeCommand(data []byte, cmd *command) error {
+	d := &cmdDecoder{data: data}
+	d.r.Reset(data)
+	d.dec = msgpack.NewDecoder(&d.r)
+	if v := d.uint(); d.err == nil && v != cmdVersion {
+		return fmt.Errorf("%w: command version %d (this build plans version %d)", ErrFailed, v, cmdVersion)
+	}
+	*cmd = command{op: cmdOp(d.uint())}
+	cmd.now = d.int()
+	cmd.seed = d.uint()
+	cmd.retain = d.int()
+	cmd.idemTTL = d.int()
+	cmd.ns.Project = d.str()
+	cmd.ns.Scope = d.str()
+	cmd.queue = d.str()
+	switch cmd.op {
+	case cmdEnqueue:
+		d.spec(&cmd.task)
+		cmd.ops = d.vops()
+	case cmdEnqueueBatch:
+		n := d.array(MaxBatch)
+		cmd.tasks = make([]spec, n)
+		for i := range cmd.tasks {
+			d.spec(&cmd.tasks[i])
+		}
+		cmd.ops = d.vops()
+	case cmdClaim:
+		cmd.owner = d.str()
+		cmd.lease = d.int()
+		cmd.max = int(d.int())
+		cmd.wait = d.bool()
+		if d.err == nil && (cmd.max < 1 || cmd.max > MaxBatch || cmd.lease < 1 || cmd.seed == 0) {
+			d.fail(fmt.Errorf("claim of %d for %d µs with seed %d", cmd.max, cmd.lease, cmd.seed))
+		}
+	case cmdComplete:
+		d.fence(&cmd.fence)
+		cmd.result = d.bytes()
+		cmd.ops = d.vops()
+	case cmdCompleteBatch:
+		n := d.array(MaxBatch)
+		cmd.fences = make([]Lease, n)
+		for i := range cmd.fences {
+			d.fence(&cmd.fences[i])
+		}
+		cmd.dup = repeatedLeases(cmd.fences)
+	case cmdFail:
+		d.fence(&cmd.fence)
+		cmd.errMsg = d.str()
+		cmd.permanent = d.bool()
+		cmd.delay = d.int()
+	case cmdHeartbeat:
+		d.fence(&cmd.fence)
+		cmd.lease = d.int()
+		cmd.hasProg = d.bool()
+		cmd.progress = d.bytes()
+	case cmdSnooze:
+		d.fence(&cmd.fence)
+		cmd.delay = d.int()
+	case cmdCancel, cmdRedrive, cmdRunNow:
+		cmd.id = d.uint()
+	case cmdRedriveAll:
+	case cmdCommit:
+		cmd.ops = d.vops()
+	default:
+		d.fail(fmt.Errorf("unknown operation %d", cmd.op))
+	}
+	if d.err == nil && d.r.Len() != 0 {
+		d.fail(fmt.Errorf("%d bytes after the %s command", d.r.Len(), cmd.op))
+	}
+	if d.err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrCorrupt, errCommand, d.err)
+	}
+	return nil
+}
+
+func (d *cmdDecoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+func (d *cmdDecoder) uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := d.dec.DecodeUint64()
+	d.fail(err)
+	return v
+}
+
+func (d *cmdDecoder) int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := d.dec.DecodeInt64()
+	d.fail(err)
+	return v
+}
+
+func (d *cmdDecoder) bool() bool {
+	if d.err != nil {
+		return false
+	}
+	v, err := d.dec.DecodeBool()
+	d.fail(err)
+	return v
+}
+
+// fits checks that the str or bin value at the read position declares no
+// more bytes than are left.
+func (d *cmdDecoder) fits() bool {
+	pos := len(d.data) - d.r.Len()
+	if pos >= len(d.data) {
+		return true // the decoder reports the missing value
+	}
+	rest := d.data[pos:]
+	var n, hdr int
+	switch c := rest[0]; {
+	case c == 0xc4 || c == 0xd9: // bin8, str8
+		hdr = 2
+		if len(rest) >= 2 {
+			n = int(rest[1])
+		}
+	case c == 0xc5 || c == 0xda: // bin16, str16
+		hdr = 3
+		if len(rest) >= 3 {
+			n = int(rest[1])<<8 | int(rest[2])
+		}
+	case c == 0xc6 || c == 0xdb: // bin32, str32
+		hdr = 5
+		if len(rest) >= 5 {
+			n = int(uint32(rest[1])<<24 | uint32(rest[2])<<16 | uint32(rest[3])<<8 | uint32(rest[4]))
+		}
+	default:
+		return true
+	}
+	if len(rest) < hdr || n > len(rest)-hdr {
+		d.fail(fmt.Errorf("value of %d bytes at offset %d runs past the end", n, pos))
+		return false
+	}
+	return true
+}
+
+func (d *cmdDecoder) str() string {
+	if d.err != nil || !d.fits() {
+		return ""
+	}
+	s, err := d.dec.DecodeString()
+	d.fail(err)
+	return s
+}
+
+// bytes decodes a bin or nil value; empty is nil.
+func (d *cmdDecoder) bytes() []byte {
+	if d.err != nil || !d.fits() {
+		return nil
+	}
+	b, err := d.dec.DecodeBytes()
+	d.fail(err)
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// array decodes an array length of at most max, and at most the bytes left
+// (every element takes at least one).
+func (d *cmdDecoder) array(max int) int {
+	if d.err != nil {
+		return 0
+	}
+	n, err := d.dec.DecodeArrayLen()
+	if err == nil && (n < 0 || n > max || n > d.r.Len()) {
+		err = fmt.Errorf("array of %d", n)
+	}
+	d.fail(err)
+	if d.err != nil {
+		return 0
+	}
+	return n
+}
+
+// tuple decodes an array header that must have exactly n elements.
+func (d *cmdDecoder) tuple(what string, n int) {
+	if d.err != nil {
+		return
+	}
+	if got, err := d.dec.DecodeArrayLen(); err != nil || got != n {
+		d.fail(fmt.Errorf("%s: array of %d, not %d (%v)", what, got, n, err))
+	}
+}
+
+func (d *cmdDecoder) fence(l *Lease) {
+	d.tuple("fence", 3)
+	l.ID, l.Token, l.Secret = d.uint(), d.uint(), d.uint()
+}
+
+func (d *cmdDecoder) spec(s *spec) {
+	d.tuple("task", 10)
+	s.payload = d.bytes()
+	s.kind = d.str()
+	s.delay = d.int()
+	s.at = d.int()
+	s.prio = d.int()
+	ma := d.uint()
+	if ma > MaxAttemptsLimit {
+		d.fail(fmt.Errorf("max attempts %d", ma))
+	}
+	s.maxAttempts = uint32(ma)
+	s.base = d.int()
+	s.max = d.int()
+	s.idem = d.str()
+	if d.err != nil {
+		return
+	}
+	n, err := d.dec.DecodeMapLen()
+	if err == nil && (n < -1 || n > MaxHeaders || n > d.r.Len()) {
+		err = fmt.Errorf("%d headers", n)
+	}
+	if d.fail(err); d.err != nil || n <= 0 {
+		return
+	}
+	s.headers = make(map[string]string, n)
+	prev := ""
+	for i := range n {
+		k, v := d.str(), d.str()
+		if d.err == nil && i > 0 && k <= prev {
+			d.fail(fmt.Errorf("header %q out of order", k))
+		}
+		prev = k
+		s.headers[k] = v
+	}
+}
+
+func (d *cmdDecoder) vops() []vop {
+	n := d.array(MaxOps)
+	if n == 0 {
+		return nil
+	}
+	ops := make([]vop, n)
+	for i := range ops {
+		op := &ops[i]
+		if d.err != nil {
+			return nil
+		}
+		fields, err := d.dec.DecodeArrayLen()
+		if err != nil {
+			d.fail(err)
+			return nil
+		}
+		op.kind = OpKind(d.uint())
+		switch {
+		case op.kind == OpEnqueue && fields == 3:
+			op.queue = d.str()
+			d.spec(&op.spec)
+		case op.kind >= OpSet && op.kind <= OpIfAbsent && fields == 4:
+			op.key = d.str()
+			op.value = d.bytes()
+			op.version = d.uint()
+			if op.kind == OpSet && op.value == nil {
+				op.value = []byte{} // as checkOps leaves it
+			}
+		default:
+			d.fail(fmt.Errorf("op %d of kind %d with %d fields", i, op.kind, fields))
+		}
+	}
+	return ops
+}
