@@ -15,7 +15,7 @@ import (
 //
 // A command is the MessagePack sequence
 //
-//	version(=1) op now seed retain idemTTL project scope queue args...
+//	version(=2) op now seed retain idemTTL project scope queue args...
 //
 // where now, retain and idemTTL are Unix or plain microseconds, and args
 // depend on op:
@@ -36,7 +36,8 @@ import (
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
-//	         backoffMax idempotencyKey {header: value}]
+//	         backoffMax idempotencyKey {header: value} [dependsOn...]
+//	         [dependsOnSibling...] policy]
 //	vop   = [kind key value version] for a KV write or assertion,
 //	        [6 queue spec] for an enqueue
 //
@@ -45,8 +46,13 @@ import (
 // bytes; decoding refuses anything else (trailing bytes, headers out of
 // order, lengths past the input or over the API's limits). A claim always
 // carries a seed other than 0, from which the lease secrets of its batch
-// are derived.
-const cmdVersion = 1
+// are derived. A spec's dependencies are ascending without repeats.
+//
+// Version 1 is version 2 without dependencies: a spec has 10 fields.
+const (
+	cmdVersion  = 2
+	cmdVersion1 = 1
+)
 
 // errCommand marks bytes that are not a command this version can plan.
 var errCommand = errors.New("command does not decode")
@@ -154,7 +160,7 @@ func (e *cmdEncoder) bytes(b []byte) {
 }
 
 func (e *cmdEncoder) spec(s *spec) {
-	e.array(10)
+	e.array(13)
 	e.bytes(s.payload)
 	e.str(s.kind)
 	e.int(s.delay)
@@ -174,6 +180,15 @@ func (e *cmdEncoder) spec(s *spec) {
 		e.str(k)
 		e.str(s.headers[k])
 	}
+	e.array(len(s.deps))
+	for _, id := range s.deps {
+		e.uint(id)
+	}
+	e.array(len(s.sibs))
+	for _, i := range s.sibs {
+		e.uint(uint64(i))
+	}
+	e.uint(uint64(s.policy))
 }
 
 func (e *cmdEncoder) vops(ops []vop) {
@@ -202,6 +217,7 @@ type cmdDecoder struct {
 	dec  *msgpack.Decoder
 	data []byte
 	err  error
+	ver  uint64
 }
 
 // decodeCommand decodes data into cmd. An error wraps ErrCorrupt, or
@@ -210,8 +226,8 @@ func decodeCommand(data []byte, cmd *command) error {
 	d := &cmdDecoder{data: data}
 	d.r.Reset(data)
 	d.dec = msgpack.NewDecoder(&d.r)
-	if v := d.uint(); d.err == nil && v != cmdVersion {
-		return fmt.Errorf("%w: command version %d (this build plans version %d)", ErrFailed, v, cmdVersion)
+	if d.ver = d.uint(); d.err == nil && d.ver != cmdVersion && d.ver != cmdVersion1 {
+		return fmt.Errorf("%w: command version %d (this build plans versions %d to %d)", ErrFailed, d.ver, cmdVersion1, cmdVersion)
 	}
 	*cmd = command{op: cmdOp(d.uint())}
 	cmd.now = d.int()
@@ -404,7 +420,11 @@ func (d *cmdDecoder) fence(l *Lease) {
 }
 
 func (d *cmdDecoder) spec(s *spec) {
-	d.tuple("task", 10)
+	if d.ver == cmdVersion1 {
+		d.tuple("task", 10)
+	} else {
+		d.tuple("task", 13)
+	}
 	s.payload = d.bytes()
 	s.kind = d.str()
 	s.delay = d.int()
@@ -425,18 +445,54 @@ func (d *cmdDecoder) spec(s *spec) {
 	if err == nil && (n < -1 || n > MaxHeaders || n > d.r.Len()) {
 		err = fmt.Errorf("%d headers", n)
 	}
-	if d.fail(err); d.err != nil || n <= 0 {
+	if d.fail(err); d.err != nil {
 		return
 	}
-	s.headers = make(map[string]string, n)
+	if n > 0 {
+		s.headers = make(map[string]string, n)
+	}
 	prev := ""
-	for i := range n {
+	for i := range max(n, 0) {
 		k, v := d.str(), d.str()
 		if d.err == nil && i > 0 && k <= prev {
 			d.fail(fmt.Errorf("header %q out of order", k))
 		}
 		prev = k
 		s.headers[k] = v
+	}
+	d.deps(s)
+}
+
+// deps decodes the dependencies that end a version 2 spec.
+func (d *cmdDecoder) deps(s *spec) {
+	if d.ver == cmdVersion1 {
+		return
+	}
+	n := d.array(MaxDependencies)
+	if n > 0 {
+		s.deps = make([]uint64, n)
+	}
+	for i := range s.deps {
+		s.deps[i] = d.uint()
+		if d.err == nil && (s.deps[i] == 0 || i > 0 && s.deps[i] <= s.deps[i-1]) {
+			d.fail(fmt.Errorf("dependency %d out of order", s.deps[i]))
+		}
+	}
+	n = d.array(MaxDependencies - len(s.deps))
+	if n > 0 {
+		s.sibs = make([]int, n)
+	}
+	for i := range s.sibs {
+		v := d.uint()
+		if d.err == nil && (v >= MaxOps+MaxBatch || i > 0 && int(v) <= s.sibs[i-1]) {
+			d.fail(fmt.Errorf("sibling dependency %d out of order", v))
+		}
+		s.sibs[i] = int(v)
+	}
+	if p := d.uint(); d.err == nil && p > uint64(RunOnFailure) {
+		d.fail(fmt.Errorf("dependency policy %d", p))
+	} else {
+		s.policy = uint8(p)
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 // field set somewhere, as the replicated path stamps them.
 func sampleCommands() []command {
 	full := spec{payload: []byte(`{"a":1}`), kind: "k", delay: 5, at: 1_900_000_000_000_000, prio: -3,
-		maxAttempts: 7, base: 10, max: 1000, idem: "key", headers: map[string]string{"b": "2", "a": "1", "c": ""}}
+		maxAttempts: 7, base: 10, max: 1000, idem: "key", headers: map[string]string{"b": "2", "a": "1", "c": ""},
+		deps: []uint64{3, 9, 1 << 40}, sibs: []int{0, 2}, policy: uint8(RunOnFailure)}
 	bare := spec{maxAttempts: 5, base: 1_000_000, max: 60_000_000}
 	ops := []vop{
 		{kind: OpSet, key: "k1", value: []byte("v")}, {kind: OpSet, key: "k0", value: []byte{}},
@@ -118,6 +119,14 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	copy(hd[i:], []byte{0xa1, 'b', 0xa1, '2', 0xa1, 'a', 0xa1, '1'})
 	bad["headers out of order"] = hd
 	bad["empty"] = nil
+	deps := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{deps: []uint64{4, 7}}}
+	dd := must(deps.encode())
+	i = bytes.Index(dd, []byte{0x92, 4, 7})
+	bad["dependencies out of order"] = append(append(bytes.Clone(dd[:i]), 0x92, 7, 4), dd[i+3:]...)
+	bad["dependency on task 0"] = append(append(bytes.Clone(dd[:i]), 0x92, 0, 7), dd[i+3:]...)
+	pc := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{policy: uint8(RunOnFailure)}}
+	pol := must(pc.encode())
+	bad["unknown policy"] = append(bytes.Clone(pol[:len(pol)-2]), 9, 0x90)
 	for name, b := range bad {
 		var got command
 		if err := decodeCommand(b, &got); !errors.Is(err, ErrCorrupt) {
@@ -125,8 +134,29 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		}
 	}
 	var got command
-	if err := decodeCommand(append([]byte{2}, data[1:]...), &got); !errors.Is(err, ErrFailed) {
-		t.Fatalf("version 2: %v, want ErrFailed", err)
+	if err := decodeCommand(append([]byte{cmdVersion + 1}, data[1:]...), &got); !errors.Is(err, ErrFailed) {
+		t.Fatalf("version %d: %v, want ErrFailed", cmdVersion+1, err)
+	}
+}
+
+// TestDecodeCommandVersion1: a command a version 1 node logged (a spec of
+// 10 fields, no dependencies) still decodes, to the command it was.
+func TestDecodeCommandVersion1(t *testing.T) {
+	want := command{op: cmdEnqueue, ns: ns, queue: "q", now: 5, task: spec{payload: []byte(`1`), maxAttempts: 5}}
+	data := must(want.encode())
+	// Version 2 ends the spec with [] [] 0 and marks it as 13 fields; the
+	// vops array follows.
+	tail := []byte{0x90, 0x90, 0x00, 0x90}
+	i := bytes.IndexByte(data, 0x9d)
+	if data[0] != cmdVersion || i < 0 || !bytes.HasSuffix(data, tail) {
+		t.Fatalf("unexpected version 2 encoding %x", data)
+	}
+	v1 := append([]byte{cmdVersion1}, data[1:len(data)-len(tail)]...)
+	v1[i] = 0x9a
+	v1 = append(v1, 0x90)
+	var got command
+	if err := decodeCommand(v1, &got); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("version 1 command decodes to %+v (%v), want %+v", got, err, want)
 	}
 }
 

@@ -113,6 +113,12 @@ type spec struct {
 	idem        string
 	headers     map[string]string
 	size        int
+	// deps are the ids the task depends on and sibs the positions of the
+	// siblings it depends on, each sorted without repeats; policy is its
+	// DependencyPolicy (deps.go).
+	deps   []uint64
+	sibs   []int
+	policy uint8
 }
 
 func checkTask(t *Task, maxPayload int) (spec, error) {
@@ -183,6 +189,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		s.max = int64(time.Minute / time.Microsecond)
 	}
 	s.idem = t.IdempotencyKey
+	if err := checkDeps(t, &s); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 

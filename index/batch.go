@@ -60,6 +60,8 @@ const (
 	MutDeleteKV   MutKind = 5
 	MutPutIdem    MutKind = 6
 	MutDeleteIdem MutKind = 7
+	MutPutDep     MutKind = 8 // add a dependency (Dep); the child is waiting
+	MutDeleteDep  MutKind = 9 // remove a dependency
 )
 
 // Mutation is one physical change. Which fields matter depends on Kind.
@@ -69,6 +71,7 @@ type Mutation struct {
 	Update TaskUpdate // MutUpdateTask; MutDeleteTask uses Update.ID
 	KV     KV         // MutSetKV, MutDeleteKV (Version is ignored: the batch Seq is used)
 	Idem   Idem       // MutPutIdem, MutDeleteIdem
+	Dep    Dep        // MutPutDep, MutDeleteDep
 }
 
 // Update flags: which optional fields of a TaskUpdate are present, and

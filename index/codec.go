@@ -12,7 +12,7 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=3) seq now seed [assertion...] [mutation...]
+//	version(=4) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
@@ -22,29 +22,34 @@ import (
 //	 secret]
 //
 // with extra nil or [kind idemKey lastError progress result headers errors
-// parent followUps], errors an array of [attempt at error] (oldest first) and
-// followUps an array of task ids. A task update is [2 id state attempts
+// parent followUps depPolicy], errors an array of [attempt at error] (oldest
+// first) and followUps an array of task ids. A task update is [2 id state attempts
 // notBefore owner token leaseUntil updated flags progress result lastError
 // secret], followed by errAttempt errAt when flags has UpdAddError and by
 // followUps when it has UpdFollowUps (14 to 17 fields); a task delete is [3
-// id flags]. A snapshot is a sequence of records, each one array whose first
+// id flags]; a dependency put or delete is [8 parent child] or [9 parent
+// child]. A snapshot is a sequence of records, each one array whose first
 // element is its record kind: RecHeader [1 seq nextID now], RecTask [2 task],
 // RecKV [3 project scope key value version], RecIdem [4 project scope queue
 // key id expires], RecTotals [5 project scope queue enqueued claimed
-// completed retried deadLettered idle].
+// completed retried deadLettered idle], RecDep [6 parent child].
 //
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
 // written as nil (and read back as nil), and the fields of every record have
 // one fixed order.
 //
-// Older versions are still read. Version 2: a task's extra has 6 fields (no
+// Older versions are still read. Version 3 is version 4 without
+// dependencies: a task's extra has 9 fields (no depPolicy), no task is
+// waiting (state 6), and there are no dependency mutations or records.
+// Version 2: a task's extra has 6 fields (no
 // errors, parent or followUps), a task update always 14, a task delete 2 ([3
 // id]), and snapshots have no totals records. Version 1 is version 2 without
 // a batch seed, with 18-field task records and 13-field updates (no secret),
 // and a snapshot header without the time ([1 seq nextID]).
 const (
-	batchVersion  = 3
+	batchVersion  = 4
+	batchVersion3 = 3
 	batchVersion2 = 2
 	batchVersion1 = 1
 
@@ -54,6 +59,7 @@ const (
 	RecKV     = 3
 	RecIdem   = 4
 	RecTotals = 5
+	RecDep    = 6
 )
 
 // Encoder turns batches and records into bytes. It reuses its buffer: the
@@ -152,6 +158,11 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeArrayLen(7))
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(e.idemFields(m.Idem))
+		case MutPutDep, MutDeleteDep:
+			put(enc.EncodeArrayLen(3))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(enc.EncodeUint(m.Dep.Parent))
+			put(enc.EncodeUint(m.Dep.Child))
 		default:
 			put(fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind))
 		}
@@ -234,7 +245,7 @@ func (e *Encoder) task(t *Task) error {
 		put(enc.EncodeNil())
 	} else {
 		x := t.Extra
-		put(enc.EncodeArrayLen(9))
+		put(enc.EncodeArrayLen(10))
 		put(enc.EncodeString(x.Kind))
 		put(enc.EncodeString(x.IdemKey))
 		put(enc.EncodeString(x.LastError))
@@ -263,6 +274,7 @@ func (e *Encoder) task(t *Task) error {
 		}
 		put(enc.EncodeUint(x.Parent))
 		put(e.ids(x.FollowUps))
+		put(enc.EncodeUint(uint64(x.DepPolicy)))
 	}
 	put(enc.EncodeUint(t.Secret))
 	return err
@@ -296,6 +308,14 @@ func (e *Encoder) KVRecord(kv KV) ([]byte, error) {
 func (e *Encoder) IdemRecord(d Idem) ([]byte, error) {
 	e.buf.Reset()
 	err := firstErr(e.enc.EncodeArrayLen(7), e.enc.EncodeUint(RecIdem), e.idemFields(d))
+	return e.buf.Bytes(), err
+}
+
+// DepRecord encodes a snapshot dependency record.
+func (e *Encoder) DepRecord(d Dep) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(3), e.enc.EncodeUint(RecDep), e.enc.EncodeUint(d.Parent),
+		e.enc.EncodeUint(d.Child))
 	return e.buf.Bytes(), err
 }
 
@@ -422,7 +442,7 @@ func (d *Decoder) arrayLen(what string, min, max int) (int, error) {
 // version 1 task update has 13; version 3 task updates and deletes are
 // checked in mutation).
 var mutFields = [...]int{MutPutTask: 2, MutUpdateTask: 14, MutDeleteTask: 2, MutSetKV: 5,
-	MutDeleteKV: 5, MutPutIdem: 7, MutDeleteIdem: 7}
+	MutDeleteKV: 5, MutPutIdem: 7, MutDeleteIdem: 7, MutPutDep: 0, MutDeleteDep: 0}
 
 // Batch decodes data into b, replacing its contents.
 func (d *Decoder) Batch(data []byte, b *Batch) error {
@@ -527,9 +547,11 @@ func (d *Decoder) mutation(m *Mutation) error {
 		switch {
 		case d.ver == batchVersion1 && m.Kind == MutUpdateTask:
 			want = 13
-		case d.ver == batchVersion && m.Kind == MutUpdateTask && n >= 14 && n <= 17:
+		case d.ver >= batchVersion3 && m.Kind == MutUpdateTask && n >= 14 && n <= 17:
 			want = n // checked against the flags below
-		case d.ver == batchVersion && m.Kind == MutDeleteTask:
+		case d.ver >= batchVersion3 && m.Kind == MutDeleteTask:
+			want = 3
+		case d.ver >= batchVersion && (m.Kind == MutPutDep || m.Kind == MutDeleteDep):
 			want = 3
 		}
 	}
@@ -563,14 +585,14 @@ func (d *Decoder) mutation(m *Mutation) error {
 		if err != nil {
 			return corrupt("task update", err)
 		}
-		if st >= NumStates || att > 1<<32-1 || flags > 0xff {
+		if st >= NumStates || att > 1<<32-1 || flags > 0xff || d.ver < batchVersion && TaskState(st) == StateWaiting {
 			return corrupt("task update fields", nil)
 		}
 		u.State, u.Attempts, u.Flags = TaskState(st), uint32(att), uint8(flags)
 		switch {
 		case d.ver < batchVersion && flags >= UpdAddError:
 			return corrupt(fmt.Sprintf("version %d task update flags %#x", d.ver, flags), nil)
-		case d.ver == batchVersion && (flags&UpdCompleted != 0 || n != updateFields(u.Flags)):
+		case d.ver >= batchVersion3 && (flags&UpdCompleted != 0 || n != updateFields(u.Flags)):
 			return corrupt(fmt.Sprintf("task update with flags %#x and %d fields", flags, n), nil)
 		}
 		if u.Progress, err = d.bytes(); err != nil {
@@ -626,6 +648,9 @@ func (d *Decoder) mutation(m *Mutation) error {
 	case MutPutIdem, MutDeleteIdem:
 		m.Idem, err = d.idemFields()
 		return err
+	case MutPutDep, MutDeleteDep:
+		m.Dep, err = d.dep()
+		return err
 	}
 	return corrupt(fmt.Sprintf("mutation kind %d", k), nil)
 }
@@ -644,6 +669,22 @@ func (d *Decoder) idemFields() (Idem, error) {
 		return e, corrupt("idempotency entry", err)
 	}
 	return e, nil
+}
+
+// dep decodes the parent and child of a dependency.
+func (d *Decoder) dep() (Dep, error) {
+	var dep Dep
+	var err error
+	if dep.Parent, err = d.dec.DecodeUint64(); err == nil {
+		dep.Child, err = d.dec.DecodeUint64()
+	}
+	if err != nil {
+		return dep, corrupt("dependency", err)
+	}
+	if dep.Parent == 0 || dep.Child == 0 || dep.Parent == dep.Child {
+		return dep, corrupt(fmt.Sprintf("dependency of %d on %d", dep.Child, dep.Parent), nil)
+	}
+	return dep, nil
 }
 
 // ids decodes a list of task ids.
@@ -703,7 +744,8 @@ func (d *Decoder) task() (*Task, error) {
 	if err != nil {
 		return nil, corrupt("task record", err)
 	}
-	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 || t.ID == maxID {
+	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 || t.ID == maxID ||
+		d.ver != 0 && d.ver < batchVersion && TaskState(st) == StateWaiting {
 		return nil, corrupt(fmt.Sprintf("task %d fields", t.ID), nil)
 	}
 	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
@@ -712,7 +754,8 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task extra", err)
 	}
 	if n != -1 {
-		if n != 6 && n != 9 || d.ver != 0 && (n == 9) != (d.ver == batchVersion) {
+		if wantExtra := [...]int{batchVersion1: 6, batchVersion2: 6, batchVersion3: 9, batchVersion: 10}; n != 6 && n != 9 && n != 10 ||
+			d.ver != 0 && n != wantExtra[d.ver] {
 			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
 		}
 		x := &Extra{}
@@ -742,10 +785,17 @@ func (d *Decoder) task() (*Task, error) {
 				x.Headers[hk] = hv
 			}
 		}
-		if n == 9 {
+		if n >= 9 {
 			if err := d.history(x); err != nil {
 				return nil, err
 			}
+		}
+		if n == 10 {
+			var pol uint64
+			if pol, err = dec.DecodeUint64(); err != nil || pol > 0xff {
+				return nil, corrupt("task dependency policy", err)
+			}
+			x.DepPolicy = uint8(pol)
 		}
 		if !x.empty() {
 			t.Extra = x
@@ -803,6 +853,7 @@ type Record struct {
 	KV     KV
 	Idem   Idem
 	Totals QueueTotals
+	Dep    Dep
 }
 
 // Record decodes one snapshot record.
@@ -843,6 +894,8 @@ func (d *Decoder) Record(data []byte) (Record, error) {
 		}
 	case r.Kind == RecIdem && n == 7:
 		r.Idem, err = d.idemFields()
+	case r.Kind == RecDep && n == 3:
+		r.Dep, err = d.dep()
 	case r.Kind == RecTotals && n == 10:
 		q := &r.Totals
 		if q.Queue.Project, q.Queue.Scope, q.Queue.Name, err = d.strings3(); err == nil {

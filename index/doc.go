@@ -2,11 +2,13 @@
 // ordered B-trees, and the deterministic state machine that changes it.
 //
 // The primary records are tasks (by id), KV entries (by namespace and key),
-// idempotency entries (by queue and key) and queue totals (by queue). Every
-// secondary index (ready, scheduled, in-flight, dead and completed sets per
-// queue; expiry orders) is derived from the primary records inside Apply
-// and is never logged, so a replay or a snapshot restore rebuilds it from
-// the records alone.
+// idempotency entries (by queue and key), queue totals (by queue) and
+// dependencies between tasks (by parent and dependent, deps.go). Every
+// secondary index (ready, scheduled, in-flight, dead, completed and waiting
+// sets per queue; expiry orders; dependencies by dependent and the count
+// each waiting task still waits for) is derived from the primary records
+// inside Apply and is never logged, so a replay or a snapshot restore
+// rebuilds it from the records alone.
 //
 // Time moves tasks without a write: a stored timer whose time has come is
 // ready, a stored lease past its deadline ready again or dead (Task.StateAt).

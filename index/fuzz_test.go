@@ -56,10 +56,10 @@ func renderTask(t *Task) string {
 	if t.Queue != nil {
 		q = fmt.Sprintf("%q/%q/%q", t.Queue.Key.Project, t.Queue.Key.Scope, t.Queue.Key.Name)
 	}
-	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v",
+	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v policy=%d",
 		t.ID, q, t.State, t.Attempts, t.MaxAttempts, t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax, t.Owner, t.Token,
 		t.Secret, t.LeaseUntil, t.Created, t.Updated, renderBytes(t.Payload), x.Kind, x.IdemKey, x.LastError,
-		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps)
+		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps, x.DepPolicy)
 }
 
 // renderBatch renders what a batch means: fields a kind does not carry,
@@ -101,6 +101,8 @@ func renderBatch(b *Batch) string {
 			fmt.Fprintf(&s, "kv %d %q %q %q %s\n", m.Kind, m.KV.Project, m.KV.Scope, m.KV.Key, renderBytes(m.KV.Value))
 		case MutPutIdem, MutDeleteIdem:
 			fmt.Fprintf(&s, "idem %d %+v\n", m.Kind, m.Idem)
+		case MutPutDep, MutDeleteDep:
+			fmt.Fprintf(&s, "dep %d %d <- %d\n", m.Kind, m.Dep.Parent, m.Dep.Child)
 		default:
 			fmt.Fprintf(&s, "mutation %d\n", m.Kind)
 		}
@@ -123,6 +125,10 @@ func fuzzStore(tb testing.TB) *Store {
 		{Kind: MutSetKV, KV: KV{Namespace: ns, Key: "a", Value: []byte("1")}},
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "j", ID: 1}},
+		{Kind: MutPutTask, Task: &Task{ID: 6, Queue: q, State: StateInFlight, MaxAttempts: 1, Attempts: 1, Owner: "w", Token: 1, LeaseUntil: 400}},
+		{Kind: MutPutTask, Task: &Task{ID: 7, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 100, Extra: &Extra{DepPolicy: 1}}},
+		{Kind: MutPutDep, Dep: Dep{Parent: 1, Child: 7}},
+		{Kind: MutPutDep, Dep: Dep{Parent: 6, Child: 7}},
 	}}
 	if _, err := s.Apply(b); err != nil {
 		tb.Fatal(err)
@@ -165,6 +171,14 @@ func batchSeeds(tb testing.TB) [][]byte {
 			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 2, Flags: UpdCompleted}},
 			{Kind: MutPutTask, Task: &Task{ID: 10, Queue: q, State: StateReady, MaxAttempts: 2, NotBefore: 700,
 				Extra: &Extra{Parent: 1, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "e"}}, FollowUps: []uint64{3}}}},
+		}},
+		{Seq: 5, Now: 800, Mutations: []Mutation{
+			{Kind: MutPutTask, Task: &Task{ID: 11, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 900, Extra: &Extra{DepPolicy: 2}}},
+			{Kind: MutPutDep, Dep: Dep{Parent: 7, Child: 11}},
+			{Kind: MutPutDep, Dep: Dep{Parent: 2, Child: 11}},
+			{Kind: MutDeleteDep, Dep: Dep{Parent: 1, Child: 7}},
+			{Kind: MutDeleteDep, Dep: Dep{Parent: 6, Child: 7}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateReady, NotBefore: 800, Updated: 800}},
 		}},
 	} {
 		data, err := enc.Batch(b)
@@ -260,6 +274,7 @@ func recordSeeds(tb testing.TB) [][]byte {
 	add(enc.IdemRecord(Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "k", ID: 5, Expires: 1000}))
 	add(enc.TotalsRecord(QueueTotals{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Totals: Totals{Enqueued: 5, Claimed: 1}}))
 	add(enc.TotalsRecord(QueueTotals{Queue: QueueKey{Namespace{"p", "s"}, "idle"}, Totals: Totals{Completed: 2}, Idle: 50}))
+	add(enc.DepRecord(Dep{Parent: 1, Child: 7}))
 	return out
 }
 
@@ -275,6 +290,8 @@ func renderRecord(r Record) string {
 		return fmt.Sprintf("idem %+v", r.Idem)
 	case RecTotals:
 		return fmt.Sprintf("totals %+v", r.Totals)
+	case RecDep:
+		return fmt.Sprintf("dep %+v", r.Dep)
 	}
 	return fmt.Sprintf("kind %d", r.Kind)
 }
@@ -316,6 +333,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			again, err = enc.IdemRecord(r.Idem)
 		case RecTotals:
 			again, err = enc.TotalsRecord(r.Totals)
+		case RecDep:
+			again, err = enc.DepRecord(r.Dep)
 		default:
 			t.Fatalf("decoded a record of unknown kind %d", r.Kind)
 		}
@@ -338,9 +357,14 @@ func FuzzDecodeRecord(f *testing.F) {
 			err = s.LoadIdem(r.Idem)
 		case RecTotals:
 			err = s.LoadTotals(r.Totals)
+		case RecDep:
+			err = s.LoadDep(r.Dep)
 		}
 		if err != nil || r.Kind == RecTask && r.Task.State == StateInFlight && (r.Task.Owner == "" || r.Task.Token == 0) {
 			return
+		}
+		if err := s.Loaded(); err != nil {
+			return // a waiting task's dependency records come after it
 		}
 		if err := s.Verify(); err != nil {
 			t.Fatalf("a loaded record left the store inconsistent: %v\n%s", err, want)

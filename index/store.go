@@ -56,6 +56,7 @@ type Queue struct {
 	InFlight  *btree.BTreeG[TimeItem] // stored in flight, by LeaseUntil
 	Dead      *btree.BTreeG[uint64]
 	Completed *btree.BTreeG[uint64]
+	Waiting   *btree.BTreeG[uint64] // waiting for other tasks, by id
 	counts    [NumStates]int
 
 	readySince *btree.BTreeG[TimeItem] // stored ready, by NotBefore (when it became ready)
@@ -86,6 +87,7 @@ func newQueue(k QueueKey) *Queue {
 		InFlight:   btree.NewBTreeGOptions(timeLess, noLocks),
 		Dead:       btree.NewBTreeGOptions(idLess, noLocks),
 		Completed:  btree.NewBTreeGOptions(idLess, noLocks),
+		Waiting:    btree.NewBTreeGOptions(idLess, noLocks),
 		readySince: btree.NewBTreeGOptions(timeLess, noLocks),
 		lastTry:    btree.NewBTreeGOptions(timeLess, noLocks),
 		doneAt:     btree.NewBTreeGOptions(timeLess, noLocks),
@@ -129,6 +131,8 @@ type Store struct {
 
 	totals *btree.BTreeG[QueueTotals] // primary: every queue's counters, by queue
 	idle   *btree.BTreeG[idleItem]    // totals of queues holding no task, by when they went idle
+
+	deps depIndex // primary: dependencies between tasks (deps.go)
 }
 
 // NewStore returns an empty state.
@@ -143,6 +147,7 @@ func NewStore() *Store {
 		doneExp: btree.NewBTreeGOptions(timeLess, noLocks),
 		totals:  btree.NewBTreeGOptions(totalsLess, noLocks),
 		idle:    btree.NewBTreeGOptions(idleLess, noLocks),
+		deps:    newDepIndex(),
 	}
 }
 
@@ -323,10 +328,14 @@ func (s *Store) ExpiredIdem(now int64, fn func(Idem) bool) {
 }
 
 // Expired reports, in O(log n), whether an idempotency entry expired at or
-// before now, or (when doneBefore > 0) a completed task was last updated at
-// or before doneBefore, so that callers skip the scans in the common case.
+// before now, a task others wait for died at or before now (ExpiredParents),
+// or (when doneBefore > 0) a completed task was last updated at or before
+// doneBefore, so that callers skip the scans in the common case.
 func (s *Store) Expired(now, doneBefore int64) bool {
 	if it, ok := s.idemExp.Min(); ok && it.At <= now {
+		return true
+	}
+	if it, ok := s.deps.expiring.Min(); ok && it.At <= now {
 		return true
 	}
 	if it, ok := s.doneExp.Min(); ok && doneBefore > 0 && it.At <= doneBefore {
@@ -408,6 +417,9 @@ func (s *Store) Apply(b *Batch) (Outcome, error) {
 				return out, err
 			}
 		}
+		if err := s.checkTouched(); err != nil {
+			return out, err
+		}
 	}
 	s.seq = b.Seq
 	s.now = max(s.now, b.Now)
@@ -433,6 +445,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		// The record is not stored yet, so pointing it at the store's
 		// queue changes nothing anyone has seen.
 		t.Queue = s.Intern(t.Queue.Key)
+		s.deps.touched = append(s.deps.touched, t.ID)
 		if old, ok := s.tasks.Set(t); ok {
 			s.unindex(old)
 		} else {
@@ -450,6 +463,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 			return fmt.Errorf("%w: update of missing task %d", ErrCorrupt, u.ID)
 		}
 		nt := old.With(u)
+		s.deps.touched = append(s.deps.touched, u.ID)
 		s.countTransition(old, nt, u.Flags)
 		s.unindex(old)
 		s.tasks.Set(nt)
@@ -463,6 +477,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 			old.Queue.totals.Completed++
 			s.count(old.Queue)
 		}
+		s.deps.touched = append(s.deps.touched, old.ID)
 		s.unindex(old)
 		s.tasks.Delete(old)
 	case MutSetKV:
@@ -483,6 +498,10 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		if old, ok := s.idem.Delete(m.Idem); ok && old.Expires != 0 {
 			s.idemExp.Delete(idemExpItem{At: old.Expires, Queue: old.Queue, Key: old.Key})
 		}
+	case MutPutDep:
+		return s.putDep(m.Dep)
+	case MutDeleteDep:
+		return s.deleteDep(m.Dep)
 	default:
 		return fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind)
 	}
@@ -565,6 +584,7 @@ func (s *Store) index(t *Task) {
 		}
 	}
 	q.counts[t.State]++
+	s.indexParent(t)
 	switch t.State {
 	case StateReady:
 		q.Ready.Set(PrioItem{t.Priority, t.ID})
@@ -583,6 +603,10 @@ func (s *Store) index(t *Task) {
 	case StateDead:
 		q.Dead.Set(t.ID)
 		return
+	case StateWaiting:
+		q.Waiting.Set(t.ID)
+		s.deps.nWaiting++
+		return
 	case StateCompleted:
 		q.Completed.Set(t.ID)
 		q.doneAt.Set(TimeItem{t.Updated, t.ID})
@@ -600,6 +624,7 @@ func (s *Store) unindex(t *Task) {
 	if q.counts[t.State] == 0 {
 		s.emptied = append(s.emptied, q)
 	}
+	s.unindexParent(t)
 	switch t.State {
 	case StateReady:
 		q.Ready.Delete(PrioItem{t.Priority, t.ID})
@@ -617,6 +642,9 @@ func (s *Store) unindex(t *Task) {
 		}
 	case StateDead:
 		q.Dead.Delete(t.ID)
+	case StateWaiting:
+		q.Waiting.Delete(t.ID)
+		s.deps.nWaiting--
 	case StateCompleted:
 		q.Completed.Delete(t.ID)
 		q.doneAt.Delete(TimeItem{t.Updated, t.ID})
@@ -634,6 +662,7 @@ type Image struct {
 	KV     *btree.BTreeG[KV]
 	Idem   *btree.BTreeG[Idem]
 	Totals *btree.BTreeG[QueueTotals]
+	Deps   *btree.BTreeG[Dep]
 }
 
 // Copy returns an image of the current primary records in O(1). It writes to
@@ -641,7 +670,7 @@ type Image struct {
 // being used concurrently.
 func (s *Store) Copy() *Image {
 	return &Image{Seq: s.seq, NextID: s.nextID, Now: s.now, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy(),
-		Totals: s.totals.Copy()}
+		Totals: s.totals.Copy(), Deps: s.deps.byParent.Copy()}
 }
 
 // Restore resets the store to a state image's header (seq, next id and
@@ -666,6 +695,8 @@ func (s *Store) Load(r Record) error {
 		return s.LoadIdem(r.Idem)
 	case RecTotals:
 		return s.LoadTotals(r.Totals)
+	case RecDep:
+		return s.LoadDep(r.Dep)
 	}
 	return fmt.Errorf("%w: record kind %d in snapshot", ErrCorrupt, r.Kind)
 }
@@ -782,6 +813,8 @@ func (s *Store) Verify() error {
 			}
 		case StateDead:
 			_, found = q.Dead.Get(t.ID)
+		case StateWaiting:
+			_, found = q.Waiting.Get(t.ID)
 		case StateCompleted:
 			_, found = q.Completed.Get(t.ID)
 			if found {
@@ -812,8 +845,9 @@ func (s *Store) Verify() error {
 			c = new([NumStates]int)
 		}
 		sizes := [NumStates]int{StateReady: q.Ready.Len(), StateScheduled: q.Scheduled.Len(),
-			StateInFlight: q.InFlight.Len(), StateDead: q.Dead.Len(), StateCompleted: q.Completed.Len()}
-		for st := StateReady; st <= StateCompleted; st++ {
+			StateInFlight: q.InFlight.Len(), StateDead: q.Dead.Len(), StateCompleted: q.Completed.Len(),
+			StateWaiting: q.Waiting.Len()}
+		for st := StateReady; st <= StateWaiting; st++ {
 			if c[st] != q.counts[st] || c[st] != sizes[st] {
 				return fmt.Errorf("index: verify: queue %v %s: %d records, count %d, index %d",
 					q.Key, st, c[st], q.counts[st], sizes[st])
@@ -868,6 +902,9 @@ func (s *Store) Verify() error {
 	})
 	if err == nil && expiring != s.idemExp.Len() {
 		err = fmt.Errorf("index: verify: %d expiring idempotency keys, %d in expiry order", expiring, s.idemExp.Len())
+	}
+	if err == nil {
+		err = s.verifyDeps()
 	}
 	return err
 }
