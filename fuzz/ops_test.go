@@ -169,6 +169,20 @@ func opsSeeds() [][]byte {
 			ins(opKV, 0x02, 0x02, 0x42, 0x01), ins(opKV, 0x04, 0x0a, 0x13, 0x05), ins(opClaim, 0, 0, 2, 3),
 			ins(opComplete, 0, 0x0f, 0x00, 0x19, 0x03, 0x06), ins(opReopen), ins(opRead, 3, 0, 0x11),
 			ins(opRead, 3, 0, 0x22), ins(opRead, 2, 0, 0x01)),
+		// Dependencies: tasks waiting on a parent that dies by its lease
+		// (stored dead by the next commit's housekeeping), on one that is
+		// redriven and completes, with each policy; a batch whose tasks
+		// wait on earlier ones; follow-ups waiting on their parent and on
+		// each other; reopened in the middle.
+		asm(0,
+			ins(opEnqueue, 0, 0, 0x04, 1), ins(opEnqueue, 1, 0, 0, 1),
+			ins(opDepend, 0x10, 0x80, 0x81, 0, 0, 0, 0x00),
+			ins(opDepend, 0x05, 0x80, 0, 0, 0, 0, 0x03), ins(opDepend, 0x08, 0x80, 0, 0, 0x40, 0, 0x85),
+			ins(opDepend, 0x00, 0x7f, 0, 0, 0, 0, 0), ins(opRead, 1, 0), ins(opRead, 0, 0, 0x80),
+			ins(opClaim, 0, 0, 0, 0), ins(opAdvance, 1), ins(opKV, 0, 1), ins(opRead, 1, 0),
+			ins(opCheckpoint), ins(opRedrive, 0, 0, 0x80), ins(opClaim, 0, 0, 2, 1), ins(opComplete, 0, 0x68, 0, 0, 0, 2, 0x80),
+			ins(opReopen), ins(opClaim, 1, 0, 2, 3), ins(opComplete, 0, 0), ins(opClaim, 0, 0, 2, 3),
+			ins(opFail, 0, 1), ins(opCancel, 0, 0x80), ins(opRead, 1, 1), ins(opClaim, 4, 0, 2, 3)),
 		// Every invalid call.
 		asm(0,
 			ins(opInvalid, 0), ins(opInvalid, 1), ins(opInvalid, 2), ins(opInvalid, 3), ins(opInvalid, 4),
