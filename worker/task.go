@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
