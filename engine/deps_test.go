@@ -709,3 +709,23 @@ func TestOpensVersion3Directory(t *testing.T) {
 		t.Fatalf("waiting task after reopen: %+v", info)
 	}
 }
+
+// TestReleaseWakesClaimWait: a ClaimWait parked on the queue of a waiting
+// task is not woken by the enqueue of the waiting task, and is woken, with
+// the task, by the completion that releases it.
+func TestReleaseWakesClaimWait(t *testing.T) {
+	e := newEnv(t, true)
+	up, down := e.q("up"), e.q("down")
+	p := mustEnqueue(t, up, Task{})
+	c := mustEnqueue(t, down, Task{DependsOn: []uint64{p}})
+	ch := parkClaim(down, ctx)
+	waitParked(t, e, down, 1)
+	before := parkedOn(e, down)
+	mustEnqueue(t, down, Task{DependsOn: []uint64{p}}) // waits too: nothing to claim
+	stillParked(t, e, down, before, ch)
+	completeIDs(t, up, p)
+	r := recv(t, ch)
+	if r.err != nil || len(r.ls) != 2 || r.ls[0].ID != c {
+		t.Fatalf("woken with %+v", r)
+	}
+}
