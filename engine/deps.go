@@ -7,7 +7,8 @@ import (
 	"github.com/docketdb/docket/index"
 )
 
-// Dependencies between tasks.
+// DependencyPolicy says what a waiting task does when a task it depends on
+// is dead-lettered or cancelled.
 //
 // A task enqueued with Task.DependsOn (ids) or Task.DependsOnSibling
 // (earlier tasks of the same call) waits, in state Waiting, until every
@@ -52,9 +53,6 @@ import (
 // that stores that death applies the policies, and every commit first
 // stores the deaths of tasks others wait for (housekeeping), so their
 // dependents follow without waiting for a claim on the dead task's queue.
-
-// DependencyPolicy says what a waiting task does when a task it depends on
-// is dead-lettered or cancelled.
 type DependencyPolicy uint8
 
 // Dependency policies. Part of the log's format: do not renumber.

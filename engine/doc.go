@@ -7,8 +7,8 @@
 // DB.KV returns a handle on the namespace's keys with Get, Scan and Commit,
 // whose ops (Set, Delete, IfVersion, IfExists, IfAbsent, Enqueue) commit
 // together or not at all. A task may wait for other tasks of its namespace
-// (Task.DependsOn; deps.go says how dependencies resolve and what a failed
-// parent does to the tasks waiting for it). DB.As runs calls for a Caller
+// (Task.DependsOn; DependencyPolicy says how dependencies resolve and what
+// a failed parent does to the tasks waiting for it). DB.As runs calls for a Caller
 // whose permissions the Options.Authorizer checks.
 //
 // Every change goes through one commit path: under the engine's mutex a call

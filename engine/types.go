@@ -173,8 +173,9 @@ type Task struct {
 	// DependsOn are ids of tasks of the namespace (on any of its queues)
 	// this task waits for: it is Waiting until every one of them has
 	// completed, then ready, or scheduled if its Delay or At has not come
-	// yet (both count from the enqueue). See deps.go for how each id is
-	// resolved at enqueue. With DependsOnSibling, at most MaxDependencies.
+	// yet (both count from the enqueue). DependencyPolicy says how each id
+	// is resolved at enqueue. With DependsOnSibling, at most
+	// MaxDependencies.
 	DependsOn []uint64
 	// DependsOnSibling are positions, among the tasks the same call
 	// enqueues, of earlier ones this task waits for, as DependsOn: for
