@@ -532,7 +532,7 @@ func (rq *request) task() {
 	}
 	slices.Sort(headers)
 	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", taskPage{
-		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineageOf(t),
+		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineage{Parent: t.Parent, FollowUps: t.FollowUps},
 		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled,
 	})
 }
@@ -692,4 +692,12 @@ func (rq *request) cluster() {
 		}
 	}
 	rq.d.renderAs(rq.w, rq.r, status, "cluster", "Cluster", "cluster", rq.who, rq.d.opts.Refresh, p)
+}
+
+// lineage is where a task came from and what it started: the task whose
+// completion enqueued it, and the follow-ups its own completion enqueued
+// (kept on a retained completion).
+type lineage struct {
+	Parent    uint64
+	FollowUps []uint64
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -80,36 +79,6 @@ func TestFindTaskByID(t *testing.T) {
 	}
 }
 
-// lineageOf reads Parent and FollowUps where a task type has them, and
-// reports nothing where it has not (or has them of another type).
-func TestLineageAccessor(t *testing.T) {
-	type withLineage struct {
-		ID        uint64
-		Parent    uint64
-		FollowUps []uint64
-	}
-	got := lineageOf(withLineage{ID: 9, Parent: 4, FollowUps: []uint64{10, 11}})
-	if !reflect.DeepEqual(got, lineage{Parent: 4, FollowUps: []uint64{10, 11}}) {
-		t.Fatalf("lineage %+v", got)
-	}
-	if got := lineageOf(&withLineage{Parent: 4}); got.Parent != 4 {
-		t.Fatalf("through a pointer: %+v", got)
-	}
-	type otherTypes struct {
-		Parent    string
-		FollowUps []string
-	}
-	if got := lineageOf(otherTypes{"x", []string{"y"}}); got.Parent != 0 || got.FollowUps != nil {
-		t.Fatalf("fields of other types: %+v", got)
-	}
-	if got := lineageOf(engine.TaskInfo{}); got.Parent != 0 || len(got.FollowUps) != 0 {
-		t.Fatalf("a task with no lineage: %+v", got)
-	}
-	if got := lineageOf(42); got.Parent != 0 {
-		t.Fatalf("not a struct: %+v", got)
-	}
-}
-
 // The task page links the task that created it and the follow-ups it
 // created, by id within the namespace.
 func TestTaskPageRendersLineage(t *testing.T) {
@@ -128,13 +97,10 @@ func TestTaskPageRendersLineage(t *testing.T) {
 	mustNotContain(t, rec.Body.String(), "Created by", "Follow-ups")
 }
 
-// On an engine whose TaskInfo records lineage, a follow-up's page links
+// A follow-up's page links
 // the task whose completion enqueued it, and that task's page (kept by
 // RetainCompleted) links the follow-up.
 func TestTaskPageShowsEngineLineage(t *testing.T) {
-	if _, ok := reflect.TypeFor[engine.TaskInfo]().FieldByName("FollowUps"); !ok {
-		t.Skip("this engine's TaskInfo has no Parent and FollowUps")
-	}
 	e := newEnv(t, Options{})
 	q := e.queue("jobs")
 	parent := e.enqueue(q, engine.Task{})

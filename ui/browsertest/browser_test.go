@@ -373,11 +373,9 @@ func seed(b *tab) (task, dead uint64) {
 // minutes of history.
 func TestPagesLoadWithScreenshots(t *testing.T) {
 	clock := engine.NewManualClock(time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC))
-	totals := newEventTotals()
 	b := newTab(t, ui.Options{AllowActions: true, Cluster: cluster{}, SampleEvery: 10 * time.Second, Samples: 30},
 		func(s *setup) {
-			s.engine.Clock, s.engine.Observer = clock, totals
-			s.wrap = func(db *engine.DB) engine.API { return filledInfo{db, totals} }
+			s.engine.Clock = clock
 		})
 	sc := scene(b, clock)
 	b.do(chromedp.EmulateViewport(1280, 900))
@@ -520,77 +518,6 @@ func scene(b *tab, clock *engine.ManualClock) sceneIDs {
 		}
 	}
 	return sceneIDs{task: task, dead: dead}
-}
-
-// eventTotals counts each queue's task events through the engine's
-// Observer.
-type eventTotals struct {
-	mu sync.Mutex
-	m  map[string]engine.Totals
-}
-
-func newEventTotals() *eventTotals { return &eventTotals{m: map[string]engine.Totals{}} }
-
-func (e *eventTotals) TaskEvents(evs []engine.TaskEvent) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, ev := range evs {
-		k := ev.Namespace.String() + "\x00" + ev.Queue
-		t := e.m[k]
-		switch ev.Kind {
-		case engine.EvEnqueued:
-			t.Enqueued++
-		case engine.EvClaimed:
-			t.Claimed++
-		case engine.EvCompleted:
-			t.Completed++
-		case engine.EvRetried:
-			t.Retried++
-		case engine.EvDead:
-			t.DeadLettered++
-		}
-		e.m[k] = t
-	}
-}
-
-func (e *eventTotals) Synced(time.Duration, int)     {}
-func (e *eventTotals) Snapshot(engine.SnapshotEvent) {}
-
-// filledInfo fills the QueueInfo fields an engine leaves empty (Totals
-// from its Observer, OldestReady from its ready tasks), and only those, so
-// the screenshots show the rates and ages the dashboard shows for an
-// engine that reports them.
-type filledInfo struct {
-	*engine.DB
-	totals *eventTotals
-}
-
-func (f filledInfo) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
-	qs, err := f.DB.Queues(ctx)
-	f.totals.mu.Lock()
-	defer f.totals.mu.Unlock()
-	for i := range qs {
-		q := &qs[i]
-		if q.Totals == (engine.Totals{}) {
-			q.Totals = f.totals.m[q.Namespace.String()+"\x00"+q.Name]
-		}
-		if q.OldestReady.IsZero() && q.Counts.Ready > 0 {
-			p, err := f.DB.Queue(q.Namespace, q.Name).List(ctx, engine.ListOptions{State: engine.Ready, Limit: engine.MaxBatch})
-			if err != nil {
-				return nil, err
-			}
-			for _, t := range p.Tasks {
-				since := t.CreatedAt
-				if t.NotBefore.After(since) {
-					since = t.NotBefore
-				}
-				if q.OldestReady.IsZero() || since.Before(q.OldestReady) {
-					q.OldestReady = since
-				}
-			}
-		}
-	}
-	return qs, err
 }
 
 // A change in the engine shows up on an open page without a reload.
