@@ -165,6 +165,10 @@ func exercise(t *testing.T, api engine.API) []string {
 	wantErr(t, "forged heartbeat", err, engine.ErrLeaseLost)
 	note("forged: %v", err)
 	wantErr(t, "nil lease", q.Heartbeat(ctx, nil, time.Minute, nil), engine.ErrInvalid)
+	// Another queue's handle: invalid, naming both queues, on either side.
+	err = second(api.Queue(q.Namespace(), "elsewhere").Complete(ctx, l, engine.Done{}))
+	wantErr(t, "a lease on another queue's handle", err, engine.ErrInvalid)
+	note("another queue: %v", err)
 	info := must(q.Get(ctx, l.ID))(t)
 	if info.State != engine.InFlight || string(info.Progress) != `{"pct":50}` || info.Owner != "w1" || info.IdempotencyKey != "welcome-1" {
 		t.Fatalf("get %+v", info)

@@ -132,6 +132,9 @@ func fenced[Req, Res any](ctx context.Context, q *queue,
 
 // Complete is fenced: repeated after a lost answer.
 func (q *queue) Complete(ctx context.Context, l engine.Lease, d engine.Done) (engine.TxResult, error) {
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return engine.TxResult{}, err
+	}
 	res, err := fenced(ctx, q, docketv1connect.QueuesClient.Complete,
 		&v1.CompleteRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Done: wire.PBDone(d)})
 	if err != nil {
@@ -145,6 +148,9 @@ func (q *queue) Complete(ctx context.Context, l engine.Lease, d engine.Done) (en
 func (q *queue) CompleteBatch(ctx context.Context, leases []engine.Lease) ([]error, error) {
 	refs := make([]*v1.LeaseRef, len(leases))
 	for i, l := range leases {
+		if err := l.CheckQueue(q.ns, q.name); err != nil {
+			return nil, err
+		}
 		refs[i] = wire.PBLeaseRef(l)
 	}
 	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, queuesOf, docketv1connect.QueuesClient.CompleteBatch,
@@ -167,6 +173,9 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []engine.Lease) ([]err
 
 // Fail is fenced: repeated after a lost answer.
 func (q *queue) Fail(ctx context.Context, l engine.Lease, f engine.Failure) error {
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return err
+	}
 	_, err := fenced(ctx, q, docketv1connect.QueuesClient.Fail,
 		&v1.FailRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Failure: wire.PBFailure(f)})
 	return err
@@ -177,6 +186,9 @@ func (q *queue) Fail(ctx context.Context, l engine.Lease, f engine.Failure) erro
 func (q *queue) Heartbeat(ctx context.Context, l *engine.Lease, extend time.Duration, progress []byte) error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", engine.ErrInvalid)
+	}
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return err
 	}
 	res, err := fenced(ctx, q, docketv1connect.QueuesClient.Heartbeat,
 		&v1.HeartbeatRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(*l), Extend: wire.PBDuration(extend), Progress: progress})
@@ -194,6 +206,9 @@ func (q *queue) Heartbeat(ctx context.Context, l *engine.Lease, extend time.Dura
 
 // Snooze is fenced: repeated after a lost answer.
 func (q *queue) Snooze(ctx context.Context, l engine.Lease, d time.Duration) error {
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return err
+	}
 	_, err := fenced(ctx, q, docketv1connect.QueuesClient.Snooze,
 		&v1.SnoozeRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Delay: wire.PBDuration(d)})
 	return err

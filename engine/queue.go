@@ -323,6 +323,9 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 	if err := q.check(PermWork | perms); err != nil {
 		return TxResult{}, err
 	}
+	if err := q.owns(&l); err != nil {
+		return TxResult{}, err
+	}
 	cmd := command{op: cmdComplete, ns: q.ns, queue: q.name, fence: l, result: clone(d.Result), ops: vops}
 	var res cmdResult
 	if err := c.exec(ctx, &cmd, &res); err != nil {
@@ -366,12 +369,21 @@ func (p *planner) complete(t *index.Task, result []byte) {
 // returned slice and the others complete. The error return is for the call
 // as a whole (bad input, permissions, a closed or failed DB); then nothing
 // was completed.
+// owns refuses a lease of another queue presented to this queue's handle
+// (see Lease.CheckQueue).
+func (q *queue) owns(l *Lease) error { return l.CheckQueue(q.ns, q.name) }
+
 func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, error) {
 	if len(leases) > MaxBatch {
 		return nil, invalid("%d leases in one batch, over the limit of %d", len(leases), MaxBatch)
 	}
 	if err := q.check(PermWork); err != nil {
 		return nil, err
+	}
+	for i := range leases {
+		if err := q.owns(&leases[i]); err != nil {
+			return nil, err
+		}
 	}
 	cmd := command{op: cmdCompleteBatch, ns: q.ns, queue: q.name, fences: leases, dup: repeatedLeases(leases)}
 	var res cmdResult
@@ -430,6 +442,9 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if len(msg) > MaxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:MaxErrorBytes], "")
 	}
+	if err := q.owns(&l); err != nil {
+		return err
+	}
 	cmd := command{op: cmdFail, ns: q.ns, queue: q.name, fence: l, errMsg: msg, permanent: f.Permanent,
 		delay: f.RetryAfter.Microseconds()}
 	var res cmdResult
@@ -478,6 +493,9 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 		return err
 	}
 	prog := clone(progress)
+	if err := q.owns(l); err != nil {
+		return err
+	}
 	cmd := command{op: cmdHeartbeat, ns: q.ns, queue: q.name, fence: *l, lease: extend.Microseconds(),
 		progress: prog, hasProg: progress != nil}
 	var res cmdResult
@@ -514,6 +532,9 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
+		return err
+	}
+	if err := q.owns(&l); err != nil {
 		return err
 	}
 	cmd := command{op: cmdSnooze, ns: q.ns, queue: q.name, fence: l, delay: d.Microseconds()}

@@ -203,6 +203,18 @@ type Lease struct {
 	EnqueuedAt  time.Time
 }
 
+// CheckQueue returns an error wrapping ErrInvalid, naming both queues,
+// when l names a queue other than queue of namespace ns: presenting a lease
+// to another queue's handle is the caller's mistake, not a lost lease. A
+// lease that names no queue (built from an id, a token and a secret alone,
+// as the network API carries it) passes, and is judged by its fence.
+func (l *Lease) CheckQueue(ns Namespace, queue string) error {
+	if l.Queue == "" && l.Namespace == (Namespace{}) || l.Queue == queue && l.Namespace == ns {
+		return nil
+	}
+	return invalid("lease of task %d is of queue %q in %s, presented to queue %q in %s", l.ID, l.Queue, l.Namespace, queue, ns)
+}
+
 // Done is what a completion commits together with the acknowledgement.
 type Done struct {
 	// Result is kept with the task when RetainCompleted is on. Empty or JSON.

@@ -795,7 +795,13 @@ func (x *txn) ops(ns engine.Namespace, ops []TxOp) ([]engine.Enqueued, error) {
 // fenced returns the in-flight task l names, or ErrLeaseLost. The token
 // and the lease secret fence (the owner name is not checked), and a lease
 // is lost once its deadline has passed.
+//
+// A lease that names another queue than q is the caller's mistake: that is
+// ErrInvalid, not a lost lease (a lease naming no queue is fenced alone).
 func (x *txn) fenced(q QueueKey, l engine.Lease) (*Rec, error) {
+	if (l.Queue != "" || l.Namespace != engine.Namespace{}) && (QueueKey{l.Namespace, l.Queue}) != q {
+		return nil, fmt.Errorf("%w: lease of task %d is of another queue", engine.ErrInvalid, l.ID)
+	}
 	t, ok := x.m.tasks[l.ID]
 	if !ok || t.Queue != q || t.State != engine.InFlight || t.Token != l.Token || t.Secret != l.Secret ||
 		t.LeaseUntil <= x.now {

@@ -623,7 +623,8 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 }
 
 // forged presents a lease that was never handed out: a token off by one,
-// another task's id, or the right lease on the wrong queue.
+// another task's id, or the right lease on the wrong queue (with or
+// without the queue it names).
 func (r *runner) forged(a [opSize - 1]byte) {
 	l, q := r.pickLease(a[0])
 	switch a[1] & 3 {
@@ -635,6 +636,11 @@ func (r *runner) forged(a [opSize - 1]byte) {
 		l.ID++
 	case 3:
 		q = queues[(slices.Index(queues, q)+1+int(a[1]>>2&1))%len(queues)]
+		if a[1]&0x20 != 0 {
+			// Without its queue the lease is judged by the fence alone
+			// (lost); with it, it is refused as another queue's (invalid).
+			l.Namespace, l.Queue = engine.Namespace{}, ""
+		}
 	}
 	desc := fmt.Sprintf("forged %d tok %d on %s", l.ID, l.Token, q)
 	switch a[1] >> 3 & 3 {
