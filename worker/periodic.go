@@ -207,7 +207,7 @@ func (p *periodic) loop(ctx context.Context, from time.Time) {
 		if !w.sleepUntil(ctx, next) {
 			return
 		}
-		for {
+		for b := (backoff{}); ; {
 			now, err := p.step(ctx)
 			if err == nil {
 				from = now
@@ -220,8 +220,9 @@ func (p *periodic) loop(ctx context.Context, from time.Time) {
 				w.fail(fmt.Errorf("worker: periodic %q on queue %s/%s: %w", p.name, p.ns, p.queue, err))
 				return
 			}
-			w.log.Warn("docket: periodic schedule failed; retrying", logQueue, p.queue, "schedule", p.name, "err", err)
-			if !w.sleep(ctx, claimRetry) {
+			d := b.next()
+			w.log.Warn("docket: periodic schedule failed; retrying", logQueue, p.queue, "schedule", p.name, "err", err, "retry_in", d)
+			if !w.sleep(ctx, d) {
 				return
 			}
 		}
