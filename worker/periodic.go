@@ -207,7 +207,8 @@ func (p *periodic) loop(ctx context.Context, from time.Time) {
 		if !w.sleepUntil(ctx, next) {
 			return
 		}
-		for b := (backoff{}); ; {
+		var b backoff
+		for {
 			now, err := p.step(ctx)
 			if err == nil {
 				from = now

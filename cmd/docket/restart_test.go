@@ -435,7 +435,7 @@ func TestServeProcessKillAndRestart(t *testing.T) {
 			// claimed again, and their holders' late calls are fenced off.
 			// It lasts until every producer and the workers have also found
 			// no server.
-			down := time.NewTimer(lease + lease/4)
+			down, limit := time.NewTimer(lease+lease/4), time.NewTimer(30*time.Second)
 			for over := false; ; {
 				refused, workers := l.noServers()
 				if over && refused >= seen.refused+producers && workers >= seen.workers+2 {
@@ -445,8 +445,11 @@ func TestServeProcessKillAndRestart(t *testing.T) {
 				case <-l.wake():
 				case <-down.C:
 					over = true
+				case <-limit.C:
+					t.Fatalf("cycle %d: in 30 s without a server the clients did not all notice", cycle)
 				}
 			}
+			limit.Stop()
 			held++
 		}
 		p = startServeOn(t, addr, args...)
