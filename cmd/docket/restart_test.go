@@ -46,6 +46,7 @@ type ledger struct {
 	doneMaybe map[uint64]int               // task id → completions whose outcome is unknown
 	itemIDs   map[item]map[uint64]struct{} // item → task ids claimed for it
 	claims    int
+	okDone    int // acknowledged completions
 	reclaimed int // claims of a task claimed before
 	leaseLost int // completions refused with ErrLeaseLost only
 	retries   int // completion calls no server took (retried by the worker)
@@ -153,6 +154,7 @@ func (l *ledger) completed(ls engine.Lease, err error) {
 	switch {
 	case err == nil:
 		l.done[ls.ID] = append(l.done[ls.ID], ls.Token)
+		l.okDone++
 	case errors.Is(err, client.ErrOutcomeUnknown):
 		// Also a lost lease whose earlier try got no answer: it may have
 		// been committed.
@@ -182,17 +184,12 @@ func (l *ledger) ran(id uint64) {
 	l.mu.Unlock()
 }
 
-// counts returns how many enqueues were acknowledged and how many of
-// those tasks have an acknowledged completion.
+// counts returns how many enqueues and how many completions were
+// acknowledged.
 func (l *ledger) counts() (acked, done int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, id := range l.acked {
-		if len(l.done[id]) > 0 {
-			done++
-		}
-	}
-	return len(l.acked), done
+	return len(l.acked), l.okDone
 }
 
 // settled reports whether every acknowledged task has a completion that
@@ -311,7 +308,8 @@ func TestServeProcessKillAndRestart(t *testing.T) {
 		cycles      = 8 // SIGKILL and SIGTERM in turn
 		perCycle    = 100
 		producers   = 3
-		maxEnqueues = 3000 // per producer: the load is bounded even if the cycles are slow
+		maxEnqueues = 20000 // per producer: the load is bounded even if the cycles are slow
+		backlog     = 300   // most acknowledged tasks not yet completed before the producers wait
 		lease       = 2 * time.Second
 	)
 	ns := engine.NS("acme", "prod")
@@ -376,6 +374,19 @@ func TestServeProcessKillAndRestart(t *testing.T) {
 			defer wg.Done()
 			q := pc.Queue(ns, "jobs")
 			for n := range maxEnqueues {
+				for {
+					// Keep the load to what the workers keep up with: the
+					// queue drains in moments at the end.
+					wake := l.wake()
+					if a, d := l.counts(); a-d < backlog {
+						break
+					}
+					select {
+					case <-stop:
+						return
+					case <-wake:
+					}
+				}
 				select {
 				case <-stop:
 					return
@@ -433,12 +444,13 @@ func TestServeProcessKillAndRestart(t *testing.T) {
 			// An outage longer than a lease (its length is the fault, not a
 			// wait for something): the leases held across it expire and are
 			// claimed again, and their holders' late calls are fenced off.
-			// It lasts until every producer and the workers have also found
-			// no server.
+			// It lasts until the workers and every producer (unless the
+			// backlog holds them back) have also found no server.
 			down, limit := time.NewTimer(lease+lease/4), time.NewTimer(30*time.Second)
 			for over := false; ; {
 				refused, workers := l.noServers()
-				if over && refused >= seen.refused+producers && workers >= seen.workers+2 {
+				a, d := l.counts()
+				if over && workers >= seen.workers+2 && (refused >= seen.refused+producers || a-d >= backlog) {
 					break
 				}
 				select {
