@@ -174,16 +174,16 @@ func (b *backoff) next() time.Duration {
 // worker on a network client commits across a server's restart instead of
 // giving the work up. Outcome calls are fenced by the lease's token: a
 // repeat of one that took effect is refused with engine.ErrLeaseLost, never
-// applied twice. It returns the last error, and whether a try failed
-// transiently before it. It stops trying when the Worker cancels its
+// applied twice. It returns whether a try failed transiently before the
+// last one, and the last one's error. It stops trying when the Worker cancels its
 // handlers (Stop's context or the shutdown grace ended), and in a Drain,
 // whose clock may be a test's that nobody moves.
-func (r *runner) retrying(log *slog.Logger, what string, call func() error) (err error, retried bool) {
+func (r *runner) retrying(log *slog.Logger, what string, call func() error) (retried bool, err error) {
 	var b backoff
 	for {
 		err = call()
 		if !transient(err) || r.w.draining {
-			return err, retried
+			return retried, err
 		}
 		d := b.next()
 		lvl := slog.LevelDebug
@@ -193,7 +193,7 @@ func (r *runner) retrying(log *slog.Logger, what string, call func() error) (err
 		log.Log(context.Background(), lvl, "docket: "+what+" failed; retrying", "err", err, "retry_in", d)
 		retried = true
 		if !r.w.sleep(r.w.runCtx, d) {
-			return err, retried
+			return retried, err
 		}
 	}
 }
@@ -310,14 +310,14 @@ func (s *slot) flush() {
 	switch len(tasks) {
 	case 0:
 	case 1:
-		err, retried := r.retrying(tasks[0].Logger(), "completing", func() error {
+		retried, err := r.retrying(tasks[0].Logger(), "completing", func() error {
 			_, err := r.q.Complete(context.Background(), leases[0], engine.Done{})
 			return err
 		})
 		r.completed(tasks[0], err, retried)
 	default:
 		var errs []error
-		err, retried := r.retrying(r.log, fmt.Sprintf("completing a batch of %d", len(leases)), func() (err error) {
+		retried, err := r.retrying(r.log, fmt.Sprintf("completing a batch of %d", len(leases)), func() (err error) {
 			errs, err = r.q.CompleteBatch(context.Background(), leases)
 			return err
 		})
@@ -338,7 +338,7 @@ func (s *slot) flush() {
 // release hands a lease back at once without counting the attempt.
 func (r *runner) release(l engine.Lease) {
 	log := r.log.With(logTask, l.ID, logAttempt, l.Attempt)
-	err, _ := r.retrying(log, "releasing a lease", func() error { return r.q.Snooze(context.Background(), l, 0) })
+	_, err := r.retrying(log, "releasing a lease", func() error { return r.q.Snooze(context.Background(), l, 0) })
 	if err != nil && !errors.Is(err, engine.ErrClosed) {
 		log.Warn("docket: releasing a lease failed", "err", err)
 	}
@@ -373,7 +373,7 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 	switch o {
 	case OutcomeCompleted:
 		d := t.done()
-		err, retried := r.retrying(t.Logger(), "completing", func() error {
+		retried, err := r.retrying(t.Logger(), "completing", func() error {
 			_, err := r.q.Complete(bg, t.lease, d)
 			return err
 		})
@@ -383,7 +383,7 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 	case OutcomeSnoozed:
 		var sz *snoozeError
 		errors.As(err, &sz)
-		serr, _ := r.retrying(t.Logger(), "snoozing", func() error { return r.q.Snooze(bg, t.lease, sz.d) })
+		_, serr := r.retrying(t.Logger(), "snoozing", func() error { return r.q.Snooze(bg, t.lease, sz.d) })
 		if serr != nil {
 			r.recordFailed(t, "snooze", serr, err)
 		}
@@ -439,7 +439,7 @@ func (r *runner) completed(t *Task, err error, retried bool) {
 
 // fail records a failed attempt.
 func (r *runner) fail(t *Task, f engine.Failure) {
-	err, _ := r.retrying(t.Logger(), "recording the failure", func() error { return r.q.Fail(context.Background(), t.lease, f) })
+	_, err := r.retrying(t.Logger(), "recording the failure", func() error { return r.q.Fail(context.Background(), t.lease, f) })
 	if err != nil {
 		r.recordFailed(t, "recording the failure", err, errors.New(f.Err))
 	}
