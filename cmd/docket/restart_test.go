@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"slices"
@@ -246,15 +247,22 @@ func (q recQueue) CompleteBatch(ctx context.Context, ls []engine.Lease) ([]error
 }
 
 // freeAddr returns a loopback address with a port nothing listens on now,
-// for a server that must come back on the same address.
+// for a server that must come back on the same address. The port is below
+// the ephemeral ranges of Linux (32768-60999) and the BSDs (49152-65535):
+// one of those could be handed, while the server is down, to an outgoing
+// connection (the clients' own, trying to reach it), and the restarted
+// server could not listen.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err == nil {
+			defer ln.Close()
+			return ln.Addr().String()
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port between 20000 and 32000")
+	return ""
 }
 
 // waitUntil waits until cond holds, checking it whenever wake's channel
