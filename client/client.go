@@ -355,6 +355,14 @@ func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
 
 // mayHaveApplied marks a lost-lease answer to a fenced call that was sent
 // before without an answer: the earlier try may be what ended the lease.
-func mayHaveApplied(err error) error {
-	return fmt.Errorf("%w (an earlier try of this call got no answer and may have taken effect)", err)
+// The error matches both engine.ErrLeaseLost (the work must be abandoned)
+// and ErrOutcomeUnknown (a completion may have been committed).
+func mayHaveApplied(err error) error { return &appliedMaybe{err} }
+
+type appliedMaybe struct{ err error }
+
+func (e *appliedMaybe) Error() string {
+	return e.err.Error() + " (an earlier try of this call got no answer and may have taken effect)"
 }
+
+func (e *appliedMaybe) Unwrap() []error { return []error{e.err, ErrOutcomeUnknown} }

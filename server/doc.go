@@ -16,6 +16,12 @@
 // Checkpoint and Verify concern every namespace and need, with tokens, the
 // admin permission on */*.
 //
+// Request ids. Every call gets an id, a random prefix per Server and a
+// counter (unique across restarts), sent back in the Docket-Request-Id
+// header of its answer and logged as "req" on every line about the call:
+// a failure or refusal (one line each, see Options.Logger), a call without
+// a valid token, one over the caller's limits, a panic.
+//
 // Hostile input. A request is at most MaxRequestBytes (one commit of the
 // engine's MaxCommitBytes and its framing); before it is decoded, its lists
 // and maps are counted against the engine's limits; what does not decode is

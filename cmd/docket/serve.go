@@ -41,7 +41,8 @@ and SIGINT drain: /readyz fails, waiting claims answer at once, calls in
 progress finish (up to -grace), then the engine closes cleanly.
 
 Logs are structured (slog) on stderr, one line per event, with a request id
-on each refused or failed call.`
+on each refused or failed call; every answer carries its call's id in the
+Docket-Request-Id header.`
 
 // serveConfig is what the flags of serve make.
 type serveConfig struct {
