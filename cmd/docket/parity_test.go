@@ -92,7 +92,7 @@ func TestDashboardActionsFromTheCommandLine(t *testing.T) {
 		{[]string{"dead", "-redrive-all", "-json"}, 0, `"redriven": 0`},
 		{[]string{"inspect", "-state", "ready", "-json"}, 0, `"id": 1,`},
 	}
-	times := regexp.MustCompile(`"(created_at|updated_at|not_before)": "[^"]*"`)
+	times := regexp.MustCompile(`"(created_at|updated_at|not_before|at)": "[^"]*"`)
 	for _, step := range script {
 		var outs [2]string
 		for i, where := range [][]string{{"-dir", dir}, {"-server", srv.base}} {
