@@ -310,8 +310,27 @@ func (n *Node) bump() {
 // before it is applied, marks the term ready for reads.
 func (n *Node) establish() {
 	term := n.raft.CurrentTerm()
-	if n.raft.Barrier(0).Error() == nil {
+	if n.await(context.Background(), n.raft.Barrier(0)) == nil {
 		n.markReady(term)
+	}
+}
+
+// errStopped is what await returns when the node stops first.
+var errStopped = fmt.Errorf("%w: the node stopped", engine.ErrClosed)
+
+// await returns f's error, or errStopped if the node stops first, or ctx's
+// error if it ends first: raft answers no future that is still queued or
+// not yet applied when it shuts down.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stop:
+		return errStopped
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -332,13 +351,19 @@ func (n *Node) markReady(term uint64) {
 // applied. Raft batches concurrent entries into one append and one
 // replication round. A raft Apply cannot be withdrawn, so once submitted
 // the call waits for the entry's fate whatever ctx does: committed, or
-// leadership lost (at most LeaderLeaseTimeout without a quorum).
+// leadership lost (at most LeaderLeaseTimeout without a quorum), or the
+// node stopped (ErrOutcomeUnknown and ErrClosed).
 func (n *Node) Submit(ctx context.Context, cmd []byte) (*engine.Applied, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	f := n.raft.Apply(cmd, 0)
-	if err := f.Error(); err != nil {
+	// Not ctx: an entry handed to raft cannot be withdrawn, and the caller
+	// is owed its fate.
+	if err := n.await(context.Background(), f); err != nil {
+		if err == errStopped {
+			return nil, fmt.Errorf("%w: %w", engine.ErrOutcomeUnknown, err)
+		}
 		return nil, n.mapErr(err, true)
 	}
 	a, ok := f.Response().(*engine.Applied)
@@ -363,19 +388,27 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 		}
 		term := n.raft.CurrentTerm()
 		if n.ready.Load() != term {
-			if err := n.raft.Barrier(0).Error(); err != nil {
-				return n.mapErr(err, false)
+			if err := n.await(ctx, n.raft.Barrier(0)); err != nil {
+				return n.readErr(err)
 			}
 			n.markReady(term)
 			continue
 		}
-		if err := n.raft.VerifyLeader().Error(); err != nil {
-			return n.mapErr(err, false)
+		if err := n.await(ctx, n.raft.VerifyLeader()); err != nil {
+			return n.readErr(err)
 		}
 		if n.raft.CurrentTerm() == term {
 			return nil
 		}
 	}
+}
+
+// readErr is mapErr for a read's barrier: it changed nothing.
+func (n *Node) readErr(err error) error {
+	if err == errStopped || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return n.mapErr(err, false)
 }
 
 // NotLeaderError is the error of a call a node could not take because it
@@ -539,9 +572,13 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 }
 
 func (n *Node) configure(ctx context.Context, f raft.IndexFuture) error {
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrEnqueueTimeout) {
+	if err := n.await(ctx, f); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrEnqueueTimeout):
 			return ctx.Err()
+		case err == errStopped, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// Handed to raft: the change may still commit.
+			return fmt.Errorf("%w: %w", engine.ErrOutcomeUnknown, err)
 		}
 		return n.mapErr(err, true)
 	}
