@@ -229,3 +229,60 @@ func runWorkload(t *testing.T, m *clustertest.Mesh, clock *engine.ManualClock, n
 	_, err = q().Claim(ctx, "w", time.Minute, 100)
 	must(err)
 }
+
+// TestNodesOverTCP: three nodes on raft's TCP transport, as Start builds it
+// from Bind on loopback, join and replicate; the API is a lease watcher,
+// and closing it closes the node.
+func TestNodesOverTCP(t *testing.T) {
+	start := func(id string, bootstrap bool) *cluster.Node {
+		n, err := cluster.Start(cluster.Config{ID: id, Dir: t.TempDir(), Bind: "127.0.0.1:0", Bootstrap: bootstrap,
+			Logger: hclog.NewNullLogger(), Engine: engine.Options{Logger: quiet}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	ctx := within(t, 60*time.Second)
+	first := start("a", true)
+	if _, _, err := first.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*cluster.Node{first, start("b", false), start("c", false)}
+	for _, n := range nodes[1:] {
+		if err := first.Join(ctx, n.ID(), n.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := first.API().Queue(ns, "q").Enqueue(ctx, engine.Task{Payload: []byte(`"over tcp"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A barrier on the leader, then every node has applied the enqueue.
+	if err := first.Raft().Barrier(10 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	want := first.DB().Stats().Seq
+	for _, n := range nodes {
+		if err := clustertest.WaitSeq(n, want, time.Now().Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := n.API().Queue(ns, "q").Get(engine.WithStaleReads(ctx), res.ID)
+		if err != nil || string(info.Payload) != `"over tcp"` {
+			t.Fatalf("%s: %+v %v", n.ID(), info, err)
+		}
+		if _, ok := n.API().(engine.LeaseWatcher); !ok {
+			t.Fatal("the node's API is no LeaseWatcher")
+		}
+	}
+	c := nodes[2]
+	if err := c.API().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Raft().State() != raft.Shutdown {
+		t.Fatalf("closing the API left raft %v", c.Raft().State())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}

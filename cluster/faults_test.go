@@ -251,7 +251,7 @@ func TestMembership(t *testing.T) {
 	if _, err := nl.API().KV(ns).Commit(ctx, engine.Set("k", nil)); err != nil {
 		t.Fatal(err)
 	}
-	if s := nl.Stats(); s.State != "Leader" || s.LeaderID != nl.ID || s.CommitIndex == 0 || s.Seq != 1 || s.AppliedIndex > s.CommitIndex {
+	if s := nl.Stats(); s.State != "Leader" || s.LeaderID != nl.ID || s.CommitIndex == 0 || s.Seq != 1 || s.AppliedIndex > s.CommitIndex || s.LeaderChanges < 2 {
 		t.Fatalf("stats of the new leader: %+v", s)
 	}
 	if err := m.Restart(l.I); err != nil {

@@ -84,6 +84,8 @@ type Node struct {
 	// ready is the term in which this node, as leader, has applied every
 	// entry committed before it: set by a barrier committed in that term.
 	ready atomic.Uint64
+	// leaderChanges counts the leader changes this node has seen.
+	leaderChanges atomic.Uint64
 
 	obs      chan raft.Observation
 	observer *raft.Observer
@@ -293,7 +295,10 @@ func (n *Node) monitor() {
 			if leader {
 				n.establish()
 			}
-		case <-n.obs:
+		case o := <-n.obs:
+			if _, ok := o.Data.(raft.LeaderObservation); ok {
+				n.leaderChanges.Add(1)
+			}
 			n.bump()
 		}
 	}
@@ -461,12 +466,22 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
 
 // API returns the node's docket API: the same interface a standalone DB
-// and the network client offer, backed by the raft log. It stays the
-// Node's: Close the Node, not the API.
-func (n *Node) API() engine.API { return n.db }
+// and the network client offer, backed by the raft log. Its Close closes
+// the Node (the DB must not close under a running raft, which would go on
+// committing entries this node no longer applies). It is also an
+// engine.LeaseWatcher, as the DB is.
+func (n *Node) API() engine.API { return nodeAPI{n.db, n} }
+
+// nodeAPI is the DB with Close closing the node.
+type nodeAPI struct {
+	*engine.DB
+	n *Node
+}
+
+func (a nodeAPI) Close() error { return a.n.Close() }
 
 // DB returns the node's DB, for what engine.API does not cover (caller
-// views with As, Stats, StateHash).
+// views with As, Stats, StateHash). Close the Node, not the DB.
 func (n *Node) DB() *engine.DB { return n.db }
 
 // Raft returns the node's raft server, for figures and tests.
@@ -618,7 +633,10 @@ type Stats struct {
 	// LastContact is when a follower last heard from the leader (zero on
 	// the leader).
 	LastContact time.Time
-	Members     []Member
+	// LeaderChanges counts the changes of leader this node has seen since
+	// it started (losing a leader counts too).
+	LeaderChanges uint64
+	Members       []Member
 }
 
 // Stats returns the node's raft figures.
@@ -630,6 +648,7 @@ func (n *Node) Stats() Stats {
 	if s.State != raft.Leader.String() {
 		s.LastContact = n.raft.LastContact()
 	}
+	s.LeaderChanges = n.leaderChanges.Load()
 	s.Members, _ = n.Members()
 	return s
 }
