@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -286,3 +287,84 @@ func TestNodesOverTCP(t *testing.T) {
 		t.Fatalf("a second Close: %v", err)
 	}
 }
+
+// TestSnapshotIsTheStateWhenTaken: a snapshot persisted while commands go
+// on applying (as raft persists it) holds the state as of Snapshot, and
+// restoring it gives that state's hash.
+func TestSnapshotIsTheStateWhenTaken(t *testing.T) {
+	n := singleNode(t, t.TempDir(), engine.NewManualClock(t0))
+	ctx := within(t, 60*time.Second)
+	q := n.API().Queue(ns, "q")
+	for i := range 50 {
+		if _, err := q.Enqueue(ctx, engine.Task{Priority: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := n.DB().StateHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := n.FSM().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	done := make(chan error, 1)
+	go func() {
+		for range 50 {
+			if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	first, err := clustertest.SnapshotBytes(n.FSM()) // a second snapshot, racing the writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	restore := func(data []byte) ([32]byte, uint64) {
+		t.Helper()
+		db, err := engine.OpenReplicated(engine.Options{Logger: quiet}, nopLog{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Restore(bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := db.StateHash()
+		return h, db.Stats().Seq
+	}
+	if h, _ := restore(sink.Bytes()); h != want {
+		t.Fatal("the persisted snapshot is not the state when Snapshot was called")
+	}
+	if _, seq := restore(first); seq < 50 || seq > 100 {
+		t.Fatalf("the snapshot taken while writing is at batch %d", seq)
+	}
+	if after, _ := n.DB().StateHash(); after == want {
+		t.Fatal("the writes after the snapshot changed nothing")
+	}
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) Close() error  { return nil }
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+
+// nopLog is a Replicator for a DB that only restores.
+type nopLog struct{}
+
+func (nopLog) Submit(context.Context, []byte) (*engine.Applied, error) {
+	return nil, engine.ErrNotLeader
+}
+func (nopLog) ReadBarrier(context.Context) error { return nil }

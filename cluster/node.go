@@ -672,7 +672,12 @@ func (n *Node) close(transfer bool) error {
 	n.closed.Do(func() {
 		var errs []error
 		if transfer && n.raft.State() == raft.Leader && n.voters() > 1 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			// Raft gives up after ElectionTimeout; the bound is for a raft
+			// that never answers.
+			ctx, cancel := context.WithTimeout(context.Background(), 4*n.raft.ReloadableConfig().ElectionTimeout)
+			err := n.await(ctx, n.raft.LeadershipTransfer())
+			cancel()
+			if err != nil {
 				n.cfg.Logger.Warn("leadership transfer on close failed", "error", err)
 			}
 		}
