@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -298,6 +300,13 @@ func TestStartRefuses(t *testing.T) {
 	}
 	if _, err := cluster.Start(cluster.Config{ID: "again", Dir: dir, Transport: tr}); !errors.Is(err, engine.ErrLocked) {
 		t.Errorf("a second node on a directory: %v, want ErrLocked", err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Start(cluster.Config{ID: "a", Dir: filepath.Join(file, "node"), Transport: tr}); err == nil {
+		t.Error("a node in a directory under a file started")
 	}
 	if _, err := cluster.NewFSM(nil); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("NewFSM(nil): %v", err)
