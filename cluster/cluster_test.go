@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"testing"
 	"time"
 
@@ -368,3 +370,60 @@ func (nopLog) Submit(context.Context, []byte) (*engine.Applied, error) {
 	return nil, engine.ErrNotLeader
 }
 func (nopLog) ReadBarrier(context.Context) error { return nil }
+
+// TestSingleNodeMatchesStandalone: the same calls on a standalone DB and on
+// a cluster of one get the same answers (lease secrets aside: each engine
+// draws its own) and leave the same tasks, keys and counts.
+func TestSingleNodeMatchesStandalone(t *testing.T) {
+	sclock, rclock := engine.NewManualClock(t0), engine.NewManualClock(t0)
+	solo, err := engine.OpenInMemory(engine.Options{Clock: sclock, Logger: quiet, RetainCompleted: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	_, tr := raft.NewInmemTransport("")
+	n, err := cluster.Start(cluster.Config{ID: "solo", Dir: t.TempDir(), Transport: tr, Bootstrap: true, Logger: hclog.NewNullLogger(),
+		Engine: engine.Options{Clock: rclock, Logger: quiet, RetainCompleted: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := within(t, 60*time.Second)
+	if _, _, err := n.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	secret := regexp.MustCompile(`Secret:\d+`)
+	run := func(api engine.API, clock *engine.ManualClock) []string {
+		var out []string
+		say := func(v any, err error) {
+			out = append(out, secret.ReplaceAllString(fmt.Sprintf("%+v %v", v, err), "Secret:_"))
+		}
+		q, kv := api.Queue(ns, "q"), api.KV(ns)
+		say(q.EnqueueBatch(ctx, []engine.Task{{Priority: 2}, {Delay: time.Minute}, {IdempotencyKey: "k"}, {IdempotencyKey: "k"}}))
+		say(q.Enqueue(ctx, engine.Task{}, engine.IfExists("missing")))
+		say(kv.Commit(ctx, engine.Set("a", []byte("1")), engine.IfAbsent("a")))
+		ls, err := q.Claim(ctx, "w", time.Minute, 2)
+		say(ls, err)
+		if len(ls) == 2 {
+			say(q.Complete(ctx, ls[0], engine.Done{Result: []byte(`1`), FollowUps: []engine.FollowUp{{Queue: "f", Task: engine.Task{}}}}))
+			say(q.Complete(ctx, ls[0], engine.Done{}))
+			say(nil, q.Fail(ctx, ls[1], engine.Failure{Err: "x"}))
+		}
+		clock.Advance(2 * time.Minute)
+		ls, err = q.Claim(ctx, "w", time.Minute, 5)
+		say(ls, err)
+		say(q.CompleteBatch(ctx, ls))
+		say(q.Counts(ctx))
+		say(q.List(ctx, engine.ListOptions{State: engine.Completed}))
+		say(api.Queue(ns, "f").Counts(ctx))
+		say(kv.Scan(ctx, engine.ScanOptions{}))
+		say(api.Queues(ctx))
+		return out
+	}
+	want, got := run(solo, sclock), run(n.API(), rclock)
+	for i := range max(len(want), len(got)) {
+		if i >= len(want) || i >= len(got) || want[i] != got[i] {
+			t.Fatalf("answer %d differs:\nstandalone %v\ncluster    %v", i, want[min(i, len(want)-1)], got[min(i, len(got)-1)])
+		}
+	}
+}
