@@ -95,6 +95,7 @@ func programConfig(b byte) Config {
 type runConfig struct {
 	name      string
 	mem       bool
+	repl      bool // through a replicated log (replicated_test.go), in memory
 	dur       engine.Durability
 	snapBytes int64
 	segBytes  int
@@ -104,6 +105,7 @@ type runConfig struct {
 // observable histories must be identical.
 var metamorphic = []runConfig{
 	{name: "memory", mem: true},
+	{name: "replicated", mem: true, repl: true},
 	{name: "always/default", dur: engine.SyncAlways},
 	{name: "always/tiny", dur: engine.SyncAlways, snapBytes: 1, segBytes: 512},
 	{name: "interval/default", dur: engine.SyncInterval},
@@ -149,6 +151,7 @@ type runner struct {
 	opts  engine.Options
 	db    *engine.DB
 	m     *Model
+	repl  *replLog // the replicated configuration's log; r.db is its leader
 
 	leases []engine.Lease // every lease handed out, oldest first
 	n      int            // payload counter
@@ -198,6 +201,9 @@ func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*
 	}
 	r.open()
 	tb.Cleanup(func() {
+		if r.repl != nil {
+			r.repl.close()
+		}
 		if r.db != nil {
 			r.db.Close()
 		}
@@ -207,6 +213,14 @@ func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*
 
 func (r *runner) open() {
 	r.tb.Helper()
+	if r.rc.repl {
+		l, err := openReplicated(r.opts, nil, nil)
+		if err != nil {
+			r.fatalf("open: %v", err)
+		}
+		r.repl, r.db = l, l.members[0].db
+		return
+	}
 	db, err := openDB(r.dir, r.opts)
 	if err != nil {
 		r.fatalf("open: %v", err)
@@ -768,6 +782,15 @@ func entriesString(es []engine.Entry) string {
 func (r *runner) reopen() {
 	r.tb.Helper()
 	r.hist = append(r.hist, "reopen")
+	if r.repl != nil && !r.failed {
+		r.repl = r.repl.reopen(r)
+		r.db = r.repl.members[0].db
+		if err := r.db.Verify(); err != nil {
+			r.fatalf("verify after reopen: %v", err)
+		}
+		r.checkState("after reopen")
+		return
+	}
 	if r.rc.mem || r.failed {
 		return
 	}
