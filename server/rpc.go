@@ -42,7 +42,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		// for it are still compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithRecover(s.recovered),
-		connect.WithInterceptors(s.logCalls()),
+		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls()}, s.clusterInterceptors()...)...),
 	)
 	for _, h := range [...]func() (string, http.Handler){
 		func() (string, http.Handler) { return docketv1connect.NewQueuesHandler(queuesRPC{s}, opts) },
@@ -52,6 +52,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		path, handler := h()
 		mux.Handle(path, s.authenticate(handler))
 	}
+	s.registerCluster(mux, opts)
 }
 
 // recovered turns a panic in a handler into Internal, logged, so that one
