@@ -80,6 +80,9 @@ func (s *Server) logCalls() connect.Interceptor {
 			case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
 				level = slog.LevelWarn
 			}
+			if errors.Is(err, engine.ErrNotLeader) {
+				level = slog.LevelDebug // a node of a cluster sending the client to the leader
+			}
 			ci := infoFrom(ctx)
 			caller := ""
 			if ci.caller != nil {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -48,6 +50,9 @@ type serveConfig struct {
 	server.Config
 	ui, uiActions, metrics bool
 	log                    *slog.Logger
+	level                  slog.Level
+	jsonLog                bool
+	cluster                *clusterFlags // -raft and the flags of a node of a cluster
 }
 
 func parseServe(c cli, args []string) (*serveConfig, error) {
@@ -72,8 +77,14 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	grace := fs.Duration("grace", server.DefaultGrace, "on SIGTERM or SIGINT, how long calls in progress may take before their connections are cut")
 	logLevel := fs.String("log-level", "info", "least important log lines shown: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log lines as text (key=value) or json")
+	cf := addClusterFlags(fs)
 	pos, err := parseMixed(c, fs, args)
 	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := cf.check(set); err != nil {
 		return nil, err
 	}
 	if len(pos) > 0 {
@@ -139,6 +150,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			Grace:  *grace,
 		},
 		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
+		level: level, jsonLog: *logFormat == "json", cluster: cf,
 	}, nil
 }
 
@@ -160,10 +172,25 @@ func runServe(ctx context.Context, c cli, args []string) error {
 		sc.Engine = coll.Observe(sc.Engine)
 	}
 	secure := sc.TokensFile != ""
+	var rep *replica
+	if sc.cluster.enabled() {
+		open := sc.openReplica(c)
+		sc.OpenReplica = func(ctx context.Context, opts engine.Options, listen net.Addr) (server.Replica, error) {
+			r, err := open(ctx, opts, listen)
+			if err == nil {
+				rep = r.(*replica)
+			}
+			return r, err
+		}
+	}
 	var dash *ui.Dashboard
 	sc.Mount = func(db *engine.DB, s *server.Server, mux *http.ServeMux) error {
 		if coll != nil {
-			mux.Handle("GET /metrics", newMetricsHandler(db, s, coll, secure))
+			var extra []prometheus.Collector
+			if rep != nil {
+				extra = append(extra, raftCollector{rep})
+			}
+			mux.Handle("GET /metrics", newMetricsHandler(db, s, coll, secure, extra...))
 		}
 		if sc.ui {
 			o := ui.Options{Prefix: "/ui/", AllowActions: sc.uiActions, Logger: sc.log}
@@ -231,9 +258,10 @@ type metricsHandler struct {
 	mu     sync.Mutex
 }
 
-func newMetricsHandler(db *engine.DB, s *server.Server, coll *metrics.Collector, secure bool) *metricsHandler {
+func newMetricsHandler(db *engine.DB, s *server.Server, coll *metrics.Collector, secure bool, extra ...prometheus.Collector) *metricsHandler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(coll, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	if !secure {
 		coll.Watch(db)
 	}
