@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -247,9 +248,9 @@ func apiURL(advertise string, listen net.Addr, tls bool) (string, error) {
 	return scheme + "://" + a.String(), nil
 }
 
-// raftLogger is raft's logger: the serve log's level and format, on
-// stderr.
-func raftLogger(c cli, level slog.Level, json bool) hclog.Logger {
+// raftLogger is raft's logger: the serve log's level and format, where
+// the serve log goes.
+func raftLogger(w io.Writer, level slog.Level, json bool) hclog.Logger {
 	l := hclog.Warn
 	switch {
 	case level <= slog.LevelDebug:
@@ -259,7 +260,7 @@ func raftLogger(c cli, level slog.Level, json bool) hclog.Logger {
 	case level > slog.LevelWarn:
 		l = hclog.Error
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: l, Output: c.stderr, JSONFormat: json})
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: l, Output: w, JSONFormat: json})
 }
 
 // peerAddrs is the ServerAddressProvider of -raft-peer: where to dial the
@@ -283,7 +284,7 @@ func (p peerAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 // openReplica returns serve's server.Config.OpenReplica: it starts the
 // node on the serve flags, joins the cluster if asked, and keeps the
 // node's URL in the directory whenever it leads.
-func (sc *serveConfig) openReplica(c cli) func(ctx context.Context, opts engine.Options, listen net.Addr) (server.Replica, error) {
+func (sc *serveConfig) openReplica() func(ctx context.Context, opts engine.Options, listen net.Addr) (server.Replica, error) {
 	cf := sc.cluster
 	return func(ctx context.Context, opts engine.Options, listen net.Addr) (server.Replica, error) {
 		myURL, err := apiURL(*cf.url, listen, sc.TLSCert != "")
@@ -303,7 +304,7 @@ func (sc *serveConfig) openReplica(c cli) func(ctx context.Context, opts engine.
 			token = os.Getenv("DOCKET_TOKEN")
 		}
 		opts.Authorizer = clusterAuthorizer{inner: opts.Authorizer}
-		logger := raftLogger(c, sc.level, sc.jsonLog)
+		logger := raftLogger(sc.logw, sc.level, sc.jsonLog)
 		ncfg := cluster.Config{ID: id, Dir: sc.Dir, Bind: *cf.raft, Advertise: *cf.advertise,
 			Bootstrap: *cf.bootstrap, Engine: opts, Logger: logger}
 		if len(cf.peers) > 0 {
@@ -525,9 +526,36 @@ func (r *replica) Close() error {
 		close(r.stop)
 		r.node.Raft().DeregisterObserver(r.observer)
 		r.wg.Wait()
+		r.handOver()
 		r.closeErr = r.node.Close()
 	})
 	return r.closeErr
+}
+
+// handOver hands a leader's leadership to an up-to-date follower, so that
+// writes resume at once rather than after an election timeout. (Node.Close
+// would too; here it is logged.)
+func (r *replica) handOver() {
+	if !r.node.IsLeader() {
+		return
+	}
+	members, err := r.node.Members()
+	voters := 0
+	for _, m := range members {
+		if m.Voter {
+			voters++
+		}
+	}
+	if err != nil || voters < 2 {
+		return
+	}
+	start := time.Now()
+	if err := r.node.Raft().LeadershipTransfer().Error(); err != nil {
+		r.log.Warn("docket: leadership not handed over before stopping; the others elect a leader once their election timeout passes", "err", err)
+		return
+	}
+	id, _ := r.node.Leader()
+	r.log.Info("docket: leadership handed over before stopping", "to", id, "took", time.Since(start).Round(time.Millisecond))
 }
 
 func (r *replica) LeaderChanged() <-chan struct{} {
@@ -635,4 +663,17 @@ func (r *replica) TransferLeadership(ctx context.Context, id string) (string, er
 			return lid, nil
 		}
 	}
+}
+
+// lockedWriter makes one writer of two loggers: a line of one is never
+// interleaved with a line of the other.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,6 +43,14 @@ not load leaves the previous one in force, and says so in the log). SIGTERM
 and SIGINT drain: /readyz fails, waiting claims answer at once, calls in
 progress finish (up to -grace), then the engine closes cleanly.
 
+Cluster: with -raft the server is a node of a replicated docket (raft):
+every write is acknowledged once a majority of the nodes have it on disk,
+reads go to the leader unless the client asks for stale reads, and a
+follower answers a call it cannot take with the leader's URL, which the
+client follows. -bootstrap founds a cluster on the first node; the others
+-join it. SIGTERM of the leader hands its leadership over first. 'docket
+cluster' shows the members and changes them.
+
 Logs are structured (slog) on stderr, one line per event, with a request id
 on each refused or failed call.`
 
@@ -52,6 +61,7 @@ type serveConfig struct {
 	log                    *slog.Logger
 	level                  slog.Level
 	jsonLog                bool
+	logw                   io.Writer     // where log lines go
 	cluster                *clusterFlags // -raft and the flags of a node of a cluster
 }
 
@@ -122,11 +132,12 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var log *slog.Logger
+	logw := &lockedWriter{w: c.stderr} // slog's and raft's lines, one at a time
 	switch *logFormat {
 	case "text":
-		log = slog.New(slog.NewTextHandler(c.stderr, hopts))
+		log = slog.New(slog.NewTextHandler(logw, hopts))
 	case "json":
-		log = slog.New(slog.NewJSONHandler(c.stderr, hopts))
+		log = slog.New(slog.NewJSONHandler(logw, hopts))
 	default:
 		return nil, usageError{fmt.Sprintf("serve: -log-format %q: want text or json", *logFormat)}
 	}
@@ -150,7 +161,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			Grace:  *grace,
 		},
 		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
-		level: level, jsonLog: *logFormat == "json", cluster: cf,
+		level: level, jsonLog: *logFormat == "json", logw: logw, cluster: cf,
 	}, nil
 }
 
@@ -174,7 +185,7 @@ func runServe(ctx context.Context, c cli, args []string) error {
 	secure := sc.TokensFile != ""
 	var rep *replica
 	if sc.cluster.enabled() {
-		open := sc.openReplica(c)
+		open := sc.openReplica()
 		sc.OpenReplica = func(ctx context.Context, opts engine.Options, listen net.Addr) (server.Replica, error) {
 			r, err := open(ctx, opts, listen)
 			if err == nil {
