@@ -65,6 +65,13 @@ type Options struct {
 	// it passes with nothing to claim, the client asks again, until the
 	// call's context ends.
 	PollWait time.Duration
+	// StaleReads asks a node of a cluster to serve every read from its own
+	// state at once, as engine.WithStaleReads does for one call: any node
+	// answers, a follower possibly behind the leader, and the leader
+	// without confirming with a quorum that it still leads. By default a
+	// read is linearizable: the leader serves it once a quorum confirmed
+	// its leadership. Writes always go to the leader.
+	StaleReads bool
 }
 
 // Client is docket's API over the network: engine.API (queues, KV, the
@@ -86,9 +93,10 @@ var _ engine.API = (*Client)(nil)
 
 // stubs are the connect clients of one server.
 type stubs struct {
-	q     docketv1connect.QueuesClient
-	kv    docketv1connect.KVClient
-	admin docketv1connect.AdminClient
+	q       docketv1connect.QueuesClient
+	kv      docketv1connect.KVClient
+	admin   docketv1connect.AdminClient
+	cluster docketv1connect.ClusterClient
 }
 
 // Dial returns a client of the servers at addrs, a comma-separated list of
@@ -248,9 +256,10 @@ func (c *Client) stub(base string) *stubs {
 	s := c.stubs[base]
 	if s == nil {
 		s = &stubs{
-			q:     docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
-			kv:    docketv1connect.NewKVClient(c.hc, base, c.copts...),
-			admin: docketv1connect.NewAdminClient(c.hc, base, c.copts...),
+			q:       docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
+			kv:      docketv1connect.NewKVClient(c.hc, base, c.copts...),
+			admin:   docketv1connect.NewAdminClient(c.hc, base, c.copts...),
+			cluster: docketv1connect.NewClusterClient(c.hc, base, c.copts...),
 		}
 		c.stubs[base] = s
 	}
@@ -284,6 +293,9 @@ func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable b
 		req := connect.NewRequest(msg)
 		if c.opts.Token != "" {
 			req.Header().Set("Authorization", "Bearer "+c.opts.Token)
+		}
+		if c.opts.StaleReads || engine.StaleReads(ctx) {
+			req.Header().Set(wire.StaleReadsHeader, "true")
 		}
 		actx := ctx
 		if !hasDeadline && bound > 0 {

@@ -22,6 +22,14 @@
 // a failure or refusal (one line each, see Options.Logger), a call without
 // a valid token, one over the caller's limits, a panic.
 //
+// Clusters. With Options.Cluster (Config.OpenReplica in Run) the server is
+// a node of a replicated docket: it serves docket.v1.Cluster (status,
+// join, remove, leadership transfer), answers a call it cannot take for
+// not being the leader with Unavailable and the leader's API URL in the
+// Docket-Leader header, which the client follows, serves a read from the
+// node's own state when the request asks for stale reads, and ends a
+// parked ClaimWait when the leadership changes.
+//
 // Hostile input. A request is at most MaxRequestBytes (one commit of the
 // engine's MaxCommitBytes and its framing); before it is decoded, its lists
 // and maps are counted against the engine's limits; what does not decode is

@@ -42,7 +42,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		// for it are still compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithRecover(s.recovered),
-		connect.WithInterceptors(s.logCalls()),
+		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls()}, s.clusterInterceptors()...)...),
 	)
 	for _, h := range [...]func() (string, http.Handler){
 		func() (string, http.Handler) { return docketv1connect.NewQueuesHandler(queuesRPC{s}, opts) },
@@ -52,6 +52,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		path, handler := h()
 		mux.Handle(path, s.authenticate(handler))
 	}
+	s.registerCluster(mux, opts)
 }
 
 // recovered turns a panic in a handler into Internal, logged, so that one
@@ -78,6 +79,9 @@ func (s *Server) logCalls() connect.Interceptor {
 				level = slog.LevelDebug
 			case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
 				level = slog.LevelWarn
+			}
+			if errors.Is(err, engine.ErrNotLeader) {
+				level = slog.LevelDebug // a node of a cluster sending the client to the leader
 			}
 			ci := infoFrom(ctx)
 			caller := ""

@@ -39,6 +39,11 @@ type Options struct {
 	// Ready, when set, is asked by /readyz whether the server can take
 	// calls (e.g. the engine has not failed; a replica has a leader).
 	Ready func(context.Context) error
+	// Cluster, when set, makes the server a node of a replicated docket:
+	// it serves docket.v1.Cluster, names the leader to a client whose call
+	// this node cannot take, and honours a client's request for stale
+	// reads (see Cluster).
+	Cluster Cluster
 }
 
 // Server is docket's network API over one DB.

@@ -52,6 +52,7 @@ func init() {
 		{"kv", "get|scan|set|delete [-dir DIR | -server URL] [-ns P/S] ...", "read and write a namespace's key-value entries", runKV},
 		{"verify", "DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
 		{"repair", "[-salvage] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},
+		{"cluster", "[remove ID | transfer [ID] | bench] [-server URL]", "show a cluster's members, leader and indexes; remove a member, move the leadership", runCluster},
 		{"bench", "[-workload W1,W2] [-json]", "run the load generator's workloads and print throughput and latency", runBench},
 		{"version", "", "print the version of docket and of Go it was built with", runVersion},
 	}

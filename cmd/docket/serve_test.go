@@ -238,7 +238,8 @@ func TestServeFlags(t *testing.T) {
 	}
 	flags := []string{"-dir", "-listen", "-tls-cert", "-tls-key", "-tls-client-ca", "-tokens", "-insecure",
 		"-durability", "-sync-every", "-max-payload", "-retain-completed", "-ui", "-ui-actions", "-metrics",
-		"-max-wait", "-max-calls", "-max-parked", "-grace", "-log-level", "-log-format"}
+		"-max-wait", "-max-calls", "-max-parked", "-grace", "-log-level", "-log-format",
+		"-raft", "-raft-advertise", "-raft-peer", "-bootstrap", "-join", "-join-token", "-id", "-advertise-url"}
 	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id") {
 		if !strings.Contains(out, f) {
 			t.Errorf("serve -h does not document %s", f)

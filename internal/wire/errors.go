@@ -70,6 +70,9 @@ func ToConnect(err error) *connect.Error {
 	if errors.As(err, &ce) {
 		return ce
 	}
+	if ce := replicationError(err); ce != nil {
+		return ce
+	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
 			ce = connect.NewError(s.code, errors.New(err.Error()))
