@@ -43,8 +43,8 @@ type Unique struct {
 	// must include Ready, Scheduled and InFlight (a task waiting or running
 	// always blocks); Dead and Completed are optional. A completed task
 	// blocks for the rest of the window even once it is deleted (with
-	// RetainCompleted off). A cancelled task never blocks. nil means
-	// Ready, Scheduled, InFlight and Completed.
+	// RetainCompleted off). A cancelled task never blocks. None (nil or
+	// empty) means Ready, Scheduled, InFlight and Completed.
 	States []State
 }
 
@@ -90,7 +90,7 @@ func checkUnique(t *Task, s *spec) error {
 		return invalid("unique window %v is under a microsecond", u.Window)
 	}
 	mask := uint8(uniqueDefault)
-	if u.States != nil {
+	if len(u.States) > 0 {
 		mask = 0
 		for _, st := range u.States {
 			if !index.TaskState(st).Valid() {

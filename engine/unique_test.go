@@ -196,7 +196,6 @@ func TestUniqueRefusesBadInput(t *testing.T) {
 		"huge window":     unique("k", `1`, MaxDuration+time.Hour),
 		"no in-flight":    unique("k", `1`, time.Minute, Ready, Scheduled),
 		"unknown state":   unique("k", `1`, time.Minute, Ready, Scheduled, InFlight, State(9)),
-		"empty states":    {Unique: &Unique{Window: time.Minute, States: []State{}}},
 		"and a key":       {IdempotencyKey: "x", Unique: &Unique{Window: time.Minute}},
 		"reserved key":    {IdempotencyKey: UniquePrefix + "abc"},
 		"reserved prefix": {IdempotencyKey: ReservedPrefix + "x"},

@@ -791,7 +791,7 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task extra", err)
 	}
 	if n != -1 {
-		if n != 6 && n != 9 || d.ver != 0 && (n == 9) != (d.ver == batchVersion) {
+		if n != 6 && n != 9 || d.ver != 0 && (n == 9) != (d.ver >= batchVersion3) {
 			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
 		}
 		x := &Extra{}

@@ -161,3 +161,29 @@ func (s *Store) LoadConf(c QueueConf) error {
 	}
 	return nil
 }
+
+// InFlightAt returns how many tasks of q are in flight at now (a lease
+// past its deadline is not), and the earliest deadline after now among
+// them (0 when none).
+func (q *Queue) InFlightAt(now int64) (int, int64) {
+	n := q.counts[StateInFlight] - rank(q.InFlight, now)
+	var next int64
+	q.InFlight.Ascend(TimeItem{At: now + 1}, func(it TimeItem) bool {
+		next = it.At
+		return false
+	})
+	return n, next
+}
+
+// TotalsOf returns the totals of queue k, also while it holds no task
+// (for IdleTotalsTTL after it last held one).
+func (s *Store) TotalsOf(k QueueKey) Totals {
+	if q := s.queues[k]; q != nil {
+		return q.totals
+	}
+	rec, _ := s.totals.Get(QueueTotals{Queue: k})
+	return rec.Totals
+}
+
+// NumConfs is the number of queues with a settings record.
+func (s *Store) NumConfs() int { return s.confs.Len() }
