@@ -93,10 +93,11 @@ var _ engine.API = (*Client)(nil)
 
 // stubs are the connect clients of one server.
 type stubs struct {
-	q       docketv1connect.QueuesClient
-	kv      docketv1connect.KVClient
-	admin   docketv1connect.AdminClient
-	cluster docketv1connect.ClusterClient
+	q        docketv1connect.QueuesClient
+	kv       docketv1connect.KVClient
+	admin    docketv1connect.AdminClient
+	cluster  docketv1connect.ClusterClient
+	controls docketv1connect.ControlsClient
 }
 
 // Dial returns a client of the servers at addrs, a comma-separated list of
@@ -256,10 +257,11 @@ func (c *Client) stub(base string) *stubs {
 	s := c.stubs[base]
 	if s == nil {
 		s = &stubs{
-			q:       docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
-			kv:      docketv1connect.NewKVClient(c.hc, base, c.copts...),
-			admin:   docketv1connect.NewAdminClient(c.hc, base, c.copts...),
-			cluster: docketv1connect.NewClusterClient(c.hc, base, c.copts...),
+			q:        docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
+			kv:       docketv1connect.NewKVClient(c.hc, base, c.copts...),
+			admin:    docketv1connect.NewAdminClient(c.hc, base, c.copts...),
+			cluster:  docketv1connect.NewClusterClient(c.hc, base, c.copts...),
+			controls: docketv1connect.NewControlsClient(c.hc, base, c.copts...),
 		}
 		c.stubs[base] = s
 	}

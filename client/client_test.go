@@ -322,6 +322,8 @@ func exercise(t *testing.T, api engine.API) []string {
 		t.Fatalf("ClaimWait past its deadline: %v", err)
 	}
 
+	exerciseControls(t, api, note)
+
 	qs := must(api.Queues(ctx))(t)
 	var names []string
 	for _, qi := range qs {

@@ -199,9 +199,24 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 
 func planClaim(p *planner, cmd *command, res *cmdResult) error {
 	qk := cmd.key()
-	res.leases = p.claim(qk, cmd.owner, cmd.lease, cmd.max)
-	if len(res.leases) == 0 && cmd.wait {
-		res.due = p.nextDue(qk)
+	max, due := cmd.max, int64(0)
+	conf, controlled := p.c.store.Conf(qk)
+	if controlled {
+		// Paused, or limited: fewer, or none until due (see allowed).
+		max, due = p.allowed(qk, &conf, max)
+	}
+	if max > 0 {
+		res.leases = p.claim(qk, cmd.owner, cmd.lease, max)
+		if n := len(res.leases); n > 0 && conf.Rate > 0 {
+			p.putConf(conf, conf.Take(p.now, int64(n)))
+		}
+		due = 0
+	}
+	if len(res.leases) == 0 && cmd.wait && max > 0 {
+		due = p.nextDue(qk)
+	}
+	if cmd.wait {
+		res.due = due
 	}
 	return nil
 }
@@ -890,6 +905,9 @@ type QueueInfo struct {
 	OldestReady time.Time
 	// Totals count what happened to the queue's tasks: for rates.
 	Totals Totals
+	// Paused and Limits are the queue's settings (Queue.Settings).
+	Paused bool
+	Limits Limits
 }
 
 // Totals count what happened to a queue's tasks, as the log recorded it:
@@ -908,8 +926,9 @@ type Totals struct {
 	DeadLettered uint64 // tasks moved to the dead-letter queue
 }
 
-// Queues lists every queue that holds tasks, in namespace and name order.
-// A caller sees only the namespaces it may read: the namespaces are decided
+// Queues lists every queue that holds tasks or has settings (paused, or
+// limited: see Queue.Settings), in namespace and name order. A caller sees
+// only the namespaces it may read: the namespaces are decided
 // first, each with one question to the Authorizer asked outside the engine
 // lock, and only the queues of readable namespaces are counted.
 func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
@@ -926,6 +945,10 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 			spaces = make(map[index.Namespace]bool)
 			d.c.store.Queues(func(iq *index.Queue) bool {
 				spaces[iq.Key.Namespace] = false
+				return true
+			})
+			d.c.store.Confs(func(c index.QueueConf) bool {
+				spaces[c.Queue.Namespace] = false
 				return true
 			})
 		})
@@ -952,7 +975,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 				return true
 			}
 			n := d.c.countsAt(iq, now)
-			if n == (Counts{}) {
+			if _, set := d.c.store.Conf(k); n == (Counts{}) && !set {
 				return true // only forgotten completions are left
 			}
 			tot := iq.Totals()
@@ -965,6 +988,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 			out = append(out, info)
 			return true
 		})
+		out = d.c.withSettings(out, readable)
 	})
 	if err != nil {
 		return nil, err

@@ -163,8 +163,12 @@ type Task struct {
 	BackoffMax time.Duration
 	// IdempotencyKey, if set, makes the enqueue idempotent within the queue:
 	// while a task with this key exists (and for Options.IdempotencyTTL after
-	// it ends) enqueueing it again returns the existing id.
+	// it ends) enqueueing it again returns the existing id. Keys under
+	// ReservedPrefix are refused.
 	IdempotencyKey string
+	// Unique, if set, makes the enqueue unique by content within the queue
+	// (see Unique); it excludes IdempotencyKey.
+	Unique *Unique
 	// Headers are small string pairs carried with the task (trace context,
 	// tenant ids). At most MaxHeaders.
 	Headers map[string]string

@@ -228,7 +228,10 @@ type idemKey struct {
 
 type idemVal struct {
 	ID      uint64
-	Expires int64 // 0 while the task exists
+	Expires int64 // 0 while the task exists; the window's end for a unique key
+	// States is 0 for a caller's key; for a unique-by-content key, the
+	// states (bit 1<<state each) in which its task blocks a duplicate.
+	States uint8
 }
 
 // Model is the reference implementation of docket's observable behaviour:
@@ -260,6 +263,7 @@ type Model struct {
 	kv     map[kvKey]kvVal
 	idem   map[idemKey]idemVal
 	totals map[QueueKey]qTotals
+	confs  map[QueueKey]qConf // queue settings (model_controls.go)
 
 	ttl        int64 // idempotency TTL, micros
 	keepDone   bool  // completed tasks are kept
@@ -284,6 +288,7 @@ func NewModel(c Config, now time.Time) *Model {
 		kv:         map[kvKey]kvVal{},
 		idem:       map[idemKey]idemVal{},
 		totals:     map[QueueKey]qTotals{},
+		confs:      map[QueueKey]qConf{},
 		ttl:        ttl.Microseconds(),
 		keepDone:   c.RetainCompleted > 0,
 		retain:     c.RetainCompleted.Microseconds(),
@@ -314,6 +319,7 @@ func (m *Model) Clone() *Model {
 	c.kv = maps.Clone(m.kv)
 	c.idem = maps.Clone(m.idem)
 	c.totals = maps.Clone(m.totals)
+	c.confs = maps.Clone(m.confs)
 	c.OnBatch = nil
 	return &c
 }
@@ -456,6 +462,9 @@ func checkDuration(d time.Duration, allowZero bool) error {
 // spec is a validated task with its defaults filled in.
 type spec struct {
 	t       engine.Task
+	key     string // the idempotency key: the caller's, or derived from the content
+	uniq    uint8  // unique by content: the blocking states
+	window  int64  // unique by content: the window, micros
 	delay   int64
 	at      int64
 	maxAtt  int
@@ -494,6 +503,15 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 	}
 	if t.IdempotencyKey != "" {
 		if err := checkKey(t.IdempotencyKey); err != nil {
+			return s, err
+		}
+		if strings.HasPrefix(t.IdempotencyKey, engine.ReservedPrefix) {
+			return s, invalid("reserved idempotency key %q", t.IdempotencyKey)
+		}
+	}
+	s.key = t.IdempotencyKey
+	if t.Unique != nil {
+		if err := checkUnique(t, &s); err != nil {
 			return s, err
 		}
 	}
@@ -691,13 +709,14 @@ func (x *txn) del(id uint64) {
 // enqueue plans one new task, or finds the one its idempotency key names.
 func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 	m := x.m
-	key := s.t.IdempotencyKey
+	key := s.key
 	if key != "" {
 		ik := idemKey{q, key}
 		if id, ok := x.idem[ik]; ok {
 			return engine.Enqueued{ID: id, Deduplicated: true}
 		}
-		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) {
+		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) &&
+			m.blocks(e) {
 			return engine.Enqueued{ID: e.ID, Deduplicated: true}
 		}
 	}
@@ -730,7 +749,11 @@ func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 			x.idem = map[idemKey]uint64{}
 		}
 		x.idem[ik] = id
-		x.mut(func(uint64) { m.idem[ik] = idemVal{ID: id} })
+		e := idemVal{ID: id}
+		if s.uniq != 0 {
+			e.States, e.Expires = s.uniq, x.now+s.window
+		}
+		x.mut(func(uint64) { m.idem[ik] = e })
 	}
 	return engine.Enqueued{ID: id}
 }
@@ -747,6 +770,14 @@ func (x *txn) ended(t *Rec) {
 	e, ok := m.idem[ik]
 	if !ok || e.ID != t.ID {
 		return // the key names another task by now
+	}
+	if e.States != 0 {
+		// Unique by content: kept to the window's end by a completion when
+		// completed tasks block, forgotten otherwise.
+		if x.parent != t.ID || e.States&(1<<engine.Completed) == 0 {
+			x.mut(func(uint64) { delete(m.idem, ik) })
+		}
+		return
 	}
 	if m.ttl <= 0 {
 		x.mut(func(uint64) { delete(m.idem, ik) })
@@ -795,19 +826,23 @@ func (x *txn) ops(ns engine.Namespace, ops []TxOp) ([]engine.Enqueued, error) {
 // fenced returns the in-flight task l names, or ErrLeaseLost. The token
 // and the lease secret fence (the owner name is not checked), and a lease
 // is lost once its deadline has passed.
-//
-// A lease that names another queue than q is the caller's mistake: that is
-// ErrInvalid, not a lost lease (a lease naming no queue is fenced alone).
 func (x *txn) fenced(q QueueKey, l engine.Lease) (*Rec, error) {
-	if (l.Queue != "" || l.Namespace != engine.Namespace{}) && (QueueKey{l.Namespace, l.Queue}) != q {
-		return nil, fmt.Errorf("%w: lease of task %d is of another queue", engine.ErrInvalid, l.ID)
-	}
 	t, ok := x.m.tasks[l.ID]
 	if !ok || t.Queue != q || t.State != engine.InFlight || t.Token != l.Token || t.Secret != l.Secret ||
 		t.LeaseUntil <= x.now {
 		return nil, fmt.Errorf("%w: task %d token %d", engine.ErrLeaseLost, l.ID, l.Token)
 	}
 	return t, nil
+}
+
+// ownLease refuses a lease that names another queue than q: the caller's
+// mistake, ErrInvalid before anything commits, not a lost lease (a lease
+// naming no queue is judged by its fence alone).
+func ownLease(q QueueKey, l engine.Lease) error {
+	if (l.Queue != "" || l.Namespace != engine.Namespace{}) && (QueueKey{l.Namespace, l.Queue}) != q {
+		return invalid("lease of task %d is of another queue", l.ID)
+	}
+	return nil
 }
 
 // ---- the calls ----
@@ -871,6 +906,10 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 	}
 	x := m.begin()
 	now := x.now
+	max, ok := m.allowed(q, max)
+	if !ok {
+		return nil, nil // paused, or limited to nothing: no batch
+	}
 	var spent, ready []*Rec
 	for _, t := range m.tasks {
 		if t.Queue != q {
@@ -919,6 +958,7 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 			Owner: owner, Token: n.Token, Secret: n.Secret, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
 		})
 	}
+	x.took(q, len(out))
 	x.commit()
 	return out, nil
 }
@@ -958,6 +998,9 @@ func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, 
 		return err
 	}
 	if err := checkQueue(q); err != nil {
+		return err
+	}
+	if err := ownLease(q, l); err != nil {
 		return err
 	}
 	x := m.begin()
@@ -1011,6 +1054,9 @@ func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
 	if len(msg) > engine.MaxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:engine.MaxErrorBytes], "")
 	}
+	if err := ownLease(q, l); err != nil {
+		return err
+	}
 	x := m.begin()
 	t, err := x.fenced(q, l)
 	if err != nil {
@@ -1050,6 +1096,9 @@ func (m *Model) Heartbeat(q QueueKey, l engine.Lease, extend time.Duration, prog
 	if err := checkQueue(q); err != nil {
 		return time.Time{}, err
 	}
+	if err := ownLease(q, l); err != nil {
+		return time.Time{}, err
+	}
 	x := m.begin()
 	t, err := x.fenced(q, l)
 	if err != nil {
@@ -1074,6 +1123,9 @@ func (m *Model) Snooze(q QueueKey, l engine.Lease, d time.Duration) error {
 		return err
 	}
 	if err := checkQueue(q); err != nil {
+		return err
+	}
+	if err := ownLease(q, l); err != nil {
 		return err
 	}
 	x := m.begin()
@@ -1272,16 +1324,20 @@ func (m *Model) Counts(q QueueKey) engine.Counts {
 	return c
 }
 
-// Queues is DB.Queues over the queues qs: those holding a task at Now, in
-// the order given, with their counts, oldest ready time and totals.
+// Queues is DB.Queues over the queues qs: those holding a task at Now or
+// with settings, in the order given, with their counts, oldest ready time,
+// totals and settings.
 func (m *Model) Queues(qs []QueueKey) []engine.QueueInfo {
 	var out []engine.QueueInfo
 	for _, q := range qs {
 		c := m.Counts(q)
-		if c == (engine.Counts{}) {
+		conf, set := m.confs[q]
+		if c == (engine.Counts{}) && !set {
 			continue
 		}
 		info := engine.QueueInfo{Namespace: q.NS, Name: q.Name, Counts: c, Totals: m.totals[q].Totals}
+		s := conf.settings()
+		info.Paused, info.Limits = s.Paused, s.Limits
 		oldest := int64(0)
 		for _, t := range m.list(q, engine.Ready) {
 			if oldest == 0 || t.NotBefore < oldest {

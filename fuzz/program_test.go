@@ -60,11 +60,12 @@ const (
 	opForged
 	opInvalid
 	opRead
+	opControl
 	numOps
 )
 
 var opNames = [numOps]string{"enqueue", "batch", "claim", "complete", "fail", "heartbeat", "snooze", "cancel",
-	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read"}
+	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "control"}
 
 // program is a byte string read as instructions of opSize bytes; the first
 // byte configures the DB (see programConfig).
@@ -311,6 +312,15 @@ func (r *runner) task(b0, b1, b2 byte) engine.Task {
 	if b1&0x80 != 0 && b2&4 != 0 {
 		t.At = time.UnixMicro(r.m.Now).Add(2 * time.Second)
 	}
+	if b0&3 == 3 {
+		// Unique by content, over a few payloads (two of them the same
+		// content) so that duplicates meet.
+		t.IdempotencyKey = ""
+		t.Payload = [][]byte{nil, []byte(`{"n":1,"m":[2]}`), []byte(`{ "m": [2], "n": 1 }`), []byte(`"s"`)}[b2>>3&3]
+		t.Unique = &engine.Unique{Window: []time.Duration{time.Second, time.Minute}[b2>>5&1],
+			States: [][]engine.State{nil, {engine.Ready, engine.Scheduled, engine.InFlight},
+				{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead}, {engine.Dead, engine.InFlight, engine.Scheduled, engine.Ready, engine.Completed}}[b2>>6&3]}
+	}
 	return t
 }
 
@@ -382,8 +392,12 @@ func txString(ops []TxOp) string {
 }
 
 func taskString(t engine.Task) string {
-	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v}", t.Payload, t.Delay,
-		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers)
+	u := ""
+	if t.Unique != nil {
+		u = fmt.Sprintf(" unique=%v%v", t.Unique.Window, t.Unique.States)
+	}
+	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v%s}", t.Payload, t.Delay,
+		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers, u)
 }
 
 // pickLease returns a lease handed out earlier: mostly one the model says
@@ -626,6 +640,8 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		r.invalid(a)
 	case opRead:
 		r.read(a)
+	case opControl:
+		r.control(a)
 	}
 	if r.fullCheck && !r.failed {
 		r.checkStatePaged("after "+opNames[code], engine.MaxBatch)
@@ -679,7 +695,7 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 	l, lq := r.pickLease(a[2])
 	var gerr, werr error
 	var desc string
-	switch a[0] % 9 {
+	switch a[0] % 11 {
 	case 0:
 		t := engine.Task{Payload: []byte(`{"broken":`)}
 		desc = "enqueue bad json"
@@ -719,6 +735,16 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 		desc = "claim empty owner"
 		_, gerr = r.q(q).Claim(ctx, "", time.Second, 1)
 		_, werr = r.m.Claim(q, "", time.Second, 1)
+	case 9:
+		t := engine.Task{IdempotencyKey: "k0", Unique: &engine.Unique{Window: time.Minute}}
+		desc = "enqueue unique with a key"
+		_, gerr = r.q(q).Enqueue(ctx, t)
+		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
+	case 10:
+		l := engine.Limits{Rate: 3}
+		desc = "limits without per"
+		gerr = r.q(q).SetLimits(ctx, l)
+		werr = r.m.SetLimits(q, l)
 	}
 	if werr == nil || !errors.Is(werr, engine.ErrInvalid) {
 		r.fatalf("model accepted invalid call %s: %v", desc, werr)
@@ -765,6 +791,34 @@ func (r *runner) read(a [opSize - 1]byte) {
 		want, werr := r.m.Scan(q.NS, o)
 		if r.record(fmt.Sprintf("scan %s %+v", q.NS, o), gerr, werr, "") && entriesString(got) != entriesString(want) {
 			r.fatalf("scan %+v:\nengine %s\nmodel  %s", o, entriesString(got), entriesString(want))
+		}
+	}
+}
+
+// limitSets are the limits programs set: none, a bound, rates with and
+// without a burst, both.
+var limitSets = []engine.Limits{
+	{}, {MaxInFlight: 1}, {MaxInFlight: 3}, {Rate: 1, Per: time.Second},
+	{Rate: 2, Per: 3 * time.Second, Burst: 4}, {MaxInFlight: 2, Rate: 3, Per: time.Second, Burst: 1},
+	{Rate: 5, Per: time.Minute}, {MaxInFlight: 2, Rate: 1, Per: time.Second},
+}
+
+// control pauses, resumes, limits or reads a queue's settings.
+func (r *runner) control(a [opSize - 1]byte) {
+	q := queues[a[1]&3]
+	switch a[0] % 4 {
+	case 0:
+		r.record("pause "+q.String(), r.q(q).Pause(ctx), r.m.Pause(q), "")
+	case 1:
+		r.record("resume "+q.String(), r.q(q).Resume(ctx), r.m.Resume(q), "")
+	case 2:
+		l := limitSets[a[2]&7]
+		r.record(fmt.Sprintf("limits %s %+v", q, l), r.q(q).SetLimits(ctx, l), r.m.SetLimits(q, l), "")
+	case 3:
+		got, gerr := r.q(q).Settings(ctx)
+		want, werr := r.m.Settings(q)
+		if r.record("settings "+q.String(), gerr, werr, fmt.Sprintf("%+v", got)) && got != want {
+			r.fatalf("settings %s: %+v, model %+v", q, got, want)
 		}
 	}
 }
@@ -858,8 +912,8 @@ func (r *runner) checkQueues(when string) {
 func queuesString(qs []engine.QueueInfo) string {
 	var lines []string
 	for _, q := range qs {
-		lines = append(lines, fmt.Sprintf("%s/%s %+v oldest=%d %+v", q.Namespace, q.Name, q.Counts,
-			Micros(q.OldestReady), q.Totals))
+		lines = append(lines, fmt.Sprintf("%s/%s %+v oldest=%d %+v paused=%v %+v", q.Namespace, q.Name, q.Counts,
+			Micros(q.OldestReady), q.Totals, q.Paused, q.Limits))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "; ")
@@ -945,7 +999,7 @@ func genProgram(rng *rand.Rand, n int, weights [numOps]int, cfg byte) []byte {
 var workload = [numOps]int{
 	opEnqueue: 14, opBatch: 4, opClaim: 14, opComplete: 10, opFail: 6, opHeartbeat: 4, opSnooze: 2,
 	opCancel: 2, opRedrive: 2, opKV: 5, opAdvance: 6, opCheckpoint: 1, opReopen: 1, opForged: 3,
-	opInvalid: 1, opRead: 3,
+	opInvalid: 1, opRead: 3, opControl: 2,
 }
 
 // listFiles returns the regular files under dir (relative paths).

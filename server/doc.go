@@ -5,8 +5,9 @@
 // endpoints, and a drain that answers in-flight calls before the engine
 // closes.
 //
-// Calls. Each RPC of docket.v1.Queues and docket.v1.KV runs the engine
-// method of the same name on the caller's view of the DB (DB.As), so the
+// Calls. Each RPC of docket.v1.Queues, docket.v1.Controls (the queue
+// controls: Pause, Resume, SetLimits, Settings) and docket.v1.KV runs the
+// engine method of the same name on the caller's view of the DB (DB.As), so the
 // permissions, limits and errors are the engine's own; an engine error
 // answers with the connect code of its sentinel and a docket.v1.Error
 // detail naming it. ClaimWait is a long poll parked in the engine's wait,

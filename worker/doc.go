@@ -57,6 +57,14 @@
 // to this runtime and heartbeated like the running one; those not started
 // are handed back at once when the Worker stops.
 //
+// A queue's controls are the engine's, so they hold across every Worker
+// of every process: on a paused queue (engine.Queue.Pause) the goroutines
+// stay parked in the blocking claim, making no claim however much work
+// arrives, until the queue is resumed; a queue's in-flight bound and rate
+// limit (engine.Queue.SetLimits) decide how many tasks a claim gets, and a
+// goroutine that gets none parks until a slot frees or a token comes. The
+// runtime's own Concurrency bounds one process; the engine's bound, all.
+//
 // # Leases and heartbeats
 //
 // A claimed task is leased for QueueOptions.Lease. Every HeartbeatEvery

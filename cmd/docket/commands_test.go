@@ -469,10 +469,13 @@ func TestHelpOfEveryCommand(t *testing.T) {
 		"inspect": {"-state", "-limit", "-cursor", "-ns", "-queue"},
 		"get":     {"-json", "ID"},
 		"dead":    {"-redrive", "-redrive-all", "-by-error", "-redrive-error TEXT", "-delete-error TEXT", "-scan", "exactly"},
-		"enqueue": {"-kind", "-delay", "-at", "-priority", "-max-attempts", "-key", "-header", "PAYLOAD | -"},
+		"enqueue": {"-kind", "-delay", "-at", "-priority", "-max-attempts", "-key", "-header", "-unique", "-unique-states", "PAYLOAD | -"},
 		"cancel":  {"-completed-all", "-completed", "ID..."},
 		"run-now": {"ID..."},
 		"token":   {"CALLER GRANT", "docket token billing"},
+		"pause":   {"-dir", "-server", "-queue", "docket resume"},
+		"resume":  {"-queue", "-json"},
+		"limits":  {"-max-in-flight", "-rate", "-per", "-burst", "-clear"},
 	}
 	for name, flags := range want {
 		code, out, errs := docket(t, name, "-h")
@@ -518,6 +521,9 @@ func TestWriteCommandsNeedADocketDirectory(t *testing.T) {
 			{"cancel", "-completed", "1"},
 			{"kv", "set", "k", "v"},
 			{"kv", "delete", "k"},
+			{"pause"},
+			{"resume"},
+			{"limits", "-rate", "1", "-per", "1s"},
 		} {
 			code, _, errs := docket(t, append(args, "-dir", d)...)
 			if code != 1 || strings.Count(errs, "docket:") != 1 {

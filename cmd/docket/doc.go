@@ -11,6 +11,7 @@
 //	docket dead [-redrive ID,... | -redrive-all | -by-error]   the dead-letter queue;
 //	            [-redrive-error TEXT | -delete-error TEXT]    by exact last error
 //	docket enqueue [PAYLOAD | -] | cancel [-completed] ID... | run-now ID...   act on tasks
+//	docket pause | resume | limits [-max-in-flight N] [-rate N -per D]   a queue's controls
 //	docket kv get|scan|set|delete                     a namespace's key-value entries
 //	docket verify DIR                                 check a directory the way Open would, changing nothing
 //	docket repair [-salvage] DIR                      cut a torn log tail, keeping a copy; -salvage keeps

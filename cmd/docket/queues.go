@@ -66,11 +66,25 @@ func runStats(ctx context.Context, c cli, args []string) error {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "namespace\tqueue\tready\tscheduled\tin-flight\tdead\tcompleted\t")
+	var controlled []engine.QueueInfo
 	for _, q := range qs {
 		n := q.Counts
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", q.Namespace, q.Name, n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed)
+		if q.Paused || q.Limits != (engine.Limits{}) {
+			controlled = append(controlled, q)
+		}
 	}
 	tw.Flush()
+	for _, q := range controlled {
+		var what []string
+		if q.Paused {
+			what = append(what, "paused")
+		}
+		if l := limitsText(q.Limits); l != "" {
+			what = append(what, l)
+		}
+		fmt.Fprintf(c.stdout, "%s %s: %s\n", q.Namespace, q.Name, strings.Join(what, ", "))
+	}
 	if haveStats {
 		fmt.Fprintf(c.stdout, "\n%d tasks held, last commit %d\n", st.Tasks, st.Seq)
 	}
@@ -437,7 +451,8 @@ func readArg(c cli, arg string) ([]byte, error) {
 const enqueueAbout = `
 Adds one task. PAYLOAD is JSON (or nothing, for an empty payload); - reads it
 from standard input. It prints the task's id, or with -key the id of the task
-that already holds the key (nothing is enqueued then):
+that already holds the key, or with -unique the id of a task of the same kind
+and payload enqueued within the window (nothing is enqueued then):
 
   docket enqueue -server http://127.0.0.1:7070 -ns acme/prod -queue emails '{"to":"a@b"}'
   some-program | docket enqueue -dir data -kind report -delay 10m -`
@@ -455,12 +470,16 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	key := tf.fs.String("key", "", "idempotency key: while a task with it exists, enqueueing again returns that task")
 	headers := headerFlag{}
 	tf.fs.Var(headers, "header", "a `NAME=VALUE` pair carried with the task (repeat the flag for more)")
+	unique := addUniqueFlags(tf.fs)
 	pos, err := tf.parse(args, 0, 1)
 	if err != nil {
 		return err
 	}
 	task := engine.Task{Kind: *kind, Delay: *delay, Priority: *priority, MaxAttempts: *maxAttempts,
 		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key}
+	if err := unique.apply(&task); err != nil {
+		return err
+	}
 	if len(headers) > 0 {
 		task.Headers = headers
 	}
@@ -496,6 +515,10 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 			ID           uint64 `json:"id"`
 			Deduplicated bool   `json:"deduplicated"`
 		}{res.ID, res.Deduplicated})
+	}
+	if res.Deduplicated && task.Unique != nil {
+		fmt.Fprintf(c.stdout, "task %d has the same content: nothing enqueued\n", res.ID)
+		return nil
 	}
 	if res.Deduplicated {
 		fmt.Fprintf(c.stdout, "task %d already holds idempotency key %q: nothing enqueued\n", res.ID, *key)

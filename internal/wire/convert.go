@@ -119,6 +119,9 @@ func Task(pb *v1.Task) (engine.Task, error) {
 	if t.BackoffMax, err = Duration("backoff max", pb.BackoffMax); err != nil {
 		return t, err
 	}
+	if t.Unique, err = Unique(pb.Unique); err != nil {
+		return t, err
+	}
 	return t, nil
 }
 
@@ -135,6 +138,7 @@ func PBTask(t engine.Task) *v1.Task {
 		BackoffMax:     PBDuration(t.BackoffMax),
 		IdempotencyKey: t.IdempotencyKey,
 		Headers:        t.Headers,
+		Unique:         PBUnique(t.Unique),
 	}
 }
 
@@ -485,6 +489,8 @@ func PBQueueInfo(q engine.QueueInfo) *v1.QueueInfo {
 		OldestReady: PBTime(q.OldestReady),
 		Totals: &v1.Totals{Enqueued: t.Enqueued, Claimed: t.Claimed, Completed: t.Completed,
 			Retried: t.Retried, DeadLettered: t.DeadLettered},
+		Paused: q.Paused,
+		Limits: PBLimits(q.Limits),
 	}
 }
 
@@ -498,6 +504,8 @@ func QueueInfo(pb *v1.QueueInfo) engine.QueueInfo {
 		OldestReady: timeOf(pb.GetOldestReady()),
 		Totals: engine.Totals{Enqueued: t.GetEnqueued(), Claimed: t.GetClaimed(), Completed: t.GetCompleted(),
 			Retried: t.GetRetried(), DeadLettered: t.GetDeadLettered()},
+		Paused: pb.GetPaused(),
+		Limits: limitsOf(pb.GetLimits()),
 	}
 }
 

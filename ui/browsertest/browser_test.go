@@ -848,62 +848,38 @@ func TestPhoneViewport(t *testing.T) {
 	}
 }
 
-// pausable is an API whose queues have Pause, Resume and Paused, the
-// methods the dashboard looks for on an engine with queue controls; the
-// state is kept here.
-type pausable struct {
-	*engine.DB
-	mu     sync.Mutex
-	paused map[string]bool
-}
-
-func (p *pausable) Queue(ns engine.Namespace, name string) engine.Queue {
-	return pausableQueue{p.DB.Queue(ns, name), p}
-}
-
-func (p *pausable) is(name string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.paused[name]
-}
-
-type pausableQueue struct {
-	engine.Queue
-	p *pausable
-}
-
-func (q pausableQueue) set(v bool) error {
-	q.p.mu.Lock()
-	defer q.p.mu.Unlock()
-	q.p.paused[q.Name()] = v
-	return nil
-}
-
-func (q pausableQueue) Pause(context.Context) error  { return q.set(true) }
-func (q pausableQueue) Resume(context.Context) error { return q.set(false) }
-func (q pausableQueue) Paused(context.Context) (bool, error) {
-	return q.p.is(q.Name()), nil
-}
-
-// On an engine whose queues can be paused, the queue page's button pauses
-// and resumes, through the confirmation, and the overview shows the state.
+// The queue page's button pauses and resumes the engine's queue, through
+// the confirmation: while it is paused a claim leases nothing, and the
+// overview shows the state.
 func TestPauseButton(t *testing.T) {
-	api := &pausable{paused: map[string]bool{}}
-	b := newTab(t, ui.Options{AllowActions: true}, func(s *setup) {
-		s.wrap = func(db *engine.DB) engine.API { api.DB = db; return api }
-	})
+	b := newTab(t, ui.Options{AllowActions: true})
 	b.enqueue("jobs", engine.Task{})
+	q := b.db.Queue(ns, "jobs")
+	paused := func() bool {
+		t.Helper()
+		s, err := q.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Paused
+	}
 	b.open("queue?p=acme&s=prod&q=jobs")
-	if r := b.confirm(`button[value="pause"]`, "stop workers from claiming tasks of this queue"); r != "Paused the queue." || !api.is("jobs") {
-		t.Fatalf("pause: %q, paused %v", r, api.is("jobs"))
+	if r := b.confirm(`button[value="pause"]`, "stop workers from claiming tasks of this queue"); r != "Paused the queue." || !paused() {
+		t.Fatalf("pause: %q, paused %v", r, paused())
+	}
+	if ls, err := q.Claim(ctx, "w", time.Minute, 1); err != nil || len(ls) != 0 {
+		t.Fatalf("a claim on the paused queue: %v %v", ls, err)
 	}
 	b.open("")
 	if s := b.text("#queues .pill.paused"); s != "paused" {
 		t.Fatalf("overview pause badge %q", s)
 	}
 	b.open("queue?p=acme&s=prod&q=jobs")
-	if r := b.confirm(`button[value="resume"]`, "let workers claim tasks of this queue again"); r != "Resumed the queue." || api.is("jobs") {
-		t.Fatalf("resume: %q, paused %v", r, api.is("jobs"))
+	if r := b.confirm(`button[value="resume"]`, "let workers claim tasks of this queue again"); r != "Resumed the queue." || paused() {
+		t.Fatalf("resume: %q, paused %v", r, paused())
+	}
+	if ls, err := q.Claim(ctx, "w", time.Minute, 1); err != nil || len(ls) != 1 {
+		t.Fatalf("a claim after resume: %v %v", ls, err)
 	}
 	b.open("")
 	if n := eval[int](b, `document.querySelectorAll("#queues .pill.paused").length`); n != 0 {
