@@ -24,7 +24,13 @@ const parkDelay = 200 * time.Microsecond
 // empty queue, one task is enqueued, and the time from just before the
 // enqueue until ClaimWait returns it is recorded, N times.
 func runW7(ctx context.Context, cfg Config, dir string, r *Result) error {
-	d, err := openDocket(cfg, dir, nil)
+	var d *docketDriver
+	var err error
+	if cfg.Remote {
+		d, err = openRemote(ctx, cfg, dir)
+	} else {
+		d, err = openDocket(cfg, dir, nil)
+	}
 	if err != nil {
 		return err
 	}

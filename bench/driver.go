@@ -49,10 +49,16 @@ type Counters struct {
 // under dir (which the run removes afterwards).
 type Opener[J any] func(ctx context.Context, cfg Config, dir string) (Driver[J], error)
 
-// docketDriver drives one docket queue.
+// docketDriver drives one docket queue, in process or through the
+// client.
 type docketDriver struct {
+	q engine.Queue
+	// db is the DB in this process: the one called, or the one a server
+	// started here serves. Nil against a server elsewhere.
 	db *engine.DB
-	q  engine.Queue
+	// counters reads the queue's totals; nil when there are none.
+	counters func() (Counters, bool)
+	close    func() error
 }
 
 var benchNS = engine.NS("bench", "load")
@@ -60,23 +66,37 @@ var benchNS = engine.NS("bench", "load")
 // openDocket opens docket for cfg: in memory, or in dir with cfg's
 // durability.
 func openDocket(cfg Config, dir string, tweak func(*engine.Options)) (*docketDriver, error) {
+	db, err := openDB(cfg, dir, tweak)
+	if err != nil {
+		return nil, err
+	}
+	return &docketDriver{q: db.Queue(benchNS, "tasks"), db: db, counters: dbCounters(db), close: db.Close}, nil
+}
+
+func openDB(cfg Config, dir string, tweak func(*engine.Options)) (*engine.DB, error) {
 	opts := engine.Options{Durability: cfg.Durability}
 	if tweak != nil {
 		tweak(&opts)
 	}
-	open := func() (*engine.DB, error) { return engine.Open(dir, opts) }
 	if cfg.InMemory {
-		open = func() (*engine.DB, error) { return engine.OpenInMemory(opts) }
+		return engine.OpenInMemory(opts)
 	}
-	db, err := open()
-	if err != nil {
-		return nil, err
-	}
-	return &docketDriver{db: db, q: db.Queue(benchNS, "tasks")}, nil
+	return engine.Open(dir, opts)
 }
 
-// Docket is the Opener of docket itself, as Run uses it.
-func Docket(_ context.Context, cfg Config, dir string) (Driver[engine.Lease], error) {
+func dbCounters(db *engine.DB) func() (Counters, bool) {
+	return func() (Counters, bool) {
+		s := db.Stats()
+		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}, true
+	}
+}
+
+// Docket is the Opener of docket itself, as Run uses it: the DB in
+// process, or through the client when cfg.Remote is set (see Remote).
+func Docket(ctx context.Context, cfg Config, dir string) (Driver[engine.Lease], error) {
+	if cfg.Remote || cfg.Server != "" {
+		return openRemote(ctx, cfg, dir)
+	}
 	return openDocket(cfg, dir, nil)
 }
 
@@ -116,15 +136,27 @@ func (d *docketDriver) CompleteBatch(ctx context.Context, ls []engine.Lease) err
 
 func (d *docketDriver) Payload(l *engine.Lease) []byte { return l.Payload }
 
-func (d *docketDriver) Close() error { return d.db.Close() }
+func (d *docketDriver) Close() error { return d.close() }
 
+// Counters returns the totals of the DB behind the queue; zero when they
+// cannot be read (a server elsewhere that refuses Stats).
 func (d *docketDriver) Counters() Counters {
-	s := d.db.Stats()
-	return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}
+	c, _ := d.countersOK()
+	return c
+}
+
+func (d *docketDriver) countersOK() (Counters, bool) {
+	if d.counters == nil {
+		return Counters{}, false
+	}
+	return d.counters()
 }
 
 func countersOf(d any) (Counters, bool) {
-	if c, ok := d.(interface{ Counters() Counters }); ok {
+	switch c := d.(type) {
+	case *docketDriver:
+		return c.countersOK()
+	case interface{ Counters() Counters }:
 		return c.Counters(), true
 	}
 	return Counters{}, false

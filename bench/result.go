@@ -24,9 +24,11 @@ type Percentiles struct {
 // only: the setup a workload needs (the backlog W4 drains, say) is neither
 // timed nor counted.
 type Result struct {
-	System   string `json:"system"` // "docket", or the peer's name
+	System   string `json:"system"` // "docket", "remote" (docket through the client), or the peer's name
 	Workload string `json:"workload"`
-	Mode     string `json:"mode"` // "memory", "always", "interval", "never"
+	// Mode is docket's: "memory", "always", "interval", "never" ("server"
+	// for a server of unknown settings); a peer's: "durable" or "nosync".
+	Mode string `json:"mode"`
 
 	// Tasks is the number of tasks enqueued (W1–W3), completed (W4–W6R),
 	// woken (W7) or held (W8, W9) in the measured window.
@@ -48,6 +50,9 @@ type Result struct {
 	// waiting for work); for W7 it is the wake-up latency, from just
 	// before the enqueue until the parked claimer holds the task.
 	Latency Percentiles `json:"latency"`
+	// PerCall is Latency by kind of call: "enqueue", "enqueue_batch",
+	// "claim" (non-blocking claims only), "complete", "complete_batch".
+	PerCall map[string]Percentiles `json:"per_call,omitempty"`
 	// EndToEnd is, for W6R, the time from the start of a task's enqueue
 	// call to the return of its complete call.
 	EndToEnd *Percentiles `json:"end_to_end,omitempty"`
@@ -133,6 +138,11 @@ func (r Result) Table(w io.Writer) error {
 		line("tasks/s", rate(r.TasksPerSec))
 		line("calls/s", fmt.Sprintf("%s (%d calls)", rate(r.CallsPerSec), r.Calls))
 		line("latency/call", pct(r.Latency))
+		for _, name := range callNames {
+			if p, ok := r.PerCall[name]; ok && len(r.PerCall) > 1 {
+				line("  "+name, pct(p))
+			}
+		}
 	}
 	if r.Enqueued > 0 {
 		line("enqueued", fmt.Sprintf("%d (%s/s), backlog %d at the end", r.Enqueued,
@@ -226,6 +236,17 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%.2fms", float64(d)/1e6)
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// signed is dur for a difference that may be negative.
+func signed(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + dur(-d)
+	case d == 0:
+		return "0"
+	}
+	return "+" + dur(d)
 }
 
 func size(b int64) string {

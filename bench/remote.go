@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/docketdb/docket/client"
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/server"
+)
+
+// Remote is the name runs through the client report as their System.
+const Remote = "remote"
+
+// serverCalls bounds the calls the server started for a remote run lets
+// its one caller hold at once: W6R's pacers may have maxInFlightSends
+// enqueues outstanding, beside the workers' calls.
+const serverCalls = maxInFlightSends + 256
+
+// openRemote returns a driver of docket through the client: to a server
+// started here on a 127.0.0.1 port over a fresh DB of cfg's mode, or to
+// the running server cfg.Server.
+func openRemote(ctx context.Context, cfg Config, dir string) (*docketDriver, error) {
+	if cfg.Server != "" {
+		return dialServer(ctx, cfg)
+	}
+	db, err := openDB(cfg, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	url, stop, err := serveLoopback(db)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	c, err := client.Dial(ctx, url, client.Options{})
+	if err != nil {
+		return nil, errors.Join(err, stop(), db.Close())
+	}
+	return &docketDriver{
+		q:        c.Queue(benchNS, "tasks"),
+		db:       db,
+		counters: dbCounters(db),
+		close:    func() error { return errors.Join(c.Close(), stop(), db.Close()) },
+	}, nil
+}
+
+// serveLoopback serves db on a fresh 127.0.0.1 port, in this process but
+// through a real TCP listener, and returns its URL and a function that
+// stops serving (draining the calls in flight).
+func serveLoopback(db *engine.DB) (url string, stop func() error, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	s := server.New(db, server.Options{
+		Logger:    slog.New(slog.DiscardHandler),
+		MaxCalls:  serverCalls,
+		MaxParked: serverCalls,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- server.Serve(ctx, s, server.NewHTTPServer(s.Mux(), nil), ln, 5*time.Second) }()
+	return "http://" + ln.Addr().String(), func() error {
+		cancel()
+		return <-done
+	}, nil
+}
+
+// dialServer drives a queue of its own on the running server cfg.Server.
+// The counters are the server's (every client's calls), when its Stats
+// answer: with tokens they need admin on */*.
+func dialServer(ctx context.Context, cfg Config) (*docketDriver, error) {
+	c, err := client.Dial(ctx, cfg.Server, client.Options{Token: cfg.Token})
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", cfg.Server, err)
+	}
+	counters := func() (Counters, bool) {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := c.Stats(sctx)
+		if err != nil {
+			return Counters{}, false
+		}
+		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}, true
+	}
+	if _, ok := counters(); !ok {
+		counters = nil
+	}
+	name := fmt.Sprintf("bench-%s-%d", cfg.Workload, time.Now().UnixNano())
+	return &docketDriver{q: c.Queue(benchNS, name), counters: counters, close: c.Close}, nil
+}
