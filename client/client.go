@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,7 @@ type Client struct {
 	ownHC   bool
 	r       *retrier
 	copts   []connect.ClientOption
+	codec   connect.Codec // what copts encode with
 	mu      sync.Mutex
 	stubs   map[string]*stubs
 	closed  atomic.Bool
@@ -89,6 +91,10 @@ type stubs struct {
 	q     docketv1connect.QueuesClient
 	kv    docketv1connect.KVClient
 	admin docketv1connect.AdminClient
+	// claim and claimWait read their replies straight into engine leases
+	// (wire.LeaseCodec).
+	claim     *connect.Client[v1.ClaimRequest, wire.LeaseList]
+	claimWait *connect.Client[v1.ClaimWaitRequest, wire.LeaseList]
 }
 
 // Dial returns a client of the servers at addrs, a comma-separated list of
@@ -129,11 +135,13 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 			connect.WithAcceptCompression("gzip", nil, nil),
 		},
 	}
+	c.codec = wire.ClientProto{}
 	if opts.JSON {
-		c.copts = append(c.copts, connect.WithCodec(wire.NewJSONCodec(wire.JSONName, false)))
+		c.codec = wire.NewJSONCodec(wire.JSONName, false)
 	}
+	c.copts = append(c.copts, connect.WithCodec(c.codec))
 	if c.hc == nil {
-		c.hc, c.ownHC = &http.Client{Transport: &http.Transport{
+		c.hc, c.ownHC = &http.Client{Transport: oneWrite{&http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			TLSClientConfig:       opts.TLS,
@@ -142,7 +150,7 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,
-		}}, true
+		}}}, true
 	}
 	c.closing, c.close = context.WithCancel(context.Background())
 	if _, err := c.Health(ctx); err != nil {
@@ -241,16 +249,25 @@ func queuesOf(s *stubs) docketv1connect.QueuesClient { return s.q }
 func kvOf(s *stubs) docketv1connect.KVClient         { return s.kv }
 func adminOf(s *stubs) docketv1connect.AdminClient   { return s.admin }
 
+func claimOf(s *stubs) *connect.Client[v1.ClaimRequest, wire.LeaseList] { return s.claim }
+func claimWaitOf(s *stubs) *connect.Client[v1.ClaimWaitRequest, wire.LeaseList] {
+	return s.claimWait
+}
+
 // stub returns the connect clients of the server at base.
 func (c *Client) stub(base string) *stubs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stubs[base]
 	if s == nil {
+		leases := append(slices.Clip(c.copts), connect.WithCodec(wire.LeaseCodec{Inner: c.codec}))
 		s = &stubs{
 			q:     docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
 			kv:    docketv1connect.NewKVClient(c.hc, base, c.copts...),
 			admin: docketv1connect.NewAdminClient(c.hc, base, c.copts...),
+			claim: connect.NewClient[v1.ClaimRequest, wire.LeaseList](c.hc, base+docketv1connect.QueuesClaimProcedure, leases...),
+			claimWait: connect.NewClient[v1.ClaimWaitRequest, wire.LeaseList](c.hc, base+docketv1connect.QueuesClaimWaitProcedure,
+				leases...),
 		}
 		c.stubs[base] = s
 	}
