@@ -137,7 +137,7 @@ func WriteTargets(w io.Writer, ts []Target) error {
 func WriteRemote(w io.Writer, rs []Result) error {
 	ms := medians(rs)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tmode\tin-process tasks/s\tremote tasks/s\tremote/in-process\t")
+	fmt.Fprintln(tw, "workload\tmode\tin-process tasks/s\tremote tasks/s\tremote/in-process\tin-process CPU/task\tremote CPU/task\t")
 	type pair struct{ local, remote Result }
 	var pairs []pair
 	for _, l := range ms {
@@ -152,8 +152,8 @@ func WriteRemote(w io.Writer, rs []Result) error {
 			}
 		}
 		pairs = append(pairs, pair{l, r})
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", l.Workload, l.Mode, rate(l.TasksPerSec), rate(r.TasksPerSec),
-			ratioOf(r.TasksPerSec, l.TasksPerSec))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Workload, l.Mode, rate(l.TasksPerSec), rate(r.TasksPerSec),
+			ratioOf(r.TasksPerSec, l.TasksPerSec), dur(l.CPUPerTask), dur(r.CPUPerTask))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "workload\tmode\tcall\tin-process p50\tp99\tremote p50\tp99\tadded p50\tadded p99\t")

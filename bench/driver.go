@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/docketdb/docket/engine"
 )
@@ -168,14 +169,18 @@ type window struct {
 	d     any
 	start Counters
 	ok    bool
+	cpu   time.Duration
 }
 
 func openWindow(d any) window {
 	c, ok := countersOf(d)
-	return window{d: d, start: c, ok: ok}
+	return window{d: d, start: c, ok: ok, cpu: processCPU()}
 }
 
 func (w window) close(r *Result) {
+	if w.cpu > 0 {
+		r.CPU = processCPU() - w.cpu
+	}
 	if !w.ok {
 		return
 	}

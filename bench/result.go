@@ -71,6 +71,13 @@ type Result struct {
 	LogBytes     uint64  `json:"log_bytes,omitempty"`
 	BytesPerTask float64 `json:"bytes_per_task,omitempty"`
 
+	// CPU is the CPU time (user and system) the whole process used in the
+	// window: the load generator, the queue and, in remote mode, the
+	// server and the client; CPUPerTask divides it by Tasks. On a machine
+	// shared with other work it is steadier than the rates.
+	CPU        time.Duration `json:"cpu_ns,omitempty"`
+	CPUPerTask time.Duration `json:"cpu_per_task_ns,omitempty"`
+
 	// PeakRSS is the process's peak resident set (VmHWM) during the run,
 	// reset at its start where the kernel allows it.
 	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
@@ -122,6 +129,9 @@ func (r *Result) finish() {
 	}
 	if r.Fsyncs > 0 {
 		r.GroupSize = float64(r.Commits) / float64(r.Fsyncs)
+	}
+	if r.Tasks > 0 && r.CPU > 0 {
+		r.CPUPerTask = r.CPU / time.Duration(r.Tasks)
 	}
 	if r.Tasks > 0 && r.LogBytes > 0 {
 		r.BytesPerTask = float64(r.LogBytes) / float64(r.Tasks)
@@ -179,6 +189,9 @@ func (r Result) Table(w io.Writer) error {
 		line("log/lifecycle", fmt.Sprintf("%.0f bytes: enqueue %.0f, claim %.0f, complete %.0f",
 			f.LogLifecycle, f.LogEnqueue, f.LogClaim, f.LogComplete))
 	}
+	if r.CPU > 0 {
+		line("CPU", fmt.Sprintf("%v, %s per task", r.CPU.Round(time.Millisecond), dur(r.CPUPerTask)))
+	}
 	if r.PeakRSS > 0 {
 		line("peak RSS", size(r.PeakRSS))
 	}
@@ -188,7 +201,7 @@ func (r Result) Table(w io.Writer) error {
 // WriteTable writes results as one row each, for comparing runs.
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tworkload\tmode\ttasks/s\tcalls/s\tp50\tp99\tp999\te2e p50\te2e p99\tfsyncs/s\tcommits/fsync\tlog B/task\tpeak RSS\t")
+	fmt.Fprintln(tw, "system\tworkload\tmode\ttasks/s\tcalls/s\tp50\tp99\tp999\te2e p50\te2e p99\tfsyncs/s\tcommits/fsync\tlog B/task\tCPU/task\tpeak RSS\t")
 	for _, r := range rs {
 		e50, e99 := "-", "-"
 		if r.EndToEnd != nil {
@@ -201,9 +214,9 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if r.BytesPerTask > 0 {
 			bt = fmt.Sprintf("%.0f", r.BytesPerTask)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.System, r.Workload, r.Mode,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.System, r.Workload, r.Mode,
 			rate(r.TasksPerSec), rate(r.CallsPerSec), dur(r.Latency.P50), dur(r.Latency.P99), dur(r.Latency.P999),
-			e50, e99, fs, gs, bt, size(r.PeakRSS))
+			e50, e99, fs, gs, bt, dur(r.CPUPerTask), size(r.PeakRSS))
 	}
 	return tw.Flush()
 }
