@@ -59,7 +59,7 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 				return
 			}
 			called := time.Now().UnixNano()
-			ls, err := d.q.ClaimWait(cctx, "bench", lease, 1)
+			ls, err := d.wq.ClaimWait(cctx, "bench", lease, 1)
 			got := time.Now().UnixNano()
 			if err != nil {
 				if cctx.Err() != nil {
@@ -74,7 +74,7 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 			} else {
 				early.Add(1) // it was not parked yet: not a wake-up
 			}
-			if _, err := d.q.Complete(ctx, ls[0], engine.Done{}); err != nil {
+			if _, err := d.wq.Complete(ctx, ls[0], engine.Done{}); err != nil {
 				done <- err
 				return
 			}

@@ -53,7 +53,9 @@ type Opener[J any] func(ctx context.Context, cfg Config, dir string) (Driver[J],
 // docketDriver drives one docket queue, in process or through the
 // client.
 type docketDriver struct {
-	q engine.Queue
+	// q takes the enqueues, wq the claims and completions: the same queue
+	// in process; through two clients in remote mode.
+	q, wq engine.Queue
 	// db is the DB in this process: the one called, or the one a server
 	// started here serves. Nil against a server elsewhere.
 	db *engine.DB
@@ -71,7 +73,8 @@ func openDocket(cfg Config, dir string, tweak func(*engine.Options)) (*docketDri
 	if err != nil {
 		return nil, err
 	}
-	return &docketDriver{q: db.Queue(benchNS, "tasks"), db: db, counters: dbCounters(db), close: db.Close}, nil
+	q := db.Queue(benchNS, "tasks")
+	return &docketDriver{q: q, wq: q, db: db, counters: dbCounters(db), close: db.Close}, nil
 }
 
 func openDB(cfg Config, dir string, tweak func(*engine.Options)) (*engine.DB, error) {
@@ -117,18 +120,18 @@ func (d *docketDriver) EnqueueBatch(ctx context.Context, payloads [][]byte) erro
 
 func (d *docketDriver) Claim(ctx context.Context, max int, wait bool) ([]engine.Lease, error) {
 	if wait {
-		return d.q.ClaimWait(ctx, "bench", lease, max)
+		return d.wq.ClaimWait(ctx, "bench", lease, max)
 	}
-	return d.q.Claim(ctx, "bench", lease, max)
+	return d.wq.Claim(ctx, "bench", lease, max)
 }
 
 func (d *docketDriver) Complete(ctx context.Context, l *engine.Lease) error {
-	_, err := d.q.Complete(ctx, *l, engine.Done{})
+	_, err := d.wq.Complete(ctx, *l, engine.Done{})
 	return err
 }
 
 func (d *docketDriver) CompleteBatch(ctx context.Context, ls []engine.Lease) error {
-	errs, err := d.q.CompleteBatch(ctx, ls)
+	errs, err := d.wq.CompleteBatch(ctx, ls)
 	if err != nil {
 		return err
 	}

@@ -36,15 +36,36 @@ func openRemote(ctx context.Context, cfg Config, dir string) (*docketDriver, err
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	c, err := client.Dial(ctx, url, client.Options{})
+	d, err := dialPair(ctx, url, client.Options{}, "tasks")
 	if err != nil {
 		return nil, errors.Join(err, stop(), db.Close())
 	}
+	d.db, d.counters = db, dbCounters(db)
+	closeClients := d.close
+	d.close = func() error { return errors.Join(closeClients(), stop(), db.Close()) }
+	return d, nil
+}
+
+// dialPair drives queue through two clients of the server at url, one
+// for the producers' enqueues and one for the workers' claims and
+// completions, as a deployment has them in different processes: one
+// client's calls beyond its connections (client.Options.MaxConns) wait
+// in turn, so a client shared with producers that offer more than the
+// server takes (W6R) would keep the workers' completions waiting behind
+// the enqueues.
+func dialPair(ctx context.Context, url string, opts client.Options, queue string) (*docketDriver, error) {
+	producers, err := client.Dial(ctx, url, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", url, err)
+	}
+	workers, err := client.Dial(ctx, url, opts)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dial %s: %w", url, err), producers.Close())
+	}
 	return &docketDriver{
-		q:        c.Queue(benchNS, "tasks"),
-		db:       db,
-		counters: dbCounters(db),
-		close:    func() error { return errors.Join(c.Close(), stop(), db.Close()) },
+		q:     producers.Queue(benchNS, queue),
+		wq:    workers.Queue(benchNS, queue),
+		close: func() error { return errors.Join(producers.Close(), workers.Close()) },
 	}, nil
 }
 
@@ -74,9 +95,14 @@ func serveLoopback(db *engine.DB) (url string, stop func() error, err error) {
 // The counters are the server's (every client's calls), when its Stats
 // answer: with tokens they need admin on */*.
 func dialServer(ctx context.Context, cfg Config) (*docketDriver, error) {
+	name := fmt.Sprintf("bench-%s-%d", cfg.Workload, time.Now().UnixNano())
+	d, err := dialPair(ctx, cfg.Server, client.Options{Token: cfg.Token}, name)
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.Dial(ctx, cfg.Server, client.Options{Token: cfg.Token})
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", cfg.Server, err)
+		return nil, errors.Join(err, d.close())
 	}
 	counters := func() (Counters, bool) {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -87,9 +113,10 @@ func dialServer(ctx context.Context, cfg Config) (*docketDriver, error) {
 		}
 		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}, true
 	}
-	if _, ok := counters(); !ok {
-		counters = nil
+	if _, ok := counters(); ok {
+		d.counters = counters
 	}
-	name := fmt.Sprintf("bench-%s-%d", cfg.Workload, time.Now().UnixNano())
-	return &docketDriver{q: c.Queue(benchNS, name), counters: counters, close: c.Close}, nil
+	closeClients := d.close
+	d.close = func() error { return errors.Join(closeClients(), c.Close()) }
+	return d, nil
 }

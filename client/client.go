@@ -35,6 +35,9 @@ const (
 	DefaultBackoffMax  = 2 * time.Second
 	DefaultCallTimeout = 30 * time.Second
 	DefaultPollWait    = 30 * time.Second
+	// DefaultMaxConns is the server's default bound on the calls one
+	// caller has in progress (server.DefaultMaxCalls).
+	DefaultMaxConns = 256
 )
 
 // Options configure a Client. The zero value talks to a server without
@@ -66,6 +69,15 @@ type Options struct {
 	// it passes with nothing to claim, the client asks again, until the
 	// call's context ends.
 	PollWait time.Duration
+	// MaxConns bounds the connections the client keeps to one server for
+	// its calls (DefaultMaxConns); a call beyond them waits for one to be
+	// free, where more at once would only be refused by the server's own
+	// bound on a caller's calls. Unbounded, a burst of thousands of calls
+	// opened thousands of connections, overflowed the server's listen
+	// queue and waited seconds for SYNs to be sent again. ClaimWait's long
+	// polls have connections of their own, so that parked claims never
+	// hold up other calls. Not used with HTTPClient.
+	MaxConns int
 }
 
 // Client is docket's API over the network: engine.API (queues, KV, the
@@ -73,6 +85,7 @@ type Options struct {
 type Client struct {
 	opts    Options
 	hc      *http.Client
+	pollHC  *http.Client // for ClaimWait's long polls
 	ownHC   bool
 	r       *retrier
 	copts   []connect.ClientOption
@@ -123,10 +136,11 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 		opts.PollWait = DefaultPollWait
 	}
 	c := &Client{
-		opts:  opts,
-		hc:    opts.HTTPClient,
-		r:     &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
-		stubs: map[string]*stubs{},
+		opts:   opts,
+		hc:     opts.HTTPClient,
+		pollHC: opts.HTTPClient,
+		r:      &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
+		stubs:  map[string]*stubs{},
 		copts: []connect.ClientOption{
 			connect.WithReadMaxBytes(4 * engine.MaxCommitBytes),
 			connect.WithSendMaxBytes(engine.MaxCommitBytes + 8<<20),
@@ -141,16 +155,15 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 	}
 	c.copts = append(c.copts, connect.WithCodec(c.codec))
 	if c.hc == nil {
-		c.hc, c.ownHC = &http.Client{Transport: oneWrite{&http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSClientConfig:       opts.TLS,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConnsPerHost:   256, // workers and producers share one client
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		}}}, true
+		if opts.MaxConns <= 0 {
+			opts.MaxConns = DefaultMaxConns
+		}
+		c.opts.MaxConns = opts.MaxConns
+		c.hc = &http.Client{Transport: oneWrite{newTransport(opts.TLS, opts.MaxConns, opts.MaxConns)}}
+		// Each parked claim holds its connection for up to PollWait: as
+		// many as there are claimers, kept idle between polls.
+		c.pollHC = &http.Client{Transport: oneWrite{newTransport(opts.TLS, 0, opts.MaxConns)}}
+		c.ownHC = true
 	}
 	c.closing, c.close = context.WithCancel(context.Background())
 	if _, err := c.Health(ctx); err != nil {
@@ -169,8 +182,26 @@ func (c *Client) Close() error {
 	c.close()
 	if c.ownHC {
 		c.hc.CloseIdleConnections()
+		c.pollHC.CloseIdleConnections()
 	}
 	return nil
+}
+
+// newTransport is the client's own transport: at most maxConns
+// connections to one server (0: no bound), of which maxIdle are kept open
+// between calls.
+func newTransport(tlsConfig *tls.Config, maxConns, maxIdle int) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConfig,
+		ForceAttemptHTTP2:     true,
+		MaxConnsPerHost:       maxConns,
+		MaxIdleConnsPerHost:   maxIdle,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
 }
 
 // Clock returns the local system clock. The server's clock decides due
@@ -266,7 +297,7 @@ func (c *Client) stub(base string) *stubs {
 			kv:    docketv1connect.NewKVClient(c.hc, base, c.copts...),
 			admin: docketv1connect.NewAdminClient(c.hc, base, c.copts...),
 			claim: connect.NewClient[v1.ClaimRequest, wire.LeaseList](c.hc, base+docketv1connect.QueuesClaimProcedure, leases...),
-			claimWait: connect.NewClient[v1.ClaimWaitRequest, wire.LeaseList](c.hc, base+docketv1connect.QueuesClaimWaitProcedure,
+			claimWait: connect.NewClient[v1.ClaimWaitRequest, wire.LeaseList](c.pollHC, base+docketv1connect.QueuesClaimWaitProcedure,
 				leases...),
 		}
 		c.stubs[base] = s

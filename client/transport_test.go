@@ -10,6 +10,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/server"
 )
 
 // countingConn counts the writes made on a connection.
@@ -82,5 +86,80 @@ func TestOneWritePerRequest(t *testing.T) {
 	req.ContentLength = 10
 	if _, err := (oneWrite{tr}).RoundTrip(req); err == nil {
 		t.Error("a body shorter than its length was sent")
+	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// TestMaxConns: a burst of calls beyond MaxConns waits for a connection
+// instead of opening one each, and claims parked in ClaimWait, more of
+// them than MaxConns, do not hold up the calls that wake them.
+func TestMaxConns(t *testing.T) {
+	db := memDB(t, engine.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	s := server.New(db, server.Options{Logger: quiet, MaxCalls: 1000})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Serve(ctx, s, server.NewHTTPServer(s.Mux(), nil), countingListener{ln, &accepted}, 5*time.Second)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	const maxConns, claimers, burst = 3, 5, 60
+	c := dial(t, "http://"+ln.Addr().String(), Options{MaxConns: maxConns, PollWait: time.Minute})
+	q := c.Queue(engine.NS("acme", "prod"), "emails")
+
+	got := make(chan error, claimers)
+	for range claimers {
+		go func() {
+			_, err := q.ClaimWait(ctx, "w", time.Minute, 1)
+			got <- err
+		}()
+	}
+	// With the polls on the bounded connections, the enqueues would wait
+	// for a poll to end (a minute) and miss this deadline.
+	bctx, bcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer bcancel()
+	errs := make(chan error, burst)
+	for range burst {
+		go func() {
+			_, err := q.Enqueue(bctx, engine.Task{Payload: []byte(`{}`)})
+			errs <- err
+		}()
+	}
+	for range burst {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range claimers {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The dial's health check and the burst shared maxConns connections;
+	// each claimer has had one of its own.
+	if n := accepted.Load(); n > maxConns+claimers {
+		t.Fatalf("%d connections accepted, want at most %d for calls and %d for the claimers", n, maxConns, claimers)
 	}
 }
