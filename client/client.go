@@ -73,8 +73,9 @@ type Options struct {
 	// its calls (DefaultMaxConns); a call beyond them waits for one to be
 	// free, where more at once would only be refused by the server's own
 	// bound on a caller's calls. Unbounded, a burst of thousands of calls
-	// opened thousands of connections, overflowed the server's listen
-	// queue and waited seconds for SYNs to be sent again. ClaimWait's long
+	// opened a connection each (each with its goroutines and buffers on
+	// both sides), and on loopback the client and server then spent their
+	// CPU on connections rather than calls. ClaimWait's long
 	// polls have connections of their own, so that parked claims never
 	// hold up other calls. Not used with HTTPClient.
 	MaxConns int
