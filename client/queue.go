@@ -78,12 +78,12 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []engine.Task, ops ...en
 // held by nobody until they expire. The error then matches
 // ErrOutcomeUnknown.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]engine.Lease, error) {
-	res, err := invoke(ctx, q.c, false, queuesOf, docketv1connect.QueuesClient.Claim,
+	res, err := invoke(ctx, q.c, false, claimOf, (*connect.Client[v1.ClaimRequest, wire.LeaseList]).CallUnary,
 		&v1.ClaimRequest{Namespace: q.pb, Queue: q.name, Owner: owner, Lease: wire.PBDuration(lease), Max: wire.Int32(max)})
 	if err != nil {
 		return nil, err
 	}
-	return wire.Leases(res.Leases), nil
+	return res.Leases, nil
 }
 
 // ClaimWait long-polls the server: each poll waits there, woken by the
@@ -103,10 +103,10 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 	// the client gives up on the connection.
 	bound := c.opts.PollWait + 15*time.Second
 	for {
-		res, _, err := invokeBounded(wctx, c, false, bound, queuesOf, docketv1connect.QueuesClient.ClaimWait, req)
+		res, _, err := invokeBounded(wctx, c, false, bound, claimWaitOf, (*connect.Client[v1.ClaimWaitRequest, wire.LeaseList]).CallUnary, req)
 		switch {
 		case err == nil && len(res.Leases) > 0:
-			return wire.Leases(res.Leases), nil
+			return res.Leases, nil
 		case err == nil:
 			continue // the server's bound or a drain: ask again
 		case ctx.Err() != nil:
@@ -146,13 +146,12 @@ func (q *queue) Complete(ctx context.Context, l engine.Lease, d engine.Done) (en
 // CompleteBatch is fenced: repeated after a lost answer, when a lease the
 // first try completed answers ErrLeaseLost saying so.
 func (q *queue) CompleteBatch(ctx context.Context, leases []engine.Lease) ([]error, error) {
-	refs := make([]*v1.LeaseRef, len(leases))
-	for i, l := range leases {
-		if err := l.CheckQueue(q.ns, q.name); err != nil {
+	for i := range leases {
+		if err := leases[i].CheckQueue(q.ns, q.name); err != nil {
 			return nil, err
 		}
-		refs[i] = wire.PBLeaseRef(l)
 	}
+	refs := wire.PBLeaseRefs(leases)
 	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, queuesOf, docketv1connect.QueuesClient.CompleteBatch,
 		&v1.CompleteBatchRequest{Namespace: q.pb, Queue: q.name, Leases: refs})
 	if err != nil {

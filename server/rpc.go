@@ -243,11 +243,7 @@ func (h queuesRPC) CompleteBatch(ctx context.Context, req *connect.Request[v1.Co
 	if err != nil {
 		return nil, fail(err)
 	}
-	out := make([]*v1.Error, len(errs))
-	for i, e := range errs {
-		out[i] = wire.PBError(e)
-	}
-	return reply(&v1.CompleteBatchResponse{Errors: out})
+	return reply(&v1.CompleteBatchResponse{Errors: wire.PBErrors(errs)})
 }
 
 func (h queuesRPC) Fail(ctx context.Context, req *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {

@@ -166,6 +166,21 @@ func PBError(err error) *v1.Error {
 	return &v1.Error{Sentinel: SentinelOf(err), Message: err.Error()}
 }
 
+// PBErrors converts the outcomes of the parts of a call, the messages
+// from one allocation.
+func PBErrors(errs []error) []*v1.Error {
+	out := make([]*v1.Error, len(errs))
+	msgs := make([]v1.Error, len(errs))
+	for i, err := range errs {
+		m := &msgs[i]
+		if err != nil {
+			m.Sentinel, m.Message = SentinelOf(err), err.Error()
+		}
+		out[i] = m
+	}
+	return out
+}
+
 // Error converts the outcome of one part of a call: nil for an empty
 // Error.
 func Error(pb *v1.Error) error {
