@@ -413,3 +413,42 @@ func newTokenLine(t *testing.T, caller string, grants ...string) (string, string
 	}
 	return tok.Token, tok.Line, nil
 }
+
+// TestClusterDashboardPage: `serve -raft -ui` gives the dashboard's
+// cluster page the node's own figures: on the leader, every member with
+// its role and API URL, and the leader's commit index.
+func TestClusterDashboardPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three raft nodes; run without -short")
+	}
+	nodes := startCluster(t, "-ui")
+	c := dialNodes(t, client.Options{}, nodes...)
+	if _, err := c.Queue(engine.NS("acme", "prod"), "emails").Enqueue(clusterCtx(t, 20*time.Second), engine.Task{}); err != nil {
+		t.Fatal(err)
+	}
+	st := clusterOf(t, nodes[0].base)
+	base := st.LeaderURL
+	if base == "" {
+		t.Fatalf("no URL for the leader: %+v", st)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(base + "/ui/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	body := string(b)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("cluster page: %d\n%s", resp.StatusCode, body)
+	}
+	for _, n := range nodes {
+		if !strings.Contains(body, n.base) {
+			t.Errorf("the cluster page does not show %s", n.base)
+		}
+	}
+	for _, want := range []string{"n1", "n2", "n3", "leader", "follower"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the cluster page lacks %q", want)
+		}
+	}
+}

@@ -206,6 +206,9 @@ func runServe(ctx context.Context, c cli, args []string) error {
 		}
 		if sc.ui {
 			o := ui.Options{Prefix: "/ui/", AllowActions: sc.uiActions, Logger: sc.log}
+			if rep != nil {
+				o.Cluster = clusterView{rep}
+			}
 			if secure {
 				o.Login = func(token string) (engine.Caller, error) {
 					c, err := s.CallerForToken(token)
