@@ -413,3 +413,13 @@ func newTokenLine(t *testing.T, caller string, grants ...string) (string, string
 	}
 	return tok.Token, tok.Line, nil
 }
+
+// TestClusterBenchFlags: the benchmark refuses what it cannot run.
+func TestClusterBenchFlags(t *testing.T) {
+	for _, args := range [][]string{{"-workload", "W9"}, {"-n", "0"}, {"-failovers", "-1"}, {"extra"}} {
+		code, _, errs := docket(t, append([]string{"cluster", "bench"}, args...)...)
+		if code != 2 {
+			t.Errorf("cluster bench %v: exit %d %q", args, code, errs)
+		}
+	}
+}
