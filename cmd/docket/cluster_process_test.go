@@ -629,3 +629,28 @@ func (h *history) check(completed map[uint64]engine.TaskInfo) violations {
 	}
 	return v
 }
+
+// TestClusterBench runs `docket cluster bench` small: a workload on one
+// server and on three nodes, and two timed failovers.
+func TestClusterBench(t *testing.T) {
+	bin := docketBinary(t)
+	old := benchBinary
+	benchBinary = func() (string, error) { return bin, nil }
+	defer func() { benchBinary = old }()
+	code, out, errs := docket(t, "cluster", "bench", "-workload", "W2", "-n", "300", "-failovers", "2", "-json", "-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("cluster bench: exit %d\n%s%s", code, out, errs)
+	}
+	res := decode[clusterBenchResult](t, out)
+	if len(res.Workloads) != 1 {
+		t.Fatalf("%d workloads", len(res.Workloads))
+	}
+	p := res.Workloads[0]
+	if p.Single.Tasks != 300 || p.Three.Tasks != 300 || p.Single.System != "1 node" || p.Three.System != "3 nodes" || p.Ratio <= 0 {
+		t.Fatalf("W2: %+v", p)
+	}
+	f := res.Failover
+	if f == nil || f.Failovers != 2 || len(f.Samples) != 2 || f.P50 <= 0 || f.P99 < f.P50 || f.Max != f.P99 {
+		t.Fatalf("failovers: %+v", f)
+	}
+}

@@ -449,6 +449,13 @@ func TestClusterDashboardPage(t *testing.T) {
 	for _, want := range []string{"n1", "n2", "n3", "leader", "follower"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the cluster page lacks %q", want)
+
+// TestClusterBenchFlags: the benchmark refuses what it cannot run.
+func TestClusterBenchFlags(t *testing.T) {
+	for _, args := range [][]string{{"-workload", "W9"}, {"-n", "0"}, {"-failovers", "-1"}, {"extra"}} {
+		code, _, errs := docket(t, append([]string{"cluster", "bench"}, args...)...)
+		if code != 2 {
+			t.Errorf("cluster bench %v: exit %d %q", args, code, errs)
 		}
 	}
 }
