@@ -449,6 +449,9 @@ func TestClusterDashboardPage(t *testing.T) {
 	for _, want := range []string{"n1", "n2", "n3", "leader", "follower"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the cluster page lacks %q", want)
+		}
+	}
+}
 
 // TestClusterBenchFlags: the benchmark refuses what it cannot run.
 func TestClusterBenchFlags(t *testing.T) {
