@@ -85,7 +85,8 @@ func main() {
 	}
 	wls := split(strings.ToUpper(*workloads))
 
-	fmt.Printf("# %s, %d cores, %s, %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), modeName(base), flagLine())
+	fmt.Printf("# %s, %d cores, load average %s, %s, %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(),
+		loadAverage(), modeName(base), flagLine())
 	var fsyncRes *bench.FsyncResult
 	if *fsync > 0 && !*memory {
 		d := *dir
@@ -315,4 +316,15 @@ func flagSet(name string) bool {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages, "-"
+// where /proc does not give them: other work on a shared machine shows in
+// the figures.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "-"
 }
