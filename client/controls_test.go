@@ -112,4 +112,3 @@ func TestPausedQueueOverTheClient(t *testing.T) {
 }
 
 var ctx0 = context.Background()
-
