@@ -232,7 +232,8 @@ func (c *Client) KV(ns engine.Namespace) engine.KV {
 	return &kv{c: c, ns: ns, pb: wire.PBNamespace(ns)}
 }
 
-// Queues lists every queue that holds tasks that the caller may read.
+// Queues lists every queue that holds tasks or has settings that the
+// caller may read.
 func (c *Client) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
 	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Queues, &v1.QueuesRequest{})
 	if err != nil {

@@ -50,7 +50,10 @@ type Queue interface {
 	// no leases if nothing is due.
 	Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error)
 	// ClaimWait is Claim that, when nothing is due, waits until a task is
-	// enqueued, a timer comes due or a lease expires, or ctx ends.
+	// enqueued, a timer comes due or a lease expires, or ctx ends. On a
+	// paused queue it waits for Resume; at the queue's in-flight bound,
+	// for a task to leave flight; with no rate-limit token, for the next
+	// one.
 	ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error)
 
 	// Complete acknowledges a leased task: it is deleted (or kept as

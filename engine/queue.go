@@ -253,7 +253,11 @@ func (c *core) unwait(qk index.QueueKey, w *waiter) {
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
 // parks until a task is enqueued, a timer comes due or a lease expires, or
-// ctx ends (then it returns ctx's error). The caller's permission is checked
+// ctx ends (then it returns ctx's error). A paused queue's claims park
+// until its Resume commits, however much work arrives; one at its
+// in-flight bound until a task leaves flight or a lease expires; one with
+// no rate-limit token until the moment the next comes (a timer, no
+// polling). The caller's permission is checked
 // again each time it wakes, so a revoked grant ends the wait with
 // ErrPermission.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {

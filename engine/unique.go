@@ -89,6 +89,9 @@ func checkUnique(t *Task, s *spec) error {
 	if u.Window < time.Microsecond {
 		return invalid("unique window %v is under a microsecond", u.Window)
 	}
+	if len(u.States) > index.NumStates-1 {
+		return invalid("%d unique states: there are %d", len(u.States), index.NumStates-1)
+	}
 	mask := uint8(uniqueDefault)
 	if len(u.States) > 0 {
 		mask = 0

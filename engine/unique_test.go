@@ -182,9 +182,10 @@ func TestUniqueInOneCommit(t *testing.T) {
 	}
 }
 
-// TestUniqueRefusesBadInput: a bad window, states missing a required one
-// or naming no state, both Unique and a key, and a caller's key under the
-// reserved prefix are ErrInvalid and change nothing.
+// TestUniqueRefusesBadInput: a bad window, states missing a required one,
+// naming no state or too many, both Unique and a key, a payload that is
+// not JSON, and a caller's key under the reserved prefix are ErrInvalid and
+// change nothing.
 func TestUniqueRefusesBadInput(t *testing.T) {
 	e := newEnv(t, true)
 	q := e.q("q")
@@ -195,6 +196,7 @@ func TestUniqueRefusesBadInput(t *testing.T) {
 		"tiny window":     unique("k", `1`, time.Nanosecond),
 		"huge window":     unique("k", `1`, MaxDuration+time.Hour),
 		"no in-flight":    unique("k", `1`, time.Minute, Ready, Scheduled),
+		"too many states": unique("k", `1`, time.Minute, Ready, Scheduled, InFlight, Dead, Completed, Ready),
 		"unknown state":   unique("k", `1`, time.Minute, Ready, Scheduled, InFlight, State(9)),
 		"and a key":       {IdempotencyKey: "x", Unique: &Unique{Window: time.Minute}},
 		"reserved key":    {IdempotencyKey: UniquePrefix + "abc"},

@@ -181,6 +181,9 @@ func checkUnique(t engine.Task, s *spec) error {
 	if u.Window < time.Microsecond || u.Window > engine.MaxDuration {
 		return invalid("unique window %v", u.Window)
 	}
+	if len(u.States) > 5 {
+		return invalid("unique states %v", u.States)
+	}
 	mask := uint8(uniqueDefault)
 	if len(u.States) > 0 {
 		mask = 0
