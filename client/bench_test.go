@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
@@ -161,13 +160,4 @@ func BenchmarkTransport(b *testing.B) {
 			})
 		})
 	}
-}
-
-// processCPU returns the CPU time the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
