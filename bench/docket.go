@@ -24,7 +24,13 @@ const parkDelay = 200 * time.Microsecond
 // empty queue, one task is enqueued, and the time from just before the
 // enqueue until ClaimWait returns it is recorded, N times.
 func runW7(ctx context.Context, cfg Config, dir string, r *Result) error {
-	d, err := openDocket(cfg, dir, nil)
+	var d *docketDriver
+	var err error
+	if cfg.Remote {
+		d, err = openRemote(ctx, cfg, dir)
+	} else {
+		d, err = openDocket(cfg, dir, nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -53,7 +59,7 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 				return
 			}
 			called := time.Now().UnixNano()
-			ls, err := d.q.ClaimWait(cctx, "bench", lease, 1)
+			ls, err := d.wq.ClaimWait(cctx, "bench", lease, 1)
 			got := time.Now().UnixNano()
 			if err != nil {
 				if cctx.Err() != nil {
@@ -68,7 +74,7 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 			} else {
 				early.Add(1) // it was not parked yet: not a wake-up
 			}
-			if _, err := d.q.Complete(ctx, ls[0], engine.Done{}); err != nil {
+			if _, err := d.wq.Complete(ctx, ls[0], engine.Done{}); err != nil {
 				done <- err
 				return
 			}

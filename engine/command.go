@@ -46,6 +46,8 @@ type command struct {
 	permanent bool   // cmdFail
 	delay     int64  // cmdFail: retry after; cmdSnooze: the snooze (micros)
 	id        uint64 // cmdCancel, cmdRedrive, cmdRunNow
+	paused    bool   // cmdSetPaused
+	limits    Limits // cmdSetLimits
 }
 
 // cmdOp is a command's operation. Part of the replicated log's format.
@@ -65,10 +67,12 @@ const (
 	cmdRedriveAll    cmdOp = 11
 	cmdRunNow        cmdOp = 12
 	cmdCommit        cmdOp = 13
+	cmdSetPaused     cmdOp = 14 // from version 2 on
+	cmdSetLimits     cmdOp = 15 // from version 2 on
 )
 
 var cmdNames = [...]string{"", "enqueue", "enqueue batch", "claim", "complete", "complete batch", "fail",
-	"heartbeat", "snooze", "cancel", "redrive", "redrive all", "run now", "commit"}
+	"heartbeat", "snooze", "cancel", "redrive", "redrive all", "run now", "commit", "set paused", "set limits"}
 
 func (o cmdOp) String() string {
 	if int(o) < len(cmdNames) && o != 0 {
@@ -141,6 +145,10 @@ func (cmd *command) plan(p *planner, res *cmdResult) error {
 		return planRedriveAll(p, cmd, res)
 	case cmdCommit:
 		return planCommit(p, cmd, res)
+	case cmdSetPaused:
+		return planSetPaused(p, cmd)
+	case cmdSetLimits:
+		return planSetLimits(p, cmd)
 	}
 	return invalid("command %d", cmd.op)
 }

@@ -15,7 +15,7 @@ import (
 //
 // A command is the MessagePack sequence
 //
-//	version(=2) op now seed retain idemTTL project scope queue args...
+//	version(=1, 2 or 3) op now seed retain idemTTL project scope queue args...
 //
 // where now, retain and idemTTL are Unix or plain microseconds, and args
 // depend on op:
@@ -33,11 +33,16 @@ import (
 //	run now         id
 //	redrive all     (nothing)
 //	commit          [vop...]
+//	set paused      paused                       (version 2)
+//	set limits      maxInFlight rate per burst   (version 2; per in micros)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
-//	         backoffMax idempotencyKey {header: value} [dependsOn...]
-//	         [dependsOnSibling...] policy]
+//	         backoffMax idempotencyKey {header: value}]
+//	        (version 1), or the same with uniqueWindow uniqueStates
+//	        appended (version 2; 0 0 for a task that is not unique by
+//	        content, whose idempotencyKey is then the caller's), and then
+//	        [dependsOn...] [dependsOnSibling...] policy (version 3)
 //	vop   = [kind key value version] for a KV write or assertion,
 //	        [6 queue spec] for an enqueue
 //
@@ -48,11 +53,46 @@ import (
 // carries a seed other than 0, from which the lease secrets of its batch
 // are derived. A spec's dependencies are ascending without repeats.
 //
-// Version 1 is version 2 without dependencies: a spec has 10 fields.
+// A command is written in the oldest version that can say it: version 1
+// for every operation but the queue controls and for tasks that are
+// neither unique by content nor dependent, version 2 for the controls and
+// unique tasks, version 3 once a task of the command has dependencies or a
+// dependency policy. A node of an older build thus keeps applying the log
+// until a command uses what it does not know; it then stops (ErrFailed)
+// rather than plan something else.
 const (
-	cmdVersion  = 2
+	cmdVersion  = 3
+	cmdVersion2 = 2
 	cmdVersion1 = 1
 )
+
+// version is the oldest command version that can carry cmd.
+func (cmd *command) version() uint64 {
+	v := cmd.task.version()
+	if cmd.op >= cmdSetPaused {
+		v = max(v, cmdVersion2)
+	}
+	for i := range cmd.tasks {
+		v = max(v, cmd.tasks[i].version())
+	}
+	for i := range cmd.ops {
+		if cmd.ops[i].kind == OpEnqueue {
+			v = max(v, cmd.ops[i].spec.version())
+		}
+	}
+	return v
+}
+
+// version is the oldest command version that can carry s.
+func (s *spec) version() uint64 {
+	switch {
+	case len(s.deps) > 0 || len(s.sibs) > 0 || s.policy != 0:
+		return cmdVersion
+	case s.uniq != 0:
+		return cmdVersion2
+	}
+	return cmdVersion1
+}
 
 // errCommand marks bytes that are not a command this version can plan.
 var errCommand = errors.New("command does not decode")
@@ -63,6 +103,7 @@ type cmdEncoder struct {
 	enc  *msgpack.Encoder
 	keys []string
 	err  error
+	ver  uint64
 }
 
 var cmdEncoders = sync.Pool{New: func() any {
@@ -78,7 +119,8 @@ func (cmd *command) encode() ([]byte, error) {
 	defer cmdEncoders.Put(e)
 	e.buf.Reset()
 	e.err = nil
-	e.uint(cmdVersion)
+	e.ver = cmd.version()
+	e.uint(e.ver)
 	e.uint(uint64(cmd.op))
 	e.int(cmd.now)
 	e.uint(cmd.seed)
@@ -129,6 +171,14 @@ func (cmd *command) encode() ([]byte, error) {
 	case cmdRedriveAll:
 	case cmdCommit:
 		e.vops(cmd.ops)
+	case cmdSetPaused:
+		e.bool(cmd.paused)
+	case cmdSetLimits:
+		l := &cmd.limits
+		e.int(int64(l.MaxInFlight))
+		e.int(int64(l.Rate))
+		e.int(l.Per.Microseconds())
+		e.int(int64(l.Burst))
 	default:
 		return nil, fmt.Errorf("%w: command %d", ErrInvalid, cmd.op)
 	}
@@ -160,7 +210,14 @@ func (e *cmdEncoder) bytes(b []byte) {
 }
 
 func (e *cmdEncoder) spec(s *spec) {
-	e.array(13)
+	switch e.ver {
+	case cmdVersion1:
+		e.array(10)
+	case cmdVersion2:
+		e.array(12)
+	default:
+		e.array(15)
+	}
 	e.bytes(s.payload)
 	e.str(s.kind)
 	e.int(s.delay)
@@ -179,6 +236,14 @@ func (e *cmdEncoder) spec(s *spec) {
 	for _, k := range e.keys {
 		e.str(k)
 		e.str(s.headers[k])
+	}
+	if e.ver == cmdVersion1 {
+		return
+	}
+	e.int(s.window)
+	e.uint(uint64(s.uniq))
+	if e.ver == cmdVersion2 {
+		return
 	}
 	e.array(len(s.deps))
 	for _, id := range s.deps {
@@ -226,7 +291,7 @@ func decodeCommand(data []byte, cmd *command) error {
 	d := &cmdDecoder{data: data}
 	d.r.Reset(data)
 	d.dec = msgpack.NewDecoder(&d.r)
-	if d.ver = d.uint(); d.err == nil && d.ver != cmdVersion && d.ver != cmdVersion1 {
+	if d.ver = d.uint(); d.err == nil && (d.ver < cmdVersion1 || d.ver > cmdVersion) {
 		return fmt.Errorf("%w: command version %d (this build plans versions %d to %d)", ErrFailed, d.ver, cmdVersion1, cmdVersion)
 	}
 	*cmd = command{op: cmdOp(d.uint())}
@@ -285,6 +350,21 @@ func decodeCommand(data []byte, cmd *command) error {
 	case cmdRedriveAll:
 	case cmdCommit:
 		cmd.ops = d.vops()
+	case cmdSetPaused, cmdSetLimits:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
+		if cmd.op == cmdSetPaused {
+			cmd.paused = d.bool()
+			break
+		}
+		l := &cmd.limits
+		l.MaxInFlight, l.Rate = int(d.small()), int(d.small())
+		l.Per, l.Burst = micros(d.int()), int(d.small())
+		if d.err == nil {
+			d.fail(checkLimits(*l))
+		}
 	default:
 		d.fail(fmt.Errorf("unknown operation %d", cmd.op))
 	}
@@ -318,6 +398,16 @@ func (d *cmdDecoder) int() int64 {
 	}
 	v, err := d.dec.DecodeInt64()
 	d.fail(err)
+	return v
+}
+
+// small decodes an integer that must fit in 32 bits (every count of
+// Limits does, or checkLimits refuses it).
+func (d *cmdDecoder) small() int64 {
+	v := d.int()
+	if d.err == nil && (v < -1<<31 || v > 1<<31) {
+		d.fail(fmt.Errorf("integer %d out of range", v))
+	}
 	return v
 }
 
@@ -420,10 +510,13 @@ func (d *cmdDecoder) fence(l *Lease) {
 }
 
 func (d *cmdDecoder) spec(s *spec) {
-	if d.ver == cmdVersion1 {
+	switch d.ver {
+	case cmdVersion1:
 		d.tuple("task", 10)
-	} else {
-		d.tuple("task", 13)
+	case cmdVersion2:
+		d.tuple("task", 12)
+	default:
+		d.tuple("task", 15)
 	}
 	s.payload = d.bytes()
 	s.kind = d.str()
@@ -450,22 +543,32 @@ func (d *cmdDecoder) spec(s *spec) {
 	}
 	if n > 0 {
 		s.headers = make(map[string]string, n)
-	}
-	prev := ""
-	for i := range max(n, 0) {
-		k, v := d.str(), d.str()
-		if d.err == nil && i > 0 && k <= prev {
-			d.fail(fmt.Errorf("header %q out of order", k))
+		prev := ""
+		for i := range n {
+			k, v := d.str(), d.str()
+			if d.err == nil && i > 0 && k <= prev {
+				d.fail(fmt.Errorf("header %q out of order", k))
+			}
+			prev = k
+			s.headers[k] = v
 		}
-		prev = k
-		s.headers[k] = v
 	}
+	if d.ver == cmdVersion1 {
+		return
+	}
+	s.window = d.int()
+	uniq := d.uint()
+	if d.err == nil && (uniq > 0xff || (uniq == 0) != (s.window == 0) ||
+		uniq != 0 && (checkUniqueStates(uint8(uniq)) != nil || s.window < 1 || s.window > MaxDuration.Microseconds() || s.idem == "")) {
+		d.fail(fmt.Errorf("unique by content for %d µs in states %#x", s.window, uniq))
+	}
+	s.uniq = uint8(uniq)
 	d.deps(s)
 }
 
-// deps decodes the dependencies that end a version 2 spec.
+// deps decodes the dependencies that end a version 3 spec.
 func (d *cmdDecoder) deps(s *spec) {
-	if d.ver == cmdVersion1 {
+	if d.ver < cmdVersion {
 		return
 	}
 	n := d.array(MaxDependencies)

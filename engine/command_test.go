@@ -5,39 +5,81 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/docketdb/docket/index"
 )
 
 // sampleCommands has one command of every operation, with every optional
 // field set somewhere, as the replicated path stamps them.
 func sampleCommands() []command {
+	var cmds []command
+	for _, v := range versionedSamples() {
+		cmds = append(cmds, v.cmd)
+	}
+	return cmds
+}
+
+// versionedSample is a sample command and the version it is written in.
+type versionedSample struct {
+	ver uint64
+	cmd command
+}
+
+func versionedSamples() []versionedSample {
 	full := spec{payload: []byte(`{"a":1}`), kind: "k", delay: 5, at: 1_900_000_000_000_000, prio: -3,
-		maxAttempts: 7, base: 10, max: 1000, idem: "key", headers: map[string]string{"b": "2", "a": "1", "c": ""},
-		deps: []uint64{3, 9, 1 << 40}, sibs: []int{0, 2}, policy: uint8(RunOnFailure)}
+		maxAttempts: 7, base: 10, max: 1000, idem: "key", headers: map[string]string{"b": "2", "a": "1", "c": ""}}
 	bare := spec{maxAttempts: 5, base: 1_000_000, max: 60_000_000}
+	unique := spec{payload: []byte(`{"a":1}`), kind: "k", maxAttempts: 5, base: 1, max: 2, idem: UniquePrefix + "ab",
+		uniq: uniqueDefault, window: 3_600_000_000}
+	dependent := full
+	dependent.deps, dependent.sibs, dependent.policy = []uint64{3, 9, 1 << 40}, []int{0, 2}, uint8(RunOnFailure)
+	uniqueDependent := unique
+	uniqueDependent.deps, uniqueDependent.policy = []uint64{8}, uint8(WaitOnFailure)
+	policyOnly := bare
+	policyOnly.policy = uint8(WaitOnFailure)
 	ops := []vop{
 		{kind: OpSet, key: "k1", value: []byte("v")}, {kind: OpSet, key: "k0", value: []byte{}},
 		{kind: OpDelete, key: "k2"}, {kind: OpIfVersion, key: "k3", version: 9}, {kind: OpIfExists, key: "k4"},
 		{kind: OpIfAbsent, key: "k5"}, {kind: OpEnqueue, queue: "other", spec: full},
 	}
+	depOps := append(ops[:6:6], vop{kind: OpEnqueue, queue: "other", spec: dependent})
 	fence := Lease{ID: 12, Token: 3, Secret: 0xfeedface}
 	base := command{ns: NS("p", "s"), queue: "q", now: 1_893_456_000_000_000, retain: 3_600_000_000, idemTTL: -1}
-	cmds := []command{
-		{op: cmdEnqueue, task: full, ops: ops},
-		{op: cmdEnqueue, task: bare},
-		{op: cmdEnqueueBatch, tasks: []spec{full, bare}, ops: ops[:2]},
-		{op: cmdClaim, owner: "w", lease: 30_000_000, max: 10, wait: true, seed: 77},
-		{op: cmdComplete, fence: fence, result: []byte(`"ok"`), ops: ops},
-		{op: cmdCompleteBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}},
-		{op: cmdFail, fence: fence, errMsg: "boom", permanent: true, delay: 250},
-		{op: cmdHeartbeat, fence: fence, lease: 60_000_000, hasProg: true, progress: []byte(`{"p":2}`)},
-		{op: cmdHeartbeat, fence: fence, lease: 1, hasProg: true},
-		{op: cmdHeartbeat, fence: fence, lease: 1},
-		{op: cmdSnooze, fence: fence, delay: 0},
-		{op: cmdCancel, id: 4}, {op: cmdRedrive, id: 5}, {op: cmdRunNow, id: 6}, {op: cmdRedriveAll},
-		{op: cmdCommit, ops: ops},
+	cmds := []versionedSample{
+		{1, command{op: cmdEnqueue, task: full, ops: ops}},
+		{1, command{op: cmdEnqueue, task: bare}},
+		{1, command{op: cmdEnqueueBatch, tasks: []spec{full, bare}, ops: ops[:2]}},
+		{1, command{op: cmdClaim, owner: "w", lease: 30_000_000, max: 10, wait: true, seed: 77}},
+		{1, command{op: cmdComplete, fence: fence, result: []byte(`"ok"`), ops: ops}},
+		{1, command{op: cmdCompleteBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}}},
+		{1, command{op: cmdFail, fence: fence, errMsg: "boom", permanent: true, delay: 250}},
+		{1, command{op: cmdHeartbeat, fence: fence, lease: 60_000_000, hasProg: true, progress: []byte(`{"p":2}`)}},
+		{1, command{op: cmdHeartbeat, fence: fence, lease: 1, hasProg: true}},
+		{1, command{op: cmdHeartbeat, fence: fence, lease: 1}},
+		{1, command{op: cmdSnooze, fence: fence, delay: 0}},
+		{1, command{op: cmdCancel, id: 4}}, {1, command{op: cmdRedrive, id: 5}}, {1, command{op: cmdRunNow, id: 6}},
+		{1, command{op: cmdRedriveAll}},
+		{1, command{op: cmdCommit, ops: ops}},
+		// Version 2: the queue controls, and tasks unique by content.
+		{2, command{op: cmdSetPaused, paused: true}}, {2, command{op: cmdSetPaused}},
+		{2, command{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}}},
+		{2, command{op: cmdSetLimits}},
+		{2, command{op: cmdEnqueue, task: unique, ops: ops[:1]}},
+		{2, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique}}},
+		{2, command{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}}},
+		// Version 3: tasks with dependencies or a dependency policy,
+		// wherever a command carries them.
+		{3, command{op: cmdEnqueue, task: dependent, ops: ops}},
+		{3, command{op: cmdEnqueue, task: full, ops: depOps}},
+		{3, command{op: cmdEnqueue, task: uniqueDependent}},
+		{3, command{op: cmdEnqueue, task: policyOnly}},
+		{3, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique, dependent}, ops: ops[:2]}},
+		{3, command{op: cmdComplete, fence: fence, ops: depOps}},
+		{3, command{op: cmdCommit, ops: depOps}},
 	}
 	for i := range cmds {
-		c := &cmds[i]
+		c := &cmds[i].cmd
 		c.ns, c.queue, c.now, c.retain, c.idemTTL = base.ns, base.queue, base.now, base.retain, base.idemTTL
 		if c.op == cmdCompleteBatch {
 			c.dup = repeatedLeases(c.fences)
@@ -133,30 +175,57 @@ func TestDecodeCommandRefuses(t *testing.T) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
 		}
 	}
+	// Version 2's additions in a version 1 command, and nonsense in them.
+	pause := must((&command{op: cmdSetPaused, ns: ns, queue: "q", paused: true}).encode())
+	bad = map[string][]byte{"set paused in version 1": append([]byte{cmdVersion1}, pause[1:]...)}
+	for name, l := range map[string]Limits{
+		"rate over the limit": {Rate: MaxRateTokens + 1, Per: time.Second},
+		"rate without per":    {Rate: 5},
+		"negative bound":      {MaxInFlight: -1},
+		"bound past 32 bits":  {MaxInFlight: 1 << 40},
+	} {
+		bad[name] = must((&command{op: cmdSetLimits, ns: ns, queue: "q", limits: l}).encode())
+	}
+	u := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{idem: UniquePrefix + "x", uniq: 1 << index.StateReady, window: 5}}
+	bad["unique without the required states"] = must(u.encode())
+	u.task.uniq, u.task.idem = uniqueDefault, ""
+	bad["unique without a key"] = must(u.encode())
+	for name, b := range bad {
+		var got command
+		if err := decodeCommand(b, &got); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
 	var got command
 	if err := decodeCommand(append([]byte{cmdVersion + 1}, data[1:]...), &got); !errors.Is(err, ErrFailed) {
 		t.Fatalf("version %d: %v, want ErrFailed", cmdVersion+1, err)
 	}
 }
 
-// TestDecodeCommandVersion1: a command a version 1 node logged (a spec of
-// 10 fields, no dependencies) still decodes, to the command it was.
-func TestDecodeCommandVersion1(t *testing.T) {
-	want := command{op: cmdEnqueue, ns: ns, queue: "q", now: 5, task: spec{payload: []byte(`1`), maxAttempts: 5}}
-	data := must(want.encode())
-	// Version 2 ends the spec with [] [] 0 and marks it as 13 fields; the
-	// vops array follows.
-	tail := []byte{0x90, 0x90, 0x00, 0x90}
-	i := bytes.IndexByte(data, 0x9d)
-	if data[0] != cmdVersion || i < 0 || !bytes.HasSuffix(data, tail) {
-		t.Fatalf("unexpected version 2 encoding %x", data)
-	}
-	v1 := append([]byte{cmdVersion1}, data[1:len(data)-len(tail)]...)
-	v1[i] = 0x9a
-	v1 = append(v1, 0x90)
-	var got command
-	if err := decodeCommand(v1, &got); err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("version 1 command decodes to %+v (%v), want %+v", got, err, want)
+// TestCommandVersion: a command is written in the oldest version that can
+// say it, so an older node keeps applying the log: version 1 for what it
+// knows, version 2 for the queue controls and unique tasks, version 3 for
+// tasks with dependencies. Each version's spec layout under another
+// version's number is damage, not a guess.
+func TestCommandVersion(t *testing.T) {
+	for _, v := range versionedSamples() {
+		data := must(v.cmd.encode())
+		if uint64(data[0]) != v.ver {
+			t.Errorf("%s: version %d, want %d", v.cmd.op, data[0], v.ver)
+		}
+		if v.ver == cmdVersion1 || v.cmd.op == cmdSetPaused || v.cmd.op == cmdSetLimits {
+			continue
+		}
+		// A spec's layout read under the version before or after it.
+		for _, other := range []uint64{v.ver - 1, v.ver + 1} {
+			if other > cmdVersion {
+				continue
+			}
+			var got command
+			if err := decodeCommand(append([]byte{byte(other)}, data[1:]...), &got); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s of version %d read as version %d: %v, want ErrCorrupt", v.cmd.op, v.ver, other, err)
+			}
+		}
 	}
 }
 

@@ -644,14 +644,7 @@ func (c *core) logAndApply() (uint64, error) {
 		return 0, fmt.Errorf("%w: %s", ErrConflict, out.Refused)
 	}
 	c.stats.Commits++
-	if len(c.waiters) > 0 {
-		for _, q := range c.store.Affected() {
-			if w, ok := c.waiters[q.Key]; ok {
-				close(w.ch)
-				delete(c.waiters, q.Key)
-			}
-		}
-	}
+	c.wakeWaiters()
 	return b.Seq, nil
 }
 

@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -620,94 +617,6 @@ func TestDependenciesFollowerAgrees(t *testing.T) {
 	f.same(e.db, "cascade")
 	completeIDs(t, e.q("work"), work[25:]...)
 	f.same(e.db, "the rest")
-}
-
-// TestOpensVersion3Directory opens a directory written in format version 3
-// (before dependencies), committed as a fixture with the leases it handed
-// out: every task reads as it was written, the leases keep working, a
-// task can wait on the old tasks, and the upgraded directory reopens to
-// the same state.
-func TestOpensVersion3Directory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v3dir")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leases map[string]Lease
-	if err := json.Unmarshal(raw, &leases); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Check(dir)
-	if err != nil || rep.Seq != 12 || rep.Tasks != 6 {
-		t.Fatalf("check: %+v %v", rep, err)
-	}
-	clock := NewManualClock(t0.Add(5 * time.Second))
-	opts := Options{Clock: clock, RetainCompleted: 1000 * time.Hour}
-	db, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { db.Close() }()
-	if err := db.Verify(); err != nil {
-		t.Fatal(err)
-	}
-	q, r := db.Queue(ns, "q"), db.Queue(ns, "r")
-	want := []struct {
-		q       Queue
-		id      uint64
-		state   State
-		attempt int
-		lastErr string
-	}{
-		{q, 1, Completed, 1, ""}, {q, 2, InFlight, 2, "boom 1"}, {q, 3, InFlight, 1, ""},
-		{r, 4, Dead, 1, "fatal"}, {q, 5, Scheduled, 0, ""}, {q, 6, Ready, 0, ""},
-	}
-	for _, w := range want {
-		info, err := w.q.Get(ctx, w.id)
-		if err != nil || info.State != w.state || info.Attempts != w.attempt || info.LastError != w.lastErr {
-			t.Fatalf("task %d: %+v %v", w.id, info, err)
-		}
-	}
-	if info, _ := q.Get(ctx, 1); string(info.Result) != `"ok"` || !slices.Equal(info.FollowUps, []uint64{3}) || info.Headers["a"] != "2" {
-		t.Fatalf("task 1: %+v", info)
-	}
-	if info, _ := q.Get(ctx, 3); info.Parent != 1 || len(info.Errors) != 0 {
-		t.Fatalf("task 3: %+v", info)
-	}
-	if info, _ := q.Get(ctx, 2); len(info.Errors) != 1 || info.Errors[0].Error != "boom 1" {
-		t.Fatalf("task 2: %+v", info)
-	}
-	// A new task waits on the old ones: the completed one is satisfied,
-	// the dead one waits for a redrive.
-	c, err := q.Enqueue(ctx, Task{DependsOn: []uint64{1, 2, 3, 4}, OnParentFailure: WaitOnFailure})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info, _ := q.Get(ctx, c.ID); info.State != Waiting || !slices.Equal(info.WaitingOn, []uint64{2, 3, 4}) {
-		t.Fatalf("waiting task: %+v", info)
-	}
-	for _, id := range []string{"2", "3"} {
-		if _, err := q.Complete(ctx, leases[id], Done{}); err != nil {
-			t.Fatalf("complete version 3 lease of task %s: %v", id, err)
-		}
-	}
-	h, _ := db.StateHash()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if db, err = Open(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if h2, _ := db.StateHash(); h2 != h {
-		t.Fatal("state changed across a reopen of the upgraded directory")
-	}
-	q = db.Queue(ns, "q")
-	if info, _ := q.Get(ctx, c.ID); info.State != Waiting || !slices.Equal(info.WaitingOn, []uint64{4}) {
-		t.Fatalf("waiting task after reopen: %+v", info)
-	}
 }
 
 // TestReleaseWakesClaimWait: a ClaimWait parked on the queue of a waiting

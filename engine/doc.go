@@ -11,6 +11,15 @@
 // a failed parent does to the tasks waiting for it). DB.As runs calls for a Caller
 // whose permissions the Options.Authorizer checks.
 //
+// A queue can be paused (Pause, Resume) and limited (SetLimits: a bound on
+// its tasks in flight and a token-bucket rate limit), across every claimer
+// of every process: claims are planned against the queue's settings, a
+// record of the log and snapshots of its own that the queue keeps while
+// it holds no task (controls.go). A task can be unique by content
+// (Task.Unique): its idempotency key is derived from its kind and the
+// canonical JSON of its payload, and blocks a duplicate within a window
+// and a set of states (unique.go).
+//
 // Every change goes through one commit path: under the engine's mutex a call
 // validates and plans a batch of physical mutations (reading the clock once),
 // appends it to the write-ahead log and applies it to the in-memory indexes
@@ -45,8 +54,8 @@
 // # Commands, for a replicated DB
 //
 // Every write call (Enqueue, EnqueueBatch, Claim, Complete, CompleteBatch,
-// Fail, Heartbeat, Snooze, Cancel, Redrive, RedriveAll, RunNow,
-// KV.Commit) is a command: its operation and validated arguments, planned
+// Fail, Heartbeat, Snooze, Cancel, Redrive, RedriveAll, RunNow, Pause,
+// Resume, SetLimits, KV.Commit) is a command: its operation and validated arguments, planned
 // against the state at a given time with a given entropy seed. A
 // standalone DB plans it at once and logs the batch it gives. A DB opened
 // with OpenReplicated logs before planning instead: it validates the call,

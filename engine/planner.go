@@ -83,7 +83,7 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) (Enqueued, error) {
 		// follow-up reuses the key) moves to the new task: deduplicating
 		// into a task that is ending would silently drop the follow-up.
 		if e, ok := p.c.store.Idem(qk, s.idem); ok && (e.Expires == 0 || e.Expires > p.now) &&
-			!slices.Contains(p.ending, e.ID) {
+			!slices.Contains(p.ending, e.ID) && p.blocks(&e) {
 			p.sibs = append(p.sibs, e.ID)
 			return Enqueued{ID: e.ID, Deduplicated: true}, nil
 		}
@@ -130,7 +130,11 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) (Enqueued, error) {
 			p.idem = make(map[idemRef]uint64)
 		}
 		p.idem[idemRef{qk, s.idem}] = id
-		p.put(index.Mutation{Kind: index.MutPutIdem, Idem: index.Idem{Queue: qk, Key: s.idem, ID: id}})
+		e := index.Idem{Queue: qk, Key: s.idem, ID: id}
+		if s.uniq != 0 {
+			e.States, e.Expires = s.uniq, p.now+s.window
+		}
+		p.put(index.Mutation{Kind: index.MutPutIdem, Idem: e})
 	}
 	p.event(EvEnqueued, qk, 0)
 	return Enqueued{ID: id}, nil
@@ -147,6 +151,10 @@ func (p *planner) ended(t *index.Task) {
 	e, ok := p.c.store.Idem(t.Queue.Key, key)
 	if !ok || e.ID != t.ID {
 		return // the key has since been reused for another task
+	}
+	if e.States != 0 {
+		p.endedUnique(t, e)
+		return
 	}
 	ttl := p.c.opts.IdempotencyTTL.Microseconds()
 	if ttl <= 0 {

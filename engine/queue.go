@@ -214,9 +214,24 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 
 func planClaim(p *planner, cmd *command, res *cmdResult) error {
 	qk := cmd.key()
-	res.leases = p.claim(qk, cmd.owner, cmd.lease, cmd.max)
-	if len(res.leases) == 0 && cmd.wait {
-		res.due = p.nextDue(qk)
+	max, due := cmd.max, int64(0)
+	conf, controlled := p.c.store.Conf(qk)
+	if controlled {
+		// Paused, or limited: fewer, or none until due (see allowed).
+		max, due = p.allowed(qk, &conf, max)
+	}
+	if max > 0 {
+		res.leases = p.claim(qk, cmd.owner, cmd.lease, max)
+		if n := len(res.leases); n > 0 && conf.Rate > 0 {
+			p.putConf(conf, conf.Take(p.now, int64(n)))
+		}
+		due = 0
+	}
+	if len(res.leases) == 0 && cmd.wait && max > 0 {
+		due = p.nextDue(qk)
+	}
+	if cmd.wait {
+		res.due = due
 	}
 	return nil
 }
@@ -253,7 +268,11 @@ func (c *core) unwait(qk index.QueueKey, w *waiter) {
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
 // parks until a task is enqueued, a timer comes due or a lease expires, or
-// ctx ends (then it returns ctx's error). The caller's permission is checked
+// ctx ends (then it returns ctx's error). A paused queue's claims park
+// until its Resume commits, however much work arrives; one at its
+// in-flight bound until a task leaves flight or a lease expires; one with
+// no rate-limit token until the moment the next comes (a timer, no
+// polling). The caller's permission is checked
 // again each time it wakes, so a revoked grant ends the wait with
 // ErrPermission.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
@@ -341,6 +360,9 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 	if err := q.check(PermWork | perms); err != nil {
 		return TxResult{}, err
 	}
+	if err := q.owns(&l); err != nil {
+		return TxResult{}, err
+	}
 	cmd := command{op: cmdComplete, ns: q.ns, queue: q.name, fence: l, result: clone(d.Result), ops: vops}
 	var res cmdResult
 	if err := c.exec(ctx, &cmd, &res); err != nil {
@@ -385,12 +407,21 @@ func (p *planner) complete(t *index.Task, result []byte) {
 // returned slice and the others complete. The error return is for the call
 // as a whole (bad input, permissions, a closed or failed DB); then nothing
 // was completed.
+// owns refuses a lease of another queue presented to this queue's handle
+// (see Lease.CheckQueue).
+func (q *queue) owns(l *Lease) error { return l.CheckQueue(q.ns, q.name) }
+
 func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, error) {
 	if len(leases) > MaxBatch {
 		return nil, invalid("%d leases in one batch, over the limit of %d", len(leases), MaxBatch)
 	}
 	if err := q.check(PermWork); err != nil {
 		return nil, err
+	}
+	for i := range leases {
+		if err := q.owns(&leases[i]); err != nil {
+			return nil, err
+		}
 	}
 	cmd := command{op: cmdCompleteBatch, ns: q.ns, queue: q.name, fences: leases, dup: repeatedLeases(leases)}
 	var res cmdResult
@@ -449,6 +480,9 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if len(msg) > MaxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:MaxErrorBytes], "")
 	}
+	if err := q.owns(&l); err != nil {
+		return err
+	}
 	cmd := command{op: cmdFail, ns: q.ns, queue: q.name, fence: l, errMsg: msg, permanent: f.Permanent,
 		delay: f.RetryAfter.Microseconds()}
 	var res cmdResult
@@ -500,6 +534,9 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 		return err
 	}
 	prog := clone(progress)
+	if err := q.owns(l); err != nil {
+		return err
+	}
 	cmd := command{op: cmdHeartbeat, ns: q.ns, queue: q.name, fence: *l, lease: extend.Microseconds(),
 		progress: prog, hasProg: progress != nil}
 	var res cmdResult
@@ -536,6 +573,9 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
+		return err
+	}
+	if err := q.owns(&l); err != nil {
 		return err
 	}
 	cmd := command{op: cmdSnooze, ns: q.ns, queue: q.name, fence: l, delay: d.Microseconds()}
@@ -907,6 +947,9 @@ type QueueInfo struct {
 	OldestReady time.Time
 	// Totals count what happened to the queue's tasks: for rates.
 	Totals Totals
+	// Paused and Limits are the queue's settings (Queue.Settings).
+	Paused bool
+	Limits Limits
 }
 
 // Totals count what happened to a queue's tasks, as the log recorded it:
@@ -925,8 +968,9 @@ type Totals struct {
 	DeadLettered uint64 // tasks moved to the dead-letter queue
 }
 
-// Queues lists every queue that holds tasks, in namespace and name order.
-// A caller sees only the namespaces it may read: the namespaces are decided
+// Queues lists every queue that holds tasks or has settings (paused, or
+// limited: see Queue.Settings), in namespace and name order. A caller sees
+// only the namespaces it may read: the namespaces are decided
 // first, each with one question to the Authorizer asked outside the engine
 // lock, and only the queues of readable namespaces are counted.
 func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
@@ -943,6 +987,10 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 			spaces = make(map[index.Namespace]bool)
 			d.c.store.Queues(func(iq *index.Queue) bool {
 				spaces[iq.Key.Namespace] = false
+				return true
+			})
+			d.c.store.Confs(func(c index.QueueConf) bool {
+				spaces[c.Queue.Namespace] = false
 				return true
 			})
 		})
@@ -969,7 +1017,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 				return true
 			}
 			n := d.c.countsAt(iq, now)
-			if n == (Counts{}) {
+			if _, set := d.c.store.Conf(k); n == (Counts{}) && !set {
 				return true // only forgotten completions are left
 			}
 			tot := iq.Totals()
@@ -982,6 +1030,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 			out = append(out, info)
 			return true
 		})
+		out = d.c.withSettings(out, readable)
 	})
 	if err != nil {
 		return nil, err

@@ -234,7 +234,10 @@ type idemKey struct {
 
 type idemVal struct {
 	ID      uint64
-	Expires int64 // 0 while the task exists
+	Expires int64 // 0 while the task exists; the window's end for a unique key
+	// States is 0 for a caller's key; for a unique-by-content key, the
+	// states (bit 1<<state each) in which its task blocks a duplicate.
+	States uint8
 }
 
 // Model is the reference implementation of docket's observable behaviour:
@@ -266,6 +269,7 @@ type Model struct {
 	kv     map[kvKey]kvVal
 	idem   map[idemKey]idemVal
 	totals map[QueueKey]qTotals
+	confs  map[QueueKey]qConf // queue settings (model_controls.go)
 	deps   map[depKey]bool
 
 	ttl        int64 // idempotency TTL, micros
@@ -291,6 +295,7 @@ func NewModel(c Config, now time.Time) *Model {
 		kv:         map[kvKey]kvVal{},
 		idem:       map[idemKey]idemVal{},
 		totals:     map[QueueKey]qTotals{},
+		confs:      map[QueueKey]qConf{},
 		deps:       map[depKey]bool{},
 		ttl:        ttl.Microseconds(),
 		keepDone:   c.RetainCompleted > 0,
@@ -322,6 +327,7 @@ func (m *Model) Clone() *Model {
 	c.kv = maps.Clone(m.kv)
 	c.idem = maps.Clone(m.idem)
 	c.totals = maps.Clone(m.totals)
+	c.confs = maps.Clone(m.confs)
 	c.deps = maps.Clone(m.deps)
 	c.OnBatch = nil
 	return &c
@@ -465,6 +471,9 @@ func checkDuration(d time.Duration, allowZero bool) error {
 // spec is a validated task with its defaults filled in.
 type spec struct {
 	t       engine.Task
+	key     string // the idempotency key: the caller's, or derived from the content
+	uniq    uint8  // unique by content: the blocking states
+	window  int64  // unique by content: the window, micros
 	delay   int64
 	at      int64
 	maxAtt  int
@@ -505,6 +514,15 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 	}
 	if t.IdempotencyKey != "" {
 		if err := checkKey(t.IdempotencyKey); err != nil {
+			return s, err
+		}
+		if strings.HasPrefix(t.IdempotencyKey, engine.ReservedPrefix) {
+			return s, invalid("reserved idempotency key %q", t.IdempotencyKey)
+		}
+	}
+	s.key = t.IdempotencyKey
+	if t.Unique != nil {
+		if err := checkUnique(t, &s); err != nil {
 			return s, err
 		}
 	}
@@ -714,14 +732,15 @@ func (x *txn) del(id uint64) {
 // enqueue plans one new task, or finds the one its idempotency key names.
 func (x *txn) enqueue(q QueueKey, s *spec) (engine.Enqueued, error) {
 	m := x.m
-	key := s.t.IdempotencyKey
+	key := s.key
 	if key != "" {
 		ik := idemKey{q, key}
 		if id, ok := x.idem[ik]; ok {
 			x.sibs = append(x.sibs, id)
 			return engine.Enqueued{ID: id, Deduplicated: true}, nil
 		}
-		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) {
+		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) &&
+			m.blocks(e) {
 			x.sibs = append(x.sibs, e.ID)
 			return engine.Enqueued{ID: e.ID, Deduplicated: true}, nil
 		}
@@ -766,7 +785,11 @@ func (x *txn) enqueue(q QueueKey, s *spec) (engine.Enqueued, error) {
 			x.idem = map[idemKey]uint64{}
 		}
 		x.idem[ik] = id
-		x.mut(func(uint64) { m.idem[ik] = idemVal{ID: id} })
+		e := idemVal{ID: id}
+		if s.uniq != 0 {
+			e.States, e.Expires = s.uniq, x.now+s.window
+		}
+		x.mut(func(uint64) { m.idem[ik] = e })
 	}
 	return engine.Enqueued{ID: id}, nil
 }
@@ -783,6 +806,14 @@ func (x *txn) ended(t *Rec) {
 	e, ok := m.idem[ik]
 	if !ok || e.ID != t.ID {
 		return // the key names another task by now
+	}
+	if e.States != 0 {
+		// Unique by content: kept to the window's end by a completion when
+		// completed tasks block, forgotten otherwise.
+		if x.parent != t.ID || e.States&(1<<engine.Completed) == 0 {
+			x.mut(func(uint64) { delete(m.idem, ik) })
+		}
+		return
 	}
 	if m.ttl <= 0 {
 		x.mut(func(uint64) { delete(m.idem, ik) })
@@ -842,6 +873,16 @@ func (x *txn) fenced(q QueueKey, l engine.Lease) (*Rec, error) {
 		return nil, fmt.Errorf("%w: task %d token %d", engine.ErrLeaseLost, l.ID, l.Token)
 	}
 	return t, nil
+}
+
+// ownLease refuses a lease that names another queue than q: the caller's
+// mistake, ErrInvalid before anything commits, not a lost lease (a lease
+// naming no queue is judged by its fence alone).
+func ownLease(q QueueKey, l engine.Lease) error {
+	if (l.Queue != "" || l.Namespace != engine.Namespace{}) && (QueueKey{l.Namespace, l.Queue}) != q {
+		return invalid("lease of task %d is of another queue", l.ID)
+	}
+	return nil
 }
 
 // ---- the calls ----
@@ -911,6 +952,10 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 	}
 	x := m.begin()
 	now := x.now
+	max, ok := m.allowed(q, max)
+	if !ok {
+		return nil, nil // paused, or limited to nothing: no batch
+	}
 	var spent, ready []*Rec
 	for _, t := range m.tasks {
 		if t.Queue != q {
@@ -960,6 +1005,7 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 			Owner: owner, Token: n.Token, Secret: n.Secret, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
 		})
 	}
+	x.took(q, len(out))
 	x.commit()
 	return out, nil
 }
@@ -1002,6 +1048,9 @@ func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, 
 		return err
 	}
 	if err := checkQueue(q); err != nil {
+		return err
+	}
+	if err := ownLease(q, l); err != nil {
 		return err
 	}
 	x := m.begin()
@@ -1056,6 +1105,9 @@ func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
 	if len(msg) > engine.MaxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:engine.MaxErrorBytes], "")
 	}
+	if err := ownLease(q, l); err != nil {
+		return err
+	}
 	x := m.begin()
 	t, err := x.fenced(q, l)
 	if err != nil {
@@ -1098,6 +1150,9 @@ func (m *Model) Heartbeat(q QueueKey, l engine.Lease, extend time.Duration, prog
 	if err := checkQueue(q); err != nil {
 		return time.Time{}, err
 	}
+	if err := ownLease(q, l); err != nil {
+		return time.Time{}, err
+	}
 	x := m.begin()
 	t, err := x.fenced(q, l)
 	if err != nil {
@@ -1122,6 +1177,9 @@ func (m *Model) Snooze(q QueueKey, l engine.Lease, d time.Duration) error {
 		return err
 	}
 	if err := checkQueue(q); err != nil {
+		return err
+	}
+	if err := ownLease(q, l); err != nil {
 		return err
 	}
 	x := m.begin()
@@ -1330,16 +1388,20 @@ func (m *Model) Counts(q QueueKey) engine.Counts {
 	return c
 }
 
-// Queues is DB.Queues over the queues qs: those holding a task at Now, in
-// the order given, with their counts, oldest ready time and totals.
+// Queues is DB.Queues over the queues qs: those holding a task at Now or
+// with settings, in the order given, with their counts, oldest ready time,
+// totals and settings.
 func (m *Model) Queues(qs []QueueKey) []engine.QueueInfo {
 	var out []engine.QueueInfo
 	for _, q := range qs {
 		c := m.Counts(q)
-		if c == (engine.Counts{}) {
+		conf, set := m.confs[q]
+		if c == (engine.Counts{}) && !set {
 			continue
 		}
 		info := engine.QueueInfo{Namespace: q.NS, Name: q.Name, Counts: c, Totals: m.totals[q].Totals}
+		s := conf.settings()
+		info.Paused, info.Limits = s.Paused, s.Limits
 		oldest := int64(0)
 		for _, t := range m.list(q, engine.Ready) {
 			if oldest == 0 || t.NotBefore < oldest {

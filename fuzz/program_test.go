@@ -60,12 +60,13 @@ const (
 	opForged
 	opInvalid
 	opRead
+	opControl
 	opDepend
 	numOps
 )
 
 var opNames = [numOps]string{"enqueue", "batch", "claim", "complete", "fail", "heartbeat", "snooze", "cancel",
-	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "depend"}
+	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "control", "depend"}
 
 // program is a byte string read as instructions of opSize bytes; the first
 // byte configures the DB (see programConfig).
@@ -96,6 +97,7 @@ func programConfig(b byte) Config {
 type runConfig struct {
 	name      string
 	mem       bool
+	repl      bool // through a replicated log (replicated_test.go), in memory
 	dur       engine.Durability
 	snapBytes int64
 	segBytes  int
@@ -105,6 +107,7 @@ type runConfig struct {
 // observable histories must be identical.
 var metamorphic = []runConfig{
 	{name: "memory", mem: true},
+	{name: "replicated", mem: true, repl: true},
 	{name: "always/default", dur: engine.SyncAlways},
 	{name: "always/tiny", dur: engine.SyncAlways, snapBytes: 1, segBytes: 512},
 	{name: "interval/default", dur: engine.SyncInterval},
@@ -150,6 +153,7 @@ type runner struct {
 	opts  engine.Options
 	db    *engine.DB
 	m     *Model
+	repl  *replLog // the replicated configuration's log; r.db is its leader
 
 	leases []engine.Lease // every lease handed out, oldest first
 	n      int            // payload counter
@@ -199,6 +203,9 @@ func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*
 	}
 	r.open()
 	tb.Cleanup(func() {
+		if r.repl != nil {
+			r.repl.close()
+		}
 		if r.db != nil {
 			r.db.Close()
 		}
@@ -208,6 +215,14 @@ func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*
 
 func (r *runner) open() {
 	r.tb.Helper()
+	if r.rc.repl {
+		l, err := openReplicated(r.opts, nil, nil)
+		if err != nil {
+			r.fatalf("open: %v", err)
+		}
+		r.repl, r.db = l, l.members[0].db
+		return
+	}
 	db, err := openDB(r.dir, r.opts)
 	if err != nil {
 		r.fatalf("open: %v", err)
@@ -298,6 +313,15 @@ func (r *runner) task(b0, b1, b2 byte) engine.Task {
 	if b1&0x80 != 0 && b2&4 != 0 {
 		t.At = time.UnixMicro(r.m.Now).Add(2 * time.Second)
 	}
+	if b0&3 == 3 {
+		// Unique by content, over a few payloads (two of them the same
+		// content) so that duplicates meet.
+		t.IdempotencyKey = ""
+		t.Payload = [][]byte{nil, []byte(`{"n":1,"m":[2]}`), []byte(`{ "m": [2], "n": 1 }`), []byte(`"s"`)}[b2>>3&3]
+		t.Unique = &engine.Unique{Window: []time.Duration{time.Second, time.Minute}[b2>>5&1],
+			States: [][]engine.State{nil, {engine.Ready, engine.Scheduled, engine.InFlight},
+				{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Waiting}, {engine.Dead, engine.InFlight, engine.Scheduled, engine.Ready, engine.Completed}}[b2>>6&3]}
+	}
 	return t
 }
 
@@ -369,9 +393,13 @@ func txString(ops []TxOp) string {
 }
 
 func taskString(t engine.Task) string {
-	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v after=%v/%v %s}", t.Payload, t.Delay,
+	u := ""
+	if t.Unique != nil {
+		u = fmt.Sprintf(" unique=%v%v", t.Unique.Window, t.Unique.States)
+	}
+	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v after=%v/%v %s%s}", t.Payload, t.Delay,
 		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers,
-		t.DependsOn, t.DependsOnSibling, t.OnParentFailure)
+		t.DependsOn, t.DependsOnSibling, t.OnParentFailure, u)
 }
 
 // depID returns an id to depend on: with the top bit, one of the tasks of
@@ -650,6 +678,8 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		r.invalid(a)
 	case opRead:
 		r.read(a)
+	case opControl:
+		r.control(a)
 	case opDepend:
 		r.depend(a)
 	}
@@ -722,7 +752,8 @@ func (r *runner) depend(a [opSize - 1]byte) {
 }
 
 // forged presents a lease that was never handed out: a token off by one,
-// another task's id, or the right lease on the wrong queue.
+// another task's id, or the right lease on the wrong queue (with or
+// without the queue it names).
 func (r *runner) forged(a [opSize - 1]byte) {
 	l, q := r.pickLease(a[0])
 	switch a[1] & 3 {
@@ -734,6 +765,11 @@ func (r *runner) forged(a [opSize - 1]byte) {
 		l.ID++
 	case 3:
 		q = queues[(slices.Index(queues, q)+1+int(a[1]>>2&1))%len(queues)]
+		if a[1]&0x20 != 0 {
+			// Without its queue the lease is judged by the fence alone
+			// (lost); with it, it is refused as another queue's (invalid).
+			l.Namespace, l.Queue = engine.Namespace{}, ""
+		}
 	}
 	desc := fmt.Sprintf("forged %d tok %d on %s", l.ID, l.Token, q)
 	switch a[1] >> 3 & 3 {
@@ -758,7 +794,7 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 	l, lq := r.pickLease(a[2])
 	var gerr, werr error
 	var desc string
-	switch a[0] % 9 {
+	switch a[0] % 11 {
 	case 0:
 		t := engine.Task{Payload: []byte(`{"broken":`)}
 		desc = "enqueue bad json"
@@ -798,6 +834,16 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 		desc = "claim empty owner"
 		_, gerr = r.q(q).Claim(ctx, "", time.Second, 1)
 		_, werr = r.m.Claim(q, "", time.Second, 1)
+	case 9:
+		t := engine.Task{IdempotencyKey: "k0", Unique: &engine.Unique{Window: time.Minute}}
+		desc = "enqueue unique with a key"
+		_, gerr = r.q(q).Enqueue(ctx, t)
+		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
+	case 10:
+		l := engine.Limits{Rate: 3}
+		desc = "limits without per"
+		gerr = r.q(q).SetLimits(ctx, l)
+		werr = r.m.SetLimits(q, l)
 	}
 	if werr == nil || !errors.Is(werr, engine.ErrInvalid) {
 		r.fatalf("model accepted invalid call %s: %v", desc, werr)
@@ -848,6 +894,34 @@ func (r *runner) read(a [opSize - 1]byte) {
 	}
 }
 
+// limitSets are the limits programs set: none, a bound, rates with and
+// without a burst, both.
+var limitSets = []engine.Limits{
+	{}, {MaxInFlight: 1}, {MaxInFlight: 3}, {Rate: 1, Per: time.Second},
+	{Rate: 2, Per: 3 * time.Second, Burst: 4}, {MaxInFlight: 2, Rate: 3, Per: time.Second, Burst: 1},
+	{Rate: 5, Per: time.Minute}, {MaxInFlight: 2, Rate: 1, Per: time.Second},
+}
+
+// control pauses, resumes, limits or reads a queue's settings.
+func (r *runner) control(a [opSize - 1]byte) {
+	q := queues[a[1]&3]
+	switch a[0] % 4 {
+	case 0:
+		r.record("pause "+q.String(), r.q(q).Pause(ctx), r.m.Pause(q), "")
+	case 1:
+		r.record("resume "+q.String(), r.q(q).Resume(ctx), r.m.Resume(q), "")
+	case 2:
+		l := limitSets[a[2]&7]
+		r.record(fmt.Sprintf("limits %s %+v", q, l), r.q(q).SetLimits(ctx, l), r.m.SetLimits(q, l), "")
+	case 3:
+		got, gerr := r.q(q).Settings(ctx)
+		want, werr := r.m.Settings(q)
+		if r.record("settings "+q.String(), gerr, werr, fmt.Sprintf("%+v", got)) && got != want {
+			r.fatalf("settings %s: %+v, model %+v", q, got, want)
+		}
+	}
+}
+
 func entriesString(es []engine.Entry) string {
 	var b strings.Builder
 	for _, e := range es {
@@ -861,6 +935,15 @@ func entriesString(es []engine.Entry) string {
 func (r *runner) reopen() {
 	r.tb.Helper()
 	r.hist = append(r.hist, "reopen")
+	if r.repl != nil && !r.failed {
+		r.repl = r.repl.reopen(r)
+		r.db = r.repl.members[0].db
+		if err := r.db.Verify(); err != nil {
+			r.fatalf("verify after reopen: %v", err)
+		}
+		r.checkState("after reopen")
+		return
+	}
 	if r.rc.mem || r.failed {
 		return
 	}
@@ -928,8 +1011,8 @@ func (r *runner) checkQueues(when string) {
 func queuesString(qs []engine.QueueInfo) string {
 	var lines []string
 	for _, q := range qs {
-		lines = append(lines, fmt.Sprintf("%s/%s %+v oldest=%d %+v", q.Namespace, q.Name, q.Counts,
-			Micros(q.OldestReady), q.Totals))
+		lines = append(lines, fmt.Sprintf("%s/%s %+v oldest=%d %+v paused=%v %+v", q.Namespace, q.Name, q.Counts,
+			Micros(q.OldestReady), q.Totals, q.Paused, q.Limits))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "; ")
@@ -1015,7 +1098,7 @@ func genProgram(rng *rand.Rand, n int, weights [numOps]int, cfg byte) []byte {
 var workload = [numOps]int{
 	opEnqueue: 14, opBatch: 4, opClaim: 14, opComplete: 10, opFail: 6, opHeartbeat: 4, opSnooze: 2,
 	opCancel: 2, opRedrive: 2, opKV: 5, opAdvance: 6, opCheckpoint: 1, opReopen: 1, opForged: 3,
-	opInvalid: 1, opRead: 3, opDepend: 6,
+	opInvalid: 1, opRead: 3, opControl: 2, opDepend: 6,
 }
 
 // listFiles returns the regular files under dir (relative paths).

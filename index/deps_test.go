@@ -160,10 +160,12 @@ func TestApplyRejectsBadDeps(t *testing.T) {
 	}
 }
 
-// TestDepsNeedVersion4: a version 3 batch holding a dependency mutation,
-// a waiting task or a 10-field extra is damage; so is a dependency on task
-// 0 or on itself in any version.
-func TestDepsNeedVersion4(t *testing.T) {
+// TestDepsNeedVersion5: a version 4 (or 3) batch holding a dependency
+// mutation, a waiting task or a 10-field extra is damage, while version 4's
+// own mutations (settings, idempotency entries with states) still decode in
+// a version 4 batch; a dependency on task 0 or on itself is damage in any
+// version.
+func TestDepsNeedVersion5(t *testing.T) {
 	s := NewStore()
 	enc := NewEncoder()
 	var b Batch
@@ -177,13 +179,33 @@ func TestDepsNeedVersion4(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := NewDecoder(s).Batch(data, &b); err != nil {
-			t.Fatalf("%s: version 4 refused: %v", name, err)
+			t.Fatalf("%s: version 5 refused: %v", name, err)
 		}
-		v3 := bytes.Clone(data)
-		v3[0] = batchVersion3
-		if err := NewDecoder(s).Batch(v3, &b); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("%s in a version 3 batch: %v, want ErrCorrupt", name, err)
+		for _, v := range []byte{batchVersion4, batchVersion3} {
+			old := bytes.Clone(data)
+			old[0] = v
+			if err := NewDecoder(s).Batch(old, &b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s in a version %d batch: %v, want ErrCorrupt", name, v, err)
+			}
 		}
+	}
+	v4 := &Batch{Seq: 1, Mutations: []Mutation{
+		{Kind: MutPutConf, Conf: QueueConf{Queue: qk, Paused: true, MaxInFlight: 2}},
+		{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "docket/unique/u", ID: 1, States: 0x2e}},
+		{Kind: MutDeleteConf, Conf: QueueConf{Queue: qk}},
+		{Kind: MutPutTask, Task: &Task{ID: 1, Queue: s.QueueRef(qk), State: StateReady}},
+	}}
+	data, err := enc.Batch(v4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Clone(data)
+	data[0] = batchVersion4
+	if err := NewDecoder(s).Batch(data, &b); err != nil {
+		t.Fatalf("a version 4 batch with settings and unique keys: %v", err)
+	}
+	if len(b.Mutations) != 4 || b.Mutations[0].Conf != v4.Mutations[0].Conf || b.Mutations[1].Idem != v4.Mutations[1].Idem {
+		t.Fatalf("version 4 batch misread: %+v", b.Mutations)
 	}
 	for _, d := range []Dep{{0, 2}, {2, 0}, {2, 2}} {
 		var buf bytes.Buffer

@@ -293,6 +293,9 @@ type Task struct {
 	BackoffMax     *durationpb.Duration `protobuf:"bytes,8,opt,name=backoff_max,json=backoffMax,proto3" json:"backoff_max,omitempty"`
 	IdempotencyKey string               `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	Headers        map[string]string    `protobuf:"bytes,10,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// If set, the task is unique by content (engine.Unique); it excludes
+	// idempotency_key.
+	Unique *Unique `protobuf:"bytes,11,opt,name=unique,proto3" json:"unique,omitempty"`
 	// Ids of tasks of the namespace this one waits for.
 	DependsOn []uint64 `protobuf:"varint,40,rep,packed,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// Positions, among the tasks the same call enqueues, of earlier ones it
@@ -403,6 +406,13 @@ func (x *Task) GetHeaders() map[string]string {
 	return nil
 }
 
+func (x *Task) GetUnique() *Unique {
+	if x != nil {
+		return x.Unique
+	}
+	return nil
+}
+
 func (x *Task) GetDependsOn() []uint64 {
 	if x != nil {
 		return x.DependsOn
@@ -424,6 +434,65 @@ func (x *Task) GetOnParentFailure() DependencyPolicy {
 	return DependencyPolicy_DEPENDENCY_POLICY_CANCEL
 }
 
+// Unique makes an enqueue unique by content: a task of the same kind and
+// canonical JSON payload on the queue, enqueued within window and still
+// in one of states, deduplicates it (engine.Unique).
+type Unique struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Window *durationpb.Duration   `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	// Must include ready, scheduled and in-flight; dead and completed are
+	// optional. None means ready, scheduled, in-flight and completed. A task
+	// waiting for its dependencies always blocks (naming waiting changes
+	// nothing).
+	States        []State `protobuf:"varint,2,rep,packed,name=states,proto3,enum=docket.v1.State" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Unique) Reset() {
+	*x = Unique{}
+	mi := &file_docket_v1_types_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Unique) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Unique) ProtoMessage() {}
+
+func (x *Unique) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_types_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Unique.ProtoReflect.Descriptor instead.
+func (*Unique) Descriptor() ([]byte, []int) {
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Unique) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Unique) GetStates() []State {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
 // Enqueued is the outcome of one enqueue.
 type Enqueued struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -436,7 +505,7 @@ type Enqueued struct {
 
 func (x *Enqueued) Reset() {
 	*x = Enqueued{}
-	mi := &file_docket_v1_types_proto_msgTypes[2]
+	mi := &file_docket_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +517,7 @@ func (x *Enqueued) String() string {
 func (*Enqueued) ProtoMessage() {}
 
 func (x *Enqueued) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[2]
+	mi := &file_docket_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +530,7 @@ func (x *Enqueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueued.ProtoReflect.Descriptor instead.
 func (*Enqueued) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Enqueued) GetId() uint64 {
@@ -497,7 +566,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_docket_v1_types_proto_msgTypes[3]
+	mi := &file_docket_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +578,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[3]
+	mi := &file_docket_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +591,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -637,7 +706,7 @@ type SetOp struct {
 
 func (x *SetOp) Reset() {
 	*x = SetOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[4]
+	mi := &file_docket_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +718,7 @@ func (x *SetOp) String() string {
 func (*SetOp) ProtoMessage() {}
 
 func (x *SetOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[4]
+	mi := &file_docket_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +731,7 @@ func (x *SetOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOp.ProtoReflect.Descriptor instead.
 func (*SetOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetOp) GetKey() string {
@@ -689,7 +758,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[5]
+	mi := &file_docket_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +770,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[5]
+	mi := &file_docket_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +783,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteOp) GetKey() string {
@@ -735,7 +804,7 @@ type IfVersionOp struct {
 
 func (x *IfVersionOp) Reset() {
 	*x = IfVersionOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[6]
+	mi := &file_docket_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +816,7 @@ func (x *IfVersionOp) String() string {
 func (*IfVersionOp) ProtoMessage() {}
 
 func (x *IfVersionOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[6]
+	mi := &file_docket_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +829,7 @@ func (x *IfVersionOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IfVersionOp.ProtoReflect.Descriptor instead.
 func (*IfVersionOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IfVersionOp) GetKey() string {
@@ -787,7 +856,7 @@ type KeyOp struct {
 
 func (x *KeyOp) Reset() {
 	*x = KeyOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[7]
+	mi := &file_docket_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +868,7 @@ func (x *KeyOp) String() string {
 func (*KeyOp) ProtoMessage() {}
 
 func (x *KeyOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[7]
+	mi := &file_docket_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +881,7 @@ func (x *KeyOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyOp.ProtoReflect.Descriptor instead.
 func (*KeyOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KeyOp) GetKey() string {
@@ -833,7 +902,7 @@ type EnqueueOp struct {
 
 func (x *EnqueueOp) Reset() {
 	*x = EnqueueOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[8]
+	mi := &file_docket_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +914,7 @@ func (x *EnqueueOp) String() string {
 func (*EnqueueOp) ProtoMessage() {}
 
 func (x *EnqueueOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[8]
+	mi := &file_docket_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +927,7 @@ func (x *EnqueueOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueOp.ProtoReflect.Descriptor instead.
 func (*EnqueueOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EnqueueOp) GetQueue() string {
@@ -902,7 +971,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_docket_v1_types_proto_msgTypes[9]
+	mi := &file_docket_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +983,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[9]
+	mi := &file_docket_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +996,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Lease) GetId() uint64 {
@@ -1048,7 +1117,7 @@ type LeaseRef struct {
 
 func (x *LeaseRef) Reset() {
 	*x = LeaseRef{}
-	mi := &file_docket_v1_types_proto_msgTypes[10]
+	mi := &file_docket_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1129,7 @@ func (x *LeaseRef) String() string {
 func (*LeaseRef) ProtoMessage() {}
 
 func (x *LeaseRef) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[10]
+	mi := &file_docket_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1142,7 @@ func (x *LeaseRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRef.ProtoReflect.Descriptor instead.
 func (*LeaseRef) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseRef) GetId() uint64 {
@@ -1109,7 +1178,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_docket_v1_types_proto_msgTypes[11]
+	mi := &file_docket_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1190,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[11]
+	mi := &file_docket_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1203,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Done) GetResult() []byte {
@@ -1169,7 +1238,7 @@ type FollowUp struct {
 
 func (x *FollowUp) Reset() {
 	*x = FollowUp{}
-	mi := &file_docket_v1_types_proto_msgTypes[12]
+	mi := &file_docket_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1250,7 @@ func (x *FollowUp) String() string {
 func (*FollowUp) ProtoMessage() {}
 
 func (x *FollowUp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[12]
+	mi := &file_docket_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1263,7 @@ func (x *FollowUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUp.ProtoReflect.Descriptor instead.
 func (*FollowUp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FollowUp) GetQueue() string {
@@ -1224,7 +1293,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_docket_v1_types_proto_msgTypes[13]
+	mi := &file_docket_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1305,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[13]
+	mi := &file_docket_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1318,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Failure) GetError() string {
@@ -1310,7 +1379,7 @@ type TaskInfo struct {
 
 func (x *TaskInfo) Reset() {
 	*x = TaskInfo{}
-	mi := &file_docket_v1_types_proto_msgTypes[14]
+	mi := &file_docket_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1391,7 @@ func (x *TaskInfo) String() string {
 func (*TaskInfo) ProtoMessage() {}
 
 func (x *TaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[14]
+	mi := &file_docket_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1404,7 @@ func (x *TaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
 func (*TaskInfo) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskInfo) GetId() uint64 {
@@ -1532,7 +1601,7 @@ type AttemptError struct {
 
 func (x *AttemptError) Reset() {
 	*x = AttemptError{}
-	mi := &file_docket_v1_types_proto_msgTypes[15]
+	mi := &file_docket_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1613,7 @@ func (x *AttemptError) String() string {
 func (*AttemptError) ProtoMessage() {}
 
 func (x *AttemptError) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[15]
+	mi := &file_docket_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1626,7 @@ func (x *AttemptError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptError.ProtoReflect.Descriptor instead.
 func (*AttemptError) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttemptError) GetAttempt() int32 {
@@ -1596,7 +1665,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_docket_v1_types_proto_msgTypes[16]
+	mi := &file_docket_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1677,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[16]
+	mi := &file_docket_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1690,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Counts) GetReady() int64 {
@@ -1678,7 +1747,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_docket_v1_types_proto_msgTypes[17]
+	mi := &file_docket_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1759,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[17]
+	mi := &file_docket_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1772,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Entry) GetKey() string {
@@ -1738,7 +1807,7 @@ type TxResult struct {
 
 func (x *TxResult) Reset() {
 	*x = TxResult{}
-	mi := &file_docket_v1_types_proto_msgTypes[18]
+	mi := &file_docket_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1819,7 @@ func (x *TxResult) String() string {
 func (*TxResult) ProtoMessage() {}
 
 func (x *TxResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[18]
+	mi := &file_docket_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1832,7 @@ func (x *TxResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxResult.ProtoReflect.Descriptor instead.
 func (*TxResult) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TxResult) GetVersion() uint64 {
@@ -1794,7 +1863,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_docket_v1_types_proto_msgTypes[19]
+	mi := &file_docket_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1875,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[19]
+	mi := &file_docket_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1888,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Error) GetSentinel() Sentinel {
@@ -1860,7 +1929,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x15docket/v1/types.proto\x12\tdocket.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\";\n" +
 	"\tNamespace\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
-	"\x05scope\x18\x02 \x01(\tR\x05scope\"\x83\x05\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\"\xae\x05\n" +
 	"\x04Task\x12\x1e\n" +
 	"\apayload\x18\x01 \x01(\fB\x04\xe8\xe0\x18\x01R\apayload\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12/\n" +
@@ -1873,14 +1942,18 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"backoffMax\x12'\n" +
 	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\x126\n" +
 	"\aheaders\x18\n" +
-	" \x03(\v2\x1c.docket.v1.Task.HeadersEntryR\aheaders\x12\x1d\n" +
+	" \x03(\v2\x1c.docket.v1.Task.HeadersEntryR\aheaders\x12)\n" +
+	"\x06unique\x18\v \x01(\v2\x11.docket.v1.UniqueR\x06unique\x12\x1d\n" +
 	"\n" +
 	"depends_on\x18( \x03(\x04R\tdependsOn\x12,\n" +
 	"\x12depends_on_sibling\x18) \x03(\x05R\x10dependsOnSibling\x12G\n" +
 	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\x06Unique\x121\n" +
+	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12(\n" +
+	"\x06states\x18\x02 \x03(\x0e2\x10.docket.v1.StateR\x06states\">\n" +
 	"\bEnqueued\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\"\xac\x02\n" +
@@ -2046,80 +2119,84 @@ func file_docket_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_docket_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_docket_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_docket_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_docket_v1_types_proto_goTypes = []any{
 	(State)(0),                        // 0: docket.v1.State
 	(DependencyPolicy)(0),             // 1: docket.v1.DependencyPolicy
 	(Sentinel)(0),                     // 2: docket.v1.Sentinel
 	(*Namespace)(nil),                 // 3: docket.v1.Namespace
 	(*Task)(nil),                      // 4: docket.v1.Task
-	(*Enqueued)(nil),                  // 5: docket.v1.Enqueued
-	(*Op)(nil),                        // 6: docket.v1.Op
-	(*SetOp)(nil),                     // 7: docket.v1.SetOp
-	(*DeleteOp)(nil),                  // 8: docket.v1.DeleteOp
-	(*IfVersionOp)(nil),               // 9: docket.v1.IfVersionOp
-	(*KeyOp)(nil),                     // 10: docket.v1.KeyOp
-	(*EnqueueOp)(nil),                 // 11: docket.v1.EnqueueOp
-	(*Lease)(nil),                     // 12: docket.v1.Lease
-	(*LeaseRef)(nil),                  // 13: docket.v1.LeaseRef
-	(*Done)(nil),                      // 14: docket.v1.Done
-	(*FollowUp)(nil),                  // 15: docket.v1.FollowUp
-	(*Failure)(nil),                   // 16: docket.v1.Failure
-	(*TaskInfo)(nil),                  // 17: docket.v1.TaskInfo
-	(*AttemptError)(nil),              // 18: docket.v1.AttemptError
-	(*Counts)(nil),                    // 19: docket.v1.Counts
-	(*Entry)(nil),                     // 20: docket.v1.Entry
-	(*TxResult)(nil),                  // 21: docket.v1.TxResult
-	(*Error)(nil),                     // 22: docket.v1.Error
-	nil,                               // 23: docket.v1.Task.HeadersEntry
-	nil,                               // 24: docket.v1.Lease.HeadersEntry
-	nil,                               // 25: docket.v1.TaskInfo.HeadersEntry
-	(*durationpb.Duration)(nil),       // 26: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
-	(*descriptorpb.FieldOptions)(nil), // 28: google.protobuf.FieldOptions
+	(*Unique)(nil),                    // 5: docket.v1.Unique
+	(*Enqueued)(nil),                  // 6: docket.v1.Enqueued
+	(*Op)(nil),                        // 7: docket.v1.Op
+	(*SetOp)(nil),                     // 8: docket.v1.SetOp
+	(*DeleteOp)(nil),                  // 9: docket.v1.DeleteOp
+	(*IfVersionOp)(nil),               // 10: docket.v1.IfVersionOp
+	(*KeyOp)(nil),                     // 11: docket.v1.KeyOp
+	(*EnqueueOp)(nil),                 // 12: docket.v1.EnqueueOp
+	(*Lease)(nil),                     // 13: docket.v1.Lease
+	(*LeaseRef)(nil),                  // 14: docket.v1.LeaseRef
+	(*Done)(nil),                      // 15: docket.v1.Done
+	(*FollowUp)(nil),                  // 16: docket.v1.FollowUp
+	(*Failure)(nil),                   // 17: docket.v1.Failure
+	(*TaskInfo)(nil),                  // 18: docket.v1.TaskInfo
+	(*AttemptError)(nil),              // 19: docket.v1.AttemptError
+	(*Counts)(nil),                    // 20: docket.v1.Counts
+	(*Entry)(nil),                     // 21: docket.v1.Entry
+	(*TxResult)(nil),                  // 22: docket.v1.TxResult
+	(*Error)(nil),                     // 23: docket.v1.Error
+	nil,                               // 24: docket.v1.Task.HeadersEntry
+	nil,                               // 25: docket.v1.Lease.HeadersEntry
+	nil,                               // 26: docket.v1.TaskInfo.HeadersEntry
+	(*durationpb.Duration)(nil),       // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
+	(*descriptorpb.FieldOptions)(nil), // 29: google.protobuf.FieldOptions
 }
 var file_docket_v1_types_proto_depIdxs = []int32{
-	26, // 0: docket.v1.Task.delay:type_name -> google.protobuf.Duration
-	27, // 1: docket.v1.Task.at:type_name -> google.protobuf.Timestamp
-	26, // 2: docket.v1.Task.backoff_base:type_name -> google.protobuf.Duration
-	26, // 3: docket.v1.Task.backoff_max:type_name -> google.protobuf.Duration
-	23, // 4: docket.v1.Task.headers:type_name -> docket.v1.Task.HeadersEntry
-	1,  // 5: docket.v1.Task.on_parent_failure:type_name -> docket.v1.DependencyPolicy
-	7,  // 6: docket.v1.Op.set:type_name -> docket.v1.SetOp
-	8,  // 7: docket.v1.Op.delete:type_name -> docket.v1.DeleteOp
-	9,  // 8: docket.v1.Op.if_version:type_name -> docket.v1.IfVersionOp
-	10, // 9: docket.v1.Op.if_exists:type_name -> docket.v1.KeyOp
-	10, // 10: docket.v1.Op.if_absent:type_name -> docket.v1.KeyOp
-	11, // 11: docket.v1.Op.enqueue:type_name -> docket.v1.EnqueueOp
-	4,  // 12: docket.v1.EnqueueOp.task:type_name -> docket.v1.Task
-	3,  // 13: docket.v1.Lease.namespace:type_name -> docket.v1.Namespace
-	24, // 14: docket.v1.Lease.headers:type_name -> docket.v1.Lease.HeadersEntry
-	27, // 15: docket.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
-	27, // 16: docket.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
-	6,  // 17: docket.v1.Done.ops:type_name -> docket.v1.Op
-	15, // 18: docket.v1.Done.follow_ups:type_name -> docket.v1.FollowUp
-	4,  // 19: docket.v1.FollowUp.task:type_name -> docket.v1.Task
-	26, // 20: docket.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	3,  // 21: docket.v1.TaskInfo.namespace:type_name -> docket.v1.Namespace
-	0,  // 22: docket.v1.TaskInfo.state:type_name -> docket.v1.State
-	25, // 23: docket.v1.TaskInfo.headers:type_name -> docket.v1.TaskInfo.HeadersEntry
-	27, // 24: docket.v1.TaskInfo.not_before:type_name -> google.protobuf.Timestamp
-	27, // 25: docket.v1.TaskInfo.lease_until:type_name -> google.protobuf.Timestamp
-	26, // 26: docket.v1.TaskInfo.backoff_base:type_name -> google.protobuf.Duration
-	26, // 27: docket.v1.TaskInfo.backoff_max:type_name -> google.protobuf.Duration
-	27, // 28: docket.v1.TaskInfo.created_at:type_name -> google.protobuf.Timestamp
-	27, // 29: docket.v1.TaskInfo.updated_at:type_name -> google.protobuf.Timestamp
-	18, // 30: docket.v1.TaskInfo.errors:type_name -> docket.v1.AttemptError
-	1,  // 31: docket.v1.TaskInfo.on_parent_failure:type_name -> docket.v1.DependencyPolicy
-	27, // 32: docket.v1.AttemptError.at:type_name -> google.protobuf.Timestamp
-	5,  // 33: docket.v1.TxResult.enqueued:type_name -> docket.v1.Enqueued
-	2,  // 34: docket.v1.Error.sentinel:type_name -> docket.v1.Sentinel
-	28, // 35: docket.v1.raw_json:extendee -> google.protobuf.FieldOptions
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	35, // [35:36] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	27, // 0: docket.v1.Task.delay:type_name -> google.protobuf.Duration
+	28, // 1: docket.v1.Task.at:type_name -> google.protobuf.Timestamp
+	27, // 2: docket.v1.Task.backoff_base:type_name -> google.protobuf.Duration
+	27, // 3: docket.v1.Task.backoff_max:type_name -> google.protobuf.Duration
+	24, // 4: docket.v1.Task.headers:type_name -> docket.v1.Task.HeadersEntry
+	5,  // 5: docket.v1.Task.unique:type_name -> docket.v1.Unique
+	1,  // 6: docket.v1.Task.on_parent_failure:type_name -> docket.v1.DependencyPolicy
+	27, // 7: docket.v1.Unique.window:type_name -> google.protobuf.Duration
+	0,  // 8: docket.v1.Unique.states:type_name -> docket.v1.State
+	8,  // 9: docket.v1.Op.set:type_name -> docket.v1.SetOp
+	9,  // 10: docket.v1.Op.delete:type_name -> docket.v1.DeleteOp
+	10, // 11: docket.v1.Op.if_version:type_name -> docket.v1.IfVersionOp
+	11, // 12: docket.v1.Op.if_exists:type_name -> docket.v1.KeyOp
+	11, // 13: docket.v1.Op.if_absent:type_name -> docket.v1.KeyOp
+	12, // 14: docket.v1.Op.enqueue:type_name -> docket.v1.EnqueueOp
+	4,  // 15: docket.v1.EnqueueOp.task:type_name -> docket.v1.Task
+	3,  // 16: docket.v1.Lease.namespace:type_name -> docket.v1.Namespace
+	25, // 17: docket.v1.Lease.headers:type_name -> docket.v1.Lease.HeadersEntry
+	28, // 18: docket.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
+	28, // 19: docket.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
+	7,  // 20: docket.v1.Done.ops:type_name -> docket.v1.Op
+	16, // 21: docket.v1.Done.follow_ups:type_name -> docket.v1.FollowUp
+	4,  // 22: docket.v1.FollowUp.task:type_name -> docket.v1.Task
+	27, // 23: docket.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	3,  // 24: docket.v1.TaskInfo.namespace:type_name -> docket.v1.Namespace
+	0,  // 25: docket.v1.TaskInfo.state:type_name -> docket.v1.State
+	26, // 26: docket.v1.TaskInfo.headers:type_name -> docket.v1.TaskInfo.HeadersEntry
+	28, // 27: docket.v1.TaskInfo.not_before:type_name -> google.protobuf.Timestamp
+	28, // 28: docket.v1.TaskInfo.lease_until:type_name -> google.protobuf.Timestamp
+	27, // 29: docket.v1.TaskInfo.backoff_base:type_name -> google.protobuf.Duration
+	27, // 30: docket.v1.TaskInfo.backoff_max:type_name -> google.protobuf.Duration
+	28, // 31: docket.v1.TaskInfo.created_at:type_name -> google.protobuf.Timestamp
+	28, // 32: docket.v1.TaskInfo.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 33: docket.v1.TaskInfo.errors:type_name -> docket.v1.AttemptError
+	1,  // 34: docket.v1.TaskInfo.on_parent_failure:type_name -> docket.v1.DependencyPolicy
+	28, // 35: docket.v1.AttemptError.at:type_name -> google.protobuf.Timestamp
+	6,  // 36: docket.v1.TxResult.enqueued:type_name -> docket.v1.Enqueued
+	2,  // 37: docket.v1.Error.sentinel:type_name -> docket.v1.Sentinel
+	29, // 38: docket.v1.raw_json:extendee -> google.protobuf.FieldOptions
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	38, // [38:39] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_types_proto_init() }
@@ -2127,7 +2204,7 @@ func file_docket_v1_types_proto_init() {
 	if File_docket_v1_types_proto != nil {
 		return
 	}
-	file_docket_v1_types_proto_msgTypes[3].OneofWrappers = []any{
+	file_docket_v1_types_proto_msgTypes[4].OneofWrappers = []any{
 		(*Op_Set)(nil),
 		(*Op_Delete)(nil),
 		(*Op_IfVersion)(nil),
@@ -2141,7 +2218,7 @@ func file_docket_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_types_proto_rawDesc), len(file_docket_v1_types_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 1,
 			NumServices:   0,
 		},
