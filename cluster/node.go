@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/wal"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -99,9 +100,6 @@ type Node struct {
 
 var _ engine.Replicator = (*Node)(nil)
 
-// errLockHeld is what lockFile reports when the lock is taken.
-var errLockHeld = errors.New("lock held")
-
 // Start opens (creating if needed) the node's directory, starts raft on it
 // and returns the node. With cfg.Bootstrap and no state it founds a cluster
 // of one; otherwise it rejoins the cluster its state names, or waits to be
@@ -153,9 +151,9 @@ func (n *Node) start(rc *raft.Config) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := lockFile(lock); err != nil {
+	if err := flock.Exclusive(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, errLockHeld) {
+		if errors.Is(err, flock.ErrHeld) {
 			return fmt.Errorf("%w: %s", engine.ErrLocked, cfg.Dir)
 		}
 		return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
@@ -102,9 +103,9 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 	}
 	var lock *os.File
 	if f, err := os.Open(filepath.Join(dir, "LOCK")); err == nil {
-		if err := lockShared(f); err != nil {
+		if err := flock.Shared(f); err != nil {
 			f.Close()
-			if errors.Is(err, errLockHeld) {
+			if errors.Is(err, flock.ErrHeld) {
 				return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 			}
 			return nil, err
@@ -177,9 +178,9 @@ func (c *core) openDir() (err error) {
 	if err != nil {
 		return err
 	}
-	if err := lockFile(lock); err != nil {
+	if err := flock.Exclusive(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, errLockHeld) {
+		if errors.Is(err, flock.ErrHeld) {
 			return fmt.Errorf("%w: %s", ErrLocked, c.dir)
 		}
 		return err
