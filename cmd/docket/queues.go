@@ -80,7 +80,7 @@ func runStats(ctx context.Context, c cli, args []string) error {
 		if q.Paused {
 			what = append(what, "paused")
 		}
-		if l := limitsText(q.Limits); l != "" {
+		if l := q.Limits.String(); l != "" {
 			what = append(what, l)
 		}
 		fmt.Fprintf(c.stdout, "%s %s: %s\n", q.Namespace, q.Name, strings.Join(what, ", "))
