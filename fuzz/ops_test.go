@@ -188,10 +188,22 @@ func opsSeeds() [][]byte {
 			ins(opCheckpoint), ins(opRedrive, 0, 0, 0x80), ins(opClaim, 0, 0, 2, 1), ins(opComplete, 0, 0x68, 0, 0, 0, 2, 0x80),
 			ins(opReopen), ins(opClaim, 1, 0, 2, 3), ins(opComplete, 0, 0), ins(opClaim, 0, 0, 2, 3),
 			ins(opFail, 0, 1), ins(opCancel, 0, 0x80), ins(opRead, 1, 1), ins(opClaim, 4, 0, 2, 3)),
+		// Dependencies and the queue controls: tasks (one of them unique,
+		// enqueued twice) released by a completion into a paused queue
+		// stay unclaimed through a reopen, an in-flight bound holds them
+		// back after the resume.
+		asm(0,
+			ins(opControl, 0, 1), ins(opEnqueue, 0, 0, 0x04, 1),
+			ins(opDepend, 0x01, 0x80, 0, 0, 0, 0, 0x01), ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0),
+			ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0), ins(opClaim, 1, 0, 2, 3), ins(opRead, 1, 1),
+			ins(opClaim, 0, 0, 2, 3), ins(opComplete, 0, 0), ins(opRead, 1, 1), ins(opClaim, 1, 0, 2, 3),
+			ins(opControl, 2, 1, 1), ins(opReopen), ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0),
+			ins(opControl, 1, 1), ins(opClaim, 1, 0, 2, 3), ins(opRead, 1, 1), ins(opControl, 3, 1)),
 		// Every invalid call.
 		asm(0,
 			ins(opInvalid, 0), ins(opInvalid, 1), ins(opInvalid, 2), ins(opInvalid, 3), ins(opInvalid, 4),
-			ins(opInvalid, 5), ins(opInvalid, 6), ins(opInvalid, 7), ins(opInvalid, 8)),
+			ins(opInvalid, 5), ins(opInvalid, 6), ins(opInvalid, 7), ins(opInvalid, 8), ins(opInvalid, 9),
+			ins(opInvalid, 10)),
 	}
 	for s := range uint64(6) {
 		seeds = append(seeds, genProgram(rand.New(rand.NewPCG(s, 99)), 120, workload, byte(s*37)))
