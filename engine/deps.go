@@ -39,7 +39,10 @@ import (
 //
 // A task whose dependencies are all satisfied at enqueue is enqueued as if
 // it had none. Repeated ids are waited for once. A deduplicated enqueue
-// (idempotency key) changes nothing, dependencies included. Because a task
+// (an idempotency key, or Unique content) changes nothing, dependencies
+// included: the task it names keeps its own, and a sibling reference to
+// the duplicate stands for that task. A unique task that is waiting blocks
+// its content whatever its Unique.States. Because a task
 // can only depend on tasks that exist before it, dependencies never form a
 // cycle.
 //
@@ -53,6 +56,11 @@ import (
 // that stores that death applies the policies, and every commit first
 // stores the deaths of tasks others wait for (housekeeping), so their
 // dependents follow without waiting for a claim on the dead task's queue.
+//
+// A released task is ready like any other: on a paused queue no claim
+// leases it until Resume (a ClaimWait parked there is not woken by the
+// release), and the queue's in-flight bound and rate limit count it as
+// they count every task.
 type DependencyPolicy uint8
 
 // Dependency policies. Part of the log's format: do not renumber.
