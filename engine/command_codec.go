@@ -33,6 +33,8 @@ import (
 //	run now         id
 //	redrive all     (nothing)
 //	commit          [vop...]
+//	complete and claim  fence result [vop...] owner lease max
+//	heartbeat batch     [fence...] extend
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
@@ -43,9 +45,9 @@ import (
 // Integers are compact, an empty byte string is nil, and a spec's headers
 // are a map written in key order, so the same command always gives the same
 // bytes; decoding refuses anything else (trailing bytes, headers out of
-// order, lengths past the input or over the API's limits). A claim always
-// carries a seed other than 0, from which the lease secrets of its batch
-// are derived.
+// order, lengths past the input or over the API's limits). A claim (and a
+// complete and claim) always carries a seed other than 0, from which the
+// lease secrets of its batch are derived.
 const cmdVersion = 1
 
 // errCommand marks bytes that are not a command this version can plan.
@@ -123,6 +125,19 @@ func (cmd *command) encode() ([]byte, error) {
 	case cmdRedriveAll:
 	case cmdCommit:
 		e.vops(cmd.ops)
+	case cmdCompleteClaim:
+		e.fence(&cmd.fence)
+		e.bytes(cmd.result)
+		e.vops(cmd.ops)
+		e.str(cmd.owner)
+		e.int(cmd.lease)
+		e.int(int64(cmd.max))
+	case cmdHeartbeatBatch:
+		e.array(len(cmd.fences))
+		for i := range cmd.fences {
+			e.fence(&cmd.fences[i])
+		}
+		e.int(cmd.lease)
 	default:
 		return nil, fmt.Errorf("%w: command %d", ErrInvalid, cmd.op)
 	}
@@ -269,6 +284,27 @@ func decodeCommand(data []byte, cmd *command) error {
 	case cmdRedriveAll:
 	case cmdCommit:
 		cmd.ops = d.vops()
+	case cmdCompleteClaim:
+		d.fence(&cmd.fence)
+		cmd.result = d.bytes()
+		cmd.ops = d.vops()
+		cmd.owner = d.str()
+		cmd.lease = d.int()
+		cmd.max = int(d.int())
+		if d.err == nil && (cmd.max < 1 || cmd.max > MaxBatch || cmd.lease < 1 || cmd.seed == 0) {
+			d.fail(fmt.Errorf("complete and claim of %d for %d µs with seed %d", cmd.max, cmd.lease, cmd.seed))
+		}
+	case cmdHeartbeatBatch:
+		n := d.array(MaxBatch)
+		cmd.fences = make([]Lease, n)
+		for i := range cmd.fences {
+			d.fence(&cmd.fences[i])
+		}
+		cmd.dup = repeatedLeases(cmd.fences)
+		cmd.lease = d.int()
+		if d.err == nil && cmd.lease < 1 {
+			d.fail(fmt.Errorf("heartbeat batch extending by %d µs", cmd.lease))
+		}
 	default:
 		d.fail(fmt.Errorf("unknown operation %d", cmd.op))
 	}

@@ -34,11 +34,14 @@ func sampleCommands() []command {
 		{op: cmdSnooze, fence: fence, delay: 0},
 		{op: cmdCancel, id: 4}, {op: cmdRedrive, id: 5}, {op: cmdRunNow, id: 6}, {op: cmdRedriveAll},
 		{op: cmdCommit, ops: ops},
+		{op: cmdCompleteClaim, fence: fence, result: []byte(`"ok"`), ops: ops, owner: "w", lease: 30_000_000, max: 3, seed: 78},
+		{op: cmdCompleteClaim, fence: fence, owner: "w", lease: 1, max: 1, seed: 1},
+		{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000},
 	}
 	for i := range cmds {
 		c := &cmds[i]
 		c.ns, c.queue, c.now, c.retain, c.idemTTL = base.ns, base.queue, base.now, base.retain, base.idemTTL
-		if c.op == cmdCompleteBatch {
+		if c.op == cmdCompleteBatch || c.op == cmdHeartbeatBatch {
 			c.dup = repeatedLeases(c.fences)
 		}
 	}
@@ -111,6 +114,10 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	unknown := command{op: cmdRedriveAll, ns: ns, queue: "q"}
 	data, _ := unknown.encode()
 	bad := map[string][]byte{"claim without a seed": must(noSeed.encode())}
+	noSeed.op = cmdCompleteClaim
+	bad["complete and claim without a seed"] = must(noSeed.encode())
+	noExtend := command{op: cmdHeartbeatBatch, ns: ns, queue: "q"}
+	bad["heartbeat batch extending by nothing"] = must(noExtend.encode())
 	bad["unknown operation"] = append([]byte{data[0], 99}, data[2:]...)
 	h := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{headers: map[string]string{"a": "1", "b": "2"}}}
 	hd := must(h.encode())

@@ -52,17 +52,24 @@ type core struct {
 	plan   planner
 	failed error
 	closed bool
-	// waiters holds, per queue with a parked ClaimWait, a channel closed
-	// when the queue gains work.
-	waiters   map[index.QueueKey]*waiter
+	// waiters holds, per queue with a parked ClaimWait, the parked calls
+	// and how many of them commits have woken (wake.go).
+	waiters   map[index.QueueKey]*waitq
 	parking   parking  // parked ClaimWait calls, for WaitParked (parked.go)
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
+	// open is the sync round commits in flight join (pipeline.go); kick
+	// tells the pipeline goroutine it has one, and slots bounds the commits
+	// in flight (Options.MaxInFlight).
+	open  *syncRound
+	kick  chan struct{}
+	slots chan struct{}
 
 	snapMu   sync.Mutex // one snapshot at a time
 	snapping bool       // a background snapshot is running (guarded by mu)
 	bg       sync.WaitGroup
+	piped    sync.WaitGroup // the pipeline goroutine (pipeline.go)
 	stopBg   chan struct{}
 }
 
@@ -128,8 +135,9 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		readOnly: true,
 		store:    b.store,
 		enc:      index.NewEncoder(),
-		waiters:  make(map[index.QueueKey]*waiter),
+		waiters:  make(map[index.QueueKey]*waitq),
 		stopBg:   make(chan struct{}),
+		slots:    make(chan struct{}, opts.MaxInFlight),
 	}
 	c.plan.c = c
 	return &DB{c: c}, nil
@@ -150,8 +158,10 @@ func open(dir string, opts Options) (*DB, error) {
 		dir:     dir,
 		store:   index.NewStore(),
 		enc:     index.NewEncoder(),
-		waiters: make(map[index.QueueKey]*waiter),
+		waiters: make(map[index.QueueKey]*waitq),
 		stopBg:  make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
 	c.plan.c = c
 	if dir != "" {
@@ -162,6 +172,8 @@ func open(dir string, opts Options) (*DB, error) {
 			c.bg.Add(1)
 			go c.syncLoop()
 		}
+		c.piped.Add(1)
+		go c.pipeline()
 	}
 	return &DB{c: c}, nil
 }
@@ -400,13 +412,6 @@ func (c *core) fail(err error) error {
 	return c.failed
 }
 
-func (c *core) wakeAll() {
-	for k, w := range c.waiters {
-		close(w.ch)
-		delete(c.waiters, k)
-	}
-}
-
 // count adds committed events to the counters. Call with mu held.
 func (c *core) count(events []TaskEvent) {
 	s := &c.stats
@@ -634,8 +639,7 @@ func (c *core) logAndApply() (uint64, error) {
 	if len(c.waiters) > 0 {
 		for _, q := range c.store.Affected() {
 			if w, ok := c.waiters[q.Key]; ok {
-				close(w.ch)
-				delete(c.waiters, q.Key)
+				c.rewake(w, q, b.Now)
 			}
 		}
 	}
@@ -744,6 +748,7 @@ func (d *DB) Close() error {
 	c.mu.Unlock()
 	close(c.stopBg)
 	c.bg.Wait()
+	c.piped.Wait()
 	var err error
 	if c.log != nil {
 		if !failed {
