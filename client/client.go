@@ -89,6 +89,7 @@ type stubs struct {
 	q     docketv1connect.QueuesClient
 	kv    docketv1connect.KVClient
 	admin docketv1connect.AdminClient
+	pipe  docketv1connect.PipelineClient
 }
 
 // Dial returns a client of the servers at addrs, a comma-separated list of
@@ -251,6 +252,7 @@ func (c *Client) stub(base string) *stubs {
 			q:     docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
 			kv:    docketv1connect.NewKVClient(c.hc, base, c.copts...),
 			admin: docketv1connect.NewAdminClient(c.hc, base, c.copts...),
+			pipe:  docketv1connect.NewPipelineClient(c.hc, base, c.copts...),
 		}
 		c.stubs[base] = s
 	}

@@ -213,10 +213,11 @@ func TestReadmeCurlEnqueue(t *testing.T) {
 
 func jsonUint(n uint64) string { b, _ := json.Marshal(n); return string(b) }
 
-// procedures lists every RPC of the three services.
+// procedures lists every RPC of the services.
 func procedures() []string {
 	var out []string
-	for _, fd := range []protoreflect.FileDescriptor{v1.File_docket_v1_queues_proto, v1.File_docket_v1_kv_proto, v1.File_docket_v1_admin_proto} {
+	for _, fd := range []protoreflect.FileDescriptor{v1.File_docket_v1_queues_proto, v1.File_docket_v1_kv_proto,
+		v1.File_docket_v1_admin_proto, v1.File_docket_v1_pipeline_proto} {
 		for i := 0; i < fd.Services().Len(); i++ {
 			sd := fd.Services().Get(i)
 			for j := 0; j < sd.Methods().Len(); j++ {
@@ -242,8 +243,8 @@ func TestMalformedRequestsAreInvalidArgument(t *testing.T) {
 	s, db := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
 	procs := procedures()
-	if len(procs) != 24 {
-		t.Fatalf("%d procedures; the test expects 16 + 3 + 5", len(procs))
+	if len(procs) != 26 {
+		t.Fatalf("%d procedures; the test expects 16 + 3 + 5 + 2", len(procs))
 	}
 	bodies := []struct{ contentType, body string }{
 		{"application/json", `{`},
@@ -642,26 +643,52 @@ func TestEveryProcedureAnswers(t *testing.T) {
 	}
 }
 
-// TestSchemaCoversTheEngineAPI: every method of engine.Queue and engine.KV
-// has the RPC of the same name, and engine.API's Queues is served by Admin
-// (Queue, KV, Clock and Close are the client's own).
+// TestSchemaCoversTheEngineAPI: every method of engine.Queue has the RPC
+// of the same name in Queues or Pipeline (EnqueueAsync is Queues.Enqueue
+// over the network), every method of engine.KV its RPC in KV, and
+// engine.API's Queues is served by Admin (Queue, KV, Clock and Close are
+// the client's own).
 func TestSchemaCoversTheEngineAPI(t *testing.T) {
+	services := func(names ...string) []protoreflect.ServiceDescriptor {
+		var out []protoreflect.ServiceDescriptor
+		for _, fd := range []protoreflect.FileDescriptor{v1.File_docket_v1_queues_proto, v1.File_docket_v1_kv_proto,
+			v1.File_docket_v1_admin_proto, v1.File_docket_v1_pipeline_proto} {
+			for _, n := range names {
+				if sd := fd.Services().ByName(protoreflect.Name(n)); sd != nil {
+					out = append(out, sd)
+				}
+			}
+		}
+		return out
+	}
 	for _, c := range []struct {
-		iface   reflect.Type
-		service protoreflect.ServiceDescriptor
-		local   []string
+		iface    reflect.Type
+		services []protoreflect.ServiceDescriptor
+		local    []string
+		alias    map[string]string
 	}{
-		{reflect.TypeFor[engine.Queue](), v1.File_docket_v1_queues_proto.Services().ByName("Queues"), []string{"Namespace", "Name"}},
-		{reflect.TypeFor[engine.KV](), v1.File_docket_v1_kv_proto.Services().ByName("KV"), []string{"Namespace"}},
-		{reflect.TypeFor[engine.API](), v1.File_docket_v1_admin_proto.Services().ByName("Admin"), []string{"Queue", "KV", "Clock", "Close"}},
+		{reflect.TypeFor[engine.Queue](), services("Queues", "Pipeline"), []string{"Namespace", "Name"},
+			map[string]string{"EnqueueAsync": "Enqueue"}},
+		{reflect.TypeFor[engine.KV](), services("KV"), []string{"Namespace"}, nil},
+		{reflect.TypeFor[engine.API](), services("Admin"), []string{"Queue", "KV", "Clock", "Close"}, nil},
 	} {
+		if len(c.services) == 0 {
+			t.Fatalf("no service for %s", c.iface)
+		}
 		for i := 0; i < c.iface.NumMethod(); i++ {
 			name := c.iface.Method(i).Name
 			if slices.Contains(c.local, name) {
 				continue
 			}
-			if c.service.Methods().ByName(protoreflect.Name(name)) == nil {
-				t.Errorf("%s.%s has no RPC in %s", c.iface, name, c.service.FullName())
+			if a, ok := c.alias[name]; ok {
+				name = a
+			}
+			found := false
+			for _, sd := range c.services {
+				found = found || sd.Methods().ByName(protoreflect.Name(name)) != nil
+			}
+			if !found {
+				t.Errorf("%s.%s has no RPC in %v", c.iface, c.iface.Method(i).Name, c.services)
 			}
 		}
 	}
