@@ -55,12 +55,18 @@
 // completions of the batch when it ends. The tasks waiting their turn in a
 // goroutine's batch, and those completed but not yet committed, are leased
 // to this runtime and heartbeated like the running one; those not started
-// are handed back at once when the Worker stops.
+// are handed back at once when the Worker stops. When the last task of a
+// batch completes (and nothing of the batch waits to be committed), its
+// completion and the claim of the next batch are one commit
+// (engine.Queue.CompleteAndClaim): a goroutine draining a queue pays one
+// commit per task, and goes back to the blocking claim only when that
+// finds nothing.
 //
 // # Leases and heartbeats
 //
 // A claimed task is leased for QueueOptions.Lease. Every HeartbeatEvery
-// (default Lease/3) the runtime extends every lease it holds, so a long
+// (default Lease/3) the runtime extends every lease it holds, those of one
+// goroutine's batch in one commit (engine.Queue.HeartbeatBatch), so a long
 // task is never taken by a second worker while the first is alive, and a
 // crashed worker's tasks come back after one lease. A task cancelled while
 // its handler runs cancels the handler's context at once when the engine
