@@ -25,11 +25,17 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	dir := fs.String("dir", "", "directory for the data (default: a temporary one)")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	fsyncFor := fs.Duration("fsync", 3*time.Second, "how long to measure the raw fsync rate first (0: skip)")
+	inFlight := fs.Int("inflight", 0, "W1P enqueues in flight (0: 1,024)")
+	parked := fs.Int("parked", 0, "W7 claimers parked beside the one woken")
+	split := fs.Bool("split", false, "W4, W6, W6R workers complete and claim in two commits")
+	targets := fs.Bool("targets", false, "run the workloads of the performance targets ("+strings.Join(bench.TargetWorkloads, ", ")+
+		") and judge each target PASS or FAIL, instead of -workload")
+	skip := fs.String("skip", "", "with -targets, workloads not to run, comma separated (W8 takes longest)")
 	if err := parse(c, fs, args); err != nil {
 		return err
 	}
 	base := bench.Config{N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
-		PayloadBytes: *payload, OfferedRate: *rate, Dir: *dir}
+		PayloadBytes: *payload, OfferedRate: *rate, Dir: *dir, InFlight: *inFlight, Parked: *parked, SplitCommits: *split}
 	if *durability == "memory" {
 		base.InMemory = true
 	} else {
@@ -45,6 +51,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	out := struct {
 		Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
 		Results []bench.Result     `json:"results"`
+		Targets []bench.Target     `json:"targets,omitempty"`
 	}{}
 	if *fsyncFor > 0 && !base.InMemory {
 		fdir := *dir
@@ -61,6 +68,40 @@ func runBench(ctx context.Context, c cli, args []string) error {
 			f.Table(c.stdout)
 			fmt.Fprintln(c.stdout)
 		}
+	}
+	if *targets {
+		var fsyncRate float64
+		if out.Fsync != nil {
+			fsyncRate = out.Fsync.PerSec
+		}
+		skipped := map[string]bool{}
+		for _, w := range strings.Split(*skip, ",") {
+			if w = strings.TrimSpace(w); w != "" {
+				skipped[strings.ToUpper(w)] = true
+			}
+		}
+		ts, err := bench.RunTargets(ctx, base, fsyncRate, skipped, func(res bench.Result) {
+			out.Results = append(out.Results, res)
+			if !*asJSON {
+				res.Table(c.stdout)
+				fmt.Fprintln(c.stdout)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		out.Targets = ts
+		if *asJSON {
+			enc := json.NewEncoder(c.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}
+		fmt.Fprintln(c.stdout, "summary:")
+		if err := bench.WriteTable(c.stdout, out.Results); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "\ntargets (%s):\n", base.Mode())
+		return bench.WriteTargets(c.stdout, ts)
 	}
 	for _, w := range strings.Split(*workloads, ",") {
 		cfg := base
