@@ -70,9 +70,19 @@ func runBench(ctx context.Context, c cli, args []string) error {
 		}
 	}
 	if *targets {
-		var fsyncRate float64
+		var measure func() (float64, error)
 		if out.Fsync != nil {
-			fsyncRate = out.Fsync.PerSec
+			fdir := *dir
+			if fdir == "" {
+				fdir = os.TempDir()
+			}
+			measure = func() (float64, error) {
+				f, err := bench.MeasureFsync(fdir, min(*fsyncFor, time.Second))
+				if err == nil && !*asJSON {
+					fmt.Fprintf(c.stdout, "raw fsync now: %.0f/s\n", f.PerSec)
+				}
+				return f.PerSec, err
+			}
 		}
 		skipped := map[string]bool{}
 		for _, w := range strings.Split(*skip, ",") {
@@ -80,7 +90,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 				skipped[strings.ToUpper(w)] = true
 			}
 		}
-		ts, err := bench.RunTargets(ctx, base, fsyncRate, skipped, func(res bench.Result) {
+		ts, err := bench.RunTargets(ctx, base, measure, skipped, func(res bench.Result) {
 			out.Results = append(out.Results, res)
 			if !*asJSON {
 				res.Table(c.stdout)
