@@ -348,7 +348,7 @@ func (l *Log) Sync(seq uint64) error {
 const (
 	gatherShare = 2 // at most 1/gatherShare of the last fsync
 	maxGather   = time.Millisecond
-	maxGap      = 100 * time.Microsecond
+	maxGap      = 20 * time.Microsecond
 )
 
 // gather lets the committers released by the previous fsync append before
