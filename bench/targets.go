@@ -6,6 +6,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/docketdb/docket/engine"
 )
 
 // Target is one performance goal, stated as a ratio (or a figure) that is
@@ -36,10 +38,11 @@ const W6Before = 4149.0 / 3902.0
 
 // RunTargets runs the workloads the targets need, with base's durability
 // and sizes (zero sizes take the targets' defaults), and judges each
-// target. fsync, if not nil, measures the raw fsync rate; it is called
-// just before each durable workload a target compares with it, so that a
-// disk whose speed drifts during the runs is compared with itself (with
-// it nil, or in memory, those targets are left out). skip names workloads
+// target. fsync, if not nil, measures the raw fsync rate; at SyncAlways it
+// is called just before each workload a target compares with it, so that
+// a disk whose speed drifts during the runs is compared with itself (with
+// it nil, or in another mode, those targets are left out: they are stated
+// for SyncAlways). skip names workloads
 // of TargetWorkloads not to run (their targets are left out). Each result
 // is passed to done as it comes.
 func RunTargets(ctx context.Context, base Config, fsync func() (float64, error), skip map[string]bool, done func(Result)) ([]Target, error) {
@@ -72,7 +75,7 @@ func RunTargets(ctx context.Context, base Config, fsync func() (float64, error),
 				continue
 			}
 		}
-		if fsync != nil && !base.InMemory && (w == "W1P" || w == "W4" || w == "W6") {
+		if fsync != nil && !base.InMemory && base.Durability == engine.SyncAlways && (w == "W1P" || w == "W4" || w == "W6") {
 			r, err := fsync()
 			if err != nil {
 				return nil, fmt.Errorf("measuring fsync before %s: %w", w, err)
