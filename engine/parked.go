@@ -74,9 +74,11 @@ func (p *parking) park(qk index.QueueKey, s *sleeper, t Timer) func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		cs := p.claims[qk]
-		for i, x := range cs {
-			if x == pc {
-				cs = append(cs[:i], cs[i+1:]...)
+		// Newest first: a woken claim is usually among the last parked
+		// (wake.go wakes those first), and the order of the others is kept.
+		for i := len(cs) - 1; i >= 0; i-- {
+			if cs[i] == pc {
+				cs = slices.Delete(cs, i, i+1)
 				break
 			}
 		}

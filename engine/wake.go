@@ -13,7 +13,9 @@ import (
 //
 // For each queue with parked calls the engine keeps, under its lock:
 //
-//   - the sleepers, in the order they parked;
+//   - the sleepers, in the order they parked (the last parked is woken
+//     first: its goroutine is the most likely to be warm, and taking it
+//     off the end costs nothing however many sleep);
 //   - woken, how many calls were woken by a commit and have not yet come
 //     back to claim (or given up);
 //   - timed, the sleeper whose Clock timer fires at the queue's next due
@@ -112,8 +114,8 @@ func (c *core) leave(s *sleeper) {
 
 // remove takes s off the sleepers, if it is there.
 func (w *waitq) remove(s *sleeper) {
-	for i, x := range w.sleepers {
-		if x == s {
+	for i := len(w.sleepers) - 1; i >= 0; i-- {
+		if x := w.sleepers[i]; x == s {
 			w.sleepers = slices.Delete(w.sleepers, i, i+1)
 			return
 		}
@@ -143,9 +145,9 @@ func (c *core) rewake(w *waitq, iq *index.Queue, now int64) {
 	for need > 0 && len(w.sleepers) > 0 {
 		// The timed sleeper goes last: waking it would leave the queue's
 		// due time unwatched.
-		i := 0
-		if w.sleepers[0] == w.timed && len(w.sleepers) > 1 {
-			i = 1
+		i := len(w.sleepers) - 1
+		if w.sleepers[i] == w.timed && i > 0 {
+			i--
 		}
 		w.wake(i)
 		need--
@@ -154,7 +156,7 @@ func (c *core) rewake(w *waitq, iq *index.Queue, now int64) {
 		return
 	}
 	if due := nextDue(iq); due != 0 && (w.timed == nil || w.timed.due > due) {
-		w.wake(0) // it claims, finds nothing due yet, and parks with a timer for due
+		w.wake(len(w.sleepers) - 1) // it claims, finds nothing due yet, and parks with a timer for due
 	}
 }
 

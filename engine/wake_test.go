@@ -150,18 +150,19 @@ func TestClaimWaitHandsOnWakeUp(t *testing.T) {
 	q := e.q("q")
 	qk := q.(*queue).key()
 	c := e.db.c
-	// A claim parked first, standing in for a ClaimWait about to give up.
-	c.mu.Lock()
-	quitter := c.park(qk, 0)
-	c.mu.Unlock()
 	ch := parkClaims(q, ctx, 1, 1)
 	waitParked(t, e, q, 1)
 	before := parkedOn(e, q)
+	// A claim parked last, so woken first, standing in for a ClaimWait
+	// about to give up.
+	c.mu.Lock()
+	quitter := c.park(qk, 0)
+	c.mu.Unlock()
 	id := e.enqueue(q, Task{})
 	select {
 	case <-quitter.ch:
 	default:
-		t.Fatal("the first parked claim was not woken")
+		t.Fatal("the last parked claim was not woken")
 	}
 	stillParked(t, e, q, before, ch)
 	c.leave(quitter)
