@@ -471,8 +471,15 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 			for range 1 + int(a[4]>>5&3) {
 				ps = append(ps, r.q(q).EnqueueAsync(ctx, t, EngineOps(ops)...))
 			}
+			// Every outcome first: until then the engine's goroutine may
+			// still be at a failpoint, whose recorder reads the model.
+			gots := make([]engine.Enqueued, len(ps))
+			gerrs := make([]error, len(ps))
 			for i, p := range ps {
-				got, gerr := p.Wait(ctx)
+				gots[i], gerrs[i] = p.Wait(ctx)
+			}
+			for i := range ps {
+				got, gerr := gots[i], gerrs[i]
 				want, werr := r.m.Enqueue(q, []engine.Task{t}, ops)
 				desc := fmt.Sprintf("enqueue async %d/%d %s %s %s", i+1, len(ps), q, taskString(t), txString(ops))
 				if r.record(desc, gerr, werr, fmt.Sprint(got)) && got != want[0] {
