@@ -105,7 +105,10 @@ type roundReport struct {
 // Pending at once; Pending.Wait returns what Enqueue would have. At most
 // Options.MaxInFlight enqueues are in flight on a DB: the next one waits
 // for a slot, or for ctx to end (its Pending then reports ctx's error and
-// nothing was enqueued). ctx bounds only that wait.
+// nothing was enqueued). ctx bounds only that wait. On a replicated DB the
+// command is submitted to the replicated log from a goroutine of its own,
+// one per commit in flight (Replicator.Submit waits for the log), still at
+// most MaxInFlight.
 func (q *queue) EnqueueAsync(ctx context.Context, t Task, ops ...Op) *Pending {
 	cmd, err := q.enqueueCommand(&t, ops)
 	if err != nil {

@@ -72,7 +72,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer, if set, is told about commits, task outcomes, fsyncs and
 	// snapshots. Its methods run on the committing goroutine after the
-	// engine's lock is released; they must be quick.
+	// engine's lock is released (for EnqueueAsync, on the goroutine that
+	// settles its round, once it is durable); they must be quick.
 	Observer Observer
 
 	// Tap, if set, receives every committed batch as the bytes the log
