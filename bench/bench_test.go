@@ -99,6 +99,28 @@ func BenchmarkW8_SyncNever(b *testing.B)   { benchWorkload(b, "W8", syncNever) }
 func BenchmarkW9_SyncAlways(b *testing.B)  { benchWorkload(b, "W9", syncAlways) }
 func BenchmarkW9_InMemory(b *testing.B)    { benchWorkload(b, "W9", memory) }
 
+// The same workloads through the client, to a server on 127.0.0.1 in this
+// process.
+func BenchmarkRemoteW1_SyncAlways(b *testing.B)  { benchWorkload(b, "W1", remoteAlways) }
+func BenchmarkRemoteW1_SyncNever(b *testing.B)   { benchWorkload(b, "W1", remoteNever) }
+func BenchmarkRemoteW1_InMemory(b *testing.B)    { benchWorkload(b, "W1", remoteMemory) }
+func BenchmarkRemoteW2_SyncAlways(b *testing.B)  { benchWorkload(b, "W2", remoteAlways) }
+func BenchmarkRemoteW2_SyncNever(b *testing.B)   { benchWorkload(b, "W2", remoteNever) }
+func BenchmarkRemoteW2_InMemory(b *testing.B)    { benchWorkload(b, "W2", remoteMemory) }
+func BenchmarkRemoteW3_SyncAlways(b *testing.B)  { benchWorkload(b, "W3", remoteAlways) }
+func BenchmarkRemoteW3_SyncNever(b *testing.B)   { benchWorkload(b, "W3", remoteNever) }
+func BenchmarkRemoteW4_SyncAlways(b *testing.B)  { benchWorkload(b, "W4", remoteAlways) }
+func BenchmarkRemoteW4_SyncNever(b *testing.B)   { benchWorkload(b, "W4", remoteNever) }
+func BenchmarkRemoteW5_SyncAlways(b *testing.B)  { benchWorkload(b, "W5", remoteAlways) }
+func BenchmarkRemoteW5_SyncNever(b *testing.B)   { benchWorkload(b, "W5", remoteNever) }
+func BenchmarkRemoteW5_InMemory(b *testing.B)    { benchWorkload(b, "W5", remoteMemory) }
+func BenchmarkRemoteW6_SyncAlways(b *testing.B)  { benchWorkload(b, "W6", remoteAlways) }
+func BenchmarkRemoteW6_SyncNever(b *testing.B)   { benchWorkload(b, "W6", remoteNever) }
+func BenchmarkRemoteW6R_SyncAlways(b *testing.B) { benchWorkload(b, "W6R", remoteAlways) }
+func BenchmarkRemoteW6R_SyncNever(b *testing.B)  { benchWorkload(b, "W6R", remoteNever) }
+func BenchmarkRemoteW7_SyncNever(b *testing.B)   { benchWorkload(b, "W7", remoteNever) }
+func BenchmarkRemoteW7_InMemory(b *testing.B)    { benchWorkload(b, "W7", remoteMemory) }
+
 // BenchmarkEnqueueAllocs is one in-memory Enqueue per op: its allocs/op
 // is the engine's allocations per enqueued task.
 func BenchmarkEnqueueAllocs(b *testing.B) {

@@ -83,11 +83,27 @@ type Config struct {
 	// docket worker with a claim of 1 takes its next task in the commit
 	// that completes the last.
 	SplitCommits bool
+
+	// Remote drives docket through its Go client (package client) over a
+	// TCP connection to a server on 127.0.0.1, started in this process
+	// over a fresh DB of the config's mode (in memory, or in a directory
+	// with Durability), instead of calling the DB directly. W8 and W9 look
+	// inside the engine and W1P pipelines its commits: they run in process
+	// only.
+	Remote bool
+	// Server, if set, is the URL of a running docket server to drive
+	// instead of one started here (it implies Remote); Token is its
+	// bearer token. Each run uses a queue of its own, and its mode is
+	// "server": the server's durability is its own.
+	Server, Token string
 }
 
 // Mode names the durability the config selects: "memory", or docket's
 // Durability ("always", "interval", "never").
 func (c Config) Mode() string {
+	if c.Server != "" {
+		return "server"
+	}
 	if c.InMemory {
 		return "memory"
 	}
@@ -162,6 +178,15 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	}
 	if c.InMemory && c.Workload == "W8" {
 		return c, fmt.Errorf("bench: W8 measures recovery from disk and cannot run in memory")
+	}
+	if c.Server != "" {
+		c.Remote = true
+	}
+	if c.Remote && (c.Workload == "W8" || c.Workload == "W9") {
+		return c, fmt.Errorf("bench: %s looks inside the engine and cannot run remote: %w", c.Workload, engine.ErrInvalid)
+	}
+	if c.Remote && c.Workload == "W1P" {
+		return c, fmt.Errorf("bench: W1P pipelines the engine's commits (the client's EnqueueAsync is one call at a time) and cannot run remote: %w", engine.ErrInvalid)
 	}
 	if c.Durability < engine.SyncAlways || c.Durability > engine.SyncNever {
 		return c, fmt.Errorf("bench: durability %d", c.Durability)

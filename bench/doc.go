@@ -37,14 +37,30 @@
 // on the queues it is compared with) runs the very same code against
 // goqite on SQLite and NATS JetStream. W7–W9 look at docket alone.
 //
+// # Remote mode
+//
+// With Config.Remote, W1–W7 drive docket through its Go client (package
+// client) instead of calling the DB: a server (package server) is started
+// in the same process over a fresh DB of the run's mode and listens on a
+// port of 127.0.0.1, and the client dials it, so every call crosses a
+// real loopback TCP connection, HTTP and protobuf; the producers and the
+// workers each have a client of their own, as they would in different
+// processes. With Config.Server the runs go to a running server instead,
+// each on a queue of its own. Such runs report System "remote"; Targets
+// checks the remote mode's aims against in-process runs and a peer, and
+// WriteRemote writes what the network costs per workload and per kind of
+// call.
+//
 // # Figures
 //
 // Result carries tasks/s and calls/s; per-call latency p50/p99/p999 from
 // a log-linear histogram (1.6% resolution, no allocation per sample);
 // fsyncs/s and commits per fsync (group commit) from DB.Stats; log bytes
 // per task; and the process's peak RSS (VmHWM, reset per run where the
-// kernel allows). MeasureFsync gives the raw fsync rate of the disk, the
-// ceiling for a single committer at SyncAlways.
+// kernel allows); the CPU time of the process per task; latency per kind
+// of call (enqueue, claim, complete, their batches). MeasureFsync gives
+// the raw fsync rate of the disk, the ceiling for a single committer at
+// SyncAlways.
 //
 // With a single synchronous caller, or a fixed number of them, durable
 // throughput is bounded by the disk: each caller waits for an fsync per
@@ -57,7 +73,8 @@
 // BenchmarkW1_SyncAlways … BenchmarkW9_InMemory run each workload with
 // b.N tasks (W8 and W9 with 20,000) and report tasks/s, ns/task,
 // bytes/task and more with b.ReportMetric; with -benchtime=1x they are a
-// smoke test of a few seconds. BenchmarkEnqueueAllocs and
+// smoke test of a few seconds; BenchmarkRemoteW1_SyncAlways … run them
+// in remote mode. BenchmarkEnqueueAllocs and
 // BenchmarkClaimCompleteAllocs give the engine's allocations per task in
 // memory. README.md says how to run everything and holds measured figures.
 package bench

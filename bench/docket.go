@@ -15,13 +15,29 @@ import (
 	"github.com/docketdb/docket/engine"
 )
 
+// parkDelay is how long W7 lets its claimers settle into their blocking
+// claims before enqueueing when it cannot see them parked (a server of
+// another process): long against the few microseconds an empty claim
+// takes.
+const parkDelay = 200 * time.Microsecond
+
 // runW7 measures wake-up latency: 1 + cfg.Parked claimers are parked in
 // ClaimWait on an empty queue, one task is enqueued, and the time from just
 // before the enqueue until a ClaimWait returns it is recorded, N times.
-// Each trial starts once every claimer is parked again (DB.WaitParked), so
-// a trial with a thousand claimers meets a thousand parked calls.
+// Each trial starts once every claimer is parked again (DB.WaitParked, on
+// the DB in this process, also the one under a remote run's server), so a
+// trial with a thousand claimers meets a thousand parked calls. Against a
+// running server (cfg.Server) the parked calls cannot be seen: each trial
+// starts parkDelay after every claimer has gone back to its claim, and a
+// claim that began after the enqueue is not counted as a wake-up.
 func runW7(ctx context.Context, cfg Config, dir string, r *Result) error {
-	d, err := openDocket(cfg, dir, nil)
+	var d *docketDriver
+	var err error
+	if cfg.Remote {
+		d, err = openRemote(ctx, cfg, dir)
+	} else {
+		d, err = openDocket(cfg, dir, nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -37,13 +53,19 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 	payload := makePayload(cfg.PayloadBytes, 0)
 	claimers := 1 + cfg.Parked
 	var sent atomic.Int64
+	var early atomic.Int64
 	h := new(lockedHist)
-	woke := make(chan struct{}, claimers)
+	// Each claimer says it is ready before each blocking claim, and after
+	// each task it takes whether that was a wake-up.
+	ready := make(chan struct{}, claimers)
+	woke := make(chan bool, claimers)
 	done := make(chan error, claimers)
 	for range claimers {
 		go func() {
 			for {
-				ls, err := d.q.ClaimWait(cctx, "bench", lease, 1)
+				ready <- struct{}{}
+				called := time.Now().UnixNano()
+				ls, err := d.wq.ClaimWait(cctx, "bench", lease, 1)
 				got := time.Now().UnixNano()
 				if err != nil {
 					if cctx.Err() != nil {
@@ -52,17 +74,39 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 					done <- err
 					return
 				}
-				h.record(time.Duration(got - sent.Load()))
-				if _, err := d.q.Complete(ctx, ls[0], engine.Done{}); err != nil {
+				wake := called < sent.Load()
+				if wake {
+					h.record(time.Duration(got - sent.Load()))
+				} else {
+					early.Add(1) // it was not parked yet: not a wake-up
+				}
+				if _, err := d.wq.Complete(ctx, ls[0], engine.Done{}); err != nil {
 					done <- err
 					return
 				}
-				woke <- struct{}{}
+				woke <- wake
 			}
 		}()
 	}
+	awaitReady := func() error {
+		select {
+		case <-ready:
+			return nil
+		case err := <-done:
+			return fmt.Errorf("claimer stopped: %w", err)
+		}
+	}
+	for range claimers {
+		if err := awaitReady(); err != nil {
+			return err
+		}
+	}
 	w := openWindow(d)
 	parked := func() error {
+		if d.db == nil {
+			time.Sleep(parkDelay)
+			return nil
+		}
 		if err := d.db.WaitParked(cctx, benchNS, "tasks", claimers); err != nil {
 			return fmt.Errorf("waiting for %d parked claimers: %w", claimers, err)
 		}
@@ -78,13 +122,19 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 		if _, err := d.q.Enqueue(ctx, engine.Task{Payload: payload}); err != nil {
 			return err
 		}
+		var wake bool
 		select {
-		case <-woke:
+		case wake = <-woke:
 		case err := <-done:
 			return fmt.Errorf("claimer stopped: %w", err)
 		}
-		elapsed += time.Since(t)
-		prog.done.Add(1)
+		if wake {
+			elapsed += time.Since(t)
+			prog.done.Add(1)
+		}
+		if err := awaitReady(); err != nil {
+			return err
+		}
 	}
 	cancel()
 	for range claimers {
@@ -98,6 +148,9 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 	r.Calls = r.Tasks * 3
 	r.Parked = cfg.Parked
 	r.Latency = h.h.percentiles()
+	if e := early.Load(); e > 0 {
+		prog.say("%d trials discarded: the claimer was not parked yet", e)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/docketdb/docket/engine"
 )
@@ -49,10 +50,18 @@ type Counters struct {
 // under dir (which the run removes afterwards).
 type Opener[J any] func(ctx context.Context, cfg Config, dir string) (Driver[J], error)
 
-// docketDriver drives one docket queue.
+// docketDriver drives one docket queue, in process or through the
+// client.
 type docketDriver struct {
+	// q takes the enqueues, wq the claims and completions: the same queue
+	// in process; through two clients in remote mode.
+	q, wq engine.Queue
+	// db is the DB in this process: the one called, or the one a server
+	// started here serves. Nil against a server elsewhere.
 	db *engine.DB
-	q  engine.Queue
+	// counters reads the queue's totals; nil when there are none.
+	counters func() (Counters, bool)
+	close    func() error
 }
 
 var benchNS = engine.NS("bench", "load")
@@ -60,23 +69,38 @@ var benchNS = engine.NS("bench", "load")
 // openDocket opens docket for cfg: in memory, or in dir with cfg's
 // durability.
 func openDocket(cfg Config, dir string, tweak func(*engine.Options)) (*docketDriver, error) {
+	db, err := openDB(cfg, dir, tweak)
+	if err != nil {
+		return nil, err
+	}
+	q := db.Queue(benchNS, "tasks")
+	return &docketDriver{q: q, wq: q, db: db, counters: dbCounters(db), close: db.Close}, nil
+}
+
+func openDB(cfg Config, dir string, tweak func(*engine.Options)) (*engine.DB, error) {
 	opts := engine.Options{Durability: cfg.Durability}
 	if tweak != nil {
 		tweak(&opts)
 	}
-	open := func() (*engine.DB, error) { return engine.Open(dir, opts) }
 	if cfg.InMemory {
-		open = func() (*engine.DB, error) { return engine.OpenInMemory(opts) }
+		return engine.OpenInMemory(opts)
 	}
-	db, err := open()
-	if err != nil {
-		return nil, err
-	}
-	return &docketDriver{db: db, q: db.Queue(benchNS, "tasks")}, nil
+	return engine.Open(dir, opts)
 }
 
-// Docket is the Opener of docket itself, as Run uses it.
-func Docket(_ context.Context, cfg Config, dir string) (Driver[engine.Lease], error) {
+func dbCounters(db *engine.DB) func() (Counters, bool) {
+	return func() (Counters, bool) {
+		s := db.Stats()
+		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}, true
+	}
+}
+
+// Docket is the Opener of docket itself, as Run uses it: the DB in
+// process, or through the client when cfg.Remote is set (see Remote).
+func Docket(ctx context.Context, cfg Config, dir string) (Driver[engine.Lease], error) {
+	if cfg.Remote || cfg.Server != "" {
+		return openRemote(ctx, cfg, dir)
+	}
 	return openDocket(cfg, dir, nil)
 }
 
@@ -96,18 +120,18 @@ func (d *docketDriver) EnqueueBatch(ctx context.Context, payloads [][]byte) erro
 
 func (d *docketDriver) Claim(ctx context.Context, max int, wait bool) ([]engine.Lease, error) {
 	if wait {
-		return d.q.ClaimWait(ctx, "bench", lease, max)
+		return d.wq.ClaimWait(ctx, "bench", lease, max)
 	}
-	return d.q.Claim(ctx, "bench", lease, max)
+	return d.wq.Claim(ctx, "bench", lease, max)
 }
 
 func (d *docketDriver) Complete(ctx context.Context, l *engine.Lease) error {
-	_, err := d.q.Complete(ctx, *l, engine.Done{})
+	_, err := d.wq.Complete(ctx, *l, engine.Done{})
 	return err
 }
 
 func (d *docketDriver) CompleteBatch(ctx context.Context, ls []engine.Lease) error {
-	errs, err := d.q.CompleteBatch(ctx, ls)
+	errs, err := d.wq.CompleteBatch(ctx, ls)
 	if err != nil {
 		return err
 	}
@@ -116,15 +140,27 @@ func (d *docketDriver) CompleteBatch(ctx context.Context, ls []engine.Lease) err
 
 func (d *docketDriver) Payload(l *engine.Lease) []byte { return l.Payload }
 
-func (d *docketDriver) Close() error { return d.db.Close() }
+func (d *docketDriver) Close() error { return d.close() }
 
+// Counters returns the totals of the DB behind the queue; zero when they
+// cannot be read (a server elsewhere that refuses Stats).
 func (d *docketDriver) Counters() Counters {
-	s := d.db.Stats()
-	return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}
+	c, _ := d.countersOK()
+	return c
+}
+
+func (d *docketDriver) countersOK() (Counters, bool) {
+	if d.counters == nil {
+		return Counters{}, false
+	}
+	return d.counters()
 }
 
 func countersOf(d any) (Counters, bool) {
-	if c, ok := d.(interface{ Counters() Counters }); ok {
+	switch c := d.(type) {
+	case *docketDriver:
+		return c.countersOK()
+	case interface{ Counters() Counters }:
 		return c.Counters(), true
 	}
 	return Counters{}, false
@@ -136,14 +172,18 @@ type window struct {
 	d     any
 	start Counters
 	ok    bool
+	cpu   time.Duration
 }
 
 func openWindow(d any) window {
 	c, ok := countersOf(d)
-	return window{d: d, start: c, ok: ok}
+	return window{d: d, start: c, ok: ok, cpu: processCPU()}
 }
 
 func (w window) close(r *Result) {
+	if w.cpu > 0 {
+		r.CPU = processCPU() - w.cpu
+	}
 	if !w.ok {
 		return
 	}

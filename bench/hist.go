@@ -106,6 +106,18 @@ func (l *lockedHist) record(d time.Duration) {
 	l.mu.Unlock()
 }
 
+// lockedHists are callHists shared by short-lived goroutines.
+type lockedHists struct {
+	mu sync.Mutex
+	h  callHists
+}
+
+func (l *lockedHists) record(k call, d time.Duration) {
+	l.mu.Lock()
+	l.h.record(k, d)
+	l.mu.Unlock()
+}
+
 // hists merges per-goroutine histograms.
 func mergeAll(hs []*hist) *hist {
 	out := new(hist)
@@ -113,4 +125,52 @@ func mergeAll(hs []*hist) *hist {
 		out.merge(h)
 	}
 	return out
+}
+
+// call names the kinds of call a workload times separately.
+type call int
+
+const (
+	callEnqueue call = iota
+	callEnqueueBatch
+	callClaim
+	callComplete
+	callCompleteBatch
+	callCompleteClaim
+	numCalls
+)
+
+// callNames are the keys of Result.PerCall.
+var callNames = [numCalls]string{"enqueue", "enqueue_batch", "claim", "complete", "complete_batch", "complete_claim"}
+
+// callHists keeps one goroutine's latencies by kind of call; a kind's
+// histogram is made on its first sample.
+type callHists [numCalls]*hist
+
+func (c *callHists) record(k call, d time.Duration) {
+	if c[k] == nil {
+		c[k] = new(hist)
+	}
+	c[k].record(d)
+}
+
+// summarize merges the goroutines' latencies: every call together, and
+// each kind of call that was made.
+func summarize(cs []*callHists) (all Percentiles, per map[string]Percentiles) {
+	total := new(hist)
+	for k := range numCalls {
+		h := new(hist)
+		for _, c := range cs {
+			h.merge(c[k])
+		}
+		if h.n == 0 {
+			continue
+		}
+		if per == nil {
+			per = map[string]Percentiles{}
+		}
+		per[callNames[k]] = h.percentiles()
+		total.merge(h)
+	}
+	return total.percentiles(), per
 }

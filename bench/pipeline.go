@@ -18,7 +18,7 @@ type CompleteClaimer[J any] interface {
 }
 
 func (d *docketDriver) CompleteAndClaim(ctx context.Context, l *engine.Lease, max int) ([]engine.Lease, error) {
-	_, ls, err := d.q.CompleteAndClaim(ctx, *l, engine.Done{}, "bench", lease, max)
+	_, ls, err := d.wq.CompleteAndClaim(ctx, *l, engine.Done{}, "bench", lease, max)
 	return ls, err
 }
 

@@ -24,9 +24,11 @@ type Percentiles struct {
 // only: the setup a workload needs (the backlog W4 drains, say) is neither
 // timed nor counted.
 type Result struct {
-	System   string `json:"system"` // "docket", or the peer's name
+	System   string `json:"system"` // "docket", "remote" (docket through the client), or the peer's name
 	Workload string `json:"workload"`
-	Mode     string `json:"mode"` // "memory", "always", "interval", "never"
+	// Mode is docket's: "memory", "always", "interval", "never" ("server"
+	// for a server of unknown settings); a peer's: "durable" or "nosync".
+	Mode string `json:"mode"`
 
 	// Tasks is the number of tasks enqueued (W1–W3), completed (W4–W6R),
 	// woken (W7) or held (W8, W9) in the measured window.
@@ -48,6 +50,9 @@ type Result struct {
 	// waiting for work); for W7 it is the wake-up latency, from just
 	// before the enqueue until the parked claimer holds the task.
 	Latency Percentiles `json:"latency"`
+	// PerCall is Latency by kind of call: "enqueue", "enqueue_batch",
+	// "claim" (non-blocking claims only), "complete", "complete_batch".
+	PerCall map[string]Percentiles `json:"per_call,omitempty"`
 	// EndToEnd is, for W6R, the time from the start of a task's enqueue
 	// call to the return of its complete call.
 	EndToEnd *Percentiles `json:"end_to_end,omitempty"`
@@ -68,6 +73,13 @@ type Result struct {
 	GroupSize    float64 `json:"group_size,omitempty"`
 	LogBytes     uint64  `json:"log_bytes,omitempty"`
 	BytesPerTask float64 `json:"bytes_per_task,omitempty"`
+
+	// CPU is the CPU time (user and system) the whole process used in the
+	// window: the load generator, the queue and, in remote mode, the
+	// server and the client; CPUPerTask divides it by Tasks. On a machine
+	// shared with other work it is steadier than the rates.
+	CPU        time.Duration `json:"cpu_ns,omitempty"`
+	CPUPerTask time.Duration `json:"cpu_per_task_ns,omitempty"`
 
 	// PeakRSS is the process's peak resident set (VmHWM) during the run,
 	// reset at its start where the kernel allows it.
@@ -121,6 +133,9 @@ func (r *Result) finish() {
 	if r.Fsyncs > 0 {
 		r.GroupSize = float64(r.Commits) / float64(r.Fsyncs)
 	}
+	if r.Tasks > 0 && r.CPU > 0 {
+		r.CPUPerTask = r.CPU / time.Duration(r.Tasks)
+	}
 	if r.Tasks > 0 && r.LogBytes > 0 {
 		r.BytesPerTask = float64(r.LogBytes) / float64(r.Tasks)
 	}
@@ -136,6 +151,11 @@ func (r Result) Table(w io.Writer) error {
 		line("tasks/s", rate(r.TasksPerSec))
 		line("calls/s", fmt.Sprintf("%s (%d calls)", rate(r.CallsPerSec), r.Calls))
 		line("latency/call", pct(r.Latency))
+		for _, name := range callNames {
+			if p, ok := r.PerCall[name]; ok && len(r.PerCall) > 1 {
+				line("  "+name, pct(p))
+			}
+		}
 	}
 	if r.Enqueued > 0 {
 		line("enqueued", fmt.Sprintf("%d (%s/s), backlog %d at the end", r.Enqueued,
@@ -175,6 +195,9 @@ func (r Result) Table(w io.Writer) error {
 		line("log/lifecycle", fmt.Sprintf("%.0f bytes: enqueue %.0f, claim %.0f, complete %.0f",
 			f.LogLifecycle, f.LogEnqueue, f.LogClaim, f.LogComplete))
 	}
+	if r.CPU > 0 {
+		line("CPU", fmt.Sprintf("%v, %s per task", r.CPU.Round(time.Millisecond), dur(r.CPUPerTask)))
+	}
 	if r.PeakRSS > 0 {
 		line("peak RSS", size(r.PeakRSS))
 	}
@@ -184,7 +207,7 @@ func (r Result) Table(w io.Writer) error {
 // WriteTable writes results as one row each, for comparing runs.
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tworkload\tmode\ttasks/s\tcalls/s\tp50\tp99\tp999\te2e p50\te2e p99\tfsyncs/s\tcommits/fsync\tlog B/task\tpeak RSS\t")
+	fmt.Fprintln(tw, "system\tworkload\tmode\ttasks/s\tcalls/s\tp50\tp99\tp999\te2e p50\te2e p99\tfsyncs/s\tcommits/fsync\tlog B/task\tCPU/task\tpeak RSS\t")
 	for _, r := range rs {
 		e50, e99 := "-", "-"
 		if r.EndToEnd != nil {
@@ -197,9 +220,9 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if r.BytesPerTask > 0 {
 			bt = fmt.Sprintf("%.0f", r.BytesPerTask)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.System, r.Workload, r.Mode,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.System, r.Workload, r.Mode,
 			rate(r.TasksPerSec), rate(r.CallsPerSec), dur(r.Latency.P50), dur(r.Latency.P99), dur(r.Latency.P999),
-			e50, e99, fs, gs, bt, size(r.PeakRSS))
+			e50, e99, fs, gs, bt, dur(r.CPUPerTask), size(r.PeakRSS))
 	}
 	return tw.Flush()
 }
@@ -232,6 +255,17 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%.2fms", float64(d)/1e6)
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// signed is dur for a difference that may be negative.
+func signed(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + dur(-d)
+	case d == 0:
+		return "0"
+	}
+	return "+" + dur(d)
 }
 
 func size(b int64) string {

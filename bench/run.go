@@ -22,13 +22,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	case "W1P":
 		return runWithDir(ctx, "docket", cfg, runW1P)
 	case "W7":
-		return runWithDir(ctx, "docket", cfg, runW7)
+		system := "docket"
+		if cfg.Remote {
+			system = Remote
+		}
+		return runWithDir(ctx, system, cfg, runW7)
 	case "W8":
 		return runWithDir(ctx, "docket", cfg, runW8)
 	case "W9":
 		return runWithDir(ctx, "docket", cfg, runW9)
 	}
-	return RunDriver(ctx, "docket", cfg, Docket)
+	system := "docket"
+	if cfg.Remote {
+		system = Remote
+	}
+	return RunDriver(ctx, system, cfg, Docket)
 }
 
 // RunDriver runs one of DriverWorkloads against the queue open makes,
@@ -59,7 +67,7 @@ func RunDriver[J any](ctx context.Context, system string, cfg Config, open Opene
 // result has.
 func runWithDir(ctx context.Context, system string, cfg Config, fn func(context.Context, Config, string, *Result) error) (Result, error) {
 	r := Result{System: system, Workload: cfg.Workload, Mode: cfg.Mode()}
-	if system != "docket" && r.Mode != "memory" {
+	if system != "docket" && system != Remote && r.Mode != "memory" {
 		r.Mode = map[bool]string{true: "durable", false: "nosync"}[cfg.Durability == 0]
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "docket-bench-")
@@ -93,13 +101,17 @@ func runEnqueue[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) 
 	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
 	defer prog.end()
 	var next atomic.Int64
-	hs := make([]*hist, cfg.Producers)
+	kind := callEnqueue
+	if batch > 1 {
+		kind = callEnqueueBatch
+	}
+	hs := make([]*callHists, cfg.Producers)
 	errs := make([]error, cfg.Producers)
 	w := openWindow(d)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for p := range cfg.Producers {
-		hs[p] = new(hist)
+		hs[p] = new(callHists)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -121,7 +133,7 @@ func runEnqueue[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) 
 				} else {
 					err = d.EnqueueBatch(ctx, payloads[:n])
 				}
-				h.record(time.Since(t))
+				h.record(kind, time.Since(t))
 				if err != nil {
 					errs[p] = err
 					return
@@ -138,7 +150,7 @@ func runEnqueue[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) 
 	}
 	r.Tasks = prog.done.Load()
 	r.Calls = calls
-	r.Latency = mergeAll(hs).percentiles()
+	r.Latency, r.PerCall = summarize(hs)
 	return nil
 }
 
@@ -173,7 +185,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 	}
 	runtime.GC()
 	var claimed, calls atomic.Int64
-	hs := make([]*hist, cfg.Workers)
+	hs := make([]*callHists, cfg.Workers)
 	errs := make([]error, cfg.Workers)
 	total := int64(cfg.N)
 	w := openWindow(d)
@@ -181,7 +193,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 	cc, oneCommit := completeClaimer(cfg, d)
 	var wg sync.WaitGroup
 	for k := range cfg.Workers {
-		hs[k] = new(hist)
+		hs[k] = new(callHists)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -196,7 +208,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 					t := time.Now()
 					var err error
 					js, err = d.Claim(ctx, cfg.ClaimBatch, false)
-					h.record(time.Since(t))
+					h.record(callClaim, time.Since(t))
 					n++
 					if err != nil {
 						errs[k] = fmt.Errorf("claim: %w", err)
@@ -215,7 +227,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 					t := time.Now()
 					var err error
 					next, err = cc.CompleteAndClaim(ctx, &js[0], 1)
-					h.record(time.Since(t))
+					h.record(callCompleteClaim, time.Since(t))
 					n++
 					if err != nil {
 						errs[k] = fmt.Errorf("complete and claim: %w", err)
@@ -227,7 +239,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 				if bc, ok := d.(BatchCompleter[J]); ok && len(js) > 1 {
 					t := time.Now()
 					err := bc.CompleteBatch(ctx, js)
-					h.record(time.Since(t))
+					h.record(callCompleteBatch, time.Since(t))
 					n++
 					if err != nil {
 						errs[k] = fmt.Errorf("complete batch: %w", err)
@@ -239,7 +251,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 				for i := range js {
 					t := time.Now()
 					err := d.Complete(ctx, &js[i])
-					h.record(time.Since(t))
+					h.record(callComplete, time.Since(t))
 					n++
 					if err != nil {
 						errs[k] = fmt.Errorf("complete: %w", err)
@@ -258,7 +270,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 	}
 	r.Tasks = prog.done.Load()
 	r.Calls = calls.Load()
-	r.Latency = mergeAll(hs).percentiles()
+	r.Latency, r.PerCall = summarize(hs)
 	switch {
 	case r.Tasks < total:
 		return fmt.Errorf("completed %d tasks, want %d", r.Tasks, total)
@@ -317,11 +329,11 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 	timer := time.AfterFunc(cfg.Duration, halt)
 	defer timer.Stop()
 
-	var sendHist lockedHist
+	var sendHists lockedHists
 	var prodWG, sendWG, workWG sync.WaitGroup
-	prodHists := make([]*hist, cfg.Producers)
+	prodHists := make([]*callHists, cfg.Producers)
 	for p := range cfg.Producers {
-		prodHists[p] = new(hist)
+		prodHists[p] = new(callHists)
 		prodWG.Add(1)
 		go func() {
 			defer prodWG.Done()
@@ -333,7 +345,7 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 						defer release()
 						t := time.Now()
 						err := d.Enqueue(ctx, makePayload(cfg.PayloadBytes, t.UnixNano()))
-						sendHist.record(time.Since(t))
+						sendHists.record(callEnqueue, time.Since(t))
 						calls.Add(1)
 						if err != nil {
 							fail(fmt.Errorf("enqueue: %w", err))
@@ -349,7 +361,7 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 			for !stopped.Load() {
 				t := time.Now()
 				err := d.Enqueue(ctx, payload)
-				h.record(time.Since(t))
+				h.record(callEnqueue, time.Since(t))
 				calls.Add(1)
 				if err != nil {
 					fail(fmt.Errorf("enqueue: %w", err))
@@ -360,12 +372,12 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 		}()
 	}
 
-	workHists := make([]*hist, cfg.Workers)
+	workHists := make([]*callHists, cfg.Workers)
 	e2eHists := make([]*hist, cfg.Workers)
 	limit := int64(cfg.N)
 	cc, oneCommit := completeClaimer(cfg, d)
 	for k := range cfg.Workers {
-		workHists[k], e2eHists[k] = new(hist), new(hist)
+		workHists[k], e2eHists[k] = new(callHists), new(hist)
 		workWG.Add(1)
 		go func() {
 			defer workWG.Done()
@@ -392,7 +404,7 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 					var err error
 					next, err = cc.CompleteAndClaim(ctx, &js[0], 1)
 					now := time.Now()
-					h.record(now.Sub(t))
+					h.record(callCompleteClaim, now.Sub(t))
 					calls.Add(1)
 					if err != nil {
 						fail(fmt.Errorf("complete and claim: %w", err))
@@ -410,7 +422,7 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 					t := time.Now()
 					err := bc.CompleteBatch(ctx, js)
 					now := time.Now()
-					h.record(now.Sub(t))
+					h.record(callCompleteBatch, now.Sub(t))
 					calls.Add(1)
 					if err != nil {
 						fail(fmt.Errorf("complete batch: %w", err))
@@ -433,7 +445,7 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 					// claimed task is always acknowledged.
 					err := d.Complete(ctx, &js[i])
 					now := time.Now()
-					h.record(now.Sub(t))
+					h.record(callComplete, now.Sub(t))
 					calls.Add(1)
 					if err != nil {
 						fail(fmt.Errorf("complete: %w", err))
@@ -464,9 +476,7 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 	r.Enqueued = enqAtStop
 	r.Backlog = max(enqAtStop-doneAtStop, 0)
 	r.Calls = calls.Load()
-	all := mergeAll(append(prodHists, workHists...))
-	all.merge(&sendHist.h)
-	r.Latency = all.percentiles()
+	r.Latency, r.PerCall = summarize(append(append(prodHists, workHists...), &sendHists.h))
 	if paced {
 		p := mergeAll(e2eHists).percentiles()
 		r.EndToEnd = &p

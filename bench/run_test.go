@@ -14,19 +14,24 @@ import (
 var ctx = context.Background()
 
 type mode struct {
-	name string
-	mem  bool
-	dur  engine.Durability
+	name   string
+	mem    bool
+	dur    engine.Durability
+	remote bool
 }
 
 var (
-	memory     = mode{"memory", true, engine.SyncAlways}
-	syncNever  = mode{"never", false, engine.SyncNever}
-	syncAlways = mode{"always", false, engine.SyncAlways}
+	memory     = mode{name: "memory", mem: true, dur: engine.SyncAlways}
+	syncNever  = mode{name: "never", dur: engine.SyncNever}
+	syncAlways = mode{name: "always", dur: engine.SyncAlways}
+
+	remoteMemory = mode{name: "memory", mem: true, dur: engine.SyncAlways, remote: true}
+	remoteNever  = mode{name: "never", dur: engine.SyncNever, remote: true}
+	remoteAlways = mode{name: "always", dur: engine.SyncAlways, remote: true}
 )
 
 func (m mode) config(t testing.TB, workload string, n int) Config {
-	return Config{Workload: workload, N: n, InMemory: m.mem, Durability: m.dur, Dir: t.TempDir()}
+	return Config{Workload: workload, N: n, InMemory: m.mem, Durability: m.dur, Dir: t.TempDir(), Remote: m.remote}
 }
 
 func run(t *testing.T, cfg Config) Result {
@@ -42,7 +47,11 @@ func run(t *testing.T, cfg Config) Result {
 	if _, err := json.Marshal(res); err != nil {
 		t.Fatalf("json: %v", err)
 	}
-	if res.Mode != cfg.Mode() || res.Workload != cfg.Workload || res.System != "docket" {
+	system := "docket"
+	if cfg.Remote {
+		system = Remote
+	}
+	if res.Mode != cfg.Mode() || res.Workload != cfg.Workload || res.System != system {
 		t.Fatalf("result labelled %s %s %s", res.System, res.Workload, res.Mode)
 	}
 	return res

@@ -10,11 +10,11 @@ import (
 	"github.com/docketdb/docket/engine"
 )
 
-// Target is one performance goal, stated as a ratio (or a figure) that is
-// measured in one run on the machine at hand, so that it holds on any
-// disk: durable rates are compared with the raw fsync rate measured in the
+// PerfTarget is one performance goal, stated as a ratio (or a figure)
+// that is measured in one run on the machine at hand, so that it holds on
+// any disk: durable rates are compared with the raw fsync rate measured in the
 // same run, and a change with the behaviour it replaces, run alongside.
-type Target struct {
+type PerfTarget struct {
 	Name   string  `json:"name"`
 	Want   string  `json:"want"`   // the goal, e.g. ">= 20x"
 	Ratio  float64 `json:"ratio"`  // what was measured, in the goal's unit
@@ -45,7 +45,7 @@ const W6Before = 4149.0 / 3902.0
 // for SyncAlways). skip names workloads
 // of TargetWorkloads not to run (their targets are left out). Each result
 // is passed to done as it comes.
-func RunTargets(ctx context.Context, base Config, fsync func() (float64, error), skip map[string]bool, done func(Result)) ([]Target, error) {
+func RunTargets(ctx context.Context, base Config, fsync func() (float64, error), skip map[string]bool, done func(Result)) ([]PerfTarget, error) {
 	res := map[string]Result{}
 	rates := map[string]float64{}
 	for _, w := range TargetWorkloads {
@@ -101,10 +101,10 @@ func RunTargets(ctx context.Context, base Config, fsync func() (float64, error),
 
 // judge computes the targets the results allow, with the raw fsync rate
 // measured before each workload in rates.
-func judge(res map[string]Result, rates map[string]float64, w4Workers int) []Target {
-	var out []Target
+func judge(res map[string]Result, rates map[string]float64, w4Workers int) []PerfTarget {
+	var out []PerfTarget
 	add := func(name, want string, ratio float64, pass bool, figure string, args ...any) {
-		out = append(out, Target{Name: name, Want: want, Ratio: ratio, Pass: pass, Figure: fmt.Sprintf(figure, args...)})
+		out = append(out, PerfTarget{Name: name, Want: want, Ratio: ratio, Pass: pass, Figure: fmt.Sprintf(figure, args...)})
 	}
 	if r, ok := res["W1P"]; ok && rates["W1P"] > 0 {
 		fsync := rates["W1P"]
@@ -151,8 +151,8 @@ func judge(res map[string]Result, rates map[string]float64, w4Workers int) []Tar
 	return out
 }
 
-// WriteTargets writes the targets as a table with PASS or FAIL.
-func WriteTargets(w io.Writer, ts []Target) error {
+// WritePerfTargets writes the targets as a table with PASS or FAIL.
+func WritePerfTargets(w io.Writer, ts []PerfTarget) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\twant\tmeasured\t\tfrom")
 	for _, t := range ts {

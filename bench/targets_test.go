@@ -58,7 +58,7 @@ func TestRunTargets(t *testing.T) {
 		t.Fatalf("ran %v", ran)
 	}
 	var b bytes.Buffer
-	if err := WriteTargets(&b, ts); err != nil {
+	if err := WritePerfTargets(&b, ts); err != nil {
 		t.Fatal(err)
 	}
 	if len(ts) != 1 || !strings.Contains(b.String(), "W9 heap") {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,9 @@ const (
 	DefaultBackoffMax  = 2 * time.Second
 	DefaultCallTimeout = 30 * time.Second
 	DefaultPollWait    = 30 * time.Second
+	// DefaultMaxConns is the server's default bound on the calls one
+	// caller has in progress (server.DefaultMaxCalls).
+	DefaultMaxConns = 256
 )
 
 // Options configure a Client. The zero value talks to a server without
@@ -65,6 +69,23 @@ type Options struct {
 	// it passes with nothing to claim, the client asks again, until the
 	// call's context ends.
 	PollWait time.Duration
+	// StaleReads asks a node of a cluster to serve every read from its own
+	// state at once, as engine.WithStaleReads does for one call: any node
+	// answers, a follower possibly behind the leader, and the leader
+	// without confirming with a quorum that it still leads. By default a
+	// read is linearizable: the leader serves it once a quorum confirmed
+	// its leadership. Writes always go to the leader.
+	StaleReads bool
+	// MaxConns bounds the connections the client keeps to one server for
+	// its calls (DefaultMaxConns); a call beyond them waits for one to be
+	// free, where more at once would only be refused by the server's own
+	// bound on a caller's calls. Unbounded, a burst of thousands of calls
+	// opened a connection each (each with its goroutines and buffers on
+	// both sides), and on loopback the client and server then spent their
+	// CPU on connections rather than calls. ClaimWait's long
+	// polls have connections of their own, so that parked claims never
+	// hold up other calls. Not used with HTTPClient.
+	MaxConns int
 }
 
 // Client is docket's API over the network: engine.API (queues, KV, the
@@ -72,9 +93,11 @@ type Options struct {
 type Client struct {
 	opts    Options
 	hc      *http.Client
+	pollHC  *http.Client // for ClaimWait's long polls
 	ownHC   bool
 	r       *retrier
 	copts   []connect.ClientOption
+	codec   connect.Codec // what copts encode with
 	mu      sync.Mutex
 	stubs   map[string]*stubs
 	closed  atomic.Bool
@@ -86,10 +109,16 @@ var _ engine.API = (*Client)(nil)
 
 // stubs are the connect clients of one server.
 type stubs struct {
-	q     docketv1connect.QueuesClient
-	kv    docketv1connect.KVClient
-	admin docketv1connect.AdminClient
-	pipe  docketv1connect.PipelineClient
+	q        docketv1connect.QueuesClient
+	kv       docketv1connect.KVClient
+	admin    docketv1connect.AdminClient
+	cluster  docketv1connect.ClusterClient
+	controls docketv1connect.ControlsClient
+	pipe     docketv1connect.PipelineClient
+	// claim and claimWait read their replies straight into engine leases
+	// (wire.LeaseCodec).
+	claim     *connect.Client[v1.ClaimRequest, wire.LeaseList]
+	claimWait *connect.Client[v1.ClaimWaitRequest, wire.LeaseList]
 }
 
 // Dial returns a client of the servers at addrs, a comma-separated list of
@@ -118,10 +147,11 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 		opts.PollWait = DefaultPollWait
 	}
 	c := &Client{
-		opts:  opts,
-		hc:    opts.HTTPClient,
-		r:     &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
-		stubs: map[string]*stubs{},
+		opts:   opts,
+		hc:     opts.HTTPClient,
+		pollHC: opts.HTTPClient,
+		r:      &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
+		stubs:  map[string]*stubs{},
 		copts: []connect.ClientOption{
 			connect.WithReadMaxBytes(4 * engine.MaxCommitBytes),
 			connect.WithSendMaxBytes(engine.MaxCommitBytes + 8<<20),
@@ -130,20 +160,21 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 			connect.WithAcceptCompression("gzip", nil, nil),
 		},
 	}
+	c.codec = wire.ClientProto{}
 	if opts.JSON {
-		c.copts = append(c.copts, connect.WithCodec(wire.NewJSONCodec(wire.JSONName, false)))
+		c.codec = wire.NewJSONCodec(wire.JSONName, false)
 	}
+	c.copts = append(c.copts, connect.WithCodec(c.codec))
 	if c.hc == nil {
-		c.hc, c.ownHC = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSClientConfig:       opts.TLS,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConnsPerHost:   256, // workers and producers share one client
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		}}, true
+		if opts.MaxConns <= 0 {
+			opts.MaxConns = DefaultMaxConns
+		}
+		c.opts.MaxConns = opts.MaxConns
+		c.hc = &http.Client{Transport: oneWrite{newTransport(opts.TLS, opts.MaxConns, opts.MaxConns)}}
+		// Each parked claim holds its connection for up to PollWait: as
+		// many as there are claimers, kept idle between polls.
+		c.pollHC = &http.Client{Transport: oneWrite{newTransport(opts.TLS, 0, opts.MaxConns)}}
+		c.ownHC = true
 	}
 	c.closing, c.close = context.WithCancel(context.Background())
 	if _, err := c.Health(ctx); err != nil {
@@ -162,8 +193,26 @@ func (c *Client) Close() error {
 	c.close()
 	if c.ownHC {
 		c.hc.CloseIdleConnections()
+		c.pollHC.CloseIdleConnections()
 	}
 	return nil
+}
+
+// newTransport is the client's own transport: at most maxConns
+// connections to one server (0: no bound), of which maxIdle are kept open
+// between calls.
+func newTransport(tlsConfig *tls.Config, maxConns, maxIdle int) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConfig,
+		ForceAttemptHTTP2:     true,
+		MaxConnsPerHost:       maxConns,
+		MaxIdleConnsPerHost:   maxIdle,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
 }
 
 // Clock returns the local system clock. The server's clock decides due
@@ -184,7 +233,8 @@ func (c *Client) KV(ns engine.Namespace) engine.KV {
 	return &kv{c: c, ns: ns, pb: wire.PBNamespace(ns)}
 }
 
-// Queues lists every queue that holds tasks that the caller may read.
+// Queues lists every queue that holds tasks or has settings that the
+// caller may read.
 func (c *Client) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
 	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Queues, &v1.QueuesRequest{})
 	if err != nil {
@@ -242,17 +292,28 @@ func queuesOf(s *stubs) docketv1connect.QueuesClient { return s.q }
 func kvOf(s *stubs) docketv1connect.KVClient         { return s.kv }
 func adminOf(s *stubs) docketv1connect.AdminClient   { return s.admin }
 
+func claimOf(s *stubs) *connect.Client[v1.ClaimRequest, wire.LeaseList] { return s.claim }
+func claimWaitOf(s *stubs) *connect.Client[v1.ClaimWaitRequest, wire.LeaseList] {
+	return s.claimWait
+}
+
 // stub returns the connect clients of the server at base.
 func (c *Client) stub(base string) *stubs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stubs[base]
 	if s == nil {
+		leases := append(slices.Clip(c.copts), connect.WithCodec(wire.LeaseCodec{Inner: c.codec}))
 		s = &stubs{
-			q:     docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
-			kv:    docketv1connect.NewKVClient(c.hc, base, c.copts...),
-			admin: docketv1connect.NewAdminClient(c.hc, base, c.copts...),
-			pipe:  docketv1connect.NewPipelineClient(c.hc, base, c.copts...),
+			q:        docketv1connect.NewQueuesClient(c.hc, base, c.copts...),
+			kv:       docketv1connect.NewKVClient(c.hc, base, c.copts...),
+			admin:    docketv1connect.NewAdminClient(c.hc, base, c.copts...),
+			cluster:  docketv1connect.NewClusterClient(c.hc, base, c.copts...),
+			controls: docketv1connect.NewControlsClient(c.hc, base, c.copts...),
+			pipe:     docketv1connect.NewPipelineClient(c.hc, base, c.copts...),
+			claim:    connect.NewClient[v1.ClaimRequest, wire.LeaseList](c.hc, base+docketv1connect.QueuesClaimProcedure, leases...),
+			claimWait: connect.NewClient[v1.ClaimWaitRequest, wire.LeaseList](c.pollHC, base+docketv1connect.QueuesClaimWaitProcedure,
+				leases...),
 		}
 		c.stubs[base] = s
 	}
@@ -286,6 +347,9 @@ func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable b
 		req := connect.NewRequest(msg)
 		if c.opts.Token != "" {
 			req.Header().Set("Authorization", "Bearer "+c.opts.Token)
+		}
+		if c.opts.StaleReads || engine.StaleReads(ctx) {
+			req.Header().Set(wire.StaleReadsHeader, "true")
 		}
 		actx := ctx
 		if !hasDeadline && bound > 0 {
@@ -357,6 +421,14 @@ func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
 
 // mayHaveApplied marks a lost-lease answer to a fenced call that was sent
 // before without an answer: the earlier try may be what ended the lease.
-func mayHaveApplied(err error) error {
-	return fmt.Errorf("%w (an earlier try of this call got no answer and may have taken effect)", err)
+// The error matches both engine.ErrLeaseLost (the work must be abandoned)
+// and ErrOutcomeUnknown (a completion may have been committed).
+func mayHaveApplied(err error) error { return &appliedMaybe{err} }
+
+type appliedMaybe struct{ err error }
+
+func (e *appliedMaybe) Error() string {
+	return e.err.Error() + " (an earlier try of this call got no answer and may have taken effect)"
 }
+
+func (e *appliedMaybe) Unwrap() []error { return []error{e.err, ErrOutcomeUnknown} }

@@ -165,6 +165,10 @@ func exercise(t *testing.T, api engine.API) []string {
 	wantErr(t, "forged heartbeat", err, engine.ErrLeaseLost)
 	note("forged: %v", err)
 	wantErr(t, "nil lease", q.Heartbeat(ctx, nil, time.Minute, nil), engine.ErrInvalid)
+	// Another queue's handle: invalid, naming both queues, on either side.
+	err = second(api.Queue(q.Namespace(), "elsewhere").Complete(ctx, l, engine.Done{}))
+	wantErr(t, "a lease on another queue's handle", err, engine.ErrInvalid)
+	note("another queue: %v", err)
 	info := must(q.Get(ctx, l.ID))(t)
 	if info.State != engine.InFlight || string(info.Progress) != `{"pct":50}` || info.Owner != "w1" || info.IdempotencyKey != "welcome-1" {
 		t.Fatalf("get %+v", info)
@@ -363,6 +367,8 @@ func exercise(t *testing.T, api engine.API) []string {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ClaimWait past its deadline: %v", err)
 	}
+
+	exerciseControls(t, api, note)
 
 	qs := must(api.Queues(ctx))(t)
 	var names []string
@@ -571,7 +577,7 @@ func TestLostAnswers(t *testing.T) {
 	cuts.Store(1)
 	_, err = q.Complete(ctx, ls[0], engine.Done{})
 	wantErr(t, "a completion whose answer is lost", err, engine.ErrLeaseLost)
-	if !strings.Contains(err.Error(), "may have taken effect") {
+	if !strings.Contains(err.Error(), "may have taken effect") || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("the error does not say the first try may have taken effect: %v", err)
 	}
 	if _, err := local.Get(ctx, ls[0].ID); !errors.Is(err, engine.ErrNotFound) {
@@ -796,5 +802,142 @@ func TestWorkerRunsOverTheClient(t *testing.T) {
 	}
 	if st := db.Stats(); st.Reclaimed != 0 || st.LeaseLost != 0 {
 		t.Errorf("leases expired or were lost over the network: %+v", st)
+	}
+}
+
+// TestCancelReachesARemoteHandlerAtItsNextHeartbeat: the client has no
+// engine.LeaseWatcher (the server has no way to tell it of a cancellation
+// as it happens), so a worker on it learns that its task was cancelled
+// from the next heartbeat, which the server refuses: the handler's context
+// is then cancelled with a cause wrapping engine.ErrLeaseLost, and nothing
+// it did is committed.
+func TestCancelReachesARemoteHandlerAtItsNextHeartbeat(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
+	c := dial(t, srv.url, Options{})
+	if _, ok := any(c).(engine.LeaseWatcher); ok {
+		t.Fatal("the client claims to be a LeaseWatcher; update the worker's and the package's documentation")
+	}
+	started, cause := make(chan uint64, 1), make(chan error, 1)
+	w := worker.New(c, worker.Options{Logger: quiet, ShutdownGrace: 5 * time.Second})
+	w.HandleFunc(ns, "q", func(ctx context.Context, t *worker.Task) error {
+		started <- t.ID
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil
+	}, worker.QueueOptions{Lease: 10 * time.Second, HeartbeatEvery: 50 * time.Millisecond})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	id := must(c.Queue(ns, "q").Enqueue(ctx, engine.Task{}))(t).ID
+	select {
+	case got := <-started:
+		if got != id {
+			t.Fatalf("ran task %d, want %d", got, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task did not start")
+	}
+	if err := c.Queue(ns, "q").Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cause:
+		wantErr(t, "the cause of the cancelled handler's context", err, engine.ErrLeaseLost)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler of a cancelled task was not stopped")
+	}
+	if _, err := db.Queue(ns, "q").Get(ctx, id); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the cancelled task: %v", err)
+	}
+}
+
+// logWatch is a slog handler that sends each record's message to msgs
+// (dropping it when nobody takes it).
+type logWatch struct{ msgs chan string }
+
+func (l logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (l logWatch) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l.msgs <- r.Message:
+	default:
+	}
+	return nil
+}
+func (l logWatch) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l logWatch) WithGroup(string) slog.Handler      { return l }
+
+// TestWorkerSurvivesAServerRestart: a worker on a client whose server
+// stops while a handler runs keeps going: the completion, which finds no
+// server (ErrUnavailable once the client's own retries run out), is made
+// again with backoff until the server is back and takes it; claims go on
+// after the restart, and the Worker never stops by itself.
+func TestWorkerSurvivesAServerRestart(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
+	c := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, PollWait: time.Second})
+	logs := logWatch{make(chan string, 64)}
+	started, finish := make(chan uint64, 2), make(chan struct{})
+	w := worker.New(c, worker.Options{Logger: slog.New(logs), ShutdownGrace: 5 * time.Second})
+	w.HandleFunc(ns, "q", func(ctx context.Context, t *worker.Task) error {
+		started <- t.ID
+		if t.Attempt == 1 && t.Kind == "slow" {
+			<-finish
+		}
+		return nil
+	}, worker.QueueOptions{Lease: time.Minute})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx) // when the test fails early
+	first := must(c.Queue(ns, "q").Enqueue(ctx, engine.Task{Kind: "slow"}))(t).ID
+	if got := <-started; got != first {
+		t.Fatalf("ran %d, want %d", got, first)
+	}
+	srv.stop()
+	close(finish)
+	waitLog := func(msg string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case m := <-logs.msgs:
+				if strings.Contains(m, msg) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("the worker never logged %q", msg)
+			}
+		}
+	}
+	waitLog("completing failed; retrying")
+	serve(t, db, srv.addr, server.Options{}, nil)
+	second := must(c.Queue(ns, "q").Enqueue(ctx, engine.Task{}))(t).ID
+	select {
+	case got := <-started:
+		if got != second {
+			t.Fatalf("after the restart ran %d, want %d", got, second)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker claimed nothing after the restart")
+	}
+	// One slot: it claimed the second task only once the first one's
+	// outcome was committed.
+	if _, err := db.Queue(ns, "q").Get(ctx, first); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the task completed across the restart: %v", err)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatalf("the worker: %v", err)
+	}
+	if _, err := db.Queue(ns, "q").Get(ctx, second); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the task after the restart: %v", err)
+	}
+	if st := db.Stats(); st.Retried != 0 || st.LeaseLost != 0 {
+		t.Fatalf("the completion across the restart failed an attempt or lost its lease: %+v", st)
 	}
 }

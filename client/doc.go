@@ -28,8 +28,21 @@
 // (a repeat is deduplicated), and fenced calls (complete, fail, heartbeat,
 // snooze), whose token makes a second delivery a no-op answered with
 // ErrLeaseLost, and the error then says the first try may have taken
-// effect. Otherwise (claims, cancel, redrive, KV writes) the call returns
-// an error matching ErrOutcomeUnknown.
+// effect (it matches ErrOutcomeUnknown as well as engine.ErrLeaseLost).
+// Otherwise (claims, cancel, redrive, KV writes) the call returns an error
+// matching ErrOutcomeUnknown. ErrUnavailable means that no try reached a
+// server that took it: nothing was done. A repeatable call whose tries
+// include one sent without an answer reports ErrOutcomeUnknown instead,
+// even if the last try found no server.
+//
+// Workers. The worker runtime keeps going across a server's restart: it
+// tries claims and the commits of outcomes again, with backoff, while they
+// fail with these errors (see package worker). The client does not
+// implement engine.LeaseWatcher: the server has no call that tells a
+// client of a cancellation as it happens, so a worker on a client learns
+// that a running task was cancelled from its next heartbeat, which the
+// server refuses with ErrLeaseLost (at most QueueOptions.HeartbeatEvery
+// later), where an in-process worker learns it at once.
 //
 // Time. Clock is the local system clock: due times, leases and backoff are
 // decided by the server's clock, and what the worker runtime times with

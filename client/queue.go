@@ -78,12 +78,12 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []engine.Task, ops ...en
 // held by nobody until they expire. The error then matches
 // ErrOutcomeUnknown.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]engine.Lease, error) {
-	res, err := invoke(ctx, q.c, false, queuesOf, docketv1connect.QueuesClient.Claim,
+	res, err := invoke(ctx, q.c, false, claimOf, (*connect.Client[v1.ClaimRequest, wire.LeaseList]).CallUnary,
 		&v1.ClaimRequest{Namespace: q.pb, Queue: q.name, Owner: owner, Lease: wire.PBDuration(lease), Max: wire.Int32(max)})
 	if err != nil {
 		return nil, err
 	}
-	return wire.Leases(res.Leases), nil
+	return res.Leases, nil
 }
 
 // ClaimWait long-polls the server: each poll waits there, woken by the
@@ -103,10 +103,10 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 	// the client gives up on the connection.
 	bound := c.opts.PollWait + 15*time.Second
 	for {
-		res, _, err := invokeBounded(wctx, c, false, bound, queuesOf, docketv1connect.QueuesClient.ClaimWait, req)
+		res, _, err := invokeBounded(wctx, c, false, bound, claimWaitOf, (*connect.Client[v1.ClaimWaitRequest, wire.LeaseList]).CallUnary, req)
 		switch {
 		case err == nil && len(res.Leases) > 0:
-			return wire.Leases(res.Leases), nil
+			return res.Leases, nil
 		case err == nil:
 			continue // the server's bound or a drain: ask again
 		case ctx.Err() != nil:
@@ -132,6 +132,9 @@ func fenced[Req, Res any](ctx context.Context, q *queue,
 
 // Complete is fenced: repeated after a lost answer.
 func (q *queue) Complete(ctx context.Context, l engine.Lease, d engine.Done) (engine.TxResult, error) {
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return engine.TxResult{}, err
+	}
 	res, err := fenced(ctx, q, docketv1connect.QueuesClient.Complete,
 		&v1.CompleteRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Done: wire.PBDone(d)})
 	if err != nil {
@@ -143,10 +146,12 @@ func (q *queue) Complete(ctx context.Context, l engine.Lease, d engine.Done) (en
 // CompleteBatch is fenced: repeated after a lost answer, when a lease the
 // first try completed answers ErrLeaseLost saying so.
 func (q *queue) CompleteBatch(ctx context.Context, leases []engine.Lease) ([]error, error) {
-	refs := make([]*v1.LeaseRef, len(leases))
-	for i, l := range leases {
-		refs[i] = wire.PBLeaseRef(l)
+	for i := range leases {
+		if err := leases[i].CheckQueue(q.ns, q.name); err != nil {
+			return nil, err
+		}
 	}
+	refs := wire.PBLeaseRefs(leases)
 	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, queuesOf, docketv1connect.QueuesClient.CompleteBatch,
 		&v1.CompleteBatchRequest{Namespace: q.pb, Queue: q.name, Leases: refs})
 	if err != nil {
@@ -167,6 +172,9 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []engine.Lease) ([]err
 
 // Fail is fenced: repeated after a lost answer.
 func (q *queue) Fail(ctx context.Context, l engine.Lease, f engine.Failure) error {
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return err
+	}
 	_, err := fenced(ctx, q, docketv1connect.QueuesClient.Fail,
 		&v1.FailRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Failure: wire.PBFailure(f)})
 	return err
@@ -177,6 +185,9 @@ func (q *queue) Fail(ctx context.Context, l engine.Lease, f engine.Failure) erro
 func (q *queue) Heartbeat(ctx context.Context, l *engine.Lease, extend time.Duration, progress []byte) error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", engine.ErrInvalid)
+	}
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return err
 	}
 	res, err := fenced(ctx, q, docketv1connect.QueuesClient.Heartbeat,
 		&v1.HeartbeatRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(*l), Extend: wire.PBDuration(extend), Progress: progress})
@@ -194,6 +205,9 @@ func (q *queue) Heartbeat(ctx context.Context, l *engine.Lease, extend time.Dura
 
 // Snooze is fenced: repeated after a lost answer.
 func (q *queue) Snooze(ctx context.Context, l engine.Lease, d time.Duration) error {
+	if err := l.CheckQueue(q.ns, q.name); err != nil {
+		return err
+	}
 	_, err := fenced(ctx, q, docketv1connect.QueuesClient.Snooze,
 		&v1.SnoozeRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Delay: wire.PBDuration(d)})
 	return err

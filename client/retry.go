@@ -117,8 +117,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // same endpoint while the failure allows: always when the call cannot have
 // reached a server (dial refused, no leader, redirected), and when the
 // call was sent but got no answer only if repeatable is true. It gives up
-// when ctx ends or after maxRetries repeats.
+// when ctx ends or after maxRetries repeats; if any try was sent without
+// an answer, the error then matches ErrOutcomeUnknown even when the last
+// try was not sent, since the earlier one may have taken effect.
 func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Context, base string) error) error {
+	sent := false // a try reached a server, or may have, and got no answer
 	for attempt := 0; ; attempt++ {
 		base := r.eps.current()
 		err := f(ctx, base)
@@ -148,13 +151,13 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 			if !repeatable {
 				return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 			}
-			retry = true
+			sent, retry = true, true
 		}
 		if !retry {
 			return err
 		}
 		if attempt >= r.maxRetries {
-			if classify(err) == maybeSent {
+			if sent {
 				return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 			}
 			return err

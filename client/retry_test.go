@@ -131,6 +131,20 @@ func TestRetryGivesUp(t *testing.T) {
 	if errors.Is(err, ErrOutcomeUnknown) || calls != 4 {
 		t.Fatalf("never sent: err %v calls %d; want the dial error", err, calls)
 	}
+	// A try that was sent without an answer, then tries that could not be
+	// sent (the server went away): the first may have taken effect, so the
+	// outcome is unknown, not "no server took it".
+	calls = 0
+	err = r.do(context.Background(), true, func(context.Context, string) error {
+		calls++
+		if calls == 1 {
+			return unavailable(errReset)
+		}
+		return unavailable(errDial)
+	})
+	if !errors.Is(err, ErrOutcomeUnknown) || calls != 4 {
+		t.Fatalf("sent once, then never: err %v calls %d; want ErrOutcomeUnknown", err, calls)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.sleep = sleepCtx
 	r.max, r.base = time.Hour, time.Hour

@@ -1,10 +1,13 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"testing"
 	"time"
 
@@ -228,4 +231,199 @@ func runWorkload(t *testing.T, m *clustertest.Mesh, clock *engine.ManualClock, n
 	clock.Advance(2 * time.Minute) // expire the leases still held
 	_, err = q().Claim(ctx, "w", time.Minute, 100)
 	must(err)
+}
+
+// TestNodesOverTCP: three nodes on raft's TCP transport, as Start builds it
+// from Bind on loopback, join and replicate; the API is a lease watcher,
+// and closing it closes the node.
+func TestNodesOverTCP(t *testing.T) {
+	start := func(id string, bootstrap bool) *cluster.Node {
+		n, err := cluster.Start(cluster.Config{ID: id, Dir: t.TempDir(), Bind: "127.0.0.1:0", Bootstrap: bootstrap,
+			Logger: hclog.NewNullLogger(), Engine: engine.Options{Logger: quiet}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	ctx := within(t, 60*time.Second)
+	first := start("a", true)
+	if _, _, err := first.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*cluster.Node{first, start("b", false), start("c", false)}
+	for _, n := range nodes[1:] {
+		if err := first.Join(ctx, n.ID(), n.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := first.API().Queue(ns, "q").Enqueue(ctx, engine.Task{Payload: []byte(`"over tcp"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A barrier on the leader, then every node has applied the enqueue.
+	if err := first.Raft().Barrier(10 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	want := first.DB().Stats().Seq
+	for _, n := range nodes {
+		if err := clustertest.WaitSeq(n, want, time.Now().Add(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := n.API().Queue(ns, "q").Get(engine.WithStaleReads(ctx), res.ID)
+		if err != nil || string(info.Payload) != `"over tcp"` {
+			t.Fatalf("%s: %+v %v", n.ID(), info, err)
+		}
+		if _, ok := n.API().(engine.LeaseWatcher); !ok {
+			t.Fatal("the node's API is no LeaseWatcher")
+		}
+	}
+	c := nodes[2]
+	if err := c.API().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Raft().State() != raft.Shutdown {
+		t.Fatalf("closing the API left raft %v", c.Raft().State())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}
+
+// TestSnapshotIsTheStateWhenTaken: a snapshot persisted while commands go
+// on applying (as raft persists it) holds the state as of Snapshot, and
+// restoring it gives that state's hash.
+func TestSnapshotIsTheStateWhenTaken(t *testing.T) {
+	n := singleNode(t, t.TempDir(), engine.NewManualClock(t0))
+	ctx := within(t, 60*time.Second)
+	q := n.API().Queue(ns, "q")
+	for i := range 50 {
+		if _, err := q.Enqueue(ctx, engine.Task{Priority: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := n.DB().StateHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := n.FSM().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	done := make(chan error, 1)
+	go func() {
+		for range 50 {
+			if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	first, err := clustertest.SnapshotBytes(n.FSM()) // a second snapshot, racing the writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	restore := func(data []byte) ([32]byte, uint64) {
+		t.Helper()
+		db, err := engine.OpenReplicated(engine.Options{Logger: quiet}, nopLog{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Restore(bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := db.StateHash()
+		return h, db.Stats().Seq
+	}
+	if h, _ := restore(sink.Bytes()); h != want {
+		t.Fatal("the persisted snapshot is not the state when Snapshot was called")
+	}
+	if _, seq := restore(first); seq < 50 || seq > 100 {
+		t.Fatalf("the snapshot taken while writing is at batch %d", seq)
+	}
+	if after, _ := n.DB().StateHash(); after == want {
+		t.Fatal("the writes after the snapshot changed nothing")
+	}
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) Close() error  { return nil }
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+
+// nopLog is a Replicator for a DB that only restores.
+type nopLog struct{}
+
+func (nopLog) Submit(context.Context, []byte) (*engine.Applied, error) {
+	return nil, engine.ErrNotLeader
+}
+func (nopLog) ReadBarrier(context.Context) error { return nil }
+
+// TestSingleNodeMatchesStandalone: the same calls on a standalone DB and on
+// a cluster of one get the same answers (lease secrets aside: each engine
+// draws its own) and leave the same tasks, keys and counts.
+func TestSingleNodeMatchesStandalone(t *testing.T) {
+	sclock, rclock := engine.NewManualClock(t0), engine.NewManualClock(t0)
+	solo, err := engine.OpenInMemory(engine.Options{Clock: sclock, Logger: quiet, RetainCompleted: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	_, tr := raft.NewInmemTransport("")
+	n, err := cluster.Start(cluster.Config{ID: "solo", Dir: t.TempDir(), Transport: tr, Bootstrap: true, Logger: hclog.NewNullLogger(),
+		Engine: engine.Options{Clock: rclock, Logger: quiet, RetainCompleted: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := within(t, 60*time.Second)
+	if _, _, err := n.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	secret := regexp.MustCompile(`Secret:\d+`)
+	run := func(api engine.API, clock *engine.ManualClock) []string {
+		var out []string
+		say := func(v any, err error) {
+			out = append(out, secret.ReplaceAllString(fmt.Sprintf("%+v %v", v, err), "Secret:_"))
+		}
+		q, kv := api.Queue(ns, "q"), api.KV(ns)
+		say(q.EnqueueBatch(ctx, []engine.Task{{Priority: 2}, {Delay: time.Minute}, {IdempotencyKey: "k"}, {IdempotencyKey: "k"}}))
+		say(q.Enqueue(ctx, engine.Task{}, engine.IfExists("missing")))
+		say(kv.Commit(ctx, engine.Set("a", []byte("1")), engine.IfAbsent("a")))
+		ls, err := q.Claim(ctx, "w", time.Minute, 2)
+		say(ls, err)
+		if len(ls) == 2 {
+			say(q.Complete(ctx, ls[0], engine.Done{Result: []byte(`1`), FollowUps: []engine.FollowUp{{Queue: "f", Task: engine.Task{}}}}))
+			say(q.Complete(ctx, ls[0], engine.Done{}))
+			say(nil, q.Fail(ctx, ls[1], engine.Failure{Err: "x"}))
+		}
+		clock.Advance(2 * time.Minute)
+		ls, err = q.Claim(ctx, "w", time.Minute, 5)
+		say(ls, err)
+		say(q.CompleteBatch(ctx, ls))
+		say(q.Counts(ctx))
+		say(q.List(ctx, engine.ListOptions{State: engine.Completed}))
+		say(api.Queue(ns, "f").Counts(ctx))
+		say(kv.Scan(ctx, engine.ScanOptions{}))
+		say(api.Queues(ctx))
+		return out
+	}
+	want, got := run(solo, sclock), run(n.API(), rclock)
+	for i := range max(len(want), len(got)) {
+		if i >= len(want) || i >= len(got) || want[i] != got[i] {
+			t.Fatalf("answer %d differs:\nstandalone %v\ncluster    %v", i, want[min(i, len(want)-1)], got[min(i, len(got)-1)])
+		}
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -251,7 +253,7 @@ func TestMembership(t *testing.T) {
 	if _, err := nl.API().KV(ns).Commit(ctx, engine.Set("k", nil)); err != nil {
 		t.Fatal(err)
 	}
-	if s := nl.Stats(); s.State != "Leader" || s.LeaderID != nl.ID || s.CommitIndex == 0 || s.Seq != 1 || s.AppliedIndex > s.CommitIndex {
+	if s := nl.Stats(); s.State != "Leader" || s.LeaderID != nl.ID || s.CommitIndex == 0 || s.Seq != 1 || s.AppliedIndex > s.CommitIndex || s.LeaderChanges < 2 {
 		t.Fatalf("stats of the new leader: %+v", s)
 	}
 	if err := m.Restart(l.I); err != nil {
@@ -298,6 +300,13 @@ func TestStartRefuses(t *testing.T) {
 	}
 	if _, err := cluster.Start(cluster.Config{ID: "again", Dir: dir, Transport: tr}); !errors.Is(err, engine.ErrLocked) {
 		t.Errorf("a second node on a directory: %v, want ErrLocked", err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Start(cluster.Config{ID: "a", Dir: filepath.Join(file, "node"), Transport: tr}); err == nil {
+		t.Error("a node in a directory under a file started")
 	}
 	if _, err := cluster.NewFSM(nil); !errors.Is(err, engine.ErrInvalid) {
 		t.Errorf("NewFSM(nil): %v", err)

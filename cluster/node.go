@@ -84,6 +84,8 @@ type Node struct {
 	// ready is the term in which this node, as leader, has applied every
 	// entry committed before it: set by a barrier committed in that term.
 	ready atomic.Uint64
+	// leaderChanges counts the leader changes this node has seen.
+	leaderChanges atomic.Uint64
 
 	obs      chan raft.Observation
 	observer *raft.Observer
@@ -144,7 +146,7 @@ func Start(cfg Config) (*Node, error) {
 // opened.
 func (n *Node) start(rc *raft.Config) (err error) {
 	cfg := n.cfg
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "raft"), 0o755); err != nil {
+	if err := mkdirDurable(filepath.Join(cfg.Dir, "raft")); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(cfg.Dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
@@ -208,6 +210,36 @@ func (n *Node) start(rc *raft.Config) (err error) {
 	})
 	n.raft.RegisterObserver(n.observer)
 	go n.monitor()
+	return nil
+}
+
+// mkdirDurable creates dir and its missing parents, fsyncing the parent of
+// each one it creates, so that a power loss cannot take away the directory
+// of an acknowledged entry.
+func mkdirDurable(dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -293,7 +325,10 @@ func (n *Node) monitor() {
 			if leader {
 				n.establish()
 			}
-		case <-n.obs:
+		case o := <-n.obs:
+			if _, ok := o.Data.(raft.LeaderObservation); ok {
+				n.leaderChanges.Add(1)
+			}
 			n.bump()
 		}
 	}
@@ -310,8 +345,27 @@ func (n *Node) bump() {
 // before it is applied, marks the term ready for reads.
 func (n *Node) establish() {
 	term := n.raft.CurrentTerm()
-	if n.raft.Barrier(0).Error() == nil {
+	if n.await(context.Background(), n.raft.Barrier(0)) == nil {
 		n.markReady(term)
+	}
+}
+
+// errStopped is what await returns when the node stops first.
+var errStopped = fmt.Errorf("%w: the node stopped", engine.ErrClosed)
+
+// await returns f's error, or errStopped if the node stops first, or ctx's
+// error if it ends first: raft answers no future that is still queued or
+// not yet applied when it shuts down.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stop:
+		return errStopped
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -332,13 +386,19 @@ func (n *Node) markReady(term uint64) {
 // applied. Raft batches concurrent entries into one append and one
 // replication round. A raft Apply cannot be withdrawn, so once submitted
 // the call waits for the entry's fate whatever ctx does: committed, or
-// leadership lost (at most LeaderLeaseTimeout without a quorum).
+// leadership lost (at most LeaderLeaseTimeout without a quorum), or the
+// node stopped (ErrOutcomeUnknown and ErrClosed).
 func (n *Node) Submit(ctx context.Context, cmd []byte) (*engine.Applied, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	f := n.raft.Apply(cmd, 0)
-	if err := f.Error(); err != nil {
+	// Not ctx: an entry handed to raft cannot be withdrawn, and the caller
+	// is owed its fate.
+	if err := n.await(context.Background(), f); err != nil {
+		if err == errStopped {
+			return nil, fmt.Errorf("%w: %w", engine.ErrOutcomeUnknown, err)
+		}
 		return nil, n.mapErr(err, true)
 	}
 	a, ok := f.Response().(*engine.Applied)
@@ -363,19 +423,27 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 		}
 		term := n.raft.CurrentTerm()
 		if n.ready.Load() != term {
-			if err := n.raft.Barrier(0).Error(); err != nil {
-				return n.mapErr(err, false)
+			if err := n.await(ctx, n.raft.Barrier(0)); err != nil {
+				return n.readErr(err)
 			}
 			n.markReady(term)
 			continue
 		}
-		if err := n.raft.VerifyLeader().Error(); err != nil {
-			return n.mapErr(err, false)
+		if err := n.await(ctx, n.raft.VerifyLeader()); err != nil {
+			return n.readErr(err)
 		}
 		if n.raft.CurrentTerm() == term {
 			return nil
 		}
 	}
+}
+
+// readErr is mapErr for a read's barrier: it changed nothing.
+func (n *Node) readErr(err error) error {
+	if err == errStopped || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return n.mapErr(err, false)
 }
 
 // NotLeaderError is the error of a call a node could not take because it
@@ -428,12 +496,22 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
 
 // API returns the node's docket API: the same interface a standalone DB
-// and the network client offer, backed by the raft log. It stays the
-// Node's: Close the Node, not the API.
-func (n *Node) API() engine.API { return n.db }
+// and the network client offer, backed by the raft log. Its Close closes
+// the Node (the DB must not close under a running raft, which would go on
+// committing entries this node no longer applies). It is also an
+// engine.LeaseWatcher, as the DB is.
+func (n *Node) API() engine.API { return nodeAPI{n.db, n} }
+
+// nodeAPI is the DB with Close closing the node.
+type nodeAPI struct {
+	*engine.DB
+	n *Node
+}
+
+func (a nodeAPI) Close() error { return a.n.Close() }
 
 // DB returns the node's DB, for what engine.API does not cover (caller
-// views with As, Stats, StateHash).
+// views with As, Stats, StateHash). Close the Node, not the DB.
 func (n *Node) DB() *engine.DB { return n.db }
 
 // Raft returns the node's raft server, for figures and tests.
@@ -539,9 +617,13 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 }
 
 func (n *Node) configure(ctx context.Context, f raft.IndexFuture) error {
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrEnqueueTimeout) {
+	if err := n.await(ctx, f); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrEnqueueTimeout):
 			return ctx.Err()
+		case err == errStopped, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// Handed to raft: the change may still commit.
+			return fmt.Errorf("%w: %w", engine.ErrOutcomeUnknown, err)
 		}
 		return n.mapErr(err, true)
 	}
@@ -581,7 +663,10 @@ type Stats struct {
 	// LastContact is when a follower last heard from the leader (zero on
 	// the leader).
 	LastContact time.Time
-	Members     []Member
+	// LeaderChanges counts the changes of leader this node has seen since
+	// it started (losing a leader counts too).
+	LeaderChanges uint64
+	Members       []Member
 }
 
 // Stats returns the node's raft figures.
@@ -593,6 +678,7 @@ func (n *Node) Stats() Stats {
 	if s.State != raft.Leader.String() {
 		s.LastContact = n.raft.LastContact()
 	}
+	s.LeaderChanges = n.leaderChanges.Load()
 	s.Members, _ = n.Members()
 	return s
 }
@@ -616,7 +702,12 @@ func (n *Node) close(transfer bool) error {
 	n.closed.Do(func() {
 		var errs []error
 		if transfer && n.raft.State() == raft.Leader && n.voters() > 1 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			// Raft gives up after ElectionTimeout; the bound is for a raft
+			// that never answers.
+			ctx, cancel := context.WithTimeout(context.Background(), 4*n.raft.ReloadableConfig().ElectionTimeout)
+			err := n.await(ctx, n.raft.LeadershipTransfer())
+			cancel()
+			if err != nil {
 				n.cfg.Logger.Warn("leadership transfer on close failed", "error", err)
 			}
 		}

@@ -16,8 +16,9 @@ type API interface {
 	Queue(ns Namespace, name string) Queue
 	// KV returns a handle on the key-value entries of namespace ns.
 	KV(ns Namespace) KV
-	// Queues lists every queue that holds tasks, in namespace and name order.
-	// A caller sees only the namespaces it may read.
+	// Queues lists every queue that holds tasks or has settings (see
+	// Queue.Settings), in namespace and name order. A caller sees only the
+	// namespaces it may read.
 	Queues(ctx context.Context) ([]QueueInfo, error)
 	// Clock returns the clock the engine reads, so code built on it (a
 	// worker runtime, a test) shares one notion of time.
@@ -56,7 +57,10 @@ type Queue interface {
 	// no leases if nothing is due.
 	Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error)
 	// ClaimWait is Claim that, when nothing is due, waits until a task is
-	// enqueued, a timer comes due or a lease expires, or ctx ends.
+	// enqueued, a timer comes due or a lease expires, or ctx ends. On a
+	// paused queue it waits for Resume; at the queue's in-flight bound,
+	// for a task to leave flight; with no rate-limit token, for the next
+	// one.
 	ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error)
 
 	// Complete acknowledges a leased task: it is deleted (or kept as
@@ -119,6 +123,21 @@ type Queue interface {
 	// Counts returns how many tasks the queue holds in each state, as of
 	// now.
 	Counts(ctx context.Context) (Counts, error)
+
+	// Pause stops the queue's claims until Resume: Claim leases nothing
+	// and ClaimWait waits, while enqueues and every other call go on. It
+	// is durable and needs PermAdmin; the queue keeps it while it holds no
+	// task.
+	Pause(ctx context.Context) error
+	// Resume ends a pause; ClaimWait calls parked on the queue wake.
+	Resume(ctx context.Context) error
+	// SetLimits replaces the queue's limits (a bound on its tasks in
+	// flight, a rate limit), leaving its pause state; the zero Limits
+	// removes them. They hold across every claimer and apply from the next
+	// claim on. PermAdmin.
+	SetLimits(ctx context.Context, l Limits) error
+	// Settings returns the queue's pause state and limits. PermRead.
+	Settings(ctx context.Context) (QueueSettings, error)
 }
 
 // KV is a handle on the key-value entries of one namespace.

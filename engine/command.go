@@ -47,6 +47,8 @@ type command struct {
 	permanent bool   // cmdFail
 	delay     int64  // cmdFail: retry after; cmdSnooze: the snooze (micros)
 	id        uint64 // cmdCancel, cmdRedrive, cmdRunNow
+	paused    bool   // cmdSetPaused
+	limits    Limits // cmdSetLimits
 }
 
 // cmdOp is a command's operation. Part of the replicated log's format.
@@ -66,14 +68,17 @@ const (
 	cmdRedriveAll    cmdOp = 11
 	cmdRunNow        cmdOp = 12
 	cmdCommit        cmdOp = 13
+	cmdSetPaused     cmdOp = 14 // from version 2 on
+	cmdSetLimits     cmdOp = 15 // from version 2 on
 
-	cmdCompleteClaim  cmdOp = 20 // queue_batch.go
-	cmdHeartbeatBatch cmdOp = 21
+	cmdCompleteClaim  cmdOp = 20 // queue_batch.go; from version 2 on
+	cmdHeartbeatBatch cmdOp = 21 // from version 2 on
 )
 
 var cmdNames = [...]string{1: "enqueue", 2: "enqueue batch", 3: "claim", 4: "complete", 5: "complete batch",
 	6: "fail", 7: "heartbeat", 8: "snooze", 9: "cancel", 10: "redrive", 11: "redrive all", 12: "run now",
-	13: "commit", cmdCompleteClaim: "complete and claim", cmdHeartbeatBatch: "heartbeat batch"}
+	13: "commit", 14: "set paused", 15: "set limits",
+	cmdCompleteClaim: "complete and claim", cmdHeartbeatBatch: "heartbeat batch"}
 
 func (o cmdOp) String() string {
 	if int(o) < len(cmdNames) && cmdNames[o] != "" {
@@ -146,6 +151,10 @@ func (cmd *command) plan(p *planner, res *cmdResult) error {
 		return planRedriveAll(p, cmd, res)
 	case cmdCommit:
 		return planCommit(p, cmd, res)
+	case cmdSetPaused:
+		return planSetPaused(p, cmd)
+	case cmdSetLimits:
+		return planSetLimits(p, cmd)
 	case cmdCompleteClaim:
 		return planCompleteClaim(p, cmd, res)
 	case cmdHeartbeatBatch:

@@ -15,7 +15,7 @@ import (
 //
 // A command is the MessagePack sequence
 //
-//	version(=1) op now seed retain idemTTL project scope queue args...
+//	version(=1 or 2) op now seed retain idemTTL project scope queue args...
 //
 // where now, retain and idemTTL are Unix or plain microseconds, and args
 // depend on op:
@@ -33,12 +33,17 @@ import (
 //	run now         id
 //	redrive all     (nothing)
 //	commit          [vop...]
-//	complete and claim  fence result [vop...] owner lease max
-//	heartbeat batch     [fence...] extend
+//	set paused      paused                       (version 2)
+//	set limits      maxInFlight rate per burst   (version 2; per in micros)
+//	complete and claim  fence result [vop...] owner lease max  (version 2)
+//	heartbeat batch     [fence...] extend                      (version 2)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
 //	         backoffMax idempotencyKey {header: value}]
+//	        (version 1), or the same with uniqueWindow uniqueStates
+//	        appended (version 2; 0 0 for a task that is not unique by
+//	        content, whose idempotencyKey is then the caller's)
 //	vop   = [kind key value version] for a KV write or assertion,
 //	        [6 queue spec] for an enqueue
 //
@@ -48,7 +53,41 @@ import (
 // order, lengths past the input or over the API's limits). A claim (and a
 // complete and claim) always carries a seed other than 0, from which the
 // lease secrets of its batch are derived.
-const cmdVersion = 1
+//
+// A command is written in version 1 when version 1 can say it (every
+// operation but the queue controls, complete and claim and heartbeat
+// batch; tasks that are not unique by content), so that a node of an older
+// build keeps applying the log until a command uses what it does not know;
+// it then stops (ErrFailed) rather than plan something else. Operations
+// added since version 2 need no new version as long as they change no
+// field of an existing one: a build that does not know them refuses their
+// operation number just as cleanly.
+const (
+	cmdVersion  = 2
+	cmdVersion1 = 1
+)
+
+// version is the oldest command version that can carry cmd.
+func (cmd *command) version() uint64 {
+	switch cmd.op {
+	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch:
+		return cmdVersion
+	}
+	if cmd.task.uniq != 0 {
+		return cmdVersion
+	}
+	for i := range cmd.tasks {
+		if cmd.tasks[i].uniq != 0 {
+			return cmdVersion
+		}
+	}
+	for i := range cmd.ops {
+		if cmd.ops[i].kind == OpEnqueue && cmd.ops[i].spec.uniq != 0 {
+			return cmdVersion
+		}
+	}
+	return cmdVersion1
+}
 
 // errCommand marks bytes that are not a command this version can plan.
 var errCommand = errors.New("command does not decode")
@@ -59,6 +98,7 @@ type cmdEncoder struct {
 	enc  *msgpack.Encoder
 	keys []string
 	err  error
+	ver  uint64
 }
 
 var cmdEncoders = sync.Pool{New: func() any {
@@ -74,7 +114,8 @@ func (cmd *command) encode() ([]byte, error) {
 	defer cmdEncoders.Put(e)
 	e.buf.Reset()
 	e.err = nil
-	e.uint(cmdVersion)
+	e.ver = cmd.version()
+	e.uint(e.ver)
 	e.uint(uint64(cmd.op))
 	e.int(cmd.now)
 	e.uint(cmd.seed)
@@ -125,6 +166,14 @@ func (cmd *command) encode() ([]byte, error) {
 	case cmdRedriveAll:
 	case cmdCommit:
 		e.vops(cmd.ops)
+	case cmdSetPaused:
+		e.bool(cmd.paused)
+	case cmdSetLimits:
+		l := &cmd.limits
+		e.int(int64(l.MaxInFlight))
+		e.int(int64(l.Rate))
+		e.int(l.Per.Microseconds())
+		e.int(int64(l.Burst))
 	case cmdCompleteClaim:
 		e.fence(&cmd.fence)
 		e.bytes(cmd.result)
@@ -169,7 +218,11 @@ func (e *cmdEncoder) bytes(b []byte) {
 }
 
 func (e *cmdEncoder) spec(s *spec) {
-	e.array(10)
+	if e.ver == cmdVersion1 {
+		e.array(10)
+	} else {
+		e.array(12)
+	}
 	e.bytes(s.payload)
 	e.str(s.kind)
 	e.int(s.delay)
@@ -188,6 +241,10 @@ func (e *cmdEncoder) spec(s *spec) {
 	for _, k := range e.keys {
 		e.str(k)
 		e.str(s.headers[k])
+	}
+	if e.ver != cmdVersion1 {
+		e.int(s.window)
+		e.uint(uint64(s.uniq))
 	}
 }
 
@@ -217,6 +274,7 @@ type cmdDecoder struct {
 	dec  *msgpack.Decoder
 	data []byte
 	err  error
+	ver  uint64
 }
 
 // decodeCommand decodes data into cmd. An error wraps ErrCorrupt, or
@@ -225,8 +283,8 @@ func decodeCommand(data []byte, cmd *command) error {
 	d := &cmdDecoder{data: data}
 	d.r.Reset(data)
 	d.dec = msgpack.NewDecoder(&d.r)
-	if v := d.uint(); d.err == nil && v != cmdVersion {
-		return fmt.Errorf("%w: command version %d (this build plans version %d)", ErrFailed, v, cmdVersion)
+	if d.ver = d.uint(); d.err == nil && d.ver != cmdVersion && d.ver != cmdVersion1 {
+		return fmt.Errorf("%w: command version %d (this build plans versions %d and %d)", ErrFailed, d.ver, cmdVersion1, cmdVersion)
 	}
 	*cmd = command{op: cmdOp(d.uint())}
 	cmd.now = d.int()
@@ -284,7 +342,26 @@ func decodeCommand(data []byte, cmd *command) error {
 	case cmdRedriveAll:
 	case cmdCommit:
 		cmd.ops = d.vops()
+	case cmdSetPaused, cmdSetLimits:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
+		if cmd.op == cmdSetPaused {
+			cmd.paused = d.bool()
+			break
+		}
+		l := &cmd.limits
+		l.MaxInFlight, l.Rate = int(d.small()), int(d.small())
+		l.Per, l.Burst = micros(d.int()), int(d.small())
+		if d.err == nil {
+			d.fail(checkLimits(*l))
+		}
 	case cmdCompleteClaim:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
 		d.fence(&cmd.fence)
 		cmd.result = d.bytes()
 		cmd.ops = d.vops()
@@ -295,6 +372,10 @@ func decodeCommand(data []byte, cmd *command) error {
 			d.fail(fmt.Errorf("complete and claim of %d for %d µs with seed %d", cmd.max, cmd.lease, cmd.seed))
 		}
 	case cmdHeartbeatBatch:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
 		n := d.array(MaxBatch)
 		cmd.fences = make([]Lease, n)
 		for i := range cmd.fences {
@@ -338,6 +419,16 @@ func (d *cmdDecoder) int() int64 {
 	}
 	v, err := d.dec.DecodeInt64()
 	d.fail(err)
+	return v
+}
+
+// small decodes an integer that must fit in 32 bits (every count of
+// Limits does, or checkLimits refuses it).
+func (d *cmdDecoder) small() int64 {
+	v := d.int()
+	if d.err == nil && (v < -1<<31 || v > 1<<31) {
+		d.fail(fmt.Errorf("integer %d out of range", v))
+	}
 	return v
 }
 
@@ -440,7 +531,11 @@ func (d *cmdDecoder) fence(l *Lease) {
 }
 
 func (d *cmdDecoder) spec(s *spec) {
-	d.tuple("task", 10)
+	if d.ver == cmdVersion1 {
+		d.tuple("task", 10)
+	} else {
+		d.tuple("task", 12)
+	}
 	s.payload = d.bytes()
 	s.kind = d.str()
 	s.delay = d.int()
@@ -461,19 +556,31 @@ func (d *cmdDecoder) spec(s *spec) {
 	if err == nil && (n < -1 || n > MaxHeaders || n > d.r.Len()) {
 		err = fmt.Errorf("%d headers", n)
 	}
-	if d.fail(err); d.err != nil || n <= 0 {
+	if d.fail(err); d.err != nil {
 		return
 	}
-	s.headers = make(map[string]string, n)
-	prev := ""
-	for i := range n {
-		k, v := d.str(), d.str()
-		if d.err == nil && i > 0 && k <= prev {
-			d.fail(fmt.Errorf("header %q out of order", k))
+	if n > 0 {
+		s.headers = make(map[string]string, n)
+		prev := ""
+		for i := range n {
+			k, v := d.str(), d.str()
+			if d.err == nil && i > 0 && k <= prev {
+				d.fail(fmt.Errorf("header %q out of order", k))
+			}
+			prev = k
+			s.headers[k] = v
 		}
-		prev = k
-		s.headers[k] = v
 	}
+	if d.ver == cmdVersion1 {
+		return
+	}
+	s.window = d.int()
+	uniq := d.uint()
+	if d.err == nil && (uniq > 0xff || (uniq == 0) != (s.window == 0) ||
+		uniq != 0 && (checkUniqueStates(uint8(uniq)) != nil || s.window < 1 || s.window > MaxDuration.Microseconds() || s.idem == "")) {
+		d.fail(fmt.Errorf("unique by content for %d µs in states %#x", s.window, uniq))
+	}
+	s.uniq = uint8(uniq)
 }
 
 func (d *cmdDecoder) vops() []vop {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/docketdb/docket/index"
 )
 
 // sampleCommands has one command of every operation, with every optional
@@ -13,6 +16,8 @@ func sampleCommands() []command {
 	full := spec{payload: []byte(`{"a":1}`), kind: "k", delay: 5, at: 1_900_000_000_000_000, prio: -3,
 		maxAttempts: 7, base: 10, max: 1000, idem: "key", headers: map[string]string{"b": "2", "a": "1", "c": ""}}
 	bare := spec{maxAttempts: 5, base: 1_000_000, max: 60_000_000}
+	unique := spec{payload: []byte(`{"a":1}`), kind: "k", maxAttempts: 5, base: 1, max: 2, idem: UniquePrefix + "ab",
+		uniq: uniqueDefault, window: 3_600_000_000}
 	ops := []vop{
 		{kind: OpSet, key: "k1", value: []byte("v")}, {kind: OpSet, key: "k0", value: []byte{}},
 		{kind: OpDelete, key: "k2"}, {kind: OpIfVersion, key: "k3", version: 9}, {kind: OpIfExists, key: "k4"},
@@ -34,9 +39,18 @@ func sampleCommands() []command {
 		{op: cmdSnooze, fence: fence, delay: 0},
 		{op: cmdCancel, id: 4}, {op: cmdRedrive, id: 5}, {op: cmdRunNow, id: 6}, {op: cmdRedriveAll},
 		{op: cmdCommit, ops: ops},
+		// Version 2: the queue controls, complete and claim, heartbeat
+		// batch, and tasks unique by content.
+		{op: cmdSetPaused, paused: true}, {op: cmdSetPaused},
+		{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}},
+		{op: cmdSetLimits},
 		{op: cmdCompleteClaim, fence: fence, result: []byte(`"ok"`), ops: ops, owner: "w", lease: 30_000_000, max: 3, seed: 78},
 		{op: cmdCompleteClaim, fence: fence, owner: "w", lease: 1, max: 1, seed: 1},
+		{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}, owner: "w", lease: 1, max: 1, seed: 2},
 		{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000},
+		{op: cmdEnqueue, task: unique, ops: ops[:1]},
+		{op: cmdEnqueueBatch, tasks: []spec{bare, unique}},
+		{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}},
 	}
 	for i := range cmds {
 		c := &cmds[i]
@@ -131,9 +145,53 @@ func TestDecodeCommandRefuses(t *testing.T) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
 		}
 	}
+	// Version 2's additions in a version 1 command, and nonsense in them.
+	pause := must((&command{op: cmdSetPaused, ns: ns, queue: "q", paused: true}).encode())
+	bad = map[string][]byte{"set paused in version 1": append([]byte{cmdVersion1}, pause[1:]...)}
+	for _, cmd := range sampleCommands() {
+		if cmd.op == cmdCompleteClaim || cmd.op == cmdHeartbeatBatch {
+			b := must(cmd.encode())
+			bad[cmd.op.String()+" in version 1"] = append([]byte{cmdVersion1}, b[1:]...)
+		}
+	}
+	for name, l := range map[string]Limits{
+		"rate over the limit": {Rate: MaxRateTokens + 1, Per: time.Second},
+		"rate without per":    {Rate: 5},
+		"negative bound":      {MaxInFlight: -1},
+		"bound past 32 bits":  {MaxInFlight: 1 << 40},
+	} {
+		bad[name] = must((&command{op: cmdSetLimits, ns: ns, queue: "q", limits: l}).encode())
+	}
+	u := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{idem: UniquePrefix + "x", uniq: 1 << index.StateReady, window: 5}}
+	bad["unique without the required states"] = must(u.encode())
+	u.task.uniq, u.task.idem = uniqueDefault, ""
+	bad["unique without a key"] = must(u.encode())
+	for name, b := range bad {
+		var got command
+		if err := decodeCommand(b, &got); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
 	var got command
-	if err := decodeCommand(append([]byte{2}, data[1:]...), &got); !errors.Is(err, ErrFailed) {
-		t.Fatalf("version 2: %v, want ErrFailed", err)
+	if err := decodeCommand(append([]byte{3}, data[1:]...), &got); !errors.Is(err, ErrFailed) {
+		t.Fatalf("version 3: %v, want ErrFailed", err)
+	}
+}
+
+// TestCommandVersion: a command version 1 can say is written in version 1,
+// so an older node keeps applying the log; the controls, complete and
+// claim, heartbeat batch and unique tasks take version 2.
+func TestCommandVersion(t *testing.T) {
+	for _, cmd := range sampleCommands() {
+		data := must(cmd.encode())
+		want := uint64(cmdVersion1)
+		if cmd.op >= cmdSetPaused || cmd.task.uniq != 0 || len(cmd.tasks) == 2 && cmd.tasks[1].uniq != 0 ||
+			cmd.op == cmdCommit && cmd.ops[0].spec.uniq != 0 {
+			want = cmdVersion
+		}
+		if data[0] != byte(want) {
+			t.Errorf("%s: version %d, want %d", cmd.op, data[0], want)
+		}
 	}
 }
 

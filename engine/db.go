@@ -636,13 +636,7 @@ func (c *core) logAndApply() (uint64, error) {
 		return 0, fmt.Errorf("%w: %s", ErrConflict, out.Refused)
 	}
 	c.stats.Commits++
-	if len(c.waiters) > 0 {
-		for _, q := range c.store.Affected() {
-			if w, ok := c.waiters[q.Key]; ok {
-				c.rewake(w, q, b.Now)
-			}
-		}
-	}
+	c.wakeWaiters(b.Now)
 	return b.Seq, nil
 }
 

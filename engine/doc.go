@@ -10,6 +10,15 @@
 // together or not at all. DB.As runs calls for a Caller whose permissions the
 // Options.Authorizer checks.
 //
+// A queue can be paused (Pause, Resume) and limited (SetLimits: a bound on
+// its tasks in flight and a token-bucket rate limit), across every claimer
+// of every process: claims are planned against the queue's settings, a
+// record of the log and snapshots of its own that the queue keeps while
+// it holds no task (controls.go). A task can be unique by content
+// (Task.Unique): its idempotency key is derived from its kind and the
+// canonical JSON of its payload, and blocks a duplicate within a window
+// and a set of states (unique.go).
+//
 // Every change goes through one commit path: under the engine's mutex a call
 // validates and plans a batch of physical mutations (reading the clock once),
 // appends it to the write-ahead log and applies it to the in-memory indexes
@@ -24,8 +33,10 @@
 // open sync round, and one goroutine per DB waits for the log once per
 // round and settles every Pending of it (pipeline.go), so one caller can
 // keep many commits in flight; a failure of the log fails them all. A
-// commit that gives a queue work wakes as many parked ClaimWait calls as
-// the queue has claimable tasks no woken call is coming for (wake.go).
+// commit that gives a queue work (or a change of its settings that lets
+// it lease more) wakes as many parked ClaimWait calls as the queue may
+// lease tasks, within its controls, that no woken call is coming for
+// (wake.go).
 //
 // Snapshots of the indexes are written in the background from copy-on-write
 // images, and the log is truncated behind the older of the two kept. Open
@@ -52,9 +63,10 @@
 //
 // Every write call (Enqueue, EnqueueBatch, EnqueueAsync, Claim, Complete,
 // CompleteBatch, CompleteAndClaim, Fail, Heartbeat, HeartbeatBatch, Snooze,
-// Cancel, Redrive, RedriveAll, RunNow, KV.Commit) is a command: its operation and validated arguments, planned
-// against the state at a given time with a given entropy seed. A
-// standalone DB plans it at once and logs the batch it gives. A DB opened
+// Cancel, Redrive, RedriveAll, RunNow, Pause, Resume, SetLimits, KV.Commit)
+// is a command: its operation and validated arguments, planned against the
+// state at a given time with a given entropy seed. A standalone DB plans
+// it at once and logs the batch it gives. A DB opened
 // with OpenReplicated logs before planning instead: it validates the call,
 // stamps the command with its clock and a seed, and submits its encoding to
 // a Replicator (package cluster runs one on hashicorp/raft); every node's

@@ -152,7 +152,11 @@ func dump(db *DB) string {
 		return true
 	})
 	img.Idem.Scan(func(e index.Idem) bool {
-		fmt.Fprintf(&b, "idem %v %q -> %d exp=%d\n", e.Queue, e.Key, e.ID, e.Expires)
+		fmt.Fprintf(&b, "idem %v %q -> %d exp=%d states=%#x\n", e.Queue, e.Key, e.ID, e.Expires, e.States)
+		return true
+	})
+	img.Confs.Scan(func(c index.QueueConf) bool {
+		fmt.Fprintf(&b, "conf %+v\n", c)
 		return true
 	})
 	return b.String()

@@ -105,10 +105,13 @@ type roundReport struct {
 // Pending at once; Pending.Wait returns what Enqueue would have. At most
 // Options.MaxInFlight enqueues are in flight on a DB: the next one waits
 // for a slot, or for ctx to end (its Pending then reports ctx's error and
-// nothing was enqueued). ctx bounds only that wait. On a replicated DB the
-// command is submitted to the replicated log from a goroutine of its own,
-// one per commit in flight (Replicator.Submit waits for the log), still at
-// most MaxInFlight.
+// nothing was enqueued). ctx bounds only that wait. A DB of its own commits
+// its enqueues in the order of the calls. On a replicated DB the command
+// is submitted to the replicated log from a goroutine of its own, one per
+// commit in flight (Replicator.Submit waits for the log), still at most
+// MaxInFlight, so enqueues in flight together may reach the log in any
+// order: wait for one's Pending before an enqueue that must come after
+// it (the same idempotency key, a KV assertion on what it wrote).
 func (q *queue) EnqueueAsync(ctx context.Context, t Task, ops ...Op) *Pending {
 	cmd, err := q.enqueueCommand(&t, ops)
 	if err != nil {

@@ -74,7 +74,7 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 		// follow-up reuses the key) moves to the new task: deduplicating
 		// into a task that is ending would silently drop the follow-up.
 		if e, ok := p.c.store.Idem(qk, s.idem); ok && (e.Expires == 0 || e.Expires > p.now) &&
-			!slices.Contains(p.ending, e.ID) {
+			!slices.Contains(p.ending, e.ID) && p.blocks(&e) {
 			return Enqueued{ID: e.ID, Deduplicated: true}
 		}
 	}
@@ -106,7 +106,11 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 			p.idem = make(map[idemRef]uint64)
 		}
 		p.idem[idemRef{qk, s.idem}] = id
-		p.put(index.Mutation{Kind: index.MutPutIdem, Idem: index.Idem{Queue: qk, Key: s.idem, ID: id}})
+		e := index.Idem{Queue: qk, Key: s.idem, ID: id}
+		if s.uniq != 0 {
+			e.States, e.Expires = s.uniq, p.now+s.window
+		}
+		p.put(index.Mutation{Kind: index.MutPutIdem, Idem: e})
 	}
 	p.event(EvEnqueued, qk, 0)
 	return Enqueued{ID: id}
@@ -123,6 +127,10 @@ func (p *planner) ended(t *index.Task) {
 	e, ok := p.c.store.Idem(t.Queue.Key, key)
 	if !ok || e.ID != t.ID {
 		return // the key has since been reused for another task
+	}
+	if e.States != 0 {
+		p.endedUnique(t, e)
+		return
 	}
 	ttl := p.c.opts.IdempotencyTTL.Microseconds()
 	if ttl <= 0 {
@@ -295,10 +303,6 @@ func newEntropy() func() uint64 {
 	rng := mrand.NewChaCha8(key)
 	return func() uint64 { return max(rng.Uint64(), 1) }
 }
-
-// nextDue is the earliest time a timer or a lease of the queue comes due,
-// or 0 if none.
-func (p *planner) nextDue(qk index.QueueKey) int64 { return nextDue(p.c.store.Queue(qk)) }
 
 func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 	x := t.Ex()

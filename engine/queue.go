@@ -214,17 +214,21 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 
 func planClaim(p *planner, cmd *command, res *cmdResult) error {
 	qk := cmd.key()
-	res.leases = p.claim(qk, cmd.owner, cmd.lease, cmd.max)
-	if len(res.leases) == 0 && cmd.wait {
-		res.due = p.nextDue(qk)
+	res.leases = p.claimWithin(qk, cmd.owner, cmd.lease, cmd.max, 0)
+	if cmd.wait && len(res.leases) == 0 {
+		res.due = p.c.claimDue(qk, p.c.store.Queue(qk), p.now)
 	}
 	return nil
 }
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
 // parks until a task is enqueued, a timer comes due or a lease expires, or
-// ctx ends (then it returns ctx's error). A commit wakes only as many
-// parked calls as it made tasks claimable (wake.go). The caller's
+// ctx ends (then it returns ctx's error). A paused queue's claims park
+// until its Resume commits, however much work arrives; one at its
+// in-flight bound until a task leaves flight or a lease expires; one with
+// no rate-limit token until the moment the next comes (a timer, no
+// polling). A commit wakes only as many parked calls as it made tasks
+// claimable, within the queue's controls (wake.go). The caller's
 // permission is checked again each time it wakes, so a revoked grant ends
 // the wait with ErrPermission.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
@@ -326,8 +330,15 @@ func (q *queue) completeCommand(l Lease, d Done) (command, error) {
 	if err := q.check(PermWork | perms); err != nil {
 		return command{}, err
 	}
+	if err := q.owns(&l); err != nil {
+		return command{}, err
+	}
 	return command{op: cmdComplete, ns: q.ns, queue: q.name, fence: l, result: clone(d.Result), ops: vops}, nil
 }
+
+// owns refuses a lease of another queue presented to this queue's handle
+// (see Lease.CheckQueue).
+func (q *queue) owns(l *Lease) error { return l.CheckQueue(q.ns, q.name) }
 
 func planComplete(p *planner, cmd *command, res *cmdResult) error {
 	t, err := p.fenced(cmd.key(), &cmd.fence)
@@ -370,6 +381,11 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 	}
 	if err := q.check(PermWork); err != nil {
 		return nil, err
+	}
+	for i := range leases {
+		if err := q.owns(&leases[i]); err != nil {
+			return nil, err
+		}
 	}
 	cmd := command{op: cmdCompleteBatch, ns: q.ns, queue: q.name, fences: leases, dup: repeatedLeases(leases)}
 	var res cmdResult
@@ -428,6 +444,9 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if len(msg) > MaxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:MaxErrorBytes], "")
 	}
+	if err := q.owns(&l); err != nil {
+		return err
+	}
 	cmd := command{op: cmdFail, ns: q.ns, queue: q.name, fence: l, errMsg: msg, permanent: f.Permanent,
 		delay: f.RetryAfter.Microseconds()}
 	var res cmdResult
@@ -476,6 +495,9 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 		return err
 	}
 	prog := clone(progress)
+	if err := q.owns(l); err != nil {
+		return err
+	}
 	cmd := command{op: cmdHeartbeat, ns: q.ns, queue: q.name, fence: *l, lease: extend.Microseconds(),
 		progress: prog, hasProg: progress != nil}
 	var res cmdResult
@@ -512,6 +534,9 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
+		return err
+	}
+	if err := q.owns(&l); err != nil {
 		return err
 	}
 	cmd := command{op: cmdSnooze, ns: q.ns, queue: q.name, fence: l, delay: d.Microseconds()}
@@ -867,6 +892,9 @@ type QueueInfo struct {
 	OldestReady time.Time
 	// Totals count what happened to the queue's tasks: for rates.
 	Totals Totals
+	// Paused and Limits are the queue's settings (Queue.Settings).
+	Paused bool
+	Limits Limits
 }
 
 // Totals count what happened to a queue's tasks, as the log recorded it:
@@ -885,8 +913,9 @@ type Totals struct {
 	DeadLettered uint64 // tasks moved to the dead-letter queue
 }
 
-// Queues lists every queue that holds tasks, in namespace and name order.
-// A caller sees only the namespaces it may read: the namespaces are decided
+// Queues lists every queue that holds tasks or has settings (paused, or
+// limited: see Queue.Settings), in namespace and name order. A caller sees
+// only the namespaces it may read: the namespaces are decided
 // first, each with one question to the Authorizer asked outside the engine
 // lock, and only the queues of readable namespaces are counted.
 func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
@@ -903,6 +932,10 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 			spaces = make(map[index.Namespace]bool)
 			d.c.store.Queues(func(iq *index.Queue) bool {
 				spaces[iq.Key.Namespace] = false
+				return true
+			})
+			d.c.store.Confs(func(c index.QueueConf) bool {
+				spaces[c.Queue.Namespace] = false
 				return true
 			})
 		})
@@ -929,7 +962,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 				return true
 			}
 			n := d.c.countsAt(iq, now)
-			if n == (Counts{}) {
+			if _, set := d.c.store.Conf(k); n == (Counts{}) && !set {
 				return true // only forgotten completions are left
 			}
 			tot := iq.Totals()
@@ -942,6 +975,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 			out = append(out, info)
 			return true
 		})
+		out = d.c.withSettings(out, readable)
 	})
 	if err != nil {
 		return nil, err

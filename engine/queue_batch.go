@@ -16,7 +16,10 @@ import (
 // leases up to max tasks of the queue to owner for lease, as Claim does: a
 // worker draining a queue pays one commit per task instead of two. Tasks
 // the completion enqueues onto this queue are not among those claimed
-// (they are claimable from the next commit on). If the lease is lost
+// (they are claimable from the next commit on). The claim is bounded by
+// the queue's controls as Claim is: a paused queue leases nothing, and an
+// in-flight bound or rate limit leases fewer (the completed task no longer
+// counts as in flight). If the lease is lost
 // (ErrLeaseLost), or d's ops are refused, nothing is completed and nothing
 // claimed. The leases returned may be none when nothing is due.
 func (q *queue) CompleteAndClaim(ctx context.Context, l Lease, d Done, owner string, lease time.Duration, max int) (TxResult, []Lease, error) {
@@ -40,8 +43,10 @@ func planCompleteClaim(p *planner, cmd *command, res *cmdResult) error {
 		return err
 	}
 	// The completed task is in flight and its follow-ups are not stored
-	// yet: the claim cannot take them.
-	res.leases = p.claim(cmd.key(), cmd.owner, cmd.lease, cmd.max)
+	// yet: the claim cannot take them. The claim is planned within the
+	// queue's settings as Claim's is, the completed task's slot of an
+	// in-flight bound already free.
+	res.leases = p.claimWithin(cmd.key(), cmd.owner, cmd.lease, cmd.max, 1)
 	return nil
 }
 
@@ -70,6 +75,11 @@ func (q *queue) HeartbeatBatch(ctx context.Context, leases []*Lease, extend time
 	}
 	if err := q.check(PermWork); err != nil {
 		return nil, err
+	}
+	for _, l := range leases {
+		if err := q.owns(l); err != nil {
+			return nil, err
+		}
 	}
 	cmd := command{op: cmdHeartbeatBatch, ns: q.ns, queue: q.name, fences: fences, lease: extend.Microseconds(),
 		dup: repeatedLeases(fences)}

@@ -118,9 +118,9 @@ func TestCompleteAndClaimRefusals(t *testing.T) {
 }
 
 // TestHeartbeatBatch: one commit extends every lease that holds and
-// updates its Deadline; a stale, forged, repeated or foreign lease gets
-// ErrLeaseLost in its place and keeps its Deadline; bad input changes
-// nothing.
+// updates its Deadline; a stale, forged or repeated lease gets
+// ErrLeaseLost in its place and keeps its Deadline; bad input (a lease of
+// another queue among them) changes nothing.
 func TestHeartbeatBatch(t *testing.T) {
 	e := newEnv(t, false)
 	q := e.q("q")
@@ -135,8 +135,8 @@ func TestHeartbeatBatch(t *testing.T) {
 	stale.Token = 99
 	forged := Lease{ID: ls[3].ID, Token: ls[3].Token}
 	a, b, a2 := ls[0], ls[1], ls[0]
-	batch := []*Lease{&a, &stale, &b, &a2, &forged, &foreign[0]}
-	old := []time.Time{a.Deadline, stale.Deadline, b.Deadline, a2.Deadline, forged.Deadline, foreign[0].Deadline}
+	batch := []*Lease{&a, &stale, &b, &a2, &forged}
+	old := []time.Time{a.Deadline, stale.Deadline, b.Deadline, a2.Deadline, forged.Deadline}
 	commits := e.db.Stats().Commits
 	errs, err := q.HeartbeatBatch(ctx, batch, time.Hour)
 	if err != nil || len(errs) != len(batch) {
@@ -176,6 +176,9 @@ func TestHeartbeatBatch(t *testing.T) {
 		"no extension": func() error { return errOnly(q.HeartbeatBatch(ctx, []*Lease{&b}, 0)) },
 		"negative":     func() error { return errOnly(q.HeartbeatBatch(ctx, []*Lease{&b}, -time.Second)) },
 		"too many":     func() error { return errOnly(q.HeartbeatBatch(ctx, make([]*Lease, MaxBatch+1), time.Hour)) },
+		"another queue's lease": func() error {
+			return errOnly(q.HeartbeatBatch(ctx, []*Lease{&b, &foreign[0]}, time.Hour))
+		},
 	} {
 		if err := call(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
@@ -194,4 +197,72 @@ func TestHeartbeatBatch(t *testing.T) {
 		t.Fatal("refused heartbeats changed the state")
 	}
 	e.reopen()
+}
+
+// TestCompleteAndClaimWithinControls: the claim half of CompleteAndClaim
+// obeys the queue's controls as Claim does, while the completion always
+// commits: a paused queue leases nothing; an in-flight bound leases at
+// most the room left once the completed task has left flight; a rate
+// limit leases at most the bucket's tokens and takes them
+// (TestReplicatedControlsMatchStandalone has a replicated DB plan the
+// same).
+func TestCompleteAndClaimWithinControls(t *testing.T) {
+	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
+	q := e.q("q")
+	for range 8 {
+		e.enqueue(q, Task{})
+	}
+	ls := e.claim(q, 2)
+	mustDo(t, q.Pause(ctx))
+	res, next, err := q.CompleteAndClaim(ctx, ls[0], Done{}, "w", time.Minute, 5)
+	if err != nil || len(next) != 0 || res.Version == 0 {
+		t.Fatalf("on a paused queue: %+v %v %v, want the completion alone", res, ids(next), err)
+	}
+	if c := counts(t, q); c != (Counts{Ready: 6, InFlight: 1}) {
+		t.Fatalf("counts after completing on a paused queue: %+v", c)
+	}
+	mustDo(t, q.Resume(ctx))
+
+	// At the bound of 2 (ls[1] and the next lease in flight), a completion
+	// frees its slot for the claim, and only that one.
+	mustDo(t, q.SetLimits(ctx, Limits{MaxInFlight: 2}))
+	a := e.claim(q, 5)
+	if len(a) != 1 {
+		t.Fatalf("claimed %d under a bound of 2 with one in flight", len(a))
+	}
+	_, next, err = q.CompleteAndClaim(ctx, a[0], Done{}, "w", time.Minute, 5)
+	if err != nil || len(next) != 1 {
+		t.Fatalf("at the bound: %v %v, want the freed slot's one task", ids(next), err)
+	}
+	if c := counts(t, q); c.InFlight != 2 {
+		t.Fatalf("%d in flight past a bound of 2", c.InFlight)
+	}
+	// A lowered bound leaves no room even after the completion.
+	mustDo(t, q.SetLimits(ctx, Limits{MaxInFlight: 1}))
+	_, more, err := q.CompleteAndClaim(ctx, next[0], Done{}, "w", time.Minute, 5)
+	if err != nil || len(more) != 0 {
+		t.Fatalf("over a lowered bound: %v %v", ids(more), err)
+	}
+
+	// A new rate limit starts with a full bucket of one token.
+	mustDo(t, q.SetLimits(ctx, Limits{Rate: 1, Per: time.Minute, Burst: 1}))
+	_, next, err = q.CompleteAndClaim(ctx, ls[1], Done{}, "w", time.Minute, 5)
+	if err != nil || len(next) != 1 {
+		t.Fatalf("with one token: %v %v", ids(next), err)
+	}
+	_, more, err = q.CompleteAndClaim(ctx, next[0], Done{}, "w", time.Minute, 5)
+	if err != nil || len(more) != 0 {
+		t.Fatalf("with the bucket empty: %v %v", ids(more), err)
+	}
+	if ls := e.claim(q, 5); len(ls) != 0 {
+		t.Fatalf("the claim half took no token: Claim leased %v", ids(ls))
+	}
+	e.clock.Advance(time.Minute)
+	if ls := e.claim(q, 5); len(ls) != 1 {
+		t.Fatalf("a minute later: %v", ids(ls))
+	}
+	e.reopen()
+	if c := counts(t, q); c != (Counts{Ready: 2, InFlight: 1}) {
+		t.Fatalf("counts after a reopen: %+v", c)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -260,5 +261,107 @@ func TestOpensVersion2Directory(t *testing.T) {
 	}
 	if h2, _ := db.StateHash(); h2 != h {
 		t.Fatal("state changed across a reopen of the upgraded directory")
+	}
+}
+
+// TestOpensVersion3Directory opens a directory written in format version 3
+// (before queue settings and unique-by-content keys were recorded),
+// committed as a fixture with the leases it handed out: every task, key
+// and total reads as it was written, the leases keep working, the queues
+// have default settings, and the upgraded directory reopens to the same
+// state.
+func TestOpensVersion3Directory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/v3dir")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leases map[string]Lease
+	if err := json.Unmarshal(raw, &leases); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(dir)
+	if err != nil || rep.Seq != 14 || rep.Tasks != 6 {
+		t.Fatalf("check: %+v %v", rep, err)
+	}
+	clock := NewManualClock(t0.Add(5 * time.Second))
+	opts := Options{Clock: clock, RetainCompleted: 1000 * time.Hour}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	if err := db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	q := db.Queue(ns, "q")
+	want := []struct {
+		id      uint64
+		state   State
+		attempt int
+		lastErr string
+	}{
+		{1, Completed, 1, ""}, {2, InFlight, 2, "boom 1"}, {3, Dead, 1, "fatal"}, {4, Scheduled, 0, ""},
+		{6, Ready, 0, ""}, {7, InFlight, 1, ""},
+	}
+	for _, w := range want {
+		info, err := q.Get(ctx, w.id)
+		if err != nil || info.State != w.state || info.Attempts != w.attempt || info.LastError != w.lastErr {
+			t.Fatalf("task %d: %+v %v", w.id, info, err)
+		}
+	}
+	if info, _ := q.Get(ctx, 1); string(info.Result) != `"ok"` || info.Headers["a"] != "2" || info.IdempotencyKey != "one" ||
+		!slices.Equal(info.FollowUps, []uint64{6}) {
+		t.Fatalf("task 1: %+v", info)
+	}
+	if info, _ := q.Get(ctx, 6); info.Parent != 1 {
+		t.Fatalf("task 6: %+v", info)
+	}
+	if e, err := db.KV(ns).Get(ctx, "k"); err != nil || string(e.Value) != "v" {
+		t.Fatalf("kv: %+v %v", e, err)
+	}
+	// The keys of the completed task (ended) and the dead one (live) still
+	// deduplicate.
+	for key, id := range map[string]uint64{"one": 1, "three": 3} {
+		if e, err := q.Enqueue(ctx, Task{IdempotencyKey: key}); err != nil || e.ID != id || !e.Deduplicated {
+			t.Fatalf("key %q: %+v %v", key, e, err)
+		}
+	}
+	qs, err := db.Queues(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Name != "q" || qs[0].Paused || qs[0].Limits != (Limits{}) ||
+		qs[0].Totals.Enqueued != 6 || qs[0].Totals.Claimed != 5 || qs[0].Totals.Completed != 1 {
+		t.Fatalf("queues: %+v %v", qs, err)
+	}
+	if s, err := q.Settings(ctx); err != nil || s != (QueueSettings{}) {
+		t.Fatalf("settings: %+v %v", s, err)
+	}
+	// The lease of task 2 was taken after the snapshot, as was task 7's.
+	for _, id := range []string{"2", "x"} {
+		if _, err := q.Complete(ctx, leases[id], Done{}); err != nil {
+			t.Fatalf("complete version 3 lease %s: %v", id, err)
+		}
+	}
+	// New state on the old directory: a setting and a unique key.
+	if err := q.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(ctx, Task{Kind: "u", Payload: []byte(`{"b":1,"a":2}`), Unique: &Unique{Window: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := db.StateHash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if h2, _ := db.StateHash(); h2 != h {
+		t.Fatal("state changed across a reopen of the upgraded directory")
+	}
+	if s, err := db.Queue(ns, "q").Settings(ctx); err != nil || !s.Paused {
+		t.Fatalf("settings after reopen: %+v %v", s, err)
 	}
 }

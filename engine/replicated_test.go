@@ -582,8 +582,12 @@ func TestReplicatedRestore(t *testing.T) {
 	if _, err := img.WriteTo(&again); err != nil || !bytes.Equal(again.Bytes(), snap.Bytes()) {
 		t.Fatalf("an image writes other bytes the second time (%v)", err)
 	}
-	// The lagging member held a state of its own; every damaged stream is
-	// refused and leaves it.
+	// The lagging member holds a state of its own, which a restore must
+	// discard; every damaged stream is refused and leaves it.
+	own := command{op: cmdEnqueue, ns: NS("other", "space"), queue: "mine", now: t0.Add(time.Hour).UnixMicro(), task: spec{maxAttempts: 5}}
+	if err := lag.db.ApplyCommand(must(own.encode())).Err(); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := lag.db.StateHash()
 	data := snap.Bytes()
 	for _, cut := range []int{0, 1, 20, len(data) / 2, len(data) - 1} {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -331,5 +332,61 @@ func TestQueueEmptiedAndRefilledInOneCommit(t *testing.T) {
 	e.reopen()
 	if got := e.claim(q, 1); len(got) != 1 || got[0].ID != res.Enqueued[0].ID {
 		t.Fatalf("claimed %v", got)
+	}
+}
+
+// A lease presented through another queue's handle is the caller's
+// mistake: ErrInvalid naming both queues, not a lost lease, and nothing
+// changes (the task stays leased, no lease-lost is counted). A lease that
+// names no queue (id, token and secret only, as the network sends it) is
+// judged by the fence alone.
+func TestLeaseOfAnotherQueueIsInvalid(t *testing.T) {
+	e := newEnv(t, true)
+	jobs, other := e.q("jobs"), e.q("other")
+	id := e.enqueue(jobs, Task{})
+	l := e.claim(jobs, 1)[0]
+	lostBefore := e.db.Stats().LeaseLost
+	wrongNS := e.db.Queue(NS("acme", "staging"), "jobs")
+	calls := map[string]func(q Queue) error{
+		"complete": func(q Queue) error { _, err := q.Complete(ctx, l, Done{}); return err },
+		"fail":     func(q Queue) error { return q.Fail(ctx, l, Failure{Err: "x"}) },
+		"snooze":   func(q Queue) error { return q.Snooze(ctx, l, time.Second) },
+		"heartbeat": func(q Queue) error {
+			c := l
+			return q.Heartbeat(ctx, &c, time.Minute, nil)
+		},
+		"complete batch": func(q Queue) error { _, err := q.CompleteBatch(ctx, []Lease{l}); return err },
+		"complete and claim": func(q Queue) error {
+			_, _, err := q.CompleteAndClaim(ctx, l, Done{}, "w", time.Minute, 1)
+			return err
+		},
+		"heartbeat batch": func(q Queue) error {
+			c := l
+			_, err := q.HeartbeatBatch(ctx, []*Lease{&c}, time.Minute)
+			return err
+		},
+	}
+	for name, call := range calls {
+		for _, q := range []Queue{other, wrongNS} {
+			err := call(q)
+			if !errors.Is(err, ErrInvalid) || errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("%s through %s/%s: %v, want ErrInvalid", name, q.Namespace(), q.Name(), err)
+			}
+			for _, want := range []string{`"jobs"`, `"` + q.Name() + `"`, q.Namespace().String()} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("%s: %q does not name %s", name, err, want)
+				}
+			}
+		}
+	}
+	if info := e.get(jobs, id); info.State != InFlight || info.Token != l.Token {
+		t.Fatalf("the task changed: %+v", info)
+	}
+	if n := e.db.Stats().LeaseLost; n != lostBefore {
+		t.Fatalf("lease-lost counted %d times", n-lostBefore)
+	}
+	bare := Lease{ID: l.ID, Token: l.Token, Secret: l.Secret}
+	if _, err := jobs.Complete(ctx, bare, Done{}); err != nil {
+		t.Fatalf("a lease with no queue named, on its own queue: %v", err)
 	}
 }

@@ -171,8 +171,12 @@ type Task struct {
 	BackoffMax time.Duration
 	// IdempotencyKey, if set, makes the enqueue idempotent within the queue:
 	// while a task with this key exists (and for Options.IdempotencyTTL after
-	// it ends) enqueueing it again returns the existing id.
+	// it ends) enqueueing it again returns the existing id. Keys under
+	// ReservedPrefix are refused.
 	IdempotencyKey string
+	// Unique, if set, makes the enqueue unique by content within the queue
+	// (see Unique); it excludes IdempotencyKey.
+	Unique *Unique
 	// Headers are small string pairs carried with the task (trace context,
 	// tenant ids). At most MaxHeaders.
 	Headers map[string]string
@@ -209,6 +213,18 @@ type Lease struct {
 	Secret      uint64    // known only to the holder; kept across restarts
 	Deadline    time.Time // the lease ends then unless extended by Heartbeat
 	EnqueuedAt  time.Time
+}
+
+// CheckQueue returns an error wrapping ErrInvalid, naming both queues,
+// when l names a queue other than queue of namespace ns: presenting a lease
+// to another queue's handle is the caller's mistake, not a lost lease. A
+// lease that names no queue (built from an id, a token and a secret alone,
+// as the network API carries it) passes, and is judged by its fence.
+func (l *Lease) CheckQueue(ns Namespace, queue string) error {
+	if l.Queue == "" && l.Namespace == (Namespace{}) || l.Queue == queue && l.Namespace == ns {
+		return nil
+	}
+	return invalid("lease of task %d is of queue %q in %s, presented to queue %q in %s", l.ID, l.Queue, l.Namespace, queue, ns)
 }
 
 // Done is what a completion commits together with the acknowledgement.

@@ -110,9 +110,11 @@ type spec struct {
 	prio        int64
 	maxAttempts uint32
 	base, max   int64
-	idem        string
+	idem        string // the caller's idempotency key, or the one derived from the content
 	headers     map[string]string
 	size        int
+	uniq        uint8 // unique by content: the blocking states (0: not unique)
+	window      int64 // unique by content: the window, micros
 }
 
 func checkTask(t *Task, maxPayload int) (spec, error) {
@@ -152,6 +154,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		if err := checkKey("idempotency key", t.IdempotencyKey); err != nil {
 			return s, err
 		}
+		if strings.HasPrefix(t.IdempotencyKey, ReservedPrefix) {
+			return s, invalid("idempotency key %.40q is under the reserved prefix %q", t.IdempotencyKey, ReservedPrefix)
+		}
 	}
 	if len(t.Headers) > MaxHeaders {
 		return s, invalid("%d headers, over the limit of %d", len(t.Headers), MaxHeaders)
@@ -183,6 +188,12 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		s.max = int64(time.Minute / time.Microsecond)
 	}
 	s.idem = t.IdempotencyKey
+	if t.Unique != nil {
+		if err := checkUnique(t, &s); err != nil {
+			return s, err
+		}
+		s.size += len(s.idem)
+	}
 	return s, nil
 }
 

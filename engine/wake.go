@@ -22,8 +22,11 @@ import (
 //     time (a timer coming due, a lease expiring), so that one timer, not
 //     one per sleeper, watches what time makes claimable.
 //
-// After every applied batch that gave the queue work, and whenever a woken
-// call gives up without claiming, rewake restores two rules:
+// After every applied batch that gave the queue work or changed its
+// settings, and whenever a woken call gives up without claiming, rewake
+// restores two rules, where claimable counts the tasks a claim may lease
+// now within the queue's controls (none while it is paused, at most the
+// room under its in-flight bound and the tokens of its rate limit):
 //
 //  1. woken >= min(claimable now, woken + sleepers): every claimable task has
 //     a woken call coming for it while any call sleeps. A woken call that
@@ -32,7 +35,9 @@ import (
 //     revoked) hands its wake-up on, so no task is stranded while others
 //     sleep.
 //  2. While calls sleep and none is woken, if something of the queue comes
-//     due at some time, a sleeper's timer fires no later than then: else the
+//     due at some time (a timer, a lease's end, the next token of a rate
+//     limit that has none; nothing while it is paused: its Resume is a
+//     commit), a sleeper's timer fires no later than then: else the
 //     first sleeper is woken to claim and park again, arming a timer for the
 //     new due time. A sleeper woken by its timer claims, and its claim's
 //     batch wakes more sleepers if more tasks came due than it took.
@@ -134,6 +139,26 @@ func (w *waitq) wake(i int) {
 	close(s.ch)
 }
 
+// wakeWaiters rewakes the ClaimWait calls parked on the queues the batch
+// just applied at now gave work (a task, a freed slot of an in-flight
+// bound) and on those whose settings it changed (a Resume, a raised
+// limit). Call with mu held, after the batch is applied.
+func (c *core) wakeWaiters(now int64) {
+	if len(c.waiters) == 0 {
+		return
+	}
+	for _, q := range c.store.Affected() {
+		if w, ok := c.waiters[q.Key]; ok {
+			c.rewake(w, q, now)
+		}
+	}
+	for _, k := range c.store.Reconfigured() {
+		if w, ok := c.waiters[k]; ok {
+			c.rewake(w, c.store.Queue(k), now)
+		}
+	}
+}
+
 // rewake wakes the sleepers of w that the rules above call for, with iq
 // the queue's indexes (nil if it holds nothing) at time now. Call with mu
 // held.
@@ -141,7 +166,7 @@ func (c *core) rewake(w *waitq, iq *index.Queue, now int64) {
 	if len(w.sleepers) == 0 {
 		return
 	}
-	need := claimableUpTo(iq, now, w.woken+len(w.sleepers)) - w.woken
+	need := c.claimable(w.key, iq, now, w.woken+len(w.sleepers)) - w.woken
 	for need > 0 && len(w.sleepers) > 0 {
 		// The timed sleeper goes last: waking it would leave the queue's
 		// due time unwatched.
@@ -155,9 +180,24 @@ func (c *core) rewake(w *waitq, iq *index.Queue, now int64) {
 	if w.woken > 0 || len(w.sleepers) == 0 {
 		return
 	}
-	if due := nextDue(iq); due != 0 && (w.timed == nil || w.timed.due > due) {
+	if due := c.claimDue(w.key, iq, now); due != 0 && (w.timed == nil || w.timed.due > due) {
 		w.wake(len(w.sleepers) - 1) // it claims, finds nothing due yet, and parks with a timer for due
 	}
+}
+
+// claimable returns how many tasks of queue qk (indexes iq) a claim may
+// lease at now within the queue's settings, or any number of at least
+// limit when there are that many.
+func (c *core) claimable(qk index.QueueKey, iq *index.Queue, now int64, limit int) int {
+	n := claimableUpTo(iq, now, limit)
+	if n == 0 {
+		return 0
+	}
+	if conf, ok := c.store.Conf(qk); ok {
+		allowed, _ := c.allowed(qk, &conf, now, limit, 0)
+		n = min(n, allowed)
+	}
+	return n
 }
 
 // wakeAll wakes every parked call (the engine closed or failed, its state

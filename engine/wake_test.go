@@ -258,3 +258,115 @@ func TestClaimWaitNoTaskStranded(t *testing.T) {
 		t.Fatalf("%d tasks completed, want %d", n, total)
 	}
 }
+
+// TestClaimWaitWakesWithinControls: the claims a commit wakes are as many
+// as the queue's controls let lease, not as many as it holds ready: work
+// arriving on a paused queue wakes none, its Resume wakes one per ready
+// task; at an in-flight bound, raising the bound wakes one per freed slot
+// and a completion one; with a rate limit, each token that comes wakes one
+// claim (the one whose timer watches the bucket), and its commit one more
+// to watch the next.
+func TestClaimWaitWakesWithinControls(t *testing.T) {
+	e := newEnv(t, true)
+	q := e.q("q")
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	mustDo(t, q.Pause(ctx))
+	chans := parkClaims(q, cctx, 5, 1)
+	waitParked(t, e, q, 5)
+	p0 := parks(t, e)
+	e.enqueue(q, Task{})
+	e.enqueue(q, Task{})
+	if n := parks(t, e); n != p0 || len(parkedOn(e, q)) != 5 {
+		t.Fatalf("work on a paused queue woke %d claims", n-p0)
+	}
+	mustDo(t, q.Resume(ctx))
+	takeResults(t, chans, 2)
+	waitParked(t, e, q, 3)
+	if n := parks(t, e); n != p0+1 {
+		t.Fatalf("Parks rose by %d after Resume, want 1: two claims took the two tasks, one more watches their leases", n-p0)
+	}
+	stop()
+	for range 3 {
+		if r := <-chans; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("a cancelled claim: %+v", r)
+		}
+	}
+
+	// Two tasks in flight at a bound of 2, four ready.
+	e2 := newEnv(t, true)
+	q = e2.q("q")
+	cctx, stop = context.WithCancel(ctx)
+	defer stop()
+	for range 6 {
+		e2.enqueue(q, Task{})
+	}
+	mustDo(t, q.SetLimits(ctx, Limits{MaxInFlight: 2}))
+	held := e2.claim(q, 2)
+	chans = parkClaims(q, cctx, 4, 1)
+	waitParked(t, e2, q, 4)
+	p0 = parks(t, e2)
+	mustDo(t, q.SetLimits(ctx, Limits{MaxInFlight: 3}))
+	takeResults(t, chans, 1)
+	waitParked(t, e2, q, 3)
+	if n := parks(t, e2); n != p0 {
+		t.Fatalf("raising the bound by one woke %d claims beyond the one", n-p0)
+	}
+	if _, err := q.Complete(ctx, held[0], Done{}); err != nil {
+		t.Fatal(err)
+	}
+	takeResults(t, chans, 1)
+	waitParked(t, e2, q, 2)
+	if n := parks(t, e2); n != p0 {
+		t.Fatalf("a completion at the bound woke %d claims beyond the one", n-p0)
+	}
+	// A completion that claims the freed slot itself wakes nobody.
+	if _, ls, err := q.CompleteAndClaim(ctx, held[1], Done{}, "w", time.Minute, 1); err != nil || len(ls) != 1 {
+		t.Fatalf("complete and claim at the bound: %v %v", ids(ls), err)
+	}
+	if n := parks(t, e2); n != p0 || len(parkedOn(e2, q)) != 2 {
+		t.Fatalf("a completion whose claim took its slot woke %d claims", n-p0)
+	}
+	stop()
+
+	// A rate limit of one task a second, its bucket empty, three ready.
+	e3 := newEnv(t, true)
+	q = e3.q("q")
+	cctx, stop = context.WithCancel(ctx)
+	defer stop()
+	for range 4 {
+		e3.enqueue(q, Task{})
+	}
+	mustDo(t, q.SetLimits(ctx, Limits{Rate: 1, Per: time.Second, Burst: 1}))
+	if ls := e3.claim(q, 5); len(ls) != 1 {
+		t.Fatalf("a bucket of one gave %d", len(ls))
+	}
+	chans = parkClaims(q, cctx, 3, 1)
+	waitParked(t, e3, q, 3)
+	p0 = parks(t, e3)
+	timers := 0
+	for _, pc := range parkedOn(e3, q) {
+		if pc.t != nil {
+			timers++
+		}
+	}
+	if timers != 1 {
+		t.Fatalf("%d parked claims hold a timer, want the one that watches the bucket", timers)
+	}
+	for i := range 3 {
+		e3.clock.Advance(time.Second)
+		takeResults(t, chans, 1)
+		left := 2 - i
+		if left == 0 {
+			break
+		}
+		waitParked(t, e3, q, left)
+		if n := parks(t, e3); n != p0+uint64(i)+1 {
+			t.Fatalf("token %d: Parks rose by %d, want %d (one claim woken to watch the bucket per token)", i, n-p0, i+1)
+		}
+	}
+	if c := counts(t, q); c.InFlight != 4 {
+		t.Fatalf("counts %+v", c)
+	}
+}

@@ -101,14 +101,15 @@ func checkFailpoint(t *testing.T, name string, hit int) {
 func checkFailStop(t *testing.T, r *runner) {
 	t.Helper()
 	q := r.q(queues[0])
-	l, _ := r.pickLease(0)
+	l, lq := r.pickLease(0)
 	calls := map[string]error{}
 	_, calls["enqueue"] = q.Enqueue(ctx, engine.Task{})
 	_, calls["claim"] = q.Claim(ctx, "w0", time.Second, 1)
-	calls["complete"] = errOnly(q.Complete(ctx, l, engine.Done{}))
-	calls["fail"] = q.Fail(ctx, l, engine.Failure{})
-	_, calls["heartbeat"] = hb(ctx, q, l, time.Second, nil)
-	calls["snooze"] = q.Snooze(ctx, l, 0)
+	fq := r.q(lq) // a lease is presented to its own queue
+	calls["complete"] = errOnly(fq.Complete(ctx, l, engine.Done{}))
+	calls["fail"] = fq.Fail(ctx, l, engine.Failure{})
+	_, calls["heartbeat"] = hb(ctx, fq, l, time.Second, nil)
+	calls["snooze"] = fq.Snooze(ctx, l, 0)
 	calls["cancel"] = q.Cancel(ctx, 1)
 	calls["redrive"] = q.Redrive(ctx, 1)
 	_, calls["kv commit"] = r.db.KV(nsProd).Commit(ctx, engine.Set("a", nil))

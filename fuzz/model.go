@@ -228,7 +228,10 @@ type idemKey struct {
 
 type idemVal struct {
 	ID      uint64
-	Expires int64 // 0 while the task exists
+	Expires int64 // 0 while the task exists; the window's end for a unique key
+	// States is 0 for a caller's key; for a unique-by-content key, the
+	// states (bit 1<<state each) in which its task blocks a duplicate.
+	States uint8
 }
 
 // Model is the reference implementation of docket's observable behaviour:
@@ -260,6 +263,7 @@ type Model struct {
 	kv     map[kvKey]kvVal
 	idem   map[idemKey]idemVal
 	totals map[QueueKey]qTotals
+	confs  map[QueueKey]qConf // queue settings (model_controls.go)
 
 	ttl        int64 // idempotency TTL, micros
 	keepDone   bool  // completed tasks are kept
@@ -284,6 +288,7 @@ func NewModel(c Config, now time.Time) *Model {
 		kv:         map[kvKey]kvVal{},
 		idem:       map[idemKey]idemVal{},
 		totals:     map[QueueKey]qTotals{},
+		confs:      map[QueueKey]qConf{},
 		ttl:        ttl.Microseconds(),
 		keepDone:   c.RetainCompleted > 0,
 		retain:     c.RetainCompleted.Microseconds(),
@@ -314,6 +319,7 @@ func (m *Model) Clone() *Model {
 	c.kv = maps.Clone(m.kv)
 	c.idem = maps.Clone(m.idem)
 	c.totals = maps.Clone(m.totals)
+	c.confs = maps.Clone(m.confs)
 	c.OnBatch = nil
 	return &c
 }
@@ -456,6 +462,9 @@ func checkDuration(d time.Duration, allowZero bool) error {
 // spec is a validated task with its defaults filled in.
 type spec struct {
 	t       engine.Task
+	key     string // the idempotency key: the caller's, or derived from the content
+	uniq    uint8  // unique by content: the blocking states
+	window  int64  // unique by content: the window, micros
 	delay   int64
 	at      int64
 	maxAtt  int
@@ -494,6 +503,15 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 	}
 	if t.IdempotencyKey != "" {
 		if err := checkKey(t.IdempotencyKey); err != nil {
+			return s, err
+		}
+		if strings.HasPrefix(t.IdempotencyKey, engine.ReservedPrefix) {
+			return s, invalid("reserved idempotency key %q", t.IdempotencyKey)
+		}
+	}
+	s.key = t.IdempotencyKey
+	if t.Unique != nil {
+		if err := checkUnique(t, &s); err != nil {
 			return s, err
 		}
 	}
@@ -691,13 +709,14 @@ func (x *txn) del(id uint64) {
 // enqueue plans one new task, or finds the one its idempotency key names.
 func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 	m := x.m
-	key := s.t.IdempotencyKey
+	key := s.key
 	if key != "" {
 		ik := idemKey{q, key}
 		if id, ok := x.idem[ik]; ok {
 			return engine.Enqueued{ID: id, Deduplicated: true}
 		}
-		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) {
+		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) &&
+			m.blocks(e) {
 			return engine.Enqueued{ID: e.ID, Deduplicated: true}
 		}
 	}
@@ -730,7 +749,11 @@ func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 			x.idem = map[idemKey]uint64{}
 		}
 		x.idem[ik] = id
-		x.mut(func(uint64) { m.idem[ik] = idemVal{ID: id} })
+		e := idemVal{ID: id}
+		if s.uniq != 0 {
+			e.States, e.Expires = s.uniq, x.now+s.window
+		}
+		x.mut(func(uint64) { m.idem[ik] = e })
 	}
 	return engine.Enqueued{ID: id}
 }
@@ -747,6 +770,14 @@ func (x *txn) ended(t *Rec) {
 	e, ok := m.idem[ik]
 	if !ok || e.ID != t.ID {
 		return // the key names another task by now
+	}
+	if e.States != 0 {
+		// Unique by content: kept to the window's end by a completion when
+		// completed tasks block, forgotten otherwise.
+		if x.parent != t.ID || e.States&(1<<engine.Completed) == 0 {
+			x.mut(func(uint64) { delete(m.idem, ik) })
+		}
+		return
 	}
 	if m.ttl <= 0 {
 		x.mut(func(uint64) { delete(m.idem, ik) })
@@ -804,6 +835,16 @@ func (x *txn) fenced(q QueueKey, l engine.Lease) (*Rec, error) {
 	return t, nil
 }
 
+// ownLease refuses a lease that names another queue than q: the caller's
+// mistake, ErrInvalid before anything commits, not a lost lease (a lease
+// naming no queue is judged by its fence alone).
+func ownLease(q QueueKey, l engine.Lease) error {
+	if (l.Queue != "" || l.Namespace != engine.Namespace{}) && (QueueKey{l.Namespace, l.Queue}) != q {
+		return invalid("lease of task %d is of another queue", l.ID)
+	}
+	return nil
+}
+
 // ---- the calls ----
 
 // Enqueue is Queue.Enqueue and Queue.EnqueueBatch: the tasks and ops commit
@@ -855,7 +896,7 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 		return nil, err
 	}
 	x := m.begin()
-	out := x.claim(q, owner, lease, max)
+	out := x.claim(q, owner, lease, max, 0)
 	x.commit()
 	return out, nil
 }
@@ -877,10 +918,16 @@ func checkClaim(owner string, lease time.Duration, max int) error {
 	return nil
 }
 
-// claim plans a claim in x, reading the state as it was before x.
-func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max int) []engine.Lease {
+// claim plans a claim in x, reading the state as it was before x, within
+// q's settings: freed is how many of q's tasks in flight x has already
+// completed, whose slots of an in-flight bound the claim may take.
+func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max, freed int) []engine.Lease {
 	m := x.m
 	now := x.now
+	max, ok := m.allowed(q, max, freed)
+	if !ok {
+		return nil // paused, or limited to nothing: no batch
+	}
 	var spent, ready []*Rec
 	for _, t := range m.tasks {
 		if t.Queue != q {
@@ -929,6 +976,7 @@ func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max int) []en
 			Owner: owner, Token: n.Token, Secret: n.Secret, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
 		})
 	}
+	x.took(q, len(out))
 	return out
 }
 
@@ -953,7 +1001,7 @@ func cmpInt[T int | int64 | uint64](a, b T) int {
 // deleted (or kept as completed when retention is on), its idempotency key
 // starts its TTL, ops apply and follow-ups are enqueued, all in one commit.
 func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp) error {
-	all, err := m.checkComplete(q, result, ops, follow)
+	all, err := m.checkComplete(q, l, result, ops, follow)
 	if err != nil {
 		return err
 	}
@@ -967,7 +1015,7 @@ func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, 
 
 // checkComplete checks a completion's arguments as the engine does and
 // returns its ops with the follow-ups as enqueue ops after them.
-func (m *Model) checkComplete(q QueueKey, result []byte, ops []TxOp, follow []engine.FollowUp) ([]TxOp, error) {
+func (m *Model) checkComplete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp) ([]TxOp, error) {
 	if err := m.checkJSON(result); err != nil {
 		return nil, err
 	}
@@ -982,6 +1030,9 @@ func (m *Model) checkComplete(q QueueKey, result []byte, ops []TxOp, follow []en
 		return nil, err
 	}
 	if err := checkQueue(q); err != nil {
+		return nil, err
+	}
+	if err := ownLease(q, l); err != nil {
 		return nil, err
 	}
 	return all, nil
@@ -1016,14 +1067,15 @@ func (x *txn) complete(q QueueKey, l engine.Lease, result []byte, all []TxOp) er
 
 // CompleteAndClaim is Queue.CompleteAndClaim: Complete and Claim in one
 // commit. The claim reads the state before the commit, so it takes
-// neither the completed task nor the follow-ups; if the completion is
-// refused nothing is claimed.
+// neither the completed task nor the follow-ups, but the completed task's
+// slot of an in-flight bound is free for it; it obeys the queue's settings
+// as Claim does. If the completion is refused nothing is claimed.
 func (m *Model) CompleteAndClaim(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp,
 	owner string, lease time.Duration, max int) ([]engine.Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
 		return nil, err
 	}
-	all, err := m.checkComplete(q, result, ops, follow)
+	all, err := m.checkComplete(q, l, result, ops, follow)
 	if err != nil {
 		return nil, err
 	}
@@ -1031,7 +1083,7 @@ func (m *Model) CompleteAndClaim(q QueueKey, l engine.Lease, result []byte, ops 
 	if err := x.complete(q, l, result, all); err != nil {
 		return nil, err
 	}
-	out := x.claim(q, owner, lease, max)
+	out := x.claim(q, owner, lease, max, 1)
 	x.commit()
 	return out, nil
 }
@@ -1052,6 +1104,11 @@ func (m *Model) HeartbeatBatch(q QueueKey, ls []engine.Lease, extend time.Durati
 	}
 	if err := checkQueue(q); err != nil {
 		return nil, time.Time{}, err
+	}
+	for _, l := range ls {
+		if err := ownLease(q, l); err != nil {
+			return nil, time.Time{}, err
+		}
 	}
 	x := m.begin()
 	errs := make([]error, len(ls))
@@ -1099,6 +1156,9 @@ func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
 	if len(msg) > engine.MaxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:engine.MaxErrorBytes], "")
 	}
+	if err := ownLease(q, l); err != nil {
+		return err
+	}
 	x := m.begin()
 	t, err := x.fenced(q, l)
 	if err != nil {
@@ -1138,6 +1198,9 @@ func (m *Model) Heartbeat(q QueueKey, l engine.Lease, extend time.Duration, prog
 	if err := checkQueue(q); err != nil {
 		return time.Time{}, err
 	}
+	if err := ownLease(q, l); err != nil {
+		return time.Time{}, err
+	}
 	x := m.begin()
 	t, err := x.fenced(q, l)
 	if err != nil {
@@ -1162,6 +1225,9 @@ func (m *Model) Snooze(q QueueKey, l engine.Lease, d time.Duration) error {
 		return err
 	}
 	if err := checkQueue(q); err != nil {
+		return err
+	}
+	if err := ownLease(q, l); err != nil {
 		return err
 	}
 	x := m.begin()
@@ -1360,16 +1426,20 @@ func (m *Model) Counts(q QueueKey) engine.Counts {
 	return c
 }
 
-// Queues is DB.Queues over the queues qs: those holding a task at Now, in
-// the order given, with their counts, oldest ready time and totals.
+// Queues is DB.Queues over the queues qs: those holding a task at Now or
+// with settings, in the order given, with their counts, oldest ready time,
+// totals and settings.
 func (m *Model) Queues(qs []QueueKey) []engine.QueueInfo {
 	var out []engine.QueueInfo
 	for _, q := range qs {
 		c := m.Counts(q)
-		if c == (engine.Counts{}) {
+		conf, set := m.confs[q]
+		if c == (engine.Counts{}) && !set {
 			continue
 		}
 		info := engine.QueueInfo{Namespace: q.NS, Name: q.Name, Counts: c, Totals: m.totals[q].Totals}
+		s := conf.settings()
+		info.Paused, info.Limits = s.Paused, s.Limits
 		oldest := int64(0)
 		for _, t := range m.list(q, engine.Ready) {
 			if oldest == 0 || t.NotBefore < oldest {

@@ -151,13 +151,16 @@ func TestModelFencing(t *testing.T) {
 	forged := l
 	forged.Token++
 	for name, err := range map[string]error{
-		"forged token":  m.Complete(mq, forged, nil, nil, nil),
-		"wrong queue":   m.Fail(QueueKey{nsProd, "other"}, l, engine.Failure{}),
-		"forged snooze": m.Snooze(mq, forged, 0),
+		"forged token":                  m.Complete(mq, forged, nil, nil, nil),
+		"bare lease on the wrong queue": m.Fail(QueueKey{nsProd, "other"}, engine.Lease{ID: l.ID, Token: l.Token, Secret: l.Secret}, engine.Failure{}),
+		"forged snooze":                 m.Snooze(mq, forged, 0),
 	} {
 		if !errors.Is(err, engine.ErrLeaseLost) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	if err := m.Fail(QueueKey{nsProd, "other"}, l, engine.Failure{}); !errors.Is(err, engine.ErrInvalid) {
+		t.Errorf("a lease presented to another queue: %v, want ErrInvalid", err)
 	}
 	if _, err := m.Heartbeat(mq, forged, time.Second, nil); !errors.Is(err, engine.ErrLeaseLost) {
 		t.Errorf("forged heartbeat: %v", err)

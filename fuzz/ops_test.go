@@ -33,7 +33,12 @@ func runMetamorphic(t *testing.T, data []byte) {
 		// others compare every answer and the sequence number after every
 		// call and the whole state after every reopen and at the end.
 		r.fullCheck = rc.mem
-		r.afterOp = func(int) { sh.check(r) }
+		r.afterOp = func(int) {
+			sh.check(r)
+			if r.repl != nil {
+				r.repl.check(r)
+			}
+		}
 		r.run(&program{data: data, pos: 1}, maxInstructions)
 		r.finish()
 		sh.check(r)

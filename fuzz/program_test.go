@@ -60,11 +60,12 @@ const (
 	opForged
 	opInvalid
 	opRead
+	opControl
 	numOps
 )
 
 var opNames = [numOps]string{"enqueue", "batch", "claim", "complete", "fail", "heartbeat", "snooze", "cancel",
-	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read"}
+	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "control"}
 
 // program is a byte string read as instructions of opSize bytes; the first
 // byte configures the DB (see programConfig).
@@ -95,6 +96,7 @@ func programConfig(b byte) Config {
 type runConfig struct {
 	name      string
 	mem       bool
+	repl      bool // through a replicated log (replicated_test.go), in memory
 	dur       engine.Durability
 	snapBytes int64
 	segBytes  int
@@ -104,6 +106,7 @@ type runConfig struct {
 // observable histories must be identical.
 var metamorphic = []runConfig{
 	{name: "memory", mem: true},
+	{name: "replicated", mem: true, repl: true},
 	{name: "always/default", dur: engine.SyncAlways},
 	{name: "always/tiny", dur: engine.SyncAlways, snapBytes: 1, segBytes: 512},
 	{name: "interval/default", dur: engine.SyncInterval},
@@ -149,6 +152,7 @@ type runner struct {
 	opts  engine.Options
 	db    *engine.DB
 	m     *Model
+	repl  *replLog // the replicated configuration's log; r.db is its leader
 
 	leases []engine.Lease // every lease handed out, oldest first
 	n      int            // payload counter
@@ -198,6 +202,9 @@ func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*
 	}
 	r.open()
 	tb.Cleanup(func() {
+		if r.repl != nil {
+			r.repl.close()
+		}
 		if r.db != nil {
 			r.db.Close()
 		}
@@ -207,6 +214,14 @@ func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*
 
 func (r *runner) open() {
 	r.tb.Helper()
+	if r.rc.repl {
+		l, err := openReplicated(r.opts, nil, nil)
+		if err != nil {
+			r.fatalf("open: %v", err)
+		}
+		r.repl, r.db = l, l.members[0].db
+		return
+	}
 	db, err := openDB(r.dir, r.opts)
 	if err != nil {
 		r.fatalf("open: %v", err)
@@ -297,6 +312,15 @@ func (r *runner) task(b0, b1, b2 byte) engine.Task {
 	if b1&0x80 != 0 && b2&4 != 0 {
 		t.At = time.UnixMicro(r.m.Now).Add(2 * time.Second)
 	}
+	if b0&3 == 3 {
+		// Unique by content, over a few payloads (two of them the same
+		// content) so that duplicates meet.
+		t.IdempotencyKey = ""
+		t.Payload = [][]byte{nil, []byte(`{"n":1,"m":[2]}`), []byte(`{ "m": [2], "n": 1 }`), []byte(`"s"`)}[b2>>3&3]
+		t.Unique = &engine.Unique{Window: []time.Duration{time.Second, time.Minute}[b2>>5&1],
+			States: [][]engine.State{nil, {engine.Ready, engine.Scheduled, engine.InFlight},
+				{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead}, {engine.Dead, engine.InFlight, engine.Scheduled, engine.Ready, engine.Completed}}[b2>>6&3]}
+	}
 	return t
 }
 
@@ -368,8 +392,12 @@ func txString(ops []TxOp) string {
 }
 
 func taskString(t engine.Task) string {
-	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v}", t.Payload, t.Delay,
-		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers)
+	u := ""
+	if t.Unique != nil {
+		u = fmt.Sprintf(" unique=%v%v", t.Unique.Window, t.Unique.States)
+	}
+	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v%s}", t.Payload, t.Delay,
+		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers, u)
 }
 
 // pickLease returns a lease handed out earlier: mostly one the model says
@@ -466,15 +494,23 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		}
 		if a[4]&0x80 != 0 {
 			// The same enqueue 1 to 4 times, all in flight before the first
-			// is waited for: one commit each, in call order.
+			// is waited for: one commit each, in call order. A replicated
+			// DB submits each from a goroutine of its own, so the log may
+			// take them in another order: there each is waited for before
+			// the next is made.
+			n := 1 + int(a[4]>>5&3)
+			gots := make([]engine.Enqueued, n)
+			gerrs := make([]error, n)
 			var ps []*engine.Pending
-			for range 1 + int(a[4]>>5&3) {
-				ps = append(ps, r.q(q).EnqueueAsync(ctx, t, EngineOps(ops)...))
+			for i := range n {
+				p := r.q(q).EnqueueAsync(ctx, t, EngineOps(ops)...)
+				if r.repl != nil {
+					gots[i], gerrs[i] = p.Wait(ctx)
+				}
+				ps = append(ps, p)
 			}
 			// Every outcome first: until then the engine's goroutine may
 			// still be at a failpoint, whose recorder reads the model.
-			gots := make([]engine.Enqueued, len(ps))
-			gerrs := make([]error, len(ps))
 			for i, p := range ps {
 				gots[i], gerrs[i] = p.Wait(ctx)
 			}
@@ -588,10 +624,15 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		l, q := r.pickLease(a[0])
 		extend := []time.Duration{time.Second, 10 * time.Second, time.Minute, 90 * time.Second}[a[1]&3]
 		if a[1]&0x10 != 0 {
-			// A batch of up to four leases of q's: others are refused.
+			// A batch of up to four leases of q's: a lease of another
+			// queue refuses the whole call (invalid), unless it names no
+			// queue (then its fence refuses it alone).
 			ls := []engine.Lease{l}
 			for i := range int(a[1] >> 5 & 3) {
 				x, _ := r.pickLease(a[2+i])
+				if a[1]&0x80 != 0 {
+					x.Namespace, x.Queue = engine.Namespace{}, ""
+				}
 				ls = append(ls, x)
 			}
 			ptrs := make([]*engine.Lease, len(ls))
@@ -688,6 +729,8 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		r.invalid(a)
 	case opRead:
 		r.read(a)
+	case opControl:
+		r.control(a)
 	}
 	if r.fullCheck && !r.failed {
 		r.checkStatePaged("after "+opNames[code], engine.MaxBatch)
@@ -699,7 +742,8 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 }
 
 // forged presents a lease that was never handed out: a token off by one,
-// another task's id, or the right lease on the wrong queue.
+// another task's id, or the right lease on the wrong queue (with or
+// without the queue it names).
 func (r *runner) forged(a [opSize - 1]byte) {
 	l, q := r.pickLease(a[0])
 	switch a[1] & 3 {
@@ -711,9 +755,14 @@ func (r *runner) forged(a [opSize - 1]byte) {
 		l.ID++
 	case 3:
 		q = queues[(slices.Index(queues, q)+1+int(a[1]>>2&1))%len(queues)]
+		if a[1]&0x20 != 0 {
+			// Without its queue the lease is judged by the fence alone
+			// (lost); with it, it is refused as another queue's (invalid).
+			l.Namespace, l.Queue = engine.Namespace{}, ""
+		}
 	}
 	desc := fmt.Sprintf("forged %d tok %d on %s", l.ID, l.Token, q)
-	batch := a[1]&0x20 != 0 // the calls of several steps in one commit
+	batch := a[1]&0x40 != 0 // the calls of several steps in one commit
 	switch a[1] >> 3 & 3 {
 	case 0:
 		if batch {
@@ -756,7 +805,7 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 	l, lq := r.pickLease(a[2])
 	var gerr, werr error
 	var desc string
-	switch a[0] % 12 {
+	switch a[0] % 14 {
 	case 0:
 		t := engine.Task{Payload: []byte(`{"broken":`)}
 		desc = "enqueue bad json"
@@ -810,6 +859,16 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 		desc = "enqueue async bad json"
 		_, gerr = r.q(q).EnqueueAsync(ctx, t).Wait(ctx)
 		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
+	case 12:
+		t := engine.Task{IdempotencyKey: "k0", Unique: &engine.Unique{Window: time.Minute}}
+		desc = "enqueue unique with a key"
+		_, gerr = r.q(q).Enqueue(ctx, t)
+		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
+	case 13:
+		l := engine.Limits{Rate: 3}
+		desc = "limits without per"
+		gerr = r.q(q).SetLimits(ctx, l)
+		werr = r.m.SetLimits(q, l)
 	}
 	if werr == nil || !errors.Is(werr, engine.ErrInvalid) {
 		r.fatalf("model accepted invalid call %s: %v", desc, werr)
@@ -860,6 +919,34 @@ func (r *runner) read(a [opSize - 1]byte) {
 	}
 }
 
+// limitSets are the limits programs set: none, a bound, rates with and
+// without a burst, both.
+var limitSets = []engine.Limits{
+	{}, {MaxInFlight: 1}, {MaxInFlight: 3}, {Rate: 1, Per: time.Second},
+	{Rate: 2, Per: 3 * time.Second, Burst: 4}, {MaxInFlight: 2, Rate: 3, Per: time.Second, Burst: 1},
+	{Rate: 5, Per: time.Minute}, {MaxInFlight: 2, Rate: 1, Per: time.Second},
+}
+
+// control pauses, resumes, limits or reads a queue's settings.
+func (r *runner) control(a [opSize - 1]byte) {
+	q := queues[a[1]&3]
+	switch a[0] % 4 {
+	case 0:
+		r.record("pause "+q.String(), r.q(q).Pause(ctx), r.m.Pause(q), "")
+	case 1:
+		r.record("resume "+q.String(), r.q(q).Resume(ctx), r.m.Resume(q), "")
+	case 2:
+		l := limitSets[a[2]&7]
+		r.record(fmt.Sprintf("limits %s %+v", q, l), r.q(q).SetLimits(ctx, l), r.m.SetLimits(q, l), "")
+	case 3:
+		got, gerr := r.q(q).Settings(ctx)
+		want, werr := r.m.Settings(q)
+		if r.record("settings "+q.String(), gerr, werr, fmt.Sprintf("%+v", got)) && got != want {
+			r.fatalf("settings %s: %+v, model %+v", q, got, want)
+		}
+	}
+}
+
 func entriesString(es []engine.Entry) string {
 	var b strings.Builder
 	for _, e := range es {
@@ -873,6 +960,15 @@ func entriesString(es []engine.Entry) string {
 func (r *runner) reopen() {
 	r.tb.Helper()
 	r.hist = append(r.hist, "reopen")
+	if r.repl != nil && !r.failed {
+		r.repl = r.repl.reopen(r)
+		r.db = r.repl.members[0].db
+		if err := r.db.Verify(); err != nil {
+			r.fatalf("verify after reopen: %v", err)
+		}
+		r.checkState("after reopen")
+		return
+	}
 	if r.rc.mem || r.failed {
 		return
 	}
@@ -940,8 +1036,8 @@ func (r *runner) checkQueues(when string) {
 func queuesString(qs []engine.QueueInfo) string {
 	var lines []string
 	for _, q := range qs {
-		lines = append(lines, fmt.Sprintf("%s/%s %+v oldest=%d %+v", q.Namespace, q.Name, q.Counts,
-			Micros(q.OldestReady), q.Totals))
+		lines = append(lines, fmt.Sprintf("%s/%s %+v oldest=%d %+v paused=%v %+v", q.Namespace, q.Name, q.Counts,
+			Micros(q.OldestReady), q.Totals, q.Paused, q.Limits))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "; ")
@@ -1027,7 +1123,7 @@ func genProgram(rng *rand.Rand, n int, weights [numOps]int, cfg byte) []byte {
 var workload = [numOps]int{
 	opEnqueue: 14, opBatch: 4, opClaim: 14, opComplete: 10, opFail: 6, opHeartbeat: 4, opSnooze: 2,
 	opCancel: 2, opRedrive: 2, opKV: 5, opAdvance: 6, opCheckpoint: 1, opReopen: 1, opForged: 3,
-	opInvalid: 1, opRead: 3,
+	opInvalid: 1, opRead: 3, opControl: 2,
 }
 
 // listFiles returns the regular files under dir (relative paths).

@@ -60,6 +60,8 @@ const (
 	MutDeleteKV   MutKind = 5
 	MutPutIdem    MutKind = 6
 	MutDeleteIdem MutKind = 7
+	MutPutConf    MutKind = 8 // set a queue's settings record
+	MutDeleteConf MutKind = 9 // delete it (every setting back to its default); uses Conf.Queue
 )
 
 // Mutation is one physical change. Which fields matter depends on Kind.
@@ -69,6 +71,7 @@ type Mutation struct {
 	Update TaskUpdate // MutUpdateTask; MutDeleteTask uses Update.ID
 	KV     KV         // MutSetKV, MutDeleteKV (Version is ignored: the batch Seq is used)
 	Idem   Idem       // MutPutIdem, MutDeleteIdem
+	Conf   QueueConf  // MutPutConf, MutDeleteConf
 }
 
 // Update flags: which optional fields of a TaskUpdate are present, and

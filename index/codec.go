@@ -12,7 +12,7 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=3) seq now seed [assertion...] [mutation...]
+//	version(=4) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
@@ -27,24 +27,31 @@ import (
 // notBefore owner token leaseUntil updated flags progress result lastError
 // secret], followed by errAttempt errAt when flags has UpdAddError and by
 // followUps when it has UpdFollowUps (14 to 17 fields); a task delete is [3
-// id flags]. A snapshot is a sequence of records, each one array whose first
-// element is its record kind: RecHeader [1 seq nextID now], RecTask [2 task],
-// RecKV [3 project scope key value version], RecIdem [4 project scope queue
-// key id expires], RecTotals [5 project scope queue enqueued claimed
-// completed retried deadLettered idle].
+// id flags]. An idempotency mutation is [6 or 7 project scope queue key id
+// expires states]; a settings mutation is [8 conf] to set a queue's
+// settings and [9 project scope queue] to delete them, with conf the fields
+// project scope queue paused maxInFlight rate per burst credit at. A
+// snapshot is a sequence of records, each one array whose first element is
+// its record kind: RecHeader [1 seq nextID now], RecTask [2 task], RecKV [3
+// project scope key value version], RecIdem [4 project scope queue key id
+// expires states], RecTotals [5 project scope queue enqueued claimed
+// completed retried deadLettered idle], RecConf [6 conf].
 //
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
 // written as nil (and read back as nil), and the fields of every record have
 // one fixed order.
 //
-// Older versions are still read. Version 2: a task's extra has 6 fields (no
+// Older versions are still read. Version 3: no settings mutations, and
+// idempotency mutations and records without states (7 fields; States 0).
+// Version 2: a task's extra has 6 fields (no
 // errors, parent or followUps), a task update always 14, a task delete 2 ([3
 // id]), and snapshots have no totals records. Version 1 is version 2 without
 // a batch seed, with 18-field task records and 13-field updates (no secret),
 // and a snapshot header without the time ([1 seq nextID]).
 const (
-	batchVersion  = 3
+	batchVersion  = 4
+	batchVersion3 = 3
 	batchVersion2 = 2
 	batchVersion1 = 1
 
@@ -54,6 +61,7 @@ const (
 	RecKV     = 3
 	RecIdem   = 4
 	RecTotals = 5
+	RecConf   = 6
 )
 
 // Encoder turns batches and records into bytes. It reuses its buffer: the
@@ -149,9 +157,18 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeString(m.KV.Key))
 			put(encodeBytes(enc, true, m.KV.Value))
 		case MutPutIdem, MutDeleteIdem:
-			put(enc.EncodeArrayLen(7))
+			put(enc.EncodeArrayLen(8))
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(e.idemFields(m.Idem))
+		case MutPutConf:
+			put(enc.EncodeArrayLen(11))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(e.confFields(m.Conf))
+		case MutDeleteConf:
+			put(enc.EncodeArrayLen(4))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			k := m.Conf.Queue
+			put(firstErr(enc.EncodeString(k.Project), enc.EncodeString(k.Scope), enc.EncodeString(k.Name)))
 		default:
 			put(fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind))
 		}
@@ -201,7 +218,17 @@ func (e *Encoder) idemFields(d Idem) error {
 	if err := enc.EncodeUint(d.ID); err != nil {
 		return err
 	}
-	return enc.EncodeInt(d.Expires)
+	if err := enc.EncodeInt(d.Expires); err != nil {
+		return err
+	}
+	return enc.EncodeUint(uint64(d.States))
+}
+
+func (e *Encoder) confFields(c QueueConf) error {
+	enc := e.enc
+	return firstErr(enc.EncodeString(c.Queue.Project), enc.EncodeString(c.Queue.Scope), enc.EncodeString(c.Queue.Name),
+		enc.EncodeBool(c.Paused), enc.EncodeInt(c.MaxInFlight), enc.EncodeInt(c.Rate), enc.EncodeInt(c.Per),
+		enc.EncodeInt(c.Burst), enc.EncodeInt(c.Credit), enc.EncodeInt(c.At))
 }
 
 func (e *Encoder) task(t *Task) error {
@@ -295,7 +322,14 @@ func (e *Encoder) KVRecord(kv KV) ([]byte, error) {
 // IdemRecord encodes a snapshot idempotency record.
 func (e *Encoder) IdemRecord(d Idem) ([]byte, error) {
 	e.buf.Reset()
-	err := firstErr(e.enc.EncodeArrayLen(7), e.enc.EncodeUint(RecIdem), e.idemFields(d))
+	err := firstErr(e.enc.EncodeArrayLen(8), e.enc.EncodeUint(RecIdem), e.idemFields(d))
+	return e.buf.Bytes(), err
+}
+
+// ConfRecord encodes a snapshot record of a queue's settings.
+func (e *Encoder) ConfRecord(c QueueConf) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(11), e.enc.EncodeUint(RecConf), e.confFields(c))
 	return e.buf.Bytes(), err
 }
 
@@ -421,8 +455,8 @@ func (d *Decoder) arrayLen(what string, min, max int) (int, error) {
 }
 
 // mutFields is the array length of each mutation kind in version 2 (a
-// version 1 task update has 13; version 3 task updates and deletes are
-// checked in mutation).
+// version 1 task update has 13; the changes of later versions are checked
+// in mutation).
 var mutFields = [...]int{MutPutTask: 2, MutUpdateTask: 14, MutDeleteTask: 2, MutSetKV: 5,
 	MutDeleteKV: 5, MutPutIdem: 7, MutDeleteIdem: 7}
 
@@ -529,10 +563,19 @@ func (d *Decoder) mutation(m *Mutation) error {
 		switch {
 		case d.ver == batchVersion1 && m.Kind == MutUpdateTask:
 			want = 13
-		case d.ver == batchVersion && m.Kind == MutUpdateTask && n >= 14 && n <= 17:
+		case d.ver >= batchVersion3 && m.Kind == MutUpdateTask && n >= 14 && n <= 17:
 			want = n // checked against the flags below
-		case d.ver == batchVersion && m.Kind == MutDeleteTask:
+		case d.ver >= batchVersion3 && m.Kind == MutDeleteTask:
 			want = 3
+		case d.ver >= batchVersion && (m.Kind == MutPutIdem || m.Kind == MutDeleteIdem):
+			want = 8
+		}
+	} else if d.ver >= batchVersion {
+		switch m.Kind {
+		case MutPutConf:
+			want = 11
+		case MutDeleteConf:
+			want = 4
 		}
 	}
 	if want == 0 || want != n {
@@ -570,9 +613,9 @@ func (d *Decoder) mutation(m *Mutation) error {
 		}
 		u.State, u.Attempts, u.Flags = TaskState(st), uint32(att), uint8(flags)
 		switch {
-		case d.ver < batchVersion && flags >= UpdAddError:
+		case d.ver < batchVersion3 && flags >= UpdAddError:
 			return corrupt(fmt.Sprintf("version %d task update flags %#x", d.ver, flags), nil)
-		case d.ver == batchVersion && (flags&UpdCompleted != 0 || n != updateFields(u.Flags)):
+		case d.ver >= batchVersion3 && (flags&UpdCompleted != 0 || n != updateFields(u.Flags)):
 			return corrupt(fmt.Sprintf("task update with flags %#x and %d fields", flags, n), nil)
 		}
 		if u.Progress, err = d.bytes(); err != nil {
@@ -626,13 +669,24 @@ func (d *Decoder) mutation(m *Mutation) error {
 		}
 		return nil
 	case MutPutIdem, MutDeleteIdem:
-		m.Idem, err = d.idemFields()
+		m.Idem, err = d.idemFields(n == 8)
 		return err
+	case MutPutConf:
+		m.Conf, err = d.confFields()
+		return err
+	case MutDeleteConf:
+		k := &m.Conf.Queue
+		if k.Project, k.Scope, k.Name, err = d.strings3(); err != nil {
+			return corrupt("settings delete", err)
+		}
+		return nil
 	}
 	return corrupt(fmt.Sprintf("mutation kind %d", k), nil)
 }
 
-func (d *Decoder) idemFields() (Idem, error) {
+// idemFields decodes an idempotency entry, with its states when it has
+// them (version 4 on).
+func (d *Decoder) idemFields(states bool) (Idem, error) {
 	var e Idem
 	var err error
 	if e.Queue.Project, e.Queue.Scope, e.Queue.Name, err = d.strings3(); err == nil {
@@ -642,10 +696,35 @@ func (d *Decoder) idemFields() (Idem, error) {
 			}
 		}
 	}
+	if err == nil && states {
+		var st uint64
+		if st, err = d.dec.DecodeUint64(); err == nil && st > 0xff {
+			err = fmt.Errorf("states %#x", st)
+		}
+		e.States = uint8(st)
+	}
 	if err != nil {
 		return e, corrupt("idempotency entry", err)
 	}
 	return e, nil
+}
+
+// confFields decodes a queue's settings record.
+func (d *Decoder) confFields() (QueueConf, error) {
+	var c QueueConf
+	var err error
+	if c.Queue.Project, c.Queue.Scope, c.Queue.Name, err = d.strings3(); err == nil {
+		c.Paused, err = d.dec.DecodeBool()
+	}
+	for _, p := range [...]*int64{&c.MaxInFlight, &c.Rate, &c.Per, &c.Burst, &c.Credit, &c.At} {
+		if err == nil {
+			*p, err = d.dec.DecodeInt64()
+		}
+	}
+	if err != nil {
+		return c, corrupt("queue settings", err)
+	}
+	return c, nil
 }
 
 // ids decodes a list of task ids.
@@ -714,7 +793,7 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task extra", err)
 	}
 	if n != -1 {
-		if n != 6 && n != 9 || d.ver != 0 && (n == 9) != (d.ver == batchVersion) {
+		if n != 6 && n != 9 || d.ver != 0 && (n == 9) != (d.ver >= batchVersion3) {
 			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
 		}
 		x := &Extra{}
@@ -805,6 +884,7 @@ type Record struct {
 	KV     KV
 	Idem   Idem
 	Totals QueueTotals
+	Conf   QueueConf
 }
 
 // Record decodes one snapshot record.
@@ -820,7 +900,7 @@ func (d *Decoder) record(data []byte) (Record, error) {
 	d.reset(data)
 	d.ver = 0
 	var r Record
-	n, err := d.arrayLen("record", 2, 10)
+	n, err := d.arrayLen("record", 2, 11)
 	if err != nil {
 		return r, err
 	}
@@ -851,8 +931,8 @@ func (d *Decoder) record(data []byte) (Record, error) {
 		if err != nil {
 			err = corrupt("kv record", err)
 		}
-	case r.Kind == RecIdem && n == 7:
-		r.Idem, err = d.idemFields()
+	case r.Kind == RecIdem && (n == 7 || n == 8):
+		r.Idem, err = d.idemFields(n == 8)
 	case r.Kind == RecTotals && n == 10:
 		q := &r.Totals
 		if q.Queue.Project, q.Queue.Scope, q.Queue.Name, err = d.strings3(); err == nil {
@@ -868,6 +948,8 @@ func (d *Decoder) record(data []byte) (Record, error) {
 		if err != nil {
 			err = corrupt("totals record", err)
 		}
+	case r.Kind == RecConf && n == 11:
+		r.Conf, err = d.confFields()
 	default:
 		err = corrupt(fmt.Sprintf("record kind %d with %d fields", kind, n), nil)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -289,5 +290,59 @@ func TestReadsVersion2(t *testing.T) {
 	data[0] = batchVersion
 	if err := NewDecoder(s).Batch(data, &b); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a version 3 batch in the version 2 layout decoded: %v", err)
+	}
+}
+
+// v3Idem is a version 3 batch putting an idempotency entry (7 fields, no
+// states), as docket wrote before unique-by-content keys.
+func v3Idem(t *testing.T, version uint64) []byte {
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	e.UseCompactInts(true)
+	for _, v := range []any{version, uint64(1), int64(500), uint64(0)} {
+		if err := e.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.EncodeArrayLen(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.EncodeArrayLen(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.EncodeArrayLen(7); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{uint64(MutPutIdem), "p", "s", "q", "key", uint64(4), int64(900)} {
+		if err := e.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+// TestReadsVersion3 decodes a version 3 idempotency entry as one without
+// states (a caller's key), and refuses that layout in a version 4 batch,
+// and version 4's settings mutations in a version 3 batch.
+func TestReadsVersion3(t *testing.T) {
+	var b Batch
+	if err := NewDecoder(NewStore()).Batch(v3Idem(t, 3), &b); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Mutations[0].Idem; got != (Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "key", ID: 4, Expires: 900}) {
+		t.Fatalf("version 3 idempotency entry: %+v", got)
+	}
+	if err := NewDecoder(NewStore()).Batch(v3Idem(t, 4), &b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a version 4 batch in the version 3 layout decoded: %v", err)
+	}
+	conf := &Batch{Seq: 1, Mutations: []Mutation{{Kind: MutPutConf, Conf: QueueConf{Queue: QueueKey{Name: "q"}, Paused: true}}}}
+	data, err := NewEncoder().Batch(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = slices.Clone(data)
+	data[0] = batchVersion3
+	if err := NewDecoder(NewStore()).Batch(data, &b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a version 3 batch with a settings mutation decoded: %v", err)
 	}
 }

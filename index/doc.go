@@ -2,7 +2,11 @@
 // ordered B-trees, and the deterministic state machine that changes it.
 //
 // The primary records are tasks (by id), KV entries (by namespace and key),
-// idempotency entries (by queue and key) and queue totals (by queue). Every
+// idempotency entries (by queue and key; a unique-by-content key is one
+// too, with the states in which it blocks), queue totals (by queue) and
+// queue settings (by queue: paused, limits and the rate limiter's token
+// bucket; conf.go), which live apart from a queue's tasks so that a queue
+// keeps them while it holds none. Every
 // secondary index (ready, scheduled, in-flight, dead and completed sets per
 // queue; expiry orders) is derived from the primary records inside Apply
 // and is never logged, so a replay or a snapshot restore rebuilds it from

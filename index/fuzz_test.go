@@ -101,6 +101,10 @@ func renderBatch(b *Batch) string {
 			fmt.Fprintf(&s, "kv %d %q %q %q %s\n", m.Kind, m.KV.Project, m.KV.Scope, m.KV.Key, renderBytes(m.KV.Value))
 		case MutPutIdem, MutDeleteIdem:
 			fmt.Fprintf(&s, "idem %d %+v\n", m.Kind, m.Idem)
+		case MutPutConf:
+			fmt.Fprintf(&s, "conf %+v\n", m.Conf)
+		case MutDeleteConf:
+			fmt.Fprintf(&s, "conf delete %+v\n", m.Conf.Queue)
 		default:
 			fmt.Fprintf(&s, "mutation %d\n", m.Kind)
 		}
@@ -165,6 +169,12 @@ func batchSeeds(tb testing.TB) [][]byte {
 			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 2, Flags: UpdCompleted}},
 			{Kind: MutPutTask, Task: &Task{ID: 10, Queue: q, State: StateReady, MaxAttempts: 2, NotBefore: 700,
 				Extra: &Extra{Parent: 1, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "e"}}, FollowUps: []uint64{3}}}},
+		}},
+		{Seq: 5, Now: 800, Mutations: []Mutation{
+			{Kind: MutPutConf, Conf: QueueConf{Queue: q.Key, MaxInFlight: 1, Rate: 3, Per: 100, Burst: 2, Credit: 150, At: 800}},
+			{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "docket/unique/x", ID: 1, Expires: 2000, States: 0x2e}},
+			{Kind: MutDeleteConf, Conf: QueueConf{Queue: QueueKey{ns, "other"}}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 3, State: StateReady, Updated: 800, NotBefore: 800}},
 		}},
 	} {
 		data, err := enc.Batch(b)
@@ -260,6 +270,8 @@ func recordSeeds(tb testing.TB) [][]byte {
 	add(enc.IdemRecord(Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "k", ID: 5, Expires: 1000}))
 	add(enc.TotalsRecord(QueueTotals{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Totals: Totals{Enqueued: 5, Claimed: 1}}))
 	add(enc.TotalsRecord(QueueTotals{Queue: QueueKey{Namespace{"p", "s"}, "idle"}, Totals: Totals{Completed: 2}, Idle: 50}))
+	add(enc.IdemRecord(Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "u", ID: 1, Expires: 900, States: 0x2e}))
+	add(enc.ConfRecord(QueueConf{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Paused: true, Rate: 2, Per: 10, Burst: 3, Credit: 25, At: 99}))
 	return out
 }
 
@@ -275,6 +287,8 @@ func renderRecord(r Record) string {
 		return fmt.Sprintf("idem %+v", r.Idem)
 	case RecTotals:
 		return fmt.Sprintf("totals %+v", r.Totals)
+	case RecConf:
+		return fmt.Sprintf("conf %+v", r.Conf)
 	}
 	return fmt.Sprintf("kind %d", r.Kind)
 }
@@ -316,6 +330,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			again, err = enc.IdemRecord(r.Idem)
 		case RecTotals:
 			again, err = enc.TotalsRecord(r.Totals)
+		case RecConf:
+			again, err = enc.ConfRecord(r.Conf)
 		default:
 			t.Fatalf("decoded a record of unknown kind %d", r.Kind)
 		}
@@ -338,6 +354,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			err = s.LoadIdem(r.Idem)
 		case RecTotals:
 			err = s.LoadTotals(r.Totals)
+		case RecConf:
+			err = s.LoadConf(r.Conf)
 		}
 		if err != nil || r.Kind == RecTask && r.Task.State == StateInFlight && (r.Task.Owner == "" || r.Task.Token == 0) {
 			return

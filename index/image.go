@@ -8,7 +8,8 @@ import (
 
 // WriteImage encodes img as snapshot records in their one fixed order: the
 // header, then tasks by id, KV entries by namespace and key, idempotency
-// entries by queue and key, queue totals by queue. add receives each record; the slice is valid
+// entries by queue and key, queue totals by queue, queue settings by queue.
+// add receives each record; the slice is valid
 // only until add returns. The same state gives the same records, byte for
 // byte, on every node.
 func WriteImage(img *Image, enc *Encoder, add func(rec []byte) error) error {
@@ -44,6 +45,16 @@ func WriteImage(img *Image, enc *Encoder, add func(rec []byte) error) error {
 		img.Totals.Scan(func(r QueueTotals) bool {
 			if err == nil {
 				if rec, err = enc.TotalsRecord(r); err == nil {
+					err = add(rec)
+				}
+			}
+			return err == nil
+		})
+	}
+	if img.Confs != nil {
+		img.Confs.Scan(func(c QueueConf) bool {
+			if err == nil {
+				if rec, err = enc.ConfRecord(c); err == nil {
 					err = add(rec)
 				}
 			}

@@ -129,6 +129,9 @@ type Store struct {
 
 	totals *btree.BTreeG[QueueTotals] // primary: every queue's counters, by queue
 	idle   *btree.BTreeG[idleItem]    // totals of queues holding no task, by when they went idle
+
+	confs  *btree.BTreeG[QueueConf] // primary: the settings of queues that have any, by queue
+	reconf []QueueKey               // queues whose settings changed in the last Apply
 }
 
 // NewStore returns an empty state.
@@ -143,6 +146,7 @@ func NewStore() *Store {
 		doneExp: btree.NewBTreeGOptions(timeLess, noLocks),
 		totals:  btree.NewBTreeGOptions(totalsLess, noLocks),
 		idle:    btree.NewBTreeGOptions(idleLess, noLocks),
+		confs:   btree.NewBTreeGOptions(confLess, noLocks),
 	}
 }
 
@@ -397,6 +401,8 @@ func (s *Store) Apply(b *Batch) (Outcome, error) {
 		return out, fmt.Errorf("%w: batch %d applied after %d", ErrCorrupt, b.Seq, s.seq)
 	}
 	s.affected = s.affected[:0]
+	clear(s.reconf)
+	s.reconf = s.reconf[:0]
 	if err := s.Check(b); err != nil {
 		if !errors.Is(err, ErrAssertion) {
 			return out, err
@@ -483,6 +489,10 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		if old, ok := s.idem.Delete(m.Idem); ok && old.Expires != 0 {
 			s.idemExp.Delete(idemExpItem{At: old.Expires, Queue: old.Queue, Key: old.Key})
 		}
+	case MutPutConf:
+		return s.putConf(m.Conf)
+	case MutDeleteConf:
+		s.deleteConf(m.Conf.Queue)
 	default:
 		return fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind)
 	}
@@ -640,6 +650,12 @@ func (s *Store) unindex(t *Task) {
 		} else {
 			q.dueRetry.Delete(t.Priority, t.ID)
 		}
+		if s.limited(q.Key) {
+			// A slot of the queue's in-flight bound is free again.
+			if n := len(s.affected); n == 0 || s.affected[n-1] != q {
+				s.affected = append(s.affected, q)
+			}
+		}
 	case StateDead:
 		q.Dead.Delete(t.ID)
 	case StateCompleted:
@@ -659,6 +675,7 @@ type Image struct {
 	KV     *btree.BTreeG[KV]
 	Idem   *btree.BTreeG[Idem]
 	Totals *btree.BTreeG[QueueTotals]
+	Confs  *btree.BTreeG[QueueConf]
 }
 
 // Copy returns an image of the current primary records in O(1). It writes to
@@ -666,7 +683,7 @@ type Image struct {
 // being used concurrently.
 func (s *Store) Copy() *Image {
 	return &Image{Seq: s.seq, NextID: s.nextID, Now: s.now, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy(),
-		Totals: s.totals.Copy()}
+		Totals: s.totals.Copy(), Confs: s.confs.Copy()}
 }
 
 // Restore resets the store to a state image's header (seq, next id and
@@ -691,6 +708,8 @@ func (s *Store) Load(r Record) error {
 		return s.LoadIdem(r.Idem)
 	case RecTotals:
 		return s.LoadTotals(r.Totals)
+	case RecConf:
+		return s.LoadConf(r.Conf)
 	}
 	return fmt.Errorf("%w: record kind %d in snapshot", ErrCorrupt, r.Kind)
 }
@@ -874,6 +893,13 @@ func (s *Store) Verify() error {
 	})
 	if err != nil {
 		return err
+	}
+	s.confs.Scan(func(c QueueConf) bool {
+		err = c.check()
+		return err == nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: verify: %w", err)
 	}
 	if idle != s.idle.Len() {
 		return fmt.Errorf("index: verify: %d idle totals, %d in idle order", idle, s.idle.Len())

@@ -169,7 +169,11 @@ func TestCodecRoundTrip(t *testing.T) {
 			{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("v")}},
 			{Kind: MutDeleteKV, KV: KV{Namespace: qk.Namespace, Key: "k"}},
 			{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "i", ID: 7, Expires: 100}},
+			{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "u", ID: 7, Expires: 100, States: 0x2e}},
 			{Kind: MutDeleteIdem, Idem: Idem{Queue: qk, Key: "i"}},
+			{Kind: MutPutConf, Conf: QueueConf{Queue: qk, Paused: true, MaxInFlight: 3, Rate: 5, Per: 1000, Burst: 7,
+				Credit: 6999, At: -4}},
+			{Kind: MutDeleteConf, Conf: QueueConf{Queue: qk}},
 		}}
 	data, err := NewEncoder().Batch(b)
 	if err != nil {
@@ -214,10 +218,15 @@ func TestRecordRoundTrip(t *testing.T) {
 	if r, err = dec.Record(data); err != nil || !reflect.DeepEqual(r.KV, kv) {
 		t.Fatalf("kv %+v %v", r, err)
 	}
-	id := Idem{Queue: qk, Key: "i", ID: 3, Expires: 8}
+	id := Idem{Queue: qk, Key: "i", ID: 3, Expires: 8, States: 1 << StateDead}
 	data, _ = enc.IdemRecord(id)
 	if r, err = dec.Record(data); err != nil || r.Idem != id {
 		t.Fatalf("idem %+v %v", r, err)
+	}
+	conf := QueueConf{Queue: qk, MaxInFlight: 1, Rate: 2, Per: 3, Burst: 4, Credit: 5, At: 6}
+	data, _ = enc.ConfRecord(conf)
+	if r, err = dec.Record(data); err != nil || r.Kind != RecConf || r.Conf != conf {
+		t.Fatalf("conf %+v %v", r, err)
 	}
 	tot := QueueTotals{Queue: qk, Totals: Totals{Enqueued: 1, Claimed: 2, Completed: 3, Retried: 4, DeadLettered: 5}, Idle: 6}
 	data, _ = enc.TotalsRecord(tot)

@@ -157,14 +157,23 @@ func kvLess(a, b KV) bool {
 }
 
 // Idem remembers an idempotency key of a queue and the task it produced.
-// Expires is 0 while the task exists; once the task ends it is set to the
-// time after which the key is forgotten.
+// For a key the caller chose (States 0), Expires is 0 while the task
+// exists; once the task ends it is set to the time after which the key is
+// forgotten. For a key derived from the task's content (unique by content),
+// States is the set of states (bit 1<<state each) in which the task
+// blocks another enqueue of the same content, and Expires is the end of the
+// uniqueness window, set when the task is enqueued.
 type Idem struct {
 	Queue   QueueKey
 	Key     string
 	ID      uint64
 	Expires int64
+	States  uint8
 }
+
+// Blocks reports whether a task in state st holds a unique key with
+// these states.
+func (e *Idem) Blocks(st TaskState) bool { return e.States&(1<<st) != 0 }
 
 func idemLess(a, b Idem) bool {
 	if a.Queue != b.Queue {

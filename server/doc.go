@@ -5,8 +5,9 @@
 // endpoints, and a drain that answers in-flight calls before the engine
 // closes.
 //
-// Calls. Each RPC of docket.v1.Queues and docket.v1.KV runs the engine
-// method of the same name on the caller's view of the DB (DB.As), so the
+// Calls. Each RPC of docket.v1.Queues, docket.v1.Controls (the queue
+// controls: Pause, Resume, SetLimits, Settings) and docket.v1.KV runs the
+// engine method of the same name on the caller's view of the DB (DB.As), so the
 // permissions, limits and errors are the engine's own; an engine error
 // answers with the connect code of its sentinel and a docket.v1.Error
 // detail naming it. ClaimWait is a long poll parked in the engine's wait,
@@ -15,6 +16,20 @@
 // docket.v1.Admin, Queues shows the caller's readable namespaces; Stats,
 // Checkpoint and Verify concern every namespace and need, with tokens, the
 // admin permission on */*.
+//
+// Request ids. Every call gets an id, a random prefix per Server and a
+// counter (unique across restarts), sent back in the Docket-Request-Id
+// header of its answer and logged as "req" on every line about the call:
+// a failure or refusal (one line each, see Options.Logger), a call without
+// a valid token, one over the caller's limits, a panic.
+//
+// Clusters. With Options.Cluster (Config.OpenReplica in Run) the server is
+// a node of a replicated docket: it serves docket.v1.Cluster (status,
+// join, remove, leadership transfer), answers a call it cannot take for
+// not being the leader with Unavailable and the leader's API URL in the
+// Docket-Leader header, which the client follows, serves a read from the
+// node's own state when the request asks for stale reads, and ends a
+// parked ClaimWait when the leadership changes.
 //
 // Hostile input. A request is at most MaxRequestBytes (one commit of the
 // engine's MaxCommitBytes and its framing); before it is decoded, its lists

@@ -42,17 +42,19 @@ func (s *Server) register(mux *http.ServeMux) {
 		// for it are still compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithRecover(s.recovered),
-		connect.WithInterceptors(s.logCalls()),
+		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls()}, s.clusterInterceptors()...)...),
 	)
 	for _, h := range [...]func() (string, http.Handler){
 		func() (string, http.Handler) { return docketv1connect.NewQueuesHandler(queuesRPC{s}, opts) },
 		func() (string, http.Handler) { return docketv1connect.NewKVHandler(kvRPC{s}, opts) },
 		func() (string, http.Handler) { return docketv1connect.NewAdminHandler(adminRPC{s}, opts) },
+		func() (string, http.Handler) { return docketv1connect.NewControlsHandler(controlsRPC{s}, opts) },
 		func() (string, http.Handler) { return docketv1connect.NewPipelineHandler(pipelineRPC{s}, opts) },
 	} {
 		path, handler := h()
 		mux.Handle(path, s.authenticate(handler))
 	}
+	s.registerCluster(mux, opts)
 }
 
 // recovered turns a panic in a handler into Internal, logged, so that one
@@ -79,6 +81,9 @@ func (s *Server) logCalls() connect.Interceptor {
 				level = slog.LevelDebug
 			case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
 				level = slog.LevelWarn
+			}
+			if errors.Is(err, engine.ErrNotLeader) {
+				level = slog.LevelDebug // a node of a cluster sending the client to the leader
 			}
 			ci := infoFrom(ctx)
 			caller := ""
@@ -239,11 +244,7 @@ func (h queuesRPC) CompleteBatch(ctx context.Context, req *connect.Request[v1.Co
 	if err != nil {
 		return nil, fail(err)
 	}
-	out := make([]*v1.Error, len(errs))
-	for i, e := range errs {
-		out[i] = wire.PBError(e)
-	}
-	return reply(&v1.CompleteBatchResponse{Errors: out})
+	return reply(&v1.CompleteBatchResponse{Errors: wire.PBErrors(errs)})
 }
 
 func (h queuesRPC) Fail(ctx context.Context, req *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {

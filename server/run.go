@@ -43,6 +43,23 @@ type Config struct {
 	// Listening, when set, is called with the bound address once the server
 	// accepts calls.
 	Listening func(net.Addr)
+	// OpenReplica, when set, makes the server a node of a replicated
+	// docket: it is called instead of engine.Open, with the engine options
+	// as Run settled them (the tokens' Authorizer) and the address the
+	// server listens on, and returns the node (see Replica). Dir is then
+	// the node's business.
+	OpenReplica func(ctx context.Context, opts engine.Options, listen net.Addr) (Replica, error)
+}
+
+// Replica is a node of a replicated docket as Run serves it: its DB, its
+// membership calls, whether it can take calls (a node that knows no leader
+// cannot), and Close, which Run calls once serving stopped (a leader hands
+// its leadership over first).
+type Replica interface {
+	Cluster
+	DB() *engine.DB
+	Ready(ctx context.Context) error
+	Close() error
 }
 
 // Run opens the DB, serves it until ctx ends, drains, and closes the DB. It
@@ -85,12 +102,23 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("docket: listen: %w", err)
 	}
 	defer ln.Close()
-	db, err := engine.Open(cfg.Dir, cfg.Engine)
-	if err != nil {
+	var db *engine.DB
+	closeDB := func() error { return db.Close() }
+	if cfg.OpenReplica != nil {
+		r, err := cfg.OpenReplica(ctx, cfg.Engine, ln.Addr())
+		if err != nil {
+			return err
+		}
+		db, closeDB = r.DB(), r.Close
+		cfg.Server.Cluster = r
+		if cfg.Server.Ready == nil {
+			cfg.Server.Ready = r.Ready
+		}
+	} else if db, err = engine.Open(cfg.Dir, cfg.Engine); err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := db.Close(); cerr != nil && err == nil {
+		if cerr := closeDB(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,12 +32,18 @@ type Options struct {
 	// MaxWait bounds one long-poll claim; a client asking for longer gets
 	// an empty answer after MaxWait and asks again (default 60 s).
 	MaxWait time.Duration
-	// Logger receives one line per refused or failed call and the server's
-	// life events (default slog.Default()).
+	// Logger receives one line per refused or failed call, with the call's
+	// request id as "req", and the server's life events (default
+	// slog.Default()).
 	Logger *slog.Logger
 	// Ready, when set, is asked by /readyz whether the server can take
 	// calls (e.g. the engine has not failed; a replica has a leader).
 	Ready func(context.Context) error
+	// Cluster, when set, makes the server a node of a replicated docket:
+	// it serves docket.v1.Cluster, names the leader to a client whose call
+	// this node cannot take, and honours a client's request for stale
+	// reads (see Cluster).
+	Cluster Cluster
 }
 
 // Server is docket's network API over one DB.
@@ -48,6 +57,7 @@ type Server struct {
 	draining atomic.Bool
 	drainCtx context.Context // done when Drain starts
 	drain    context.CancelFunc
+	boot     string // random, per Server: request ids differ across restarts
 	reqID    atomic.Uint64
 
 	onPark func() // tests: called when a ClaimWait has parked
@@ -70,7 +80,20 @@ func New(db engine.API, opts Options) *Server {
 		errw: connect.NewErrorWriter(),
 	}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
+	var b [4]byte
+	rand.Read(b[:])
+	s.boot = hex.EncodeToString(b[:])
 	return s
+}
+
+// RequestIDHeader is the response header that carries a call's request
+// id, the "req" of the server's log lines about the call.
+const RequestIDHeader = "Docket-Request-Id"
+
+// newRequestID returns the next request id: the Server's random prefix and
+// a counter, so that ids are unique across restarts of a server.
+func (s *Server) newRequestID() string {
+	return s.boot + "-" + strconv.FormatUint(s.reqID.Add(1), 10)
 }
 
 type callerKey struct{}
@@ -78,7 +101,7 @@ type callerKey struct{}
 // callInfo is what the authentication middleware learned about a call.
 type callInfo struct {
 	caller *engine.Caller // nil: the program itself (no tokens configured)
-	id     uint64         // request id, in logs
+	id     string         // request id, in logs and the RequestIDHeader
 }
 
 func infoFrom(ctx context.Context) callInfo {
@@ -108,12 +131,14 @@ func (s *Server) api(ctx context.Context) (engine.API, error) {
 // ErrUnauthenticated is the error of a call without a valid bearer token.
 var ErrUnauthenticated = errors.New("docket: a valid bearer token is required")
 
-// authenticate wraps the RPC handler: it maps the bearer token to a caller,
+// authenticate wraps the RPC handler: it gives the call a request id (in
+// the RequestIDHeader of the answer), maps the bearer token to a caller,
 // refuses a missing or unknown one with Unauthenticated (saying nothing
 // about what exists), and caps the caller's concurrent calls.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ci := callInfo{id: s.reqID.Add(1)}
+		ci := callInfo{id: s.newRequestID()}
+		w.Header().Set(RequestIDHeader, ci.id)
 		c, err := s.Caller(r)
 		if err != nil {
 			s.log.Info("docket: unauthenticated call", "req", ci.id, "path", r.URL.Path, "remote", r.RemoteAddr)
@@ -126,6 +151,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		release, err := s.lim.acquire(limitKey, false)
 		if err != nil {
+			s.log.Info("docket: call refused", "req", ci.id, "path", r.URL.Path, "caller", limitKey, "err", err)
 			s.writeError(w, r, connect.NewError(connect.CodeResourceExhausted, err))
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,4 +198,125 @@ func TestReadyHook(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "no leader") {
 		t.Fatalf("readyz with a failing hook: %d %q", rec.Code, rec.Body.String())
 	}
+}
+
+// logBuffer collects JSON log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the log lines as maps.
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestRequestIDs: every call's answer carries a request id of its own in
+// the Docket-Request-Id header, the same id is the "req" of every log line
+// about the call (a failed call, an unauthenticated one, one refused by the
+// call limit), and two servers (a restart) do not hand out the same ids.
+func TestRequestIDs(t *testing.T) {
+	logs := &logBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, _, url, tok := tokenServer(t, Options{Logger: log})
+	call := func(token, proc, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url+"/docket.v1."+proc, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get(RequestIDHeader)
+	}
+	q := `{"namespace":{"project":"acme","scope":"prod"},"queue":"q"`
+	okCode, okID := call(tok["root"], "Queues/Counts", q+`}`)
+	missCode, missID := call(tok["root"], "Queues/Get", q+`,"id":"7"}`)
+	anonCode, anonID := call("", "Queues/Get", q+`,"id":"7"}`)
+	if okCode != 200 || missCode != 404 || anonCode != 401 {
+		t.Fatalf("codes %d %d %d", okCode, missCode, anonCode)
+	}
+	ids := map[string]bool{}
+	for _, id := range []string{okID, missID, anonID} {
+		if !strings.HasPrefix(id, s.boot+"-") || ids[id] {
+			t.Fatalf("request ids %q, %q, %q: want distinct ids of this server", okID, missID, anonID)
+		}
+		ids[id] = true
+	}
+	logged := map[string]string{} // req → message
+	for _, m := range logs.lines(t) {
+		if req, ok := m["req"].(string); ok {
+			logged[req] = m["msg"].(string)
+		}
+	}
+	if logged[missID] != "docket: call failed" || logged[anonID] != "docket: unauthenticated call" {
+		t.Fatalf("log lines by request id: %v (want %s failed, %s unauthenticated)", logged, missID, anonID)
+	}
+	if _, ok := logged[okID]; ok {
+		t.Fatalf("a call that worked was logged: %v", logged)
+	}
+
+	// A call refused by the per-caller limit.
+	limited := New(s.db, Options{MaxCalls: 1, Logger: log})
+	if limited.boot == s.boot {
+		t.Fatal("two servers share the request ids' prefix")
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	ts := httptest.NewServer(limited.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	})))
+	defer ts.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.Post(ts.URL, "application/json", nil); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	resp, err := http.Post(ts.URL, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	close(release)
+	<-done
+	id := resp.Header.Get(RequestIDHeader)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.HasPrefix(id, limited.boot+"-") {
+		t.Fatalf("the refused call: %d, request id %q", resp.StatusCode, id)
+	}
+	for _, m := range logs.lines(t) {
+		if m["req"] == id {
+			if m["msg"] != "docket: call refused" {
+				t.Fatalf("the refused call's log line: %v", m)
+			}
+			return
+		}
+	}
+	t.Fatalf("no log line for the refused call %s", id)
 }

@@ -94,12 +94,6 @@ func (rq *request) action() {
 	}
 	back := safeBack(rq.d.opts.Prefix, f.Get("back"), ref)
 	q := rq.api.Queue(ref.NS, ref.Name)
-	if o.Queue {
-		if _, ok := q.(pauser); !ok {
-			rq.fail(badInput("this engine cannot pause queues"))
-			return
-		}
-	}
 	if f.Get("confirm") != "yes" {
 		c := confirmPage{Op: o, Ref: ref, IDs: ids, Back: back, Err: errText, Count: -1}
 		if o.All {
@@ -135,9 +129,9 @@ func (rq *request) action() {
 		rep.Done, rep.More, err = withError(ctx, q, errText, act)
 		rep.addErr(err)
 	case "pause":
-		rep.addErr(q.(pauser).Pause(ctx))
+		rep.addErr(q.Pause(ctx))
 	case "resume":
-		rep.addErr(q.(pauser).Resume(ctx))
+		rep.addErr(q.Resume(ctx))
 	default:
 		for _, id := range ids {
 			var err error

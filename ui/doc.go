@@ -9,7 +9,7 @@
 //   - the overview: every queue with its counts by state, the age of its
 //     oldest ready task, enqueue and completion rates, the share of failed
 //     attempts and a chart of the last samples (rates come from sampling
-//     QueueInfo.Totals), and its pause state when the engine has one;
+//     QueueInfo.Totals), and whether it is paused or limited;
 //   - a queue: its tasks by state, paged with the engine's cursors, filtered
 //     by kind, text in the last error or id, in the engine's order or sorted
 //     by priority, due time or age;
@@ -31,8 +31,8 @@
 //
 // The dashboard is read-only unless Options.AllowActions is set. Actions
 // (redrive one, selected, every task with one last error or all; cancel;
-// run now; delete retained completions; pause and resume where the engine
-// can) are confirmed on a page of their own, report how many tasks they
+// run now; delete retained completions; pause and resume a queue) are
+// confirmed on a page of their own, report how many tasks they
 // touched, need a CSRF token, and run as the caller that Options.Caller (or
 // Options.Login's token) maps the request to, so the engine's authorizer
 // decides: an action needs the admin permission.

@@ -172,17 +172,11 @@ type countingAPI struct {
 	lists, listed, gets, queues atomic.Int64
 	totals                      map[string]engine.Totals
 	attempts                    []engine.AttemptError // if set, replaces the attempt history Get answers
-	paused                      map[string]bool       // if set, queues can be paused (the pauser contract)
-	pauseCalls                  []string
-	sampled                     chan struct{} // if set, told of each Queues call
+	sampled                     chan struct{}         // if set, told of each Queues call
 }
 
 func (c *countingAPI) Queue(ns engine.Namespace, name string) engine.Queue {
-	q := countingQueue{c.API.Queue(ns, name), c}
-	if c.paused != nil {
-		return pausableQueue{q}
-	}
-	return q
+	return countingQueue{c.API.Queue(ns, name), c}
 }
 
 func (c *countingAPI) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
@@ -222,20 +216,3 @@ func (q countingQueue) Get(ctx context.Context, id uint64) (engine.TaskInfo, err
 	}
 	return t, err
 }
-
-// pausableQueue is a queue of an engine with queue controls.
-type pausableQueue struct{ countingQueue }
-
-func (q pausableQueue) Pause(ctx context.Context) error {
-	q.c.pauseCalls = append(q.c.pauseCalls, "pause "+q.Name())
-	q.c.paused[q.Name()] = true
-	return nil
-}
-
-func (q pausableQueue) Resume(ctx context.Context) error {
-	q.c.pauseCalls = append(q.c.pauseCalls, "resume "+q.Name())
-	q.c.paused[q.Name()] = false
-	return nil
-}
-
-func (q pausableQueue) Paused(ctx context.Context) (bool, error) { return q.c.paused[q.Name()], nil }

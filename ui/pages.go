@@ -115,8 +115,8 @@ type overviewRow struct {
 	OldestReady time.Duration
 	HasOldest   bool
 	Rates       rates
-	Pausable    bool
 	Paused      bool
+	Limits      string // the queue's limits in words, "" for none
 }
 
 // barPart is one state's share of a queue, for the stacked bar.
@@ -173,10 +173,7 @@ func (rq *request) overview() {
 		if !q.OldestReady.IsZero() {
 			row.HasOldest, row.OldestReady = true, max(0, now.Sub(q.OldestReady))
 		}
-		if p, ok := rq.api.Queue(q.Namespace, q.Name).(pauser); ok {
-			row.Pausable = true
-			row.Paused, _ = p.Paused(rq.ctx()) // an unknown state shows as running
-		}
+		row.Paused, row.Limits = q.Paused, limitsText(q.Limits)
 		rows = append(rows, row)
 		sum.Ready += c.Ready
 		sum.Scheduled += c.Scheduled
@@ -328,8 +325,8 @@ type queuePage struct {
 	First       bool
 	Now         time.Time
 	RunNow      bool
-	Pausable    bool
 	Paused      bool
+	Limits      string // the queue's limits in words, "" for none
 }
 
 func (rq *request) queue() {
@@ -367,10 +364,12 @@ func (rq *request) queue() {
 	pg := queuePage{Ref: ref, State: st, States: states, Counts: counts, Filter: f, Sort: by, Sorts: sorts,
 		EngineOrder: engineOrderLabel(st), First: v.Get("cursor") == "" && off == 0,
 		Now: rq.api.Clock().Now(), RunNow: st == engine.Scheduled}
-	if p, ok := q.(pauser); ok {
-		pg.Pausable = true
-		pg.Paused, _ = p.Paused(rq.ctx())
+	settings, err := q.Settings(rq.ctx())
+	if err != nil {
+		rq.fail(err)
+		return
 	}
+	pg.Paused, pg.Limits = settings.Paused, limitsText(settings.Limits)
 	cursor := v.Get("cursor")
 	next := func(cursor string, off int) template.URL {
 		nv := url.Values{}
@@ -532,7 +531,7 @@ func (rq *request) task() {
 	}
 	slices.Sort(headers)
 	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", taskPage{
-		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineageOf(t),
+		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineage{Parent: t.Parent, FollowUps: t.FollowUps},
 		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled,
 	})
 }
@@ -692,4 +691,28 @@ func (rq *request) cluster() {
 		}
 	}
 	rq.d.renderAs(rq.w, rq.r, status, "cluster", "Cluster", "cluster", rq.who, rq.d.opts.Refresh, p)
+}
+
+// lineage is where a task came from and what it started: the task whose
+// completion enqueued it, and the follow-ups its own completion enqueued
+// (kept on a retained completion).
+type lineage struct {
+	Parent    uint64
+	FollowUps []uint64
+}
+
+// limitsText says a queue's limits in words: "" for none.
+func limitsText(l engine.Limits) string {
+	var parts []string
+	if l.MaxInFlight > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d in flight", l.MaxInFlight))
+	}
+	if l.Rate > 0 {
+		s := fmt.Sprintf("%d per %v", l.Rate, l.Per)
+		if l.Burst != l.Rate {
+			s += fmt.Sprintf(", bursts of %d", l.Burst)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }

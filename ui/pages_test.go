@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,40 +14,79 @@ import (
 	"github.com/docketdb/docket/engine"
 )
 
-// A queue whose engine can pause it shows its state on the overview and
-// the queue page, and the button that changes it; the action goes through
-// the confirmation and reports what it did.
+// A queue's pause state shows on the overview and the queue page, with the
+// button that changes it; the action goes through the confirmation, pauses
+// the engine's queue (its claims lease nothing) and reports what it did.
+// Limits show too.
 func TestPauseAndResume(t *testing.T) {
 	e := newEnv(t, Options{AllowActions: true})
-	e.enqueue(e.queue("jobs"), engine.Task{})
-	api := &countingAPI{API: e.db, paused: map[string]bool{}}
-	e.serve(api, Options{AllowActions: true})
+	q := e.queue("jobs")
+	e.enqueue(q, engine.Task{})
+	paused := func() bool {
+		t.Helper()
+		s, err := q.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Paused
+	}
 	mustNotContain(t, e.mustGet("/docket/"), `<span class="pill paused">`)
 	page := e.mustGet("/docket/queue?p=acme&s=prod&q=jobs")
 	mustContain(t, page, `value="pause">Pause queue</button>`)
 	mustNotContain(t, page, `value="resume"`)
 	form := url.Values{"csrf": {e.csrf()}, "op": {"pause"}, "p": {"acme"}, "s": {"prod"}, "q": {"jobs"}}
 	mustContain(t, e.mustGetPost(form), "stop workers from claiming tasks of this queue", `id="confirm-form"`)
-	if len(api.pauseCalls) != 0 {
-		t.Fatalf("the confirmation page paused: %v", api.pauseCalls)
+	if paused() {
+		t.Fatal("the confirmation page paused the queue")
 	}
 	form.Set("confirm", "yes")
 	mustContain(t, e.mustGetPost(form), "Paused the queue.")
+	if !paused() {
+		t.Fatal("the engine's queue is not paused")
+	}
+	if ls, err := q.Claim(ctx, "w", time.Minute, 1); err != nil || len(ls) != 0 {
+		t.Fatalf("a claim on the paused queue: %v %v", ls, err)
+	}
 	mustContain(t, e.mustGet("/docket/"), `<span class="pill paused">paused</span>`)
 	page = e.mustGet("/docket/queue?p=acme&s=prod&q=jobs")
 	mustContain(t, page, `<span class="pill paused">paused</span>`, `value="resume">Resume queue</button>`)
 	mustNotContain(t, page, `value="pause"`)
 	form.Set("op", "resume")
 	mustContain(t, e.mustGetPost(form), "Resumed the queue.")
-	if got := strings.Join(api.pauseCalls, ", "); got != "pause jobs, resume jobs" {
-		t.Fatalf("calls %q", got)
+	if paused() {
+		t.Fatal("still paused after resume")
 	}
+	// Limits show on both pages.
+	if err := q.SetLimits(ctx, engine.Limits{MaxInFlight: 3, Rate: 10, Per: time.Second, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, e.mustGet("/docket/"), `title="Limits: at most 3 in flight; 10 per 1s, bursts of 2">limited</span>`)
+	mustContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs"), "Limits: at most 3 in flight; 10 per 1s, bursts of 2")
 	// Read-only: the state shows, the button does not.
-	e.serve(api, Options{})
-	mustNotContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs"), `value="pause"`, `value="resume"`)
-	// An engine without queue controls gets no button at all.
-	e.serve(e.db, Options{AllowActions: true})
-	mustNotContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs"), `value="pause"`, `value="resume"`, "paused")
+	if err := q.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.serve(e.db, Options{})
+	page = e.mustGet("/docket/queue?p=acme&s=prod&q=jobs")
+	mustContain(t, page, `<span class="pill paused">paused</span>`)
+	mustNotContain(t, page, `value="pause"`, `value="resume"`)
+}
+
+// A caller without PermAdmin cannot pause: the report says so, with 403,
+// and the queue is not paused.
+func TestPauseNeedsAdmin(t *testing.T) {
+	e := newEnv(t, Options{AllowActions: true})
+	e.enqueue(e.queue("jobs"), engine.Task{})
+	reader := e.db.As(engine.Caller{ID: "reader"})
+	e.serve(reader, Options{AllowActions: true})
+	form := url.Values{"csrf": {e.csrf()}, "op": {"pause"}, "p": {"acme"}, "s": {"prod"}, "q": {"jobs"}, "confirm": {"yes"}}
+	st, body := e.post("/docket/action", form)
+	if st != http.StatusForbidden || !strings.Contains(body, "Nothing changed.") {
+		t.Fatalf("pause without admin: %d\n%s", st, body)
+	}
+	if s, _ := e.queue("jobs").Settings(ctx); s.Paused {
+		t.Fatal("paused by a caller without PermAdmin")
+	}
 }
 
 // A task is found by its id alone (the header's search box, links to
@@ -80,36 +118,6 @@ func TestFindTaskByID(t *testing.T) {
 	}
 }
 
-// lineageOf reads Parent and FollowUps where a task type has them, and
-// reports nothing where it has not (or has them of another type).
-func TestLineageAccessor(t *testing.T) {
-	type withLineage struct {
-		ID        uint64
-		Parent    uint64
-		FollowUps []uint64
-	}
-	got := lineageOf(withLineage{ID: 9, Parent: 4, FollowUps: []uint64{10, 11}})
-	if !reflect.DeepEqual(got, lineage{Parent: 4, FollowUps: []uint64{10, 11}}) {
-		t.Fatalf("lineage %+v", got)
-	}
-	if got := lineageOf(&withLineage{Parent: 4}); got.Parent != 4 {
-		t.Fatalf("through a pointer: %+v", got)
-	}
-	type otherTypes struct {
-		Parent    string
-		FollowUps []string
-	}
-	if got := lineageOf(otherTypes{"x", []string{"y"}}); got.Parent != 0 || got.FollowUps != nil {
-		t.Fatalf("fields of other types: %+v", got)
-	}
-	if got := lineageOf(engine.TaskInfo{}); got.Parent != 0 || len(got.FollowUps) != 0 {
-		t.Fatalf("a task with no lineage: %+v", got)
-	}
-	if got := lineageOf(42); got.Parent != 0 {
-		t.Fatalf("not a struct: %+v", got)
-	}
-}
-
 // The task page links the task that created it and the follow-ups it
 // created, by id within the namespace.
 func TestTaskPageRendersLineage(t *testing.T) {
@@ -128,13 +136,10 @@ func TestTaskPageRendersLineage(t *testing.T) {
 	mustNotContain(t, rec.Body.String(), "Created by", "Follow-ups")
 }
 
-// On an engine whose TaskInfo records lineage, a follow-up's page links
+// A follow-up's page links
 // the task whose completion enqueued it, and that task's page (kept by
 // RetainCompleted) links the follow-up.
 func TestTaskPageShowsEngineLineage(t *testing.T) {
-	if _, ok := reflect.TypeFor[engine.TaskInfo]().FieldByName("FollowUps"); !ok {
-		t.Skip("this engine's TaskInfo has no Parent and FollowUps")
-	}
 	e := newEnv(t, Options{})
 	q := e.queue("jobs")
 	parent := e.enqueue(q, engine.Task{})

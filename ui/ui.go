@@ -50,7 +50,7 @@ type Options struct {
 	// serve callers and the dashboard says so.
 	As func(engine.Caller) engine.API
 	// AllowActions turns on the action buttons (redrive, cancel, run now,
-	// delete completed, and pause and resume where the engine's queues can).
+	// delete completed, pause and resume).
 	// Without it the dashboard is read-only and refuses every action with
 	// 403.
 	AllowActions bool
@@ -113,15 +113,6 @@ type Member struct {
 	// LastContact is how long ago the leader last heard from the node
 	// (zero for the leader itself).
 	LastContact time.Duration
-}
-
-// pauser is a queue that can be paused and resumed (the queue controls).
-// The dashboard shows a queue's pause state and buttons only when the
-// engine's queue handles have these methods.
-type pauser interface {
-	Pause(ctx context.Context) error
-	Resume(ctx context.Context) error
-	Paused(ctx context.Context) (bool, error)
 }
 
 // Dashboard is the dashboard's handler. Close stops its background sampler.

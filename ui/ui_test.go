@@ -418,7 +418,6 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 		"no queue":    {"op": {"cancel"}, "id": {"1"}},
 		"bad id":      {"op": {"cancel"}, "q": {"jobs"}, "id": {"one"}},
 		"no task":     {"op": {"cancel"}, "q": {"jobs"}},
-		"no pausing":  {"op": {"pause"}, "q": {"jobs"}},
 		"not allowed": {"op": {"cancel"}, "q": {"jobs"}, "id": strings.Fields(strings.Repeat("1 ", engine.MaxBatch+1))},
 	} {
 		form.Set("csrf", tok)

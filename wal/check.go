@@ -210,8 +210,14 @@ func scan(dir string, from uint64) (*scanState, error) {
 			} else if end := seg.first + res.count; end < lay.segs[i+1].first {
 				r.Covered = append(r.Covered, Damage{File: lay.segs[i+1].path, Reason: fmt.Sprintf(
 					"records %d..%d are missing", end, lay.segs[i+1].first-1)})
+			} else if end > lay.segs[i+1].first {
+				r.Covered = append(r.Covered, Damage{File: seg.path, Reason: fmt.Sprintf(
+					"%d entries, past record %d where the next segment starts", res.count, lay.segs[i+1].first-1)})
 			}
-			next = max(seg.first+res.count, lay.segs[i+1].first)
+			// The next segment's name says where it starts; what damage
+			// made of this one's entries (damaged ones are skipped, so a
+			// cut length prefix can make more of them) does not.
+			next = lay.segs[i+1].first
 			continue
 		}
 		r.Records += res.count

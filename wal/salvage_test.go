@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -200,4 +201,39 @@ func TestSalvageFirstRecord(t *testing.T) {
 	appendN(t, l, 2)
 	l.Close()
 	reopenAndCheck(t, dir, 1, 2)
+}
+
+// TestCoveredSegmentWithExtraEntries: damage in a segment the snapshot
+// covers may make it read as more entries than it held (a length prefix
+// cut short leaves framed debris, skipped as covered); the next segment's
+// name, not that count, says where it starts, so the log still opens from
+// From.
+func TestCoveredSegmentWithExtraEntries(t *testing.T) {
+	dir := newLog(t, 256, 60)
+	firsts := segFirsts(t, dir)
+	if len(firsts) < 3 {
+		t.Fatalf("want 3 segments, have %d", len(firsts))
+	}
+	// The first segment gets one more framed entry after its last: a copy
+	// of that last entry, whose seq is then one short of its position.
+	p := segPaths(t, dir)[0]
+	b := readFile(t, p)
+	off, last := 0, 0
+	for off < len(b) {
+		size, k := binary.Uvarint(b[off:])
+		last = off
+		off += k + int(size)
+	}
+	writeFile(t, p, append(b, b[last:]...))
+	if _, err := Check(dir); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Check without From: %v, want ErrCorrupt", err)
+	}
+	from := firsts[2] // both older segments covered
+	rep, err := CheckFrom(dir, from)
+	if err != nil || rep.LastSeq != 60 || len(rep.Covered) != 2 {
+		t.Fatalf("CheckFrom(%d): %+v %v", from, rep, err)
+	}
+	l := openLog(t, dir, Options{From: from})
+	wantRecords(t, replayAll(t, l, from), from, 60)
+	l.Close()
 }

@@ -62,6 +62,14 @@
 // commit per task, and goes back to the blocking claim only when that
 // finds nothing.
 //
+// A queue's controls are the engine's, so they hold across every Worker
+// of every process: on a paused queue (engine.Queue.Pause) the goroutines
+// stay parked in the blocking claim, making no claim however much work
+// arrives, until the queue is resumed; a queue's in-flight bound and rate
+// limit (engine.Queue.SetLimits) decide how many tasks a claim gets, and a
+// goroutine that gets none parks until a slot frees or a token comes. The
+// runtime's own Concurrency bounds one process; the engine's bound, all.
+//
 // # Leases and heartbeats
 //
 // A claimed task is leased for QueueOptions.Lease. Every HeartbeatEvery
@@ -70,12 +78,40 @@
 // task is never taken by a second worker while the first is alive, and a
 // crashed worker's tasks come back after one lease. A task cancelled while
 // its handler runs cancels the handler's context at once when the engine
-// runs in process (engine.LeaseWatcher), else at the next heartbeat. If a
+// runs in process (engine.LeaseWatcher), else (on a network client, which
+// has no such signal) at the next heartbeat, at most HeartbeatEvery later:
+// shorten HeartbeatEvery where a cancellation must stop work sooner. If a
 // heartbeat finds the lease lost (it expired while the process was stalled and another
 // worker claimed the task, or the task was cancelled), the handler's
 // context is cancelled at once with a cause wrapping engine.ErrLeaseLost
 // and nothing it produced is committed; a completion that races the loss is
 // refused by the engine's fencing token anyway.
+//
+// # A server that goes away
+//
+// On a network client (package client) a call can fail without any answer
+// of the engine: no server took it (one restarting, unreachable or
+// draining: client.ErrUnavailable) or its answer was lost
+// (client.ErrOutcomeUnknown). The runtime tells such errors by what they
+// are not: they wrap none of the engine's sentinel errors. It does not stop
+// for them; it keeps trying, with jittered pauses doubling from 50 ms to
+// 2 s (on top of the client's own retries), until the engine answers:
+//
+//   - a failed claim is made again; the Worker goes on claiming once a
+//     server answers;
+//   - a heartbeat that fails is logged and made again at the next beat (the
+//     lease holds until its deadline, which a restart does not move);
+//   - the commit of an outcome (complete, fail, snooze, release) is made
+//     again, so that work done while the server restarted is committed
+//     rather than given up. These calls are fenced by the lease's token,
+//     so a repeat of one that took effect is refused with
+//     engine.ErrLeaseLost and never applies twice; a completion refused
+//     that way after a try without an answer is logged as possibly
+//     committed. The retries end, and the task is left to come back when
+//     its lease expires, only when the Worker cancels its handlers (Stop's
+//     context or the shutdown grace ended).
+//
+// An in-process DB answers every call, so none of this happens there.
 //
 // # Shutdown and failure
 //

@@ -214,6 +214,7 @@ func (p *periodic) loop(ctx context.Context, from time.Time) {
 		if !w.sleepUntil(ctx, next) {
 			return
 		}
+		var b backoff
 		for {
 			now, err := p.step(ctx)
 			if err == nil {
@@ -227,8 +228,9 @@ func (p *periodic) loop(ctx context.Context, from time.Time) {
 				w.fail(fmt.Errorf("worker: periodic %q on queue %s/%s: %w", p.name, p.ns, p.queue, err))
 				return
 			}
-			w.log.Warn("docket: periodic schedule failed; retrying", logQueue, p.queue, "schedule", p.name, "err", err)
-			if !w.sleep(ctx, claimRetry) {
+			d := b.next()
+			w.log.Warn("docket: periodic schedule failed; retrying", logQueue, p.queue, "schedule", p.name, "err", err, "retry_in", d)
+			if !w.sleep(ctx, d) {
 				return
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -106,6 +107,7 @@ func (s *slot) loop() {
 // must stop: ctx ended, or the engine is closed or failed.
 func (s *slot) claim(ctx context.Context) ([]engine.Lease, bool) {
 	r := s.r
+	var b backoff
 	for {
 		ls, err := r.q.ClaimWait(ctx, r.w.owner, r.opts.Lease, r.opts.ClaimBatch)
 		switch {
@@ -125,8 +127,11 @@ func (s *slot) claim(ctx context.Context) ([]engine.Lease, bool) {
 			})
 			return nil, false
 		}
-		r.log.Warn("docket: claim failed; retrying", "err", err, "retry_in", claimRetry)
-		if !r.w.sleep(ctx, claimRetry) {
+		// Not a refusal that will last: a network client that found no
+		// server (a restart), a lost answer, a conflict. Keep trying.
+		d := b.next()
+		r.log.Warn("docket: claim failed; retrying", "err", err, "retry_in", d)
+		if !r.w.sleep(ctx, d) {
 			return nil, false
 		}
 	}
@@ -138,6 +143,67 @@ func (s *slot) claim(ctx context.Context) ([]engine.Lease, bool) {
 func isFatal(err error) bool {
 	return errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrFailed) ||
 		errors.Is(err, engine.ErrInvalid) || errors.Is(err, engine.ErrPermission)
+}
+
+// sentinels are the engine's errors: an error wrapping one is the engine's
+// answer.
+var sentinels = [...]error{engine.ErrInvalid, engine.ErrNotFound, engine.ErrLeaseLost, engine.ErrConflict,
+	engine.ErrPermission, engine.ErrClosed, engine.ErrFailed, engine.ErrCorrupt, engine.ErrLocked, engine.ErrReadOnly}
+
+// transient reports an error that is no answer of the engine: it wraps
+// none of the engine's sentinel errors. A network client returns such
+// errors when no server took a call (a server restarting, unreachable or
+// draining) or when a call's answer was lost; the same call may succeed
+// when made again. An in-process DB answers every call.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// backoff is the pauses between tries of a call that keeps failing
+// transiently: jittered, doubling from retryMin to retryMax.
+type backoff struct{ n int }
+
+func (b *backoff) next() time.Duration {
+	d := min(retryMin<<min(b.n, 16), retryMax)
+	b.n++
+	return d/2 + rand.N(d/2+1)
+}
+
+// retrying makes call, which commits a task's outcome, and makes it again
+// with backoff while it fails transiently (see transient), so that a
+// worker on a network client commits across a server's restart instead of
+// giving the work up. Outcome calls are fenced by the lease's token: a
+// repeat of one that took effect is refused with engine.ErrLeaseLost, never
+// applied twice. It returns whether a try failed transiently before the
+// last one, and the last one's error. It stops trying when the Worker cancels its
+// handlers (Stop's context or the shutdown grace ended), and in a Drain,
+// whose clock may be a test's that nobody moves.
+func (r *runner) retrying(log *slog.Logger, what string, call func() error) (retried bool, err error) {
+	var b backoff
+	for {
+		err = call()
+		if !transient(err) || r.w.draining {
+			return retried, err
+		}
+		d := b.next()
+		lvl := slog.LevelDebug
+		if !retried {
+			lvl = slog.LevelWarn
+		}
+		log.Log(context.Background(), lvl, "docket: "+what+" failed; retrying", "err", err, "retry_in", d)
+		retried = true
+		if !r.w.sleep(r.w.runCtx, d) {
+			return retried, err
+		}
+	}
 }
 
 // heartbeats extends every lease the slot holds every HeartbeatEvery, until
@@ -243,11 +309,27 @@ func (s *slot) run(t *Task, last bool) []engine.Lease {
 
 // completeAndClaim commits t's completion and claims the slot's next batch
 // in one commit. Leases that arrive as the Worker begins to stop are
-// handed back at once.
+// handed back at once. A try without an answer (a network client that
+// found no server, or lost the answer) is not made again, since leases it
+// may have taken would be held by nobody until they expire: the
+// completion alone is committed instead, retried as every outcome is
+// (fenced: if the first try took effect, the repeat is refused).
 func (s *slot) completeAndClaim(t *Task) []engine.Lease {
 	r := s.r
-	_, ls, err := r.q.CompleteAndClaim(context.Background(), t.lease, t.done(), r.w.owner, r.opts.Lease, r.opts.ClaimBatch)
-	r.completed(t, err)
+	bg := context.Background()
+	d := t.done()
+	_, ls, err := r.q.CompleteAndClaim(bg, t.lease, d, r.w.owner, r.opts.Lease, r.opts.ClaimBatch)
+	retried := false
+	if transient(err) {
+		t.Logger().Warn("docket: completing and claiming failed; committing the completion alone", "err", err)
+		ls = nil
+		_, err = r.retrying(t.Logger(), "completing", func() error {
+			_, err := r.q.Complete(bg, t.lease, d)
+			return err
+		})
+		retried = true
+	}
+	r.completed(t, err, retried)
 	if len(ls) > 0 && r.w.claimCtx.Err() != nil {
 		for _, l := range ls {
 			r.release(l)
@@ -269,16 +351,23 @@ func (s *slot) flush() {
 	switch len(tasks) {
 	case 0:
 	case 1:
-		_, err := r.q.Complete(context.Background(), leases[0], engine.Done{})
-		r.completed(tasks[0], err)
+		retried, err := r.retrying(tasks[0].Logger(), "completing", func() error {
+			_, err := r.q.Complete(context.Background(), leases[0], engine.Done{})
+			return err
+		})
+		r.completed(tasks[0], err, retried)
 	default:
-		errs, err := r.q.CompleteBatch(context.Background(), leases)
+		var errs []error
+		retried, err := r.retrying(r.log, fmt.Sprintf("completing a batch of %d", len(leases)), func() (err error) {
+			errs, err = r.q.CompleteBatch(context.Background(), leases)
+			return err
+		})
 		for i, t := range tasks {
 			terr := err
 			if err == nil {
 				terr = errs[i]
 			}
-			r.completed(t, terr)
+			r.completed(t, terr, retried)
 		}
 	}
 	clear(s.pending)
@@ -289,8 +378,10 @@ func (s *slot) flush() {
 
 // release hands a lease back at once without counting the attempt.
 func (r *runner) release(l engine.Lease) {
-	if err := r.q.Snooze(context.Background(), l, 0); err != nil && !errors.Is(err, engine.ErrClosed) {
-		r.log.Warn("docket: releasing a lease failed", logTask, l.ID, logAttempt, l.Attempt, "err", err)
+	log := r.log.With(logTask, l.ID, logAttempt, l.Attempt)
+	_, err := r.retrying(log, "releasing a lease", func() error { return r.q.Snooze(context.Background(), l, 0) })
+	if err != nil && !errors.Is(err, engine.ErrClosed) {
+		log.Warn("docket: releasing a lease failed", "err", err)
 	}
 }
 
@@ -322,14 +413,19 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 	bg := context.Background()
 	switch o {
 	case OutcomeCompleted:
-		_, err := r.q.Complete(bg, t.lease, t.done())
-		r.completed(t, err)
+		d := t.done()
+		retried, err := r.retrying(t.Logger(), "completing", func() error {
+			_, err := r.q.Complete(bg, t.lease, d)
+			return err
+		})
+		r.completed(t, err, retried)
 	case OutcomeShutdown:
 		r.release(t.lease)
 	case OutcomeSnoozed:
 		var sz *snoozeError
 		errors.As(err, &sz)
-		if serr := r.q.Snooze(bg, t.lease, sz.d); serr != nil {
+		_, serr := r.retrying(t.Logger(), "snoozing", func() error { return r.q.Snooze(bg, t.lease, sz.d) })
+		if serr != nil {
 			r.recordFailed(t, "snooze", serr, err)
 		}
 	default:
@@ -346,13 +442,16 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 	}
 }
 
-// completed acts on the result of committing a completion.
-func (r *runner) completed(t *Task, err error) {
+// completed acts on the result of committing a completion; retried says
+// whether an earlier try failed transiently (it may have taken effect).
+func (r *runner) completed(t *Task, err error, retried bool) {
 	switch {
 	case err == nil:
 		if r.log.Enabled(context.Background(), slog.LevelDebug) {
 			t.Logger().Debug("docket: task completed")
 		}
+	case errors.Is(err, engine.ErrLeaseLost) && retried:
+		t.Logger().Warn("docket: completion refused: the lease was lost, or an earlier try whose answer was lost took effect", "err", err)
 	case errors.Is(err, engine.ErrLeaseLost):
 		t.Logger().Warn("docket: completion refused: the lease was lost; the result is discarded", "err", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrFailed):
@@ -366,6 +465,10 @@ func (r *runner) completed(t *Task, err error) {
 		r.release(t.lease)
 		r.w.fail(fmt.Errorf("worker: completing task %d of queue %s/%s: the worker's caller lacks a permission the completion needs: %w",
 			t.ID, t.Namespace, t.Queue, err))
+	case transient(err):
+		// Still no answer when the Worker stopped retrying (it is stopping):
+		// the task runs again once its lease expires.
+		t.Logger().Warn("docket: completion not committed: no answer; the task runs again after its lease expires", "err", err)
 	default:
 		// The commit itself was refused (an assertion of AddOps did not
 		// hold, a follow-up was invalid): the work did not take effect, so
@@ -377,7 +480,8 @@ func (r *runner) completed(t *Task, err error) {
 
 // fail records a failed attempt.
 func (r *runner) fail(t *Task, f engine.Failure) {
-	if err := r.q.Fail(context.Background(), t.lease, f); err != nil {
+	_, err := r.retrying(t.Logger(), "recording the failure", func() error { return r.q.Fail(context.Background(), t.lease, f) })
+	if err != nil {
 		r.recordFailed(t, "recording the failure", err, errors.New(f.Err))
 	}
 }
@@ -396,6 +500,11 @@ func (r *runner) recordFailed(t *Task, what string, err, herr error) {
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrFailed):
 		t.Logger().Warn("docket: "+what+" failed", "err", err)
 		r.w.fail(fmt.Errorf("worker: task %d: %s: %w", t.ID, what, err))
+		return
+	case transient(err):
+		// Still no answer when the Worker stopped retrying: nothing else
+		// would get one either; the lease expires and the task comes back.
+		t.Logger().Warn("docket: "+what+" failed: no answer; the task comes back after its lease expires", "err", err)
 		return
 	}
 	t.Logger().Error("docket: "+what+" failed; failing the attempt instead", "err", err)

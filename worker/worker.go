@@ -69,7 +69,11 @@ type QueueOptions struct {
 
 const (
 	defaultLease = 30 * time.Second
-	claimRetry   = time.Second // pause after a claim that failed
+	// The pauses between tries of a call that failed without the engine
+	// refusing it (a claim, a periodic enqueue, the commit of an outcome)
+	// start at retryMin and double up to retryMax, with jitter.
+	retryMin = 50 * time.Millisecond
+	retryMax = 2 * time.Second
 )
 
 func (o QueueOptions) withDefaults() (QueueOptions, error) {

@@ -9,6 +9,11 @@
 //
 // With -systems docket it runs docket alone, and then also accepts the
 // docket-only workloads W7 (wake-up), W8 (recovery) and W9 (footprint).
+//
+// With -remote it compares servers: docket in process, docket through its
+// client over a TCP connection to a server on 127.0.0.1 ("remote"), and
+// NATS JetStream reached over a TCP connection to its server on 127.0.0.1
+// ("nats-tcp"), and prints the network's cost and the remote targets.
 package main
 
 import (
@@ -21,25 +26,26 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/docketdb/docket/bench"
 	"github.com/docketdb/docket/engine"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func main() {
 	var (
 		workloads = flag.String("workloads", "W1,W2,W3,W4,W5,W6,W6R", "comma-separated workloads")
-		systems   = flag.String("systems", "docket,goqite,nats", "comma-separated systems: docket, goqite, nats")
+		systems   = flag.String("systems", "docket,goqite,nats", "comma-separated systems: docket, remote (docket through its client over loopback), goqite, nats, nats-tcp (JetStream over loopback)")
+		remote    = flag.Bool("remote", false, "compare servers over loopback: -systems defaults to docket,remote,nats-tcp, and the remote targets are checked")
 		n         = flag.Int("n", 20_000, "tasks per workload (0: each workload's default); W6 and W6R run for -duration, W7 uses -trials, W8 -recover-n")
 		trials    = flag.Int("trials", 10_000, "wake-up trials of W7")
 		recoverN  = flag.Int("recover-n", 1_000_000, "pending tasks W8 recovers")
 		duration  = flag.Duration("duration", 5*time.Second, "how long W6 and W6R run")
 		durable   = flag.Bool("durable", true, "fsync every commit (docket SyncAlways, SQLite synchronous=FULL, NATS sync always); false: leave fsync to the OS")
-		memory    = flag.Bool("memory", false, "run docket in memory (peers are skipped)")
+		memory    = flag.Bool("memory", false, "run docket in memory, in process and remote (the peers are skipped)")
 		rounds    = flag.Int("rounds", 1, "runs of each workload per system; the median is reported")
 		rate      = flag.Int("rate", 0, "W6R offered load, tasks/s (0: 10,000)")
 		producers = flag.Int("producers", 0, "producers (0: the workload's default)")
@@ -66,8 +72,11 @@ func main() {
 		base.Progress = os.Stderr
 	}
 	sys := split(*systems)
+	if *remote && !flagSet("systems") {
+		sys = []string{"docket", bench.Remote, "nats-tcp"}
+	}
 	if *memory {
-		sys = []string{"docket"}
+		sys = slices.DeleteFunc(sys, func(s string) bool { return s != "docket" && s != bench.Remote })
 	}
 	for _, s := range sys {
 		if _, ok := runners[s]; !ok {
@@ -76,7 +85,8 @@ func main() {
 	}
 	wls := split(strings.ToUpper(*workloads))
 
-	fmt.Printf("# %s, %d cores, %s, %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), modeName(base), flagLine())
+	fmt.Printf("# %s, %d cores, load average %s, %s, %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(),
+		loadAverage(), modeName(base), flagLine())
 	var fsyncRes *bench.FsyncResult
 	if *fsync > 0 && !*memory {
 		d := *dir
@@ -96,7 +106,7 @@ func main() {
 	for r := range *rounds {
 		for _, w := range wls {
 			for _, s := range sys {
-				if !slices.Contains(bench.DriverWorkloads, w) && s != "docket" {
+				if !slices.Contains(bench.DriverWorkloads, w) && s != "docket" && (s != bench.Remote || w != "W7") {
 					continue
 				}
 				cfg := base
@@ -125,7 +135,7 @@ func main() {
 
 	var medians []bench.Result
 	for _, k := range order {
-		medians = append(medians, median(all[k]))
+		medians = append(medians, bench.Median(all[k]))
 	}
 	fmt.Println()
 	bench.WriteTable(os.Stdout, medians)
@@ -143,6 +153,16 @@ func main() {
 	if len(sys) > 1 {
 		fmt.Println()
 		writeRatios(os.Stdout, wls, sys, all)
+	}
+	var every []bench.Result
+	for _, k := range order {
+		every = append(every, all[k]...)
+	}
+	if slices.Contains(sys, bench.Remote) {
+		fmt.Println("\nremote (through the client over loopback) against in process:")
+		bench.WriteRemote(os.Stdout, every)
+		fmt.Println("\ntargets:")
+		bench.WriteTargets(os.Stdout, bench.Targets(every, "nats-tcp"))
 	}
 	if fsyncRes != nil {
 		for _, r := range medians {
@@ -172,49 +192,72 @@ var runners = map[string]func(context.Context, bench.Config) (bench.Result, erro
 	"goqite": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
 		return bench.RunDriver(ctx, "goqite", cfg, openGoqite)
 	},
+	bench.Remote: func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		cfg.Remote = true
+		return bench.Run(ctx, cfg)
+	},
 	"nats": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
-		return bench.RunDriver(ctx, "nats", cfg, openNATS)
+		return bench.RunDriver(ctx, "nats", cfg, func(ctx context.Context, cfg bench.Config, dir string) (bench.Driver[jetstream.Msg], error) {
+			return openNATS(ctx, cfg, dir, false)
+		})
+	},
+	"nats-tcp": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		return bench.RunDriver(ctx, "nats-tcp", cfg, func(ctx context.Context, cfg bench.Config, dir string) (bench.Driver[jetstream.Msg], error) {
+			return openNATS(ctx, cfg, dir, true)
+		})
 	},
 }
 
-// writeRatios prints docket's figure over each peer's per workload:
-// throughput ratios above 1 and latency ratios above 1 both favour docket.
+// writeRatios prints, per workload, docket's figure over each peer's and
+// remote docket's over each other system's: throughput ratios above 1 and
+// latency ratios above 1 both favour the first.
 func writeRatios(w io.Writer, wls, sys []string, all map[string][]bench.Result) {
+	type pair struct{ a, b string }
+	var pairs []pair
+	for _, a := range []string{"docket", bench.Remote} {
+		if !slices.Contains(sys, a) {
+			continue
+		}
+		for _, b := range sys {
+			if b != a && b != "docket" && (a == bench.Remote || b != bench.Remote) {
+				pairs = append(pairs, pair{a, b})
+			}
+		}
+		if a == bench.Remote && slices.Contains(sys, "docket") {
+			pairs = append(pairs, pair{a, "docket"})
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\tfigure\t")
-	for _, s := range sys[1:] {
-		fmt.Fprintf(tw, "docket/%s\t", s)
+	for _, p := range pairs {
+		fmt.Fprintf(tw, "%s/%s\t", p.a, p.b)
 	}
 	fmt.Fprintln(tw)
 	for _, wl := range wls {
-		d, ok := all[wl+"/docket"]
-		if !ok {
-			continue
-		}
-		dm := median(d)
-		row := func(figure string, f func(docket, peer bench.Result) string) {
+		row := func(figure string, f func(a, b bench.Result) string) {
 			line := wl + "\t" + figure + "\t"
 			any := false
-			for _, s := range sys[1:] {
-				p, ok := all[wl+"/"+s]
-				if !ok {
+			for _, p := range pairs {
+				a, ok1 := all[wl+"/"+p.a]
+				b, ok2 := all[wl+"/"+p.b]
+				if !ok1 || !ok2 {
 					line += "-\t"
 					continue
 				}
-				line += f(dm, median(p)) + "\t"
+				line += f(bench.Median(a), bench.Median(b)) + "\t"
 				any = true
 			}
 			if any {
 				fmt.Fprintln(tw, line)
 			}
 		}
-		row("tasks/s", func(d, p bench.Result) string { return ratio(d.TasksPerSec, p.TasksPerSec) })
-		if dm.EndToEnd != nil {
-			row("e2e p99 (peer/docket)", func(d, p bench.Result) string {
-				if p.EndToEnd == nil {
+		row("tasks/s", func(a, b bench.Result) string { return ratio(a.TasksPerSec, b.TasksPerSec) })
+		if wl == "W6R" {
+			row("e2e p99 (second/first)", func(a, b bench.Result) string {
+				if a.EndToEnd == nil || b.EndToEnd == nil {
 					return "-"
 				}
-				return ratio(float64(p.EndToEnd.P99), float64(d.EndToEnd.P99))
+				return ratio(float64(b.EndToEnd.P99), float64(a.EndToEnd.P99))
 			})
 		}
 	}
@@ -226,13 +269,6 @@ func ratio(a, b float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", a/b)
-}
-
-// median returns the run with the median throughput.
-func median(rs []bench.Result) bench.Result {
-	s := slices.Clone(rs)
-	sort.Slice(s, func(i, j int) bool { return s[i].TasksPerSec < s[j].TasksPerSec })
-	return s[len(s)/2]
 }
 
 func split(s string) []string {
@@ -274,4 +310,21 @@ func short(v float64) string {
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "peers:", err)
 	os.Exit(1)
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages, "-"
+// where /proc does not give them: other work on a shared machine shows in
+// the figures.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "-"
 }

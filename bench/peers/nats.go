@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/docketdb/docket/bench"
@@ -23,22 +24,28 @@ type natsDriver struct {
 	cons jetstream.Consumer
 }
 
-// openNATS starts a NATS server with JetStream in this process, with no
-// listener (the client connects in-process), file storage in dir, and a
-// work-queue stream with one durable pull consumer using explicit acks.
-// For SyncAlways the server fsyncs every write (sync_interval: always);
-// otherwise it keeps its default (an fsync every 2 minutes).
-func openNATS(ctx context.Context, cfg bench.Config, dir string) (bench.Driver[jetstream.Msg], error) {
+// openNATS starts a NATS server with JetStream in this process, with file
+// storage in dir and a work-queue stream with one durable pull consumer
+// using explicit acks. Without loopback it has no listener and the client
+// connects in-process; with loopback it listens on a fresh 127.0.0.1 port
+// and the client connects to it over TCP, as docket's client does in
+// remote mode. For SyncAlways the server fsyncs every write
+// (sync_interval: always); otherwise it keeps its default (an fsync every
+// 2 minutes).
+func openNATS(ctx context.Context, cfg bench.Config, dir string, loopback bool) (bench.Driver[jetstream.Msg], error) {
 	if cfg.InMemory {
 		return nil, fmt.Errorf("nats: in-memory mode is not compared")
 	}
 	opts := &server.Options{
 		JetStream:  true,
 		StoreDir:   dir,
-		DontListen: true,
+		DontListen: !loopback,
 		NoLog:      true,
 		NoSigs:     true,
 		SyncAlways: cfg.Durability == engine.SyncAlways,
+	}
+	if loopback {
+		opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -54,7 +61,16 @@ func openNATS(ctx context.Context, cfg bench.Config, dir string) (bench.Driver[j
 		d.Close()
 		return nil, err
 	}
-	if d.nc, err = nats.Connect("", nats.InProcessServer(srv)); err != nil {
+	if loopback {
+		addr, ok := srv.Addr().(*net.TCPAddr)
+		if !ok || !addr.IP.IsLoopback() {
+			return fail(fmt.Errorf("nats: listening on %v, not on loopback TCP", srv.Addr()))
+		}
+		d.nc, err = nats.Connect("nats://" + addr.String())
+	} else {
+		d.nc, err = nats.Connect("", nats.InProcessServer(srv))
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if d.js, err = jetstream.New(d.nc); err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,5 +36,31 @@ func TestPeers(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestNATSLoopback checks that nats-tcp reaches its server over a TCP
+// connection to 127.0.0.1, and that nats connects in process.
+func TestNATSLoopback(t *testing.T) {
+	cfg := bench.Config{Workload: "W1", Durability: engine.SyncNever}
+	for _, loopback := range []bool{true, false} {
+		d, err := openNATS(context.Background(), cfg, t.TempDir(), loopback)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := d.(*natsDriver)
+		host, port, err := net.SplitHostPort(nd.nc.ConnectedAddr())
+		if loopback {
+			srvAddr, _ := nd.srv.Addr().(*net.TCPAddr)
+			if err != nil || host != "127.0.0.1" || srvAddr == nil || port != strconv.Itoa(srvAddr.Port) {
+				t.Errorf("loopback client connected to %q (%v), server at %v", nd.nc.ConnectedAddr(), err, nd.srv.Addr())
+			}
+		} else if err == nil || nd.srv.Addr() != nil {
+			t.Errorf("in-process client connected to %q, server listening at %v", nd.nc.ConnectedAddr(), nd.srv.Addr())
+		}
+		if err := d.Enqueue(context.Background(), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
 	}
 }

@@ -11,6 +11,10 @@ import (
 	"github.com/docketdb/docket/bench"
 )
 
+// benchPeer is the name bench/peers gives NATS JetStream reached over
+// loopback, the peer of the remote targets.
+const benchPeer = "nats-tcp"
+
 func runBench(ctx context.Context, c cli, args []string) error {
 	fs := newFlags(c, "bench")
 	workloads := fs.String("workload", "W1,W2,W3,W4,W5,W6,W6R,W7", "workloads, comma separated: "+strings.Join(bench.Workloads, ","))
@@ -21,7 +25,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	claim := fs.Int("claim", 0, "tasks per claim (0: the workload's default)")
 	payload := fs.Int("payload", 0, "payload bytes (0: about 100)")
 	rate := fs.Int("rate", 0, "W6R offered load in tasks/s (0: 10,000)")
-	durability := fs.String("durability", "always", "always, interval, never or memory")
+	durability := fs.String("durability", "always", "always, interval, never or memory; several comma separated run in turn")
 	dir := fs.String("dir", "", "directory for the data (default: a temporary one)")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	fsyncFor := fs.Duration("fsync", 3*time.Second, "how long to measure the raw fsync rate first (0: skip)")
@@ -29,35 +33,60 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	parked := fs.Int("parked", 0, "W7 claimers parked beside the one woken")
 	split := fs.Bool("split", false, "W4, W6, W6R workers complete and claim in two commits")
 	targets := fs.Bool("targets", false, "run the workloads of the performance targets ("+strings.Join(bench.TargetWorkloads, ", ")+
-		") and judge each target PASS or FAIL, instead of -workload")
+		") in each -durability and judge each target PASS or FAIL, instead of -workload (in process only)")
 	skip := fs.String("skip", "", "with -targets, workloads not to run, comma separated (W8 takes longest)")
+	remote := fs.Bool("remote", false, "run each workload in process and through the client to a server on 127.0.0.1 (started in this process), alternating; print the network's cost and the remote targets")
+	server := fs.String("server", "", "with -remote: drive the running server at this URL instead (each run on a queue of its own; its durability is its own)")
+	token := fs.String("token", "", "bearer token for -server (default $DOCKET_TOKEN)")
+	rounds := fs.Int("rounds", 1, "runs of each workload and system, alternating; the median is reported")
 	if err := parse(c, fs, args); err != nil {
 		return err
 	}
+	if *rounds < 1 {
+		return usageError{"bench: -rounds must be at least 1"}
+	}
+	if *server != "" {
+		*remote = true
+		if *token == "" {
+			*token = os.Getenv("DOCKET_TOKEN")
+		}
+	}
+	if *targets && *remote {
+		return usageError{"bench: -targets runs in process; the remote targets are those of -remote"}
+	}
 	base := bench.Config{N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
 		PayloadBytes: *payload, OfferedRate: *rate, Dir: *dir, InFlight: *inFlight, Parked: *parked, SplitCommits: *split}
-	if *durability == "memory" {
-		base.InMemory = true
-	} else {
-		d, err := parseDurability(*durability)
-		if err != nil {
-			return err
+	var modes []bench.Config
+	anyDisk := false
+	for _, m := range strings.Split(*durability, ",") {
+		cfg := base
+		if m = strings.TrimSpace(m); m == "memory" {
+			cfg.InMemory = true
+		} else {
+			d, err := parseDurability(m)
+			if err != nil {
+				return err
+			}
+			cfg.Durability = d
+			anyDisk = true
 		}
-		base.Durability = d
-	}
-	if !*asJSON && isTerminal(c.stderr) {
-		base.Progress = c.stderr
+		if !*asJSON && isTerminal(c.stderr) {
+			cfg.Progress = c.stderr
+		}
+		modes = append(modes, cfg)
 	}
 	out := struct {
 		Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
 		Results []bench.Result     `json:"results"`
-		Targets []bench.Target     `json:"targets,omitempty"`
+		// Targets are the remote mode's; PerfTargets those of -targets.
+		Targets     []bench.Target     `json:"targets,omitempty"`
+		PerfTargets []bench.PerfTarget `json:"perf_targets,omitempty"`
 	}{}
-	if *fsyncFor > 0 && !base.InMemory {
-		fdir := *dir
-		if fdir == "" {
-			fdir = os.TempDir()
-		}
+	fdir := *dir
+	if fdir == "" {
+		fdir = os.TempDir()
+	}
+	if *fsyncFor > 0 && anyDisk {
 		f, err := bench.MeasureFsync(fdir, *fsyncFor)
 		if err != nil {
 			return fmt.Errorf("measuring fsync: %w", err)
@@ -69,13 +98,14 @@ func runBench(ctx context.Context, c cli, args []string) error {
 			fmt.Fprintln(c.stdout)
 		}
 	}
+	writeJSON := func() error {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
 	if *targets {
 		var measure func() (float64, error)
 		if out.Fsync != nil {
-			fdir := *dir
-			if fdir == "" {
-				fdir = os.TempDir()
-			}
 			measure = func() (float64, error) {
 				f, err := bench.MeasureFsync(fdir, min(*fsyncFor, time.Second))
 				if err == nil && !*asJSON {
@@ -90,50 +120,81 @@ func runBench(ctx context.Context, c cli, args []string) error {
 				skipped[strings.ToUpper(w)] = true
 			}
 		}
-		ts, err := bench.RunTargets(ctx, base, measure, skipped, func(res bench.Result) {
-			out.Results = append(out.Results, res)
-			if !*asJSON {
-				res.Table(c.stdout)
-				fmt.Fprintln(c.stdout)
+		var judged [][]bench.PerfTarget
+		for _, mode := range modes {
+			ts, err := bench.RunTargets(ctx, mode, measure, skipped, func(res bench.Result) {
+				out.Results = append(out.Results, res)
+				if !*asJSON {
+					res.Table(c.stdout)
+					fmt.Fprintln(c.stdout)
+				}
+			})
+			if err != nil {
+				return err
 			}
-		})
-		if err != nil {
-			return err
+			out.PerfTargets = append(out.PerfTargets, ts...)
+			judged = append(judged, ts)
 		}
-		out.Targets = ts
 		if *asJSON {
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+			return writeJSON()
 		}
 		fmt.Fprintln(c.stdout, "summary:")
 		if err := bench.WriteTable(c.stdout, out.Results); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "\ntargets (%s):\n", base.Mode())
-		return bench.WriteTargets(c.stdout, ts)
-	}
-	for _, w := range strings.Split(*workloads, ",") {
-		cfg := base
-		cfg.Workload = strings.TrimSpace(w)
-		res, err := bench.Run(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", cfg.Workload, err)
-		}
-		out.Results = append(out.Results, res)
-		if !*asJSON {
-			res.Table(c.stdout)
-			if out.Fsync != nil && out.Fsync.PerSec > 0 && res.TasksPerSec > 0 && res.Recovery == nil && res.Footprint == nil {
-				fmt.Fprintf(c.stdout, "vs raw fsync\t%.2fx the raw fsync rate\n", res.TasksPerSec/out.Fsync.PerSec)
+		for i, ts := range judged {
+			fmt.Fprintf(c.stdout, "\ntargets (%s):\n", modes[i].Mode())
+			if err := bench.WritePerfTargets(c.stdout, ts); err != nil {
+				return err
 			}
-			fmt.Fprintln(c.stdout)
 		}
+		return nil
+	}
+	for range *rounds {
+		for _, mode := range modes {
+			for _, w := range strings.Split(*workloads, ",") {
+				cfg := mode
+				cfg.Workload = strings.TrimSpace(w)
+				ways := []bench.Config{cfg}
+				if up := strings.ToUpper(cfg.Workload); *remote && up != "W8" && up != "W9" && up != "W1P" {
+					r := cfg
+					r.Remote, r.Server, r.Token = true, *server, *token
+					ways = append(ways, r)
+				}
+				for _, cfg := range ways {
+					res, err := bench.Run(ctx, cfg)
+					if err != nil {
+						return fmt.Errorf("%s: %w", cfg.Workload, err)
+					}
+					out.Results = append(out.Results, res)
+					if !*asJSON {
+						res.Table(c.stdout)
+						if out.Fsync != nil && out.Fsync.PerSec > 0 && res.TasksPerSec > 0 && res.Recovery == nil && res.Footprint == nil {
+							fmt.Fprintf(c.stdout, "vs raw fsync\t%.2fx the raw fsync rate\n", res.TasksPerSec/out.Fsync.PerSec)
+						}
+						fmt.Fprintln(c.stdout)
+					}
+				}
+			}
+		}
+	}
+	if *remote {
+		out.Targets = bench.Targets(out.Results, benchPeer)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON()
 	}
 	fmt.Fprintln(c.stdout, "summary:")
-	return bench.WriteTable(c.stdout, out.Results)
+	if err := bench.WriteTable(c.stdout, out.Results); err != nil {
+		return err
+	}
+	if !*remote {
+		return nil
+	}
+	fmt.Fprintln(c.stdout, "\nremote (through the client over loopback) against in process:")
+	if err := bench.WriteRemote(c.stdout, out.Results); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, "\ntargets (-remote measures the first two; the JetStream ones need bench/peers -remote):")
+	return bench.WriteTargets(c.stdout, out.Targets)
 }

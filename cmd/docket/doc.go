@@ -4,10 +4,14 @@
 //
 //	docket demo [-dir ./docket-data] [-tasks 2000]   run producers and workers, with live progress
 //	docket serve [-dir DIR] [-listen ADDR] [flags]    the network API, /healthz, /readyz, -ui, -metrics
+//	docket serve -raft ADDR -bootstrap | -join URL    a node of a replicated cluster (cluster.go)
+//	docket cluster [remove ID | transfer [ID] | bench]   a cluster's members and figures; membership; its benchmark
 //	docket token CALLER GRANT...                      a bearer token and its line of the tokens file
 //	docket stats | top | inspect | get ID             look at queues and tasks
-//	docket dead [-redrive ID,... | -redrive-all | -by-error]   the dead-letter queue
-//	docket enqueue [PAYLOAD | -] | cancel ID... | run-now ID...   act on tasks
+//	docket dead [-redrive ID,... | -redrive-all | -by-error]   the dead-letter queue;
+//	            [-redrive-error TEXT | -delete-error TEXT]    by exact last error
+//	docket enqueue [PAYLOAD | -] | cancel [-completed] ID... | run-now ID...   act on tasks
+//	docket pause | resume | limits [-max-in-flight N] [-rate N -per D]   a queue's controls
 //	docket kv get|scan|set|delete                     a namespace's key-value entries
 //	docket verify DIR                                 check a directory the way Open would, changing nothing
 //	docket repair [-salvage] DIR                      cut a torn log tail, keeping a copy; -salvage keeps
@@ -21,10 +25,22 @@
 // which create and change nothing and refuse a directory that is not a
 // docket data directory), with -server on the network client, which
 // implements the same interface (remote.go holds that wiring). -json prints
-// JSON for scripts.
+// JSON for scripts. Every action of the dashboard (package ui) has its
+// command, so that an operator can do on a live server from a shell what
+// the dashboard does: redrive one, some or all dead tasks, or those with
+// one exact last error (dead), delete dead tasks by last error (dead
+// -delete-error), cancel (cancel), run now (run-now), delete retained
+// completions by id or all of them (cancel -completed, -completed-all).
+//
+// With -raft, serve runs a cluster.Node under the server (cluster.go): the
+// members' API URLs are kept in the replicated state, so that a follower
+// names the leader's URL to a client; clustermetrics.go has the raft
+// figures of /metrics, clusterproc.go the local clusters of processes that
+// the cluster benchmark and the failure tests run.
 //
 // The command is a module of its own: serve pulls in Prometheus (through
-// worker/metrics), which a program importing only the engine must not get.
+// worker/metrics) and hashicorp/raft (through cluster), which a program
+// importing only the engine must not get.
 // The program is run(ctx, args, stdout, stderr), so its tests run commands
 // in-process; runCLI takes the dialer, standard input and serve's reload
 // signal as hooks.

@@ -45,13 +45,17 @@ func init() {
 		{"top", "[-dir DIR | -server URL] [-once] [-every D]", "show every queue's counts and rates, refreshed live", runTop},
 		{"inspect", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-state S] [-json]", "list the tasks of a queue in one state", runInspect},
 		{"get", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-json] ID", "show one task: payload, result, attempts and their errors", runGet},
-		{"dead", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-redrive ID,... | -redrive-all | -by-error]", "list, group or redrive the dead-letter queue of a queue", runDead},
+		{"dead", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-redrive ID,... | -redrive-all | -by-error | -redrive-error TEXT | -delete-error TEXT]", "list, group, redrive or delete the dead-letter queue of a queue", runDead},
 		{"enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", "add a task (payload JSON as an argument, or - for stdin)", runEnqueue},
-		{"cancel", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] ID... | -completed-all", "delete tasks in any state (retained completions too)", runCancel},
+		{"cancel", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-completed] ID... | -completed-all", "delete tasks in any state (-completed: only retained completions)", runCancel},
 		{"run-now", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] ID...", "make scheduled tasks (timers, retries in backoff) due now", runRunNow},
+		{"pause", "[-dir DIR | -server URL] [-ns P/S] [-queue Q]", "stop a queue's claims (workers wait) until resume", runPause},
+		{"resume", "[-dir DIR | -server URL] [-ns P/S] [-queue Q]", "let a paused queue's tasks be claimed again", runResume},
+		{"limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags]", "show or set a queue's in-flight bound and rate limit", runLimits},
 		{"kv", "get|scan|set|delete [-dir DIR | -server URL] [-ns P/S] ...", "read and write a namespace's key-value entries", runKV},
 		{"verify", "DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
 		{"repair", "[-salvage] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},
+		{"cluster", "[remove ID | transfer [ID] | bench] [-server URL]", "show a cluster's members, leader and indexes; remove a member, move the leadership", runCluster},
 		{"bench", "[-workload W1,W2] [-json]", "run the load generator's workloads and print throughput and latency", runBench},
 		{"version", "", "print the version of docket and of Go it was built with", runVersion},
 	}
@@ -141,13 +145,17 @@ func (e usageError) Error() string { return e.msg }
 // positional arguments and goes to stdout when asked for with -h (exit 0),
 // to stderr after a mistake (exit 2).
 func newFlags(c cli, name string) *flag.FlagSet {
-	var argsLine string
+	return newFlagsFor(c, name, commandArgs(name), "")
+}
+
+// commandArgs returns the arguments line of the command name.
+func commandArgs(name string) string {
 	for _, cmd := range commands {
 		if cmd.name == name {
-			argsLine = cmd.args
+			return cmd.args
 		}
 	}
-	return newFlagsFor(c, name, argsLine, "")
+	return ""
 }
 
 // newFlagsFor is newFlags with the usage line's arguments and a paragraph

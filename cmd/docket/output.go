@@ -47,17 +47,19 @@ type totalsJSON struct {
 }
 
 type queueJSON struct {
-	Namespace   nsJSON     `json:"namespace"`
-	Queue       string     `json:"queue"`
-	Counts      countsJSON `json:"counts"`
-	OldestReady *time.Time `json:"oldest_ready,omitempty"`
-	Totals      totalsJSON `json:"totals"`
+	Namespace   nsJSON      `json:"namespace"`
+	Queue       string      `json:"queue"`
+	Counts      countsJSON  `json:"counts"`
+	OldestReady *time.Time  `json:"oldest_ready,omitempty"`
+	Totals      totalsJSON  `json:"totals"`
+	Paused      bool        `json:"paused,omitempty"`
+	Limits      *limitsJSON `json:"limits,omitempty"`
 }
 
 func queueOf(q engine.QueueInfo) queueJSON {
 	t := q.Totals
 	return queueJSON{Namespace: nsOf(q.Namespace), Queue: q.Name, Counts: countsOf(q.Counts), OldestReady: timePtr(q.OldestReady),
-		Totals: totalsJSON{t.Enqueued, t.Claimed, t.Completed, t.Retried, t.DeadLettered}}
+		Totals: totalsJSON{t.Enqueued, t.Claimed, t.Completed, t.Retried, t.DeadLettered}, Paused: q.Paused, Limits: limitsOf(q.Limits)}
 }
 
 type attemptJSON struct {

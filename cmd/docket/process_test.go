@@ -73,8 +73,14 @@ var servingURL = regexp.MustCompile(`msg="docket: serving".* url=(\S+)`)
 // once its log says where it listens.
 func startServe(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startServeOn(t, "127.0.0.1:0", args...)
+}
+
+// startServeOn is startServe listening on addr.
+func startServeOn(t *testing.T, addr string, args ...string) *proc {
+	t.Helper()
 	p := &proc{log: newLogLines(), exited: make(chan struct{})}
-	p.cmd = exec.Command(docketBinary(t), append([]string{"serve", "-listen", "127.0.0.1:0"}, args...)...)
+	p.cmd = exec.Command(docketBinary(t), append([]string{"serve", "-listen", addr}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -173,37 +179,4 @@ func TestServeProcessSignals(t *testing.T) {
 		t.Fatalf("after SIGTERM the directory does not open: %v", err)
 	}
 	db.Close()
-}
-
-// TestServeProcessKillAndRestart kills serve with SIGKILL a few times and
-// starts it again on the same directory: each time it comes back ready
-// with the same tasks. (With the network client, producers and workers will
-// run across these restarts.)
-func TestServeProcessKillAndRestart(t *testing.T) {
-	dir := dataDir(t)
-	for cycle := range 3 {
-		p := startServe(t, "-dir", dir, "-metrics")
-		for _, path := range []string{"/healthz", "/readyz"} {
-			if code, _, body := get(t, p.base, path, ""); code != 200 {
-				t.Fatalf("cycle %d: %s: %d %s", cycle, path, code, body)
-			}
-		}
-		_, _, body := get(t, p.base, "/metrics", "")
-		for _, want := range []string{
-			`docket_tasks{project="demo",queue="emails",scope="local",state="ready"} 2`,
-			`docket_tasks{project="demo",queue="emails",scope="local",state="dead"} 1`,
-		} {
-			if !strings.Contains(body, want) {
-				t.Fatalf("cycle %d: the metrics do not show %s:\n%s", cycle, want, body)
-			}
-		}
-		p.signal(t, syscall.SIGKILL)
-		if st, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
-			t.Fatalf("cycle %d: %v", cycle, p.err)
-		}
-	}
-	code, out, errs := docket(t, "verify", dir)
-	if code != 0 {
-		t.Fatalf("verify after the kills: %d\n%s%s", code, out, errs)
-	}
 }

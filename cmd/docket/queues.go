@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -64,11 +66,25 @@ func runStats(ctx context.Context, c cli, args []string) error {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "namespace\tqueue\tready\tscheduled\tin-flight\tdead\tcompleted\t")
+	var controlled []engine.QueueInfo
 	for _, q := range qs {
 		n := q.Counts
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", q.Namespace, q.Name, n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed)
+		if q.Paused || q.Limits != (engine.Limits{}) {
+			controlled = append(controlled, q)
+		}
 	}
 	tw.Flush()
+	for _, q := range controlled {
+		var what []string
+		if q.Paused {
+			what = append(what, "paused")
+		}
+		if l := limitsText(q.Limits); l != "" {
+			what = append(what, l)
+		}
+		fmt.Fprintf(c.stdout, "%s %s: %s\n", q.Namespace, q.Name, strings.Join(what, ", "))
+	}
 	if haveStats {
 		fmt.Fprintf(c.stdout, "\n%d tasks held, last commit %d\n", st.Tasks, st.Seq)
 	}
@@ -175,28 +191,49 @@ func eachTask(c cli, asJSON bool, ids []uint64, verb string, act func(uint64) er
 	return nil
 }
 
+const deadAbout = `
+Lists the dead-letter queue of a queue (a page at a time), groups it by last
+error (-by-error), or acts on it: redrive tasks by id, every dead task, or
+every dead task whose last error is exactly TEXT; or delete every dead task
+whose last error is exactly TEXT. TEXT is the whole last error, as
+'dead -by-error -json' prints it (in a shell, $'a\nb' writes a newline).
+The actions by error read at most -scan dead tasks, and say when more remain:
+
+  docket dead -server http://127.0.0.1:7070 -ns acme/prod -queue emails -by-error
+  docket dead -server http://127.0.0.1:7070 -ns acme/prod -queue emails -redrive-error 'smtp 451'`
+
 func runDead(ctx context.Context, c cli, args []string) error {
-	tf := newTargetFlags(c, "dead", oneQueue)
+	fs := newFlagsFor(c, "dead", commandArgs("dead"), deadAbout)
+	tf := addTargetFlags(c, fs, oneQueue)
 	redrive := tf.fs.String("redrive", "", "move these dead tasks (ids, comma separated) back to ready with a fresh attempt budget")
 	all := tf.fs.Bool("redrive-all", false, "move every dead task of the queue back to ready")
 	byError := tf.fs.Bool("by-error", false, "count the dead tasks by their last error instead of listing them")
-	scan := tf.fs.Int("scan", 10000, "with -by-error: how many dead tasks to read at most")
+	redriveErr := tf.fs.String("redrive-error", "", "move every dead task whose last error is exactly `TEXT` back to ready")
+	deleteErr := tf.fs.String("delete-error", "", "delete every dead task whose last error is exactly `TEXT`")
+	scan := tf.fs.Int("scan", 10000, "with -by-error, -redrive-error or -delete-error: how many dead tasks to read at most")
 	limit := tf.fs.Int("limit", 20, "tasks to list")
 	cursor := tf.fs.String("cursor", "", "continue the listing after a previous page")
 	if _, err := tf.parse(args, 0, 0); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	tf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	modes := 0
-	for _, on := range []bool{*redrive != "", *all, *byError} {
-		if on {
+	for _, name := range []string{"redrive", "redrive-all", "by-error", "redrive-error", "delete-error"} {
+		if set[name] {
 			modes++
 		}
 	}
 	if modes > 1 {
-		return usageError{"dead: -redrive, -redrive-all and -by-error exclude each other"}
+		return usageError{"dead: -redrive, -redrive-all, -by-error, -redrive-error and -delete-error exclude each other"}
+	}
+	for _, name := range []string{"redrive-error", "delete-error"} {
+		if set[name] && tf.fs.Lookup(name).Value.String() == "" {
+			return usageError{fmt.Sprintf("dead: -%s needs the error text", name)}
+		}
 	}
 	var ids []uint64
-	if *redrive != "" {
+	if set["redrive"] {
 		var err error
 		if ids, err = parseIDs([]string{*redrive}); err != nil {
 			return err
@@ -205,7 +242,7 @@ func runDead(ctx context.Context, c cli, args []string) error {
 	if *scan < 1 {
 		return usageError{"dead: -scan must be at least 1"}
 	}
-	t, err := tf.open(ctx, *redrive != "" || *all)
+	t, err := tf.open(ctx, *redrive != "" || *all || *redriveErr != "" || *deleteErr != "")
 	if err != nil {
 		return err
 	}
@@ -226,6 +263,10 @@ func runDead(ctx context.Context, c cli, args []string) error {
 		return nil
 	case *byError:
 		return deadByError(ctx, c, *tf.json, q, *scan)
+	case *redriveErr != "":
+		return deadWithError(ctx, c, *tf.json, q, *redriveErr, *scan, "redriven", q.Redrive)
+	case *deleteErr != "":
+		return deadWithError(ctx, c, *tf.json, q, *deleteErr, *scan, "deleted", q.Cancel)
 	}
 	page, err := q.List(ctx, engine.ListOptions{State: engine.Dead, Limit: *limit, Cursor: *cursor})
 	if err != nil {
@@ -239,6 +280,69 @@ func runDead(ctx context.Context, c cli, args []string) error {
 		fmt.Fprintf(c.stdout, "more: -cursor %s\n", shellQuote(page.Next))
 	}
 	return nil
+}
+
+// deadWithError runs act (redrive or cancel) on every dead task of q whose
+// last error is exactly text, reading at most scan dead tasks a page at a
+// time, and reports how many it acted on (verb), how many it read, and
+// whether dead tasks remained unread. Tasks that left the dead state
+// meanwhile (another operator, a worker of a redriven task) are skipped.
+func deadWithError(ctx context.Context, c cli, asJSON bool, q engine.Queue, text string, scan int, verb string,
+	act func(context.Context, uint64) error) error {
+	n, read, cursor := 0, 0, ""
+	var err error
+	for read < scan {
+		var page engine.Page
+		page, err = q.List(ctx, engine.ListOptions{State: engine.Dead, Limit: min(1000, scan-read), Cursor: cursor})
+		if err != nil {
+			break
+		}
+		read += len(page.Tasks)
+		for _, t := range page.Tasks {
+			if t.LastError != text {
+				continue
+			}
+			switch aerr := act(ctx, t.ID); {
+			case aerr == nil:
+				n++
+			case errors.Is(aerr, engine.ErrNotFound), errors.Is(aerr, engine.ErrConflict):
+			default:
+				err = fmt.Errorf("task %d: %w", t.ID, aerr)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if cursor = page.Next; err != nil || cursor == "" || len(page.Tasks) == 0 {
+			cursor = ""
+			break
+		}
+	}
+	more := err == nil && cursor != ""
+	if asJSON {
+		out := map[string]any{verb: n, "read": read, "more": more}
+		if err != nil {
+			out["error"] = message(err)
+		}
+		if werr := writeJSON(c.stdout, out); werr != nil || err == nil {
+			return werr
+		}
+		return exitError(1)
+	}
+	if n > 0 || err == nil {
+		fmt.Fprintf(c.stdout, "%d dead %s with last error %q %s\n", n, plural(n, "task", "tasks"), text, verb)
+	}
+	if more {
+		fmt.Fprintf(c.stdout, "(read the first %d dead tasks; more remain: run it again, or raise -scan)\n", read)
+	}
+	return err
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 type errorGroup struct {
@@ -347,7 +451,8 @@ func readArg(c cli, arg string) ([]byte, error) {
 const enqueueAbout = `
 Adds one task. PAYLOAD is JSON (or nothing, for an empty payload); - reads it
 from standard input. It prints the task's id, or with -key the id of the task
-that already holds the key (nothing is enqueued then):
+that already holds the key, or with -unique the id of a task of the same kind
+and payload enqueued within the window (nothing is enqueued then):
 
   docket enqueue -server http://127.0.0.1:7070 -ns acme/prod -queue emails '{"to":"a@b"}'
   some-program | docket enqueue -dir data -kind report -delay 10m -`
@@ -365,12 +470,16 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	key := tf.fs.String("key", "", "idempotency key: while a task with it exists, enqueueing again returns that task")
 	headers := headerFlag{}
 	tf.fs.Var(headers, "header", "a `NAME=VALUE` pair carried with the task (repeat the flag for more)")
+	unique := addUniqueFlags(tf.fs)
 	pos, err := tf.parse(args, 0, 1)
 	if err != nil {
 		return err
 	}
 	task := engine.Task{Kind: *kind, Delay: *delay, Priority: *priority, MaxAttempts: *maxAttempts,
 		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key}
+	if err := unique.apply(&task); err != nil {
+		return err
+	}
 	if len(headers) > 0 {
 		task.Headers = headers
 	}
@@ -407,6 +516,10 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 			Deduplicated bool   `json:"deduplicated"`
 		}{res.ID, res.Deduplicated})
 	}
+	if res.Deduplicated && task.Unique != nil {
+		fmt.Fprintf(c.stdout, "task %d has the same content: nothing enqueued\n", res.ID)
+		return nil
+	}
 	if res.Deduplicated {
 		fmt.Fprintf(c.stdout, "task %d already holds idempotency key %q: nothing enqueued\n", res.ID, *key)
 		return nil
@@ -417,13 +530,14 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 
 func runCancel(ctx context.Context, c cli, args []string) error {
 	tf := newTargetFlags(c, "cancel", oneQueue)
-	completed := tf.fs.Bool("completed-all", false, "delete every retained completed task of the queue (and its result)")
+	completed := tf.fs.Bool("completed", false, "delete only retained completed tasks (and their results): an id of a task in another state is refused")
+	completedAll := tf.fs.Bool("completed-all", false, "delete every retained completed task of the queue (and its result)")
 	pos, err := tf.parse(args, 0, -1)
 	if err != nil {
 		return err
 	}
-	if *completed == (len(pos) > 0) {
-		return usageError{"cancel: give task ids or -completed-all"}
+	if *completedAll == (len(pos) > 0) || *completed && *completedAll {
+		return usageError{"cancel: give task ids (with or without -completed) or -completed-all"}
 	}
 	ids, err := parseIDs(pos)
 	if err != nil {
@@ -435,7 +549,19 @@ func runCancel(ctx context.Context, c cli, args []string) error {
 	}
 	defer t.Close()
 	q := t.Queue()
-	if !*completed {
+	switch {
+	case *completed:
+		return eachTask(c, *tf.json, ids, "deleted", func(id uint64) error {
+			info, err := q.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if info.State != engine.Completed {
+				return fmt.Errorf("%w: task %d is %s, not completed: nothing deleted", engine.ErrConflict, id, info.State)
+			}
+			return q.Cancel(ctx, id)
+		})
+	case !*completedAll:
 		return eachTask(c, *tf.json, ids, "cancelled", func(id uint64) error { return q.Cancel(ctx, id) })
 	}
 	n, err := deleteCompleted(ctx, q)
@@ -449,7 +575,8 @@ func runCancel(ctx context.Context, c cli, args []string) error {
 }
 
 // deleteCompleted cancels every retained completed task of q, a page at a
-// time, and says how many.
+// time, and says how many. A task gone meanwhile (its retention ran out) is
+// not counted.
 func deleteCompleted(ctx context.Context, q engine.Queue) (int, error) {
 	n, cursor := 0, ""
 	for {
@@ -458,10 +585,13 @@ func deleteCompleted(ctx context.Context, q engine.Queue) (int, error) {
 			return n, err
 		}
 		for _, t := range page.Tasks {
-			if err := q.Cancel(ctx, t.ID); err != nil {
+			switch err := q.Cancel(ctx, t.ID); {
+			case err == nil:
+				n++
+			case errors.Is(err, engine.ErrNotFound):
+			default:
 				return n, fmt.Errorf("task %d: %w", t.ID, err)
 			}
-			n++
 		}
 		if cursor = page.Next; cursor == "" || len(page.Tasks) == 0 {
 			return n, nil

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -40,14 +43,27 @@ not load leaves the previous one in force, and says so in the log). SIGTERM
 and SIGINT drain: /readyz fails, waiting claims answer at once, calls in
 progress finish (up to -grace), then the engine closes cleanly.
 
+Cluster: with -raft the server is a node of a replicated docket (raft):
+every write is acknowledged once a majority of the nodes have it on disk,
+reads go to the leader unless the client asks for stale reads, and a
+follower answers a call it cannot take with the leader's URL, which the
+client follows. -bootstrap founds a cluster on the first node; the others
+-join it. SIGTERM of the leader hands its leadership over first. 'docket
+cluster' shows the members and changes them.
+
 Logs are structured (slog) on stderr, one line per event, with a request id
-on each refused or failed call.`
+on each refused or failed call; every answer carries its call's id in the
+Docket-Request-Id header.`
 
 // serveConfig is what the flags of serve make.
 type serveConfig struct {
 	server.Config
 	ui, uiActions, metrics bool
 	log                    *slog.Logger
+	level                  slog.Level
+	jsonLog                bool
+	logw                   io.Writer     // where log lines go
+	cluster                *clusterFlags // -raft and the flags of a node of a cluster
 }
 
 func parseServe(c cli, args []string) (*serveConfig, error) {
@@ -72,8 +88,14 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	grace := fs.Duration("grace", server.DefaultGrace, "on SIGTERM or SIGINT, how long calls in progress may take before their connections are cut")
 	logLevel := fs.String("log-level", "info", "least important log lines shown: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log lines as text (key=value) or json")
+	cf := addClusterFlags(fs)
 	pos, err := parseMixed(c, fs, args)
 	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := cf.check(set); err != nil {
 		return nil, err
 	}
 	if len(pos) > 0 {
@@ -111,11 +133,12 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var log *slog.Logger
+	logw := &lockedWriter{w: c.stderr} // slog's and raft's lines, one at a time
 	switch *logFormat {
 	case "text":
-		log = slog.New(slog.NewTextHandler(c.stderr, hopts))
+		log = slog.New(slog.NewTextHandler(logw, hopts))
 	case "json":
-		log = slog.New(slog.NewJSONHandler(c.stderr, hopts))
+		log = slog.New(slog.NewJSONHandler(logw, hopts))
 	default:
 		return nil, usageError{fmt.Sprintf("serve: -log-format %q: want text or json", *logFormat)}
 	}
@@ -139,6 +162,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			Grace:  *grace,
 		},
 		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
+		level: level, jsonLog: *logFormat == "json", logw: logw, cluster: cf,
 	}, nil
 }
 
@@ -160,13 +184,31 @@ func runServe(ctx context.Context, c cli, args []string) error {
 		sc.Engine = coll.Observe(sc.Engine)
 	}
 	secure := sc.TokensFile != ""
+	var rep *replica
+	if sc.cluster.enabled() {
+		open := sc.openReplica()
+		sc.OpenReplica = func(ctx context.Context, opts engine.Options, listen net.Addr) (server.Replica, error) {
+			r, err := open(ctx, opts, listen)
+			if err == nil {
+				rep = r.(*replica)
+			}
+			return r, err
+		}
+	}
 	var dash *ui.Dashboard
 	sc.Mount = func(db *engine.DB, s *server.Server, mux *http.ServeMux) error {
 		if coll != nil {
-			mux.Handle("GET /metrics", newMetricsHandler(db, s, coll, secure))
+			var extra []prometheus.Collector
+			if rep != nil {
+				extra = append(extra, raftCollector{rep})
+			}
+			mux.Handle("GET /metrics", newMetricsHandler(db, s, coll, secure, extra...))
 		}
 		if sc.ui {
 			o := ui.Options{Prefix: "/ui/", AllowActions: sc.uiActions, Logger: sc.log}
+			if rep != nil {
+				o.Cluster = clusterView{rep}
+			}
 			if secure {
 				o.Login = func(token string) (engine.Caller, error) {
 					c, err := s.CallerForToken(token)
@@ -231,9 +273,10 @@ type metricsHandler struct {
 	mu     sync.Mutex
 }
 
-func newMetricsHandler(db *engine.DB, s *server.Server, coll *metrics.Collector, secure bool) *metricsHandler {
+func newMetricsHandler(db *engine.DB, s *server.Server, coll *metrics.Collector, secure bool, extra ...prometheus.Collector) *metricsHandler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(coll, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	if !secure {
 		coll.Watch(db)
 	}

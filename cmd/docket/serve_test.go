@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -235,12 +236,35 @@ func TestServeFlags(t *testing.T) {
 	if code != 0 || errs != "" {
 		t.Fatalf("serve -h: exit %d, %q", code, errs)
 	}
-	for _, f := range []string{"-dir", "-listen", "-tls-cert", "-tls-key", "-tls-client-ca", "-tokens", "-insecure",
+	flags := []string{"-dir", "-listen", "-tls-cert", "-tls-key", "-tls-client-ca", "-tokens", "-insecure",
 		"-durability", "-sync-every", "-max-payload", "-retain-completed", "-ui", "-ui-actions", "-metrics",
-		"-max-wait", "-max-calls", "-max-parked", "-grace", "-log-level", "-log-format", "SIGHUP", "SIGTERM", "/healthz", "/readyz"} {
+		"-max-wait", "-max-calls", "-max-parked", "-grace", "-log-level", "-log-format",
+		"-raft", "-raft-advertise", "-raft-peer", "-bootstrap", "-join", "-join-token", "-id", "-advertise-url"}
+	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id") {
 		if !strings.Contains(out, f) {
 			t.Errorf("serve -h does not document %s", f)
 		}
+	}
+	// Every flag it lists has a line of explanation, and it lists no flag
+	// this test does not know (add a new one above, and to the README).
+	lines := strings.Split(out, "\n")
+	listed := 0
+	for i, line := range lines {
+		name, isFlag := strings.CutPrefix(line, "  -")
+		if !isFlag {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		listed++
+		if !slices.Contains(flags, "-"+name) {
+			t.Errorf("serve -h lists -%s, which this test does not know", name)
+		}
+		if i+1 >= len(lines) || len(strings.Fields(lines[i+1])) < 3 || !strings.HasPrefix(lines[i+1], "    \t") {
+			t.Errorf("serve -h: -%s has no explanation", name)
+		}
+	}
+	if listed != len(flags) {
+		t.Errorf("serve -h lists %d flags; want %d", listed, len(flags))
 	}
 	base := t.TempDir()
 	dir := filepath.Join(base, "data")

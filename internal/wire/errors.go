@@ -70,6 +70,9 @@ func ToConnect(err error) *connect.Error {
 	if errors.As(err, &ce) {
 		return ce
 	}
+	if ce := replicationError(err); ce != nil {
+		return ce
+	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
 			ce = connect.NewError(s.code, errors.New(err.Error()))
@@ -161,6 +164,21 @@ func PBError(err error) *v1.Error {
 		return &v1.Error{}
 	}
 	return &v1.Error{Sentinel: SentinelOf(err), Message: err.Error()}
+}
+
+// PBErrors converts the outcomes of the parts of a call, the messages
+// from one allocation.
+func PBErrors(errs []error) []*v1.Error {
+	out := make([]*v1.Error, len(errs))
+	msgs := make([]v1.Error, len(errs))
+	for i, err := range errs {
+		m := &msgs[i]
+		if err != nil {
+			m.Sentinel, m.Message = SentinelOf(err), err.Error()
+		}
+		out[i] = m
+	}
+	return out
 }
 
 // Error converts the outcome of one part of a call: nil for an empty

@@ -373,11 +373,9 @@ func seed(b *tab) (task, dead uint64) {
 // minutes of history.
 func TestPagesLoadWithScreenshots(t *testing.T) {
 	clock := engine.NewManualClock(time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC))
-	totals := newEventTotals()
 	b := newTab(t, ui.Options{AllowActions: true, Cluster: cluster{}, SampleEvery: 10 * time.Second, Samples: 30},
 		func(s *setup) {
-			s.engine.Clock, s.engine.Observer = clock, totals
-			s.wrap = func(db *engine.DB) engine.API { return filledInfo{db, totals} }
+			s.engine.Clock = clock
 		})
 	sc := scene(b, clock)
 	b.do(chromedp.EmulateViewport(1280, 900))
@@ -520,77 +518,6 @@ func scene(b *tab, clock *engine.ManualClock) sceneIDs {
 		}
 	}
 	return sceneIDs{task: task, dead: dead}
-}
-
-// eventTotals counts each queue's task events through the engine's
-// Observer.
-type eventTotals struct {
-	mu sync.Mutex
-	m  map[string]engine.Totals
-}
-
-func newEventTotals() *eventTotals { return &eventTotals{m: map[string]engine.Totals{}} }
-
-func (e *eventTotals) TaskEvents(evs []engine.TaskEvent) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, ev := range evs {
-		k := ev.Namespace.String() + "\x00" + ev.Queue
-		t := e.m[k]
-		switch ev.Kind {
-		case engine.EvEnqueued:
-			t.Enqueued++
-		case engine.EvClaimed:
-			t.Claimed++
-		case engine.EvCompleted:
-			t.Completed++
-		case engine.EvRetried:
-			t.Retried++
-		case engine.EvDead:
-			t.DeadLettered++
-		}
-		e.m[k] = t
-	}
-}
-
-func (e *eventTotals) Synced(time.Duration, int)     {}
-func (e *eventTotals) Snapshot(engine.SnapshotEvent) {}
-
-// filledInfo fills the QueueInfo fields an engine leaves empty (Totals
-// from its Observer, OldestReady from its ready tasks), and only those, so
-// the screenshots show the rates and ages the dashboard shows for an
-// engine that reports them.
-type filledInfo struct {
-	*engine.DB
-	totals *eventTotals
-}
-
-func (f filledInfo) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
-	qs, err := f.DB.Queues(ctx)
-	f.totals.mu.Lock()
-	defer f.totals.mu.Unlock()
-	for i := range qs {
-		q := &qs[i]
-		if q.Totals == (engine.Totals{}) {
-			q.Totals = f.totals.m[q.Namespace.String()+"\x00"+q.Name]
-		}
-		if q.OldestReady.IsZero() && q.Counts.Ready > 0 {
-			p, err := f.DB.Queue(q.Namespace, q.Name).List(ctx, engine.ListOptions{State: engine.Ready, Limit: engine.MaxBatch})
-			if err != nil {
-				return nil, err
-			}
-			for _, t := range p.Tasks {
-				since := t.CreatedAt
-				if t.NotBefore.After(since) {
-					since = t.NotBefore
-				}
-				if q.OldestReady.IsZero() || since.Before(q.OldestReady) {
-					q.OldestReady = since
-				}
-			}
-		}
-	}
-	return qs, err
 }
 
 // A change in the engine shows up on an open page without a reload.
@@ -921,62 +848,38 @@ func TestPhoneViewport(t *testing.T) {
 	}
 }
 
-// pausable is an API whose queues have Pause, Resume and Paused, the
-// methods the dashboard looks for on an engine with queue controls; the
-// state is kept here.
-type pausable struct {
-	*engine.DB
-	mu     sync.Mutex
-	paused map[string]bool
-}
-
-func (p *pausable) Queue(ns engine.Namespace, name string) engine.Queue {
-	return pausableQueue{p.DB.Queue(ns, name), p}
-}
-
-func (p *pausable) is(name string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.paused[name]
-}
-
-type pausableQueue struct {
-	engine.Queue
-	p *pausable
-}
-
-func (q pausableQueue) set(v bool) error {
-	q.p.mu.Lock()
-	defer q.p.mu.Unlock()
-	q.p.paused[q.Name()] = v
-	return nil
-}
-
-func (q pausableQueue) Pause(context.Context) error  { return q.set(true) }
-func (q pausableQueue) Resume(context.Context) error { return q.set(false) }
-func (q pausableQueue) Paused(context.Context) (bool, error) {
-	return q.p.is(q.Name()), nil
-}
-
-// On an engine whose queues can be paused, the queue page's button pauses
-// and resumes, through the confirmation, and the overview shows the state.
+// The queue page's button pauses and resumes the engine's queue, through
+// the confirmation: while it is paused a claim leases nothing, and the
+// overview shows the state.
 func TestPauseButton(t *testing.T) {
-	api := &pausable{paused: map[string]bool{}}
-	b := newTab(t, ui.Options{AllowActions: true}, func(s *setup) {
-		s.wrap = func(db *engine.DB) engine.API { api.DB = db; return api }
-	})
+	b := newTab(t, ui.Options{AllowActions: true})
 	b.enqueue("jobs", engine.Task{})
+	q := b.db.Queue(ns, "jobs")
+	paused := func() bool {
+		t.Helper()
+		s, err := q.Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Paused
+	}
 	b.open("queue?p=acme&s=prod&q=jobs")
-	if r := b.confirm(`button[value="pause"]`, "stop workers from claiming tasks of this queue"); r != "Paused the queue." || !api.is("jobs") {
-		t.Fatalf("pause: %q, paused %v", r, api.is("jobs"))
+	if r := b.confirm(`button[value="pause"]`, "stop workers from claiming tasks of this queue"); r != "Paused the queue." || !paused() {
+		t.Fatalf("pause: %q, paused %v", r, paused())
+	}
+	if ls, err := q.Claim(ctx, "w", time.Minute, 1); err != nil || len(ls) != 0 {
+		t.Fatalf("a claim on the paused queue: %v %v", ls, err)
 	}
 	b.open("")
 	if s := b.text("#queues .pill.paused"); s != "paused" {
 		t.Fatalf("overview pause badge %q", s)
 	}
 	b.open("queue?p=acme&s=prod&q=jobs")
-	if r := b.confirm(`button[value="resume"]`, "let workers claim tasks of this queue again"); r != "Resumed the queue." || api.is("jobs") {
-		t.Fatalf("resume: %q, paused %v", r, api.is("jobs"))
+	if r := b.confirm(`button[value="resume"]`, "let workers claim tasks of this queue again"); r != "Resumed the queue." || paused() {
+		t.Fatalf("resume: %q, paused %v", r, paused())
+	}
+	if ls, err := q.Claim(ctx, "w", time.Minute, 1); err != nil || len(ls) != 1 {
+		t.Fatalf("a claim after resume: %v %v", ls, err)
 	}
 	b.open("")
 	if n := eval[int](b, `document.querySelectorAll("#queues .pill.paused").length`); n != 0 {

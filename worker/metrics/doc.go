@@ -20,6 +20,12 @@
 // that commits without ever calling the Collector (not its Observer); tasks
 // claimed while no Worker uses the middleware.
 //
+// On a network client (package client) the engine runs in the server's
+// process: Watch the client for the queues' gauges and the engine counters
+// (read with the client's Stats, which needs admin on */* where the server
+// has tokens) and Instrument the Workers; the task events, fsync and
+// snapshot timings are the server's own (`docket serve -metrics`).
+//
 // Nothing here runs unless it is plugged in: an engine without an Observer
 // and a worker without the middleware pay nothing, and neither the engine
 // nor the worker package depends on Prometheus (this is a module of its

@@ -181,19 +181,36 @@ func New(opts Options) *Collector {
 
 // watched is the API a Collector reads at scrape time.
 type watched struct {
-	api   engine.API
-	stats interface{ Stats() engine.Stats } // nil if api has no engine counters
+	api engine.API
+	// stats reads the engine's counters: an in-process DB's Stats, or a
+	// network client's Stats(ctx); nil if api has neither.
+	stats func(context.Context) (engine.Stats, error)
+	// local is set when the engine runs in this process (Stats without a
+	// context), so that it should be calling the Collector as its Observer.
+	local bool
 }
 
 // Watch makes scrapes read the number of tasks per queue and state from
-// api, and the engine's counters if api is an *engine.DB (or anything with
-// its Stats method). A caller's view (db.As) or a client sees only the
+// api, and the engine's counters if api has them: an *engine.DB (or
+// anything with its Stats() method), or a network client of a server
+// (client.Client, whose Stats(ctx) asks the server, and needs admin on
+// */* when the server has tokens; a scrape whose call fails exports no
+// engine counters). A caller's view (db.As) or a client sees only the
 // namespaces the caller may read; give the DB as opened to export every
 // queue. Per-queue series of a queue api no longer lists (it holds no task)
 // disappear at the next scrape without events for it.
 func (c *Collector) Watch(api engine.API) {
-	st, _ := api.(interface{ Stats() engine.Stats })
-	c.api.Store(&watched{api: api, stats: st})
+	w := &watched{api: api}
+	switch st := api.(type) {
+	case interface{ Stats() engine.Stats }:
+		w.stats = func(context.Context) (engine.Stats, error) { return st.Stats(), nil }
+		w.local = true
+	case interface {
+		Stats(context.Context) (engine.Stats, error)
+	}:
+		w.stats = st.Stats
+	}
+	c.api.Store(w)
 }
 
 // Observe returns opts with the Collector as its Observer, next to an
@@ -420,21 +437,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// forgotten before their series are sent.
 	wa := c.api.Load()
 	var (
-		qis    []engine.QueueInfo
-		listed bool
-		stats  engine.Stats
+		qis       []engine.QueueInfo
+		listed    bool
+		stats     engine.Stats
+		haveStats bool
 	)
 	if wa != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.ScrapeTimeout)
 		// A closed or failed DB has no queues to show; the error is the
 		// engine's to report, and a scrape should not fail because of it.
+		// Nor should a server that does not answer or refuses Stats.
 		var err error
 		qis, err = wa.api.Queues(ctx)
-		cancel()
 		listed = err == nil
 		if wa.stats != nil {
-			stats = wa.stats.Stats()
+			stats, err = wa.stats(ctx)
+			haveStats = err == nil
 		}
+		cancel()
 	}
 	c.checkWiring(wa, stats)
 	if listed {
@@ -474,7 +494,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if wa == nil {
 		return
 	}
-	if wa.stats != nil {
+	if haveStats {
 		ch <- prometheus.MustNewConstMetric(c.commitsDesc, prometheus.CounterValue, float64(stats.Commits))
 		ch <- prometheus.MustNewConstMetric(c.logBytesDesc, prometheus.CounterValue, float64(stats.LogBytes))
 		ch <- prometheus.MustNewConstMetric(c.logSyncsDesc, prometheus.CounterValue, float64(stats.LogSyncs))
@@ -519,7 +539,7 @@ func (c *Collector) checkWiring(wa *watched, st engine.Stats) {
 	switch {
 	case wa == nil:
 		c.warn("no API watched (Collector.Watch, or Collector.Open): docket_tasks and the engine counters are not exported")
-	case wa.stats != nil && st.Commits > 0 && !c.observed.Load():
+	case wa.local && st.Commits > 0 && !c.observed.Load():
 		c.warn("the watched DB has committed work but never called the Collector: set it as engine.Options.Observer " +
 			"(Collector.Open or Collector.Observe does): task counters and fsync and snapshot timings stay at zero")
 	}

@@ -225,3 +225,68 @@ func (l *lines) all() []string {
 	}
 	return strings.Split(s, "\n")
 }
+
+// remoteAPI stands for a network client (client.Client): an engine.API
+// whose engine counters come from Stats(ctx), asked of a server.
+type remoteAPI struct {
+	engine.API
+	db  *engine.DB
+	err error // what Stats answers instead, if set
+}
+
+func (r remoteAPI) Stats(ctx context.Context) (engine.Stats, error) {
+	if r.err != nil {
+		return engine.Stats{}, r.err
+	}
+	return r.db.Stats(), ctx.Err()
+}
+
+// TestWatchAClient: the engine counters of an API whose Stats takes a
+// context (a client of a server) are exported, without the warning meant
+// for an in-process DB that does not call the Collector (a server's engine
+// is another process's); when the server refuses Stats, the scrape still
+// exports the tasks, and no counters.
+func TestWatchAClient(t *testing.T) {
+	db, err := engine.OpenInMemory(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for range 3 {
+		if _, err := db.Queue(ns, "q").Enqueue(bg, engine.Task{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		commits int
+	}{
+		{"answers", nil, 1},
+		{"refuses", engine.ErrPermission, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &lines{}
+			c := metrics.New(metrics.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			// As an engine.API field, the DB shows no Stats() of its own.
+			c.Watch(remoteAPI{API: db, db: db, err: tc.err})
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(c)
+			if n, err := testutil.GatherAndCount(reg, "docket_commits_total"); err != nil || n != tc.commits {
+				t.Fatalf("docket_commits_total: %d series, %v; want %d", n, err, tc.commits)
+			}
+			if n, err := testutil.GatherAndCount(reg, "docket_tasks"); err != nil || n != 5 {
+				t.Fatalf("docket_tasks: %d series, %v", n, err)
+			}
+			if tc.err == nil {
+				want := "# HELP docket_task_records Task records held in memory.\n# TYPE docket_task_records gauge\ndocket_task_records 3\n"
+				if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "docket_task_records"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := logs.all(); len(got) != 0 {
+				t.Fatalf("warnings: %q", got)
+			}
+		})
+	}
+}

@@ -109,8 +109,11 @@ type QueueInfo struct {
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Counts    *Counts                `protobuf:"bytes,3,opt,name=counts,proto3" json:"counts,omitempty"`
 	// When the oldest ready task became ready; unset when none is ready.
-	OldestReady   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=oldest_ready,json=oldestReady,proto3" json:"oldest_ready,omitempty"`
-	Totals        *Totals                `protobuf:"bytes,5,opt,name=totals,proto3" json:"totals,omitempty"`
+	OldestReady *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=oldest_ready,json=oldestReady,proto3" json:"oldest_ready,omitempty"`
+	Totals      *Totals                `protobuf:"bytes,5,opt,name=totals,proto3" json:"totals,omitempty"`
+	// The queue's settings (Controls.Settings).
+	Paused        bool    `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	Limits        *Limits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +179,20 @@ func (x *QueueInfo) GetOldestReady() *timestamppb.Timestamp {
 func (x *QueueInfo) GetTotals() *Totals {
 	if x != nil {
 		return x.Totals
+	}
+	return nil
+}
+
+func (x *QueueInfo) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *QueueInfo) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
 	}
 	return nil
 }
@@ -732,16 +749,18 @@ var File_docket_v1_admin_proto protoreflect.FileDescriptor
 
 const file_docket_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15docket/v1/admin.proto\x12\tdocket.v1\x1a\x15docket/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\x15docket/v1/admin.proto\x12\tdocket.v1\x1a\x18docket/v1/controls.proto\x1a\x15docket/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
 	"\rQueuesRequest\">\n" +
 	"\x0eQueuesResponse\x12,\n" +
-	"\x06queues\x18\x01 \x03(\v2\x14.docket.v1.QueueInfoR\x06queues\"\xe8\x01\n" +
+	"\x06queues\x18\x01 \x03(\v2\x14.docket.v1.QueueInfoR\x06queues\"\xab\x02\n" +
 	"\tQueueInfo\x122\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x06counts\x18\x03 \x01(\v2\x11.docket.v1.CountsR\x06counts\x12=\n" +
 	"\foldest_ready\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\voldestReady\x12)\n" +
-	"\x06totals\x18\x05 \x01(\v2\x11.docket.v1.TotalsR\x06totals\"\x9b\x01\n" +
+	"\x06totals\x18\x05 \x01(\v2\x11.docket.v1.TotalsR\x06totals\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\bR\x06paused\x12)\n" +
+	"\x06limits\x18\a \x01(\v2\x11.docket.v1.LimitsR\x06limits\"\x9b\x01\n" +
 	"\x06Totals\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x18\n" +
 	"\aclaimed\x18\x02 \x01(\x04R\aclaimed\x12\x1c\n" +
@@ -815,6 +834,7 @@ var file_docket_v1_admin_proto_goTypes = []any{
 	(*Namespace)(nil),             // 13: docket.v1.Namespace
 	(*Counts)(nil),                // 14: docket.v1.Counts
 	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*Limits)(nil),                // 16: docket.v1.Limits
 }
 var file_docket_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: docket.v1.QueuesResponse.queues:type_name -> docket.v1.QueueInfo
@@ -822,22 +842,23 @@ var file_docket_v1_admin_proto_depIdxs = []int32{
 	14, // 2: docket.v1.QueueInfo.counts:type_name -> docket.v1.Counts
 	15, // 3: docket.v1.QueueInfo.oldest_ready:type_name -> google.protobuf.Timestamp
 	3,  // 4: docket.v1.QueueInfo.totals:type_name -> docket.v1.Totals
-	6,  // 5: docket.v1.StatsResponse.stats:type_name -> docket.v1.Stats
-	0,  // 6: docket.v1.Admin.Queues:input_type -> docket.v1.QueuesRequest
-	4,  // 7: docket.v1.Admin.Stats:input_type -> docket.v1.StatsRequest
-	7,  // 8: docket.v1.Admin.Checkpoint:input_type -> docket.v1.CheckpointRequest
-	9,  // 9: docket.v1.Admin.Verify:input_type -> docket.v1.VerifyRequest
-	11, // 10: docket.v1.Admin.Health:input_type -> docket.v1.HealthRequest
-	1,  // 11: docket.v1.Admin.Queues:output_type -> docket.v1.QueuesResponse
-	5,  // 12: docket.v1.Admin.Stats:output_type -> docket.v1.StatsResponse
-	8,  // 13: docket.v1.Admin.Checkpoint:output_type -> docket.v1.CheckpointResponse
-	10, // 14: docket.v1.Admin.Verify:output_type -> docket.v1.VerifyResponse
-	12, // 15: docket.v1.Admin.Health:output_type -> docket.v1.HealthResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	16, // 5: docket.v1.QueueInfo.limits:type_name -> docket.v1.Limits
+	6,  // 6: docket.v1.StatsResponse.stats:type_name -> docket.v1.Stats
+	0,  // 7: docket.v1.Admin.Queues:input_type -> docket.v1.QueuesRequest
+	4,  // 8: docket.v1.Admin.Stats:input_type -> docket.v1.StatsRequest
+	7,  // 9: docket.v1.Admin.Checkpoint:input_type -> docket.v1.CheckpointRequest
+	9,  // 10: docket.v1.Admin.Verify:input_type -> docket.v1.VerifyRequest
+	11, // 11: docket.v1.Admin.Health:input_type -> docket.v1.HealthRequest
+	1,  // 12: docket.v1.Admin.Queues:output_type -> docket.v1.QueuesResponse
+	5,  // 13: docket.v1.Admin.Stats:output_type -> docket.v1.StatsResponse
+	8,  // 14: docket.v1.Admin.Checkpoint:output_type -> docket.v1.CheckpointResponse
+	10, // 15: docket.v1.Admin.Verify:output_type -> docket.v1.VerifyResponse
+	12, // 16: docket.v1.Admin.Health:output_type -> docket.v1.HealthResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_admin_proto_init() }
@@ -845,6 +866,7 @@ func file_docket_v1_admin_proto_init() {
 	if File_docket_v1_admin_proto != nil {
 		return
 	}
+	file_docket_v1_controls_proto_init()
 	file_docket_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -235,8 +235,11 @@ type Task struct {
 	BackoffMax     *durationpb.Duration `protobuf:"bytes,8,opt,name=backoff_max,json=backoffMax,proto3" json:"backoff_max,omitempty"`
 	IdempotencyKey string               `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	Headers        map[string]string    `protobuf:"bytes,10,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// If set, the task is unique by content (engine.Unique); it excludes
+	// idempotency_key.
+	Unique        *Unique `protobuf:"bytes,11,opt,name=unique,proto3" json:"unique,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -339,6 +342,70 @@ func (x *Task) GetHeaders() map[string]string {
 	return nil
 }
 
+func (x *Task) GetUnique() *Unique {
+	if x != nil {
+		return x.Unique
+	}
+	return nil
+}
+
+// Unique makes an enqueue unique by content: a task of the same kind and
+// canonical JSON payload on the queue, enqueued within window and still
+// in one of states, deduplicates it (engine.Unique).
+type Unique struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Window *durationpb.Duration   `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	// Must include ready, scheduled and in-flight; dead and completed are
+	// optional. None means ready, scheduled, in-flight and completed.
+	States        []State `protobuf:"varint,2,rep,packed,name=states,proto3,enum=docket.v1.State" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Unique) Reset() {
+	*x = Unique{}
+	mi := &file_docket_v1_types_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Unique) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Unique) ProtoMessage() {}
+
+func (x *Unique) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_types_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Unique.ProtoReflect.Descriptor instead.
+func (*Unique) Descriptor() ([]byte, []int) {
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Unique) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Unique) GetStates() []State {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
 // Enqueued is the outcome of one enqueue.
 type Enqueued struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -351,7 +418,7 @@ type Enqueued struct {
 
 func (x *Enqueued) Reset() {
 	*x = Enqueued{}
-	mi := &file_docket_v1_types_proto_msgTypes[2]
+	mi := &file_docket_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +430,7 @@ func (x *Enqueued) String() string {
 func (*Enqueued) ProtoMessage() {}
 
 func (x *Enqueued) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[2]
+	mi := &file_docket_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +443,7 @@ func (x *Enqueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueued.ProtoReflect.Descriptor instead.
 func (*Enqueued) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Enqueued) GetId() uint64 {
@@ -412,7 +479,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_docket_v1_types_proto_msgTypes[3]
+	mi := &file_docket_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +491,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[3]
+	mi := &file_docket_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +504,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Op) GetOp() isOp_Op {
@@ -552,7 +619,7 @@ type SetOp struct {
 
 func (x *SetOp) Reset() {
 	*x = SetOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[4]
+	mi := &file_docket_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +631,7 @@ func (x *SetOp) String() string {
 func (*SetOp) ProtoMessage() {}
 
 func (x *SetOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[4]
+	mi := &file_docket_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +644,7 @@ func (x *SetOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOp.ProtoReflect.Descriptor instead.
 func (*SetOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetOp) GetKey() string {
@@ -604,7 +671,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[5]
+	mi := &file_docket_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +683,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[5]
+	mi := &file_docket_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +696,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteOp) GetKey() string {
@@ -650,7 +717,7 @@ type IfVersionOp struct {
 
 func (x *IfVersionOp) Reset() {
 	*x = IfVersionOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[6]
+	mi := &file_docket_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +729,7 @@ func (x *IfVersionOp) String() string {
 func (*IfVersionOp) ProtoMessage() {}
 
 func (x *IfVersionOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[6]
+	mi := &file_docket_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +742,7 @@ func (x *IfVersionOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IfVersionOp.ProtoReflect.Descriptor instead.
 func (*IfVersionOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IfVersionOp) GetKey() string {
@@ -702,7 +769,7 @@ type KeyOp struct {
 
 func (x *KeyOp) Reset() {
 	*x = KeyOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[7]
+	mi := &file_docket_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +781,7 @@ func (x *KeyOp) String() string {
 func (*KeyOp) ProtoMessage() {}
 
 func (x *KeyOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[7]
+	mi := &file_docket_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +794,7 @@ func (x *KeyOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyOp.ProtoReflect.Descriptor instead.
 func (*KeyOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KeyOp) GetKey() string {
@@ -748,7 +815,7 @@ type EnqueueOp struct {
 
 func (x *EnqueueOp) Reset() {
 	*x = EnqueueOp{}
-	mi := &file_docket_v1_types_proto_msgTypes[8]
+	mi := &file_docket_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +827,7 @@ func (x *EnqueueOp) String() string {
 func (*EnqueueOp) ProtoMessage() {}
 
 func (x *EnqueueOp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[8]
+	mi := &file_docket_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +840,7 @@ func (x *EnqueueOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueOp.ProtoReflect.Descriptor instead.
 func (*EnqueueOp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EnqueueOp) GetQueue() string {
@@ -817,7 +884,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_docket_v1_types_proto_msgTypes[9]
+	mi := &file_docket_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +896,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[9]
+	mi := &file_docket_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +909,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Lease) GetId() uint64 {
@@ -963,7 +1030,7 @@ type LeaseRef struct {
 
 func (x *LeaseRef) Reset() {
 	*x = LeaseRef{}
-	mi := &file_docket_v1_types_proto_msgTypes[10]
+	mi := &file_docket_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1042,7 @@ func (x *LeaseRef) String() string {
 func (*LeaseRef) ProtoMessage() {}
 
 func (x *LeaseRef) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[10]
+	mi := &file_docket_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1055,7 @@ func (x *LeaseRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRef.ProtoReflect.Descriptor instead.
 func (*LeaseRef) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseRef) GetId() uint64 {
@@ -1024,7 +1091,7 @@ type Done struct {
 
 func (x *Done) Reset() {
 	*x = Done{}
-	mi := &file_docket_v1_types_proto_msgTypes[11]
+	mi := &file_docket_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1103,7 @@ func (x *Done) String() string {
 func (*Done) ProtoMessage() {}
 
 func (x *Done) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[11]
+	mi := &file_docket_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1116,7 @@ func (x *Done) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Done.ProtoReflect.Descriptor instead.
 func (*Done) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Done) GetResult() []byte {
@@ -1084,7 +1151,7 @@ type FollowUp struct {
 
 func (x *FollowUp) Reset() {
 	*x = FollowUp{}
-	mi := &file_docket_v1_types_proto_msgTypes[12]
+	mi := &file_docket_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1163,7 @@ func (x *FollowUp) String() string {
 func (*FollowUp) ProtoMessage() {}
 
 func (x *FollowUp) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[12]
+	mi := &file_docket_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1176,7 @@ func (x *FollowUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUp.ProtoReflect.Descriptor instead.
 func (*FollowUp) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FollowUp) GetQueue() string {
@@ -1139,7 +1206,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_docket_v1_types_proto_msgTypes[13]
+	mi := &file_docket_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1218,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[13]
+	mi := &file_docket_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1231,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Failure) GetError() string {
@@ -1220,7 +1287,7 @@ type TaskInfo struct {
 
 func (x *TaskInfo) Reset() {
 	*x = TaskInfo{}
-	mi := &file_docket_v1_types_proto_msgTypes[14]
+	mi := &file_docket_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1299,7 @@ func (x *TaskInfo) String() string {
 func (*TaskInfo) ProtoMessage() {}
 
 func (x *TaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[14]
+	mi := &file_docket_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1312,7 @@ func (x *TaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
 func (*TaskInfo) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskInfo) GetId() uint64 {
@@ -1421,7 +1488,7 @@ type AttemptError struct {
 
 func (x *AttemptError) Reset() {
 	*x = AttemptError{}
-	mi := &file_docket_v1_types_proto_msgTypes[15]
+	mi := &file_docket_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1500,7 @@ func (x *AttemptError) String() string {
 func (*AttemptError) ProtoMessage() {}
 
 func (x *AttemptError) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[15]
+	mi := &file_docket_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1513,7 @@ func (x *AttemptError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptError.ProtoReflect.Descriptor instead.
 func (*AttemptError) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttemptError) GetAttempt() int32 {
@@ -1484,7 +1551,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_docket_v1_types_proto_msgTypes[16]
+	mi := &file_docket_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1563,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[16]
+	mi := &file_docket_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1576,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Counts) GetReady() int64 {
@@ -1559,7 +1626,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_docket_v1_types_proto_msgTypes[17]
+	mi := &file_docket_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1638,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[17]
+	mi := &file_docket_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1651,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Entry) GetKey() string {
@@ -1619,7 +1686,7 @@ type TxResult struct {
 
 func (x *TxResult) Reset() {
 	*x = TxResult{}
-	mi := &file_docket_v1_types_proto_msgTypes[18]
+	mi := &file_docket_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1698,7 @@ func (x *TxResult) String() string {
 func (*TxResult) ProtoMessage() {}
 
 func (x *TxResult) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[18]
+	mi := &file_docket_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1711,7 @@ func (x *TxResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxResult.ProtoReflect.Descriptor instead.
 func (*TxResult) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TxResult) GetVersion() uint64 {
@@ -1675,7 +1742,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_docket_v1_types_proto_msgTypes[19]
+	mi := &file_docket_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1754,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_types_proto_msgTypes[19]
+	mi := &file_docket_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1767,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Error) GetSentinel() Sentinel {
@@ -1741,7 +1808,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x15docket/v1/types.proto\x12\tdocket.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\";\n" +
 	"\tNamespace\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
-	"\x05scope\x18\x02 \x01(\tR\x05scope\"\xed\x03\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\"\x98\x04\n" +
 	"\x04Task\x12\x1e\n" +
 	"\apayload\x18\x01 \x01(\fB\x04\xe8\xe0\x18\x01R\apayload\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12/\n" +
@@ -1754,10 +1821,14 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"backoffMax\x12'\n" +
 	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\x126\n" +
 	"\aheaders\x18\n" +
-	" \x03(\v2\x1c.docket.v1.Task.HeadersEntryR\aheaders\x1a:\n" +
+	" \x03(\v2\x1c.docket.v1.Task.HeadersEntryR\aheaders\x12)\n" +
+	"\x06unique\x18\v \x01(\v2\x11.docket.v1.UniqueR\x06unique\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\x06Unique\x121\n" +
+	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12(\n" +
+	"\x06states\x18\x02 \x03(\x0e2\x10.docket.v1.StateR\x06states\">\n" +
 	"\bEnqueued\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\"\xac\x02\n" +
@@ -1911,77 +1982,81 @@ func file_docket_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_docket_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_docket_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_docket_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_docket_v1_types_proto_goTypes = []any{
 	(State)(0),                        // 0: docket.v1.State
 	(Sentinel)(0),                     // 1: docket.v1.Sentinel
 	(*Namespace)(nil),                 // 2: docket.v1.Namespace
 	(*Task)(nil),                      // 3: docket.v1.Task
-	(*Enqueued)(nil),                  // 4: docket.v1.Enqueued
-	(*Op)(nil),                        // 5: docket.v1.Op
-	(*SetOp)(nil),                     // 6: docket.v1.SetOp
-	(*DeleteOp)(nil),                  // 7: docket.v1.DeleteOp
-	(*IfVersionOp)(nil),               // 8: docket.v1.IfVersionOp
-	(*KeyOp)(nil),                     // 9: docket.v1.KeyOp
-	(*EnqueueOp)(nil),                 // 10: docket.v1.EnqueueOp
-	(*Lease)(nil),                     // 11: docket.v1.Lease
-	(*LeaseRef)(nil),                  // 12: docket.v1.LeaseRef
-	(*Done)(nil),                      // 13: docket.v1.Done
-	(*FollowUp)(nil),                  // 14: docket.v1.FollowUp
-	(*Failure)(nil),                   // 15: docket.v1.Failure
-	(*TaskInfo)(nil),                  // 16: docket.v1.TaskInfo
-	(*AttemptError)(nil),              // 17: docket.v1.AttemptError
-	(*Counts)(nil),                    // 18: docket.v1.Counts
-	(*Entry)(nil),                     // 19: docket.v1.Entry
-	(*TxResult)(nil),                  // 20: docket.v1.TxResult
-	(*Error)(nil),                     // 21: docket.v1.Error
-	nil,                               // 22: docket.v1.Task.HeadersEntry
-	nil,                               // 23: docket.v1.Lease.HeadersEntry
-	nil,                               // 24: docket.v1.TaskInfo.HeadersEntry
-	(*durationpb.Duration)(nil),       // 25: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 26: google.protobuf.Timestamp
-	(*descriptorpb.FieldOptions)(nil), // 27: google.protobuf.FieldOptions
+	(*Unique)(nil),                    // 4: docket.v1.Unique
+	(*Enqueued)(nil),                  // 5: docket.v1.Enqueued
+	(*Op)(nil),                        // 6: docket.v1.Op
+	(*SetOp)(nil),                     // 7: docket.v1.SetOp
+	(*DeleteOp)(nil),                  // 8: docket.v1.DeleteOp
+	(*IfVersionOp)(nil),               // 9: docket.v1.IfVersionOp
+	(*KeyOp)(nil),                     // 10: docket.v1.KeyOp
+	(*EnqueueOp)(nil),                 // 11: docket.v1.EnqueueOp
+	(*Lease)(nil),                     // 12: docket.v1.Lease
+	(*LeaseRef)(nil),                  // 13: docket.v1.LeaseRef
+	(*Done)(nil),                      // 14: docket.v1.Done
+	(*FollowUp)(nil),                  // 15: docket.v1.FollowUp
+	(*Failure)(nil),                   // 16: docket.v1.Failure
+	(*TaskInfo)(nil),                  // 17: docket.v1.TaskInfo
+	(*AttemptError)(nil),              // 18: docket.v1.AttemptError
+	(*Counts)(nil),                    // 19: docket.v1.Counts
+	(*Entry)(nil),                     // 20: docket.v1.Entry
+	(*TxResult)(nil),                  // 21: docket.v1.TxResult
+	(*Error)(nil),                     // 22: docket.v1.Error
+	nil,                               // 23: docket.v1.Task.HeadersEntry
+	nil,                               // 24: docket.v1.Lease.HeadersEntry
+	nil,                               // 25: docket.v1.TaskInfo.HeadersEntry
+	(*durationpb.Duration)(nil),       // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
+	(*descriptorpb.FieldOptions)(nil), // 28: google.protobuf.FieldOptions
 }
 var file_docket_v1_types_proto_depIdxs = []int32{
-	25, // 0: docket.v1.Task.delay:type_name -> google.protobuf.Duration
-	26, // 1: docket.v1.Task.at:type_name -> google.protobuf.Timestamp
-	25, // 2: docket.v1.Task.backoff_base:type_name -> google.protobuf.Duration
-	25, // 3: docket.v1.Task.backoff_max:type_name -> google.protobuf.Duration
-	22, // 4: docket.v1.Task.headers:type_name -> docket.v1.Task.HeadersEntry
-	6,  // 5: docket.v1.Op.set:type_name -> docket.v1.SetOp
-	7,  // 6: docket.v1.Op.delete:type_name -> docket.v1.DeleteOp
-	8,  // 7: docket.v1.Op.if_version:type_name -> docket.v1.IfVersionOp
-	9,  // 8: docket.v1.Op.if_exists:type_name -> docket.v1.KeyOp
-	9,  // 9: docket.v1.Op.if_absent:type_name -> docket.v1.KeyOp
-	10, // 10: docket.v1.Op.enqueue:type_name -> docket.v1.EnqueueOp
-	3,  // 11: docket.v1.EnqueueOp.task:type_name -> docket.v1.Task
-	2,  // 12: docket.v1.Lease.namespace:type_name -> docket.v1.Namespace
-	23, // 13: docket.v1.Lease.headers:type_name -> docket.v1.Lease.HeadersEntry
-	26, // 14: docket.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
-	26, // 15: docket.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
-	5,  // 16: docket.v1.Done.ops:type_name -> docket.v1.Op
-	14, // 17: docket.v1.Done.follow_ups:type_name -> docket.v1.FollowUp
-	3,  // 18: docket.v1.FollowUp.task:type_name -> docket.v1.Task
-	25, // 19: docket.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	2,  // 20: docket.v1.TaskInfo.namespace:type_name -> docket.v1.Namespace
-	0,  // 21: docket.v1.TaskInfo.state:type_name -> docket.v1.State
-	24, // 22: docket.v1.TaskInfo.headers:type_name -> docket.v1.TaskInfo.HeadersEntry
-	26, // 23: docket.v1.TaskInfo.not_before:type_name -> google.protobuf.Timestamp
-	26, // 24: docket.v1.TaskInfo.lease_until:type_name -> google.protobuf.Timestamp
-	25, // 25: docket.v1.TaskInfo.backoff_base:type_name -> google.protobuf.Duration
-	25, // 26: docket.v1.TaskInfo.backoff_max:type_name -> google.protobuf.Duration
-	26, // 27: docket.v1.TaskInfo.created_at:type_name -> google.protobuf.Timestamp
-	26, // 28: docket.v1.TaskInfo.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 29: docket.v1.TaskInfo.errors:type_name -> docket.v1.AttemptError
-	26, // 30: docket.v1.AttemptError.at:type_name -> google.protobuf.Timestamp
-	4,  // 31: docket.v1.TxResult.enqueued:type_name -> docket.v1.Enqueued
-	1,  // 32: docket.v1.Error.sentinel:type_name -> docket.v1.Sentinel
-	27, // 33: docket.v1.raw_json:extendee -> google.protobuf.FieldOptions
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	33, // [33:34] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	26, // 0: docket.v1.Task.delay:type_name -> google.protobuf.Duration
+	27, // 1: docket.v1.Task.at:type_name -> google.protobuf.Timestamp
+	26, // 2: docket.v1.Task.backoff_base:type_name -> google.protobuf.Duration
+	26, // 3: docket.v1.Task.backoff_max:type_name -> google.protobuf.Duration
+	23, // 4: docket.v1.Task.headers:type_name -> docket.v1.Task.HeadersEntry
+	4,  // 5: docket.v1.Task.unique:type_name -> docket.v1.Unique
+	26, // 6: docket.v1.Unique.window:type_name -> google.protobuf.Duration
+	0,  // 7: docket.v1.Unique.states:type_name -> docket.v1.State
+	7,  // 8: docket.v1.Op.set:type_name -> docket.v1.SetOp
+	8,  // 9: docket.v1.Op.delete:type_name -> docket.v1.DeleteOp
+	9,  // 10: docket.v1.Op.if_version:type_name -> docket.v1.IfVersionOp
+	10, // 11: docket.v1.Op.if_exists:type_name -> docket.v1.KeyOp
+	10, // 12: docket.v1.Op.if_absent:type_name -> docket.v1.KeyOp
+	11, // 13: docket.v1.Op.enqueue:type_name -> docket.v1.EnqueueOp
+	3,  // 14: docket.v1.EnqueueOp.task:type_name -> docket.v1.Task
+	2,  // 15: docket.v1.Lease.namespace:type_name -> docket.v1.Namespace
+	24, // 16: docket.v1.Lease.headers:type_name -> docket.v1.Lease.HeadersEntry
+	27, // 17: docket.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
+	27, // 18: docket.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
+	6,  // 19: docket.v1.Done.ops:type_name -> docket.v1.Op
+	15, // 20: docket.v1.Done.follow_ups:type_name -> docket.v1.FollowUp
+	3,  // 21: docket.v1.FollowUp.task:type_name -> docket.v1.Task
+	26, // 22: docket.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	2,  // 23: docket.v1.TaskInfo.namespace:type_name -> docket.v1.Namespace
+	0,  // 24: docket.v1.TaskInfo.state:type_name -> docket.v1.State
+	25, // 25: docket.v1.TaskInfo.headers:type_name -> docket.v1.TaskInfo.HeadersEntry
+	27, // 26: docket.v1.TaskInfo.not_before:type_name -> google.protobuf.Timestamp
+	27, // 27: docket.v1.TaskInfo.lease_until:type_name -> google.protobuf.Timestamp
+	26, // 28: docket.v1.TaskInfo.backoff_base:type_name -> google.protobuf.Duration
+	26, // 29: docket.v1.TaskInfo.backoff_max:type_name -> google.protobuf.Duration
+	27, // 30: docket.v1.TaskInfo.created_at:type_name -> google.protobuf.Timestamp
+	27, // 31: docket.v1.TaskInfo.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 32: docket.v1.TaskInfo.errors:type_name -> docket.v1.AttemptError
+	27, // 33: docket.v1.AttemptError.at:type_name -> google.protobuf.Timestamp
+	5,  // 34: docket.v1.TxResult.enqueued:type_name -> docket.v1.Enqueued
+	1,  // 35: docket.v1.Error.sentinel:type_name -> docket.v1.Sentinel
+	28, // 36: docket.v1.raw_json:extendee -> google.protobuf.FieldOptions
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	36, // [36:37] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_types_proto_init() }
@@ -1989,7 +2064,7 @@ func file_docket_v1_types_proto_init() {
 	if File_docket_v1_types_proto != nil {
 		return
 	}
-	file_docket_v1_types_proto_msgTypes[3].OneofWrappers = []any{
+	file_docket_v1_types_proto_msgTypes[4].OneofWrappers = []any{
 		(*Op_Set)(nil),
 		(*Op_Delete)(nil),
 		(*Op_IfVersion)(nil),
@@ -2003,7 +2078,7 @@ func file_docket_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_types_proto_rawDesc), len(file_docket_v1_types_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 1,
 			NumServices:   0,
 		},

@@ -47,7 +47,8 @@ const (
 
 // AdminClient is a client for the docket.v1.Admin service.
 type AdminClient interface {
-	// Queues lists every queue that holds tasks (engine.DB.Queues).
+	// Queues lists every queue that holds tasks or has settings
+	// (engine.DB.Queues).
 	Queues(context.Context, *connect.Request[v1.QueuesRequest]) (*connect.Response[v1.QueuesResponse], error)
 	// Stats returns the engine's counters (engine.DB.Stats).
 	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)
@@ -146,7 +147,8 @@ func (c *adminClient) Health(ctx context.Context, req *connect.Request[v1.Health
 
 // AdminHandler is an implementation of the docket.v1.Admin service.
 type AdminHandler interface {
-	// Queues lists every queue that holds tasks (engine.DB.Queues).
+	// Queues lists every queue that holds tasks or has settings
+	// (engine.DB.Queues).
 	Queues(context.Context, *connect.Request[v1.QueuesRequest]) (*connect.Response[v1.QueuesResponse], error)
 	// Stats returns the engine's counters (engine.DB.Stats).
 	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)

@@ -1,0 +1,114 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/server"
+)
+
+// exerciseControls runs the queue controls and a unique enqueue on api,
+// for exercise: a paused queue leases nothing, limits hold, bad input is
+// the engine's ErrInvalid.
+func exerciseControls(t *testing.T, api engine.API, note func(string, ...any)) {
+	ctx := context.Background()
+	q := api.Queue(engine.NS("acme", "prod"), "controlled")
+	if err := q.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u := engine.Task{Kind: "mail", Payload: []byte(`{"to":"a","n":1}`), Unique: &engine.Unique{Window: time.Hour,
+		States: []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead}}}
+	first := must(q.Enqueue(ctx, u))(t)
+	u.Payload = []byte(`{ "n": 1, "to": "a" }`)
+	dup := must(q.Enqueue(ctx, u))(t)
+	if !dup.Deduplicated || dup.ID != first.ID {
+		t.Fatalf("unique: %+v after %+v", dup, first)
+	}
+	must(q.EnqueueBatch(ctx, []engine.Task{{}, {}, {}}))(t)
+	if ls := must(q.Claim(ctx, "w", time.Minute, 5))(t); len(ls) != 0 {
+		t.Fatalf("a paused queue leased %+v", ls)
+	}
+	if err := q.SetLimits(ctx, engine.Limits{MaxInFlight: 3, Rate: 2, Per: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	s := must(q.Settings(ctx))(t)
+	note("settings %+v", s)
+	if !s.Paused || s.Limits != (engine.Limits{MaxInFlight: 3, Rate: 2, Per: time.Hour, Burst: 2}) {
+		t.Fatalf("settings %+v", s)
+	}
+	if err := q.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ls := must(q.Claim(ctx, "w", time.Minute, 5))(t)
+	note("claimed %d under the rate limit", len(ls))
+	if len(ls) != 2 {
+		t.Fatalf("under the rate limit: %+v", ls)
+	}
+	for _, c := range []struct {
+		what string
+		err  error
+	}{
+		{"limits", q.SetLimits(ctx, engine.Limits{Rate: 1})},
+		{"unique states", second(q.Enqueue(ctx, engine.Task{Unique: &engine.Unique{Window: time.Hour, States: []engine.State{engine.Ready}}}))},
+		{"unique window", second(q.Enqueue(ctx, engine.Task{Unique: &engine.Unique{}}))},
+	} {
+		wantErr(t, c.what, c.err, engine.ErrInvalid)
+		note("%s: %v", c.what, c.err)
+	}
+	for _, qi := range must(api.Queues(ctx))(t) {
+		if qi.Name == "controlled" {
+			note("queue %s paused=%v limits=%+v", qi.Name, qi.Paused, qi.Limits)
+		}
+	}
+	if err := q.SetLimits(ctx, engine.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPausedQueueOverTheClient: a client's ClaimWait on a paused queue
+// waits (the server holds the poll in the engine's wait, which the
+// queue's work does not wake) until a Resume sent through the client.
+func TestPausedQueueOverTheClient(t *testing.T) {
+	db := memDB(t, engine.Options{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
+	c := dial(t, srv.url, Options{})
+	ns := engine.NS("acme", "prod")
+	q := c.Queue(ns, "q")
+	if err := q.Pause(ctx0); err != nil {
+		t.Fatal(err)
+	}
+	task := must(q.Enqueue(ctx0, engine.Task{}))(t)
+	got := make(chan []engine.Lease, 1)
+	go func() {
+		ls, err := q.ClaimWait(ctx0, "w", time.Minute, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	wctx, cancel := context.WithTimeout(ctx0, 10*time.Second)
+	defer cancel()
+	if err := db.WaitParked(wctx, ns, "q", 1); err != nil {
+		t.Fatal(err)
+	}
+	must(q.Enqueue(ctx0, engine.Task{}))(t)
+	// A commit that wakes a parked claim marks it awake before it returns.
+	if n, _ := db.Parked(ns, "q"); n != 1 {
+		t.Fatal("work on a paused queue woke the parked claim")
+	}
+	if err := q.Resume(ctx0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ls := <-got:
+		if len(ls) != 1 || ls[0].ID != task.ID {
+			t.Fatalf("after resume: %+v", ls)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Resume did not wake the claim")
+	}
+}
+
+var ctx0 = context.Background()

@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/docketdb/docket/index"
+)
+
+// Queue controls: pause and resume, a bound on the tasks in flight and a
+// rate limit, per queue, enforced where claims are planned so that they
+// hold across every claimer of every process. A queue's settings are a
+// record of their own in the log and snapshots (index.QueueConf), kept
+// whether or not the queue holds tasks, and every decision about them
+// reads the state and the batch's time only, so a replicated log plans
+// the same claims on every node.
+
+// QueueSettings are a queue's controls, as Settings reports them.
+type QueueSettings struct {
+	// Paused is set by Pause and cleared by Resume. A paused queue takes
+	// enqueues and every other call, but its claims lease nothing:
+	// ClaimWait waits until it is resumed.
+	Paused bool
+	Limits Limits
+}
+
+// Limits bound how fast a queue's tasks are leased, counted across every
+// claimer of every process. The zero value is no limit.
+type Limits struct {
+	// MaxInFlight bounds the queue's tasks in flight at once: a claim
+	// leases at most MaxInFlight minus those in flight. A lease that has
+	// expired is not in flight (its task is ready again). 0: no bound.
+	MaxInFlight int
+	// Rate and Per limit claims to Rate tasks per Per on average, with a
+	// token bucket: it holds up to Burst tokens, gains Rate tokens every
+	// Per, and each task leased takes one. Over any span of time d, at most
+	// Burst + Rate*d/Per tasks are leased. Rate 0 is no rate limit (Per and
+	// Burst must then be 0).
+	Rate int
+	Per  time.Duration
+	// Burst is the size of the bucket, how many tasks may be leased at once
+	// after a quiet spell; 0 means Rate. Settings reports the burst in
+	// effect.
+	Burst int
+}
+
+// Bounds of Limits. A bucket holds at most MaxRateTokens tokens of
+// MaxRatePer each, so its level is exact in 64-bit integers.
+const (
+	MaxInFlightLimit = index.MaxInFlightLimit
+	MaxRateTokens    = index.MaxRateTokens
+	MaxRatePer       = time.Duration(index.MaxRatePer) * time.Microsecond
+)
+
+func checkLimits(l Limits) error {
+	switch {
+	case l.MaxInFlight < 0 || l.MaxInFlight > MaxInFlightLimit:
+		return invalid("max in flight %d is outside 0..%d", l.MaxInFlight, MaxInFlightLimit)
+	case l.Rate < 0 || l.Rate > MaxRateTokens:
+		return invalid("rate %d is outside 0..%d", l.Rate, MaxRateTokens)
+	case l.Rate == 0 && (l.Per != 0 || l.Burst != 0):
+		return invalid("a per (%v) or burst (%d) without a rate", l.Per, l.Burst)
+	case l.Rate > 0 && (l.Per < time.Microsecond || l.Per > MaxRatePer):
+		return invalid("rate per %v is outside 1µs..%v", l.Per, MaxRatePer)
+	case l.Burst < 0 || l.Burst > MaxRateTokens:
+		return invalid("burst %d is outside 0..%d", l.Burst, MaxRateTokens)
+	}
+	return nil
+}
+
+// settingsOf is what a queue's record says to a caller.
+func settingsOf(c index.QueueConf) QueueSettings {
+	return QueueSettings{Paused: c.Paused, Limits: Limits{MaxInFlight: int(c.MaxInFlight), Rate: int(c.Rate),
+		Per: micros(c.Per), Burst: int(c.Burst)}}
+}
+
+// Pause stops the queue's claims: Claim leases nothing and ClaimWait
+// waits, until Resume. Enqueues, completions, failures, heartbeats and
+// every other call go on as usual, and leases already held stay valid.
+// It is durable (it survives restarts, and the queue keeps it while it
+// holds no task) and needs PermAdmin. Pausing a paused queue does nothing.
+func (q *queue) Pause(ctx context.Context) error { return q.setPaused(ctx, true) }
+
+// Resume ends a pause: ClaimWait calls parked on the queue wake at once.
+// Resuming a queue that is not paused does nothing. PermAdmin.
+func (q *queue) Resume(ctx context.Context) error { return q.setPaused(ctx, false) }
+
+func (q *queue) setPaused(ctx context.Context, paused bool) error {
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	cmd := command{op: cmdSetPaused, ns: q.ns, queue: q.name, paused: paused}
+	var res cmdResult
+	return q.db.c.exec(ctx, &cmd, &res)
+}
+
+// SetLimits replaces the queue's limits, leaving its pause state as it
+// is; the zero Limits removes them. They apply from the next claim on.
+// When a rate limit replaces another, the tokens its bucket holds carry
+// over (at most the new burst); a new rate limit starts with a full
+// bucket. PermAdmin.
+func (q *queue) SetLimits(ctx context.Context, l Limits) error {
+	if err := checkLimits(l); err != nil {
+		return err
+	}
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	cmd := command{op: cmdSetLimits, ns: q.ns, queue: q.name, limits: l}
+	var res cmdResult
+	return q.db.c.exec(ctx, &cmd, &res)
+}
+
+// Settings returns the queue's pause state and limits. PermRead.
+func (q *queue) Settings(ctx context.Context) (QueueSettings, error) {
+	if err := q.check(PermRead); err != nil {
+		return QueueSettings{}, err
+	}
+	var s QueueSettings
+	qk := q.key()
+	c := q.db.c
+	err := c.read(ctx, func() {
+		conf, _ := c.store.Conf(qk)
+		s = settingsOf(conf)
+	})
+	return s, err
+}
+
+func planSetPaused(p *planner, cmd *command) error {
+	qk := cmd.key()
+	old, _ := p.c.store.Conf(qk)
+	n := old
+	n.Queue, n.Paused = qk, cmd.paused
+	p.putConf(old, n)
+	return nil
+}
+
+func planSetLimits(p *planner, cmd *command) error {
+	qk := cmd.key()
+	old, _ := p.c.store.Conf(qk)
+	l := cmd.limits
+	n := index.QueueConf{Queue: qk, Paused: old.Paused, MaxInFlight: int64(l.MaxInFlight)}
+	if l.Rate > 0 {
+		n.Rate, n.Per, n.Burst = int64(l.Rate), l.Per.Microseconds(), int64(l.Burst)
+		if n.Burst == 0 {
+			n.Burst = n.Rate
+		}
+		switch {
+		case old.Rate == n.Rate && old.Per == n.Per && old.Burst == n.Burst:
+			n.Credit, n.At = old.Credit, old.At // the same bucket
+		case old.Rate > 0:
+			n.Credit, n.At = min(old.Tokens(p.now), n.Burst)*n.Per, p.now
+		default:
+			n.Credit, n.At = n.Burst*n.Per, p.now
+		}
+	}
+	p.putConf(old, n)
+	return nil
+}
+
+// putConf plans replacing a queue's settings record old (the zero value
+// when it has none) by n: nothing when they are equal, a delete when n
+// sets nothing.
+func (p *planner) putConf(old, n index.QueueConf) {
+	switch {
+	case n.IsDefault() && old.Queue.Name == "", n == old:
+	case n.IsDefault():
+		p.put(index.Mutation{Kind: index.MutDeleteConf, Conf: index.QueueConf{Queue: n.Queue}})
+	default:
+		p.put(index.Mutation{Kind: index.MutPutConf, Conf: n})
+	}
+}
+
+// allowed applies the queue's settings conf to a claim of up to max tasks
+// at now, planned in a batch that has already taken freed of the queue's
+// tasks out of flight (a completion's, whose slot of the in-flight bound
+// the claim may take): how many it may lease, and, when that is none,
+// when the settings may let a claim lease again (0: only a change of the
+// settings, or of the queue, can). Call with mu held.
+func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max, freed int) (int, int64) {
+	if conf.Paused {
+		return 0, 0 // Resume wakes parked claims
+	}
+	var at int64
+	if conf.MaxInFlight > 0 {
+		inFlight, nextEnd := 0, int64(0)
+		if iq := c.store.Queue(qk); iq != nil {
+			inFlight, nextEnd = iq.InFlightAt(now)
+		}
+		room := int(conf.MaxInFlight) - (inFlight - freed)
+		if room <= 0 {
+			// A completion or a failure wakes parked claims (the index
+			// reports the queue affected); an expiring lease frees its
+			// slot at its deadline.
+			max, at = 0, nextEnd
+		} else {
+			max = min(max, room)
+		}
+	}
+	if conf.Rate > 0 {
+		tokens := conf.Tokens(now)
+		if tokens == 0 {
+			return 0, max64(at, conf.NextToken(now))
+		}
+		if tokens < int64(max) {
+			max = int(tokens)
+		}
+	}
+	return max, at
+}
+
+// claimWithin plans a claim of up to max tasks of queue qk within its
+// settings, freed as for allowed: it leases what they allow and takes the
+// rate limit's tokens for them.
+func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max, freed int) []Lease {
+	conf, controlled := p.c.store.Conf(qk)
+	if controlled {
+		// Paused, or limited: fewer, or none (see allowed).
+		max, _ = p.c.allowed(qk, &conf, p.now, max, freed)
+	}
+	if max == 0 {
+		return nil
+	}
+	ls := p.claim(qk, owner, lease, max)
+	if n := len(ls); n > 0 && conf.Rate > 0 {
+		p.putConf(conf, conf.Take(p.now, int64(n)))
+	}
+	return ls
+}
+
+// claimDue is when a claim of queue qk (whose indexes are iq, nil when it
+// holds nothing) that leased nothing at now may lease something without
+// another commit: when its settings allow a claim again if they allow none
+// now (0: only a commit can, such as Resume), else the next timer or lease
+// that comes due (0: none). Call with mu held.
+func (c *core) claimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
+	if conf, ok := c.store.Conf(qk); ok {
+		if n, at := c.allowed(qk, &conf, now, 1, 0); n == 0 {
+			return at
+		}
+	}
+	return nextDue(iq)
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// setSettings fills in what a queue's settings show in Queues.
+func (info *QueueInfo) setSettings(c index.QueueConf) {
+	s := settingsOf(c)
+	info.Paused, info.Limits = s.Paused, s.Limits
+}
+
+// withSettings adds to out (QueueInfo of the queues holding tasks) the
+// settings of those queues and an entry for each queue with settings and
+// no task, of the namespaces readable allows (every one when nil). Call
+// with mu held.
+func (c *core) withSettings(out []QueueInfo, readable map[index.Namespace]bool) []QueueInfo {
+	if c.store.NumConfs() == 0 {
+		return out
+	}
+	at := make(map[index.QueueKey]int, len(out))
+	for i := range out {
+		at[index.QueueKey{Namespace: out[i].Namespace.idx(), Name: out[i].Name}] = i
+	}
+	c.store.Confs(func(conf index.QueueConf) bool {
+		k := conf.Queue
+		if readable != nil && !readable[k.Namespace] {
+			return true
+		}
+		if i, ok := at[k]; ok {
+			out[i].setSettings(conf)
+			return true
+		}
+		tot := c.store.TotalsOf(k)
+		info := QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Totals: totalsOf(tot)}
+		info.setSettings(conf)
+		out = append(out, info)
+		return true
+	})
+	return out
+}
+
+func totalsOf(t index.Totals) Totals {
+	return Totals{Enqueued: t.Enqueued, Claimed: t.Claimed, Completed: t.Completed, Retried: t.Retried,
+		DeadLettered: t.DeadLettered}
+}

@@ -1,0 +1,75 @@
+package wire
+
+import (
+	"github.com/docketdb/docket/engine"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// Unique converts a task's uniqueness by content; nil is none.
+func Unique(pb *v1.Unique) (*engine.Unique, error) {
+	if pb == nil {
+		return nil, nil
+	}
+	w, err := Duration("unique window", pb.Window)
+	if err != nil {
+		return nil, err
+	}
+	u := &engine.Unique{Window: w}
+	for _, st := range pb.States {
+		u.States = append(u.States, engine.State(st))
+	}
+	return u, nil
+}
+
+// PBUnique converts a task's uniqueness by content; nil is none.
+func PBUnique(u *engine.Unique) *v1.Unique {
+	if u == nil {
+		return nil
+	}
+	pb := &v1.Unique{Window: PBDuration(u.Window)}
+	for _, st := range u.States {
+		pb.States = append(pb.States, v1.State(st))
+	}
+	return pb
+}
+
+// Limits converts a queue's limits; nil is no limit.
+func Limits(pb *v1.Limits) (engine.Limits, error) {
+	var l engine.Limits
+	var err error
+	if l.MaxInFlight, err = toInt("max in flight", pb.GetMaxInFlight()); err != nil {
+		return l, err
+	}
+	if l.Rate, err = toInt("rate", pb.GetRate()); err != nil {
+		return l, err
+	}
+	if l.Burst, err = toInt("burst", pb.GetBurst()); err != nil {
+		return l, err
+	}
+	l.Per, err = Duration("rate per", pb.GetPer())
+	return l, err
+}
+
+// limitsOf converts limits the server sent.
+func limitsOf(pb *v1.Limits) engine.Limits {
+	l, _ := Limits(pb)
+	return l
+}
+
+// PBLimits converts a queue's limits; no limit is nil.
+func PBLimits(l engine.Limits) *v1.Limits {
+	if l == (engine.Limits{}) {
+		return nil
+	}
+	return &v1.Limits{MaxInFlight: int64(l.MaxInFlight), Rate: int64(l.Rate), Per: PBDuration(l.Per), Burst: int64(l.Burst)}
+}
+
+// PBSettings converts a queue's settings.
+func PBSettings(s engine.QueueSettings) *v1.QueueSettings {
+	return &v1.QueueSettings{Paused: s.Paused, Limits: PBLimits(s.Limits)}
+}
+
+// Settings converts a queue's settings the server sent.
+func Settings(pb *v1.QueueSettings) engine.QueueSettings {
+	return engine.QueueSettings{Paused: pb.GetPaused(), Limits: limitsOf(pb.GetLimits())}
+}
