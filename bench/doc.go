@@ -39,8 +39,11 @@
 //
 // # Remote mode
 //
-// With Config.Remote, W1–W7 drive docket through its Go client (package
-// client) instead of calling the DB: a server (package server) is started
+// With Config.Remote, W1–W7 but W1P drive docket through its Go client
+// (package client) instead of calling the DB (W4's and W6's completions
+// that claim go through Pipeline.CompleteAndClaim; W7 waits for its
+// claimers to park on the server's DB, or, against a server elsewhere,
+// pauses before each enqueue and discards a trial whose claim was late): a server (package server) is started
 // in the same process over a fresh DB of the run's mode and listens on a
 // port of 127.0.0.1, and the client dials it, so every call crosses a
 // real loopback TCP connection, HTTP and protobuf; the producers and the
@@ -58,7 +61,7 @@
 // fsyncs/s and commits per fsync (group commit) from DB.Stats; log bytes
 // per task; and the process's peak RSS (VmHWM, reset per run where the
 // kernel allows); the CPU time of the process per task; latency per kind
-// of call (enqueue, claim, complete, their batches). MeasureFsync gives
+// of call (enqueue, claim, complete, their batches, complete and claim). MeasureFsync gives
 // the raw fsync rate of the disk, the ceiling for a single committer at
 // SyncAlways.
 //
