@@ -109,7 +109,12 @@
 //     that way after a try without an answer is logged as possibly
 //     committed. The retries end, and the task is left to come back when
 //     its lease expires, only when the Worker cancels its handlers (Stop's
-//     context or the shutdown grace ended).
+//     context or the shutdown grace ended);
+//   - a completion that would have claimed the next batch
+//     (CompleteAndClaim) and got no answer is not made again, since the
+//     leases a first try may have taken would be held by nobody: the
+//     completion alone is committed, retried as above, and the goroutine
+//     goes back to the blocking claim.
 //
 // An in-process DB answers every call, so none of this happens there.
 //
