@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/flock"
+	"github.com/docketdb/docket/internal/fsync"
 	"github.com/docketdb/docket/wal"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -99,9 +101,6 @@ type Node struct {
 
 var _ engine.Replicator = (*Node)(nil)
 
-// errLockHeld is what lockFile reports when the lock is taken.
-var errLockHeld = errors.New("lock held")
-
 // Start opens (creating if needed) the node's directory, starts raft on it
 // and returns the node. With cfg.Bootstrap and no state it founds a cluster
 // of one; otherwise it rejoins the cluster its state names, or waits to be
@@ -146,16 +145,16 @@ func Start(cfg Config) (*Node, error) {
 // opened.
 func (n *Node) start(rc *raft.Config) (err error) {
 	cfg := n.cfg
-	if err := mkdirDurable(filepath.Join(cfg.Dir, "raft")); err != nil {
+	if err := fsync.MkdirAll(filepath.Join(cfg.Dir, "raft")); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(cfg.Dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
-	if err := lockFile(lock); err != nil {
+	if err := flock.Exclusive(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, errLockHeld) {
+		if errors.Is(err, flock.ErrHeld) {
 			return fmt.Errorf("%w: %s", engine.ErrLocked, cfg.Dir)
 		}
 		return err
@@ -210,36 +209,6 @@ func (n *Node) start(rc *raft.Config) (err error) {
 	})
 	n.raft.RegisterObserver(n.observer)
 	go n.monitor()
-	return nil
-}
-
-// mkdirDurable creates dir and its missing parents, fsyncing the parent of
-// each one it creates, so that a power loss cannot take away the directory
-// of an acknowledged entry.
-func mkdirDurable(dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := syncDir(filepath.Dir(missing[i])); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

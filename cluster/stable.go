@@ -11,12 +11,13 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 
-	"github.com/docketdb/docket/wal"
 	"github.com/hashicorp/raft"
+
+	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/wal"
 )
 
 // ErrKeyNotFound is what StableStore returns for a key never set. Its text is
@@ -163,7 +164,7 @@ func (s *StableStore) write(b []byte) error {
 	if err := s.failpoint("dir"); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(s.path))
+	return fsync.Dir(filepath.Dir(s.path))
 }
 
 func (s *StableStore) failpoint(name string) error {
@@ -229,21 +230,4 @@ func decodeStable(b []byte) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the pairs", wal.ErrCorrupt, len(p))
 	}
 	return kv, nil
-}
-
-// syncDir makes a rename in dir durable. Windows cannot open a directory for
-// fsync, and NTFS journals the rename itself.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
@@ -103,9 +104,9 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := lockFile(lock); err != nil {
+	if err := flock.Exclusive(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, errLockHeld) {
+		if errors.Is(err, flock.ErrHeld) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 		}
 		return nil, err

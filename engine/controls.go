@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/docketdb/docket/index"
@@ -42,6 +44,23 @@ type Limits struct {
 	// after a quiet spell; 0 means Rate. Settings reports the burst in
 	// effect.
 	Burst int
+}
+
+// String says the limits in words, as the CLI and the dashboard show them:
+// "at most 3 in flight; 10 per 1s, bursts of 20", or "" for none.
+func (l Limits) String() string {
+	var parts []string
+	if l.MaxInFlight > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d in flight", l.MaxInFlight))
+	}
+	if l.Rate > 0 {
+		s := fmt.Sprintf("%d per %v", l.Rate, l.Per)
+		if l.Burst != 0 && l.Burst != l.Rate {
+			s += fmt.Sprintf(", bursts of %d", l.Burst)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Bounds of Limits. A bucket holds at most MaxRateTokens tokens of

@@ -485,3 +485,21 @@ func TestReplicatedClaimWaitOnPausedQueue(t *testing.T) {
 	}
 	l.sameState(t, l.members[0].db, "end")
 }
+
+// TestLimitsString: the words the CLI and the dashboard show for limits.
+func TestLimitsString(t *testing.T) {
+	for _, c := range []struct {
+		l    Limits
+		want string
+	}{
+		{Limits{}, ""},
+		{Limits{MaxInFlight: 3}, "at most 3 in flight"},
+		{Limits{Rate: 10, Per: time.Second}, "10 per 1s"},
+		{Limits{Rate: 10, Per: time.Second, Burst: 10}, "10 per 1s"},
+		{Limits{MaxInFlight: 3, Rate: 10, Per: time.Minute, Burst: 2}, "at most 3 in flight; 10 per 1m0s, bursts of 2"},
+	} {
+		if got := c.l.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.l, got, c.want)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/flock"
+	"github.com/docketdb/docket/internal/fsync"
 	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
@@ -109,9 +111,9 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 	}
 	var lock *os.File
 	if f, err := os.Open(filepath.Join(dir, "LOCK")); err == nil {
-		if err := lockShared(f); err != nil {
+		if err := flock.Shared(f); err != nil {
 			f.Close()
-			if errors.Is(err, errLockHeld) {
+			if errors.Is(err, flock.ErrHeld) {
 				return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 			}
 			return nil, err
@@ -182,16 +184,16 @@ func (c *core) snapDir() string { return filepath.Join(c.dir, "snap") }
 func (c *core) walDir() string  { return filepath.Join(c.dir, "wal") }
 
 func (c *core) openDir() (err error) {
-	if err := mkdirDurable(c.dir); err != nil {
+	if err := fsync.MkdirAll(c.dir); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(c.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
-	if err := lockFile(lock); err != nil {
+	if err := flock.Exclusive(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, errLockHeld) {
+		if errors.Is(err, flock.ErrHeld) {
 			return fmt.Errorf("%w: %s", ErrLocked, c.dir)
 		}
 		return err
@@ -206,7 +208,7 @@ func (c *core) openDir() (err error) {
 			lock.Close()
 		}
 	}()
-	if err := mkdirDurable(c.snapDir()); err != nil {
+	if err := fsync.MkdirAll(c.snapDir()); err != nil {
 		return err
 	}
 	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
@@ -292,29 +294,6 @@ func applyBatch(store *index.Store, seq uint64, b *index.Batch) (index.Outcome, 
 	return out, nil
 }
 
-// mkdirDurable creates dir and any missing parents, fsyncing the parent of
-// each directory it creates so that a power loss cannot lose the directory
-// holding acknowledged data.
-func mkdirDurable(dir string) error {
-	dir = filepath.Clean(dir)
-	if st, err := os.Stat(dir); err == nil {
-		if !st.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
-		}
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirDurable(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return syncDir(parent)
-}
-
 // logRepairs tells the operator what opening the log did to the directory.
 func (c *core) logRepairs(rep wal.RepairReport) {
 	if cut := rep.Cut; cut != nil {
@@ -325,15 +304,6 @@ func (c *core) logRepairs(rep wal.RepairReport) {
 		c.opts.Logger.Warn("docket: damaged log record before the snapshot ignored (the snapshot holds its effect)",
 			"file", d.File, "offset", d.Offset, "reason", d.Reason)
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func readSnapshot(path string) (*index.Store, error) {

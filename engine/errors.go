@@ -43,7 +43,4 @@ var (
 	// it cannot know (the leader lost its leadership before the write
 	// committed): it may or may not have taken effect.
 	ErrOutcomeUnknown = errors.New("docket: outcome unknown")
-
-	// errLockHeld is what lockFile reports when the lock is taken.
-	errLockHeld = errors.New("lock held")
 )

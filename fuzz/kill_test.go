@@ -157,6 +157,15 @@ func killChild(dir string, cycle int) {
 	}
 	report("O")
 	q := db.Queue(killQueue.NS, killQueue.Name)
+	// drained is poked by a worker each time a task leaves the backlog; a
+	// producer that finds the backlog full waits for it instead of polling.
+	drained := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case drained <- struct{}{}:
+		default:
+		}
+	}
 	for p := range 3 {
 		dedup := p < 2
 		go func() {
@@ -165,7 +174,7 @@ func killChild(dir string, cycle int) {
 				// Keep the backlog bounded, so that a long run measures
 				// crashes rather than a growing queue.
 				if c, err := q.Counts(ctx); err == nil && c.Ready+c.Scheduled > 1000 {
-					time.Sleep(5 * time.Millisecond) // load shaping in the child, which runs until killed
+					<-drained
 					continue
 				}
 				var tasks []engine.Task
@@ -201,15 +210,12 @@ func killChild(dir string, cycle int) {
 			rng := rand.New(rand.NewPCG(uint64(cycle), uint64(100+w)))
 			owner := fmt.Sprintf("w%d-%d", cycle, w)
 			for {
-				ls, err := q.Claim(ctx, owner, time.Duration(20+rng.IntN(60))*time.Millisecond, 1+rng.IntN(8))
+				// ClaimWait parks until a task is enqueued, a retry comes due
+				// or a lease expires: an idle worker does not poll.
+				ls, err := q.ClaimWait(ctx, owner, time.Duration(20+rng.IntN(60))*time.Millisecond, 1+rng.IntN(8))
 				if err != nil {
 					report("X claim %v", err)
 					continue
-				}
-				if len(ls) == 0 {
-					// Load, not synchronisation: claim again a little later
-					// (the child runs on the system clock until it is killed).
-					time.Sleep(time.Millisecond)
 				}
 				for _, l := range ls {
 					report("C %d %d %d", l.ID, l.Token, l.Attempt)
@@ -225,6 +231,7 @@ func killChild(dir string, cycle int) {
 						report("d %d %d", l.ID, l.Token)
 						_, err := q.Complete(ctx, l, engine.Done{})
 						if err == nil {
+							poke()
 							report("D %d %d", l.ID, l.Token)
 						} else {
 							report("L %d %d %s", l.ID, l.Token, ErrClass(err))
@@ -233,6 +240,7 @@ func killChild(dir string, cycle int) {
 						permanent := rng.IntN(8) == 0
 						err := q.Fail(ctx, l, engine.Failure{Err: "boom", Permanent: permanent})
 						if err == nil {
+							poke()
 							dead := permanent || l.Attempt >= l.MaxAttempts
 							report("F %d %d %d %t", l.ID, l.Token, l.Attempt, dead)
 						} else {

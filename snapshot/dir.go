@@ -6,8 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
+
+	"github.com/docketdb/docket/internal/fsync"
 )
 
 // List returns the snapshot files in dir, newest (highest seq) first. Temp
@@ -66,7 +67,7 @@ func Prune(dir string, keep int) error {
 		errs = append(errs, err)
 	}
 	if removed || n > 0 {
-		if err := syncDir(dir); err != nil {
+		if err := fsync.Dir(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -80,7 +81,7 @@ func RemoveTemp(dir string) error {
 	if n > 0 {
 		// Not needed for correctness (a temp file that comes back is removed
 		// again next time), but keeps the directory from churning on disk.
-		if serr := syncDir(dir); serr != nil {
+		if serr := fsync.Dir(dir); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}
@@ -105,23 +106,4 @@ func removeTemps(dir string) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
-}
-
-// syncDir makes renames and removals in dir durable: without it a crash can
-// bring back the old directory entries even though the file data is synced.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		// Directories cannot be opened for fsync there; NTFS journals the
-		// metadata change itself.
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
 }

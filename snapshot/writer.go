@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/docketdb/docket/internal/fsync"
 )
 
 // writeBufSize batches the many small records of a snapshot into few large
@@ -219,7 +221,7 @@ func Write(dir string, seq uint64, opts Options, fill func(w *Writer) error) (In
 	if err := opts.fail(fpRenameAfter); err != nil {
 		return Info{}, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return Info{}, err
 	}
 	if err := opts.fail(fpDirsyncAfter); err != nil {

@@ -173,7 +173,7 @@ func (rq *request) overview() {
 		if !q.OldestReady.IsZero() {
 			row.HasOldest, row.OldestReady = true, max(0, now.Sub(q.OldestReady))
 		}
-		row.Paused, row.Limits = q.Paused, limitsText(q.Limits)
+		row.Paused, row.Limits = q.Paused, q.Limits.String()
 		rows = append(rows, row)
 		sum.Ready += c.Ready
 		sum.Scheduled += c.Scheduled
@@ -369,7 +369,7 @@ func (rq *request) queue() {
 		rq.fail(err)
 		return
 	}
-	pg.Paused, pg.Limits = settings.Paused, limitsText(settings.Limits)
+	pg.Paused, pg.Limits = settings.Paused, settings.Limits.String()
 	cursor := v.Get("cursor")
 	next := func(cursor string, off int) template.URL {
 		nv := url.Values{}
@@ -699,20 +699,4 @@ func (rq *request) cluster() {
 type lineage struct {
 	Parent    uint64
 	FollowUps []uint64
-}
-
-// limitsText says a queue's limits in words: "" for none.
-func limitsText(l engine.Limits) string {
-	var parts []string
-	if l.MaxInFlight > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d in flight", l.MaxInFlight))
-	}
-	if l.Rate > 0 {
-		s := fmt.Sprintf("%d per %v", l.Rate, l.Per)
-		if l.Burst != l.Rate {
-			s += fmt.Sprintf(", bursts of %d", l.Burst)
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
 }

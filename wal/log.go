@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/docketdb/docket/internal/fsync"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is
@@ -192,7 +194,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		// same file succeed without the lost pages being on disk.
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		l.closeFile()
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
@@ -437,7 +439,7 @@ func (l *Log) writePending() error {
 		if err := l.failpoint("segment.create"); err != nil {
 			return l.fail("create segment", err)
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := fsync.Dir(l.dir); err != nil {
 			return l.fail("create segment", err)
 		}
 	}
@@ -616,7 +618,7 @@ func (l *Log) TruncateFront(seq uint64) error {
 	if err := l.failpoint("truncate"); err != nil {
 		return l.fail("truncate", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsync.Dir(l.dir); err != nil {
 		return l.fail("truncate", err)
 	}
 	return nil

@@ -7,8 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
+
+	"github.com/docketdb/docket/internal/fsync"
 )
 
 const (
@@ -89,7 +90,7 @@ func recoverDir(dir string, from uint64) (*scanState, RepairReport, error) {
 		changed = true
 	}
 	if changed {
-		if err := syncDir(dir); err != nil {
+		if err := fsync.Dir(dir); err != nil {
 			return nil, RepairReport{}, err
 		}
 	}
@@ -179,29 +180,9 @@ func createDir(dir string) error {
 		return err
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+		if err := fsync.Dir(filepath.Dir(missing[i])); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// syncDir makes creations, renames and removals in dir durable: without it a
-// crash can bring back the old directory entries even though the files'
-// data is synced.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		// Directories cannot be opened for fsync there; NTFS journals the
-		// metadata change itself.
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
 }

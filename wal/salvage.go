@@ -9,6 +9,8 @@ import (
 	"os"
 	"sort"
 	"strconv"
+
+	"github.com/docketdb/docket/internal/fsync"
 )
 
 // SalvageReport says what Salvage did.
@@ -129,7 +131,7 @@ func Salvage(dir string, from uint64) (SalvageReport, error) {
 		}
 		out.Kept = append(out.Kept, moved)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return SalvageReport{}, err
 	}
 	after, err := scan(dir, from)

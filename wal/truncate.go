@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/docketdb/docket/internal/fsync"
 )
 
 // ErrNotFound reports a Read of a sequence number the log does not hold.
@@ -105,7 +107,7 @@ func (l *Log) TruncateBack(seq uint64) error {
 	if l.synced.Load() > seq {
 		l.synced.Store(seq)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsync.Dir(l.dir); err != nil {
 		return l.fail("truncate back", err)
 	}
 	return nil
@@ -151,7 +153,7 @@ func (l *Log) Reset(next uint64) error {
 			return l.fail("reset", err)
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsync.Dir(l.dir); err != nil {
 		return l.fail("reset", err)
 	}
 	if err := l.failpoint("reset.remove"); err != nil {
@@ -166,7 +168,7 @@ func (l *Log) Reset(next uint64) error {
 	if err := f.Sync(); err != nil {
 		return l.fail("reset", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsync.Dir(l.dir); err != nil {
 		return l.fail("reset", err)
 	}
 	l.segs = []*segment{{first: next, path: path, indexed: true}}

@@ -25,6 +25,7 @@ import (
 	"github.com/docketdb/docket/client"
 	"github.com/docketdb/docket/cluster"
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/fsync"
 	"github.com/docketdb/docket/server"
 )
 
@@ -195,40 +196,10 @@ func nodeID(dir, flagID, raftAddr string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	if err := writeFileSync(path, []byte(id+"\n")); err != nil {
+	if err := fsync.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
 		return "", err
 	}
 	return id, nil
-}
-
-// writeFileSync writes a small file durably: temp file, fsync, rename,
-// fsync of the directory.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // apiURL is the URL clients reach the node at: -advertise-url, or the

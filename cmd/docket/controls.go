@@ -37,22 +37,6 @@ type settingsJSON struct {
 	Limits    *limitsJSON `json:"limits,omitempty"`
 }
 
-// limitsText says a queue's limits in a few words: "" for none.
-func limitsText(l engine.Limits) string {
-	var parts []string
-	if l.MaxInFlight > 0 {
-		parts = append(parts, fmt.Sprintf("max %d in flight", l.MaxInFlight))
-	}
-	if l.Rate > 0 {
-		s := fmt.Sprintf("%d per %v", l.Rate, l.Per)
-		if l.Burst != l.Rate {
-			s += fmt.Sprintf(" (burst %d)", l.Burst)
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // printSettings prints the settings of the target's queue.
 func printSettings(c cli, t *target, asJSON bool, s engine.QueueSettings) error {
 	if asJSON {
@@ -62,7 +46,7 @@ func printSettings(c cli, t *target, asJSON bool, s engine.QueueSettings) error 
 	if s.Paused {
 		state = "paused"
 	}
-	limits := limitsText(s.Limits)
+	limits := s.Limits.String()
 	if limits == "" {
 		limits = "no limits"
 	}

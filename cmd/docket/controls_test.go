@@ -59,7 +59,7 @@ func TestControlCommands(t *testing.T) {
 		}
 	}
 	code, out, _ := docket(t, "stats", "-dir", dir)
-	if code != 0 || !strings.Contains(out, "demo/local emails: max 3 in flight\n") || !strings.Contains(out, "demo/local other: paused\n") {
+	if code != 0 || !strings.Contains(out, "demo/local emails: at most 3 in flight\n") || !strings.Contains(out, "demo/local other: paused\n") {
 		t.Fatalf("stats:\n%s", out)
 	}
 	code, out, _ = docket(t, "limits", "-dir", dir, "-queue", "other")

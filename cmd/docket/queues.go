@@ -80,7 +80,7 @@ func runStats(ctx context.Context, c cli, args []string) error {
 		if q.Paused {
 			what = append(what, "paused")
 		}
-		if l := limitsText(q.Limits); l != "" {
+		if l := q.Limits.String(); l != "" {
 			what = append(what, l)
 		}
 		fmt.Fprintf(c.stdout, "%s %s: %s\n", q.Namespace, q.Name, strings.Join(what, ", "))
@@ -112,7 +112,13 @@ func runInspect(ctx context.Context, c cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *tf.json {
+	return writePage(c, *tf.json, page)
+}
+
+// writePage prints one page of tasks, as JSON or as a table followed by the
+// flag that fetches the next page.
+func writePage(c cli, asJSON bool, page engine.Page) error {
+	if asJSON {
 		return writeJSON(c.stdout, pageOf(page))
 	}
 	printTasks(c.stdout, page.Tasks)
@@ -272,14 +278,7 @@ func runDead(ctx context.Context, c cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *tf.json {
-		return writeJSON(c.stdout, pageOf(page))
-	}
-	printTasks(c.stdout, page.Tasks)
-	if page.Next != "" {
-		fmt.Fprintf(c.stdout, "more: -cursor %s\n", shellQuote(page.Next))
-	}
-	return nil
+	return writePage(c, *tf.json, page)
 }
 
 // deadWithError runs act (redrive or cancel) on every dead task of q whose

@@ -245,7 +245,7 @@ func (d *leaseDecoder) lease(b []byte, l *engine.Lease) error {
 		case num == 1 && typ == protowire.VarintType:
 			l.ID = v
 		case num == 2 && typ == protowire.BytesType:
-			err = d.namespace(bs, &project, &scope)
+			err = d.pair(bs, &project, &scope)
 		case num == 3 && typ == protowire.BytesType:
 			l.Queue, err = d.str(bs)
 		case num == 4 && typ == protowire.BytesType:
@@ -286,7 +286,10 @@ func (d *leaseDecoder) lease(b []byte, l *engine.Lease) error {
 	return nil
 }
 
-func (d *leaseDecoder) namespace(b []byte, project, scope *string) error {
+// pair reads a message of two string fields, numbers 1 and 2 (a
+// Namespace, or one entry of a map<string, string>), into first and second;
+// a field given twice keeps its last value, as proto.Unmarshal does.
+func (d *leaseDecoder) pair(b []byte, first, second *string) error {
 	for len(b) > 0 {
 		num, typ, bs, _, n := field(b)
 		if n < 0 {
@@ -296,9 +299,9 @@ func (d *leaseDecoder) namespace(b []byte, project, scope *string) error {
 		var err error
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			*project, err = d.str(bs)
+			*first, err = d.str(bs)
 		case num == 2 && typ == protowire.BytesType:
-			*scope, err = d.str(bs)
+			*second, err = d.str(bs)
 		}
 		if err != nil {
 			return err
@@ -311,22 +314,8 @@ func (d *leaseDecoder) namespace(b []byte, project, scope *string) error {
 // last value.
 func (d *leaseDecoder) header(b []byte, l *engine.Lease) error {
 	var key, val string
-	for len(b) > 0 {
-		num, typ, bs, _, n := field(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %v", errLeaseBytes, protowire.ParseError(n))
-		}
-		b = b[n:]
-		var err error
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			key, err = d.str(bs)
-		case num == 2 && typ == protowire.BytesType:
-			val, err = d.str(bs)
-		}
-		if err != nil {
-			return err
-		}
+	if err := d.pair(b, &key, &val); err != nil {
+		return err
 	}
 	if l.Headers == nil {
 		l.Headers = map[string]string{}

@@ -1,0 +1,12 @@
+//go:build !unix && !windows
+
+package flock
+
+import "os"
+
+// Exclusive cannot lock on this platform: a second process opening the same
+// file is not detected.
+func Exclusive(*os.File) error { return nil }
+
+// Shared cannot lock on this platform either.
+func Shared(*os.File) error { return nil }
