@@ -146,8 +146,9 @@ func TestSettingsOutliveTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
+	type fields Limits // every field, not Limits.String's words
 	for _, i := range qs {
-		got = append(got, fmt.Sprintf("%s paused=%v limits=%+v counts=%+v", i.Name, i.Paused, i.Limits, i.Counts))
+		got = append(got, fmt.Sprintf("%s paused=%v limits=%+v counts=%+v", i.Name, i.Paused, fields(i.Limits), i.Counts))
 	}
 	if s := strings.Join(got, "\n"); s != "elsewhere paused=false limits={MaxInFlight:0 Rate:0 Per:0s Burst:0} counts={Ready:1 Scheduled:0 InFlight:0 Dead:0 Completed:0}\n"+
 		"empty paused=true limits={MaxInFlight:0 Rate:0 Per:0s Burst:0} counts={Ready:0 Scheduled:0 InFlight:0 Dead:0 Completed:0}\n"+
