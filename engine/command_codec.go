@@ -35,6 +35,8 @@ import (
 //	commit          [vop...]
 //	set paused      paused                       (version 2)
 //	set limits      maxInFlight rate per burst   (version 2; per in micros)
+//	complete and claim  fence result [vop...] owner lease max  (version 2)
+//	heartbeat batch     [fence...] extend                      (version 2)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
@@ -48,15 +50,18 @@ import (
 // Integers are compact, an empty byte string is nil, and a spec's headers
 // are a map written in key order, so the same command always gives the same
 // bytes; decoding refuses anything else (trailing bytes, headers out of
-// order, lengths past the input or over the API's limits). A claim always
-// carries a seed other than 0, from which the lease secrets of its batch
-// are derived.
+// order, lengths past the input or over the API's limits). A claim (and a
+// complete and claim) always carries a seed other than 0, from which the
+// lease secrets of its batch are derived.
 //
 // A command is written in version 1 when version 1 can say it (every
-// operation but the queue controls, tasks that are not unique by content),
-// so that a node of an older build keeps applying the log until a command
-// uses what it does not know; it then stops (ErrFailed) rather than plan
-// something else.
+// operation but the queue controls, complete and claim and heartbeat
+// batch; tasks that are not unique by content), so that a node of an older
+// build keeps applying the log until a command uses what it does not know;
+// it then stops (ErrFailed) rather than plan something else. Operations
+// added since version 2 need no new version as long as they change no
+// field of an existing one: a build that does not know them refuses their
+// operation number just as cleanly.
 const (
 	cmdVersion  = 2
 	cmdVersion1 = 1
@@ -64,7 +69,11 @@ const (
 
 // version is the oldest command version that can carry cmd.
 func (cmd *command) version() uint64 {
-	if cmd.op >= cmdSetPaused || cmd.task.uniq != 0 {
+	switch cmd.op {
+	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch:
+		return cmdVersion
+	}
+	if cmd.task.uniq != 0 {
 		return cmdVersion
 	}
 	for i := range cmd.tasks {
@@ -165,6 +174,19 @@ func (cmd *command) encode() ([]byte, error) {
 		e.int(int64(l.Rate))
 		e.int(l.Per.Microseconds())
 		e.int(int64(l.Burst))
+	case cmdCompleteClaim:
+		e.fence(&cmd.fence)
+		e.bytes(cmd.result)
+		e.vops(cmd.ops)
+		e.str(cmd.owner)
+		e.int(cmd.lease)
+		e.int(int64(cmd.max))
+	case cmdHeartbeatBatch:
+		e.array(len(cmd.fences))
+		for i := range cmd.fences {
+			e.fence(&cmd.fences[i])
+		}
+		e.int(cmd.lease)
 	default:
 		return nil, fmt.Errorf("%w: command %d", ErrInvalid, cmd.op)
 	}
@@ -334,6 +356,35 @@ func decodeCommand(data []byte, cmd *command) error {
 		l.Per, l.Burst = micros(d.int()), int(d.small())
 		if d.err == nil {
 			d.fail(checkLimits(*l))
+		}
+	case cmdCompleteClaim:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
+		d.fence(&cmd.fence)
+		cmd.result = d.bytes()
+		cmd.ops = d.vops()
+		cmd.owner = d.str()
+		cmd.lease = d.int()
+		cmd.max = int(d.int())
+		if d.err == nil && (cmd.max < 1 || cmd.max > MaxBatch || cmd.lease < 1 || cmd.seed == 0) {
+			d.fail(fmt.Errorf("complete and claim of %d for %d µs with seed %d", cmd.max, cmd.lease, cmd.seed))
+		}
+	case cmdHeartbeatBatch:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
+		n := d.array(MaxBatch)
+		cmd.fences = make([]Lease, n)
+		for i := range cmd.fences {
+			d.fence(&cmd.fences[i])
+		}
+		cmd.dup = repeatedLeases(cmd.fences)
+		cmd.lease = d.int()
+		if d.err == nil && cmd.lease < 1 {
+			d.fail(fmt.Errorf("heartbeat batch extending by %d µs", cmd.lease))
 		}
 	default:
 		d.fail(fmt.Errorf("unknown operation %d", cmd.op))

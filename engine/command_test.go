@@ -39,10 +39,15 @@ func sampleCommands() []command {
 		{op: cmdSnooze, fence: fence, delay: 0},
 		{op: cmdCancel, id: 4}, {op: cmdRedrive, id: 5}, {op: cmdRunNow, id: 6}, {op: cmdRedriveAll},
 		{op: cmdCommit, ops: ops},
-		// Version 2: the queue controls, and tasks unique by content.
+		// Version 2: the queue controls, complete and claim, heartbeat
+		// batch, and tasks unique by content.
 		{op: cmdSetPaused, paused: true}, {op: cmdSetPaused},
 		{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}},
 		{op: cmdSetLimits},
+		{op: cmdCompleteClaim, fence: fence, result: []byte(`"ok"`), ops: ops, owner: "w", lease: 30_000_000, max: 3, seed: 78},
+		{op: cmdCompleteClaim, fence: fence, owner: "w", lease: 1, max: 1, seed: 1},
+		{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}, owner: "w", lease: 1, max: 1, seed: 2},
+		{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000},
 		{op: cmdEnqueue, task: unique, ops: ops[:1]},
 		{op: cmdEnqueueBatch, tasks: []spec{bare, unique}},
 		{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}},
@@ -50,7 +55,7 @@ func sampleCommands() []command {
 	for i := range cmds {
 		c := &cmds[i]
 		c.ns, c.queue, c.now, c.retain, c.idemTTL = base.ns, base.queue, base.now, base.retain, base.idemTTL
-		if c.op == cmdCompleteBatch {
+		if c.op == cmdCompleteBatch || c.op == cmdHeartbeatBatch {
 			c.dup = repeatedLeases(c.fences)
 		}
 	}
@@ -123,6 +128,10 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	unknown := command{op: cmdRedriveAll, ns: ns, queue: "q"}
 	data, _ := unknown.encode()
 	bad := map[string][]byte{"claim without a seed": must(noSeed.encode())}
+	noSeed.op = cmdCompleteClaim
+	bad["complete and claim without a seed"] = must(noSeed.encode())
+	noExtend := command{op: cmdHeartbeatBatch, ns: ns, queue: "q"}
+	bad["heartbeat batch extending by nothing"] = must(noExtend.encode())
 	bad["unknown operation"] = append([]byte{data[0], 99}, data[2:]...)
 	h := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{headers: map[string]string{"a": "1", "b": "2"}}}
 	hd := must(h.encode())
@@ -139,6 +148,12 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	// Version 2's additions in a version 1 command, and nonsense in them.
 	pause := must((&command{op: cmdSetPaused, ns: ns, queue: "q", paused: true}).encode())
 	bad = map[string][]byte{"set paused in version 1": append([]byte{cmdVersion1}, pause[1:]...)}
+	for _, cmd := range sampleCommands() {
+		if cmd.op == cmdCompleteClaim || cmd.op == cmdHeartbeatBatch {
+			b := must(cmd.encode())
+			bad[cmd.op.String()+" in version 1"] = append([]byte{cmdVersion1}, b[1:]...)
+		}
+	}
 	for name, l := range map[string]Limits{
 		"rate over the limit": {Rate: MaxRateTokens + 1, Per: time.Second},
 		"rate without per":    {Rate: 5},
@@ -164,8 +179,8 @@ func TestDecodeCommandRefuses(t *testing.T) {
 }
 
 // TestCommandVersion: a command version 1 can say is written in version 1,
-// so an older node keeps applying the log; the controls and unique tasks
-// take version 2.
+// so an older node keeps applying the log; the controls, complete and
+// claim, heartbeat batch and unique tasks take version 2.
 func TestCommandVersion(t *testing.T) {
 	for _, cmd := range sampleCommands() {
 		data := must(cmd.encode())

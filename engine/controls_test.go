@@ -146,8 +146,9 @@ func TestSettingsOutliveTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
+	type fields Limits // every field, not Limits.String's words
 	for _, i := range qs {
-		got = append(got, fmt.Sprintf("%s paused=%v limits=%+v counts=%+v", i.Name, i.Paused, i.Limits, i.Counts))
+		got = append(got, fmt.Sprintf("%s paused=%v limits=%+v counts=%+v", i.Name, i.Paused, fields(i.Limits), i.Counts))
 	}
 	if s := strings.Join(got, "\n"); s != "elsewhere paused=false limits={MaxInFlight:0 Rate:0 Per:0s Burst:0} counts={Ready:1 Scheduled:0 InFlight:0 Dead:0 Completed:0}\n"+
 		"empty paused=true limits={MaxInFlight:0 Rate:0 Per:0s Burst:0} counts={Ready:0 Scheduled:0 InFlight:0 Dead:0 Completed:0}\n"+
@@ -387,8 +388,9 @@ func TestSetLimitsRefusesBadInput(t *testing.T) {
 	}
 }
 
-// TestReplicatedControlsMatchStandalone: pause, resume, limits and unique
-// enqueues planned by three replicated DBs give, after every step, the
+// TestReplicatedControlsMatchStandalone: pause, resume, limits, unique
+// enqueues and completions that claim under the controls, planned by
+// three replicated DBs give, after every step, the
 // standalone DB's answers and state byte for byte: every decision reads
 // the state and the command's time only.
 func TestReplicatedControlsMatchStandalone(t *testing.T) {
@@ -425,6 +427,19 @@ func TestReplicatedControlsMatchStandalone(t *testing.T) {
 			func() string { clock.Advance(700 * time.Millisecond); return claim(5) },
 			func() string { return show(q.Complete(ctx, leases[0], Done{})) },
 			func() string { clock.Advance(time.Second); return claim(5) },
+			func() string {
+				// The claim half under both limits: the bound's room
+				// after the completion, and the bucket's tokens.
+				res, ls, err := q.CompleteAndClaim(ctx, leases[1], Done{}, "w", time.Minute, 5)
+				leases = append(leases, ls...)
+				return show(fmt.Sprint(res, ids(ls)), err)
+			},
+			func() string { return show(nil, q.Pause(ctx)) },
+			func() string {
+				res, ls, err := q.CompleteAndClaim(ctx, leases[2], Done{}, "w", time.Minute, 5)
+				return show(fmt.Sprint(res, ids(ls)), err)
+			},
+			func() string { return show(nil, q.Resume(ctx)) },
 			func() string { return show(q.Settings(ctx)) },
 			func() string { return show(q.Enqueue(ctx, u(`{"a":1, "b":2}`))) },
 			func() string { clock.Advance(2 * time.Minute); return show(q.Enqueue(ctx, u(`{"a":1,"b":2}`))) },

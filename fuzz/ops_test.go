@@ -174,10 +174,20 @@ func opsSeeds() [][]byte {
 			ins(opKV, 0x02, 0x02, 0x42, 0x01), ins(opKV, 0x04, 0x0a, 0x13, 0x05), ins(opClaim, 0, 0, 2, 3),
 			ins(opComplete, 0, 0x0f, 0x00, 0x19, 0x03, 0x06), ins(opReopen), ins(opRead, 3, 0, 0x11),
 			ins(opRead, 3, 0, 0x22), ins(opRead, 2, 0, 0x01)),
+		// Pipelined calls: enqueues in flight, completions that claim the
+		// next tasks, heartbeats of several leases in one commit (stale and
+		// foreign ones refused).
+		asm(0,
+			ins(opEnqueue, 0, 0, 0, 1, 0xe0), ins(opEnqueue, 0, 0x04, 0, 1, 0xa0), ins(opClaim, 0, 0, 2, 0),
+			ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x25), ins(opHeartbeat, 0, 0x72, 0x01, 0x02, 0x03),
+			ins(opAdvance, 3), ins(opComplete, 0xc0, 0x21, 0, 0, 0, 0, 0x3f), ins(opHeartbeat, 0xc0, 0x31, 0xc1),
+			ins(opEnqueue, 1, 0, 0x01, 1, 0xe0), ins(opClaim, 1, 0, 2, 0), ins(opComplete, 0, 0x39, 0, 0, 0x02, 0, 0x10),
+			ins(opReopen), ins(opHeartbeat, 0, 0x70, 0xc0, 0xc1, 0xc2), ins(opRead, 0, 1, 0x80)),
 		// Every invalid call.
 		asm(0,
 			ins(opInvalid, 0), ins(opInvalid, 1), ins(opInvalid, 2), ins(opInvalid, 3), ins(opInvalid, 4),
-			ins(opInvalid, 5), ins(opInvalid, 6), ins(opInvalid, 7), ins(opInvalid, 8)),
+			ins(opInvalid, 5), ins(opInvalid, 6), ins(opInvalid, 7), ins(opInvalid, 8), ins(opInvalid, 9),
+			ins(opInvalid, 10), ins(opInvalid, 11), ins(opForged, 0, 0x20), ins(opForged, 0, 0x30)),
 	}
 	for s := range uint64(6) {
 		seeds = append(seeds, genProgram(rand.New(rand.NewPCG(s, 99)), 120, workload, byte(s*37)))
