@@ -70,6 +70,9 @@ func iterations(b *testing.B, w string) int {
 func BenchmarkW1_SyncAlways(b *testing.B)  { benchWorkload(b, "W1", syncAlways) }
 func BenchmarkW1_SyncNever(b *testing.B)   { benchWorkload(b, "W1", syncNever) }
 func BenchmarkW1_InMemory(b *testing.B)    { benchWorkload(b, "W1", memory) }
+func BenchmarkW1P_SyncAlways(b *testing.B) { benchWorkload(b, "W1P", syncAlways) }
+func BenchmarkW1P_SyncNever(b *testing.B)  { benchWorkload(b, "W1P", syncNever) }
+func BenchmarkW1P_InMemory(b *testing.B)   { benchWorkload(b, "W1P", memory) }
 func BenchmarkW2_SyncAlways(b *testing.B)  { benchWorkload(b, "W2", syncAlways) }
 func BenchmarkW2_SyncNever(b *testing.B)   { benchWorkload(b, "W2", syncNever) }
 func BenchmarkW2_InMemory(b *testing.B)    { benchWorkload(b, "W2", memory) }

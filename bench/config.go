@@ -12,10 +12,10 @@ import (
 )
 
 // Workloads names the workloads Run accepts, in the order they are
-// usually run. W1–W6R drive a queue through the Driver interface, so the
-// peers module runs them against other queues too; W7–W9 look inside
-// docket and run against it alone.
-var Workloads = []string{"W1", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9"}
+// usually run. W1–W6R (but W1P) drive a queue through the Driver
+// interface, so the peers module runs them against other queues too; W1P
+// and W7–W9 look inside docket and run against it alone.
+var Workloads = []string{"W1", "W1P", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9"}
 
 // DriverWorkloads are the workloads RunDriver accepts.
 var DriverWorkloads = []string{"W1", "W2", "W3", "W4", "W5", "W6", "W6R"}
@@ -71,12 +71,25 @@ type Config struct {
 	// Progress, if set, receives a line about every 500 ms while the run
 	// goes on.
 	Progress io.Writer
+	// InFlight is how many W1P enqueues may be in flight at once. Default
+	// 1,024.
+	InFlight int
+	// Parked is how many more claimers W7 keeps parked on the queue beside
+	// the one a trial needs; whichever of them is woken takes the task.
+	// Default 0.
+	Parked int
+	// SplitCommits makes the W4, W6 and W6R workers complete and claim in
+	// two commits, as a driver without CompleteAndClaim does; by default a
+	// docket worker with a claim of 1 takes its next task in the commit
+	// that completes the last.
+	SplitCommits bool
 
 	// Remote drives docket through its Go client (package client) over a
 	// TCP connection to a server on 127.0.0.1, started in this process
 	// over a fresh DB of the config's mode (in memory, or in a directory
 	// with Durability), instead of calling the DB directly. W8 and W9 look
-	// inside the engine and run in process only.
+	// inside the engine and W1P pipelines its commits: they run in process
+	// only.
 	Remote bool
 	// Server, if set, is the URL of a running docket server to drive
 	// instead of one started here (it implies Remote); Token is its
@@ -104,7 +117,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 		return c, fmt.Errorf("bench: unknown workload %q (want one of %s)", c.Workload, strings.Join(allowed, ", "))
 	}
 	if c.N < 0 || c.Duration < 0 || c.Producers < 0 || c.Workers < 0 || c.ClaimBatch < 0 ||
-		c.PayloadBytes < 0 || c.OfferedRate < 0 {
+		c.PayloadBytes < 0 || c.OfferedRate < 0 || c.InFlight < 0 || c.Parked < 0 {
 		return c, fmt.Errorf("bench: negative setting in %+v", c)
 	}
 	if c.ClaimBatch > engine.MaxBatch {
@@ -157,6 +170,9 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	if c.OfferedRate == 0 {
 		c.OfferedRate = 10_000
 	}
+	if c.InFlight == 0 {
+		c.InFlight = engine.DefaultMaxInFlight
+	}
 	if c.Dir == "" {
 		c.Dir = os.TempDir()
 	}
@@ -168,6 +184,9 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	}
 	if c.Remote && (c.Workload == "W8" || c.Workload == "W9") {
 		return c, fmt.Errorf("bench: %s looks inside the engine and cannot run remote: %w", c.Workload, engine.ErrInvalid)
+	}
+	if c.Remote && c.Workload == "W1P" {
+		return c, fmt.Errorf("bench: W1P pipelines the engine's commits (the client's EnqueueAsync is one call at a time) and cannot run remote: %w", engine.ErrInvalid)
 	}
 	if c.Durability < engine.SyncAlways || c.Durability > engine.SyncNever {
 		return c, fmt.Errorf("bench: durability %d", c.Durability)

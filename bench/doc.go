@@ -11,9 +11,13 @@
 // (default 100) that carry a timestamp.
 //
 //	W1   enqueue, 1 producer, one task per commit
+//	W1P  W1 pipelined: 1 producer, one task per commit, up to InFlight
+//	     (default 1,024) commits in flight (EnqueueAsync); latency is from
+//	     the call to the acknowledgement of durability
 //	W2   enqueue, 16 producers, one task per commit
 //	W3   enqueue, 1 producer, 100 tasks per commit (EnqueueBatch)
-//	W4   drain N tasks: 16 workers loop Claim(1) + Complete
+//	W4   drain N tasks: 16 workers loop Claim(1) + Complete (docket: one
+//	     CompleteAndClaim per task unless SplitCommits)
 //	W5   drain N tasks: 16 workers loop Claim(100) + a Complete per task
 //	W6   steady state for Duration: 4 unthrottled producers, 4 workers in
 //	     ClaimWait; completed/s
@@ -21,22 +25,25 @@
 //	     enqueue is started on schedule whatever the previous did, so a
 //	     slow queue meets the full load; end-to-end latency from the start
 //	     of the enqueue call to the return of Complete
-//	W7   wake-up: a claimer parked in ClaimWait, one enqueue, time until
-//	     the claimer holds the task; N trials
+//	W7   wake-up: 1 + Parked claimers parked in ClaimWait, one enqueue,
+//	     time until one of them holds the task; N trials
 //	W8   recovery: N pending tasks (default 1,000,000), Open timed with a
 //	     snapshot and from the log alone (snapshot directory removed)
 //	W9   footprint: live heap per pending task; log bytes per enqueue,
 //	     claim and complete
 //
-// W1–W6R drive the queue through the Driver interface, so the peers
+// W1–W6R but W1P drive the queue through the Driver interface, so the peers
 // module (bench/peers, a module of its own so that docket never depends
 // on the queues it is compared with) runs the very same code against
 // goqite on SQLite and NATS JetStream. W7–W9 look at docket alone.
 //
 // # Remote mode
 //
-// With Config.Remote, W1–W7 drive docket through its Go client (package
-// client) instead of calling the DB: a server (package server) is started
+// With Config.Remote, W1–W7 but W1P drive docket through its Go client
+// (package client) instead of calling the DB (W4's and W6's completions
+// that claim go through Pipeline.CompleteAndClaim; W7 waits for its
+// claimers to park on the server's DB, or, against a server elsewhere,
+// pauses before each enqueue and discards a trial whose claim was late): a server (package server) is started
 // in the same process over a fresh DB of the run's mode and listens on a
 // port of 127.0.0.1, and the client dials it, so every call crosses a
 // real loopback TCP connection, HTTP and protobuf; the producers and the
@@ -54,7 +61,7 @@
 // fsyncs/s and commits per fsync (group commit) from DB.Stats; log bytes
 // per task; and the process's peak RSS (VmHWM, reset per run where the
 // kernel allows); the CPU time of the process per task; latency per kind
-// of call (enqueue, claim, complete, their batches). MeasureFsync gives
+// of call (enqueue, claim, complete, their batches, complete and claim). MeasureFsync gives
 // the raw fsync rate of the disk, the ceiling for a single committer at
 // SyncAlways.
 //

@@ -15,14 +15,21 @@ import (
 	"github.com/docketdb/docket/engine"
 )
 
-// parkDelay is how long W7 lets the claimer settle into its blocking
-// claim before enqueueing: long against the few microseconds an empty
-// claim takes, so that the claimer is parked when the task arrives.
+// parkDelay is how long W7 lets its claimers settle into their blocking
+// claims before enqueueing when it cannot see them parked (a server of
+// another process): long against the few microseconds an empty claim
+// takes.
 const parkDelay = 200 * time.Microsecond
 
-// runW7 measures wake-up latency: a claimer is parked in ClaimWait on an
-// empty queue, one task is enqueued, and the time from just before the
-// enqueue until ClaimWait returns it is recorded, N times.
+// runW7 measures wake-up latency: 1 + cfg.Parked claimers are parked in
+// ClaimWait on an empty queue, one task is enqueued, and the time from just
+// before the enqueue until a ClaimWait returns it is recorded, N times.
+// Each trial starts once every claimer is parked again (DB.WaitParked, on
+// the DB in this process, also the one under a remote run's server), so a
+// trial with a thousand claimers meets a thousand parked calls. Against a
+// running server (cfg.Server) the parked calls cannot be seen: each trial
+// starts parkDelay after every claimer has gone back to its claim, and a
+// claim that began after the enqueue is not counted as a wake-up.
 func runW7(ctx context.Context, cfg Config, dir string, r *Result) error {
 	var d *docketDriver
 	var err error
@@ -44,44 +51,43 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	payload := makePayload(cfg.PayloadBytes, 0)
+	claimers := 1 + cfg.Parked
 	var sent atomic.Int64
 	var early atomic.Int64
-	h := new(hist)
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	w := openWindow(d)
-	go func() {
-		for {
-			select {
-			case ready <- struct{}{}:
-			case <-cctx.Done():
-				done <- nil
-				return
-			}
-			called := time.Now().UnixNano()
-			ls, err := d.wq.ClaimWait(cctx, "bench", lease, 1)
-			got := time.Now().UnixNano()
-			if err != nil {
-				if cctx.Err() != nil {
-					err = nil
+	h := new(lockedHist)
+	// Each claimer says it is ready before each blocking claim, and after
+	// each task it takes whether that was a wake-up.
+	ready := make(chan struct{}, claimers)
+	woke := make(chan bool, claimers)
+	done := make(chan error, claimers)
+	for range claimers {
+		go func() {
+			for {
+				ready <- struct{}{}
+				called := time.Now().UnixNano()
+				ls, err := d.wq.ClaimWait(cctx, "bench", lease, 1)
+				got := time.Now().UnixNano()
+				if err != nil {
+					if cctx.Err() != nil {
+						err = nil
+					}
+					done <- err
+					return
 				}
-				done <- err
-				return
+				wake := called < sent.Load()
+				if wake {
+					h.record(time.Duration(got - sent.Load()))
+				} else {
+					early.Add(1) // it was not parked yet: not a wake-up
+				}
+				if _, err := d.wq.Complete(ctx, ls[0], engine.Done{}); err != nil {
+					done <- err
+					return
+				}
+				woke <- wake
 			}
-			if s := sent.Load(); called < s {
-				h.record(time.Duration(got - s))
-				prog.done.Add(1)
-			} else {
-				early.Add(1) // it was not parked yet: not a wake-up
-			}
-			if _, err := d.wq.Complete(ctx, ls[0], engine.Done{}); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	// The claimer says it is ready before each blocking claim, so after
-	// each enqueue the next ready means the trial is recorded.
+		}()
+	}
 	awaitReady := func() error {
 		select {
 		case <-ready:
@@ -90,29 +96,58 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 			return fmt.Errorf("claimer stopped: %w", err)
 		}
 	}
-	start := time.Now()
-	if err := awaitReady(); err != nil {
-		return err
+	for range claimers {
+		if err := awaitReady(); err != nil {
+			return err
+		}
 	}
+	w := openWindow(d)
+	parked := func() error {
+		if d.db == nil {
+			time.Sleep(parkDelay)
+			return nil
+		}
+		if err := d.db.WaitParked(cctx, benchNS, "tasks", claimers); err != nil {
+			return fmt.Errorf("waiting for %d parked claimers: %w", claimers, err)
+		}
+		return nil
+	}
+	var elapsed time.Duration
 	for prog.done.Load() < int64(cfg.N) {
-		time.Sleep(parkDelay)
-		sent.Store(time.Now().UnixNano())
+		if err := parked(); err != nil {
+			return err
+		}
+		t := time.Now()
+		sent.Store(t.UnixNano())
 		if _, err := d.q.Enqueue(ctx, engine.Task{Payload: payload}); err != nil {
 			return err
+		}
+		var wake bool
+		select {
+		case wake = <-woke:
+		case err := <-done:
+			return fmt.Errorf("claimer stopped: %w", err)
+		}
+		if wake {
+			elapsed += time.Since(t)
+			prog.done.Add(1)
 		}
 		if err := awaitReady(); err != nil {
 			return err
 		}
 	}
-	r.Elapsed = time.Since(start)
 	cancel()
-	if err := <-done; err != nil {
-		return err
+	for range claimers {
+		if err := <-done; err != nil {
+			return err
+		}
 	}
 	w.close(r)
+	r.Elapsed = elapsed
 	r.Tasks = prog.done.Load()
 	r.Calls = r.Tasks * 3
-	r.Latency = h.percentiles()
+	r.Parked = cfg.Parked
+	r.Latency = h.h.percentiles()
 	if e := early.Load(); e > 0 {
 		prog.say("%d trials discarded: the claimer was not parked yet", e)
 	}

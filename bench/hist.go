@@ -94,6 +94,18 @@ func (h *hist) percentiles() Percentiles {
 	}
 }
 
+// lockedHist is a hist shared by short-lived goroutines.
+type lockedHist struct {
+	mu sync.Mutex
+	h  hist
+}
+
+func (l *lockedHist) record(d time.Duration) {
+	l.mu.Lock()
+	l.h.record(d)
+	l.mu.Unlock()
+}
+
 // lockedHists are callHists shared by short-lived goroutines.
 type lockedHists struct {
 	mu sync.Mutex
@@ -124,11 +136,12 @@ const (
 	callClaim
 	callComplete
 	callCompleteBatch
+	callCompleteClaim
 	numCalls
 )
 
 // callNames are the keys of Result.PerCall.
-var callNames = [numCalls]string{"enqueue", "enqueue_batch", "claim", "complete", "complete_batch"}
+var callNames = [numCalls]string{"enqueue", "enqueue_batch", "claim", "complete", "complete_batch", "complete_claim"}
 
 // callHists keeps one goroutine's latencies by kind of call; a kind's
 // histogram is made on its first sample.

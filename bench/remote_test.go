@@ -47,7 +47,9 @@ func TestRemoteWorkloads(t *testing.T) {
 					if res.Tasks != int64(n) {
 						t.Fatalf("completed %d tasks, want %d", res.Tasks, n)
 					}
-					done := map[string]string{"W4": "complete", "W5": "complete_batch"}[w]
+					// W4's workers claim one task: each completion claims
+					// the next (Pipeline.CompleteAndClaim over the network).
+					done := map[string]string{"W4": "complete_claim", "W5": "complete_batch"}[w]
 					if res.PerCall["claim"].Count == 0 || res.PerCall[done].Count == 0 {
 						t.Fatalf("per call %+v", res.PerCall)
 					}
@@ -108,6 +110,15 @@ func TestServeLoopback(t *testing.T) {
 	if err != nil || len(qs) != 1 || !strings.HasPrefix(qs[0].Name, "bench-W1-") || qs[0].Counts.Ready != 50 {
 		t.Fatalf("queues %+v, %v", qs, err)
 	}
+	// W7 cannot see a server's parked claims: it pauses before each
+	// enqueue, and counts only the trials whose claim was parked.
+	res, err = Run(ctx, Config{Workload: "W7", N: 10, Parked: 3, Server: addr, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Tasks != 10 || res.Latency.Count != 10 || res.Parked != 3 {
+		t.Fatalf("W7 against a server: %d wake-ups, %d timed, %d parked", res.Tasks, res.Latency.Count, res.Parked)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +131,7 @@ func TestServeLoopback(t *testing.T) {
 }
 
 func TestRemoteConfigErrors(t *testing.T) {
-	for _, w := range []string{"W8", "W9"} {
+	for _, w := range []string{"W8", "W9", "W1P"} {
 		_, err := Run(ctx, Config{Workload: w, N: 10, Remote: true, Dir: t.TempDir()})
 		if !errors.Is(err, engine.ErrInvalid) {
 			t.Errorf("%s remote: %v, want ErrInvalid", w, err)

@@ -60,6 +60,9 @@ type Result struct {
 	// completions kept within 5% of it.
 	OfferedRate int  `json:"offered_rate,omitempty"`
 	KeptUp      bool `json:"kept_up,omitempty"`
+	// Parked is, for W7, how many claimers were parked beside the one a
+	// trial needs.
+	Parked int `json:"parked,omitempty"`
 
 	// Commits, Fsyncs and LogBytes come from the queue's own counters
 	// (docket's DB.Stats) over the window; zero where a peer has none.
@@ -163,6 +166,9 @@ func (r Result) Table(w io.Writer) error {
 	}
 	if r.OfferedRate > 0 {
 		line("offered", fmt.Sprintf("%d/s, kept up: %v", r.OfferedRate, r.KeptUp))
+	}
+	if r.Workload == "W7" {
+		line("parked", fmt.Sprintf("%d claimers besides the one woken", r.Parked))
 	}
 	if r.Redelivered > 0 {
 		line("redelivered", strconv.FormatInt(r.Redelivered, 10))

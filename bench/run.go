@@ -19,6 +19,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	switch cfg.Workload {
+	case "W1P":
+		return runWithDir(ctx, "docket", cfg, runW1P)
 	case "W7":
 		system := "docket"
 		if cfg.Remote {
@@ -188,6 +190,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 	total := int64(cfg.N)
 	w := openWindow(d)
 	start := time.Now()
+	cc, oneCommit := completeClaimer(cfg, d)
 	var wg sync.WaitGroup
 	for k := range cfg.Workers {
 		hs[k] = new(callHists)
@@ -197,24 +200,44 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 			h := hs[k]
 			n := int64(0)
 			defer func() { calls.Add(n) }()
-			for claimed.Load() < total {
-				t := time.Now()
-				js, err := d.Claim(ctx, cfg.ClaimBatch, false)
-				h.record(callClaim, time.Since(t))
-				n++
-				if err != nil {
-					errs[k] = fmt.Errorf("claim: %w", err)
-					return
-				}
+			var next []J // claimed by the last completion
+			for len(next) > 0 || claimed.Load() < total {
+				js := next
+				next = nil
 				if len(js) == 0 {
-					// The rest is leased to other workers, or (for a peer)
-					// not yet visible: look again shortly.
-					time.Sleep(50 * time.Microsecond)
-					continue
+					t := time.Now()
+					var err error
+					js, err = d.Claim(ctx, cfg.ClaimBatch, false)
+					h.record(callClaim, time.Since(t))
+					n++
+					if err != nil {
+						errs[k] = fmt.Errorf("claim: %w", err)
+						return
+					}
+					if len(js) == 0 {
+						// The rest is leased to other workers, or (for a
+						// peer) not yet visible: look again shortly.
+						time.Sleep(50 * time.Microsecond)
+						continue
+					}
 				}
 				claimed.Add(int64(len(js)))
+				if oneCommit && len(js) == 1 {
+					// The completion claims the next task.
+					t := time.Now()
+					var err error
+					next, err = cc.CompleteAndClaim(ctx, &js[0], 1)
+					h.record(callCompleteClaim, time.Since(t))
+					n++
+					if err != nil {
+						errs[k] = fmt.Errorf("complete and claim: %w", err)
+						return
+					}
+					prog.done.Add(1)
+					continue
+				}
 				if bc, ok := d.(BatchCompleter[J]); ok && len(js) > 1 {
-					t = time.Now()
+					t := time.Now()
 					err := bc.CompleteBatch(ctx, js)
 					h.record(callCompleteBatch, time.Since(t))
 					n++
@@ -226,7 +249,7 @@ func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) er
 					continue
 				}
 				for i := range js {
-					t = time.Now()
+					t := time.Now()
 					err := d.Complete(ctx, &js[i])
 					h.record(callComplete, time.Since(t))
 					n++
@@ -352,21 +375,49 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 	workHists := make([]*callHists, cfg.Workers)
 	e2eHists := make([]*hist, cfg.Workers)
 	limit := int64(cfg.N)
+	cc, oneCommit := completeClaimer(cfg, d)
 	for k := range cfg.Workers {
 		workHists[k], e2eHists[k] = new(callHists), new(hist)
 		workWG.Add(1)
 		go func() {
 			defer workWG.Done()
 			h, e2e := workHists[k], e2eHists[k]
-			for !stopped.Load() {
-				js, err := d.Claim(stopCtx, cfg.ClaimBatch, true)
-				if err != nil {
-					fail(fmt.Errorf("claim: %w", err))
-					return
+			var next []J // claimed by the last completion
+			for len(next) > 0 || !stopped.Load() {
+				js := next
+				next = nil
+				if len(js) == 0 {
+					var err error
+					if js, err = d.Claim(stopCtx, cfg.ClaimBatch, true); err != nil {
+						fail(fmt.Errorf("claim: %w", err))
+						return
+					}
+					// A blocking claim's time is mostly waiting for work,
+					// not the queue's service time: it is counted but not
+					// timed.
+					calls.Add(1)
 				}
-				// A blocking claim's time is mostly waiting for work, not
-				// the queue's service time: it is counted but not timed.
-				calls.Add(1)
+				if oneCommit && len(js) == 1 && !stopped.Load() {
+					// The completion claims the next task, if one is due.
+					stamp := stampOf(d.Payload(&js[0]))
+					t := time.Now()
+					var err error
+					next, err = cc.CompleteAndClaim(ctx, &js[0], 1)
+					now := time.Now()
+					h.record(callCompleteClaim, now.Sub(t))
+					calls.Add(1)
+					if err != nil {
+						fail(fmt.Errorf("complete and claim: %w", err))
+						return
+					}
+					if stamp > 0 {
+						e2e.record(time.Duration(now.UnixNano() - stamp))
+					}
+					if n := prog.done.Add(1); limit > 0 && n >= limit {
+						halt()
+					}
+					continue
+				}
 				if bc, ok := d.(BatchCompleter[J]); ok && len(js) > 1 {
 					t := time.Now()
 					err := bc.CompleteBatch(ctx, js)

@@ -59,7 +59,7 @@ func run(t *testing.T, cfg Config) Result {
 
 func TestEnqueueWorkloads(t *testing.T) {
 	for _, m := range []mode{memory, syncNever, syncAlways} {
-		for _, w := range []string{"W1", "W2", "W3"} {
+		for _, w := range []string{"W1", "W1P", "W2", "W3"} {
 			t.Run(w+"/"+m.name, func(t *testing.T) {
 				n := 250
 				if w == "W3" {
@@ -94,6 +94,9 @@ func TestEnqueueWorkloads(t *testing.T) {
 				if m.dur == engine.SyncAlways && (res.Fsyncs == 0 || res.GroupSize < 1) {
 					t.Fatalf("%d fsyncs, group %.1f", res.Fsyncs, res.GroupSize)
 				}
+				if w == "W1P" && m.dur == engine.SyncAlways && res.Fsyncs >= uint64(n) {
+					t.Fatalf("%d fsyncs for %d pipelined commits: none shared", res.Fsyncs, n)
+				}
 			})
 		}
 	}
@@ -101,23 +104,29 @@ func TestEnqueueWorkloads(t *testing.T) {
 
 func TestDrainWorkloads(t *testing.T) {
 	for _, m := range []mode{memory, syncNever} {
-		for _, w := range []string{"W4", "W5"} {
+		for _, w := range []string{"W4", "W4 split", "W5"} {
 			t.Run(w+"/"+m.name, func(t *testing.T) {
-				res := run(t, m.config(t, w, 1234))
+				cfg := m.config(t, w[:2], 1234)
+				cfg.SplitCommits = w == "W4 split"
+				res := run(t, cfg)
 				if res.Tasks != 1234 {
 					t.Fatalf("completed %d tasks, want 1234", res.Tasks)
 				}
-				// W4 completes each task on its own; W5 claims 100 at a time
-				// and completes each claim in one batch.
-				minCalls, minCommits := int64(1234+1234/100), uint64(1234)
-				if w == "W5" {
-					minCalls, minCommits = 2*(1234/100+1), 2*(1234/100+1)
+				// W4 completes each task and claims the next in one commit,
+				// or in two when split; W5 claims 100 at a time and
+				// completes each claim in one batch.
+				minCalls, minCommits, maxCommits := int64(1234), uint64(1234), uint64(1234+16)
+				switch w {
+				case "W4 split":
+					minCalls, minCommits, maxCommits = 2*1234, 2*1234, 2*1234
+				case "W5":
+					minCalls, minCommits, maxCommits = 2*(1234/100+1), 2*(1234/100+1), 1234
 				}
 				if res.Calls < minCalls {
 					t.Fatalf("%d calls for 1234 tasks, want at least %d", res.Calls, minCalls)
 				}
-				if !m.mem && res.Commits < minCommits {
-					t.Fatalf("%d commits for 1234 completions, want at least %d", res.Commits, minCommits)
+				if !m.mem && (res.Commits < minCommits || res.Commits > maxCommits) {
+					t.Fatalf("%d commits for 1234 completions, want %d to %d", res.Commits, minCommits, maxCommits)
 				}
 			})
 		}
@@ -168,9 +177,13 @@ func TestSteadyWorkloads(t *testing.T) {
 func TestWakeUp(t *testing.T) {
 	for _, m := range []mode{memory, syncNever} {
 		t.Run(m.name, func(t *testing.T) {
-			res := run(t, m.config(t, "W7", 200))
-			if res.Tasks != 200 || res.Latency.Count != 200 || res.Latency.P50 <= 0 {
-				t.Fatalf("%d wake-ups, latency %+v", res.Tasks, res.Latency)
+			for _, parked := range []int{0, 20} {
+				cfg := m.config(t, "W7", 200)
+				cfg.Parked = parked
+				res := run(t, cfg)
+				if res.Tasks != 200 || res.Latency.Count != 200 || res.Latency.P50 <= 0 || res.Parked != parked {
+					t.Fatalf("%d parked: %d wake-ups, latency %+v", parked, res.Tasks, res.Latency)
+				}
 			}
 		})
 	}

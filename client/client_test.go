@@ -301,6 +301,52 @@ func exercise(t *testing.T, api engine.API) []string {
 	wantErr(t, "deleted key", err, engine.ErrNotFound)
 	note("kv: %d entries", len(entries))
 
+	// EnqueueAsync, CompleteAndClaim and HeartbeatBatch, one commit each.
+	pq := api.Queue(ns, "pipe")
+	var pend []*engine.Pending
+	for i := range 3 {
+		pend = append(pend, pq.EnqueueAsync(ctx, engine.Task{Payload: []byte(fmt.Sprint(i))}))
+	}
+	for i, p := range pend {
+		res, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		note("async %d: %+v", i, res)
+	}
+	_, err = pq.EnqueueAsync(ctx, engine.Task{Payload: []byte(`{`)}).Wait(ctx)
+	wantErr(t, "async payload", err, engine.ErrInvalid)
+	note("async payload: %v", err)
+	pl := must(pq.Claim(ctx, "p1", time.Minute, 1))(t)
+	ctx2, next, err := pq.CompleteAndClaim(ctx, pl[0], engine.Done{Result: []byte(`1`),
+		FollowUps: []engine.FollowUp{{Queue: "pipe", Task: engine.Task{Kind: "next"}}}}, "p2", time.Minute, 5)
+	if err != nil || len(next) != 2 || next[0].Owner != "p2" || next[0].Secret == 0 || len(ctx2.Enqueued) != 1 {
+		t.Fatalf("complete and claim: %+v %+v %v", ctx2, next, err)
+	}
+	note("complete and claim: %d enqueued, claimed %d %d", len(ctx2.Enqueued), next[0].ID, next[1].ID)
+	_, none, err := pq.CompleteAndClaim(ctx, pl[0], engine.Done{}, "p2", time.Minute, 5)
+	wantErr(t, "complete and claim twice", err, engine.ErrLeaseLost)
+	if len(none) != 0 {
+		t.Fatalf("a refused complete and claim claimed %v", none)
+	}
+	note("complete and claim twice: %v", err)
+	_, _, err = pq.CompleteAndClaim(ctx, next[0], engine.Done{}, "p2", time.Minute, 0)
+	wantErr(t, "complete and claim max 0", err, engine.ErrInvalid)
+	note("complete and claim max 0: %v", err)
+	a, b, gone := next[0], next[1], pl[0]
+	was := a.Deadline
+	herrs := must(pq.HeartbeatBatch(ctx, []*engine.Lease{&a, &gone, &b}, time.Hour))(t)
+	if len(herrs) != 3 || herrs[0] != nil || herrs[2] != nil || !errors.Is(herrs[1], engine.ErrLeaseLost) ||
+		!a.Deadline.After(was) || !a.Deadline.Equal(b.Deadline) || !gone.Deadline.Equal(pl[0].Deadline) {
+		t.Fatalf("heartbeat batch: %v, deadlines %v %v %v", herrs, a.Deadline, b.Deadline, gone.Deadline)
+	}
+	note("heartbeat batch: %v %v %v", herrs[0], herrs[1], herrs[2])
+	_, err = pq.HeartbeatBatch(ctx, []*engine.Lease{&a, nil}, time.Hour)
+	wantErr(t, "heartbeat batch nil", err, engine.ErrInvalid)
+	_, err = pq.HeartbeatBatch(ctx, []*engine.Lease{&a}, 0)
+	wantErr(t, "heartbeat batch extend", err, engine.ErrInvalid)
+	note("heartbeat batch extend: %v", err)
+
 	// ClaimWait: woken by an enqueue; bounded by the caller's deadline.
 	wq := api.Queue(ns, "wait")
 	got := make(chan []engine.Lease, 1)

@@ -41,6 +41,13 @@ type Queue interface {
 	// EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The
 	// results are in the order of tasks.
 	EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]Enqueued, error)
+	// EnqueueAsync is Enqueue that does not wait for its commit to be
+	// durable: it returns a Pending as soon as the commit is under way, so
+	// that one caller can have many commits in flight, and Pending.Wait
+	// returns what Enqueue would have, once it is known. Commits in flight
+	// are bounded (Options.MaxInFlight on a DB): the call waits for a slot,
+	// or until ctx ends.
+	EnqueueAsync(ctx context.Context, t Task, ops ...Op) *Pending
 
 	// Claim leases up to max ready tasks to owner for lease, highest
 	// priority first, FIFO within a priority. A due timer and an expired
@@ -68,6 +75,11 @@ type Queue interface {
 	// one commit. Each lease is fenced on its own: errs[i] is nil or
 	// ErrLeaseLost for leases[i], and the others still complete.
 	CompleteBatch(ctx context.Context, leases []Lease) (errs []error, err error)
+	// CompleteAndClaim is Complete and Claim in one commit: it completes l
+	// with d and leases up to max tasks of the queue to owner for lease. A
+	// worker draining a queue pays one commit per task. If the lease is
+	// lost, or d is refused, nothing is completed and nothing claimed.
+	CompleteAndClaim(ctx context.Context, l Lease, d Done, owner string, lease time.Duration, max int) (TxResult, []Lease, error)
 	// Fail records a failed attempt: the task is retried after its backoff,
 	// or dead-lettered when its attempts are spent or f.Permanent is set.
 	// Fenced like Complete.
@@ -77,6 +89,11 @@ type Queue interface {
 	// l.Deadline (and l.Progress) so the caller holds the current lease.
 	// Fenced like Complete.
 	Heartbeat(ctx context.Context, l *Lease, extend time.Duration, progress []byte) error
+	// HeartbeatBatch extends every lease of leases until now+extend in one
+	// commit, updating each one's Deadline. Each lease is fenced on its
+	// own: errs[i] is nil or ErrLeaseLost for leases[i], and the others are
+	// still extended.
+	HeartbeatBatch(ctx context.Context, leases []*Lease, extend time.Duration) (errs []error, err error)
 	// Snooze puts a leased task back to wait for d without counting the
 	// attempt (d == 0 releases it to be claimed again at once). Fenced like
 	// Complete.

@@ -30,16 +30,17 @@ type command struct {
 	task   spec    // cmdEnqueue
 	tasks  []spec  // cmdEnqueueBatch
 	ops    []vop   // cmdEnqueue, cmdEnqueueBatch, cmdComplete (ops then follow-ups), cmdCommit
-	owner  string  // cmdClaim
-	lease  int64   // cmdClaim: the lease; cmdHeartbeat: the extension (micros)
-	max    int     // cmdClaim
+	owner  string  // cmdClaim, cmdCompleteClaim
+	lease  int64   // cmdClaim, cmdCompleteClaim: the lease; cmdHeartbeat, cmdHeartbeatBatch: the extension (micros)
+	max    int     // cmdClaim, cmdCompleteClaim
 	wait   bool    // cmdClaim from ClaimWait: with nothing leased, say when to retry
-	fence  Lease   // cmdComplete, cmdFail, cmdHeartbeat, cmdSnooze: ID, Token and Secret
-	fences []Lease // cmdCompleteBatch
-	// dup marks the leases of a cmdCompleteBatch refused before planning
-	// because their task appears earlier in the batch.
+	fence  Lease   // cmdComplete, cmdCompleteClaim, cmdFail, cmdHeartbeat, cmdSnooze: ID, Token and Secret
+	fences []Lease // cmdCompleteBatch, cmdHeartbeatBatch
+	// dup marks the leases of a cmdCompleteBatch or cmdHeartbeatBatch
+	// refused before planning because their task appears earlier in the
+	// batch.
 	dup       []error
-	result    []byte // cmdComplete
+	result    []byte // cmdComplete, cmdCompleteClaim
 	progress  []byte // cmdHeartbeat, when hasProg
 	hasProg   bool
 	errMsg    string // cmdFail
@@ -69,13 +70,18 @@ const (
 	cmdCommit        cmdOp = 13
 	cmdSetPaused     cmdOp = 14 // from version 2 on
 	cmdSetLimits     cmdOp = 15 // from version 2 on
+
+	cmdCompleteClaim  cmdOp = 20 // queue_batch.go; from version 2 on
+	cmdHeartbeatBatch cmdOp = 21 // from version 2 on
 )
 
-var cmdNames = [...]string{"", "enqueue", "enqueue batch", "claim", "complete", "complete batch", "fail",
-	"heartbeat", "snooze", "cancel", "redrive", "redrive all", "run now", "commit", "set paused", "set limits"}
+var cmdNames = [...]string{1: "enqueue", 2: "enqueue batch", 3: "claim", 4: "complete", 5: "complete batch",
+	6: "fail", 7: "heartbeat", 8: "snooze", 9: "cancel", 10: "redrive", 11: "redrive all", 12: "run now",
+	13: "commit", 14: "set paused", 15: "set limits",
+	cmdCompleteClaim: "complete and claim", cmdHeartbeatBatch: "heartbeat batch"}
 
 func (o cmdOp) String() string {
-	if int(o) < len(cmdNames) && o != 0 {
+	if int(o) < len(cmdNames) && cmdNames[o] != "" {
 		return cmdNames[o]
 	}
 	return "invalid"
@@ -86,11 +92,11 @@ func (o cmdOp) String() string {
 type cmdResult struct {
 	seq      uint64     // the last batch the commit saw or wrote (TxResult.Version)
 	enq      Enqueued   // cmdEnqueue
-	enqs     []Enqueued // cmdEnqueueBatch; the Enqueue ops of cmdComplete and cmdCommit
-	leases   []Lease    // cmdClaim
+	enqs     []Enqueued // cmdEnqueueBatch; the Enqueue ops of cmdComplete, cmdCompleteClaim and cmdCommit
+	leases   []Lease    // cmdClaim, cmdCompleteClaim
 	due      int64      // cmdClaim with wait and nothing leased: next timer or lease (0: none)
-	errs     []error    // cmdCompleteBatch, one per lease
-	deadline int64      // cmdHeartbeat: the new lease deadline
+	errs     []error    // cmdCompleteBatch, cmdHeartbeatBatch: one per lease
+	deadline int64      // cmdHeartbeat, cmdHeartbeatBatch: the new lease deadline
 	n        int        // cmdRedriveAll: tasks redriven
 }
 
@@ -149,6 +155,10 @@ func (cmd *command) plan(p *planner, res *cmdResult) error {
 		return planSetPaused(p, cmd)
 	case cmdSetLimits:
 		return planSetLimits(p, cmd)
+	case cmdCompleteClaim:
+		return planCompleteClaim(p, cmd, res)
+	case cmdHeartbeatBatch:
+		return planHeartbeatBatch(p, cmd, res)
 	}
 	return invalid("command %d", cmd.op)
 }

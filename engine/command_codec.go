@@ -33,8 +33,10 @@ import (
 //	run now         id
 //	redrive all     (nothing)
 //	commit          [vop...]
-//	set paused      paused                       (version 2)
-//	set limits      maxInFlight rate per burst   (version 2; per in micros)
+//	set paused      paused                       (version 2 on)
+//	set limits      maxInFlight rate per burst   (version 2 on; per in micros)
+//	complete and claim  fence result [vop...] owner lease max  (version 2 on)
+//	heartbeat batch     [fence...] extend                      (version 2 on)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
@@ -49,17 +51,21 @@ import (
 // Integers are compact, an empty byte string is nil, and a spec's headers
 // are a map written in key order, so the same command always gives the same
 // bytes; decoding refuses anything else (trailing bytes, headers out of
-// order, lengths past the input or over the API's limits). A claim always
-// carries a seed other than 0, from which the lease secrets of its batch
-// are derived. A spec's dependencies are ascending without repeats.
+// order, lengths past the input or over the API's limits). A claim (and a
+// complete and claim) always carries a seed other than 0, from which the
+// lease secrets of its batch are derived. A spec's dependencies are
+// ascending without repeats.
 //
 // A command is written in the oldest version that can say it: version 1
-// for every operation but the queue controls and for tasks that are
-// neither unique by content nor dependent, version 2 for the controls and
-// unique tasks, version 3 once a task of the command has dependencies or a
-// dependency policy. A node of an older build thus keeps applying the log
-// until a command uses what it does not know; it then stops (ErrFailed)
-// rather than plan something else.
+// for every operation but the queue controls, complete and claim and
+// heartbeat batch, and for tasks that are neither unique by content nor
+// dependent; version 2 for those operations and unique tasks; version 3
+// once a task of the command has dependencies or a dependency policy. A
+// node of an older build thus keeps applying the log until a command uses
+// what it does not know; it then stops (ErrFailed) rather than plan
+// something else. Operations added since version 2 need no new version as
+// long as they change no field of an existing one: a build that does not
+// know them refuses their operation number just as cleanly.
 const (
 	cmdVersion  = 3
 	cmdVersion2 = 2
@@ -69,7 +75,8 @@ const (
 // version is the oldest command version that can carry cmd.
 func (cmd *command) version() uint64 {
 	v := cmd.task.version()
-	if cmd.op >= cmdSetPaused {
+	switch cmd.op {
+	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch:
 		v = max(v, cmdVersion2)
 	}
 	for i := range cmd.tasks {
@@ -179,6 +186,19 @@ func (cmd *command) encode() ([]byte, error) {
 		e.int(int64(l.Rate))
 		e.int(l.Per.Microseconds())
 		e.int(int64(l.Burst))
+	case cmdCompleteClaim:
+		e.fence(&cmd.fence)
+		e.bytes(cmd.result)
+		e.vops(cmd.ops)
+		e.str(cmd.owner)
+		e.int(cmd.lease)
+		e.int(int64(cmd.max))
+	case cmdHeartbeatBatch:
+		e.array(len(cmd.fences))
+		for i := range cmd.fences {
+			e.fence(&cmd.fences[i])
+		}
+		e.int(cmd.lease)
 	default:
 		return nil, fmt.Errorf("%w: command %d", ErrInvalid, cmd.op)
 	}
@@ -364,6 +384,35 @@ func decodeCommand(data []byte, cmd *command) error {
 		l.Per, l.Burst = micros(d.int()), int(d.small())
 		if d.err == nil {
 			d.fail(checkLimits(*l))
+		}
+	case cmdCompleteClaim:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
+		d.fence(&cmd.fence)
+		cmd.result = d.bytes()
+		cmd.ops = d.vops()
+		cmd.owner = d.str()
+		cmd.lease = d.int()
+		cmd.max = int(d.int())
+		if d.err == nil && (cmd.max < 1 || cmd.max > MaxBatch || cmd.lease < 1 || cmd.seed == 0) {
+			d.fail(fmt.Errorf("complete and claim of %d for %d µs with seed %d", cmd.max, cmd.lease, cmd.seed))
+		}
+	case cmdHeartbeatBatch:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
+		n := d.array(MaxBatch)
+		cmd.fences = make([]Lease, n)
+		for i := range cmd.fences {
+			d.fence(&cmd.fences[i])
+		}
+		cmd.dup = repeatedLeases(cmd.fences)
+		cmd.lease = d.int()
+		if d.err == nil && cmd.lease < 1 {
+			d.fail(fmt.Errorf("heartbeat batch extending by %d µs", cmd.lease))
 		}
 	default:
 		d.fail(fmt.Errorf("unknown operation %d", cmd.op))

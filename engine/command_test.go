@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,10 +62,15 @@ func versionedSamples() []versionedSample {
 		{1, command{op: cmdCancel, id: 4}}, {1, command{op: cmdRedrive, id: 5}}, {1, command{op: cmdRunNow, id: 6}},
 		{1, command{op: cmdRedriveAll}},
 		{1, command{op: cmdCommit, ops: ops}},
-		// Version 2: the queue controls, and tasks unique by content.
+		// Version 2: the queue controls, complete and claim, heartbeat
+		// batch, and tasks unique by content.
 		{2, command{op: cmdSetPaused, paused: true}}, {2, command{op: cmdSetPaused}},
 		{2, command{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}}},
 		{2, command{op: cmdSetLimits}},
+		{2, command{op: cmdCompleteClaim, fence: fence, result: []byte(`"ok"`), ops: ops, owner: "w", lease: 30_000_000, max: 3, seed: 78}},
+		{2, command{op: cmdCompleteClaim, fence: fence, owner: "w", lease: 1, max: 1, seed: 1}},
+		{2, command{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}, owner: "w", lease: 1, max: 1, seed: 2}},
+		{2, command{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000}},
 		{2, command{op: cmdEnqueue, task: unique, ops: ops[:1]}},
 		{2, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique}}},
 		{2, command{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}}},
@@ -76,12 +82,13 @@ func versionedSamples() []versionedSample {
 		{3, command{op: cmdEnqueue, task: policyOnly}},
 		{3, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique, dependent}, ops: ops[:2]}},
 		{3, command{op: cmdComplete, fence: fence, ops: depOps}},
+		{3, command{op: cmdCompleteClaim, fence: fence, ops: depOps, owner: "w", lease: 1, max: 2, seed: 3}},
 		{3, command{op: cmdCommit, ops: depOps}},
 	}
 	for i := range cmds {
 		c := &cmds[i].cmd
 		c.ns, c.queue, c.now, c.retain, c.idemTTL = base.ns, base.queue, base.now, base.retain, base.idemTTL
-		if c.op == cmdCompleteBatch {
+		if c.op == cmdCompleteBatch || c.op == cmdHeartbeatBatch {
 			c.dup = repeatedLeases(c.fences)
 		}
 	}
@@ -154,6 +161,10 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	unknown := command{op: cmdRedriveAll, ns: ns, queue: "q"}
 	data, _ := unknown.encode()
 	bad := map[string][]byte{"claim without a seed": must(noSeed.encode())}
+	noSeed.op = cmdCompleteClaim
+	bad["complete and claim without a seed"] = must(noSeed.encode())
+	noExtend := command{op: cmdHeartbeatBatch, ns: ns, queue: "q"}
+	bad["heartbeat batch extending by nothing"] = must(noExtend.encode())
 	bad["unknown operation"] = append([]byte{data[0], 99}, data[2:]...)
 	h := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{headers: map[string]string{"a": "1", "b": "2"}}}
 	hd := must(h.encode())
@@ -178,6 +189,12 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	// Version 2's additions in a version 1 command, and nonsense in them.
 	pause := must((&command{op: cmdSetPaused, ns: ns, queue: "q", paused: true}).encode())
 	bad = map[string][]byte{"set paused in version 1": append([]byte{cmdVersion1}, pause[1:]...)}
+	for _, cmd := range sampleCommands() {
+		if cmd.op == cmdCompleteClaim || cmd.op == cmdHeartbeatBatch {
+			b := must(cmd.encode())
+			bad[cmd.op.String()+" in version 1"] = append([]byte{cmdVersion1}, b[1:]...)
+		}
+	}
 	for name, l := range map[string]Limits{
 		"rate over the limit": {Rate: MaxRateTokens + 1, Per: time.Second},
 		"rate without per":    {Rate: 5},
@@ -204,16 +221,17 @@ func TestDecodeCommandRefuses(t *testing.T) {
 
 // TestCommandVersion: a command is written in the oldest version that can
 // say it, so an older node keeps applying the log: version 1 for what it
-// knows, version 2 for the queue controls and unique tasks, version 3 for
-// tasks with dependencies. Each version's spec layout under another
-// version's number is damage, not a guess.
+// knows, version 2 for the queue controls, complete and claim, heartbeat
+// batch and unique tasks, version 3 for tasks with dependencies. Each
+// version's spec layout under another version's number is damage, not a
+// guess.
 func TestCommandVersion(t *testing.T) {
 	for _, v := range versionedSamples() {
 		data := must(v.cmd.encode())
 		if uint64(data[0]) != v.ver {
 			t.Errorf("%s: version %d, want %d", v.cmd.op, data[0], v.ver)
 		}
-		if v.ver == cmdVersion1 || v.cmd.op == cmdSetPaused || v.cmd.op == cmdSetLimits {
+		if v.ver == cmdVersion1 || !carriesSpec(&v.cmd) {
 			continue
 		}
 		// A spec's layout read under the version before or after it.
@@ -227,6 +245,14 @@ func TestCommandVersion(t *testing.T) {
 			}
 		}
 	}
+}
+
+// carriesSpec reports whether cmd has a task to enqueue.
+func carriesSpec(cmd *command) bool {
+	if cmd.op == cmdEnqueue || len(cmd.tasks) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(cmd.ops, func(op vop) bool { return op.kind == OpEnqueue })
 }
 
 func must(b []byte, err error) []byte {

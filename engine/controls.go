@@ -191,21 +191,22 @@ func (p *planner) putConf(old, n index.QueueConf) {
 }
 
 // allowed applies the queue's settings conf to a claim of up to max tasks
-// at the plan's time: how many it may lease, and, when that is none, when
-// the settings may let a claim lease again (0: only a change of the
-// settings, or of the queue, can).
-func (p *planner) allowed(qk index.QueueKey, conf *index.QueueConf, max int) (int, int64) {
+// at now, planned in a batch that has already taken freed of the queue's
+// tasks out of flight (a completion's, whose slot of the in-flight bound
+// the claim may take): how many it may lease, and, when that is none,
+// when the settings may let a claim lease again (0: only a change of the
+// settings, or of the queue, can). Call with mu held.
+func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max, freed int) (int, int64) {
 	if conf.Paused {
 		return 0, 0 // Resume wakes parked claims
 	}
-	now := p.now
 	var at int64
 	if conf.MaxInFlight > 0 {
 		inFlight, nextEnd := 0, int64(0)
-		if iq := p.c.store.Queue(qk); iq != nil {
+		if iq := c.store.Queue(qk); iq != nil {
 			inFlight, nextEnd = iq.InFlightAt(now)
 		}
-		room := int(conf.MaxInFlight) - inFlight
+		room := int(conf.MaxInFlight) - (inFlight - freed)
 		if room <= 0 {
 			// A completion or a failure wakes parked claims (the index
 			// reports the queue affected); an expiring lease frees its
@@ -227,37 +228,44 @@ func (p *planner) allowed(qk index.QueueKey, conf *index.QueueConf, max int) (in
 	return max, at
 }
 
+// claimWithin plans a claim of up to max tasks of queue qk within its
+// settings, freed as for allowed: it leases what they allow and takes the
+// rate limit's tokens for them.
+func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max, freed int) []Lease {
+	conf, controlled := p.c.store.Conf(qk)
+	if controlled {
+		// Paused, or limited: fewer, or none (see allowed).
+		max, _ = p.c.allowed(qk, &conf, p.now, max, freed)
+	}
+	if max == 0 {
+		return nil
+	}
+	ls := p.claim(qk, owner, lease, max)
+	if n := len(ls); n > 0 && conf.Rate > 0 {
+		p.putConf(conf, conf.Take(p.now, int64(n)))
+	}
+	return ls
+}
+
+// claimDue is when a claim of queue qk (whose indexes are iq, nil when it
+// holds nothing) that leased nothing at now may lease something without
+// another commit: when its settings allow a claim again if they allow none
+// now (0: only a commit can, such as Resume), else the next timer or lease
+// that comes due (0: none). Call with mu held.
+func (c *core) claimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
+	if conf, ok := c.store.Conf(qk); ok {
+		if n, at := c.allowed(qk, &conf, now, 1, 0); n == 0 {
+			return at
+		}
+	}
+	return nextDue(iq)
+}
+
 func max64(a, b int64) int64 {
 	if a > b {
 		return a
 	}
 	return b
-}
-
-// wakeWaiters wakes the ClaimWait calls parked on the queues the batch
-// just applied gave something to claim (a task, a freed slot) and on those
-// whose settings it changed. A paused queue's claims stay parked however
-// much work arrives: its Resume wakes them. Call with mu held, after the
-// batch is applied.
-func (c *core) wakeWaiters() {
-	if len(c.waiters) == 0 {
-		return
-	}
-	wake := func(k index.QueueKey) {
-		if w, ok := c.waiters[k]; ok {
-			close(w.ch)
-			delete(c.waiters, k)
-		}
-	}
-	for _, q := range c.store.Affected() {
-		if conf, ok := c.store.Conf(q.Key); ok && conf.Paused {
-			continue
-		}
-		wake(q.Key)
-	}
-	for _, k := range c.store.Reconfigured() {
-		wake(k)
-	}
 }
 
 // setSettings fills in what a queue's settings show in Queues.

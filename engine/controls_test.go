@@ -145,8 +145,8 @@ func TestSettingsOutliveTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type fields Limits // every field, not Limits.String
 	var got []string
+	type fields Limits // every field, not Limits.String's words
 	for _, i := range qs {
 		got = append(got, fmt.Sprintf("%s paused=%v limits=%+v counts=%+v", i.Name, i.Paused, fields(i.Limits), i.Counts))
 	}
@@ -388,8 +388,9 @@ func TestSetLimitsRefusesBadInput(t *testing.T) {
 	}
 }
 
-// TestReplicatedControlsMatchStandalone: pause, resume, limits and unique
-// enqueues planned by three replicated DBs give, after every step, the
+// TestReplicatedControlsMatchStandalone: pause, resume, limits, unique
+// enqueues and completions that claim under the controls, planned by
+// three replicated DBs give, after every step, the
 // standalone DB's answers and state byte for byte: every decision reads
 // the state and the command's time only.
 func TestReplicatedControlsMatchStandalone(t *testing.T) {
@@ -426,6 +427,19 @@ func TestReplicatedControlsMatchStandalone(t *testing.T) {
 			func() string { clock.Advance(700 * time.Millisecond); return claim(5) },
 			func() string { return show(q.Complete(ctx, leases[0], Done{})) },
 			func() string { clock.Advance(time.Second); return claim(5) },
+			func() string {
+				// The claim half under both limits: the bound's room
+				// after the completion, and the bucket's tokens.
+				res, ls, err := q.CompleteAndClaim(ctx, leases[1], Done{}, "w", time.Minute, 5)
+				leases = append(leases, ls...)
+				return show(fmt.Sprint(res, ids(ls)), err)
+			},
+			func() string { return show(nil, q.Pause(ctx)) },
+			func() string {
+				res, ls, err := q.CompleteAndClaim(ctx, leases[2], Done{}, "w", time.Minute, 5)
+				return show(fmt.Sprint(res, ids(ls)), err)
+			},
+			func() string { return show(nil, q.Resume(ctx)) },
 			func() string { return show(q.Settings(ctx)) },
 			func() string { return show(q.Enqueue(ctx, u(`{"a":1, "b":2}`))) },
 			func() string { clock.Advance(2 * time.Minute); return show(q.Enqueue(ctx, u(`{"a":1,"b":2}`))) },

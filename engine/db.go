@@ -55,17 +55,24 @@ type core struct {
 	plan   planner
 	failed error
 	closed bool
-	// waiters holds, per queue with a parked ClaimWait, a channel closed
-	// when the queue gains work.
-	waiters   map[index.QueueKey]*waiter
+	// waiters holds, per queue with a parked ClaimWait, the parked calls
+	// and how many of them commits have woken (wake.go).
+	waiters   map[index.QueueKey]*waitq
 	parking   parking  // parked ClaimWait calls, for WaitParked (parked.go)
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
+	// open is the sync round commits in flight join (pipeline.go); kick
+	// tells the pipeline goroutine it has one, and slots bounds the commits
+	// in flight (Options.MaxInFlight).
+	open  *syncRound
+	kick  chan struct{}
+	slots chan struct{}
 
 	snapMu   sync.Mutex // one snapshot at a time
 	snapping bool       // a background snapshot is running (guarded by mu)
 	bg       sync.WaitGroup
+	piped    sync.WaitGroup // the pipeline goroutine (pipeline.go)
 	stopBg   chan struct{}
 }
 
@@ -131,8 +138,9 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		readOnly: true,
 		store:    b.store,
 		enc:      index.NewEncoder(),
-		waiters:  make(map[index.QueueKey]*waiter),
+		waiters:  make(map[index.QueueKey]*waitq),
 		stopBg:   make(chan struct{}),
+		slots:    make(chan struct{}, opts.MaxInFlight),
 	}
 	c.plan.c = c
 	return &DB{c: c}, nil
@@ -153,8 +161,10 @@ func open(dir string, opts Options) (*DB, error) {
 		dir:     dir,
 		store:   index.NewStore(),
 		enc:     index.NewEncoder(),
-		waiters: make(map[index.QueueKey]*waiter),
+		waiters: make(map[index.QueueKey]*waitq),
 		stopBg:  make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
 	c.plan.c = c
 	if dir != "" {
@@ -165,6 +175,8 @@ func open(dir string, opts Options) (*DB, error) {
 			c.bg.Add(1)
 			go c.syncLoop()
 		}
+		c.piped.Add(1)
+		go c.pipeline()
 	}
 	return &DB{c: c}, nil
 }
@@ -372,13 +384,6 @@ func (c *core) fail(err error) error {
 		c.wakeAll()
 	}
 	return c.failed
-}
-
-func (c *core) wakeAll() {
-	for k, w := range c.waiters {
-		close(w.ch)
-		delete(c.waiters, k)
-	}
 }
 
 // count adds committed events to the counters. Call with mu held.
@@ -614,7 +619,7 @@ func (c *core) logAndApply() (uint64, error) {
 		return 0, fmt.Errorf("%w: %s", ErrConflict, out.Refused)
 	}
 	c.stats.Commits++
-	c.wakeWaiters()
+	c.wakeWaiters(b.Now)
 	return b.Seq, nil
 }
 
@@ -732,6 +737,7 @@ func (d *DB) Close() error {
 	c.mu.Unlock()
 	close(c.stopBg)
 	c.bg.Wait()
+	c.piped.Wait()
 	var err error
 	if c.log != nil {
 		if !failed {

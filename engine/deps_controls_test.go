@@ -106,3 +106,51 @@ func TestUniqueWithDependencies(t *testing.T) {
 		t.Fatalf("the key of a cancelled task: %+v", res)
 	}
 }
+
+// TestCompleteAndClaimReleasesDependents: the completion half of
+// CompleteAndClaim releases the tasks waiting for the completed one in its
+// own commit (ready, on this queue and others, a ClaimWait parked on the
+// other woken with its task), while its claim half, planned against the
+// state before the commit, leases none of them; the next claim does. An
+// asynchronous enqueue waits like any other.
+func TestCompleteAndClaimReleasesDependents(t *testing.T) {
+	e := newEnv(t, false)
+	q, r := e.q("q"), e.q("r")
+	p := mustEnqueue(t, q, Task{Priority: 5})
+	same := mustEnqueue(t, q, Task{DependsOn: []uint64{p}, Priority: 9})
+	other := mustEnqueue(t, r, Task{DependsOn: []uint64{p}})
+	pend := q.EnqueueAsync(ctx, Task{DependsOn: []uint64{p, same}})
+	later, err := pend.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, q, later.ID, Waiting, p, same)
+	plain := mustEnqueue(t, q, Task{})
+	ls := e.claim(q, 1)
+	if len(ls) != 1 || ls[0].ID != p {
+		t.Fatalf("claimed %v", leaseIDs(ls))
+	}
+	ch := parkClaim(r, ctx)
+	waitParked(t, e, r, 1)
+	commits := e.db.Stats().Commits
+	_, next, err := q.CompleteAndClaim(ctx, ls[0], Done{}, "w2", time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseIDs(next); len(got) != 1 || got[0] != plain {
+		t.Fatalf("the claim half leased %v, want only %d (the released tasks are not stored ready yet)", got, plain)
+	}
+	wantState(t, q, same, Ready)
+	wantState(t, q, later.ID, Waiting, same)
+	if res := recv(t, ch); res.err != nil || len(res.ls) != 1 || res.ls[0].ID != other {
+		t.Fatalf("the claim parked on the other queue: %v %v", leaseIDs(res.ls), res.err)
+	}
+	// Two commits: the completion with its claim, and the woken claim's.
+	if d := e.db.Stats().Commits - commits; d != 2 {
+		t.Fatalf("%d commits, want 2", d)
+	}
+	e.reopen()
+	if ls := e.claim(q, 10); len(ls) != 1 || ls[0].ID != same {
+		t.Fatalf("next claim %v, want %d", leaseIDs(ls), same)
+	}
+}

@@ -204,6 +204,16 @@ func TestForgedSecretRefused(t *testing.T) {
 			t.Fatalf("complete batch: %v %v", errs, err)
 		}
 		calls["complete batch"] = errs[0]
+		_, next, err := q.CompleteAndClaim(ctx, bad, Done{}, "w", time.Minute, 1)
+		if len(next) != 0 {
+			t.Fatalf("complete and claim with a forged secret claimed %v", next)
+		}
+		calls["complete and claim"] = err
+		errs, err = q.HeartbeatBatch(ctx, []*Lease{&bad2}, time.Hour)
+		if err != nil || len(errs) != 1 {
+			t.Fatalf("heartbeat batch: %v %v", errs, err)
+		}
+		calls["heartbeat batch"] = errs[0]
 		for name, err := range calls {
 			if !errors.Is(err, ErrLeaseLost) {
 				t.Errorf("%s with a forged secret: %v", name, err)

@@ -2,8 +2,9 @@
 // queue with a key-value store, in one directory.
 //
 // Open a directory (or OpenInMemory) to get a DB. Queues live in (project, scope)
-// namespaces: DB.Queue returns a handle with Enqueue, Claim, ClaimWait,
-// Complete, Fail, Heartbeat, Snooze, Cancel, Redrive, Get, List and Counts;
+// namespaces: DB.Queue returns a handle with Enqueue, EnqueueAsync, Claim,
+// ClaimWait, Complete, CompleteAndClaim, Fail, Heartbeat, HeartbeatBatch,
+// Snooze, Cancel, Redrive, Get, List and Counts;
 // DB.KV returns a handle on the namespace's keys with Get, Scan and Commit,
 // whose ops (Set, Delete, IfVersion, IfExists, IfAbsent, Enqueue) commit
 // together or not at all. A task may wait for other tasks of its namespace
@@ -30,6 +31,15 @@
 // something a crash could take back. A failed log write or fsync stops the
 // engine: every later call returns ErrFailed.
 //
+// EnqueueAsync takes the same path but does not wait: its commit joins the
+// open sync round, and one goroutine per DB waits for the log once per
+// round and settles every Pending of it (pipeline.go), so one caller can
+// keep many commits in flight; a failure of the log fails them all. A
+// commit that gives a queue work (or a change of its settings that lets
+// it lease more) wakes as many parked ClaimWait calls as the queue may
+// lease tasks, within its controls, that no woken call is coming for
+// (wake.go).
+//
 // Snapshots of the indexes are written in the background from copy-on-write
 // images, and the log is truncated behind the older of the two kept. Open
 // loads the newest snapshot that verifies and replays the log after it;
@@ -53,11 +63,12 @@
 //
 // # Commands, for a replicated DB
 //
-// Every write call (Enqueue, EnqueueBatch, Claim, Complete, CompleteBatch,
-// Fail, Heartbeat, Snooze, Cancel, Redrive, RedriveAll, RunNow, Pause,
-// Resume, SetLimits, KV.Commit) is a command: its operation and validated arguments, planned
-// against the state at a given time with a given entropy seed. A
-// standalone DB plans it at once and logs the batch it gives. A DB opened
+// Every write call (Enqueue, EnqueueBatch, EnqueueAsync, Claim, Complete,
+// CompleteBatch, CompleteAndClaim, Fail, Heartbeat, HeartbeatBatch, Snooze,
+// Cancel, Redrive, RedriveAll, RunNow, Pause, Resume, SetLimits, KV.Commit)
+// is a command: its operation and validated arguments, planned against the
+// state at a given time with a given entropy seed. A standalone DB plans
+// it at once and logs the batch it gives. A DB opened
 // with OpenReplicated logs before planning instead: it validates the call,
 // stamps the command with its clock and a seed, and submits its encoding to
 // a Replicator (package cluster runs one on hashicorp/raft); every node's

@@ -24,20 +24,20 @@ type parking struct {
 	parks   uint64 // parks since Open, on any queue
 }
 
-// parkedClaim is one ClaimWait at its select: it wakes when w is closed
-// (the queue gained work) or when t fires (a timer or lease came due).
+// parkedClaim is one ClaimWait at its select: it wakes when a commit
+// wakes its sleeper or when t fires (a timer or lease came due).
 type parkedClaim struct {
-	w *waiter
-	t Timer // nil: nothing of the queue comes due
+	s *sleeper
+	t Timer // nil: the call holds no timer
 }
 
 // awake reports whether the claim has been woken and is about to leave.
 // Both wake-ups are visible at once, and stay visible after the claim has
-// taken them: a commit closes w.ch before it returns, and a ManualClock
-// takes a due timer off its list before Advance returns.
+// taken them: a commit closes the sleeper's channel before it returns, and
+// a ManualClock takes a due timer off its list before Advance returns.
 func (p *parkedClaim) awake() bool {
 	select {
-	case <-p.w.ch:
+	case <-p.s.ch:
 		return true
 	default:
 	}
@@ -58,10 +58,10 @@ func (t *manualTimer) pending() bool {
 	return slices.Contains(t.clock.timers, t)
 }
 
-// park records a ClaimWait about to wait on w and t, and returns the
-// function to call when it stops waiting.
-func (p *parking) park(qk index.QueueKey, w *waiter, t Timer) func() {
-	pc := &parkedClaim{w: w, t: t}
+// park records a ClaimWait about to wait as s, with timer t, and returns
+// the function to call when it stops waiting.
+func (p *parking) park(qk index.QueueKey, s *sleeper, t Timer) func() {
+	pc := &parkedClaim{s: s, t: t}
 	p.mu.Lock()
 	if p.claims == nil {
 		p.claims = make(map[index.QueueKey][]*parkedClaim)
@@ -74,9 +74,11 @@ func (p *parking) park(qk index.QueueKey, w *waiter, t Timer) func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		cs := p.claims[qk]
-		for i, x := range cs {
-			if x == pc {
-				cs = append(cs[:i], cs[i+1:]...)
+		// Newest first: a woken claim is usually among the last parked
+		// (wake.go wakes those first), and the order of the others is kept.
+		for i := len(cs) - 1; i >= 0; i-- {
+			if cs[i] == pc {
+				cs = slices.Delete(cs, i, i+1)
 				break
 			}
 		}

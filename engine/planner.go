@@ -329,23 +329,6 @@ func newEntropy() func() uint64 {
 	return func() uint64 { return max(rng.Uint64(), 1) }
 }
 
-// nextDue is the earliest time a timer or a lease of the queue comes due,
-// or 0 if none.
-func (p *planner) nextDue(qk index.QueueKey) int64 {
-	q := p.c.store.Queue(qk)
-	if q == nil {
-		return 0
-	}
-	var at int64
-	if it, ok := q.Scheduled.Min(); ok {
-		at = it.At
-	}
-	if it, ok := q.InFlight.Min(); ok && (at == 0 || it.At < at) {
-		at = it.At
-	}
-	return at
-}
-
 func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 	x := t.Ex()
 	k := t.Queue.Key

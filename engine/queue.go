@@ -60,30 +60,39 @@ func (q *queue) check(perms Perm) error {
 // commit in the same batch, or nothing does: a failed assertion returns
 // ErrConflict.
 func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error) {
-	maxPayload := q.db.c.opts.MaxPayloadBytes
-	s, err := checkTask(&t, maxPayload)
+	cmd, err := q.enqueueCommand(&t, ops)
 	if err != nil {
 		return Enqueued{}, err
 	}
-	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
-	if err != nil {
-		return Enqueued{}, err
-	}
-	if s.size+opSize > MaxCommitBytes {
-		return Enqueued{}, invalid("commit of about %d bytes, over the limit of %d", s.size+opSize, MaxCommitBytes)
-	}
-	if err := checkSiblings([]spec{s}, vops); err != nil {
-		return Enqueued{}, err
-	}
-	if err := q.check(PermEnqueue | perms); err != nil {
-		return Enqueued{}, err
-	}
-	cmd := command{op: cmdEnqueue, ns: q.ns, queue: q.name, task: s, ops: vops}
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return Enqueued{}, err
 	}
 	return res.enq, nil
+}
+
+// enqueueCommand validates an enqueue of t with ops and checks the
+// caller's permissions.
+func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
+	maxPayload := q.db.c.opts.MaxPayloadBytes
+	s, err := checkTask(t, maxPayload)
+	if err != nil {
+		return command{}, err
+	}
+	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
+	if err != nil {
+		return command{}, err
+	}
+	if s.size+opSize > MaxCommitBytes {
+		return command{}, invalid("commit of about %d bytes, over the limit of %d", s.size+opSize, MaxCommitBytes)
+	}
+	if err := checkSiblings([]spec{s}, vops); err != nil {
+		return command{}, err
+	}
+	if err := q.check(PermEnqueue | perms); err != nil {
+		return command{}, err
+	}
+	return command{op: cmdEnqueue, ns: q.ns, queue: q.name, task: s, ops: vops}, nil
 }
 
 func planEnqueue(p *planner, cmd *command, res *cmdResult) error {
@@ -186,84 +195,45 @@ func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 	if err := q.check(PermWork); err != nil {
 		return nil, err
 	}
-	out, _, _, err := q.claim(ctx, owner, lease.Microseconds(), max, false)
+	out, _, err := q.claim(ctx, owner, lease.Microseconds(), max, false, nil)
 	return out, err
 }
 
-// claim leases up to max tasks. With wait set and nothing to lease, it
-// also returns a channel closed when the queue gains work and when (Unix
-// micros) its next timer or lease comes due (0: none).
-func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool) ([]Lease, *waiter, int64, error) {
+// claim leases up to max tasks. A ClaimWait passes the sleeper it parked
+// as last time (nil the first time): it is back to claim. With wait set
+// and nothing to lease, the call parks again and claim returns the new
+// sleeper. If the claim never planned (an error before it), prev is
+// returned as it was, for the caller to leave.
+func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool, prev *sleeper) ([]Lease, *sleeper, error) {
 	cmd := command{op: cmdClaim, ns: q.ns, queue: q.name, owner: owner, lease: lease, max: max, wait: wait}
 	var res cmdResult
-	var wake *waiter
+	s := prev
 	qk := q.key()
 	c := q.db.c
 	if c.repl != nil {
-		return c.claimReplicated(ctx, &cmd)
+		return c.claimReplicated(ctx, &cmd, prev)
 	}
 	_, err := c.commit(ctx, func(p *planner) error {
+		if s != nil {
+			c.arrive(s)
+			s = nil
+		}
 		err := cmd.plan(p, &res)
 		if len(res.leases) == 0 && wait {
-			wake = c.park(qk)
+			s = c.park(qk, res.due)
 		}
 		return err
 	})
-	return res.leases, wake, res.due, err
+	return res.leases, s, err
 }
 
 func planClaim(p *planner, cmd *command, res *cmdResult) error {
 	qk := cmd.key()
-	max, due := cmd.max, int64(0)
-	conf, controlled := p.c.store.Conf(qk)
-	if controlled {
-		// Paused, or limited: fewer, or none until due (see allowed).
-		max, due = p.allowed(qk, &conf, max)
-	}
-	if max > 0 {
-		res.leases = p.claim(qk, cmd.owner, cmd.lease, max)
-		if n := len(res.leases); n > 0 && conf.Rate > 0 {
-			p.putConf(conf, conf.Take(p.now, int64(n)))
-		}
-		due = 0
-	}
-	if len(res.leases) == 0 && cmd.wait && max > 0 {
-		due = p.nextDue(qk)
-	}
-	if cmd.wait {
-		res.due = due
+	res.leases = p.claimWithin(qk, cmd.owner, cmd.lease, cmd.max, 0)
+	if cmd.wait && len(res.leases) == 0 {
+		res.due = p.c.claimDue(qk, p.c.store.Queue(qk), p.now)
 	}
 	return nil
-}
-
-// waiter is the channel the ClaimWait calls parked on one queue share, and
-// how many are parked on it.
-type waiter struct {
-	ch chan struct{}
-	n  int
-}
-
-// park registers a ClaimWait parked on queue qk and returns the waiter it
-// shares. Call with mu held.
-func (c *core) park(qk index.QueueKey) *waiter {
-	w := c.waiters[qk]
-	if w == nil {
-		w = &waiter{ch: make(chan struct{})}
-		c.waiters[qk] = w
-	}
-	w.n++
-	return w
-}
-
-// unwait says a ClaimWait parked on w has left; the last to leave removes
-// w, so that parked calls that gave up leave nothing behind.
-func (c *core) unwait(qk index.QueueKey, w *waiter) {
-	c.mu.Lock()
-	w.n--
-	if w.n == 0 && c.waiters[qk] == w {
-		delete(c.waiters, qk)
-	}
-	c.mu.Unlock()
 }
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
@@ -272,9 +242,10 @@ func (c *core) unwait(qk index.QueueKey, w *waiter) {
 // until its Resume commits, however much work arrives; one at its
 // in-flight bound until a task leaves flight or a lease expires; one with
 // no rate-limit token until the moment the next comes (a timer, no
-// polling). The caller's permission is checked
-// again each time it wakes, so a revoked grant ends the wait with
-// ErrPermission.
+// polling). A commit wakes only as many parked calls as it made tasks
+// claimable, within the queue's controls (wake.go). The caller's
+// permission is checked again each time it wakes, so a revoked grant ends
+// the wait with ErrPermission.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
 		return nil, err
@@ -282,51 +253,49 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 	if err := q.check(PermWork); err != nil {
 		return nil, err
 	}
+	c := q.db.c
+	var s *sleeper
 	for {
-		out, wake, due, err := q.claim(ctx, owner, lease.Microseconds(), max, true)
+		out, next, err := q.claim(ctx, owner, lease.Microseconds(), max, true, s)
+		s = next
 		if err != nil || len(out) > 0 {
-			if wake != nil {
-				q.db.c.unwait(q.key(), wake)
+			if s != nil {
+				c.leave(s)
 			}
 			return out, err
 		}
 		var timeout <-chan time.Time
 		var t Timer
-		if due != 0 {
+		if s.due != 0 {
 			// A timer or a lease comes due then: claim again even if nothing
 			// is enqueued meanwhile. The wait is measured from a fresh
 			// reading, so time that passed since the claim is not waited
 			// twice.
-			wait := micros(due - q.db.c.clock.Now().UnixMicro())
+			wait := micros(s.due - c.clock.Now().UnixMicro())
 			if wait < time.Microsecond {
 				wait = time.Microsecond
 			}
-			t = q.db.c.clock.NewTimer(wait)
+			t = c.clock.NewTimer(wait)
 			timeout = t.C()
 		}
-		var woken <-chan struct{}
-		if wake != nil {
-			woken = wake.ch
-		}
-		unpark := q.db.c.parking.park(q.key(), wake, t)
+		unpark := c.parking.park(q.key(), s, t)
 		select {
-		case <-woken:
+		case <-s.ch:
 		case <-timeout:
 		case <-ctx.Done():
 		}
 		unpark()
-		if wake != nil {
-			q.db.c.unwait(q.key(), wake)
-		}
 		if t != nil {
 			t.Stop()
 		}
 		if err := ctx.Err(); err != nil {
+			c.leave(s)
 			return nil, err
 		}
 		// The grant may have been revoked while the claim was parked: a
 		// call is authorized for each claim it makes, not once.
 		if err := q.db.authorize(q.ns, PermWork); err != nil {
+			c.leave(s)
 			return nil, err
 		}
 	}
@@ -338,38 +307,56 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 // stale lease, or one past its deadline, returns ErrLeaseLost and changes
 // nothing.
 func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error) {
-	c := q.db.c
-	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
-		return TxResult{}, err
-	}
-	if len(d.FollowUps) > MaxOps {
-		return TxResult{}, invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), MaxOps)
-	}
-	ops := make([]Op, 0, len(d.Ops)+len(d.FollowUps))
-	ops = append(ops, d.Ops...)
-	for _, f := range d.FollowUps {
-		ops = append(ops, Enqueue(f.Queue, f.Task))
-	}
-	vops, perms, _, err := checkOps(ops, c.opts.MaxPayloadBytes, nil)
+	cmd, err := q.completeCommand(l, d)
 	if err != nil {
 		return TxResult{}, err
 	}
-	if err := checkSiblings(nil, vops); err != nil {
-		return TxResult{}, err
-	}
-	if err := q.check(PermWork | perms); err != nil {
-		return TxResult{}, err
-	}
-	if err := q.owns(&l); err != nil {
-		return TxResult{}, err
-	}
-	cmd := command{op: cmdComplete, ns: q.ns, queue: q.name, fence: l, result: clone(d.Result), ops: vops}
 	var res cmdResult
-	if err := c.exec(ctx, &cmd, &res); err != nil {
+	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return TxResult{}, err
 	}
 	return TxResult{Version: res.seq, Enqueued: res.enqs}, nil
 }
+
+// completeCommand validates a completion of l with d and checks the
+// caller's permissions.
+func (q *queue) completeCommand(l Lease, d Done) (command, error) {
+	c := q.db.c
+	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
+		return command{}, err
+	}
+	if len(d.FollowUps) > MaxOps {
+		return command{}, invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), MaxOps)
+	}
+	var ops []Op
+	if len(d.FollowUps) == 0 {
+		ops = d.Ops
+	} else {
+		ops = make([]Op, 0, len(d.Ops)+len(d.FollowUps))
+		ops = append(ops, d.Ops...)
+		for _, f := range d.FollowUps {
+			ops = append(ops, Enqueue(f.Queue, f.Task))
+		}
+	}
+	vops, perms, _, err := checkOps(ops, c.opts.MaxPayloadBytes, nil)
+	if err != nil {
+		return command{}, err
+	}
+	if err := checkSiblings(nil, vops); err != nil {
+		return command{}, err
+	}
+	if err := q.check(PermWork | perms); err != nil {
+		return command{}, err
+	}
+	if err := q.owns(&l); err != nil {
+		return command{}, err
+	}
+	return command{op: cmdComplete, ns: q.ns, queue: q.name, fence: l, result: clone(d.Result), ops: vops}, nil
+}
+
+// owns refuses a lease of another queue presented to this queue's handle
+// (see Lease.CheckQueue).
+func (q *queue) owns(l *Lease) error { return l.CheckQueue(q.ns, q.name) }
 
 func planComplete(p *planner, cmd *command, res *cmdResult) error {
 	t, err := p.fenced(cmd.key(), &cmd.fence)
@@ -407,10 +394,6 @@ func (p *planner) complete(t *index.Task, result []byte) {
 // returned slice and the others complete. The error return is for the call
 // as a whole (bad input, permissions, a closed or failed DB); then nothing
 // was completed.
-// owns refuses a lease of another queue presented to this queue's handle
-// (see Lease.CheckQueue).
-func (q *queue) owns(l *Lease) error { return l.CheckQueue(q.ns, q.name) }
-
 func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, error) {
 	if len(leases) > MaxBatch {
 		return nil, invalid("%d leases in one batch, over the limit of %d", len(leases), MaxBatch)

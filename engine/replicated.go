@@ -86,7 +86,7 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 		return err
 	}
 	cmd.now = c.clock.Now().UnixMicro()
-	if cmd.op == cmdClaim {
+	if cmd.op == cmdClaim || cmd.op == cmdCompleteClaim {
 		cmd.seed = c.seeds()
 	}
 	cmd.retain, cmd.idemTTL = c.opts.RetainCompleted.Microseconds(), c.opts.IdempotencyTTL.Microseconds()
@@ -105,21 +105,30 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 
 // claimReplicated is queue.claim on a replicated DB. A ClaimWait parks
 // before its claim is submitted, so that a commit applied between the
-// claim and the wait still wakes it.
-func (c *core) claimReplicated(ctx context.Context, cmd *command) ([]Lease, *waiter, int64, error) {
-	var wake *waiter
+// claim and the wait still wakes it; prev, the sleeper of its last wait,
+// is back to claim at that moment.
+func (c *core) claimReplicated(ctx context.Context, cmd *command, prev *sleeper) ([]Lease, *sleeper, error) {
+	s := prev
 	if cmd.wait {
 		c.mu.Lock()
 		if err := c.usable(); err != nil {
 			c.mu.Unlock()
-			return nil, nil, 0, err
+			return nil, s, err
 		}
-		wake = c.park(cmd.key())
+		if s != nil {
+			c.arrive(s)
+		}
+		s = c.park(cmd.key(), 0)
 		c.mu.Unlock()
 	}
 	var res cmdResult
 	err := c.submit(ctx, cmd, &res)
-	return res.leases, wake, res.due, err
+	if err == nil && len(res.leases) == 0 && s != nil {
+		c.mu.Lock()
+		c.arm(s, res.due)
+		c.mu.Unlock()
+	}
+	return res.leases, s, err
 }
 
 // ApplyCommand plans and applies data, a command a replicated log

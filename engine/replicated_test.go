@@ -162,6 +162,7 @@ func script(api API, clock *ManualClock) []struct {
 	dq := api.Queue(ns, "deps")
 	var leases []Lease
 	var deps []Enqueued
+	var completed Lease // by complete and claim
 	show := func(v any, err error) string { return fmt.Sprintf("%+v err=%v", v, err) }
 	claim := func(qq Queue, n int) string {
 		ls, err := qq.Claim(ctx, "w", time.Minute, n)
@@ -244,6 +245,38 @@ func script(api API, clock *ManualClock) []struct {
 		}},
 		{"redrive all", func() string { return show(q.RedriveAll(ctx)) }},
 		{"get", func() string { return show(q.Get(ctx, leases[0].ID)) }},
+		{"enqueue async", func() string {
+			p := q.EnqueueAsync(ctx, Task{Kind: "async"}, Set("async", []byte("1")))
+			<-p.Done()
+			return show(p.Wait(ctx))
+		}},
+		{"enqueue async conflict", func() string { return show(q.EnqueueAsync(ctx, Task{}, IfAbsent("async")).Wait(ctx)) }},
+		{"enqueue async invalid", func() string { return show(q.EnqueueAsync(ctx, Task{Payload: []byte(`[`)}).Wait(ctx)) }},
+		{"complete and claim", func() string {
+			ls, _ := q.Claim(ctx, "w", time.Minute, 1)
+			leases = append(leases, ls...)
+			if len(ls) == 0 {
+				return "nothing to claim"
+			}
+			completed = ls[0]
+			res, next, err := q.CompleteAndClaim(ctx, ls[0], Done{FollowUps: []FollowUp{{Queue: "a", Task: Task{Kind: "next"}}}},
+				"w2", time.Minute, 3)
+			leases = append(leases, next...)
+			return show(res, err) + show(next, nil)
+		}},
+		{"complete and claim stale", func() string {
+			res, next, err := q.CompleteAndClaim(ctx, completed, Done{}, "w2", time.Minute, 3)
+			return show(res, err) + show(next, nil)
+		}},
+		{"heartbeat batch", func() string {
+			ls, _ := q.Claim(ctx, "w", time.Minute, 1)
+			leases = append(leases, ls...)
+			n := len(leases)
+			a, b, stale := leases[n-1], leases[n-2], completed
+			clock.Advance(time.Second)
+			errs, err := q.HeartbeatBatch(ctx, []*Lease{&a, &stale, &b, &a}, 3*time.Minute)
+			return show(errs, err) + show([]time.Time{a.Deadline, b.Deadline, stale.Deadline}, nil)
+		}},
 		{"housekeeping", func() string {
 			clock.Advance(48 * time.Hour)
 			return show(q2.Enqueue(ctx, Task{IdempotencyKey: "i"}))
@@ -278,6 +311,22 @@ func script(api API, clock *ManualClock) []struct {
 		{"deps claim released", func() string { return claim(dq, 5) }},
 		{"deps complete last", func() string { return show(dq.Complete(ctx, leases[len(leases)-1], Done{})) }},
 		{"deps scheduled", func() string { return show(dq.Get(ctx, deps[3].ID)) }},
+		{"deps complete and claim", func() string {
+			// The completion releases a dependent of the same queue, ready
+			// in that commit, though not among the tasks its claim leases.
+			dq2 := api.Queue(ns, "deps2")
+			p, _ := dq2.Enqueue(ctx, Task{})
+			c, _ := dq2.Enqueue(ctx, Task{DependsOn: []uint64{p.ID}})
+			ls, _ := dq2.Claim(ctx, "w", time.Minute, 1)
+			leases = append(leases, ls...)
+			if len(ls) == 0 {
+				return "nothing to claim"
+			}
+			res, next, err := dq2.CompleteAndClaim(ctx, ls[0], Done{}, "w", time.Minute, 5)
+			leases = append(leases, next...)
+			info, gerr := dq2.Get(ctx, c.ID)
+			return show(res, err) + show(next, nil) + show(info.State, gerr)
+		}},
 		{"queues", func() string { return show(api.Queues(ctx)) }},
 	}
 }
@@ -517,12 +566,12 @@ func TestReplicatedClaimWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, wake, due, err := q.(*queue).claim(ctx, "w", time.Minute.Microseconds(), 1, true)
+	ls, s, err := q.(*queue).claim(ctx, "w", time.Minute.Microseconds(), 1, true, nil)
 	recv(t, claimed)
-	if err != nil || len(ls) != 0 || wake == nil || due != t0.Add(time.Minute).UnixMicro() {
-		t.Fatalf("claim with a timer: %v %v due %v %v", ls, wake, timeOf(due), err)
+	if err != nil || len(ls) != 0 || s == nil || s.due != t0.Add(time.Minute).UnixMicro() {
+		t.Fatalf("claim with a timer: %v %v %v", ls, s, err)
 	}
-	db.c.unwait(q.(*queue).key(), wake)
+	db.c.leave(s)
 	if err := q.Cancel(ctx, res.ID); err != nil {
 		t.Fatal(err)
 	}

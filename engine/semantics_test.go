@@ -356,6 +356,15 @@ func TestLeaseOfAnotherQueueIsInvalid(t *testing.T) {
 			return q.Heartbeat(ctx, &c, time.Minute, nil)
 		},
 		"complete batch": func(q Queue) error { _, err := q.CompleteBatch(ctx, []Lease{l}); return err },
+		"complete and claim": func(q Queue) error {
+			_, _, err := q.CompleteAndClaim(ctx, l, Done{}, "w", time.Minute, 1)
+			return err
+		},
+		"heartbeat batch": func(q Queue) error {
+			c := l
+			_, err := q.HeartbeatBatch(ctx, []*Lease{&c}, time.Minute)
+			return err
+		},
 	}
 	for name, call := range calls {
 		for _, q := range []Queue{other, wrongNS} {

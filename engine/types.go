@@ -59,6 +59,10 @@ type Options struct {
 	SnapshotBytes int64
 	// SegmentBytes is the size of a log segment. Default 16 MiB.
 	SegmentBytes int
+	// MaxInFlight bounds the EnqueueAsync calls whose outcome is not known
+	// yet, across the DB: the next one waits for a slot. Default
+	// DefaultMaxInFlight.
+	MaxInFlight int
 	// Secure refuses every call made without a caller (see DB.As).
 	Secure bool
 	// Authorizer decides what a caller may do. Default: deny everything.
@@ -68,7 +72,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer, if set, is told about commits, task outcomes, fsyncs and
 	// snapshots. Its methods run on the committing goroutine after the
-	// engine's lock is released; they must be quick.
+	// engine's lock is released (for EnqueueAsync, on the goroutine that
+	// settles its round, once it is durable); they must be quick.
 	Observer Observer
 
 	// Tap, if set, receives every committed batch as the bytes the log
@@ -106,6 +111,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SegmentBytes <= 0 {
 		o.SegmentBytes = 16 << 20
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -935,26 +935,44 @@ const maxMoved = 65536
 // last-attempt leases are dead-lettered first (at most maxMoved, in
 // deadline order). What a claim does not take stays as it is stored.
 func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([]engine.Lease, error) {
-	if err := checkName(owner); err != nil {
+	if err := checkClaim(owner, lease, max); err != nil {
 		return nil, err
-	}
-	if err := checkDuration(lease, false); err != nil {
-		return nil, err
-	}
-	if lease < time.Microsecond {
-		return nil, invalid("lease")
-	}
-	if max < 1 || max > engine.MaxBatch {
-		return nil, invalid("max")
 	}
 	if err := checkQueue(q); err != nil {
 		return nil, err
 	}
 	x := m.begin()
+	out := x.claim(q, owner, lease, max, 0)
+	x.commit()
+	return out, nil
+}
+
+// checkClaim checks a claim's arguments as the engine does.
+func checkClaim(owner string, lease time.Duration, max int) error {
+	if err := checkName(owner); err != nil {
+		return err
+	}
+	if err := checkDuration(lease, false); err != nil {
+		return err
+	}
+	if lease < time.Microsecond {
+		return invalid("lease")
+	}
+	if max < 1 || max > engine.MaxBatch {
+		return invalid("max")
+	}
+	return nil
+}
+
+// claim plans a claim in x, reading the state as it was before x, within
+// q's settings: freed is how many of q's tasks in flight x has already
+// completed, whose slots of an in-flight bound the claim may take.
+func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max, freed int) []engine.Lease {
+	m := x.m
 	now := x.now
-	max, ok := m.allowed(q, max)
+	max, ok := m.allowed(q, max, freed)
 	if !ok {
-		return nil, nil // paused, or limited to nothing: no batch
+		return nil // paused, or limited to nothing: no batch
 	}
 	var spent, ready []*Rec
 	for _, t := range m.tasks {
@@ -1006,8 +1024,7 @@ func (m *Model) Claim(q QueueKey, owner string, lease time.Duration, max int) ([
 		})
 	}
 	x.took(q, len(out))
-	x.commit()
-	return out, nil
+	return out
 }
 
 // claimable reports whether a claim on q now would lease something. It
@@ -1031,29 +1048,49 @@ func cmpInt[T int | int64 | uint64](a, b T) int {
 // deleted (or kept as completed when retention is on), its idempotency key
 // starts its TTL, ops apply and follow-ups are enqueued, all in one commit.
 func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp) error {
-	if err := m.checkJSON(result); err != nil {
+	all, err := m.checkComplete(q, l, result, ops, follow)
+	if err != nil {
 		return err
 	}
+	x := m.begin()
+	if err := x.complete(q, l, result, all); err != nil {
+		return err
+	}
+	x.commit()
+	return nil
+}
+
+// checkComplete checks a completion's arguments as the engine does and
+// returns its ops with the follow-ups as enqueue ops after them.
+func (m *Model) checkComplete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp) ([]TxOp, error) {
+	if err := m.checkJSON(result); err != nil {
+		return nil, err
+	}
 	if len(follow) > engine.MaxOps {
-		return invalid("follow-ups")
+		return nil, invalid("follow-ups")
 	}
 	all := slices.Clone(ops)
 	for _, f := range follow {
 		all = append(all, TxOp{Kind: TxEnqueue, Queue: f.Queue, Task: f.Task})
 	}
 	if err := m.checkOps(all); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkSiblings(nil, all); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkQueue(q); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ownLease(q, l); err != nil {
-		return err
+		return nil, err
 	}
-	x := m.begin()
+	return all, nil
+}
+
+// complete plans a fenced completion in x.
+func (x *txn) complete(q QueueKey, l engine.Lease, result []byte, all []TxOp) error {
+	m := x.m
 	t, err := x.fenced(q, l)
 	if err != nil {
 		return err
@@ -1075,11 +1112,77 @@ func (m *Model) Complete(q QueueKey, l engine.Lease, result []byte, ops []TxOp, 
 	x.count(q, func(t *engine.Totals) { t.Completed++ })
 	x.ended(t)
 	x.parentEnded(t.ID, parentCompleted)
-	if _, err := x.ops(q.NS, all); err != nil {
-		return err
+	_, err = x.ops(q.NS, all)
+	return err
+}
+
+// CompleteAndClaim is Queue.CompleteAndClaim: Complete and Claim in one
+// commit. The claim reads the state before the commit, so it takes
+// neither the completed task nor the follow-ups nor the tasks the
+// completion releases from waiting, but the completed task's
+// slot of an in-flight bound is free for it; it obeys the queue's settings
+// as Claim does. If the completion is refused nothing is claimed.
+func (m *Model) CompleteAndClaim(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp,
+	owner string, lease time.Duration, max int) ([]engine.Lease, error) {
+	if err := checkClaim(owner, lease, max); err != nil {
+		return nil, err
+	}
+	all, err := m.checkComplete(q, l, result, ops, follow)
+	if err != nil {
+		return nil, err
+	}
+	x := m.begin()
+	if err := x.complete(q, l, result, all); err != nil {
+		return nil, err
+	}
+	out := x.claim(q, owner, lease, max, 1)
+	x.commit()
+	return out, nil
+}
+
+// HeartbeatBatch is Queue.HeartbeatBatch: every lease fenced on its own
+// (one that appears earlier in the batch is refused), those that hold
+// extended to now+extend in one commit. It returns one error per lease
+// and the new deadline.
+func (m *Model) HeartbeatBatch(q QueueKey, ls []engine.Lease, extend time.Duration) ([]error, time.Time, error) {
+	if len(ls) > engine.MaxBatch {
+		return nil, time.Time{}, invalid("batch")
+	}
+	if err := checkDuration(extend, false); err != nil {
+		return nil, time.Time{}, err
+	}
+	if extend < time.Microsecond {
+		return nil, time.Time{}, invalid("extend")
+	}
+	if err := checkQueue(q); err != nil {
+		return nil, time.Time{}, err
+	}
+	for _, l := range ls {
+		if err := ownLease(q, l); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	x := m.begin()
+	errs := make([]error, len(ls))
+	seen := map[uint64]bool{}
+	until := x.now + extend.Microseconds()
+	for i, l := range ls {
+		if seen[l.ID] {
+			errs[i] = fmt.Errorf("%w: task %d twice", engine.ErrLeaseLost, l.ID)
+			continue
+		}
+		seen[l.ID] = true
+		t, err := x.fenced(q, l)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		n := *t
+		n.LeaseUntil, n.Updated = until, x.now
+		x.put(&n)
 	}
 	x.commit()
-	return nil
+	return errs, timeOf(until), nil
 }
 
 // Backoff is the retry delay after a failed attempt: base doubled for every

@@ -124,9 +124,10 @@ func (m *Model) Settings(q QueueKey) (engine.QueueSettings, error) {
 	return m.confs[q].settings(), nil
 }
 
-// allowed is what q's settings let a claim of up to max lease now: false
-// when nothing (paused, at its bound, or no token).
-func (m *Model) allowed(q QueueKey, max int) (int, bool) {
+// allowed is what q's settings let a claim of up to max lease now, freed
+// of q's tasks in flight having been completed in the claim's commit:
+// false when nothing (paused, at its bound, or no token).
+func (m *Model) allowed(q QueueKey, max, freed int) (int, bool) {
 	c, ok := m.confs[q]
 	if !ok {
 		return max, true
@@ -141,6 +142,7 @@ func (m *Model) allowed(q QueueKey, max int) (int, bool) {
 				n++
 			}
 		}
+		n -= freed
 		if n >= c.MaxInFlight {
 			return 0, false
 		}

@@ -185,7 +185,7 @@ func opsSeeds() [][]byte {
 			ins(opDepend, 0x05, 0x80, 0, 0, 0, 0, 0x03), ins(opDepend, 0x08, 0x80, 0, 0, 0x40, 0, 0x85),
 			ins(opDepend, 0x00, 0x7f, 0, 0, 0, 0, 0), ins(opRead, 1, 0), ins(opRead, 0, 0, 0x80),
 			ins(opClaim, 0, 0, 0, 0), ins(opAdvance, 1), ins(opKV, 0, 1), ins(opRead, 1, 0),
-			ins(opCheckpoint), ins(opRedrive, 0, 0, 0x80), ins(opClaim, 0, 0, 2, 1), ins(opComplete, 0, 0x68, 0, 0, 0, 2, 0x80),
+			ins(opCheckpoint), ins(opRedrive, 0, 0, 0x80), ins(opClaim, 0, 0, 2, 1), ins(opComplete, 0, 0x48, 0, 0, 0, 2, 0x80),
 			ins(opReopen), ins(opClaim, 1, 0, 2, 3), ins(opComplete, 0, 0), ins(opClaim, 0, 0, 2, 3),
 			ins(opFail, 0, 1), ins(opCancel, 0, 0x80), ins(opRead, 1, 1), ins(opClaim, 4, 0, 2, 3)),
 		// Dependencies and the queue controls: tasks (one of them unique,
@@ -199,11 +199,28 @@ func opsSeeds() [][]byte {
 			ins(opClaim, 0, 0, 2, 3), ins(opComplete, 0, 0), ins(opRead, 1, 1), ins(opClaim, 1, 0, 2, 3),
 			ins(opControl, 2, 1, 1), ins(opReopen), ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0),
 			ins(opControl, 1, 1), ins(opClaim, 1, 0, 2, 3), ins(opRead, 1, 1), ins(opControl, 3, 1)),
+		// A completion that claims releases the tasks waiting for it in its
+		// commit, the claim taking none of them (nor the follow-up); the
+		// next claim does; a completion that claims releases a sibling.
+		asm(0,
+			ins(opEnqueue, 0, 0, 0, 1), ins(opDepend, 0x00, 0x80, 0, 0, 0, 0, 0x01), ins(opClaim, 0, 0, 2, 3),
+			ins(opComplete, 0, 0x28, 0, 0, 0, 0, 0x30), ins(opRead, 1, 0), ins(opClaim, 0, 0, 2, 3),
+			ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x30), ins(opRead, 1, 0), ins(opReopen),
+			ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x30), ins(opRead, 1, 0)),
+		// Pipelined calls: enqueues in flight, completions that claim the
+		// next tasks, heartbeats of several leases in one commit (stale and
+		// foreign ones refused).
+		asm(0,
+			ins(opEnqueue, 0, 0, 0, 1, 0xe0), ins(opEnqueue, 0, 0x04, 0, 1, 0xa0), ins(opClaim, 0, 0, 2, 0),
+			ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x25), ins(opHeartbeat, 0, 0x72, 0x01, 0x02, 0x03),
+			ins(opAdvance, 3), ins(opComplete, 0xc0, 0x21, 0, 0, 0, 0, 0x3f), ins(opHeartbeat, 0xc0, 0x31, 0xc1),
+			ins(opEnqueue, 1, 0, 0x01, 1, 0xe0), ins(opClaim, 1, 0, 2, 0), ins(opComplete, 0, 0x39, 0, 0, 0x02, 0, 0x10),
+			ins(opReopen), ins(opHeartbeat, 0, 0x70, 0xc0, 0xc1, 0xc2), ins(opRead, 0, 1, 0x80)),
 		// Every invalid call.
 		asm(0,
 			ins(opInvalid, 0), ins(opInvalid, 1), ins(opInvalid, 2), ins(opInvalid, 3), ins(opInvalid, 4),
 			ins(opInvalid, 5), ins(opInvalid, 6), ins(opInvalid, 7), ins(opInvalid, 8), ins(opInvalid, 9),
-			ins(opInvalid, 10)),
+			ins(opInvalid, 10), ins(opInvalid, 11), ins(opForged, 0, 0x20), ins(opForged, 0, 0x30)),
 	}
 	for s := range uint64(6) {
 		seeds = append(seeds, genProgram(rand.New(rand.NewPCG(s, 99)), 120, workload, byte(s*37)))

@@ -486,6 +486,14 @@ func (r *runner) pickID(q QueueKey, b byte, state engine.State) uint64 {
 	return 1 + uint64(b&0x7f)%r.m.NextID
 }
 
+func errClasses(errs []error) []string {
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = ErrClass(e)
+	}
+	return out
+}
+
 func leasesString(ls []engine.Lease) string {
 	var parts []string
 	for _, l := range ls {
@@ -509,6 +517,38 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		var ops []TxOp
 		for i := range []int{0, 0, 1, 2}[a[4]&3] {
 			ops = append(ops, r.txOp(q.NS, a[5+i]))
+		}
+		if a[4]&0x80 != 0 {
+			// The same enqueue 1 to 4 times, all in flight before the first
+			// is waited for: one commit each, in call order. A replicated
+			// DB submits each from a goroutine of its own, so the log may
+			// take them in another order: there each is waited for before
+			// the next is made.
+			n := 1 + int(a[4]>>5&3)
+			gots := make([]engine.Enqueued, n)
+			gerrs := make([]error, n)
+			var ps []*engine.Pending
+			for i := range n {
+				p := r.q(q).EnqueueAsync(ctx, t, EngineOps(ops)...)
+				if r.repl != nil {
+					gots[i], gerrs[i] = p.Wait(ctx)
+				}
+				ps = append(ps, p)
+			}
+			// Every outcome first: until then the engine's goroutine may
+			// still be at a failpoint, whose recorder reads the model.
+			for i, p := range ps {
+				gots[i], gerrs[i] = p.Wait(ctx)
+			}
+			for i := range ps {
+				got, gerr := gots[i], gerrs[i]
+				want, werr := r.m.Enqueue(q, []engine.Task{t}, ops)
+				desc := fmt.Sprintf("enqueue async %d/%d %s %s %s", i+1, len(ps), q, taskString(t), txString(ops))
+				if r.record(desc, gerr, werr, fmt.Sprint(got)) && got != want[0] {
+					r.fatalf("%s: engine %+v, model %+v", desc, got, want[0])
+				}
+			}
+			break
 		}
 		got, gerr := r.q(q).Enqueue(ctx, t, EngineOps(ops)...)
 		want, werr := r.m.Enqueue(q, []engine.Task{t}, ops)
@@ -585,13 +625,30 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 			follow[0].Task.DependsOn = append(follow[0].Task.DependsOn, r.depID(q.NS, a[6]))
 			follow[0].Task.OnParentFailure = engine.DependencyPolicy(a[6] % 3)
 		}
-		if len(follow) > 1 && a[1]&0x20 != 0 {
+		if len(follow) > 1 && a[6]&0x40 != 0 {
 			follow[1].Task.DependsOnSibling = []int{countEnqueues(ops)}
 		}
-		_, gerr := r.q(q).Complete(ctx, l, engine.Done{Result: result, Ops: EngineOps(ops), FollowUps: follow})
+		d := engine.Done{Result: result, Ops: EngineOps(ops), FollowUps: follow}
+		desc := fmt.Sprintf("complete %d tok %d result=%s ops=%s follow-ups=%d", l.ID, l.Token, result,
+			txString(ops), len(follow))
+		if a[1]&0x20 != 0 {
+			// And claim the next tasks of the queue in the same commit.
+			owner, lease, max := owners[a[6]&3], leaseDs[a[6]>>2&3], []int{1, 2, 3, 10}[a[6]>>4&3]
+			_, got, gerr := r.q(q).CompleteAndClaim(ctx, l, d, owner, lease, max)
+			want, werr := r.m.CompleteAndClaim(q, l, result, ops, follow, owner, lease, max)
+			desc += fmt.Sprintf(" and claim %s %v %d", owner, lease, max)
+			if r.record(desc, gerr, werr, leasesString(got)) {
+				if g, w := leasesString(got), leasesString(want); g != w {
+					r.fatalf("%s:\nengine %s\nmodel  %s", desc, g, w)
+				}
+				r.m.Leased(got)
+				r.leases = append(r.leases, got...)
+			}
+			break
+		}
+		_, gerr := r.q(q).Complete(ctx, l, d)
 		werr := r.m.Complete(q, l, result, ops, follow)
-		r.record(fmt.Sprintf("complete %d tok %d result=%s ops=%s follow-ups=%d", l.ID, l.Token, result,
-			txString(ops), len(follow)), gerr, werr, "")
+		r.record(desc, gerr, werr, "")
 	case opFail:
 		l, q := r.pickLease(a[0])
 		f := engine.Failure{Permanent: a[1]&1 != 0, RetryAfter: []time.Duration{0, 0, 2 * time.Second, time.Minute}[a[1]>>1&3]}
@@ -604,6 +661,38 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 	case opHeartbeat:
 		l, q := r.pickLease(a[0])
 		extend := []time.Duration{time.Second, 10 * time.Second, time.Minute, 90 * time.Second}[a[1]&3]
+		if a[1]&0x10 != 0 {
+			// A batch of up to four leases of q's: a lease of another
+			// queue refuses the whole call (invalid), unless it names no
+			// queue (then its fence refuses it alone).
+			ls := []engine.Lease{l}
+			for i := range int(a[1] >> 5 & 3) {
+				x, _ := r.pickLease(a[2+i])
+				if a[1]&0x80 != 0 {
+					x.Namespace, x.Queue = engine.Namespace{}, ""
+				}
+				ls = append(ls, x)
+			}
+			ptrs := make([]*engine.Lease, len(ls))
+			for i := range ls {
+				ptrs[i] = &ls[i]
+			}
+			errs, gerr := r.q(q).HeartbeatBatch(ctx, ptrs, extend)
+			werrs, dl, werr := r.m.HeartbeatBatch(q, ls, extend)
+			desc := fmt.Sprintf("heartbeat batch %s %d leases +%v", q, len(ls), extend)
+			if r.record(desc, gerr, werr, "") {
+				for i := range ls {
+					if ErrClass(errs[i]) != ErrClass(werrs[i]) {
+						r.fatalf("%s: lease %d (task %d tok %d): engine %v, model %v", desc, i, ls[i].ID, ls[i].Token, errs[i], werrs[i])
+					}
+					if errs[i] == nil && Micros(ls[i].Deadline) != Micros(dl) {
+						r.fatalf("%s: lease %d deadline %v, model %v", desc, i, ls[i].Deadline, dl)
+					}
+				}
+				r.hist = append(r.hist, fmt.Sprintf("  outcomes %v", errClasses(errs)))
+			}
+			break
+		}
 		var progress []byte
 		switch a[1] >> 2 & 3 {
 		case 1:
@@ -772,13 +861,34 @@ func (r *runner) forged(a [opSize - 1]byte) {
 		}
 	}
 	desc := fmt.Sprintf("forged %d tok %d on %s", l.ID, l.Token, q)
+	batch := a[1]&0x40 != 0 // the calls of several steps in one commit
 	switch a[1] >> 3 & 3 {
 	case 0:
+		if batch {
+			_, ls, gerr := r.q(q).CompleteAndClaim(ctx, l, engine.Done{}, "w0", time.Minute, 3)
+			_, werr := r.m.CompleteAndClaim(q, l, nil, nil, nil, "w0", time.Minute, 3)
+			if r.record(desc+" complete and claim", gerr, werr, leasesString(ls)) {
+				r.fatalf("%s: a forged lease completed and claimed %s", desc, leasesString(ls))
+			}
+			break
+		}
 		r.record(desc+" complete", errOnly(r.q(q).Complete(ctx, l, engine.Done{})), r.m.Complete(q, l, nil, nil, nil), "")
 	case 1:
 		f := engine.Failure{Err: "forged"}
 		r.record(desc+" fail", r.q(q).Fail(ctx, l, f), r.m.Fail(q, l, f), "")
 	case 2:
+		if batch {
+			x := l
+			errs, gerr := r.q(q).HeartbeatBatch(ctx, []*engine.Lease{&x}, time.Minute)
+			werrs, _, werr := r.m.HeartbeatBatch(q, []engine.Lease{l}, time.Minute)
+			if r.record(desc+" heartbeat batch", gerr, werr, "") {
+				if ErrClass(errs[0]) != ErrClass(werrs[0]) || errs[0] == nil {
+					r.fatalf("%s heartbeat batch: engine %v, model %v", desc, errs[0], werrs[0])
+				}
+				r.hist = append(r.hist, fmt.Sprintf("  outcomes %v", errClasses(errs)))
+			}
+			break
+		}
 		_, gerr := hb(ctx, r.q(q), l, time.Minute, nil)
 		_, werr := r.m.Heartbeat(q, l, time.Minute, nil)
 		r.record(desc+" heartbeat", gerr, werr, "")
@@ -794,7 +904,7 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 	l, lq := r.pickLease(a[2])
 	var gerr, werr error
 	var desc string
-	switch a[0] % 11 {
+	switch a[0] % 14 {
 	case 0:
 		t := engine.Task{Payload: []byte(`{"broken":`)}
 		desc = "enqueue bad json"
@@ -835,11 +945,25 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 		_, gerr = r.q(q).Claim(ctx, "", time.Second, 1)
 		_, werr = r.m.Claim(q, "", time.Second, 1)
 	case 9:
+		desc = "complete and claim max 0"
+		_, _, gerr = r.q(lq).CompleteAndClaim(ctx, l, engine.Done{}, "w0", time.Second, 0)
+		_, werr = r.m.CompleteAndClaim(lq, l, nil, nil, nil, "w0", time.Second, 0)
+	case 10:
+		desc = "heartbeat batch zero extend"
+		x := l
+		_, gerr = r.q(lq).HeartbeatBatch(ctx, []*engine.Lease{&x}, 0)
+		_, _, werr = r.m.HeartbeatBatch(lq, []engine.Lease{l}, 0)
+	case 11:
+		t := engine.Task{Payload: []byte(`[1,`)}
+		desc = "enqueue async bad json"
+		_, gerr = r.q(q).EnqueueAsync(ctx, t).Wait(ctx)
+		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
+	case 12:
 		t := engine.Task{IdempotencyKey: "k0", Unique: &engine.Unique{Window: time.Minute}}
 		desc = "enqueue unique with a key"
 		_, gerr = r.q(q).Enqueue(ctx, t)
 		_, werr = r.m.Enqueue(q, []engine.Task{t}, nil)
-	case 10:
+	case 13:
 		l := engine.Limits{Rate: 3}
 		desc = "limits without per"
 		gerr = r.q(q).SetLimits(ctx, l)

@@ -387,6 +387,8 @@ type Decoder struct {
 	// ver is the version of the current batch; 0 while decoding a snapshot
 	// record, whose fields say which version wrote it.
 	ver uint64
+	// last is the queue key of the last task record fastTask read.
+	last fastKey
 }
 
 // NewDecoder returns a Decoder whose tasks point at the queues of s.
@@ -939,6 +941,14 @@ type Record struct {
 
 // Record decodes one snapshot record.
 func (d *Decoder) Record(data []byte) (Record, error) {
+	if t, ok := d.fastTask(data); ok {
+		return Record{Kind: RecTask, Task: t}, nil
+	}
+	return d.record(data)
+}
+
+// record is Record through the general decoder.
+func (d *Decoder) record(data []byte) (Record, error) {
 	d.reset(data)
 	d.ver = 0
 	var r Record

@@ -389,3 +389,45 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFastTask: whatever the fast task decoder accepts, the general one
+// accepts too, as the same task on the same queue; and every task record
+// the Encoder writes without extra fields takes the fast path.
+func FuzzFastTask(f *testing.F) {
+	for _, s := range recordSeeds(f) {
+		f.Add(s)
+	}
+	enc := NewEncoder()
+	s := NewStore()
+	for _, tk := range []*Task{
+		{ID: 1, State: StateReady, MaxAttempts: 5, Priority: -3, NotBefore: 1 << 50, BackoffBase: 1_000_000,
+			BackoffMax: 60_000_000, Created: 1 << 50, Updated: 1<<50 + 1, Payload: []byte(`{"a":1}`)},
+		{ID: 1<<40 + 7, State: StateInFlight, Attempts: 3, MaxAttempts: 1 << 31, Priority: 1 << 40, Owner: "worker-1",
+			Token: 1 << 33, Secret: 1<<64 - 1, LeaseUntil: -5, Created: -1 << 40, Payload: make([]byte, 300)},
+		{ID: 9, State: StateDead, Payload: []byte(strings.Repeat("x", 70_000))},
+	} {
+		tk.Queue = s.QueueRef(QueueKey{Namespace{"p", strings.Repeat("s", 40)}, "q"})
+		data, err := enc.TaskRecord(tk)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if _, ok := NewDecoder(s).fastTask(data); !ok {
+			f.Fatalf("the Encoder's record of %s does not take the fast path", renderTask(tk))
+		}
+		f.Add(slices.Clone(data))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := NewStore()
+		fast, ok := NewDecoder(s).fastTask(data)
+		if !ok {
+			return
+		}
+		r, err := NewDecoder(s).record(data)
+		if err != nil {
+			t.Fatalf("the fast decoder took %s, the general one refuses it: %v", renderTask(fast), err)
+		}
+		if r.Kind != RecTask || renderTask(r.Task) != renderTask(fast) {
+			t.Fatalf("the decoders disagree:\nfast    %s\ngeneral %s", renderTask(fast), renderTask(r.Task))
+		}
+	})
+}

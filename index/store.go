@@ -583,10 +583,23 @@ func (s *Store) countTransition(old, nt *Task, flags uint8) {
 // its lease expires it goes dead, not back to ready.
 func (t *Task) lastTry() bool { return t.Attempts >= t.MaxAttempts }
 
-func (s *Store) index(t *Task) {
+func (s *Store) index(t *Task) { s.indexLoad(t, false) }
+
+// indexLoad is index; with load set (a restore, whose records come in id
+// order) the B-trees append with Load, which skips the descent when an
+// item sorts after the last.
+func (s *Store) indexLoad(t *Task, load bool) {
+	set := func(tr *btree.BTreeG[TimeItem], it TimeItem) {
+		if load {
+			tr.Load(it)
+		} else {
+			tr.Set(it)
+		}
+	}
 	q := t.Queue
-	if s.queues[q.Key] == nil {
+	if !load && s.queues[q.Key] == nil {
 		// Dropped when an earlier batch emptied it; it holds a task again.
+		// (A restore has just interned it.)
 		s.queues[q.Key] = q
 		if rec, ok := s.totals.Get(QueueTotals{Queue: q.Key}); ok {
 			q.totals = rec.Totals
@@ -597,30 +610,42 @@ func (s *Store) index(t *Task) {
 	s.indexParent(t)
 	switch t.State {
 	case StateReady:
-		q.Ready.Set(PrioItem{t.Priority, t.ID})
-		q.readySince.Set(TimeItem{t.NotBefore, t.ID})
+		if load {
+			q.Ready.Load(PrioItem{t.Priority, t.ID})
+		} else {
+			q.Ready.Set(PrioItem{t.Priority, t.ID})
+		}
+		set(q.readySince, TimeItem{t.NotBefore, t.ID})
 	case StateScheduled:
-		q.Scheduled.Set(TimeItem{t.NotBefore, t.ID})
+		set(q.Scheduled, TimeItem{t.NotBefore, t.ID})
 		q.dueSched.Set(t.Priority, t.ID, t.NotBefore)
 	case StateInFlight:
-		q.InFlight.Set(TimeItem{t.LeaseUntil, t.ID})
+		set(q.InFlight, TimeItem{t.LeaseUntil, t.ID})
 		if t.lastTry() {
-			q.lastTry.Set(TimeItem{t.LeaseUntil, t.ID})
+			set(q.lastTry, TimeItem{t.LeaseUntil, t.ID})
 			q.dueDead.Set(0, t.ID, t.LeaseUntil)
 		} else {
 			q.dueRetry.Set(t.Priority, t.ID, t.LeaseUntil)
 		}
 	case StateDead:
-		q.Dead.Set(t.ID)
+		if load {
+			q.Dead.Load(t.ID)
+		} else {
+			q.Dead.Set(t.ID)
+		}
 		return
 	case StateWaiting:
 		q.Waiting.Set(t.ID)
 		s.deps.nWaiting++
 		return
 	case StateCompleted:
-		q.Completed.Set(t.ID)
-		q.doneAt.Set(TimeItem{t.Updated, t.ID})
-		s.doneExp.Set(TimeItem{t.Updated, t.ID})
+		if load {
+			q.Completed.Load(t.ID)
+		} else {
+			q.Completed.Set(t.ID)
+		}
+		set(q.doneAt, TimeItem{t.Updated, t.ID})
+		set(s.doneExp, TimeItem{t.Updated, t.ID})
 		return
 	}
 	if n := len(s.affected); n == 0 || s.affected[n-1] != q {
@@ -732,7 +757,7 @@ func (s *Store) LoadTask(t *Task) error {
 	if t.ID >= s.nextID {
 		s.nextID = t.ID + 1
 	}
-	s.index(t)
+	s.indexLoad(t, true)
 	return nil
 }
 

@@ -103,6 +103,14 @@ type Log struct {
 	syncing bool
 	synced  atomic.Uint64 // newest record known to be durable
 
+	// Gathering (see gather): active estimates the committers at work, the
+	// records the last fsync covered plus those appended while it ran;
+	// lastSync is how long it took. arrived, when set (under mu), hears of
+	// every Append while a leader gathers.
+	active   atomic.Int64
+	lastSync atomic.Int64
+	arrived  chan struct{}
+
 	failure atomic.Pointer[error]
 
 	appends, flushes, syncs, bytes, syncNanos atomic.Uint64
@@ -232,6 +240,12 @@ func (l *Log) Append(seq uint64, data []byte) error {
 	p.buf = appendEntry(p.buf, seq, data)
 	p.ends = append(p.ends, len(p.buf))
 	l.last.Store(seq)
+	if l.arrived != nil {
+		select {
+		case l.arrived <- struct{}{}:
+		default:
+		}
+	}
 	l.mu.Unlock()
 	l.appends.Add(1)
 	return nil
@@ -311,11 +325,7 @@ func (l *Log) Sync(seq uint64) error {
 	l.syncing = true
 	l.smu.Unlock()
 
-	// Committers released by the previous fsync are typically runnable but
-	// have not appended yet; yielding once lets them append before this
-	// round takes the pending records, so rounds do not alternate between
-	// one record and all the others.
-	runtime.Gosched()
+	l.gather()
 	err := l.commit()
 
 	l.smu.Lock()
@@ -333,6 +343,58 @@ func (l *Log) Sync(seq uint64) error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// Bounds of one gather: the longest it waits in all, as a fraction of the
+// last fsync and absolutely, and the longest it waits for the next record.
+const (
+	gatherShare = 2 // at most 1/gatherShare of the last fsync
+	maxGather   = time.Millisecond
+	maxGap      = 20 * time.Microsecond
+)
+
+// gather lets the committers released by the previous fsync append before
+// this round takes the pending records. They are typically about to
+// append (a worker that commits again at once) but have not yet, so a
+// round that went ahead without them would hold a few records, and the
+// next the rest, each paying a whole fsync. The leader waits while records
+// keep arriving, until as many are pending as the last round found at
+// work (active), or no record came for a gap, or a share of the last
+// fsync's time has passed: a lone committer, or a round that has everyone,
+// does not wait at all.
+func (l *Log) gather() {
+	want := l.active.Load()
+	budget := min(time.Duration(l.lastSync.Load())/gatherShare, maxGather)
+	gap := min(budget/4, maxGap)
+	l.mu.Lock()
+	if int64(len(l.pend.ends)) >= want || gap <= 0 {
+		l.mu.Unlock()
+		runtime.Gosched() // those about to append get one chance
+		return
+	}
+	ch := make(chan struct{}, 1)
+	l.arrived = ch
+	l.mu.Unlock()
+	deadline := time.Now().Add(budget)
+	t := time.NewTimer(gap)
+	for {
+		select {
+		case <-ch:
+		case <-t.C:
+			want = 0 // nobody came for a gap
+		}
+		l.mu.Lock()
+		done := int64(len(l.pend.ends)) >= want || !time.Now().Before(deadline)
+		if done {
+			l.arrived = nil
+		}
+		l.mu.Unlock()
+		if done {
+			t.Stop()
+			return
+		}
+		t.Reset(gap)
+	}
 }
 
 // commit writes whatever is pending and fsyncs it: one round of group
@@ -404,9 +466,16 @@ func (l *Log) syncWritten() error {
 	if err := l.failpoint("sync.after"); err != nil {
 		return l.fail("fsync", err)
 	}
+	took := time.Since(start)
+	covered := int64(target - l.synced.Load())
 	if l.opts.OnSync != nil {
-		l.opts.OnSync(time.Since(start), int(target-l.synced.Load()))
+		l.opts.OnSync(took, int(covered))
 	}
+	l.mu.Lock()
+	waiting := int64(len(l.pend.ends))
+	l.mu.Unlock()
+	l.active.Store(covered + waiting)
+	l.lastSync.Store(int64(took))
 	l.synced.Store(target)
 	return nil
 }

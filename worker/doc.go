@@ -55,7 +55,12 @@
 // completions of the batch when it ends. The tasks waiting their turn in a
 // goroutine's batch, and those completed but not yet committed, are leased
 // to this runtime and heartbeated like the running one; those not started
-// are handed back at once when the Worker stops.
+// are handed back at once when the Worker stops. When the last task of a
+// batch completes (and nothing of the batch waits to be committed), its
+// completion and the claim of the next batch are one commit
+// (engine.Queue.CompleteAndClaim): a goroutine draining a queue pays one
+// commit per task, and goes back to the blocking claim only when that
+// finds nothing.
 //
 // A queue's controls are the engine's, so they hold across every Worker
 // of every process: on a paused queue (engine.Queue.Pause) the goroutines
@@ -68,7 +73,8 @@
 // # Leases and heartbeats
 //
 // A claimed task is leased for QueueOptions.Lease. Every HeartbeatEvery
-// (default Lease/3) the runtime extends every lease it holds, so a long
+// (default Lease/3) the runtime extends every lease it holds, those of one
+// goroutine's batch in one commit (engine.Queue.HeartbeatBatch), so a long
 // task is never taken by a second worker while the first is alive, and a
 // crashed worker's tasks come back after one lease. A task cancelled while
 // its handler runs cancels the handler's context at once when the engine
@@ -103,7 +109,12 @@
 //     that way after a try without an answer is logged as possibly
 //     committed. The retries end, and the task is left to come back when
 //     its lease expires, only when the Worker cancels its handlers (Stop's
-//     context or the shutdown grace ended).
+//     context or the shutdown grace ended);
+//   - a completion that would have claimed the next batch
+//     (CompleteAndClaim) and got no answer is not made again, since the
+//     leases a first try may have taken would be held by nobody: the
+//     completion alone is committed, retried as above, and the goroutine
+//     goes back to the blocking claim.
 //
 // An in-process DB answers every call, so none of this happens there.
 //

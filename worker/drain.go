@@ -102,7 +102,7 @@ func (w *Worker) drain(ctx context.Context, q engine.Queue, h Handler, opts Queu
 		}
 		t := newTask(r, ls[0])
 		s.held = append(s.held[:0], t)
-		s.run(t)
+		s.run(t, false)
 		s.flush()
 		s.held[0] = nil
 		n++

@@ -79,6 +79,14 @@ func (q *outageQueue) Complete(ctx context.Context, l engine.Lease, d engine.Don
 	return q.Queue.Complete(ctx, l, d)
 }
 
+func (q *outageQueue) CompleteAndClaim(ctx context.Context, l engine.Lease, d engine.Done, owner string, lease time.Duration,
+	max int) (engine.TxResult, []engine.Lease, error) {
+	if q.o.fails("CompleteAndClaim") {
+		return engine.TxResult{}, nil, errNoServer
+	}
+	return q.Queue.CompleteAndClaim(ctx, l, d, owner, lease, max)
+}
+
 func (q *outageQueue) CompleteBatch(ctx context.Context, ls []engine.Lease) ([]error, error) {
 	if q.o.fails("CompleteBatch") {
 		return nil, errNoServer
@@ -172,27 +180,33 @@ func TestClaimKeepsTryingWhileNoServerAnswers(t *testing.T) {
 // TestOutcomeCommittedAcrossAnOutage: the commit of an outcome that fails
 // without an answer of the engine is made again, with backoff, until the
 // engine answers, so that the work is not given up (nor the attempt
-// failed) because a server was restarting.
+// failed) because a server was restarting. A completion that would have
+// claimed the next task (CompleteAndClaim) and got no answer is committed
+// alone, retried as the others.
 func TestOutcomeCommittedAcrossAnOutage(t *testing.T) {
+	done := func(t *testing.T, e *env, id uint64) {
+		e.eventually("completed", func() bool { return e.gone("q", id) })
+	}
 	cases := []struct {
-		name   string
-		method string
-		ret    error
-		batch  int // ClaimBatch; with more than 1, two tasks are claimed together
-		want   func(t *testing.T, e *env, id uint64)
+		name    string
+		method  string
+		down    map[string]int // default: method fails 4 times
+		retries int            // of method, after the tries that failed
+		ret     error
+		batch   int // ClaimBatch; with more than 1, two tasks are claimed together
+		want    func(t *testing.T, e *env, id uint64)
 	}{
-		{"complete", "Complete", nil, 1, func(t *testing.T, e *env, id uint64) {
-			e.eventually("completed", func() bool { return e.gone("q", id) })
-		}},
-		{"complete batch", "CompleteBatch", nil, 3, func(t *testing.T, e *env, id uint64) {
+		{"complete", "Complete", map[string]int{"CompleteAndClaim": 1, "Complete": 4}, 4, nil, 1, done},
+		{"complete and claim", "CompleteAndClaim", map[string]int{"CompleteAndClaim": 1}, 0, nil, 1, done},
+		{"complete batch", "CompleteBatch", nil, 4, nil, 3, func(t *testing.T, e *env, id uint64) {
 			e.eventually("completed", func() bool { return e.gone("q", id) && e.gone("q", id+1) })
 		}},
-		{"fail", "Fail", errors.New("smtp 451"), 1, func(t *testing.T, e *env, id uint64) {
+		{"fail", "Fail", nil, 4, errors.New("smtp 451"), 1, func(t *testing.T, e *env, id uint64) {
 			if info := e.waitState("q", id, engine.Scheduled); info.Attempts != 1 || info.LastError != "smtp 451" {
 				t.Fatalf("%+v", info)
 			}
 		}},
-		{"snooze", "Snooze", worker.Snooze(time.Hour), 1, func(t *testing.T, e *env, id uint64) {
+		{"snooze", "Snooze", nil, 4, worker.Snooze(time.Hour), 1, func(t *testing.T, e *env, id uint64) {
 			if info := e.waitState("q", id, engine.Scheduled); info.Attempts != 0 || info.LastError != "" {
 				t.Fatalf("%+v", info)
 			}
@@ -201,7 +215,11 @@ func TestOutcomeCommittedAcrossAnOutage(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
-			api := newOutage(e.db, map[string]int{c.method: 4})
+			down := c.down
+			if down == nil {
+				down = map[string]int{c.method: 4}
+			}
+			api := newOutage(e.db, down)
 			w := worker.New(api, worker.Options{Clock: e.clock, Owner: "w", Logger: slog.New(&recHandler{r: e.logs})})
 			runs := 0
 			var mu sync.Mutex
@@ -217,7 +235,7 @@ func TestOutcomeCommittedAcrossAnOutage(t *testing.T) {
 			}
 			e.start(w)
 			defer e.stop(w)
-			for n := 1; n <= 4; n++ {
+			for n := 1; n <= c.retries; n++ {
 				e.passRetry("failed", n)
 			}
 			c.want(t, e, id)
@@ -226,8 +244,14 @@ func TestOutcomeCommittedAcrossAnOutage(t *testing.T) {
 			if want := min(c.batch, 2); runs != want {
 				t.Fatalf("%d handler runs, want %d", runs, want)
 			}
-			if n := api.made(c.method); n != 5 {
-				t.Fatalf("%s made %d times; want 4 failed tries and the one that worked", c.method, n)
+			if n, want := api.made(c.method), c.retries+1; n != want {
+				t.Fatalf("%s made %d times; want %d: the failed tries and the one that worked", c.method, n, want)
+			}
+			if c.method == "CompleteAndClaim" {
+				// Not made again: the completion alone is.
+				if _, found := e.logs.find("committing the completion alone"); !found || api.made("Complete") != 1 {
+					t.Fatalf("after a CompleteAndClaim without an answer: Complete made %d times", api.made("Complete"))
+				}
 			}
 			if err := w.Err(); err != nil {
 				t.Fatalf("the Worker stopped: %v", err)
@@ -244,7 +268,7 @@ func TestOutcomeCommittedAcrossAnOutage(t *testing.T) {
 // lease expires) and the log says so.
 func TestStopEndsCommitRetries(t *testing.T) {
 	e := newEnv(t)
-	api := newOutage(e.db, map[string]int{"Complete": -1})
+	api := newOutage(e.db, map[string]int{"CompleteAndClaim": -1, "Complete": -1})
 	w := worker.New(api, worker.Options{Clock: e.clock, Owner: "w", Logger: slog.New(&recHandler{r: e.logs})})
 	w.HandleFunc(ns, "q", func(context.Context, *worker.Task) error { return nil }, worker.QueueOptions{Lease: time.Minute})
 	id := e.enqueue("q", engine.Task{})

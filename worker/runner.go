@@ -66,13 +66,21 @@ type slot struct {
 }
 
 // loop claims and runs batches until the Worker stops claiming or the
-// engine becomes unusable.
+// engine becomes unusable. A batch whose last task completes takes the
+// next batch in the same commit (CompleteAndClaim), so a slot draining a
+// queue pays one commit per task; it waits in ClaimWait only when that
+// finds nothing.
 func (s *slot) loop() {
 	w := s.r.w
+	var next []engine.Lease
 	for {
-		ls, ok := s.claim(w.claimCtx)
-		if !ok {
-			return
+		ls := next
+		next = nil
+		if len(ls) == 0 {
+			var ok bool
+			if ls, ok = s.claim(w.claimCtx); !ok {
+				return
+			}
 		}
 		s.mu.Lock()
 		for _, l := range ls {
@@ -80,12 +88,12 @@ func (s *slot) loop() {
 		}
 		batch := s.held
 		s.mu.Unlock()
-		for _, t := range batch {
+		for i, t := range batch {
 			if w.claimCtx.Err() != nil {
 				t.release() // stopping: hand back what has not started
 				continue
 			}
-			s.run(t)
+			next = s.run(t, i == len(batch)-1)
 		}
 		s.flush()
 		s.mu.Lock()
@@ -226,14 +234,10 @@ func (s *slot) heartbeats(ctx context.Context, start time.Time) {
 			clear(buf)
 		case <-s.poke:
 			t.Stop()
-			for _, tk := range s.snapshot(&buf) {
-				tk.heartbeat()
-			}
+			s.r.heartbeat(s.snapshot(&buf))
 			clear(buf)
 		case <-t.C():
-			for _, tk := range s.snapshot(&buf) {
-				tk.heartbeat()
-			}
+			s.r.heartbeat(s.snapshot(&buf))
 			clear(buf) // let finished tasks go
 			next = next.Add(every)
 			if now := w.clock.Now(); now.After(next) {
@@ -259,14 +263,16 @@ func (s *slot) snapshot(buf *[]*Task) []*Task {
 	return *buf
 }
 
-// run works one claimed task to its end: handler, then outcome.
-func (s *slot) run(t *Task) {
+// run works one claimed task to its end: handler, then outcome. For the
+// last task of a batch, a completion committed at once also claims the
+// next batch, which run returns.
+func (s *slot) run(t *Task, last bool) []engine.Lease {
 	r := s.r
 	w := r.w
 	ctx, cancel := context.WithCancelCause(w.runCtx)
 	defer cancel(nil)
 	if !t.begin(cancel) {
-		return // lost or released while it waited
+		return nil // lost or released while it waited
 	}
 	if r.watch != nil {
 		// In process, a cancellation cancels the handler at once, not at the
@@ -293,9 +299,44 @@ func (s *slot) run(t *Task) {
 		// Logged when found; nothing may be committed.
 	case deferred:
 		s.pending = append(s.pending, t)
+	case o == OutcomeCompleted && last && len(s.pending) == 0 && w.claimCtx.Err() == nil:
+		return s.completeAndClaim(t)
 	default:
 		r.finish(t, o, cause, err)
 	}
+	return nil
+}
+
+// completeAndClaim commits t's completion and claims the slot's next batch
+// in one commit. Leases that arrive as the Worker begins to stop are
+// handed back at once. A try without an answer (a network client that
+// found no server, or lost the answer) is not made again, since leases it
+// may have taken would be held by nobody until they expire: the
+// completion alone is committed instead, retried as every outcome is
+// (fenced: if the first try took effect, the repeat is refused).
+func (s *slot) completeAndClaim(t *Task) []engine.Lease {
+	r := s.r
+	bg := context.Background()
+	d := t.done()
+	_, ls, err := r.q.CompleteAndClaim(bg, t.lease, d, r.w.owner, r.opts.Lease, r.opts.ClaimBatch)
+	retried := false
+	if transient(err) {
+		t.Logger().Warn("docket: completing and claiming failed; committing the completion alone", "err", err)
+		ls = nil
+		_, err = r.retrying(t.Logger(), "completing", func() error {
+			_, err := r.q.Complete(bg, t.lease, d)
+			return err
+		})
+		retried = true
+	}
+	r.completed(t, err, retried)
+	if len(ls) > 0 && r.w.claimCtx.Err() != nil {
+		for _, l := range ls {
+			r.release(l)
+		}
+		return nil
+	}
+	return ls
 }
 
 // flush commits the batch's deferred completions in one commit.

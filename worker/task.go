@@ -253,16 +253,52 @@ func (t *Task) plain() bool {
 	return t.result == nil && len(t.ops) == 0 && len(t.followUps) == 0
 }
 
-// heartbeat extends the lease of a waiting or running task.
-func (t *Task) heartbeat() {
-	t.beat.Lock()
-	defer t.beat.Unlock()
-	if t.state != taskWaiting && t.state != taskRunning && t.state != taskCompleting {
+// beating reports whether the task's lease is heartbeated: waiting,
+// running or completing. Call with beat held.
+func (t *Task) beating() bool {
+	return t.state == taskWaiting || t.state == taskRunning || t.state == taskCompleting
+}
+
+// heartbeat extends the leases of the tasks that are waiting, running or
+// completing, in one commit (HeartbeatBatch) when there are several. Each
+// task's beat is held until its outcome is recorded, so that no heartbeat
+// is in flight when an outcome is committed.
+func (r *runner) heartbeat(tasks []*Task) {
+	beat := make([]*Task, 0, len(tasks))
+	for _, t := range tasks {
+		t.beat.Lock()
+		if t.beating() {
+			beat = append(beat, t)
+		} else {
+			t.beat.Unlock()
+		}
+	}
+	switch len(beat) {
+	case 0:
+		return
+	case 1:
+		t := beat[0]
+		l := t.lease
+		err := r.q.Heartbeat(context.Background(), &l, r.opts.Lease, nil)
+		t.extended(l.Deadline, err)
+		t.beat.Unlock()
 		return
 	}
-	l := t.lease
-	err := t.r.q.Heartbeat(context.Background(), &l, t.r.opts.Lease, nil)
-	t.extended(l.Deadline, err)
+	ls := make([]engine.Lease, len(beat))
+	ptrs := make([]*engine.Lease, len(beat))
+	for i, t := range beat {
+		ls[i] = t.lease
+		ptrs[i] = &ls[i]
+	}
+	errs, err := r.q.HeartbeatBatch(context.Background(), ptrs, r.opts.Lease)
+	for i, t := range beat {
+		terr := err
+		if err == nil {
+			terr = errs[i]
+		}
+		t.extended(ls[i].Deadline, terr)
+		t.beat.Unlock()
+	}
 }
 
 // release hands a task that has not started back to the queue at once.

@@ -29,6 +29,12 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	dir := fs.String("dir", "", "directory for the data (default: a temporary one)")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	fsyncFor := fs.Duration("fsync", 3*time.Second, "how long to measure the raw fsync rate first (0: skip)")
+	inFlight := fs.Int("inflight", 0, "W1P enqueues in flight (0: 1,024)")
+	parked := fs.Int("parked", 0, "W7 claimers parked beside the one woken")
+	split := fs.Bool("split", false, "W4, W6, W6R workers complete and claim in two commits")
+	targets := fs.Bool("targets", false, "run the workloads of the performance targets ("+strings.Join(bench.TargetWorkloads, ", ")+
+		") in each -durability and judge each target PASS or FAIL, instead of -workload (in process only)")
+	skip := fs.String("skip", "", "with -targets, workloads not to run, comma separated (W8 takes longest)")
 	remote := fs.Bool("remote", false, "run each workload in process and through the client to a server on 127.0.0.1 (started in this process), alternating; print the network's cost and the remote targets")
 	server := fs.String("server", "", "with -remote: drive the running server at this URL instead (each run on a queue of its own; its durability is its own)")
 	token := fs.String("token", "", "bearer token for -server (default $DOCKET_TOKEN)")
@@ -45,8 +51,11 @@ func runBench(ctx context.Context, c cli, args []string) error {
 			*token = os.Getenv("DOCKET_TOKEN")
 		}
 	}
+	if *targets && *remote {
+		return usageError{"bench: -targets runs in process; the remote targets are those of -remote"}
+	}
 	base := bench.Config{N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
-		PayloadBytes: *payload, OfferedRate: *rate, Dir: *dir}
+		PayloadBytes: *payload, OfferedRate: *rate, Dir: *dir, InFlight: *inFlight, Parked: *parked, SplitCommits: *split}
 	var modes []bench.Config
 	anyDisk := false
 	for _, m := range strings.Split(*durability, ",") {
@@ -61,18 +70,23 @@ func runBench(ctx context.Context, c cli, args []string) error {
 			cfg.Durability = d
 			anyDisk = true
 		}
+		if !*asJSON && isTerminal(c.stderr) {
+			cfg.Progress = c.stderr
+		}
 		modes = append(modes, cfg)
 	}
 	out := struct {
 		Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
 		Results []bench.Result     `json:"results"`
-		Targets []bench.Target     `json:"targets,omitempty"`
+		// Targets are the remote mode's; PerfTargets those of -targets.
+		Targets     []bench.Target     `json:"targets,omitempty"`
+		PerfTargets []bench.PerfTarget `json:"perf_targets,omitempty"`
 	}{}
+	fdir := *dir
+	if fdir == "" {
+		fdir = os.TempDir()
+	}
 	if *fsyncFor > 0 && anyDisk {
-		fdir := *dir
-		if fdir == "" {
-			fdir = os.TempDir()
-		}
 		f, err := bench.MeasureFsync(fdir, *fsyncFor)
 		if err != nil {
 			return fmt.Errorf("measuring fsync: %w", err)
@@ -84,16 +98,65 @@ func runBench(ctx context.Context, c cli, args []string) error {
 			fmt.Fprintln(c.stdout)
 		}
 	}
+	writeJSON := func() error {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if *targets {
+		var measure func() (float64, error)
+		if out.Fsync != nil {
+			measure = func() (float64, error) {
+				f, err := bench.MeasureFsync(fdir, min(*fsyncFor, time.Second))
+				if err == nil && !*asJSON {
+					fmt.Fprintf(c.stdout, "raw fsync now: %.0f/s\n", f.PerSec)
+				}
+				return f.PerSec, err
+			}
+		}
+		skipped := map[string]bool{}
+		for _, w := range strings.Split(*skip, ",") {
+			if w = strings.TrimSpace(w); w != "" {
+				skipped[strings.ToUpper(w)] = true
+			}
+		}
+		var judged [][]bench.PerfTarget
+		for _, mode := range modes {
+			ts, err := bench.RunTargets(ctx, mode, measure, skipped, func(res bench.Result) {
+				out.Results = append(out.Results, res)
+				if !*asJSON {
+					res.Table(c.stdout)
+					fmt.Fprintln(c.stdout)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			out.PerfTargets = append(out.PerfTargets, ts...)
+			judged = append(judged, ts)
+		}
+		if *asJSON {
+			return writeJSON()
+		}
+		fmt.Fprintln(c.stdout, "summary:")
+		if err := bench.WriteTable(c.stdout, out.Results); err != nil {
+			return err
+		}
+		for i, ts := range judged {
+			fmt.Fprintf(c.stdout, "\ntargets (%s):\n", modes[i].Mode())
+			if err := bench.WritePerfTargets(c.stdout, ts); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for range *rounds {
 		for _, mode := range modes {
 			for _, w := range strings.Split(*workloads, ",") {
 				cfg := mode
 				cfg.Workload = strings.TrimSpace(w)
-				if !*asJSON && isTerminal(c.stderr) {
-					cfg.Progress = c.stderr
-				}
 				ways := []bench.Config{cfg}
-				if up := strings.ToUpper(cfg.Workload); *remote && up != "W8" && up != "W9" {
+				if up := strings.ToUpper(cfg.Workload); *remote && up != "W8" && up != "W9" && up != "W1P" {
 					r := cfg
 					r.Remote, r.Server, r.Token = true, *server, *token
 					ways = append(ways, r)
@@ -115,21 +178,22 @@ func runBench(ctx context.Context, c cli, args []string) error {
 			}
 		}
 	}
-	out.Targets = bench.Targets(out.Results, benchPeer)
+	if *remote {
+		out.Targets = bench.Targets(out.Results, benchPeer)
+	}
 	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON()
 	}
 	fmt.Fprintln(c.stdout, "summary:")
 	if err := bench.WriteTable(c.stdout, out.Results); err != nil {
 		return err
 	}
-	if *remote {
-		fmt.Fprintln(c.stdout, "\nremote (through the client over loopback) against in process:")
-		if err := bench.WriteRemote(c.stdout, out.Results); err != nil {
-			return err
-		}
+	if !*remote {
+		return nil
+	}
+	fmt.Fprintln(c.stdout, "\nremote (through the client over loopback) against in process:")
+	if err := bench.WriteRemote(c.stdout, out.Results); err != nil {
+		return err
 	}
 	fmt.Fprintln(c.stdout, "\ntargets (-remote measures the first two; the JetStream ones need bench/peers -remote):")
 	return bench.WriteTargets(c.stdout, out.Targets)

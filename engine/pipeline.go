@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"context"
+	"sync"
+)
+
+// This file is the pipelined commit path: EnqueueAsync plans, logs and
+// applies its commit under the engine lock exactly as Enqueue does, then
+// returns a Pending at once instead of waiting for the log. Commits in
+// flight join the open sync round; one goroutine per DB (the pipeline)
+// takes the open round, waits once for the log to make everything in it
+// durable (one fsync for the whole round at SyncAlways), and then settles
+// every Pending of the round together. No goroutine is started per commit,
+// and nothing is reported durable before the log says it is: if the log
+// fails, every Pending of the round (and of every later one) gets the
+// failure.
+
+// DefaultMaxInFlight is Options.MaxInFlight when it is not set.
+const DefaultMaxInFlight = 1024
+
+// Pending is an asynchronous enqueue in flight (Queue.EnqueueAsync). Its
+// outcome is known once Done is closed: Wait returns it. A Pending that
+// reports success is as durable as Enqueue's answer would be.
+type Pending struct {
+	done  <-chan struct{}
+	enq   Enqueued
+	err   error
+	round *syncRound // nil: settled on its own
+}
+
+// closedChan is the Done of a Pending settled when it was made.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// settledPending returns a Pending whose outcome is known already.
+func settledPending(enq Enqueued, err error) *Pending {
+	if err != nil {
+		enq = Enqueued{}
+	}
+	return &Pending{done: closedChan, enq: enq, err: err}
+}
+
+// NewPending returns a Pending and the function that settles it, for an
+// implementation of Queue other than a DB's (a network client) to return
+// from EnqueueAsync. Only the first call of settle counts.
+func NewPending() (*Pending, func(Enqueued, error)) {
+	ch := make(chan struct{})
+	p := &Pending{done: ch}
+	var once sync.Once
+	return p, func(enq Enqueued, err error) {
+		once.Do(func() {
+			if err != nil {
+				enq = Enqueued{}
+			}
+			p.enq, p.err = enq, err
+			close(ch)
+		})
+	}
+}
+
+// Done returns a channel that is closed once the outcome is known.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Wait returns the outcome of the enqueue once it is known: what Enqueue
+// would have returned. If ctx ends first it returns ctx's error; the
+// enqueue goes on regardless, and Wait may be called again.
+func (p *Pending) Wait(ctx context.Context) (Enqueued, error) {
+	select {
+	case <-p.done:
+	default:
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return Enqueued{}, ctx.Err()
+		}
+	}
+	if p.round != nil && p.round.err != nil {
+		return Enqueued{}, p.round.err
+	}
+	return p.enq, p.err
+}
+
+// syncRound is the commits in flight that one wait for the log settles.
+type syncRound struct {
+	done    chan struct{}
+	err     error  // the log's failure, set before done is closed
+	seq     uint64 // the newest batch a commit of the round wrote or saw
+	n       int    // commits in the round, each holding a slot
+	reports []roundReport
+}
+
+// roundReport is what a commit of the round leaves to tell the Observer
+// and the log once its outcome is known.
+type roundReport struct {
+	rep stepReport
+	err error
+}
+
+// EnqueueAsync is Enqueue without the wait for durability: it validates,
+// plans, logs and applies the enqueue as Enqueue does and returns a
+// Pending at once; Pending.Wait returns what Enqueue would have. At most
+// Options.MaxInFlight enqueues are in flight on a DB: the next one waits
+// for a slot, or for ctx to end (its Pending then reports ctx's error and
+// nothing was enqueued). ctx bounds only that wait. A DB of its own commits
+// its enqueues in the order of the calls. On a replicated DB the command
+// is submitted to the replicated log from a goroutine of its own, one per
+// commit in flight (Replicator.Submit waits for the log), still at most
+// MaxInFlight, so enqueues in flight together may reach the log in any
+// order: wait for one's Pending before an enqueue that must come after
+// it (the same idempotency key, a KV assertion on what it wrote).
+func (q *queue) EnqueueAsync(ctx context.Context, t Task, ops ...Op) *Pending {
+	cmd, err := q.enqueueCommand(&t, ops)
+	if err != nil {
+		return settledPending(Enqueued{}, err)
+	}
+	return q.db.c.execAsync(ctx, &cmd)
+}
+
+// execAsync runs a validated enqueue command and returns its Pending.
+func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
+	if err := ctx.Err(); err != nil {
+		return settledPending(Enqueued{}, err)
+	}
+	if !c.acquire(ctx) {
+		return settledPending(Enqueued{}, ctx.Err())
+	}
+	if c.repl != nil {
+		return c.submitAsync(ctx, cmd)
+	}
+	var res cmdResult
+	c.mu.Lock()
+	if err := c.writable(); err != nil {
+		c.mu.Unlock()
+		c.release(1)
+		return settledPending(Enqueued{}, err)
+	}
+	seq, rep, err := c.step(c.now(), func(p *planner) error { return cmd.plan(p, &res) })
+	if rep.housekept != nil {
+		c.mu.Unlock()
+		c.release(1)
+		return settledPending(Enqueued{}, rep.housekept)
+	}
+	startSnap := err == nil && c.shouldSnapshot()
+	if startSnap {
+		c.bg.Add(1) // under mu, as in commit
+	}
+	var p *Pending
+	if c.log == nil || err != nil && !rep.refused {
+		// Nothing to wait for: in memory, or a failure that logged nothing.
+		c.mu.Unlock()
+		c.release(1)
+		c.report(&rep, err)
+		p = settledPending(res.enq, err)
+	} else {
+		// A refusal waits too: it may rest on batches not durable yet.
+		r := c.open
+		if r == nil {
+			r = &syncRound{done: make(chan struct{})}
+			c.open = r
+		}
+		r.n++
+		r.seq = max(r.seq, seq)
+		if rep.events != nil || rep.dead != nil {
+			r.reports = append(r.reports, roundReport{rep: rep, err: err})
+		}
+		c.mu.Unlock()
+		select {
+		case c.kick <- struct{}{}:
+		default: // the pipeline is told already
+		}
+		if err != nil {
+			res.enq = Enqueued{}
+		}
+		p = &Pending{done: r.done, round: r, enq: res.enq, err: err}
+	}
+	if startSnap {
+		go func() {
+			defer c.bg.Done()
+			c.snapshotNow(false)
+		}()
+	}
+	return p
+}
+
+// submitAsync is execAsync on a replicated DB: the command is submitted to
+// the log on a goroutine that holds the slot the caller took until the log
+// answers.
+func (c *core) submitAsync(ctx context.Context, cmd *command) *Pending {
+	p, settle := NewPending()
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer c.release(1)
+		var res cmdResult
+		err := c.submit(ctx, cmd, &res)
+		settle(res.enq, err)
+	}()
+	return p
+}
+
+// acquire takes a slot for a commit in flight, waiting until one is free
+// or ctx ends.
+func (c *core) acquire(ctx context.Context) bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// release frees n slots.
+func (c *core) release(n int) {
+	for range n {
+		<-c.slots
+	}
+}
+
+// pipeline settles the sync rounds of EnqueueAsync, one after another,
+// until Close; then it settles the last.
+func (c *core) pipeline() {
+	defer c.piped.Done()
+	for {
+		select {
+		case <-c.kick:
+			c.settleRound()
+		case <-c.stopBg:
+			// Close marked the engine closed before it closed stopBg: no
+			// commit joins a round after this one.
+			c.settleRound()
+			return
+		}
+	}
+}
+
+// settleRound waits for the log to make the open round durable and settles
+// its commits.
+func (c *core) settleRound() {
+	c.mu.Lock()
+	r := c.open
+	c.open = nil
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.err = c.durable(r.seq)
+	c.release(r.n) // before the outcomes: a caller that saw one may enqueue again at once
+	close(r.done)
+	for i := range r.reports {
+		rr := &r.reports[i]
+		err := rr.err
+		if r.err != nil {
+			err = r.err
+		}
+		c.report(&rr.rep, err)
+	}
+}

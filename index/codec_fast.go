@@ -1,0 +1,202 @@
+package index
+
+import "math"
+
+// The snapshot's bulk, when it is large, is task records without extra
+// fields, written by this version's Encoder. fastTask reads those straight
+// from the bytes, with no MessagePack decoder between, and reuses the
+// queue key strings of the record before when they are the same bytes: a
+// restore then allocates the task and its payload and nothing else.
+//
+// It accepts a subset of what the general decoder (Decoder.task) accepts,
+// the encodings the Encoder writes, and decodes it to the same values;
+// anything else, corrupt or merely unusual, it leaves to the general
+// decoder, which is the one that says what is wrong. FuzzFastTask checks
+// the two agree.
+
+// fastKey is the queue key of the last record fastTask read, with the
+// bytes it was read from.
+type fastKey struct {
+	raw [3][]byte
+	key QueueKey
+	q   *Queue // the store's queue for key, or a detached one
+}
+
+// fastTask decodes data as a snapshot task record [RecTask task] whose
+// task has 19 fields and no extra; ok is false when data is not one.
+func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
+	p := fastReader{b: data}
+	if p.byte() != 0x92 || p.byte() != RecTask {
+		return nil, false
+	}
+	if p.byte() != 0xdc || p.byte() != 0 || p.byte() != 19 {
+		return nil, false
+	}
+	t = &Task{}
+	t.ID = p.uint()
+	var raw [3][]byte
+	for i := range raw {
+		raw[i] = p.str()
+	}
+	st, att, maxAtt := p.uint(), p.uint(), p.uint()
+	t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax = p.int(), p.int(), p.int(), p.int()
+	owner := p.str()
+	t.Token = p.uint()
+	t.LeaseUntil, t.Created, t.Updated = p.int(), p.int(), p.int()
+	payload := p.bin()
+	if p.byte() != 0xc0 { // extra: nil
+		return nil, false
+	}
+	t.Secret = p.uint()
+	if p.bad || p.i != len(data) {
+		return nil, false
+	}
+	if !TaskState(st).Valid() || att > math.MaxUint32 || maxAtt > math.MaxUint32 || t.ID == 0 || t.ID == maxID {
+		return nil, false
+	}
+	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	if len(owner) > 0 {
+		t.Owner = string(owner)
+	}
+	if len(payload) > 0 {
+		t.Payload = append([]byte(nil), payload...)
+	}
+	c := &d.last
+	if c.q == nil || string(raw[0]) != string(c.raw[0]) || string(raw[1]) != string(c.raw[1]) ||
+		string(raw[2]) != string(c.raw[2]) {
+		c.key = QueueKey{Namespace{string(raw[0]), string(raw[1])}, string(raw[2])}
+		for i := range raw {
+			c.raw[i] = append(c.raw[i][:0], raw[i]...)
+		}
+		c.q = nil
+	}
+	if c.q == nil || c.q.Ready == nil {
+		// Not yet a queue of the store (a detached one carries the key):
+		// look again, since the last record's restore may have made it.
+		c.q = d.s.QueueRef(c.key)
+	}
+	t.Queue = c.q
+	return t, true
+}
+
+// fastReader reads MessagePack values from b; bad is set, and every later
+// read returns nothing, at the first value it does not take.
+type fastReader struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (r *fastReader) byte() byte {
+	if r.bad || r.i >= len(r.b) {
+		r.bad = true
+		return 0
+	}
+	c := r.b[r.i]
+	r.i++
+	return c
+}
+
+// be reads an n-byte big-endian number.
+func (r *fastReader) be(n int) uint64 {
+	if r.bad || len(r.b)-r.i < n {
+		r.bad = true
+		return 0
+	}
+	var v uint64
+	for _, c := range r.b[r.i : r.i+n] {
+		v = v<<8 | uint64(c)
+	}
+	r.i += n
+	return v
+}
+
+// uint reads a positive fixint or a uint8 to uint64.
+func (r *fastReader) uint() uint64 {
+	switch c := r.byte(); {
+	case c <= 0x7f:
+		return uint64(c)
+	case c == 0xcc:
+		return r.be(1)
+	case c == 0xcd:
+		return r.be(2)
+	case c == 0xce:
+		return r.be(4)
+	case c == 0xcf:
+		return r.be(8)
+	}
+	r.bad = true
+	return 0
+}
+
+// int reads a fixint, a uint8 to uint64 or an int8 to int64, as the
+// general decoder converts them.
+func (r *fastReader) int() int64 {
+	switch c := r.byte(); {
+	case c <= 0x7f:
+		return int64(c)
+	case c >= 0xe0:
+		return int64(int8(c))
+	case c == 0xcc:
+		return int64(r.be(1))
+	case c == 0xcd:
+		return int64(r.be(2))
+	case c == 0xce:
+		return int64(r.be(4))
+	case c == 0xcf:
+		return int64(r.be(8))
+	case c == 0xd0:
+		return int64(int8(r.be(1)))
+	case c == 0xd1:
+		return int64(int16(r.be(2)))
+	case c == 0xd2:
+		return int64(int32(r.be(4)))
+	case c == 0xd3:
+		return int64(r.be(8))
+	}
+	r.bad = true
+	return 0
+}
+
+// raw returns the next n bytes.
+func (r *fastReader) raw(n uint64) []byte {
+	if r.bad || uint64(len(r.b)-r.i) < n {
+		r.bad = true
+		return nil
+	}
+	b := r.b[r.i : r.i+int(n)]
+	r.i += int(n)
+	return b
+}
+
+// str reads a str value's bytes.
+func (r *fastReader) str() []byte {
+	switch c := r.byte(); {
+	case c >= 0xa0 && c <= 0xbf:
+		return r.raw(uint64(c & 0x1f))
+	case c == 0xd9:
+		return r.raw(r.be(1))
+	case c == 0xda:
+		return r.raw(r.be(2))
+	case c == 0xdb:
+		return r.raw(r.be(4))
+	}
+	r.bad = true
+	return nil
+}
+
+// bin reads a bin or nil value's bytes.
+func (r *fastReader) bin() []byte {
+	switch c := r.byte(); c {
+	case 0xc0:
+		return nil
+	case 0xc4:
+		return r.raw(r.be(1))
+	case 0xc5:
+		return r.raw(r.be(2))
+	case 0xc6:
+		return r.raw(r.be(4))
+	}
+	r.bad = true
+	return nil
+}
