@@ -368,6 +368,41 @@ func exercise(t *testing.T, api engine.API) []string {
 		t.Fatalf("ClaimWait past its deadline: %v", err)
 	}
 
+	// Dependencies: a batch whose tasks wait on earlier ones and on an id,
+	// what Get, List and Counts say of them, release by completion, the
+	// refusals.
+	dq := api.Queue(ns, "deps")
+	root := must(dq.Enqueue(ctx, engine.Task{Payload: []byte(`"root"`)}))(t)
+	fan := must(dq.EnqueueBatch(ctx, []engine.Task{
+		{DependsOn: []uint64{root.ID}},
+		{DependsOn: []uint64{root.ID}, OnParentFailure: engine.RunOnFailure},
+		{DependsOnSibling: []int{0, 1}, OnParentFailure: engine.WaitOnFailure, Delay: time.Hour},
+	}))(t)
+	sink := must(dq.Get(ctx, fan[2].ID))(t)
+	if sink.State != engine.Waiting || !slices.Equal(sink.WaitingOn, []uint64{fan[0].ID, fan[1].ID}) ||
+		sink.OnParentFailure != engine.WaitOnFailure {
+		t.Fatalf("waiting task %+v", sink)
+	}
+	if r := must(dq.Get(ctx, root.ID))(t); !slices.Equal(r.Dependents, []uint64{fan[0].ID, fan[1].ID}) {
+		t.Fatalf("dependents %v", r.Dependents)
+	}
+	waiting := must(dq.List(ctx, engine.ListOptions{State: engine.Waiting}))(t)
+	if dc := must(dq.Counts(ctx))(t); dc.Waiting != 3 || len(waiting.Tasks) != 3 || len(waiting.Tasks[2].WaitingOn) != 2 {
+		t.Fatalf("waiting: %+v %+v", dc, waiting)
+	}
+	rl := must(dq.Claim(ctx, "w5", time.Minute, 5))(t)
+	if len(rl) != 1 || rl[0].ID != root.ID {
+		t.Fatalf("claimed past a dependency: %+v", rl)
+	}
+	must(dq.Complete(ctx, rl[0], engine.Done{FollowUps: []engine.FollowUp{{Queue: "deps",
+		Task: engine.Task{DependsOn: []uint64{fan[2].ID, root.ID}}}}}))(t)
+	note("after the root: %+v", must(dq.Counts(ctx))(t))
+	_, err = dq.Enqueue(ctx, engine.Task{DependsOn: []uint64{1 << 40}})
+	wantErr(t, "unknown dependency", err, engine.ErrInvalid)
+	note("unknown dependency: %v", err)
+	_, err = dq.EnqueueBatch(ctx, []engine.Task{{DependsOnSibling: []int{0}}})
+	wantErr(t, "sibling after", err, engine.ErrInvalid)
+	note("sibling: %v", err)
 	exerciseControls(t, api, note)
 
 	qs := must(api.Queues(ctx))(t)

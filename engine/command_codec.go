@@ -15,7 +15,7 @@ import (
 //
 // A command is the MessagePack sequence
 //
-//	version(=1 or 2) op now seed retain idemTTL project scope queue args...
+//	version(=1, 2 or 3) op now seed retain idemTTL project scope queue args...
 //
 // where now, retain and idemTTL are Unix or plain microseconds, and args
 // depend on op:
@@ -33,17 +33,18 @@ import (
 //	run now         id
 //	redrive all     (nothing)
 //	commit          [vop...]
-//	set paused      paused                       (version 2)
-//	set limits      maxInFlight rate per burst   (version 2; per in micros)
-//	complete and claim  fence result [vop...] owner lease max  (version 2)
-//	heartbeat batch     [fence...] extend                      (version 2)
+//	set paused      paused                       (version 2 on)
+//	set limits      maxInFlight rate per burst   (version 2 on; per in micros)
+//	complete and claim  fence result [vop...] owner lease max  (version 2 on)
+//	heartbeat batch     [fence...] extend                      (version 2 on)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
 //	         backoffMax idempotencyKey {header: value}]
 //	        (version 1), or the same with uniqueWindow uniqueStates
 //	        appended (version 2; 0 0 for a task that is not unique by
-//	        content, whose idempotencyKey is then the caller's)
+//	        content, whose idempotencyKey is then the caller's), and then
+//	        [dependsOn...] [dependsOnSibling...] policy (version 3)
 //	vop   = [kind key value version] for a KV write or assertion,
 //	        [6 queue spec] for an enqueue
 //
@@ -52,39 +53,50 @@ import (
 // bytes; decoding refuses anything else (trailing bytes, headers out of
 // order, lengths past the input or over the API's limits). A claim (and a
 // complete and claim) always carries a seed other than 0, from which the
-// lease secrets of its batch are derived.
+// lease secrets of its batch are derived. A spec's dependencies are
+// ascending without repeats.
 //
-// A command is written in version 1 when version 1 can say it (every
-// operation but the queue controls, complete and claim and heartbeat
-// batch; tasks that are not unique by content), so that a node of an older
-// build keeps applying the log until a command uses what it does not know;
-// it then stops (ErrFailed) rather than plan something else. Operations
-// added since version 2 need no new version as long as they change no
-// field of an existing one: a build that does not know them refuses their
-// operation number just as cleanly.
+// A command is written in the oldest version that can say it: version 1
+// for every operation but the queue controls, complete and claim and
+// heartbeat batch, and for tasks that are neither unique by content nor
+// dependent; version 2 for those operations and unique tasks; version 3
+// once a task of the command has dependencies or a dependency policy. A
+// node of an older build thus keeps applying the log until a command uses
+// what it does not know; it then stops (ErrFailed) rather than plan
+// something else. Operations added since version 2 need no new version as
+// long as they change no field of an existing one: a build that does not
+// know them refuses their operation number just as cleanly.
 const (
-	cmdVersion  = 2
+	cmdVersion  = 3
+	cmdVersion2 = 2
 	cmdVersion1 = 1
 )
 
 // version is the oldest command version that can carry cmd.
 func (cmd *command) version() uint64 {
+	v := cmd.task.version()
 	switch cmd.op {
 	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch:
-		return cmdVersion
-	}
-	if cmd.task.uniq != 0 {
-		return cmdVersion
+		v = max(v, cmdVersion2)
 	}
 	for i := range cmd.tasks {
-		if cmd.tasks[i].uniq != 0 {
-			return cmdVersion
-		}
+		v = max(v, cmd.tasks[i].version())
 	}
 	for i := range cmd.ops {
-		if cmd.ops[i].kind == OpEnqueue && cmd.ops[i].spec.uniq != 0 {
-			return cmdVersion
+		if cmd.ops[i].kind == OpEnqueue {
+			v = max(v, cmd.ops[i].spec.version())
 		}
+	}
+	return v
+}
+
+// version is the oldest command version that can carry s.
+func (s *spec) version() uint64 {
+	switch {
+	case len(s.deps) > 0 || len(s.sibs) > 0 || s.policy != 0:
+		return cmdVersion
+	case s.uniq != 0:
+		return cmdVersion2
 	}
 	return cmdVersion1
 }
@@ -218,10 +230,13 @@ func (e *cmdEncoder) bytes(b []byte) {
 }
 
 func (e *cmdEncoder) spec(s *spec) {
-	if e.ver == cmdVersion1 {
+	switch e.ver {
+	case cmdVersion1:
 		e.array(10)
-	} else {
+	case cmdVersion2:
 		e.array(12)
+	default:
+		e.array(15)
 	}
 	e.bytes(s.payload)
 	e.str(s.kind)
@@ -242,10 +257,23 @@ func (e *cmdEncoder) spec(s *spec) {
 		e.str(k)
 		e.str(s.headers[k])
 	}
-	if e.ver != cmdVersion1 {
-		e.int(s.window)
-		e.uint(uint64(s.uniq))
+	if e.ver == cmdVersion1 {
+		return
 	}
+	e.int(s.window)
+	e.uint(uint64(s.uniq))
+	if e.ver == cmdVersion2 {
+		return
+	}
+	e.array(len(s.deps))
+	for _, id := range s.deps {
+		e.uint(id)
+	}
+	e.array(len(s.sibs))
+	for _, i := range s.sibs {
+		e.uint(uint64(i))
+	}
+	e.uint(uint64(s.policy))
 }
 
 func (e *cmdEncoder) vops(ops []vop) {
@@ -283,8 +311,8 @@ func decodeCommand(data []byte, cmd *command) error {
 	d := &cmdDecoder{data: data}
 	d.r.Reset(data)
 	d.dec = msgpack.NewDecoder(&d.r)
-	if d.ver = d.uint(); d.err == nil && d.ver != cmdVersion && d.ver != cmdVersion1 {
-		return fmt.Errorf("%w: command version %d (this build plans versions %d and %d)", ErrFailed, d.ver, cmdVersion1, cmdVersion)
+	if d.ver = d.uint(); d.err == nil && (d.ver < cmdVersion1 || d.ver > cmdVersion) {
+		return fmt.Errorf("%w: command version %d (this build plans versions %d to %d)", ErrFailed, d.ver, cmdVersion1, cmdVersion)
 	}
 	*cmd = command{op: cmdOp(d.uint())}
 	cmd.now = d.int()
@@ -531,10 +559,13 @@ func (d *cmdDecoder) fence(l *Lease) {
 }
 
 func (d *cmdDecoder) spec(s *spec) {
-	if d.ver == cmdVersion1 {
+	switch d.ver {
+	case cmdVersion1:
 		d.tuple("task", 10)
-	} else {
+	case cmdVersion2:
 		d.tuple("task", 12)
+	default:
+		d.tuple("task", 15)
 	}
 	s.payload = d.bytes()
 	s.kind = d.str()
@@ -581,6 +612,40 @@ func (d *cmdDecoder) spec(s *spec) {
 		d.fail(fmt.Errorf("unique by content for %d µs in states %#x", s.window, uniq))
 	}
 	s.uniq = uint8(uniq)
+	d.deps(s)
+}
+
+// deps decodes the dependencies that end a version 3 spec.
+func (d *cmdDecoder) deps(s *spec) {
+	if d.ver < cmdVersion {
+		return
+	}
+	n := d.array(MaxDependencies)
+	if n > 0 {
+		s.deps = make([]uint64, n)
+	}
+	for i := range s.deps {
+		s.deps[i] = d.uint()
+		if d.err == nil && (s.deps[i] == 0 || i > 0 && s.deps[i] <= s.deps[i-1]) {
+			d.fail(fmt.Errorf("dependency %d out of order", s.deps[i]))
+		}
+	}
+	n = d.array(MaxDependencies - len(s.deps))
+	if n > 0 {
+		s.sibs = make([]int, n)
+	}
+	for i := range s.sibs {
+		v := d.uint()
+		if d.err == nil && (v >= MaxOps+MaxBatch || i > 0 && int(v) <= s.sibs[i-1]) {
+			d.fail(fmt.Errorf("sibling dependency %d out of order", v))
+		}
+		s.sibs[i] = int(v)
+	}
+	if p := d.uint(); d.err == nil && p > uint64(RunOnFailure) {
+		d.fail(fmt.Errorf("dependency policy %d", p))
+	} else {
+		s.policy = uint8(p)
+	}
 }
 
 func (d *cmdDecoder) vops() []vop {

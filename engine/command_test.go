@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,47 +14,79 @@ import (
 // sampleCommands has one command of every operation, with every optional
 // field set somewhere, as the replicated path stamps them.
 func sampleCommands() []command {
+	var cmds []command
+	for _, v := range versionedSamples() {
+		cmds = append(cmds, v.cmd)
+	}
+	return cmds
+}
+
+// versionedSample is a sample command and the version it is written in.
+type versionedSample struct {
+	ver uint64
+	cmd command
+}
+
+func versionedSamples() []versionedSample {
 	full := spec{payload: []byte(`{"a":1}`), kind: "k", delay: 5, at: 1_900_000_000_000_000, prio: -3,
 		maxAttempts: 7, base: 10, max: 1000, idem: "key", headers: map[string]string{"b": "2", "a": "1", "c": ""}}
 	bare := spec{maxAttempts: 5, base: 1_000_000, max: 60_000_000}
 	unique := spec{payload: []byte(`{"a":1}`), kind: "k", maxAttempts: 5, base: 1, max: 2, idem: UniquePrefix + "ab",
 		uniq: uniqueDefault, window: 3_600_000_000}
+	dependent := full
+	dependent.deps, dependent.sibs, dependent.policy = []uint64{3, 9, 1 << 40}, []int{0, 2}, uint8(RunOnFailure)
+	uniqueDependent := unique
+	uniqueDependent.deps, uniqueDependent.policy = []uint64{8}, uint8(WaitOnFailure)
+	policyOnly := bare
+	policyOnly.policy = uint8(WaitOnFailure)
 	ops := []vop{
 		{kind: OpSet, key: "k1", value: []byte("v")}, {kind: OpSet, key: "k0", value: []byte{}},
 		{kind: OpDelete, key: "k2"}, {kind: OpIfVersion, key: "k3", version: 9}, {kind: OpIfExists, key: "k4"},
 		{kind: OpIfAbsent, key: "k5"}, {kind: OpEnqueue, queue: "other", spec: full},
 	}
+	depOps := append(ops[:6:6], vop{kind: OpEnqueue, queue: "other", spec: dependent})
 	fence := Lease{ID: 12, Token: 3, Secret: 0xfeedface}
 	base := command{ns: NS("p", "s"), queue: "q", now: 1_893_456_000_000_000, retain: 3_600_000_000, idemTTL: -1}
-	cmds := []command{
-		{op: cmdEnqueue, task: full, ops: ops},
-		{op: cmdEnqueue, task: bare},
-		{op: cmdEnqueueBatch, tasks: []spec{full, bare}, ops: ops[:2]},
-		{op: cmdClaim, owner: "w", lease: 30_000_000, max: 10, wait: true, seed: 77},
-		{op: cmdComplete, fence: fence, result: []byte(`"ok"`), ops: ops},
-		{op: cmdCompleteBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}},
-		{op: cmdFail, fence: fence, errMsg: "boom", permanent: true, delay: 250},
-		{op: cmdHeartbeat, fence: fence, lease: 60_000_000, hasProg: true, progress: []byte(`{"p":2}`)},
-		{op: cmdHeartbeat, fence: fence, lease: 1, hasProg: true},
-		{op: cmdHeartbeat, fence: fence, lease: 1},
-		{op: cmdSnooze, fence: fence, delay: 0},
-		{op: cmdCancel, id: 4}, {op: cmdRedrive, id: 5}, {op: cmdRunNow, id: 6}, {op: cmdRedriveAll},
-		{op: cmdCommit, ops: ops},
+	cmds := []versionedSample{
+		{1, command{op: cmdEnqueue, task: full, ops: ops}},
+		{1, command{op: cmdEnqueue, task: bare}},
+		{1, command{op: cmdEnqueueBatch, tasks: []spec{full, bare}, ops: ops[:2]}},
+		{1, command{op: cmdClaim, owner: "w", lease: 30_000_000, max: 10, wait: true, seed: 77}},
+		{1, command{op: cmdComplete, fence: fence, result: []byte(`"ok"`), ops: ops}},
+		{1, command{op: cmdCompleteBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}}},
+		{1, command{op: cmdFail, fence: fence, errMsg: "boom", permanent: true, delay: 250}},
+		{1, command{op: cmdHeartbeat, fence: fence, lease: 60_000_000, hasProg: true, progress: []byte(`{"p":2}`)}},
+		{1, command{op: cmdHeartbeat, fence: fence, lease: 1, hasProg: true}},
+		{1, command{op: cmdHeartbeat, fence: fence, lease: 1}},
+		{1, command{op: cmdSnooze, fence: fence, delay: 0}},
+		{1, command{op: cmdCancel, id: 4}}, {1, command{op: cmdRedrive, id: 5}}, {1, command{op: cmdRunNow, id: 6}},
+		{1, command{op: cmdRedriveAll}},
+		{1, command{op: cmdCommit, ops: ops}},
 		// Version 2: the queue controls, complete and claim, heartbeat
 		// batch, and tasks unique by content.
-		{op: cmdSetPaused, paused: true}, {op: cmdSetPaused},
-		{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}},
-		{op: cmdSetLimits},
-		{op: cmdCompleteClaim, fence: fence, result: []byte(`"ok"`), ops: ops, owner: "w", lease: 30_000_000, max: 3, seed: 78},
-		{op: cmdCompleteClaim, fence: fence, owner: "w", lease: 1, max: 1, seed: 1},
-		{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}, owner: "w", lease: 1, max: 1, seed: 2},
-		{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000},
-		{op: cmdEnqueue, task: unique, ops: ops[:1]},
-		{op: cmdEnqueueBatch, tasks: []spec{bare, unique}},
-		{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}},
+		{2, command{op: cmdSetPaused, paused: true}}, {2, command{op: cmdSetPaused}},
+		{2, command{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}}},
+		{2, command{op: cmdSetLimits}},
+		{2, command{op: cmdCompleteClaim, fence: fence, result: []byte(`"ok"`), ops: ops, owner: "w", lease: 30_000_000, max: 3, seed: 78}},
+		{2, command{op: cmdCompleteClaim, fence: fence, owner: "w", lease: 1, max: 1, seed: 1}},
+		{2, command{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}, owner: "w", lease: 1, max: 1, seed: 2}},
+		{2, command{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000}},
+		{2, command{op: cmdEnqueue, task: unique, ops: ops[:1]}},
+		{2, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique}}},
+		{2, command{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}}},
+		// Version 3: tasks with dependencies or a dependency policy,
+		// wherever a command carries them.
+		{3, command{op: cmdEnqueue, task: dependent, ops: ops}},
+		{3, command{op: cmdEnqueue, task: full, ops: depOps}},
+		{3, command{op: cmdEnqueue, task: uniqueDependent}},
+		{3, command{op: cmdEnqueue, task: policyOnly}},
+		{3, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique, dependent}, ops: ops[:2]}},
+		{3, command{op: cmdComplete, fence: fence, ops: depOps}},
+		{3, command{op: cmdCompleteClaim, fence: fence, ops: depOps, owner: "w", lease: 1, max: 2, seed: 3}},
+		{3, command{op: cmdCommit, ops: depOps}},
 	}
 	for i := range cmds {
-		c := &cmds[i]
+		c := &cmds[i].cmd
 		c.ns, c.queue, c.now, c.retain, c.idemTTL = base.ns, base.queue, base.now, base.retain, base.idemTTL
 		if c.op == cmdCompleteBatch || c.op == cmdHeartbeatBatch {
 			c.dup = repeatedLeases(c.fences)
@@ -139,6 +172,14 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	copy(hd[i:], []byte{0xa1, 'b', 0xa1, '2', 0xa1, 'a', 0xa1, '1'})
 	bad["headers out of order"] = hd
 	bad["empty"] = nil
+	deps := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{deps: []uint64{4, 7}}}
+	dd := must(deps.encode())
+	i = bytes.Index(dd, []byte{0x92, 4, 7})
+	bad["dependencies out of order"] = append(append(bytes.Clone(dd[:i]), 0x92, 7, 4), dd[i+3:]...)
+	bad["dependency on task 0"] = append(append(bytes.Clone(dd[:i]), 0x92, 0, 7), dd[i+3:]...)
+	pc := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{policy: uint8(RunOnFailure)}}
+	pol := must(pc.encode())
+	bad["unknown policy"] = append(bytes.Clone(pol[:len(pol)-2]), 9, 0x90)
 	for name, b := range bad {
 		var got command
 		if err := decodeCommand(b, &got); !errors.Is(err, ErrCorrupt) {
@@ -173,26 +214,45 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		}
 	}
 	var got command
-	if err := decodeCommand(append([]byte{3}, data[1:]...), &got); !errors.Is(err, ErrFailed) {
-		t.Fatalf("version 3: %v, want ErrFailed", err)
+	if err := decodeCommand(append([]byte{cmdVersion + 1}, data[1:]...), &got); !errors.Is(err, ErrFailed) {
+		t.Fatalf("version %d: %v, want ErrFailed", cmdVersion+1, err)
 	}
 }
 
-// TestCommandVersion: a command version 1 can say is written in version 1,
-// so an older node keeps applying the log; the controls, complete and
-// claim, heartbeat batch and unique tasks take version 2.
+// TestCommandVersion: a command is written in the oldest version that can
+// say it, so an older node keeps applying the log: version 1 for what it
+// knows, version 2 for the queue controls, complete and claim, heartbeat
+// batch and unique tasks, version 3 for tasks with dependencies. Each
+// version's spec layout under another version's number is damage, not a
+// guess.
 func TestCommandVersion(t *testing.T) {
-	for _, cmd := range sampleCommands() {
-		data := must(cmd.encode())
-		want := uint64(cmdVersion1)
-		if cmd.op >= cmdSetPaused || cmd.task.uniq != 0 || len(cmd.tasks) == 2 && cmd.tasks[1].uniq != 0 ||
-			cmd.op == cmdCommit && cmd.ops[0].spec.uniq != 0 {
-			want = cmdVersion
+	for _, v := range versionedSamples() {
+		data := must(v.cmd.encode())
+		if uint64(data[0]) != v.ver {
+			t.Errorf("%s: version %d, want %d", v.cmd.op, data[0], v.ver)
 		}
-		if data[0] != byte(want) {
-			t.Errorf("%s: version %d, want %d", cmd.op, data[0], want)
+		if v.ver == cmdVersion1 || !carriesSpec(&v.cmd) {
+			continue
+		}
+		// A spec's layout read under the version before or after it.
+		for _, other := range []uint64{v.ver - 1, v.ver + 1} {
+			if other > cmdVersion {
+				continue
+			}
+			var got command
+			if err := decodeCommand(append([]byte{byte(other)}, data[1:]...), &got); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s of version %d read as version %d: %v, want ErrCorrupt", v.cmd.op, v.ver, other, err)
+			}
 		}
 	}
+}
+
+// carriesSpec reports whether cmd has a task to enqueue.
+func carriesSpec(cmd *command) bool {
+	if cmd.op == cmdEnqueue || len(cmd.tasks) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(cmd.ops, func(op vop) bool { return op.kind == OpEnqueue })
 }
 
 func must(b []byte, err error) []byte {

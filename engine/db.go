@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -333,6 +334,9 @@ func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 	if err == nil && (!header || seq != store.Seq()) {
 		err = fmt.Errorf("%w: snapshot %s header does not match", index.ErrCorrupt, name)
 	}
+	if err == nil {
+		err = store.Loaded()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -465,6 +469,10 @@ type stepReport struct {
 	refused   bool        // the plan refused: not found, lease lost or conflict
 	events    []TaskEvent // for the Observer (nil without one)
 	dead      []deadTask  // tasks the batch dead-lettered, for the log
+	// hkEvents and hkDead are the same for the housekeeping batch, which
+	// is committed whatever the plan after it comes to.
+	hkEvents []TaskEvent
+	hkDead   []deadTask
 }
 
 // step is the heart of every commit, standalone or replicated: at time now,
@@ -473,7 +481,7 @@ type stepReport struct {
 // last batch the commit saw or wrote. Call with mu held; the caller reports
 // rep after releasing it.
 func (c *core) step(now int64, plan func(p *planner) error) (seq uint64, rep stepReport, err error) {
-	if err := c.housekeep(now); err != nil {
+	if err := c.housekeep(now, &rep); err != nil {
 		rep.housekept = err
 		return 0, rep, err
 	}
@@ -510,14 +518,19 @@ func (c *core) step(now int64, plan func(p *planner) error) (seq uint64, rep ste
 // report tells the Observer and the log what a step did, once the commit's
 // outcome err is known. Call with mu released.
 func (c *core) report(rep *stepReport, err error) {
+	if rep.hkEvents != nil {
+		c.opts.Observer.TaskEvents(rep.hkEvents)
+	}
 	if rep.events != nil && (err == nil || errors.Is(err, ErrLeaseLost)) {
 		c.opts.Observer.TaskEvents(rep.events)
 	}
+	dead := rep.hkDead
 	if err == nil {
-		for _, d := range rep.dead {
-			c.opts.Logger.Warn("docket: task moved to the dead-letter queue",
-				"id", d.id, "namespace", d.ns.String(), "queue", d.queue, "attempts", d.attempts, "error", d.lastErr)
-		}
+		dead = append(dead, rep.dead...)
+	}
+	for _, d := range dead {
+		c.opts.Logger.Warn("docket: task moved to the dead-letter queue",
+			"id", d.id, "namespace", d.ns.String(), "queue", d.queue, "attempts", d.attempts, "error", d.lastErr)
 	}
 }
 
@@ -662,9 +675,11 @@ func (c *core) syncLoop() {
 // removes, so a backlog is worked off without one huge batch.
 const housekeepBatch = 256
 
-// housekeep forgets expired idempotency keys and retained completed tasks in
-// a batch of its own, ahead of the caller's. Call with mu held.
-func (c *core) housekeep(now int64) error {
+// housekeep forgets expired idempotency keys and retained completed tasks,
+// and stores the deaths of tasks others wait for whose last lease expired
+// (their dependents follow their policies), in a batch of its own, ahead of
+// the caller's. Call with mu held.
+func (c *core) housekeep(now int64, rep *stepReport) error {
 	retain := c.opts.RetainCompleted.Microseconds()
 	cutoff := int64(0)
 	if retain > 0 {
@@ -687,11 +702,21 @@ func (c *core) housekeep(now int64) error {
 			return n < 2*housekeepBatch
 		})
 	}
+	n += p.killExpiredParents(housekeepBatch)
 	if n == 0 {
 		return nil
 	}
-	_, err := c.logAndApply()
-	return err
+	if _, err := c.logAndApply(); err != nil {
+		return err
+	}
+	if len(p.events) > 0 {
+		c.count(p.events)
+		rep.hkDead = c.deadLettered(p.events)
+		if c.opts.Observer != nil {
+			rep.hkEvents = slices.Clone(p.events)
+		}
+	}
+	return nil
 }
 
 // Close takes a final snapshot, closes the log and releases the directory.

@@ -7,8 +7,10 @@
 // Snooze, Cancel, Redrive, Get, List and Counts;
 // DB.KV returns a handle on the namespace's keys with Get, Scan and Commit,
 // whose ops (Set, Delete, IfVersion, IfExists, IfAbsent, Enqueue) commit
-// together or not at all. DB.As runs calls for a Caller whose permissions the
-// Options.Authorizer checks.
+// together or not at all. A task may wait for other tasks of its namespace
+// (Task.DependsOn; DependencyPolicy says how dependencies resolve and what
+// a failed parent does to the tasks waiting for it). DB.As runs calls for a Caller
+// whose permissions the Options.Authorizer checks.
 //
 // A queue can be paused (Pause, Resume) and limited (SetLimits: a bound on
 // its tasks in flight and a token-bucket rate limit), across every claimer

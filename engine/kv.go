@@ -145,6 +145,9 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if err != nil {
 		return TxResult{}, err
 	}
+	if err := checkSiblings(nil, vops); err != nil {
+		return TxResult{}, err
+	}
 	if err := k.check(perms); err != nil {
 		return TxResult{}, err
 	}

@@ -208,7 +208,11 @@ func (p *planner) ops(ns Namespace, ops []vop, enq []Enqueued) ([]Enqueued, erro
 			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteKV,
 				KV: index.KV{Namespace: ins, Key: op.key}})
 		case OpEnqueue:
-			enq = append(enq, p.enqueue(index.QueueKey{Namespace: ins, Name: op.queue}, &op.spec))
+			e, err := p.enqueue(index.QueueKey{Namespace: ins, Name: op.queue}, &op.spec)
+			if err != nil {
+				return nil, err
+			}
+			enq = append(enq, e)
 		}
 	}
 	return enq, nil

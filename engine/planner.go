@@ -30,6 +30,11 @@ type planner struct {
 	// enqueue that follows is its follow-up.
 	parent    uint64
 	parentMut int
+	// sibs are the ids the current command's enqueues gave, in order
+	// (Task.DependsOnSibling), and deps what the batch does to
+	// dependencies (deps.go).
+	sibs []uint64
+	deps depPlan
 }
 
 type idemRef struct {
@@ -49,6 +54,8 @@ func (p *planner) begin(now int64) *planner {
 	p.events = p.events[:0]
 	p.ending = p.ending[:0]
 	p.parent, p.parentMut = 0, -1
+	p.sibs = p.sibs[:0]
+	p.deps.reset()
 	return p
 }
 
@@ -64,18 +71,28 @@ func (p *planner) update(u index.TaskUpdate) {
 }
 
 // enqueue plans one new task (or finds the task its idempotency key names).
-func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
+// It fails only when a dependency cannot be resolved (deps.go).
+func (p *planner) enqueue(qk index.QueueKey, s *spec) (Enqueued, error) {
 	if s.idem != "" {
 		ref := idemRef{qk, s.idem}
 		if id, ok := p.idem[ref]; ok {
-			return Enqueued{ID: id, Deduplicated: true}
+			p.sibs = append(p.sibs, id)
+			return Enqueued{ID: id, Deduplicated: true}, nil
 		}
 		// A key held by a task this same commit ends (a completion whose
 		// follow-up reuses the key) moves to the new task: deduplicating
 		// into a task that is ending would silently drop the follow-up.
 		if e, ok := p.c.store.Idem(qk, s.idem); ok && (e.Expires == 0 || e.Expires > p.now) &&
 			!slices.Contains(p.ending, e.ID) && p.blocks(&e) {
-			return Enqueued{ID: e.ID, Deduplicated: true}
+			p.sibs = append(p.sibs, e.ID)
+			return Enqueued{ID: e.ID, Deduplicated: true}, nil
+		}
+	}
+	var parents []uint64
+	if len(s.deps) > 0 || len(s.sibs) > 0 {
+		var err error
+		if parents, err = p.dependencies(qk.Namespace, s); err != nil {
+			return Enqueued{}, err
 		}
 	}
 	id := p.nextID
@@ -88,12 +105,15 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 	if nb <= p.now {
 		state, nb = index.StateReady, p.now
 	}
+	if len(parents) > 0 {
+		state = index.StateWaiting // until they complete; then ready, or scheduled for nb
+	}
 	t := &index.Task{
 		ID: id, Queue: p.c.store.QueueRef(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
 		NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max, Created: p.now, Updated: p.now, Payload: s.payload,
 	}
-	if s.kind != "" || s.idem != "" || len(s.headers) > 0 || p.parent != 0 {
-		t.Extra = &index.Extra{Kind: s.kind, IdemKey: s.idem, Headers: s.headers, Parent: p.parent}
+	if s.kind != "" || s.idem != "" || len(s.headers) > 0 || p.parent != 0 || s.policy != 0 {
+		t.Extra = &index.Extra{Kind: s.kind, IdemKey: s.idem, Headers: s.headers, Parent: p.parent, DepPolicy: s.policy}
 	}
 	if p.parentMut >= 0 {
 		u := &p.b.Mutations[p.parentMut].Update
@@ -101,6 +121,10 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 		u.FollowUps = append(u.FollowUps, id)
 	}
 	p.put(index.Mutation{Kind: index.MutPutTask, Task: t})
+	for _, parent := range parents {
+		p.put(index.Mutation{Kind: index.MutPutDep, Dep: index.Dep{Parent: parent, Child: id}})
+	}
+	p.sibs = append(p.sibs, id)
 	if s.idem != "" {
 		if p.idem == nil {
 			p.idem = make(map[idemRef]uint64)
@@ -113,7 +137,7 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) Enqueued {
 		p.put(index.Mutation{Kind: index.MutPutIdem, Idem: e})
 	}
 	p.event(EvEnqueued, qk, 0)
-	return Enqueued{ID: id}
+	return Enqueued{ID: id}, nil
 }
 
 // ended plans what happens to a task's idempotency key when the task ends:
@@ -244,6 +268,7 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) [
 		u, _ := settled(t, now)
 		p.update(u)
 		p.event(EvDead, qk, 0)
+		p.parentEnded(id, parentDied)
 		n++
 		return n < maxMoved
 	})
@@ -327,6 +352,7 @@ func infoOf(t *index.Task, now int64) TaskInfo {
 		LeaseUntil: timeOf(t.LeaseUntil), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,
 		IdempotencyKey: x.IdemKey, BackoffBase: micros(t.BackoffBase), BackoffMax: micros(t.BackoffMax),
 		CreatedAt: timeOf(t.Created), UpdatedAt: timeOf(t.Updated), Parent: x.Parent, FollowUps: slices.Clone(x.FollowUps),
+		OnParentFailure: DependencyPolicy(x.DepPolicy),
 	}
 	if len(x.Errors) > 0 {
 		info.Errors = make([]AttemptError, len(x.Errors))

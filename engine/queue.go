@@ -86,6 +86,9 @@ func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	if s.size+opSize > MaxCommitBytes {
 		return command{}, invalid("commit of about %d bytes, over the limit of %d", s.size+opSize, MaxCommitBytes)
 	}
+	if err := checkSiblings([]spec{s}, vops); err != nil {
+		return command{}, err
+	}
 	if err := q.check(PermEnqueue | perms); err != nil {
 		return command{}, err
 	}
@@ -93,8 +96,11 @@ func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 }
 
 func planEnqueue(p *planner, cmd *command, res *cmdResult) error {
-	res.enq = p.enqueue(cmd.key(), &cmd.task)
-	_, err := p.ops(cmd.ns, cmd.ops, nil)
+	var err error
+	if res.enq, err = p.enqueue(cmd.key(), &cmd.task); err != nil {
+		return err
+	}
+	_, err = p.ops(cmd.ns, cmd.ops, nil)
 	return err
 }
 
@@ -125,6 +131,9 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 	if size+opSize > MaxCommitBytes {
 		return nil, invalid("commit of about %d bytes, over the limit of %d", size+opSize, MaxCommitBytes)
 	}
+	if err := checkSiblings(specs, vops); err != nil {
+		return nil, err
+	}
 	if err := q.check(PermEnqueue | perms); err != nil {
 		return nil, err
 	}
@@ -145,7 +154,13 @@ func planEnqueueBatch(p *planner, cmd *command, res *cmdResult) error {
 		out = make([]Enqueued, len(cmd.tasks), len(cmd.tasks)+len(cmd.ops))
 	}
 	for i := range cmd.tasks {
-		out[i] = p.enqueue(qk, &cmd.tasks[i])
+		var err error
+		if out[i], err = p.enqueue(qk, &cmd.tasks[i]); err != nil {
+			if len(cmd.tasks) > 1 {
+				err = fmt.Errorf("task %d: %w", i, err)
+			}
+			return err
+		}
 	}
 	res.enqs = out
 	_, err := p.ops(cmd.ns, cmd.ops, nil)
@@ -327,6 +342,9 @@ func (q *queue) completeCommand(l Lease, d Done) (command, error) {
 	if err != nil {
 		return command{}, err
 	}
+	if err := checkSiblings(nil, vops); err != nil {
+		return command{}, err
+	}
 	if err := q.check(PermWork | perms); err != nil {
 		return command{}, err
 	}
@@ -368,6 +386,7 @@ func (p *planner) complete(t *index.Task, result []byte) {
 	}
 	p.ended(t)
 	p.event(EvCompleted, t.Queue.Key, p.now-t.Created)
+	p.parentEnded(t.ID, parentCompleted)
 }
 
 // CompleteBatch acknowledges many leased tasks in one commit, each fenced by
@@ -475,6 +494,9 @@ func planFail(p *planner, cmd *command) error {
 	u.Flags, u.LastError = index.UpdLastError|index.UpdAddError, cmd.errMsg
 	u.ErrAttempt, u.ErrAt = t.Attempts, p.now
 	p.update(u)
+	if u.State == index.StateDead {
+		p.parentEnded(t.ID, parentDied)
+	}
 	return nil
 }
 
@@ -578,11 +600,15 @@ func (q *queue) Cancel(ctx context.Context, id uint64) error {
 }
 
 func planCancel(p *planner, cmd *command, t *index.Task) error {
+	if t.State == index.StateWaiting {
+		p.cutWaits(t.ID)
+	}
 	p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
 	if t.State != index.StateCompleted {
 		p.ended(t)
 	}
 	p.event(EvCancelled, cmd.key(), 0)
+	p.parentEnded(t.ID, parentCancelled)
 	return nil
 }
 
@@ -656,6 +682,9 @@ func (q *queue) onTask(ctx context.Context, op cmdOp, id uint64) error {
 
 func (p *planner) redrive(t *index.Task) {
 	_, u := p.settle(t) // an expired last lease is dead: store that first
+	if t.State == index.StateInFlight {
+		p.parentEnded(t.ID, parentDied) // its death is stored now
+	}
 	u.State, u.Attempts, u.NotBefore, u.Updated = index.StateReady, 0, p.now, p.now
 	p.update(u)
 	p.event(EvRedriven, t.Queue.Key, 0)
@@ -730,6 +759,7 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		var t *index.Task
 		if t, terr = c.task(qk, id, now); terr == nil {
 			info = infoOf(t, now)
+			c.depInfo(&info, true)
 		}
 	})
 	if err == nil {
@@ -762,13 +792,13 @@ func (q *queue) Counts(ctx context.Context) (Counts, error) {
 func (c *core) countsAt(iq *index.Queue, now int64) Counts {
 	n := iq.CountsAt(now, c.doneBefore(now))
 	return Counts{Ready: n[index.StateReady], Scheduled: n[index.StateScheduled], InFlight: n[index.StateInFlight],
-		Dead: n[index.StateDead], Completed: n[index.StateCompleted]}
+		Dead: n[index.StateDead], Completed: n[index.StateCompleted], Waiting: n[index.StateWaiting]}
 }
 
 // List returns a page of the queue's tasks in state o.State as of the
 // clock's now, in the order they are served: ready by priority then age,
-// scheduled by due time, in-flight by lease deadline, dead and completed by
-// id. Like Counts it sees time pass without a write: ready includes due
+// scheduled by due time, in-flight by lease deadline, dead, completed and
+// waiting by id. Like Counts it sees time pass without a write: ready includes due
 // timers and expired leases (in their place in the serving order), dead
 // includes expired last-attempt leases, and scheduled and in-flight leave
 // them out. So a listing that takes several calls sees time move between
@@ -812,6 +842,7 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 			}
 			t, _ := c.store.Task(tid)
 			page.Tasks = append(page.Tasks, infoOf(t, now))
+			c.depInfo(&page.Tasks[len(page.Tasks)-1], false)
 			last = [2]int64{k0, int64(tid)}
 			return true
 		}
@@ -848,6 +879,13 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 					break
 				}
 			}
+		case Waiting:
+			iq.Waiting.Ascend(id, func(tid uint64) bool {
+				if !start && tid == id {
+					return true
+				}
+				return add(tid, 0)
+			})
 		default:
 			gone := c.doneBefore(now)
 			iq.Completed.Ascend(id, func(tid uint64) bool {

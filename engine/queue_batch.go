@@ -15,8 +15,10 @@ import (
 // result, ops and follow-ups, fenced by the lease) and, in the same commit,
 // leases up to max tasks of the queue to owner for lease, as Claim does: a
 // worker draining a queue pays one commit per task instead of two. Tasks
-// the completion enqueues onto this queue are not among those claimed
-// (they are claimable from the next commit on). The claim is bounded by
+// the completion enqueues onto this queue, and those it releases from
+// waiting (its dependents, ready in this same commit), are not among those
+// claimed (they are claimable from the next commit on). The claim is
+// bounded by
 // the queue's controls as Claim is: a paused queue leases nothing, and an
 // in-flight bound or rate limit leases fewer (the completed task no longer
 // counts as in flight). If the lease is lost

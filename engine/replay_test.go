@@ -268,8 +268,8 @@ func TestOpensVersion2Directory(t *testing.T) {
 // (before queue settings and unique-by-content keys were recorded),
 // committed as a fixture with the leases it handed out: every task, key
 // and total reads as it was written, the leases keep working, the queues
-// have default settings, and the upgraded directory reopens to the same
-// state.
+// have default settings, a new task can wait on the old ones, and the
+// upgraded directory reopens to the same state.
 func TestOpensVersion3Directory(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS("testdata/v3dir")); err != nil {
@@ -338,6 +338,16 @@ func TestOpensVersion3Directory(t *testing.T) {
 	if s, err := q.Settings(ctx); err != nil || s != (QueueSettings{}) {
 		t.Fatalf("settings: %+v %v", s, err)
 	}
+	// A new task waits on the old ones: the completed one (1) and the one
+	// no longer stored (5) are satisfied, the dead one (3) waits for a
+	// redrive, the tasks in flight for their completion.
+	c, err := q.Enqueue(ctx, Task{DependsOn: []uint64{1, 2, 3, 5, 7}, OnParentFailure: WaitOnFailure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := q.Get(ctx, c.ID); info.State != Waiting || !slices.Equal(info.WaitingOn, []uint64{2, 3, 7}) {
+		t.Fatalf("waiting task: %+v", info)
+	}
 	// The lease of task 2 was taken after the snapshot, as was task 7's.
 	for _, id := range []string{"2", "x"} {
 		if _, err := q.Complete(ctx, leases[id], Done{}); err != nil {
@@ -363,5 +373,160 @@ func TestOpensVersion3Directory(t *testing.T) {
 	}
 	if s, err := db.Queue(ns, "q").Settings(ctx); err != nil || !s.Paused {
 		t.Fatalf("settings after reopen: %+v %v", s, err)
+	}
+	if info, _ := db.Queue(ns, "q").Get(ctx, c.ID); info.State != Waiting || !slices.Equal(info.WaitingOn, []uint64{3}) {
+		t.Fatalf("waiting task after reopen: %+v", info)
+	}
+}
+
+// TestOpensVersion4Directory opens a directory written in format version 4
+// (queue settings and unique-by-content keys, before dependencies),
+// committed as a fixture with the leases it handed out: every task, key,
+// setting and the rate limiter's bucket reads as it was written (a paused
+// queue stays paused, a queue with settings and no task is listed, the
+// bucket is as empty as it was left), the leases keep working, new tasks
+// wait on the old ones, also on a paused queue, and the upgraded
+// directory reopens to the same state.
+func TestOpensVersion4Directory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/v4dir")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leases map[string]Lease
+	if err := json.Unmarshal(raw, &leases); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(dir)
+	if err != nil || rep.Seq != 19 || rep.Tasks != 8 {
+		t.Fatalf("check: %+v %v", rep, err)
+	}
+	clock := NewManualClock(t0.Add(33 * time.Second)) // the time of the last batch
+	opts := Options{Clock: clock, RetainCompleted: 1000 * time.Hour}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	if err := db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	q, paused, limited := db.Queue(ns, "q"), db.Queue(ns, "paused"), db.Queue(ns, "limited")
+	want := []struct {
+		q       Queue
+		id      uint64
+		state   State
+		attempt int
+		lastErr string
+	}{
+		{q, 1, Completed, 1, ""}, {q, 2, InFlight, 2, "boom 1"}, {q, 3, Dead, 1, "fatal"}, {q, 4, InFlight, 1, ""},
+		{q, 5, Scheduled, 0, ""}, {q, 6, Ready, 0, ""}, {paused, 7, Ready, 0, ""}, {q, 8, Ready, 0, ""},
+	}
+	for _, w := range want {
+		info, err := w.q.Get(ctx, w.id)
+		if err != nil || info.State != w.state || info.Attempts != w.attempt || info.LastError != w.lastErr ||
+			len(info.WaitingOn) != 0 || len(info.Dependents) != 0 || info.OnParentFailure != CancelOnFailure {
+			t.Fatalf("task %d: %+v %v", w.id, info, err)
+		}
+	}
+	if info, _ := q.Get(ctx, 1); string(info.Result) != `"ok"` || info.Headers["a"] != "2" || info.IdempotencyKey != "one" ||
+		!slices.Equal(info.FollowUps, []uint64{6}) {
+		t.Fatalf("task 1: %+v", info)
+	}
+	if e, err := db.KV(ns).Get(ctx, "k"); err != nil || string(e.Value) != "v" {
+		t.Fatalf("kv: %+v %v", e, err)
+	}
+	// Settings, from the snapshot and from the log after it.
+	for _, w := range []struct {
+		q    Queue
+		want QueueSettings
+	}{
+		{q, QueueSettings{Limits: Limits{MaxInFlight: 4, Rate: 5, Per: time.Minute, Burst: 3}}},
+		{paused, QueueSettings{Paused: true, Limits: Limits{Rate: 2, Per: time.Second, Burst: 2}}},
+		{limited, QueueSettings{Paused: true, Limits: Limits{MaxInFlight: 1}}},
+	} {
+		if s, err := w.q.Settings(ctx); err != nil || s != w.want {
+			t.Fatalf("settings of %s: %+v %v, want %+v", w.q.Name(), s, err, w.want)
+		}
+	}
+	if qs, err := db.Queues(ctx); err != nil || len(qs) != 3 || qs[0].Name != "limited" || !qs[0].Paused {
+		t.Fatalf("queues: %+v %v", qs, err)
+	}
+	// The keys: a caller's (ended with its completed task, and live with
+	// the dead one) and unique by content (in flight, and ready).
+	for _, w := range []struct {
+		task Task
+		id   uint64
+	}{
+		{Task{IdempotencyKey: "one"}, 1}, {Task{IdempotencyKey: "three"}, 3},
+		{Task{Kind: "u", Payload: []byte(`{ "a": 2, "b": 1 }`), Unique: &Unique{Window: time.Hour}}, 4},
+		{Task{Kind: "u", Payload: []byte(`{"c":3}`), Unique: &Unique{Window: time.Hour}}, 8},
+	} {
+		if e, err := q.Enqueue(ctx, w.task); err != nil || e.ID != w.id || !e.Deduplicated {
+			t.Fatalf("duplicate of %d: %+v %v", w.id, e, err)
+		}
+	}
+	// The bucket holds what the last claim left (three quarters of a
+	// token): nothing now, one task a twelfth of a minute later, though the
+	// in-flight bound would allow two.
+	if ls, err := q.Claim(ctx, "w", time.Hour, 10); err != nil || len(ls) != 0 {
+		t.Fatalf("claim with an empty bucket: %+v %v", ls, err)
+	}
+	if ls, err := paused.Claim(ctx, "w", time.Hour, 10); err != nil || len(ls) != 0 {
+		t.Fatalf("claim of a paused queue: %+v %v", ls, err)
+	}
+	clock.Advance(12 * time.Second)
+	if ls, err := q.Claim(ctx, "w", time.Hour, 10); err != nil || len(ls) != 1 || ls[0].ID != 6 {
+		t.Fatalf("claim after a token: %+v %v", ls, err)
+	}
+
+	// New tasks wait on the old ones: the completed one is satisfied, the
+	// dead one waits for a redrive (WaitOnFailure).
+	c, err := q.Enqueue(ctx, Task{DependsOn: []uint64{1, 3, 5, 8}, OnParentFailure: WaitOnFailure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := q.Get(ctx, c.ID); info.State != Waiting || !slices.Equal(info.WaitingOn, []uint64{3, 5, 8}) {
+		t.Fatalf("waiting task: %+v", info)
+	}
+	// One on the paused queue, released by the completion of a lease of
+	// the fixture, stays unclaimed until Resume.
+	d, err := paused.Enqueue(ctx, Task{DependsOn: []uint64{4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"2", "x"} {
+		if _, err := q.Complete(ctx, leases[id], Done{}); err != nil {
+			t.Fatalf("complete version 4 lease %s: %v", id, err)
+		}
+	}
+	if info, _ := paused.Get(ctx, d.ID); info.State != Ready {
+		t.Fatalf("released task: %+v", info)
+	}
+	if ls, err := paused.Claim(ctx, "w", time.Hour, 10); err != nil || len(ls) != 0 {
+		t.Fatalf("claim of a paused queue after a release: %+v %v", ls, err)
+	}
+	h, _ := db.StateHash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if h2, _ := db.StateHash(); h2 != h {
+		t.Fatal("state changed across a reopen of the upgraded directory")
+	}
+	q, paused = db.Queue(ns, "q"), db.Queue(ns, "paused")
+	if info, _ := q.Get(ctx, c.ID); info.State != Waiting || !slices.Equal(info.WaitingOn, []uint64{3, 5, 8}) {
+		t.Fatalf("waiting task after reopen: %+v", info)
+	}
+	if err := paused.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := paused.Claim(ctx, "w", time.Hour, 10); err != nil || len(ls) != 2 || ls[0].ID != 7 || ls[1].ID != d.ID {
+		t.Fatalf("claim after resume: %+v %v", ls, err)
 	}
 }

@@ -103,6 +103,10 @@ func (r *Replica) RestoreState(rd io.Reader) error {
 		r.failed = fmt.Errorf("%w: restore: no header", ErrCorrupt)
 		return r.failed
 	}
+	if err := s.Loaded(); err != nil {
+		r.failed = fmt.Errorf("%w: restore: %w", ErrCorrupt, err)
+		return r.failed
+	}
 	r.store, r.dec, r.failed = s, dec, nil
 	return nil
 }

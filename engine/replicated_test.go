@@ -159,7 +159,9 @@ func script(api API, clock *ManualClock) []struct {
 	do   func() string
 } {
 	q, q2, kv := api.Queue(ns, "a"), api.Queue(ns, "b"), api.KV(ns)
+	dq := api.Queue(ns, "deps")
 	var leases []Lease
+	var deps []Enqueued
 	var completed Lease // by complete and claim
 	show := func(v any, err error) string { return fmt.Sprintf("%+v err=%v", v, err) }
 	claim := func(qq Queue, n int) string {
@@ -278,6 +280,52 @@ func script(api API, clock *ManualClock) []struct {
 		{"housekeeping", func() string {
 			clock.Advance(48 * time.Hour)
 			return show(q2.Enqueue(ctx, Task{IdempotencyKey: "i"}))
+		}},
+		{"deps enqueue", func() string {
+			// A parent on its last attempt, and dependents with each policy;
+			// the last waits for two of them.
+			res, err := dq.EnqueueBatch(ctx, []Task{{MaxAttempts: 1}, {DependsOnSibling: []int{0}},
+				{DependsOnSibling: []int{0}, OnParentFailure: WaitOnFailure},
+				{DependsOnSibling: []int{1, 2}, OnParentFailure: RunOnFailure, Delay: time.Hour}})
+			deps = res
+			return show(res, err)
+		}},
+		{"deps get", func() string { return show(dq.Get(ctx, deps[3].ID)) }},
+		{"deps claim parent", func() string { return claim(dq, 5) }},
+		{"deps parent lease expires", func() string {
+			clock.Advance(2 * time.Minute)
+			// Any commit first stores the death and applies the policies.
+			return show(kv.Commit(ctx, Set("tick", nil)))
+		}},
+		{"deps counts", func() string { return show(dq.Counts(ctx)) }},
+		{"deps waiting", func() string { return show(dq.List(ctx, ListOptions{State: Waiting})) }},
+		{"deps unknown", func() string { return show(dq.Enqueue(ctx, Task{DependsOn: []uint64{1 << 40}})) }},
+		{"deps on dead", func() string { return show(dq.Enqueue(ctx, Task{DependsOn: []uint64{deps[0].ID}})) }},
+		{"deps redrive and complete", func() string {
+			if err := dq.Redrive(ctx, deps[0].ID); err != nil {
+				return show(nil, err)
+			}
+			claim(dq, 1)
+			return show(dq.Complete(ctx, leases[len(leases)-1], Done{}))
+		}},
+		{"deps claim released", func() string { return claim(dq, 5) }},
+		{"deps complete last", func() string { return show(dq.Complete(ctx, leases[len(leases)-1], Done{})) }},
+		{"deps scheduled", func() string { return show(dq.Get(ctx, deps[3].ID)) }},
+		{"deps complete and claim", func() string {
+			// The completion releases a dependent of the same queue, ready
+			// in that commit, though not among the tasks its claim leases.
+			dq2 := api.Queue(ns, "deps2")
+			p, _ := dq2.Enqueue(ctx, Task{})
+			c, _ := dq2.Enqueue(ctx, Task{DependsOn: []uint64{p.ID}})
+			ls, _ := dq2.Claim(ctx, "w", time.Minute, 1)
+			leases = append(leases, ls...)
+			if len(ls) == 0 {
+				return "nothing to claim"
+			}
+			res, next, err := dq2.CompleteAndClaim(ctx, ls[0], Done{}, "w", time.Minute, 5)
+			leases = append(leases, next...)
+			info, gerr := dq2.Get(ctx, c.ID)
+			return show(res, err) + show(next, nil) + show(info.State, gerr)
 		}},
 		{"queues", func() string { return show(api.Queues(ctx)) }},
 	}

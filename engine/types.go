@@ -144,6 +144,7 @@ const (
 	InFlight  = State(index.StateInFlight)  // leased to an owner
 	Dead      = State(index.StateDead)      // in the dead-letter queue
 	Completed = State(index.StateCompleted) // done, kept because RetainCompleted is on
+	Waiting   = State(index.StateWaiting)   // waiting for the tasks it depends on (Task.DependsOn)
 )
 
 func (s State) String() string { return index.TaskState(s).String() }
@@ -180,6 +181,25 @@ type Task struct {
 	// Headers are small string pairs carried with the task (trace context,
 	// tenant ids). At most MaxHeaders.
 	Headers map[string]string
+
+	// DependsOn are ids of tasks of the namespace (on any of its queues)
+	// this task waits for: it is Waiting until every one of them has
+	// completed, then ready, or scheduled if its Delay or At has not come
+	// yet (both count from the enqueue). DependencyPolicy says how each id
+	// is resolved at enqueue. With DependsOnSibling, at most
+	// MaxDependencies.
+	DependsOn []uint64
+	// DependsOnSibling are positions, among the tasks the same call
+	// enqueues, of earlier ones this task waits for, as DependsOn: for
+	// EnqueueBatch the tasks and then the Enqueue ops, for Enqueue the task
+	// and then its Enqueue ops, for Complete the Enqueue ops of Done.Ops
+	// and then Done.FollowUps, for KV.Commit its Enqueue ops. The results
+	// of those calls list the tasks in this order.
+	DependsOnSibling []int
+	// OnParentFailure is what the task does when a task it waits for is
+	// dead-lettered or cancelled. The zero value, CancelOnFailure, cancels
+	// it too.
+	OnParentFailure DependencyPolicy
 }
 
 // Enqueued is the outcome of one enqueue.
@@ -298,6 +318,15 @@ type TaskInfo struct {
 	// (follow-ups and Enqueue ops that were not deduplicated), in order. Only
 	// a completed task kept by RetainCompleted has them.
 	FollowUps []uint64
+	// WaitingOn are the ids of the tasks a Waiting task still waits for,
+	// in id order; empty for a task in any other state.
+	WaitingOn []uint64
+	// Dependents are the ids of the Waiting tasks that wait for this one,
+	// in id order, at most MaxBatch (the lowest ids). Get fills it in; List
+	// leaves it empty.
+	Dependents []uint64
+	// OnParentFailure is the policy the task was enqueued with.
+	OnParentFailure DependencyPolicy
 }
 
 // AttemptError is one failed attempt of a task: a handler's failure or an
@@ -311,6 +340,7 @@ type AttemptError struct {
 // Counts are the number of tasks of a queue in each state.
 type Counts struct {
 	Ready, Scheduled, InFlight, Dead, Completed int
+	Waiting                                     int
 }
 
 // ListOptions select a page of tasks.

@@ -41,10 +41,18 @@ type Unique struct {
 	Window time.Duration
 	// States are the states in which the existing task blocks it. They
 	// must include Ready, Scheduled and InFlight (a task waiting or running
-	// always blocks); Dead and Completed are optional. A completed task
-	// blocks for the rest of the window even once it is deleted (with
-	// RetainCompleted off). A cancelled task never blocks. None (nil or
-	// empty) means Ready, Scheduled, InFlight and Completed.
+	// always blocks); Dead and Completed are optional. A task Waiting for
+	// the tasks it depends on always blocks too, whether or not States
+	// names Waiting (naming it changes nothing). A completed task blocks
+	// for the rest of the window even once it is deleted (with
+	// RetainCompleted off). A cancelled task never blocks, nor does one
+	// cancelled because a task it depended on failed. None (nil or empty)
+	// means Ready, Scheduled, InFlight and Completed (and Waiting).
+	//
+	// A unique task may have dependencies. A duplicate is deduplicated into
+	// the first task whatever its own dependencies, which are then ignored
+	// (as with an idempotency key): the first task keeps the dependencies
+	// it was enqueued with.
 	States []State
 }
 
@@ -99,7 +107,9 @@ func checkUnique(t *Task, s *spec) error {
 			if !index.TaskState(st).Valid() {
 				return invalid("unique state %d", st)
 			}
-			mask |= 1 << st
+			if st != Waiting { // blocks anyway (see blocks)
+				mask |= 1 << st
+			}
 		}
 		if err := checkUniqueStates(mask); err != nil {
 			return err
@@ -251,7 +261,9 @@ func writeJSONString(out *bytes.Buffer, s string) {
 // blocks reports whether the idempotency entry e, found for a new task's
 // key at the plan's time, deduplicates the new task. A caller's key always
 // does (while the entry lasts). A unique-by-content key does while its
-// task is in one of the entry's states; a task that has left the store
+// task is waiting for its dependencies (a state no entry names, so that
+// the entries and commands of the versions before dependencies still
+// read) or in one of the entry's states; a task that has left the store
 // completed (a cancelled one takes its entry with it, see endedUnique).
 func (p *planner) blocks(e *index.Idem) bool {
 	if e.States == 0 {
@@ -261,7 +273,8 @@ func (p *planner) blocks(e *index.Idem) bool {
 	if !ok {
 		return true
 	}
-	return e.Blocks(t.StateAt(p.now))
+	st := t.StateAt(p.now)
+	return st == index.StateWaiting || e.Blocks(st)
 }
 
 // endedUnique plans what happens to the unique-by-content entry e of t as

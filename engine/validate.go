@@ -115,6 +115,12 @@ type spec struct {
 	size        int
 	uniq        uint8 // unique by content: the blocking states (0: not unique)
 	window      int64 // unique by content: the window, micros
+	// deps are the ids the task depends on and sibs the positions of the
+	// siblings it depends on, each sorted without repeats; policy is its
+	// DependencyPolicy (deps.go).
+	deps   []uint64
+	sibs   []int
+	policy uint8
 }
 
 func checkTask(t *Task, maxPayload int) (spec, error) {
@@ -193,6 +199,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 			return s, err
 		}
 		s.size += len(s.idem)
+	}
+	if err := checkDeps(t, &s); err != nil {
+		return s, err
 	}
 	return s, nil
 }

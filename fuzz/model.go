@@ -82,6 +82,11 @@ type Rec struct {
 	Errors    []AttemptErr
 	Parent    uint64
 	FollowUps []uint64
+	// WaitingOn and Dependents are the dependency links (TaskInfo's), Policy
+	// the task's OnParentFailure.
+	WaitingOn  []uint64
+	Dependents []uint64
+	Policy     engine.DependencyPolicy
 }
 
 // AttemptErr is engine.AttemptError with its time in Unix microseconds.
@@ -100,7 +105,8 @@ func RecOf(i engine.TaskInfo) Rec {
 		BackoffMax: i.BackoffMax.Microseconds(), Owner: i.Owner, Token: i.Token,
 		LeaseUntil: Micros(i.LeaseUntil), Progress: i.Progress, Result: i.Result, LastError: i.LastError,
 		IdemKey: i.IdempotencyKey, Created: Micros(i.CreatedAt), Updated: Micros(i.UpdatedAt),
-		Parent: i.Parent, FollowUps: i.FollowUps,
+		Parent: i.Parent, FollowUps: i.FollowUps, WaitingOn: i.WaitingOn, Dependents: i.Dependents,
+		Policy: i.OnParentFailure,
 	}
 	for _, e := range i.Errors {
 		r.Errors = append(r.Errors, AttemptErr{Attempt: e.Attempt, At: Micros(e.At), Error: e.Error})
@@ -142,10 +148,10 @@ func renderHeaders(h map[string]string) string {
 
 // String renders every field, for comparing records and printing diffs.
 func (r *Rec) String() string {
-	return fmt.Sprintf("task %d %s %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%s errs=%v parent=%d follow=%v",
+	return fmt.Sprintf("task %d %s %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%s errs=%v parent=%d follow=%v waits=%v deps=%v policy=%s",
 		r.ID, r.Queue, r.State, r.Attempts, r.MaxAttempts, r.Priority, r.NotBefore, r.BackoffBase, r.BackoffMax,
 		r.Owner, r.Token, r.LeaseUntil, r.Created, r.Updated, r.Payload, r.Kind, r.IdemKey, r.LastError,
-		r.Progress, r.Result, renderHeaders(r.Headers), r.Errors, r.Parent, r.FollowUps)
+		r.Progress, r.Result, renderHeaders(r.Headers), r.Errors, r.Parent, r.FollowUps, r.WaitingOn, r.Dependents, r.Policy)
 }
 
 // LeaseString renders every field of a lease, times as Unix microseconds.
@@ -264,6 +270,7 @@ type Model struct {
 	idem   map[idemKey]idemVal
 	totals map[QueueKey]qTotals
 	confs  map[QueueKey]qConf // queue settings (model_controls.go)
+	deps   map[depKey]bool
 
 	ttl        int64 // idempotency TTL, micros
 	keepDone   bool  // completed tasks are kept
@@ -289,6 +296,7 @@ func NewModel(c Config, now time.Time) *Model {
 		idem:       map[idemKey]idemVal{},
 		totals:     map[QueueKey]qTotals{},
 		confs:      map[QueueKey]qConf{},
+		deps:       map[depKey]bool{},
 		ttl:        ttl.Microseconds(),
 		keepDone:   c.RetainCompleted > 0,
 		retain:     c.RetainCompleted.Microseconds(),
@@ -320,6 +328,7 @@ func (m *Model) Clone() *Model {
 	c.idem = maps.Clone(m.idem)
 	c.totals = maps.Clone(m.totals)
 	c.confs = maps.Clone(m.confs)
+	c.deps = maps.Clone(m.deps)
 	c.OnBatch = nil
 	return &c
 }
@@ -471,6 +480,8 @@ type spec struct {
 	base    int64
 	max     int64
 	headers map[string]string
+	deps    []uint64 // sorted, no repeats
+	sibs    []int    // sorted, no repeats
 }
 
 func (m *Model) checkTask(t engine.Task) (spec, error) {
@@ -525,6 +536,9 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 	}
 	if len(t.Headers) > 0 {
 		s.headers = maps.Clone(t.Headers)
+	}
+	if err := checkDeps(t, &s); err != nil {
+		return s, err
 	}
 	s.delay = t.Delay.Microseconds()
 	s.maxAtt = t.MaxAttempts
@@ -597,6 +611,10 @@ type txn struct {
 	// its follow-ups, listed in done when the completion is kept.
 	parent uint64
 	done   *Rec
+	// sibs are the ids this commit's enqueues gave, in order; cut the
+	// dependencies it deletes.
+	sibs []uint64
+	cut  map[depKey]bool
 }
 
 // begin starts a commit: first the housekeeping batch, if one is due.
@@ -674,7 +692,9 @@ func (m *Model) housekeep() {
 			done = done[:n]
 		}
 	}
-	if len(idems)+len(done) == 0 {
+	x := &txn{m: m, now: m.Now, nextID: m.NextID}
+	x.killExpiredParents()
+	if len(idems)+len(done)+len(x.muts) == 0 {
 		return
 	}
 	m.Seq++
@@ -683,6 +703,9 @@ func (m *Model) housekeep() {
 	}
 	for _, t := range done {
 		delete(m.tasks, t.ID)
+	}
+	for _, f := range x.muts {
+		f(m.Seq)
 	}
 	m.afterBatch()
 	if m.OnBatch != nil {
@@ -707,18 +730,24 @@ func (x *txn) del(id uint64) {
 }
 
 // enqueue plans one new task, or finds the one its idempotency key names.
-func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
+func (x *txn) enqueue(q QueueKey, s *spec) (engine.Enqueued, error) {
 	m := x.m
 	key := s.key
 	if key != "" {
 		ik := idemKey{q, key}
 		if id, ok := x.idem[ik]; ok {
-			return engine.Enqueued{ID: id, Deduplicated: true}
+			x.sibs = append(x.sibs, id)
+			return engine.Enqueued{ID: id, Deduplicated: true}, nil
 		}
 		if e, ok := m.idem[ik]; ok && (e.Expires == 0 || e.Expires > x.now) && !slices.Contains(x.ending, e.ID) &&
 			m.blocks(e) {
-			return engine.Enqueued{ID: e.ID, Deduplicated: true}
+			x.sibs = append(x.sibs, e.ID)
+			return engine.Enqueued{ID: e.ID, Deduplicated: true}, nil
 		}
+	}
+	parents, err := x.parentsOf(q.NS, s)
+	if err != nil {
+		return engine.Enqueued{}, err
 	}
 	id := x.nextID
 	x.nextID++
@@ -734,11 +763,18 @@ func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 	if len(s.t.Payload) > 0 {
 		payload = bytes.Clone(s.t.Payload)
 	}
+	if len(parents) > 0 {
+		state = engine.Waiting
+	}
 	x.put(&Rec{
 		ID: id, Queue: q, State: state, Kind: s.t.Kind, Payload: payload, Headers: s.headers,
 		Priority: s.t.Priority, MaxAttempts: s.maxAtt, NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max,
-		IdemKey: key, Created: x.now, Updated: x.now, Parent: x.parent,
+		IdemKey: key, Created: x.now, Updated: x.now, Parent: x.parent, Policy: s.t.OnParentFailure,
 	})
+	for _, p := range parents {
+		x.mut(func(uint64) { m.deps[depKey{p, id}] = true })
+	}
+	x.sibs = append(x.sibs, id)
 	x.count(q, func(t *engine.Totals) { t.Enqueued++ })
 	if x.done != nil {
 		x.done.FollowUps = append(x.done.FollowUps, id)
@@ -755,7 +791,7 @@ func (x *txn) enqueue(q QueueKey, s *spec) engine.Enqueued {
 		}
 		x.mut(func(uint64) { m.idem[ik] = e })
 	}
-	return engine.Enqueued{ID: id}
+	return engine.Enqueued{ID: id}, nil
 }
 
 // ended plans what happens to a task's idempotency key when the task ends
@@ -817,7 +853,11 @@ func (x *txn) ops(ns engine.Namespace, ops []TxOp) ([]engine.Enqueued, error) {
 			x.mut(func(uint64) { delete(m.kv, k) })
 		case TxEnqueue:
 			s, _ := m.checkTask(o.Task)
-			enq = append(enq, x.enqueue(QueueKey{ns, o.Queue}, &s))
+			e, err := x.enqueue(QueueKey{ns, o.Queue}, &s)
+			if err != nil {
+				return nil, err
+			}
+			enq = append(enq, e)
 		}
 	}
 	return enq, nil
@@ -864,13 +904,19 @@ func (m *Model) Enqueue(q QueueKey, tasks []engine.Task, ops []TxOp) ([]engine.E
 	if err := m.checkOps(ops); err != nil {
 		return nil, err
 	}
+	if err := checkSiblings(tasks, ops); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(q); err != nil {
 		return nil, err
 	}
 	x := m.begin()
 	out := make([]engine.Enqueued, len(tasks))
 	for i := range specs {
-		out[i] = x.enqueue(q, &specs[i])
+		var err error
+		if out[i], err = x.enqueue(q, &specs[i]); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := x.ops(q.NS, ops); err != nil {
 		return nil, err
@@ -949,6 +995,7 @@ func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max, freed in
 	for _, t := range spent[:min(len(spent), maxMoved)] {
 		x.put(m.at(t))
 		x.count(q, func(t *engine.Totals) { t.DeadLettered++ })
+		x.parentEnded(t.ID, parentDied)
 	}
 	slices.SortFunc(ready, func(a, b *Rec) int {
 		if a.Priority != b.Priority {
@@ -1029,6 +1076,9 @@ func (m *Model) checkComplete(q QueueKey, l engine.Lease, result []byte, ops []T
 	if err := m.checkOps(all); err != nil {
 		return nil, err
 	}
+	if err := checkSiblings(nil, all); err != nil {
+		return nil, err
+	}
 	if err := checkQueue(q); err != nil {
 		return nil, err
 	}
@@ -1061,13 +1111,15 @@ func (x *txn) complete(q QueueKey, l engine.Lease, result []byte, all []TxOp) er
 	}
 	x.count(q, func(t *engine.Totals) { t.Completed++ })
 	x.ended(t)
+	x.parentEnded(t.ID, parentCompleted)
 	_, err = x.ops(q.NS, all)
 	return err
 }
 
 // CompleteAndClaim is Queue.CompleteAndClaim: Complete and Claim in one
 // commit. The claim reads the state before the commit, so it takes
-// neither the completed task nor the follow-ups, but the completed task's
+// neither the completed task nor the follow-ups nor the tasks the
+// completion releases from waiting, but the completed task's
 // slot of an in-flight bound is free for it; it obeys the queue's settings
 // as Claim does. If the completion is refused nothing is claimed.
 func (m *Model) CompleteAndClaim(q QueueKey, l engine.Lease, result []byte, ops []TxOp, follow []engine.FollowUp,
@@ -1182,6 +1234,9 @@ func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
 		}
 	}
 	x.put(&n)
+	if n.State == engine.Dead {
+		x.parentEnded(t.ID, parentDied)
+	}
 	x.commit()
 	return nil
 }
@@ -1257,10 +1312,14 @@ func (m *Model) Cancel(q QueueKey, id uint64) error {
 	if !ok || t.Queue != q || m.at(t) == nil {
 		return fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
 	}
+	if t.State == engine.Waiting {
+		x.cutWaits(id)
+	}
 	x.del(id)
 	if t.State != engine.Completed {
 		x.ended(t)
 	}
+	x.parentEnded(id, parentCancelled)
 	x.commit()
 	return nil
 }
@@ -1270,6 +1329,7 @@ func (m *Model) Cancel(q QueueKey, id uint64) error {
 func (x *txn) redrive(t *Rec) {
 	if x.m.tasks[t.ID].State == engine.InFlight {
 		x.count(t.Queue, func(t *engine.Totals) { t.DeadLettered++ })
+		x.parentEnded(t.ID, parentDied)
 	}
 	n := *t
 	n.State, n.Attempts, n.NotBefore, n.Updated = engine.Ready, 0, x.now, x.now
@@ -1331,6 +1391,9 @@ func (m *Model) Commit(ns engine.Namespace, ops []TxOp) (engine.TxResult, error)
 	if err := m.checkOps(ops); err != nil {
 		return engine.TxResult{}, err
 	}
+	if err := checkSiblings(nil, ops); err != nil {
+		return engine.TxResult{}, err
+	}
 	if err := checkNS(ns); err != nil {
 		return engine.TxResult{}, err
 	}
@@ -1353,7 +1416,7 @@ func (m *Model) Get(q QueueKey, id uint64) (Rec, error) {
 	if !ok || t == nil || t.Queue != q {
 		return Rec{}, fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
 	}
-	return *t, nil
+	return m.withDeps(*t, true), nil
 }
 
 // list returns the queue's tasks in state s at Now, as at sees them, in the
@@ -1394,7 +1457,7 @@ func (m *Model) list(q QueueKey, s engine.State) []*Rec {
 func (m *Model) List(q QueueKey, s engine.State) []Rec {
 	var out []Rec
 	for _, t := range m.list(q, s) {
-		out = append(out, *t)
+		out = append(out, m.withDeps(*t, false))
 	}
 	return out
 }
@@ -1421,6 +1484,8 @@ func (m *Model) Counts(q QueueKey) engine.Counts {
 			c.Dead++
 		case engine.Completed:
 			c.Completed++
+		case engine.Waiting:
+			c.Waiting++
 		}
 	}
 	return c
@@ -1493,7 +1558,7 @@ func (m *Model) Scan(ns engine.Namespace, o engine.ScanOptions) ([]engine.Entry,
 // ---- whole-state views ----
 
 // States lists the task states in the order views render them.
-var States = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed}
+var States = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed, engine.Waiting}
 
 // View is the whole observable state of a DB over a fixed set of queues and
 // namespaces: every task as List returns it, every KV entry as Scan returns

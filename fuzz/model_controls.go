@@ -183,17 +183,19 @@ func checkUnique(t engine.Task, s *spec) error {
 	if u.Window < time.Microsecond || u.Window > engine.MaxDuration {
 		return invalid("unique window %v", u.Window)
 	}
-	if len(u.States) > 5 {
+	if len(u.States) > 6 {
 		return invalid("unique states %v", u.States)
 	}
 	mask := uint8(uniqueDefault)
 	if len(u.States) > 0 {
 		mask = 0
 		for _, st := range u.States {
-			if st < engine.Ready || st > engine.Completed {
+			if st < engine.Ready || st > engine.Waiting {
 				return invalid("unique state %d", st)
 			}
-			mask |= 1 << st
+			if st != engine.Waiting { // a waiting task blocks whatever the states
+				mask |= 1 << st
+			}
 		}
 		if mask&uniqueRequired != uniqueRequired {
 			return invalid("unique states %#x", mask)
@@ -236,8 +238,8 @@ func uniqueKey(kind string, payload []byte) (string, error) {
 }
 
 // blocks reports whether the idempotency entry e deduplicates a new task:
-// a caller's key always; a unique key while its task is in one of its
-// states (a task gone completed: its entry would be gone otherwise).
+// a caller's key always; a unique key while its task is waiting or in one
+// of its states (a task gone completed: its entry would be gone otherwise).
 func (m *Model) blocks(e idemVal) bool {
 	if e.States == 0 {
 		return true
@@ -250,5 +252,5 @@ func (m *Model) blocks(e idemVal) bool {
 	if a := m.at(t); a != nil {
 		st = a.State
 	}
-	return e.States&(1<<st) != 0
+	return st == engine.Waiting || e.States&(1<<st) != 0 // a waiting task always blocks
 }

@@ -454,3 +454,77 @@ func TestModelClone(t *testing.T) {
 		t.Fatal("a clone shares state with its original")
 	}
 }
+
+// TestModelDependencies: a task waits for its parents and is released by
+// the last completion; a death cancels, keeps waiting or runs its
+// dependents by their policy, in cascade; unknown ids are invalid, dead
+// parents of a cancelling dependent a conflict; the housekeeping batch
+// stores the death of an expired parent.
+func TestModelDependencies(t *testing.T) {
+	m := newTestModel(Config{})
+	res := mustEnqueue(t, m, mq, engine.Task{MaxAttempts: 1}, engine.Task{})
+	p1, p2 := res[0].ID, res[1].ID
+	kids := mustEnqueue(t, m, mq,
+		engine.Task{DependsOn: []uint64{p1, p2}},
+		engine.Task{DependsOnSibling: []int{0}},
+		engine.Task{DependsOn: []uint64{p1}, OnParentFailure: engine.WaitOnFailure},
+		engine.Task{DependsOnSibling: []int{0}, OnParentFailure: engine.RunOnFailure, Delay: time.Hour})
+	c, gc, w, run := kids[0].ID, kids[1].ID, kids[2].ID, kids[3].ID
+	if r := get(t, m, c); r.State != engine.Waiting || !slices.Equal(r.WaitingOn, []uint64{p1, p2}) {
+		t.Fatalf("waiting: %s", r.String())
+	}
+	if r := get(t, m, p1); !slices.Equal(r.Dependents, []uint64{c, w}) {
+		t.Fatalf("dependents: %s", r.String())
+	}
+	if n := m.Counts(mq); n.Waiting != 4 || n.Ready != 2 {
+		t.Fatalf("counts %+v", n)
+	}
+	if _, err := m.Enqueue(mq, []engine.Task{{DependsOn: []uint64{m.NextID}}}, nil); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("unknown id: %v", err)
+	}
+	if _, err := m.Enqueue(mq, []engine.Task{{DependsOnSibling: []int{0}}}, nil); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("sibling of none: %v", err)
+	}
+	// p1's last lease expires; the next commit's housekeeping stores its
+	// death: c is cancelled, gc with it, run runs (scheduled for its
+	// delay), w keeps waiting.
+	mustClaim(t, m, "w", time.Second, 1)
+	advance(m, 2*time.Second)
+	seq := m.Seq
+	if _, err := m.Commit(nsProd, []TxOp{{Kind: TxSet, Key: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Seq != seq+2 {
+		t.Fatalf("seq %d -> %d: no housekeeping batch", seq, m.Seq)
+	}
+	for _, id := range []uint64{c, gc} {
+		if _, err := m.Get(mq, id); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("task %d survived its parent's death: %v", id, err)
+		}
+	}
+	if r := get(t, m, run); r.State != engine.Scheduled {
+		t.Fatalf("run: %s", r.String())
+	}
+	if r := get(t, m, w); r.State != engine.Waiting || !slices.Equal(r.WaitingOn, []uint64{p1}) {
+		t.Fatalf("wait: %s", r.String())
+	}
+	if _, err := m.Enqueue(mq, []engine.Task{{DependsOn: []uint64{p1}}}, nil); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("a cancelling dependent of a dead task: %v", err)
+	}
+	if err := m.Redrive(mq, p1); err != nil {
+		t.Fatal(err)
+	}
+	ls := mustClaim(t, m, "w", time.Minute, 1)
+	if ls[0].ID != p1 {
+		t.Fatalf("claimed %v", leaseIDs(ls))
+	}
+	if err := m.Complete(mq, ls[0], nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, m, w); r.State != engine.Ready || len(r.WaitingOn) != 0 {
+		t.Fatalf("released: %s", r.String())
+	}
+	if err := m.Cancel(mq, p2); err != nil || len(m.deps) != 0 {
+		t.Fatalf("cancel: %v, %d dependencies left", err, len(m.deps))
+	}
+}

@@ -174,6 +174,39 @@ func opsSeeds() [][]byte {
 			ins(opKV, 0x02, 0x02, 0x42, 0x01), ins(opKV, 0x04, 0x0a, 0x13, 0x05), ins(opClaim, 0, 0, 2, 3),
 			ins(opComplete, 0, 0x0f, 0x00, 0x19, 0x03, 0x06), ins(opReopen), ins(opRead, 3, 0, 0x11),
 			ins(opRead, 3, 0, 0x22), ins(opRead, 2, 0, 0x01)),
+		// Dependencies: tasks waiting on a parent that dies by its lease
+		// (stored dead by the next commit's housekeeping), on one that is
+		// redriven and completes, with each policy; a batch whose tasks
+		// wait on earlier ones; follow-ups waiting on their parent and on
+		// each other; reopened in the middle.
+		asm(0,
+			ins(opEnqueue, 0, 0, 0x04, 1), ins(opEnqueue, 1, 0, 0, 1),
+			ins(opDepend, 0x10, 0x80, 0x81, 0, 0, 0, 0x00),
+			ins(opDepend, 0x05, 0x80, 0, 0, 0, 0, 0x03), ins(opDepend, 0x08, 0x80, 0, 0, 0x40, 0, 0x85),
+			ins(opDepend, 0x00, 0x7f, 0, 0, 0, 0, 0), ins(opRead, 1, 0), ins(opRead, 0, 0, 0x80),
+			ins(opClaim, 0, 0, 0, 0), ins(opAdvance, 1), ins(opKV, 0, 1), ins(opRead, 1, 0),
+			ins(opCheckpoint), ins(opRedrive, 0, 0, 0x80), ins(opClaim, 0, 0, 2, 1), ins(opComplete, 0, 0x48, 0, 0, 0, 2, 0x80),
+			ins(opReopen), ins(opClaim, 1, 0, 2, 3), ins(opComplete, 0, 0), ins(opClaim, 0, 0, 2, 3),
+			ins(opFail, 0, 1), ins(opCancel, 0, 0x80), ins(opRead, 1, 1), ins(opClaim, 4, 0, 2, 3)),
+		// Dependencies and the queue controls: tasks (one of them unique,
+		// enqueued twice) released by a completion into a paused queue
+		// stay unclaimed through a reopen, an in-flight bound holds them
+		// back after the resume.
+		asm(0,
+			ins(opControl, 0, 1), ins(opEnqueue, 0, 0, 0x04, 1),
+			ins(opDepend, 0x01, 0x80, 0, 0, 0, 0, 0x01), ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0),
+			ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0), ins(opClaim, 1, 0, 2, 3), ins(opRead, 1, 1),
+			ins(opClaim, 0, 0, 2, 3), ins(opComplete, 0, 0), ins(opRead, 1, 1), ins(opClaim, 1, 0, 2, 3),
+			ins(opControl, 2, 1, 1), ins(opReopen), ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0),
+			ins(opControl, 1, 1), ins(opClaim, 1, 0, 2, 3), ins(opRead, 1, 1), ins(opControl, 3, 1)),
+		// A completion that claims releases the tasks waiting for it in its
+		// commit, the claim taking none of them (nor the follow-up); the
+		// next claim does; a completion that claims releases a sibling.
+		asm(0,
+			ins(opEnqueue, 0, 0, 0, 1), ins(opDepend, 0x00, 0x80, 0, 0, 0, 0, 0x01), ins(opClaim, 0, 0, 2, 3),
+			ins(opComplete, 0, 0x28, 0, 0, 0, 0, 0x30), ins(opRead, 1, 0), ins(opClaim, 0, 0, 2, 3),
+			ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x30), ins(opRead, 1, 0), ins(opReopen),
+			ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x30), ins(opRead, 1, 0)),
 		// Pipelined calls: enqueues in flight, completions that claim the
 		// next tasks, heartbeats of several leases in one commit (stale and
 		// foreign ones refused).

@@ -61,11 +61,12 @@ const (
 	opInvalid
 	opRead
 	opControl
+	opDepend
 	numOps
 )
 
 var opNames = [numOps]string{"enqueue", "batch", "claim", "complete", "fail", "heartbeat", "snooze", "cancel",
-	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "control"}
+	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "control", "depend"}
 
 // program is a byte string read as instructions of opSize bytes; the first
 // byte configures the DB (see programConfig).
@@ -319,7 +320,7 @@ func (r *runner) task(b0, b1, b2 byte) engine.Task {
 		t.Payload = [][]byte{nil, []byte(`{"n":1,"m":[2]}`), []byte(`{ "m": [2], "n": 1 }`), []byte(`"s"`)}[b2>>3&3]
 		t.Unique = &engine.Unique{Window: []time.Duration{time.Second, time.Minute}[b2>>5&1],
 			States: [][]engine.State{nil, {engine.Ready, engine.Scheduled, engine.InFlight},
-				{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead}, {engine.Dead, engine.InFlight, engine.Scheduled, engine.Ready, engine.Completed}}[b2>>6&3]}
+				{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Waiting}, {engine.Dead, engine.InFlight, engine.Scheduled, engine.Ready, engine.Completed}}[b2>>6&3]}
 	}
 	return t
 }
@@ -396,8 +397,33 @@ func taskString(t engine.Task) string {
 	if t.Unique != nil {
 		u = fmt.Sprintf(" unique=%v%v", t.Unique.Window, t.Unique.States)
 	}
-	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v%s}", t.Payload, t.Delay,
-		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers, u)
+	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v after=%v/%v %s%s}", t.Payload, t.Delay,
+		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers,
+		t.DependsOn, t.DependsOnSibling, t.OnParentFailure, u)
+}
+
+// depID returns an id to depend on: with the top bit, one of the tasks of
+// namespace ns (any queue, any state), else any id up to one past the
+// newest (ended tasks, and one that never existed).
+func (r *runner) depID(ns engine.Namespace, b byte) uint64 {
+	if b&0x80 != 0 {
+		var ids []uint64
+		for _, q := range queues {
+			if q.NS != ns {
+				continue
+			}
+			for _, s := range States {
+				for _, t := range r.m.List(q, s) {
+					ids = append(ids, t.ID)
+				}
+			}
+		}
+		if len(ids) > 0 {
+			slices.Sort(ids)
+			return ids[int(b&0x7f)%len(ids)]
+		}
+	}
+	return 1 + uint64(b&0x7f)%r.m.NextID
 }
 
 // pickLease returns a lease handed out earlier: mostly one the model says
@@ -590,6 +616,18 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 				follow = append(follow, engine.FollowUp{Queue: []string{"a", "b"}[b&1], Task: r.task(b>>1, b>>3, 1)})
 			}
 		}
+		// Follow-ups that wait: on the task being completed (satisfied), on
+		// another task, on the follow-up before them.
+		if len(follow) > 0 && a[1]&0x40 != 0 {
+			follow[0].Task.DependsOn = []uint64{l.ID}
+		}
+		if len(follow) > 0 && a[1]&0x80 != 0 {
+			follow[0].Task.DependsOn = append(follow[0].Task.DependsOn, r.depID(q.NS, a[6]))
+			follow[0].Task.OnParentFailure = engine.DependencyPolicy(a[6] % 3)
+		}
+		if len(follow) > 1 && a[6]&0x40 != 0 {
+			follow[1].Task.DependsOnSibling = []int{countEnqueues(ops)}
+		}
 		d := engine.Done{Result: result, Ops: EngineOps(ops), FollowUps: follow}
 		desc := fmt.Sprintf("complete %d tok %d result=%s ops=%s follow-ups=%d", l.ID, l.Token, result,
 			txString(ops), len(follow))
@@ -731,6 +769,8 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		r.read(a)
 	case opControl:
 		r.control(a)
+	case opDepend:
+		r.depend(a)
 	}
 	if r.fullCheck && !r.failed {
 		r.checkStatePaged("after "+opNames[code], engine.MaxBatch)
@@ -738,6 +778,65 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		if got := r.db.Stats().Seq; got != r.m.Seq {
 			r.fatalf("engine at seq %d, model at %d", got, r.m.Seq)
 		}
+	}
+}
+
+// countEnqueues is how many of ops enqueue.
+func countEnqueues(ops []TxOp) int {
+	n := 0
+	for _, o := range ops {
+		if o.Kind == TxEnqueue {
+			n++
+		}
+	}
+	return n
+}
+
+// depend enqueues tasks that wait on others: alone, waiting on up to three
+// ids (tasks of the namespace in any state, ended ones, one that never
+// existed), or as a batch whose later tasks wait on the earlier, each with
+// a policy.
+func (r *runner) depend(a [opSize - 1]byte) {
+	q := queues[a[0]&3]
+	policy := engine.DependencyPolicy(a[0] >> 2 & 3 % 3)
+	var ids []uint64
+	for i := range 1 + int(a[0]>>4&3) {
+		if i < 3 {
+			ids = append(ids, r.depID(q.NS, a[1+i]))
+		}
+	}
+	t := r.task(a[4]&0x3f, a[5], 1)
+	t.DependsOn, t.OnParentFailure = ids, policy
+	ts := []engine.Task{t}
+	if a[6]&1 != 0 {
+		ts = append(ts,
+			engine.Task{DependsOnSibling: []int{0}, OnParentFailure: engine.DependencyPolicy(a[6] >> 1 & 3 % 3), MaxAttempts: 1},
+			engine.Task{DependsOnSibling: []int{1, 0}, DependsOn: ids[:1], OnParentFailure: engine.DependencyPolicy(a[6] >> 3 & 3 % 3),
+				Delay: delays[a[6]>>5&3]})
+	}
+	var ops []TxOp
+	if a[6]&0x80 != 0 {
+		op := r.txOp(q.NS, 5)
+		op.Task.DependsOnSibling = []int{0}
+		ops = append(ops, op)
+	}
+	var got []engine.Enqueued
+	var gerr error
+	if len(ts) == 1 && a[4]&0x40 == 0 {
+		var e engine.Enqueued
+		e, gerr = r.q(q).Enqueue(ctx, t, EngineOps(ops)...)
+		got = []engine.Enqueued{e}
+	} else {
+		got, gerr = r.q(q).EnqueueBatch(ctx, ts, EngineOps(ops)...)
+	}
+	want, werr := r.m.Enqueue(q, ts, ops)
+	var parts []string
+	for _, t := range ts {
+		parts = append(parts, taskString(t))
+	}
+	desc := fmt.Sprintf("depend %s %s %s", q, strings.Join(parts, " "), txString(ops))
+	if r.record(desc, gerr, werr, fmt.Sprint(got)) && !slices.Equal(got, want) {
+		r.fatalf("%s: engine %+v, model %+v", desc, got, want)
 	}
 }
 
@@ -1123,7 +1222,7 @@ func genProgram(rng *rand.Rand, n int, weights [numOps]int, cfg byte) []byte {
 var workload = [numOps]int{
 	opEnqueue: 14, opBatch: 4, opClaim: 14, opComplete: 10, opFail: 6, opHeartbeat: 4, opSnooze: 2,
 	opCancel: 2, opRedrive: 2, opKV: 5, opAdvance: 6, opCheckpoint: 1, opReopen: 1, opForged: 3,
-	opInvalid: 1, opRead: 3, opControl: 2,
+	opInvalid: 1, opRead: 3, opControl: 2, opDepend: 6,
 }
 
 // listFiles returns the regular files under dir (relative paths).

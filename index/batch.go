@@ -60,8 +60,10 @@ const (
 	MutDeleteKV   MutKind = 5
 	MutPutIdem    MutKind = 6
 	MutDeleteIdem MutKind = 7
-	MutPutConf    MutKind = 8 // set a queue's settings record
-	MutDeleteConf MutKind = 9 // delete it (every setting back to its default); uses Conf.Queue
+	MutPutConf    MutKind = 8  // set a queue's settings record
+	MutDeleteConf MutKind = 9  // delete it (every setting back to its default); uses Conf.Queue
+	MutPutDep     MutKind = 10 // add a dependency (Dep); the child is waiting
+	MutDeleteDep  MutKind = 11 // remove a dependency
 )
 
 // Mutation is one physical change. Which fields matter depends on Kind.
@@ -72,6 +74,7 @@ type Mutation struct {
 	KV     KV         // MutSetKV, MutDeleteKV (Version is ignored: the batch Seq is used)
 	Idem   Idem       // MutPutIdem, MutDeleteIdem
 	Conf   QueueConf  // MutPutConf, MutDeleteConf
+	Dep    Dep        // MutPutDep, MutDeleteDep
 }
 
 // Update flags: which optional fields of a TaskUpdate are present, and

@@ -12,7 +12,7 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=4) seq now seed [assertion...] [mutation...]
+//	version(=5) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
@@ -22,35 +22,41 @@ import (
 //	 secret]
 //
 // with extra nil or [kind idemKey lastError progress result headers errors
-// parent followUps], errors an array of [attempt at error] (oldest first) and
-// followUps an array of task ids. A task update is [2 id state attempts
+// parent followUps depPolicy], errors an array of [attempt at error] (oldest
+// first) and followUps an array of task ids. A task update is [2 id state attempts
 // notBefore owner token leaseUntil updated flags progress result lastError
 // secret], followed by errAttempt errAt when flags has UpdAddError and by
 // followUps when it has UpdFollowUps (14 to 17 fields); a task delete is [3
 // id flags]. An idempotency mutation is [6 or 7 project scope queue key id
 // expires states]; a settings mutation is [8 conf] to set a queue's
 // settings and [9 project scope queue] to delete them, with conf the fields
-// project scope queue paused maxInFlight rate per burst credit at. A
+// project scope queue paused maxInFlight rate per burst credit at; a
+// dependency put or delete is [10 parent child] or [11 parent child]. A
 // snapshot is a sequence of records, each one array whose first element is
 // its record kind: RecHeader [1 seq nextID now], RecTask [2 task], RecKV [3
 // project scope key value version], RecIdem [4 project scope queue key id
 // expires states], RecTotals [5 project scope queue enqueued claimed
-// completed retried deadLettered idle], RecConf [6 conf].
+// completed retried deadLettered idle], RecConf [6 conf], RecDep [7 parent
+// child].
 //
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
 // written as nil (and read back as nil), and the fields of every record have
 // one fixed order.
 //
-// Older versions are still read. Version 3: no settings mutations, and
-// idempotency mutations and records without states (7 fields; States 0).
+// Older versions are still read. Version 4 is version 5 without
+// dependencies: a task's extra has 9 fields (no depPolicy), no task is
+// waiting (state 6), and there are no dependency mutations or records.
+// Version 3: no settings mutations, and idempotency mutations and records
+// without states (7 fields; States 0).
 // Version 2: a task's extra has 6 fields (no
 // errors, parent or followUps), a task update always 14, a task delete 2 ([3
 // id]), and snapshots have no totals records. Version 1 is version 2 without
 // a batch seed, with 18-field task records and 13-field updates (no secret),
 // and a snapshot header without the time ([1 seq nextID]).
 const (
-	batchVersion  = 4
+	batchVersion  = 5
+	batchVersion4 = 4
 	batchVersion3 = 3
 	batchVersion2 = 2
 	batchVersion1 = 1
@@ -62,6 +68,7 @@ const (
 	RecIdem   = 4
 	RecTotals = 5
 	RecConf   = 6
+	RecDep    = 7
 )
 
 // Encoder turns batches and records into bytes. It reuses its buffer: the
@@ -169,6 +176,11 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeUint(uint64(m.Kind)))
 			k := m.Conf.Queue
 			put(firstErr(enc.EncodeString(k.Project), enc.EncodeString(k.Scope), enc.EncodeString(k.Name)))
+		case MutPutDep, MutDeleteDep:
+			put(enc.EncodeArrayLen(3))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(enc.EncodeUint(m.Dep.Parent))
+			put(enc.EncodeUint(m.Dep.Child))
 		default:
 			put(fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind))
 		}
@@ -261,7 +273,7 @@ func (e *Encoder) task(t *Task) error {
 		put(enc.EncodeNil())
 	} else {
 		x := t.Extra
-		put(enc.EncodeArrayLen(9))
+		put(enc.EncodeArrayLen(10))
 		put(enc.EncodeString(x.Kind))
 		put(enc.EncodeString(x.IdemKey))
 		put(enc.EncodeString(x.LastError))
@@ -290,6 +302,7 @@ func (e *Encoder) task(t *Task) error {
 		}
 		put(enc.EncodeUint(x.Parent))
 		put(e.ids(x.FollowUps))
+		put(enc.EncodeUint(uint64(x.DepPolicy)))
 	}
 	put(enc.EncodeUint(t.Secret))
 	return err
@@ -330,6 +343,14 @@ func (e *Encoder) IdemRecord(d Idem) ([]byte, error) {
 func (e *Encoder) ConfRecord(c QueueConf) ([]byte, error) {
 	e.buf.Reset()
 	err := firstErr(e.enc.EncodeArrayLen(11), e.enc.EncodeUint(RecConf), e.confFields(c))
+	return e.buf.Bytes(), err
+}
+
+// DepRecord encodes a snapshot dependency record.
+func (e *Encoder) DepRecord(d Dep) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(3), e.enc.EncodeUint(RecDep), e.enc.EncodeUint(d.Parent),
+		e.enc.EncodeUint(d.Child))
 	return e.buf.Bytes(), err
 }
 
@@ -567,15 +588,17 @@ func (d *Decoder) mutation(m *Mutation) error {
 			want = n // checked against the flags below
 		case d.ver >= batchVersion3 && m.Kind == MutDeleteTask:
 			want = 3
-		case d.ver >= batchVersion && (m.Kind == MutPutIdem || m.Kind == MutDeleteIdem):
+		case d.ver >= batchVersion4 && (m.Kind == MutPutIdem || m.Kind == MutDeleteIdem):
 			want = 8
 		}
-	} else if d.ver >= batchVersion {
-		switch m.Kind {
-		case MutPutConf:
+	} else if d.ver >= batchVersion4 {
+		switch {
+		case m.Kind == MutPutConf:
 			want = 11
-		case MutDeleteConf:
+		case m.Kind == MutDeleteConf:
 			want = 4
+		case d.ver >= batchVersion && (m.Kind == MutPutDep || m.Kind == MutDeleteDep):
+			want = 3
 		}
 	}
 	if want == 0 || want != n {
@@ -608,7 +631,7 @@ func (d *Decoder) mutation(m *Mutation) error {
 		if err != nil {
 			return corrupt("task update", err)
 		}
-		if st >= NumStates || att > 1<<32-1 || flags > 0xff {
+		if st >= NumStates || att > 1<<32-1 || flags > 0xff || d.ver < batchVersion && TaskState(st) == StateWaiting {
 			return corrupt("task update fields", nil)
 		}
 		u.State, u.Attempts, u.Flags = TaskState(st), uint32(att), uint8(flags)
@@ -680,6 +703,9 @@ func (d *Decoder) mutation(m *Mutation) error {
 			return corrupt("settings delete", err)
 		}
 		return nil
+	case MutPutDep, MutDeleteDep:
+		m.Dep, err = d.dep()
+		return err
 	}
 	return corrupt(fmt.Sprintf("mutation kind %d", k), nil)
 }
@@ -725,6 +751,22 @@ func (d *Decoder) confFields() (QueueConf, error) {
 		return c, corrupt("queue settings", err)
 	}
 	return c, nil
+}
+
+// dep decodes the parent and child of a dependency.
+func (d *Decoder) dep() (Dep, error) {
+	var dep Dep
+	var err error
+	if dep.Parent, err = d.dec.DecodeUint64(); err == nil {
+		dep.Child, err = d.dec.DecodeUint64()
+	}
+	if err != nil {
+		return dep, corrupt("dependency", err)
+	}
+	if dep.Parent == 0 || dep.Child == 0 || dep.Parent == dep.Child {
+		return dep, corrupt(fmt.Sprintf("dependency of %d on %d", dep.Child, dep.Parent), nil)
+	}
+	return dep, nil
 }
 
 // ids decodes a list of task ids.
@@ -784,7 +826,8 @@ func (d *Decoder) task() (*Task, error) {
 	if err != nil {
 		return nil, corrupt("task record", err)
 	}
-	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 || t.ID == maxID {
+	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 || t.ID == maxID ||
+		d.ver != 0 && d.ver < batchVersion && TaskState(st) == StateWaiting {
 		return nil, corrupt(fmt.Sprintf("task %d fields", t.ID), nil)
 	}
 	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
@@ -793,7 +836,8 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task extra", err)
 	}
 	if n != -1 {
-		if n != 6 && n != 9 || d.ver != 0 && (n == 9) != (d.ver >= batchVersion3) {
+		if wantExtra := [...]int{batchVersion1: 6, batchVersion2: 6, batchVersion3: 9, batchVersion4: 9, batchVersion: 10}; n != 6 && n != 9 && n != 10 ||
+			d.ver != 0 && n != wantExtra[d.ver] {
 			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
 		}
 		x := &Extra{}
@@ -823,10 +867,17 @@ func (d *Decoder) task() (*Task, error) {
 				x.Headers[hk] = hv
 			}
 		}
-		if n == 9 {
+		if n >= 9 {
 			if err := d.history(x); err != nil {
 				return nil, err
 			}
+		}
+		if n == 10 {
+			var pol uint64
+			if pol, err = dec.DecodeUint64(); err != nil || pol > 0xff {
+				return nil, corrupt("task dependency policy", err)
+			}
+			x.DepPolicy = uint8(pol)
 		}
 		if !x.empty() {
 			t.Extra = x
@@ -885,6 +936,7 @@ type Record struct {
 	Idem   Idem
 	Totals QueueTotals
 	Conf   QueueConf
+	Dep    Dep
 }
 
 // Record decodes one snapshot record.
@@ -933,6 +985,8 @@ func (d *Decoder) record(data []byte) (Record, error) {
 		}
 	case r.Kind == RecIdem && (n == 7 || n == 8):
 		r.Idem, err = d.idemFields(n == 8)
+	case r.Kind == RecDep && n == 3:
+		r.Dep, err = d.dep()
 	case r.Kind == RecTotals && n == 10:
 		q := &r.Totals
 		if q.Queue.Project, q.Queue.Scope, q.Queue.Name, err = d.strings3(); err == nil {

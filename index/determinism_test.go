@@ -322,8 +322,8 @@ func v3Idem(t *testing.T, version uint64) []byte {
 }
 
 // TestReadsVersion3 decodes a version 3 idempotency entry as one without
-// states (a caller's key), and refuses that layout in a version 4 batch,
-// and version 4's settings mutations in a version 3 batch.
+// states (a caller's key), and refuses that layout in a version 4 or 5
+// batch, and version 4's settings mutations in a version 3 batch.
 func TestReadsVersion3(t *testing.T) {
 	var b Batch
 	if err := NewDecoder(NewStore()).Batch(v3Idem(t, 3), &b); err != nil {
@@ -332,8 +332,10 @@ func TestReadsVersion3(t *testing.T) {
 	if got := b.Mutations[0].Idem; got != (Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "key", ID: 4, Expires: 900}) {
 		t.Fatalf("version 3 idempotency entry: %+v", got)
 	}
-	if err := NewDecoder(NewStore()).Batch(v3Idem(t, 4), &b); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("a version 4 batch in the version 3 layout decoded: %v", err)
+	for _, v := range []uint64{batchVersion4, batchVersion} {
+		if err := NewDecoder(NewStore()).Batch(v3Idem(t, v), &b); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a version %d batch in the version 3 layout decoded: %v", v, err)
+		}
 	}
 	conf := &Batch{Seq: 1, Mutations: []Mutation{{Kind: MutPutConf, Conf: QueueConf{Queue: QueueKey{Name: "q"}, Paused: true}}}}
 	data, err := NewEncoder().Batch(conf)

@@ -3,14 +3,15 @@
 //
 // The primary records are tasks (by id), KV entries (by namespace and key),
 // idempotency entries (by queue and key; a unique-by-content key is one
-// too, with the states in which it blocks), queue totals (by queue) and
-// queue settings (by queue: paused, limits and the rate limiter's token
-// bucket; conf.go), which live apart from a queue's tasks so that a queue
-// keeps them while it holds none. Every
-// secondary index (ready, scheduled, in-flight, dead and completed sets per
-// queue; expiry orders) is derived from the primary records inside Apply
-// and is never logged, so a replay or a snapshot restore rebuilds it from
-// the records alone.
+// too, with the states in which it blocks), queue totals (by queue), queue
+// settings (by queue: paused, limits and the rate limiter's token bucket;
+// conf.go), which live apart from a queue's tasks so that a queue keeps them
+// while it holds none, and dependencies between tasks (by parent and
+// dependent, deps.go). Every secondary index (ready, scheduled, in-flight,
+// dead, completed and waiting sets per queue; expiry orders; dependencies by
+// dependent and the count each waiting task still waits for) is derived from
+// the primary records inside Apply and is never logged, so a replay or a
+// snapshot restore rebuilds it from the records alone.
 //
 // Time moves tasks without a write: a stored timer whose time has come is
 // ready, a stored lease past its deadline ready again or dead (Task.StateAt).

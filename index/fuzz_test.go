@@ -56,10 +56,10 @@ func renderTask(t *Task) string {
 	if t.Queue != nil {
 		q = fmt.Sprintf("%q/%q/%q", t.Queue.Key.Project, t.Queue.Key.Scope, t.Queue.Key.Name)
 	}
-	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v",
+	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v policy=%d",
 		t.ID, q, t.State, t.Attempts, t.MaxAttempts, t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax, t.Owner, t.Token,
 		t.Secret, t.LeaseUntil, t.Created, t.Updated, renderBytes(t.Payload), x.Kind, x.IdemKey, x.LastError,
-		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps)
+		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps, x.DepPolicy)
 }
 
 // renderBatch renders what a batch means: fields a kind does not carry,
@@ -105,6 +105,8 @@ func renderBatch(b *Batch) string {
 			fmt.Fprintf(&s, "conf %+v\n", m.Conf)
 		case MutDeleteConf:
 			fmt.Fprintf(&s, "conf delete %+v\n", m.Conf.Queue)
+		case MutPutDep, MutDeleteDep:
+			fmt.Fprintf(&s, "dep %d %d <- %d\n", m.Kind, m.Dep.Parent, m.Dep.Child)
 		default:
 			fmt.Fprintf(&s, "mutation %d\n", m.Kind)
 		}
@@ -127,6 +129,10 @@ func fuzzStore(tb testing.TB) *Store {
 		{Kind: MutSetKV, KV: KV{Namespace: ns, Key: "a", Value: []byte("1")}},
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "j", ID: 1}},
+		{Kind: MutPutTask, Task: &Task{ID: 6, Queue: q, State: StateInFlight, MaxAttempts: 1, Attempts: 1, Owner: "w", Token: 1, LeaseUntil: 400}},
+		{Kind: MutPutTask, Task: &Task{ID: 7, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 100, Extra: &Extra{DepPolicy: 1}}},
+		{Kind: MutPutDep, Dep: Dep{Parent: 1, Child: 7}},
+		{Kind: MutPutDep, Dep: Dep{Parent: 6, Child: 7}},
 	}}
 	if _, err := s.Apply(b); err != nil {
 		tb.Fatal(err)
@@ -175,6 +181,14 @@ func batchSeeds(tb testing.TB) [][]byte {
 			{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "docket/unique/x", ID: 1, Expires: 2000, States: 0x2e}},
 			{Kind: MutDeleteConf, Conf: QueueConf{Queue: QueueKey{ns, "other"}}},
 			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 3, State: StateReady, Updated: 800, NotBefore: 800}},
+		}},
+		{Seq: 6, Now: 800, Mutations: []Mutation{
+			{Kind: MutPutTask, Task: &Task{ID: 11, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 900, Extra: &Extra{DepPolicy: 2}}},
+			{Kind: MutPutDep, Dep: Dep{Parent: 7, Child: 11}},
+			{Kind: MutPutDep, Dep: Dep{Parent: 2, Child: 11}},
+			{Kind: MutDeleteDep, Dep: Dep{Parent: 1, Child: 7}},
+			{Kind: MutDeleteDep, Dep: Dep{Parent: 6, Child: 7}},
+			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 7, State: StateReady, NotBefore: 800, Updated: 800}},
 		}},
 	} {
 		data, err := enc.Batch(b)
@@ -272,6 +286,7 @@ func recordSeeds(tb testing.TB) [][]byte {
 	add(enc.TotalsRecord(QueueTotals{Queue: QueueKey{Namespace{"p", "s"}, "idle"}, Totals: Totals{Completed: 2}, Idle: 50}))
 	add(enc.IdemRecord(Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "u", ID: 1, Expires: 900, States: 0x2e}))
 	add(enc.ConfRecord(QueueConf{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Paused: true, Rate: 2, Per: 10, Burst: 3, Credit: 25, At: 99}))
+	add(enc.DepRecord(Dep{Parent: 1, Child: 7}))
 	return out
 }
 
@@ -289,6 +304,8 @@ func renderRecord(r Record) string {
 		return fmt.Sprintf("totals %+v", r.Totals)
 	case RecConf:
 		return fmt.Sprintf("conf %+v", r.Conf)
+	case RecDep:
+		return fmt.Sprintf("dep %+v", r.Dep)
 	}
 	return fmt.Sprintf("kind %d", r.Kind)
 }
@@ -332,6 +349,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			again, err = enc.TotalsRecord(r.Totals)
 		case RecConf:
 			again, err = enc.ConfRecord(r.Conf)
+		case RecDep:
+			again, err = enc.DepRecord(r.Dep)
 		default:
 			t.Fatalf("decoded a record of unknown kind %d", r.Kind)
 		}
@@ -356,9 +375,14 @@ func FuzzDecodeRecord(f *testing.F) {
 			err = s.LoadTotals(r.Totals)
 		case RecConf:
 			err = s.LoadConf(r.Conf)
+		case RecDep:
+			err = s.LoadDep(r.Dep)
 		}
 		if err != nil || r.Kind == RecTask && r.Task.State == StateInFlight && (r.Task.Owner == "" || r.Task.Token == 0) {
 			return
+		}
+		if err := s.Loaded(); err != nil {
+			return // a waiting task's dependency records come after it
 		}
 		if err := s.Verify(); err != nil {
 			t.Fatalf("a loaded record left the store inconsistent: %v\n%s", err, want)

@@ -8,10 +8,10 @@ import (
 
 // WriteImage encodes img as snapshot records in their one fixed order: the
 // header, then tasks by id, KV entries by namespace and key, idempotency
-// entries by queue and key, queue totals by queue, queue settings by queue.
-// add receives each record; the slice is valid
-// only until add returns. The same state gives the same records, byte for
-// byte, on every node.
+// entries by queue and key, queue totals by queue, queue settings by queue,
+// dependencies by parent and child. add receives each record; the slice is
+// valid only until add returns. The same state gives the same records, byte
+// for byte, on every node.
 func WriteImage(img *Image, enc *Encoder, add func(rec []byte) error) error {
 	rec, err := enc.Header(img.Seq, img.NextID, img.Now)
 	if err == nil {
@@ -55,6 +55,16 @@ func WriteImage(img *Image, enc *Encoder, add func(rec []byte) error) error {
 		img.Confs.Scan(func(c QueueConf) bool {
 			if err == nil {
 				if rec, err = enc.ConfRecord(c); err == nil {
+					err = add(rec)
+				}
+			}
+			return err == nil
+		})
+	}
+	if img.Deps != nil {
+		img.Deps.Scan(func(d Dep) bool {
+			if err == nil {
+				if rec, err = enc.DepRecord(d); err == nil {
 					err = add(rec)
 				}
 			}

@@ -56,6 +56,7 @@ type Queue struct {
 	InFlight  *btree.BTreeG[TimeItem] // stored in flight, by LeaseUntil
 	Dead      *btree.BTreeG[uint64]
 	Completed *btree.BTreeG[uint64]
+	Waiting   *btree.BTreeG[uint64] // waiting for other tasks, by id
 	counts    [NumStates]int
 
 	readySince *btree.BTreeG[TimeItem] // stored ready, by NotBefore (when it became ready)
@@ -86,6 +87,7 @@ func newQueue(k QueueKey) *Queue {
 		InFlight:   btree.NewBTreeGOptions(timeLess, noLocks),
 		Dead:       btree.NewBTreeGOptions(idLess, noLocks),
 		Completed:  btree.NewBTreeGOptions(idLess, noLocks),
+		Waiting:    btree.NewBTreeGOptions(idLess, noLocks),
 		readySince: btree.NewBTreeGOptions(timeLess, noLocks),
 		lastTry:    btree.NewBTreeGOptions(timeLess, noLocks),
 		doneAt:     btree.NewBTreeGOptions(timeLess, noLocks),
@@ -132,6 +134,8 @@ type Store struct {
 
 	confs  *btree.BTreeG[QueueConf] // primary: the settings of queues that have any, by queue
 	reconf []QueueKey               // queues whose settings changed in the last Apply
+
+	deps depIndex // primary: dependencies between tasks (deps.go)
 }
 
 // NewStore returns an empty state.
@@ -147,6 +151,7 @@ func NewStore() *Store {
 		totals:  btree.NewBTreeGOptions(totalsLess, noLocks),
 		idle:    btree.NewBTreeGOptions(idleLess, noLocks),
 		confs:   btree.NewBTreeGOptions(confLess, noLocks),
+		deps:    newDepIndex(),
 	}
 }
 
@@ -327,10 +332,14 @@ func (s *Store) ExpiredIdem(now int64, fn func(Idem) bool) {
 }
 
 // Expired reports, in O(log n), whether an idempotency entry expired at or
-// before now, or (when doneBefore > 0) a completed task was last updated at
-// or before doneBefore, so that callers skip the scans in the common case.
+// before now, a task others wait for died at or before now (ExpiredParents),
+// or (when doneBefore > 0) a completed task was last updated at or before
+// doneBefore, so that callers skip the scans in the common case.
 func (s *Store) Expired(now, doneBefore int64) bool {
 	if it, ok := s.idemExp.Min(); ok && it.At <= now {
+		return true
+	}
+	if it, ok := s.deps.expiring.Min(); ok && it.At <= now {
 		return true
 	}
 	if it, ok := s.doneExp.Min(); ok && doneBefore > 0 && it.At <= doneBefore {
@@ -414,6 +423,9 @@ func (s *Store) Apply(b *Batch) (Outcome, error) {
 				return out, err
 			}
 		}
+		if err := s.checkTouched(); err != nil {
+			return out, err
+		}
 	}
 	s.seq = b.Seq
 	s.now = max(s.now, b.Now)
@@ -439,6 +451,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		// The record is not stored yet, so pointing it at the store's
 		// queue changes nothing anyone has seen.
 		t.Queue = s.Intern(t.Queue.Key)
+		s.deps.touched = append(s.deps.touched, t.ID)
 		if old, ok := s.tasks.Set(t); ok {
 			s.unindex(old)
 		} else {
@@ -456,6 +469,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 			return fmt.Errorf("%w: update of missing task %d", ErrCorrupt, u.ID)
 		}
 		nt := old.With(u)
+		s.deps.touched = append(s.deps.touched, u.ID)
 		s.countTransition(old, nt, u.Flags)
 		s.unindex(old)
 		s.tasks.Set(nt)
@@ -469,6 +483,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 			old.Queue.totals.Completed++
 			s.count(old.Queue)
 		}
+		s.deps.touched = append(s.deps.touched, old.ID)
 		s.unindex(old)
 		s.tasks.Delete(old)
 	case MutSetKV:
@@ -493,6 +508,10 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		return s.putConf(m.Conf)
 	case MutDeleteConf:
 		s.deleteConf(m.Conf.Queue)
+	case MutPutDep:
+		return s.putDep(m.Dep)
+	case MutDeleteDep:
+		return s.deleteDep(m.Dep)
 	default:
 		return fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind)
 	}
@@ -588,6 +607,7 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		}
 	}
 	q.counts[t.State]++
+	s.indexParent(t)
 	switch t.State {
 	case StateReady:
 		if load {
@@ -614,6 +634,10 @@ func (s *Store) indexLoad(t *Task, load bool) {
 			q.Dead.Set(t.ID)
 		}
 		return
+	case StateWaiting:
+		q.Waiting.Set(t.ID)
+		s.deps.nWaiting++
+		return
 	case StateCompleted:
 		if load {
 			q.Completed.Load(t.ID)
@@ -635,6 +659,7 @@ func (s *Store) unindex(t *Task) {
 	if q.counts[t.State] == 0 {
 		s.emptied = append(s.emptied, q)
 	}
+	s.unindexParent(t)
 	switch t.State {
 	case StateReady:
 		q.Ready.Delete(PrioItem{t.Priority, t.ID})
@@ -658,6 +683,9 @@ func (s *Store) unindex(t *Task) {
 		}
 	case StateDead:
 		q.Dead.Delete(t.ID)
+	case StateWaiting:
+		q.Waiting.Delete(t.ID)
+		s.deps.nWaiting--
 	case StateCompleted:
 		q.Completed.Delete(t.ID)
 		q.doneAt.Delete(TimeItem{t.Updated, t.ID})
@@ -676,6 +704,7 @@ type Image struct {
 	Idem   *btree.BTreeG[Idem]
 	Totals *btree.BTreeG[QueueTotals]
 	Confs  *btree.BTreeG[QueueConf]
+	Deps   *btree.BTreeG[Dep]
 }
 
 // Copy returns an image of the current primary records in O(1). It writes to
@@ -683,7 +712,7 @@ type Image struct {
 // being used concurrently.
 func (s *Store) Copy() *Image {
 	return &Image{Seq: s.seq, NextID: s.nextID, Now: s.now, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy(),
-		Totals: s.totals.Copy(), Confs: s.confs.Copy()}
+		Totals: s.totals.Copy(), Confs: s.confs.Copy(), Deps: s.deps.byParent.Copy()}
 }
 
 // Restore resets the store to a state image's header (seq, next id and
@@ -710,6 +739,8 @@ func (s *Store) Load(r Record) error {
 		return s.LoadTotals(r.Totals)
 	case RecConf:
 		return s.LoadConf(r.Conf)
+	case RecDep:
+		return s.LoadDep(r.Dep)
 	}
 	return fmt.Errorf("%w: record kind %d in snapshot", ErrCorrupt, r.Kind)
 }
@@ -826,6 +857,8 @@ func (s *Store) Verify() error {
 			}
 		case StateDead:
 			_, found = q.Dead.Get(t.ID)
+		case StateWaiting:
+			_, found = q.Waiting.Get(t.ID)
 		case StateCompleted:
 			_, found = q.Completed.Get(t.ID)
 			if found {
@@ -856,8 +889,9 @@ func (s *Store) Verify() error {
 			c = new([NumStates]int)
 		}
 		sizes := [NumStates]int{StateReady: q.Ready.Len(), StateScheduled: q.Scheduled.Len(),
-			StateInFlight: q.InFlight.Len(), StateDead: q.Dead.Len(), StateCompleted: q.Completed.Len()}
-		for st := StateReady; st <= StateCompleted; st++ {
+			StateInFlight: q.InFlight.Len(), StateDead: q.Dead.Len(), StateCompleted: q.Completed.Len(),
+			StateWaiting: q.Waiting.Len()}
+		for st := StateReady; st <= StateWaiting; st++ {
 			if c[st] != q.counts[st] || c[st] != sizes[st] {
 				return fmt.Errorf("index: verify: queue %v %s: %d records, count %d, index %d",
 					q.Key, st, c[st], q.counts[st], sizes[st])
@@ -919,6 +953,9 @@ func (s *Store) Verify() error {
 	})
 	if err == nil && expiring != s.idemExp.Len() {
 		err = fmt.Errorf("index: verify: %d expiring idempotency keys, %d in expiry order", expiring, s.idemExp.Len())
+	}
+	if err == nil {
+		err = s.verifyDeps()
 	}
 	return err
 }

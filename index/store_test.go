@@ -150,7 +150,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	full.Secret = 0xfeedface12345678
 	full.Extra = &Extra{Kind: "k", IdemKey: "i", LastError: "e", Progress: []byte(`1`), Result: []byte(`2`),
 		Headers: map[string]string{"a": "b"}, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "x"}, {Attempt: 2, At: -1}},
-		Parent: 3, FollowUps: []uint64{8, 1 << 63}}
+		Parent: 3, FollowUps: []uint64{8, 1 << 63}, DepPolicy: 2}
 	b := &Batch{Seq: 9, Now: -3, Seed: 1<<64 - 2,
 		Assertions: []Assertion{{Kind: AssertToken, ID: 7, Token: 3},
 			{Kind: AssertKVVersion, NS: qk.Namespace, Key: "k", Version: 4}},
@@ -171,6 +171,8 @@ func TestCodecRoundTrip(t *testing.T) {
 			{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "i", ID: 7, Expires: 100}},
 			{Kind: MutPutIdem, Idem: Idem{Queue: qk, Key: "u", ID: 7, Expires: 100, States: 0x2e}},
 			{Kind: MutDeleteIdem, Idem: Idem{Queue: qk, Key: "i"}},
+			{Kind: MutPutDep, Dep: Dep{Parent: 3, Child: 1 << 62}},
+			{Kind: MutDeleteDep, Dep: Dep{Parent: 1 << 63, Child: 7}},
 			{Kind: MutPutConf, Conf: QueueConf{Queue: qk, Paused: true, MaxInFlight: 3, Rate: 5, Per: 1000, Burst: 7,
 				Credit: 6999, At: -4}},
 			{Kind: MutDeleteConf, Conf: QueueConf{Queue: qk}},
@@ -232,6 +234,11 @@ func TestRecordRoundTrip(t *testing.T) {
 	data, _ = enc.TotalsRecord(tot)
 	if r, err = dec.Record(data); err != nil || r.Kind != RecTotals || r.Totals != tot {
 		t.Fatalf("totals %+v %v", r, err)
+	}
+	dep := Dep{Parent: 3, Child: 1 << 40}
+	data, _ = enc.DepRecord(dep)
+	if r, err = dec.Record(data); err != nil || r.Kind != RecDep || r.Dep != dep {
+		t.Fatalf("dep %+v %v", r, err)
 	}
 	data, _ = enc.TaskRecord(task(s, 2, StateDead))
 	if r, err = dec.Record(data); err != nil || r.Task.ID != 2 || r.Task.State != StateDead {

@@ -11,13 +11,14 @@ const (
 	StateInFlight  TaskState = 3 // leased to an owner until LeaseUntil
 	StateDead      TaskState = 4 // attempts spent or failed permanently
 	StateCompleted TaskState = 5 // done, kept with its result (retention on)
+	StateWaiting   TaskState = 6 // waiting for the tasks it depends on (see Dep)
 )
 
 // NumStates bounds the TaskState values, for arrays indexed by state.
-const NumStates = 6
+const NumStates = 7
 
 // Valid reports whether s is one of the defined states.
-func (s TaskState) Valid() bool { return s >= StateReady && s <= StateCompleted }
+func (s TaskState) Valid() bool { return s >= StateReady && s <= StateWaiting }
 
 func (s TaskState) String() string {
 	switch s {
@@ -31,6 +32,8 @@ func (s TaskState) String() string {
 		return "dead"
 	case StateCompleted:
 		return "completed"
+	case StateWaiting:
+		return "waiting"
 	}
 	return "invalid"
 }
@@ -106,6 +109,10 @@ type Extra struct {
 	// FollowUps are the ids of the tasks this task's completion enqueued,
 	// kept on a retained completed task.
 	FollowUps []uint64
+	// DepPolicy is what the task does when a task it waits for (see Dep)
+	// is dead-lettered or cancelled. The index stores it; the planner
+	// gives it meaning (engine.DependencyPolicy).
+	DepPolicy uint8
 }
 
 // AttemptError is one failed attempt: its number, when it failed (Unix
@@ -124,7 +131,7 @@ const MaxAttemptErrors = 20
 func (e *Extra) empty() bool {
 	return e == nil || (e.Kind == "" && e.IdemKey == "" && e.LastError == "" &&
 		len(e.Progress) == 0 && len(e.Result) == 0 && len(e.Headers) == 0 &&
-		len(e.Errors) == 0 && e.Parent == 0 && len(e.FollowUps) == 0)
+		len(e.Errors) == 0 && e.Parent == 0 && len(e.FollowUps) == 0 && e.DepPolicy == 0)
 }
 
 // Ex returns the task's extra fields, or an empty value when it has none.

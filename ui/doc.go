@@ -15,8 +15,9 @@
 //     by priority, due time or age;
 //   - a task: payload, progress and result pretty-printed, headers, lease,
 //     every failed attempt, a timeline, the task that created it and the
-//     follow-ups it created (when TaskInfo reports them); a task is also
-//     found by its id alone;
+//     follow-ups it created (when TaskInfo reports them), the tasks it
+//     waits for and what it does if one fails, the waiting tasks that wait
+//     for it; a task is also found by its id alone;
 //   - dead letters grouped by last error;
 //   - a KV browser by prefix;
 //   - the cluster (members, leader, commit and applied indexes, lag) when

@@ -84,7 +84,7 @@ func refOf(v url.Values) (queueRef, error) {
 	return q, nil
 }
 
-var states = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed}
+var states = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed, engine.Waiting}
 
 func parseState(s string) (engine.State, error) {
 	if s == "" {
@@ -128,7 +128,7 @@ type barPart struct {
 
 // liveStates are the states of tasks still to be done or looked at; the
 // retained completions are history and left out of the bar.
-var liveStates = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead}
+var liveStates = []engine.State{engine.Waiting, engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead}
 
 func stateBar(c engine.Counts) []barPart {
 	total := 0
@@ -168,7 +168,7 @@ func (rq *request) overview() {
 	for _, q := range qs {
 		c := q.Counts
 		row := overviewRow{Ref: queueRef{q.Namespace, q.Name}, Counts: c, Bar: stateBar(c),
-			Total: c.Ready + c.Scheduled + c.InFlight + c.Dead + c.Completed,
+			Total: c.Ready + c.Scheduled + c.InFlight + c.Dead + c.Completed + c.Waiting,
 			Rates: rq.d.rates.rates(q.Namespace, q.Name)}
 		if !q.OldestReady.IsZero() {
 			row.HasOldest, row.OldestReady = true, max(0, now.Sub(q.OldestReady))
@@ -180,6 +180,7 @@ func (rq *request) overview() {
 		sum.InFlight += c.InFlight
 		sum.Dead += c.Dead
 		sum.Completed += c.Completed
+		sum.Waiting += c.Waiting
 		if row.Rates.Known {
 			flow.Known = true
 			flow.Enqueued += row.Rates.Enqueued
@@ -229,7 +230,7 @@ func engineOrder(st engine.State) string {
 		return "priority" // then FIFO, which is age
 	case engine.Scheduled:
 		return "due"
-	case engine.Dead, engine.Completed:
+	case engine.Dead, engine.Completed, engine.Waiting:
 		return "age" // ids increase with creation
 	}
 	return "" // in flight: by the end of the lease
@@ -476,6 +477,8 @@ func timeline(t engine.TaskInfo) []timelineEntry {
 		out = append(out, timelineEntry{t.UpdatedAt, "dead-lettered", "dead"})
 	case engine.Completed:
 		out = append(out, timelineEntry{t.UpdatedAt, "completed", "completed"})
+	case engine.Waiting:
+		out = append(out, timelineEntry{t.UpdatedAt, fmt.Sprintf("waiting for %d %s", len(t.WaitingOn), plural(len(t.WaitingOn), "task", "tasks")), "waiting"})
 	case engine.Ready:
 		out = append(out, timelineEntry{latest(t.NotBefore, t.UpdatedAt, t.CreatedAt), "ready", "ready"})
 	}
@@ -501,6 +504,7 @@ type taskPage struct {
 	Lineage  lineage
 	Now      time.Time
 	RunNow   bool
+	Deps     depView
 }
 
 func (rq *request) task() {
@@ -532,7 +536,7 @@ func (rq *request) task() {
 	slices.Sort(headers)
 	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", taskPage{
 		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineage{Parent: t.Parent, FollowUps: t.FollowUps},
-		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled,
+		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled, Deps: depViewOf(t),
 	})
 }
 

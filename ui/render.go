@@ -57,6 +57,8 @@ func countOf(c engine.Counts, s engine.State) int {
 		return c.Dead
 	case engine.Completed:
 		return c.Completed
+	case engine.Waiting:
+		return c.Waiting
 	}
 	return 0
 }

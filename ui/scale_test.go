@@ -135,8 +135,19 @@ func TestEveryViewIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim(each)
+	parent, err := e.queue("upstream").Enqueue(ctx, engine.Task{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make([]engine.Task, each)
+	for i := range waiting {
+		waiting[i] = engine.Task{Kind: "bulk", DependsOn: []uint64{parent.ID}}
+	}
+	if _, err := q.EnqueueBatch(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
 	c, _ := q.Counts(ctx)
-	if c != (engine.Counts{Ready: each, Scheduled: each, InFlight: each, Dead: each, Completed: each}) {
+	if c != (engine.Counts{Ready: each, Scheduled: each, InFlight: each, Dead: each, Completed: each, Waiting: each}) {
 		t.Fatalf("counts %+v", c)
 	}
 	api := &countingAPI{API: e.db}

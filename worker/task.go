@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,9 @@ type Task struct {
 	result    []byte
 	ops       []engine.Op
 	followUps []engine.FollowUp
+	// after holds, per follow-up, the earlier follow-ups it waits for
+	// (FollowUpAfter), by index in followUps.
+	after [][]int
 }
 
 // taskState is where a claimed task is in its slot.
@@ -143,11 +147,25 @@ func (t *Task) AddOps(ops ...engine.Op) {
 
 // FollowUp enqueues task on queue (of the task's namespace) in the
 // completion's commit: it exists if and only if this task completed. Chain
-// workflow steps with it.
-func (t *Task) FollowUp(queue string, task engine.Task) {
+// workflow steps with it. It returns the follow-up's index among the
+// task's follow-ups, for FollowUpAfter. The task may wait for others with
+// task.DependsOn; a dependency on this task itself is satisfied by the
+// completion.
+func (t *Task) FollowUp(queue string, task engine.Task) int {
+	return t.FollowUpAfter(queue, task)
+}
+
+// FollowUpAfter is FollowUp for a task that waits, in state Waiting, until
+// the earlier follow-ups after names (indexes FollowUp returned) have
+// completed, as well as the tasks of task.DependsOn: fan out with FollowUp
+// and fan back in with one FollowUpAfter. An index that is not an earlier
+// follow-up makes the completion fail with engine.ErrInvalid.
+func (t *Task) FollowUpAfter(queue string, task engine.Task, after ...int) int {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.followUps = append(t.followUps, engine.FollowUp{Queue: queue, Task: task})
-	t.mu.Unlock()
+	t.after = append(t.after, slices.Clone(after))
+	return len(t.followUps) - 1
 }
 
 // FollowUps returns the follow-ups recorded so far. Middleware may change
@@ -161,7 +179,33 @@ func (t *Task) FollowUps() []engine.FollowUp {
 func (t *Task) done() engine.Done {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return engine.Done{Result: t.result, Ops: t.ops, FollowUps: t.followUps}
+	follow := t.followUps
+	if slices.ContainsFunc(t.after, func(a []int) bool { return len(a) > 0 }) {
+		// A follow-up's position among the tasks the commit enqueues comes
+		// after the Enqueue ops of AddOps (engine.Task.DependsOnSibling).
+		base := 0
+		for _, op := range t.ops {
+			if op.Kind() == engine.OpEnqueue {
+				base++
+			}
+		}
+		follow = slices.Clone(follow)
+		for i, after := range t.after {
+			if i >= len(follow) || len(after) == 0 {
+				continue
+			}
+			sibs := slices.Clone(follow[i].Task.DependsOnSibling)
+			for _, a := range after {
+				if a < 0 || a >= i {
+					sibs = append(sibs, base+i) // not earlier: the engine refuses it
+					continue
+				}
+				sibs = append(sibs, base+a)
+			}
+			follow[i].Task.DependsOnSibling = sibs
+		}
+	}
+	return engine.Done{Result: t.result, Ops: t.ops, FollowUps: follow}
 }
 
 // begin marks a waiting task running with cancel as its handler's

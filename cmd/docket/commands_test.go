@@ -435,6 +435,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"enqueue", "-dir", dir, "-at", "2030-01-01T00:00:00Z", "-delay", "1s"}, "-at and -delay"},
 		{[]string{"enqueue", "-dir", dir, "-header", "novalue"}, "NAME=VALUE"},
 		{[]string{"enqueue", "-dir", dir, "{}", "{}"}, "too many arguments"},
+		{[]string{"enqueue", "-dir", dir, "-after", "1,x"}, `task id "x"`},
+		{[]string{"enqueue", "-dir", dir, "-after", "1", "-on-failure", "shrug"}, "want cancel, wait or run"},
 		{[]string{"kv", "-dir", dir}, "unknown subcommand"},
 		{[]string{"kv"}, "want a subcommand"},
 		{[]string{"kv", "get", "-dir", dir}, "missing argument"},

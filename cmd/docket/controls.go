@@ -176,7 +176,7 @@ type uniqueFlags struct {
 func addUniqueFlags(fs *flag.FlagSet) uniqueFlags {
 	return uniqueFlags{
 		window: fs.Duration("unique", 0, "make the task unique by content for this long: a task of the same kind and payload (canonical JSON) enqueued meanwhile, while this one waits, runs or completed, is this one"),
-		states: fs.String("unique-states", "", "with -unique, the states in which this task blocks a duplicate: ready,scheduled,in-flight (always) plus dead and/or completed (default: completed)"),
+		states: fs.String("unique-states", "", "with -unique, the states in which this task blocks a duplicate: ready,scheduled,in-flight (always, as is waiting for -after tasks) plus dead and/or completed (default: completed)"),
 	}
 }
 

@@ -32,10 +32,11 @@ type countsJSON struct {
 	InFlight  int `json:"in_flight"`
 	Dead      int `json:"dead"`
 	Completed int `json:"completed"`
+	Waiting   int `json:"waiting"`
 }
 
 func countsOf(n engine.Counts) countsJSON {
-	return countsJSON{n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed}
+	return countsJSON{n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed, n.Waiting}
 }
 
 type totalsJSON struct {
@@ -69,29 +70,32 @@ type attemptJSON struct {
 }
 
 type taskJSON struct {
-	ID             uint64            `json:"id"`
-	Namespace      nsJSON            `json:"namespace"`
-	Queue          string            `json:"queue"`
-	Kind           string            `json:"kind,omitempty"`
-	State          string            `json:"state"`
-	Payload        json.RawMessage   `json:"payload,omitempty"`
-	Headers        map[string]string `json:"headers,omitempty"`
-	Priority       int               `json:"priority"`
-	Attempts       int               `json:"attempts"`
-	MaxAttempts    int               `json:"max_attempts"`
-	NotBefore      *time.Time        `json:"not_before,omitempty"`
-	Owner          string            `json:"owner,omitempty"`
-	Token          uint64            `json:"token"`
-	LeaseUntil     *time.Time        `json:"lease_until,omitempty"`
-	Progress       json.RawMessage   `json:"progress,omitempty"`
-	Result         json.RawMessage   `json:"result,omitempty"`
-	LastError      string            `json:"last_error,omitempty"`
-	IdempotencyKey string            `json:"idempotency_key,omitempty"`
-	BackoffBase    string            `json:"backoff_base"`
-	BackoffMax     string            `json:"backoff_max"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
-	Errors         []attemptJSON     `json:"errors,omitempty"`
+	ID              uint64            `json:"id"`
+	Namespace       nsJSON            `json:"namespace"`
+	Queue           string            `json:"queue"`
+	Kind            string            `json:"kind,omitempty"`
+	State           string            `json:"state"`
+	Payload         json.RawMessage   `json:"payload,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
+	Priority        int               `json:"priority"`
+	Attempts        int               `json:"attempts"`
+	MaxAttempts     int               `json:"max_attempts"`
+	NotBefore       *time.Time        `json:"not_before,omitempty"`
+	Owner           string            `json:"owner,omitempty"`
+	Token           uint64            `json:"token"`
+	LeaseUntil      *time.Time        `json:"lease_until,omitempty"`
+	Progress        json.RawMessage   `json:"progress,omitempty"`
+	Result          json.RawMessage   `json:"result,omitempty"`
+	LastError       string            `json:"last_error,omitempty"`
+	IdempotencyKey  string            `json:"idempotency_key,omitempty"`
+	BackoffBase     string            `json:"backoff_base"`
+	BackoffMax      string            `json:"backoff_max"`
+	CreatedAt       time.Time         `json:"created_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
+	Errors          []attemptJSON     `json:"errors,omitempty"`
+	WaitingOn       []uint64          `json:"waiting_on,omitempty"`
+	Dependents      []uint64          `json:"dependents,omitempty"`
+	OnParentFailure string            `json:"on_parent_failure,omitempty"`
 }
 
 func taskOf(t engine.TaskInfo) taskJSON {
@@ -105,7 +109,27 @@ func taskOf(t engine.TaskInfo) taskJSON {
 	for _, e := range t.Errors {
 		out.Errors = append(out.Errors, attemptJSON{e.Attempt, e.At, e.Error})
 	}
+	out.WaitingOn, out.Dependents = t.WaitingOn, t.Dependents
+	if t.State == engine.Waiting || t.OnParentFailure != engine.CancelOnFailure {
+		out.OnParentFailure = t.OnParentFailure.String()
+	}
 	return out
+}
+
+// idList renders task ids as "12, 13, 14", the middle of a long list left
+// out.
+func idList(ids []uint64) string {
+	const most = 20
+	var parts []string
+	for i, id := range ids {
+		if len(ids) > most && i == most-2 {
+			parts = append(parts, fmt.Sprintf("... (%d more)", len(ids)-most+1))
+			parts = append(parts, fmt.Sprint(ids[len(ids)-1]))
+			break
+		}
+		parts = append(parts, fmt.Sprint(id))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rawJSON is b as JSON: b itself when it is JSON (the engine keeps only
@@ -216,6 +240,20 @@ func printTask(w io.Writer, t engine.TaskInfo) {
 	row("created", fmtTime(t.CreatedAt))
 	row("updated", fmtTime(t.UpdatedAt))
 	row("last error", t.LastError)
+	if t.State == engine.Waiting {
+		row("waiting on", idList(t.WaitingOn))
+	}
+	if t.State == engine.Waiting || t.OnParentFailure != engine.CancelOnFailure {
+		row("if one fails", map[engine.DependencyPolicy]string{engine.CancelOnFailure: "cancel this task",
+			engine.WaitOnFailure: "wait for a redrive", engine.RunOnFailure: "run anyway"}[t.OnParentFailure])
+	}
+	if len(t.Dependents) > 0 {
+		n := fmt.Sprint(len(t.Dependents))
+		if len(t.Dependents) == engine.MaxBatch {
+			n = fmt.Sprintf("at least %d", engine.MaxBatch)
+		}
+		row("dependents", n+": "+idList(t.Dependents))
+	}
 	tw.Flush()
 	block := func(name string, b []byte) {
 		if len(b) == 0 {

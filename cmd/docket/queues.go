@@ -65,11 +65,12 @@ func runStats(ctx context.Context, c cli, args []string) error {
 		return writeJSON(c.stdout, out)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "namespace\tqueue\tready\tscheduled\tin-flight\tdead\tcompleted\t")
+	fmt.Fprintln(tw, "namespace\tqueue\tready\tscheduled\tin-flight\tdead\tcompleted\twaiting\t")
 	var controlled []engine.QueueInfo
 	for _, q := range qs {
 		n := q.Counts
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", q.Namespace, q.Name, n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", q.Namespace, q.Name, n.Ready, n.Scheduled, n.InFlight, n.Dead,
+			n.Completed, n.Waiting)
 		if q.Paused || q.Limits != (engine.Limits{}) {
 			controlled = append(controlled, q)
 		}
@@ -93,7 +94,7 @@ func runStats(ctx context.Context, c cli, args []string) error {
 
 func runInspect(ctx context.Context, c cli, args []string) error {
 	tf := newTargetFlags(c, "inspect", oneQueue)
-	state := tf.fs.String("state", "ready", "state to list: ready, scheduled, in-flight, dead, completed")
+	state := tf.fs.String("state", "ready", "state to list: ready, scheduled, in-flight, dead, completed, waiting")
 	limit := tf.fs.Int("limit", 20, "tasks per page")
 	cursor := tf.fs.String("cursor", "", "continue after a previous page")
 	if _, err := tf.parse(args, 0, 0); err != nil {
@@ -451,10 +452,14 @@ const enqueueAbout = `
 Adds one task. PAYLOAD is JSON (or nothing, for an empty payload); - reads it
 from standard input. It prints the task's id, or with -key the id of the task
 that already holds the key, or with -unique the id of a task of the same kind
-and payload enqueued within the window (nothing is enqueued then):
+and payload enqueued within the window (nothing is enqueued then). With -after
+the task waits until the tasks it names (of any queue of the namespace)
+complete; -on-failure says what it does if one of them is dead-lettered or
+cancelled:
 
   docket enqueue -server http://127.0.0.1:7070 -ns acme/prod -queue emails '{"to":"a@b"}'
-  some-program | docket enqueue -dir data -kind report -delay 10m -`
+  some-program | docket enqueue -dir data -kind report -delay 10m -
+  docket enqueue -dir data -queue reports -after 12,13 -on-failure wait '{"merge":true}'`
 
 func runEnqueue(ctx context.Context, c cli, args []string) error {
 	fs := newFlagsFor(c, "enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", enqueueAbout)
@@ -469,6 +474,8 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	key := tf.fs.String("key", "", "idempotency key: while a task with it exists, enqueueing again returns that task")
 	headers := headerFlag{}
 	tf.fs.Var(headers, "header", "a `NAME=VALUE` pair carried with the task (repeat the flag for more)")
+	after := tf.fs.String("after", "", "wait until these tasks (`ID,...`) complete before becoming claimable")
+	onFailure := tf.fs.String("on-failure", "cancel", "with -after, if one of them dies or is cancelled: cancel this task too, wait for a redrive, or run anyway (cancel, wait, run)")
 	unique := addUniqueFlags(tf.fs)
 	pos, err := tf.parse(args, 0, 1)
 	if err != nil {
@@ -476,6 +483,14 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	}
 	task := engine.Task{Kind: *kind, Delay: *delay, Priority: *priority, MaxAttempts: *maxAttempts,
 		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key}
+	if *after != "" {
+		if task.DependsOn, err = parseIDs([]string{*after}); err != nil {
+			return usageError{"enqueue: -after: " + message(err)}
+		}
+	}
+	if task.OnParentFailure, err = engine.ParsePolicy(*onFailure); err != nil {
+		return usageError{"enqueue: -on-failure " + *onFailure + ": want cancel, wait or run"}
+	}
 	if err := unique.apply(&task); err != nil {
 		return err
 	}
@@ -524,6 +539,13 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "task %d enqueued on %s %s\n", res.ID, t.ns, t.queue)
+	if len(task.DependsOn) > 0 {
+		// Dependencies that had completed are satisfied at once: say which
+		// the task waits for.
+		if info, err := t.Queue().Get(ctx, res.ID); err == nil && info.State == engine.Waiting {
+			fmt.Fprintf(c.stdout, "waiting on %s\n", idList(info.WaitingOn))
+		}
+	}
 	return nil
 }
 

@@ -186,12 +186,12 @@ func parseNS(s string) (engine.Namespace, error) {
 }
 
 func parseState(s string) (engine.State, error) {
-	for _, st := range []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed} {
+	for _, st := range []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed, engine.Waiting} {
 		if st.String() == s {
 			return st, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown state %q (ready, scheduled, in-flight, dead, completed)", s)
+	return 0, fmt.Errorf("unknown state %q (ready, scheduled, in-flight, dead, completed, waiting)", s)
 }
 
 // parseIDs parses task ids given as arguments, each possibly a comma

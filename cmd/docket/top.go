@@ -147,9 +147,14 @@ func renderTop(w io.Writer, where string, prev, cur *topSample, err error) {
 		sum.InFlight += n.InFlight
 		sum.Dead += n.Dead
 		sum.Completed += n.Completed
+		sum.Waiting += n.Waiting
 	}
-	fmt.Fprintf(w, "docket top  %s  %s  %d queues: %d ready, %d scheduled, %d in flight, %d dead\n\n",
-		where, now.UTC().Format("15:04:05"), len(cur.queues), sum.Ready, sum.Scheduled, sum.InFlight, sum.Dead)
+	waiting := ""
+	if sum.Waiting > 0 {
+		waiting = fmt.Sprintf(", %d waiting on others", sum.Waiting)
+	}
+	fmt.Fprintf(w, "docket top  %s  %s  %d queues: %d ready, %d scheduled, %d in flight, %d dead%s\n\n",
+		where, now.UTC().Format("15:04:05"), len(cur.queues), sum.Ready, sum.Scheduled, sum.InFlight, sum.Dead, waiting)
 	if len(cur.queues) == 0 {
 		fmt.Fprintln(w, "no queue holds a task")
 		return

@@ -122,12 +122,12 @@ func Task(pb *v1.Task) (engine.Task, error) {
 	if t.Unique, err = Unique(pb.Unique); err != nil {
 		return t, err
 	}
-	return t, nil
+	return t, taskDeps(pb, &t)
 }
 
 // PBTask converts a task to enqueue.
 func PBTask(t engine.Task) *v1.Task {
-	return &v1.Task{
+	pb := &v1.Task{
 		Payload:        t.Payload,
 		Kind:           t.Kind,
 		Delay:          PBDuration(t.Delay),
@@ -140,6 +140,8 @@ func PBTask(t engine.Task) *v1.Task {
 		Headers:        t.Headers,
 		Unique:         PBUnique(t.Unique),
 	}
+	pbTaskDeps(t, pb)
+	return pb
 }
 
 // Int32 converts a count or limit, keeping one out of range out of range
@@ -185,6 +187,8 @@ func PBTasks(ts []engine.Task) []*v1.Task {
 		m.BackoffMax = PBDuration(t.BackoffMax)
 		m.IdempotencyKey = t.IdempotencyKey
 		m.Headers = t.Headers
+		m.Unique = PBUnique(t.Unique)
+		pbTaskDeps(*t, m)
 		out[i] = m
 	}
 	return out
@@ -455,28 +459,31 @@ func TxResult(pb *v1.TxResult) engine.TxResult {
 // PBTaskInfo converts a task record.
 func PBTaskInfo(t engine.TaskInfo) *v1.TaskInfo {
 	pb := &v1.TaskInfo{
-		Id:             t.ID,
-		Namespace:      PBNamespace(t.Namespace),
-		Queue:          t.Queue,
-		Kind:           t.Kind,
-		State:          v1.State(t.State),
-		Payload:        t.Payload,
-		Headers:        t.Headers,
-		Priority:       int64(t.Priority),
-		Attempts:       clampInt32(t.Attempts),
-		MaxAttempts:    clampInt32(t.MaxAttempts),
-		NotBefore:      PBTime(t.NotBefore),
-		Owner:          t.Owner,
-		Token:          t.Token,
-		LeaseUntil:     PBTime(t.LeaseUntil),
-		Progress:       t.Progress,
-		Result:         t.Result,
-		LastError:      t.LastError,
-		IdempotencyKey: t.IdempotencyKey,
-		BackoffBase:    PBDuration(t.BackoffBase),
-		BackoffMax:     PBDuration(t.BackoffMax),
-		CreatedAt:      PBTime(t.CreatedAt),
-		UpdatedAt:      PBTime(t.UpdatedAt),
+		Id:              t.ID,
+		Namespace:       PBNamespace(t.Namespace),
+		Queue:           t.Queue,
+		Kind:            t.Kind,
+		State:           v1.State(t.State),
+		Payload:         t.Payload,
+		Headers:         t.Headers,
+		Priority:        int64(t.Priority),
+		Attempts:        clampInt32(t.Attempts),
+		MaxAttempts:     clampInt32(t.MaxAttempts),
+		NotBefore:       PBTime(t.NotBefore),
+		Owner:           t.Owner,
+		Token:           t.Token,
+		LeaseUntil:      PBTime(t.LeaseUntil),
+		Progress:        t.Progress,
+		Result:          t.Result,
+		LastError:       t.LastError,
+		IdempotencyKey:  t.IdempotencyKey,
+		BackoffBase:     PBDuration(t.BackoffBase),
+		BackoffMax:      PBDuration(t.BackoffMax),
+		CreatedAt:       PBTime(t.CreatedAt),
+		UpdatedAt:       PBTime(t.UpdatedAt),
+		WaitingOn:       t.WaitingOn,
+		Dependents:      t.Dependents,
+		OnParentFailure: v1.DependencyPolicy(t.OnParentFailure),
 	}
 	for _, e := range t.Errors {
 		pb.Errors = append(pb.Errors, &v1.AttemptError{Attempt: clampInt32(e.Attempt), At: PBTime(e.At), Error: e.Error})
@@ -487,28 +494,31 @@ func PBTaskInfo(t engine.TaskInfo) *v1.TaskInfo {
 // TaskInfo converts a task record the server sent.
 func TaskInfo(pb *v1.TaskInfo) engine.TaskInfo {
 	t := engine.TaskInfo{
-		ID:             pb.GetId(),
-		Namespace:      Namespace(pb.GetNamespace()),
-		Queue:          pb.GetQueue(),
-		Kind:           pb.GetKind(),
-		State:          engine.State(pb.GetState()),
-		Payload:        pb.GetPayload(),
-		Headers:        pb.GetHeaders(),
-		Priority:       int(pb.GetPriority()),
-		Attempts:       int(pb.GetAttempts()),
-		MaxAttempts:    int(pb.GetMaxAttempts()),
-		NotBefore:      timeOf(pb.GetNotBefore()),
-		Owner:          pb.GetOwner(),
-		Token:          pb.GetToken(),
-		LeaseUntil:     timeOf(pb.GetLeaseUntil()),
-		Progress:       pb.GetProgress(),
-		Result:         pb.GetResult(),
-		LastError:      pb.GetLastError(),
-		IdempotencyKey: pb.GetIdempotencyKey(),
-		BackoffBase:    durationOf(pb.GetBackoffBase()),
-		BackoffMax:     durationOf(pb.GetBackoffMax()),
-		CreatedAt:      timeOf(pb.GetCreatedAt()),
-		UpdatedAt:      timeOf(pb.GetUpdatedAt()),
+		ID:              pb.GetId(),
+		Namespace:       Namespace(pb.GetNamespace()),
+		Queue:           pb.GetQueue(),
+		Kind:            pb.GetKind(),
+		State:           engine.State(pb.GetState()),
+		Payload:         pb.GetPayload(),
+		Headers:         pb.GetHeaders(),
+		Priority:        int(pb.GetPriority()),
+		Attempts:        int(pb.GetAttempts()),
+		MaxAttempts:     int(pb.GetMaxAttempts()),
+		NotBefore:       timeOf(pb.GetNotBefore()),
+		Owner:           pb.GetOwner(),
+		Token:           pb.GetToken(),
+		LeaseUntil:      timeOf(pb.GetLeaseUntil()),
+		Progress:        pb.GetProgress(),
+		Result:          pb.GetResult(),
+		LastError:       pb.GetLastError(),
+		IdempotencyKey:  pb.GetIdempotencyKey(),
+		BackoffBase:     durationOf(pb.GetBackoffBase()),
+		BackoffMax:      durationOf(pb.GetBackoffMax()),
+		CreatedAt:       timeOf(pb.GetCreatedAt()),
+		UpdatedAt:       timeOf(pb.GetUpdatedAt()),
+		WaitingOn:       pb.GetWaitingOn(),
+		Dependents:      pb.GetDependents(),
+		OnParentFailure: engine.DependencyPolicy(pb.GetOnParentFailure()),
 	}
 	for _, e := range pb.GetErrors() {
 		t.Errors = append(t.Errors, engine.AttemptError{Attempt: int(e.GetAttempt()), At: timeOf(e.GetAt()), Error: e.GetError()})
@@ -519,13 +529,13 @@ func TaskInfo(pb *v1.TaskInfo) engine.TaskInfo {
 // PBCounts converts per-state counts.
 func PBCounts(c engine.Counts) *v1.Counts {
 	return &v1.Counts{Ready: int64(c.Ready), Scheduled: int64(c.Scheduled), InFlight: int64(c.InFlight),
-		Dead: int64(c.Dead), Completed: int64(c.Completed)}
+		Dead: int64(c.Dead), Completed: int64(c.Completed), Waiting: int64(c.Waiting)}
 }
 
 // Counts converts per-state counts the server sent.
 func Counts(pb *v1.Counts) engine.Counts {
 	return engine.Counts{Ready: int(pb.GetReady()), Scheduled: int(pb.GetScheduled()), InFlight: int(pb.GetInFlight()),
-		Dead: int(pb.GetDead()), Completed: int(pb.GetCompleted())}
+		Dead: int(pb.GetDead()), Completed: int(pb.GetCompleted()), Waiting: int(pb.GetWaiting())}
 }
 
 // PBEntry converts a KV entry.

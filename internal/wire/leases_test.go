@@ -198,7 +198,9 @@ func TestPBSlabsAsOne(t *testing.T) {
 		}
 	}
 	tasks := []engine.Task{{Payload: []byte(`{}`)}, {Kind: "k", Delay: time.Second, At: time.Unix(5, 0), Priority: 3,
-		MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: time.Minute, IdempotencyKey: "i", Headers: map[string]string{"a": "b"}}}
+		MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: time.Minute, IdempotencyKey: "i", Headers: map[string]string{"a": "b"}},
+		{Kind: "u", Unique: &engine.Unique{Window: time.Hour, States: []engine.State{engine.Ready, engine.Scheduled, engine.InFlight}}},
+		{DependsOn: []uint64{3, 4}, DependsOnSibling: []int{0, 1}, OnParentFailure: engine.RunOnFailure}}
 	for i, m := range PBTasks(tasks) {
 		if !proto.Equal(m, PBTask(tasks[i])) {
 			t.Fatalf("task %d: %v, want %v", i, m, PBTask(tasks[i]))

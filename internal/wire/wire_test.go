@@ -136,7 +136,8 @@ func TestConversionsRoundTrip(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
 	task := engine.Task{Payload: []byte(`{"a":1}`), Kind: "k", Delay: time.Second, At: at, Priority: -7,
 		MaxAttempts: 3, BackoffBase: time.Millisecond, BackoffMax: time.Hour, IdempotencyKey: "id",
-		Headers: map[string]string{"h": "v"}}
+		Headers: map[string]string{"h": "v"}, DependsOn: []uint64{3, 1 << 60}, DependsOnSibling: []int{0, 2},
+		OnParentFailure: engine.RunOnFailure}
 	got, err := Task(PBTask(task))
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(task) {
 		t.Fatalf("task: %+v %v", got, err)
@@ -158,7 +159,8 @@ func TestConversionsRoundTrip(t *testing.T) {
 	}
 	info := engine.TaskInfo{ID: 4, Namespace: engine.NS("p", "s"), Queue: "q", State: engine.Dead, Payload: []byte(`{}`),
 		Attempts: 2, MaxAttempts: 2, LastError: "boom", CreatedAt: at, UpdatedAt: at,
-		Errors: []engine.AttemptError{{Attempt: 1, At: at, Error: "e1"}}}
+		Errors:    []engine.AttemptError{{Attempt: 1, At: at, Error: "e1"}},
+		WaitingOn: []uint64{1, 2}, Dependents: []uint64{9}, OnParentFailure: engine.WaitOnFailure}
 	if got := TaskInfo(PBTaskInfo(info)); fmt.Sprint(got) != fmt.Sprint(info) {
 		t.Fatalf("task info: %+v", got)
 	}
@@ -171,7 +173,7 @@ func TestConversionsRoundTrip(t *testing.T) {
 	if got := Stats(PBStats(st)); got != st {
 		t.Fatalf("stats: %+v", got)
 	}
-	qi := engine.QueueInfo{Namespace: engine.NS("p", "s"), Name: "q", Counts: engine.Counts{Ready: 1, Scheduled: 2, InFlight: 3, Dead: 4, Completed: 5},
+	qi := engine.QueueInfo{Namespace: engine.NS("p", "s"), Name: "q", Counts: engine.Counts{Ready: 1, Scheduled: 2, InFlight: 3, Dead: 4, Completed: 5, Waiting: 6},
 		OldestReady: at, Totals: engine.Totals{Enqueued: 1, Claimed: 2, Completed: 3, Retried: 4, DeadLettered: 5}}
 	if got := QueueInfo(PBQueueInfo(qi)); got != qi {
 		t.Fatalf("queue info: %+v", got)
@@ -184,6 +186,8 @@ func TestConversionsRefuseMalformed(t *testing.T) {
 		"signs disagree":     {BackoffBase: &durationpb.Duration{Seconds: 1, Nanos: -1}},
 		"too long":           {BackoffMax: &durationpb.Duration{Seconds: math.MaxInt64}},
 		"bad timestamp":      {At: &timestamppb.Timestamp{Seconds: math.MinInt64}},
+		"negative policy":    {OnParentFailure: -1},
+		"policy too large":   {OnParentFailure: 256},
 	} {
 		if _, err := Task(pb); !errors.Is(err, engine.ErrInvalid) {
 			t.Errorf("%s: %v; want ErrInvalid", name, err)

@@ -37,6 +37,7 @@ const (
 	State_STATE_IN_FLIGHT   State = 3
 	State_STATE_DEAD        State = 4
 	State_STATE_COMPLETED   State = 5
+	State_STATE_WAITING     State = 6 // waiting for the tasks it depends on
 )
 
 // Enum value maps for State.
@@ -48,6 +49,7 @@ var (
 		3: "STATE_IN_FLIGHT",
 		4: "STATE_DEAD",
 		5: "STATE_COMPLETED",
+		6: "STATE_WAITING",
 	}
 	State_value = map[string]int32{
 		"STATE_UNSPECIFIED": 0,
@@ -56,6 +58,7 @@ var (
 		"STATE_IN_FLIGHT":   3,
 		"STATE_DEAD":        4,
 		"STATE_COMPLETED":   5,
+		"STATE_WAITING":     6,
 	}
 )
 
@@ -84,6 +87,61 @@ func (x State) Number() protoreflect.EnumNumber {
 // Deprecated: Use State.Descriptor instead.
 func (State) EnumDescriptor() ([]byte, []int) {
 	return file_docket_v1_types_proto_rawDescGZIP(), []int{0}
+}
+
+// DependencyPolicy is what a waiting task does when a task it depends on
+// is dead-lettered or cancelled (engine.DependencyPolicy; the numbers are
+// its values).
+type DependencyPolicy int32
+
+const (
+	// Cancelled too, and what waits for it by its own policy. The default.
+	DependencyPolicy_DEPENDENCY_POLICY_CANCEL DependencyPolicy = 0
+	// Keeps waiting for a dead parent to be redriven and complete.
+	DependencyPolicy_DEPENDENCY_POLICY_WAIT DependencyPolicy = 1
+	// A dead or cancelled parent counts as done.
+	DependencyPolicy_DEPENDENCY_POLICY_RUN DependencyPolicy = 2
+)
+
+// Enum value maps for DependencyPolicy.
+var (
+	DependencyPolicy_name = map[int32]string{
+		0: "DEPENDENCY_POLICY_CANCEL",
+		1: "DEPENDENCY_POLICY_WAIT",
+		2: "DEPENDENCY_POLICY_RUN",
+	}
+	DependencyPolicy_value = map[string]int32{
+		"DEPENDENCY_POLICY_CANCEL": 0,
+		"DEPENDENCY_POLICY_WAIT":   1,
+		"DEPENDENCY_POLICY_RUN":    2,
+	}
+)
+
+func (x DependencyPolicy) Enum() *DependencyPolicy {
+	p := new(DependencyPolicy)
+	*p = x
+	return p
+}
+
+func (x DependencyPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DependencyPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_docket_v1_types_proto_enumTypes[1].Descriptor()
+}
+
+func (DependencyPolicy) Type() protoreflect.EnumType {
+	return &file_docket_v1_types_proto_enumTypes[1]
+}
+
+func (x DependencyPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DependencyPolicy.Descriptor instead.
+func (DependencyPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{1}
 }
 
 // Sentinel names the engine's sentinel error an error wraps, so that a
@@ -147,11 +205,11 @@ func (x Sentinel) String() string {
 }
 
 func (Sentinel) Descriptor() protoreflect.EnumDescriptor {
-	return file_docket_v1_types_proto_enumTypes[1].Descriptor()
+	return file_docket_v1_types_proto_enumTypes[2].Descriptor()
 }
 
 func (Sentinel) Type() protoreflect.EnumType {
-	return &file_docket_v1_types_proto_enumTypes[1]
+	return &file_docket_v1_types_proto_enumTypes[2]
 }
 
 func (x Sentinel) Number() protoreflect.EnumNumber {
@@ -160,7 +218,7 @@ func (x Sentinel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Sentinel.Descriptor instead.
 func (Sentinel) EnumDescriptor() ([]byte, []int) {
-	return file_docket_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_docket_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 // Namespace is the (project, scope) pair every task and key lives in.
@@ -237,9 +295,15 @@ type Task struct {
 	Headers        map[string]string    `protobuf:"bytes,10,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// If set, the task is unique by content (engine.Unique); it excludes
 	// idempotency_key.
-	Unique        *Unique `protobuf:"bytes,11,opt,name=unique,proto3" json:"unique,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unique *Unique `protobuf:"bytes,11,opt,name=unique,proto3" json:"unique,omitempty"`
+	// Ids of tasks of the namespace this one waits for.
+	DependsOn []uint64 `protobuf:"varint,40,rep,packed,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// Positions, among the tasks the same call enqueues, of earlier ones it
+	// waits for.
+	DependsOnSibling []int32          `protobuf:"varint,41,rep,packed,name=depends_on_sibling,json=dependsOnSibling,proto3" json:"depends_on_sibling,omitempty"`
+	OnParentFailure  DependencyPolicy `protobuf:"varint,42,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.DependencyPolicy" json:"on_parent_failure,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -349,6 +413,27 @@ func (x *Task) GetUnique() *Unique {
 	return nil
 }
 
+func (x *Task) GetDependsOn() []uint64 {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *Task) GetDependsOnSibling() []int32 {
+	if x != nil {
+		return x.DependsOnSibling
+	}
+	return nil
+}
+
+func (x *Task) GetOnParentFailure() DependencyPolicy {
+	if x != nil {
+		return x.OnParentFailure
+	}
+	return DependencyPolicy_DEPENDENCY_POLICY_CANCEL
+}
+
 // Unique makes an enqueue unique by content: a task of the same kind and
 // canonical JSON payload on the queue, enqueued within window and still
 // in one of states, deduplicates it (engine.Unique).
@@ -356,7 +441,9 @@ type Unique struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Window *durationpb.Duration   `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
 	// Must include ready, scheduled and in-flight; dead and completed are
-	// optional. None means ready, scheduled, in-flight and completed.
+	// optional. None means ready, scheduled, in-flight and completed. A task
+	// waiting for its dependencies always blocks (naming waiting changes
+	// nothing).
 	States        []State `protobuf:"varint,2,rep,packed,name=states,proto3,enum=docket.v1.State" json:"states,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1281,8 +1368,13 @@ type TaskInfo struct {
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt      *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	Errors         []*AttemptError        `protobuf:"bytes,23,rep,name=errors,proto3" json:"errors,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What a waiting task still waits for, and the waiting tasks that wait
+	// for this one (Get only, at most 10,000), by id.
+	WaitingOn       []uint64         `protobuf:"varint,40,rep,packed,name=waiting_on,json=waitingOn,proto3" json:"waiting_on,omitempty"`
+	Dependents      []uint64         `protobuf:"varint,41,rep,packed,name=dependents,proto3" json:"dependents,omitempty"`
+	OnParentFailure DependencyPolicy `protobuf:"varint,42,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.DependencyPolicy" json:"on_parent_failure,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskInfo) Reset() {
@@ -1476,6 +1568,27 @@ func (x *TaskInfo) GetErrors() []*AttemptError {
 	return nil
 }
 
+func (x *TaskInfo) GetWaitingOn() []uint64 {
+	if x != nil {
+		return x.WaitingOn
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetDependents() []uint64 {
+	if x != nil {
+		return x.Dependents
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetOnParentFailure() DependencyPolicy {
+	if x != nil {
+		return x.OnParentFailure
+	}
+	return DependencyPolicy_DEPENDENCY_POLICY_CANCEL
+}
+
 // AttemptError is one failed attempt of a task.
 type AttemptError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1545,6 +1658,7 @@ type Counts struct {
 	InFlight      int64                  `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	Dead          int64                  `protobuf:"varint,4,opt,name=dead,proto3" json:"dead,omitempty"`
 	Completed     int64                  `protobuf:"varint,5,opt,name=completed,proto3" json:"completed,omitempty"`
+	Waiting       int64                  `protobuf:"varint,20,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1610,6 +1724,13 @@ func (x *Counts) GetDead() int64 {
 func (x *Counts) GetCompleted() int64 {
 	if x != nil {
 		return x.Completed
+	}
+	return 0
+}
+
+func (x *Counts) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
 	}
 	return 0
 }
@@ -1808,7 +1929,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x15docket/v1/types.proto\x12\tdocket.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\";\n" +
 	"\tNamespace\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
-	"\x05scope\x18\x02 \x01(\tR\x05scope\"\x98\x04\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\"\xae\x05\n" +
 	"\x04Task\x12\x1e\n" +
 	"\apayload\x18\x01 \x01(\fB\x04\xe8\xe0\x18\x01R\apayload\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12/\n" +
@@ -1822,7 +1943,11 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\x126\n" +
 	"\aheaders\x18\n" +
 	" \x03(\v2\x1c.docket.v1.Task.HeadersEntryR\aheaders\x12)\n" +
-	"\x06unique\x18\v \x01(\v2\x11.docket.v1.UniqueR\x06unique\x1a:\n" +
+	"\x06unique\x18\v \x01(\v2\x11.docket.v1.UniqueR\x06unique\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18( \x03(\x04R\tdependsOn\x12,\n" +
+	"\x12depends_on_sibling\x18) \x03(\x05R\x10dependsOnSibling\x12G\n" +
+	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
@@ -1891,7 +2016,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1c\n" +
 	"\tpermanent\x18\x02 \x01(\bR\tpermanent\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"\xe0\a\n" +
+	"retryAfter\"\xe8\b\n" +
 	"\bTaskInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\tnamespace\x18\x02 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
@@ -1922,20 +2047,27 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"created_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12/\n" +
-	"\x06errors\x18\x17 \x03(\v2\x17.docket.v1.AttemptErrorR\x06errors\x1a:\n" +
+	"\x06errors\x18\x17 \x03(\v2\x17.docket.v1.AttemptErrorR\x06errors\x12\x1d\n" +
+	"\n" +
+	"waiting_on\x18( \x03(\x04R\twaitingOn\x12\x1e\n" +
+	"\n" +
+	"dependents\x18) \x03(\x04R\n" +
+	"dependents\x12G\n" +
+	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"j\n" +
 	"\fAttemptError\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x8b\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xa5\x01\n" +
 	"\x06Counts\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\x03R\x05ready\x12\x1c\n" +
 	"\tscheduled\x18\x02 \x01(\x03R\tscheduled\x12\x1b\n" +
 	"\tin_flight\x18\x03 \x01(\x03R\binFlight\x12\x12\n" +
 	"\x04dead\x18\x04 \x01(\x03R\x04dead\x12\x1c\n" +
-	"\tcompleted\x18\x05 \x01(\x03R\tcompleted\"I\n" +
+	"\tcompleted\x18\x05 \x01(\x03R\tcompleted\x12\x18\n" +
+	"\awaiting\x18\x14 \x01(\x03R\awaiting\"I\n" +
 	"\x05Entry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
@@ -1945,7 +2077,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\benqueued\x18\x02 \x03(\v2\x13.docket.v1.EnqueuedR\benqueued\"R\n" +
 	"\x05Error\x12/\n" +
 	"\bsentinel\x18\x01 \x01(\x0e2\x13.docket.v1.SentinelR\bsentinel\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*~\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*\x91\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATE_READY\x10\x01\x12\x13\n" +
@@ -1953,7 +2085,12 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x0fSTATE_IN_FLIGHT\x10\x03\x12\x0e\n" +
 	"\n" +
 	"STATE_DEAD\x10\x04\x12\x13\n" +
-	"\x0fSTATE_COMPLETED\x10\x05*\x88\x02\n" +
+	"\x0fSTATE_COMPLETED\x10\x05\x12\x11\n" +
+	"\rSTATE_WAITING\x10\x06*g\n" +
+	"\x10DependencyPolicy\x12\x1c\n" +
+	"\x18DEPENDENCY_POLICY_CANCEL\x10\x00\x12\x1a\n" +
+	"\x16DEPENDENCY_POLICY_WAIT\x10\x01\x12\x19\n" +
+	"\x15DEPENDENCY_POLICY_RUN\x10\x02*\x88\x02\n" +
 	"\bSentinel\x12\x18\n" +
 	"\x14SENTINEL_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SENTINEL_INVALID\x10\x01\x12\x16\n" +
@@ -1981,82 +2118,85 @@ func file_docket_v1_types_proto_rawDescGZIP() []byte {
 	return file_docket_v1_types_proto_rawDescData
 }
 
-var file_docket_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_docket_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_docket_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_docket_v1_types_proto_goTypes = []any{
 	(State)(0),                        // 0: docket.v1.State
-	(Sentinel)(0),                     // 1: docket.v1.Sentinel
-	(*Namespace)(nil),                 // 2: docket.v1.Namespace
-	(*Task)(nil),                      // 3: docket.v1.Task
-	(*Unique)(nil),                    // 4: docket.v1.Unique
-	(*Enqueued)(nil),                  // 5: docket.v1.Enqueued
-	(*Op)(nil),                        // 6: docket.v1.Op
-	(*SetOp)(nil),                     // 7: docket.v1.SetOp
-	(*DeleteOp)(nil),                  // 8: docket.v1.DeleteOp
-	(*IfVersionOp)(nil),               // 9: docket.v1.IfVersionOp
-	(*KeyOp)(nil),                     // 10: docket.v1.KeyOp
-	(*EnqueueOp)(nil),                 // 11: docket.v1.EnqueueOp
-	(*Lease)(nil),                     // 12: docket.v1.Lease
-	(*LeaseRef)(nil),                  // 13: docket.v1.LeaseRef
-	(*Done)(nil),                      // 14: docket.v1.Done
-	(*FollowUp)(nil),                  // 15: docket.v1.FollowUp
-	(*Failure)(nil),                   // 16: docket.v1.Failure
-	(*TaskInfo)(nil),                  // 17: docket.v1.TaskInfo
-	(*AttemptError)(nil),              // 18: docket.v1.AttemptError
-	(*Counts)(nil),                    // 19: docket.v1.Counts
-	(*Entry)(nil),                     // 20: docket.v1.Entry
-	(*TxResult)(nil),                  // 21: docket.v1.TxResult
-	(*Error)(nil),                     // 22: docket.v1.Error
-	nil,                               // 23: docket.v1.Task.HeadersEntry
-	nil,                               // 24: docket.v1.Lease.HeadersEntry
-	nil,                               // 25: docket.v1.TaskInfo.HeadersEntry
-	(*durationpb.Duration)(nil),       // 26: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
-	(*descriptorpb.FieldOptions)(nil), // 28: google.protobuf.FieldOptions
+	(DependencyPolicy)(0),             // 1: docket.v1.DependencyPolicy
+	(Sentinel)(0),                     // 2: docket.v1.Sentinel
+	(*Namespace)(nil),                 // 3: docket.v1.Namespace
+	(*Task)(nil),                      // 4: docket.v1.Task
+	(*Unique)(nil),                    // 5: docket.v1.Unique
+	(*Enqueued)(nil),                  // 6: docket.v1.Enqueued
+	(*Op)(nil),                        // 7: docket.v1.Op
+	(*SetOp)(nil),                     // 8: docket.v1.SetOp
+	(*DeleteOp)(nil),                  // 9: docket.v1.DeleteOp
+	(*IfVersionOp)(nil),               // 10: docket.v1.IfVersionOp
+	(*KeyOp)(nil),                     // 11: docket.v1.KeyOp
+	(*EnqueueOp)(nil),                 // 12: docket.v1.EnqueueOp
+	(*Lease)(nil),                     // 13: docket.v1.Lease
+	(*LeaseRef)(nil),                  // 14: docket.v1.LeaseRef
+	(*Done)(nil),                      // 15: docket.v1.Done
+	(*FollowUp)(nil),                  // 16: docket.v1.FollowUp
+	(*Failure)(nil),                   // 17: docket.v1.Failure
+	(*TaskInfo)(nil),                  // 18: docket.v1.TaskInfo
+	(*AttemptError)(nil),              // 19: docket.v1.AttemptError
+	(*Counts)(nil),                    // 20: docket.v1.Counts
+	(*Entry)(nil),                     // 21: docket.v1.Entry
+	(*TxResult)(nil),                  // 22: docket.v1.TxResult
+	(*Error)(nil),                     // 23: docket.v1.Error
+	nil,                               // 24: docket.v1.Task.HeadersEntry
+	nil,                               // 25: docket.v1.Lease.HeadersEntry
+	nil,                               // 26: docket.v1.TaskInfo.HeadersEntry
+	(*durationpb.Duration)(nil),       // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
+	(*descriptorpb.FieldOptions)(nil), // 29: google.protobuf.FieldOptions
 }
 var file_docket_v1_types_proto_depIdxs = []int32{
-	26, // 0: docket.v1.Task.delay:type_name -> google.protobuf.Duration
-	27, // 1: docket.v1.Task.at:type_name -> google.protobuf.Timestamp
-	26, // 2: docket.v1.Task.backoff_base:type_name -> google.protobuf.Duration
-	26, // 3: docket.v1.Task.backoff_max:type_name -> google.protobuf.Duration
-	23, // 4: docket.v1.Task.headers:type_name -> docket.v1.Task.HeadersEntry
-	4,  // 5: docket.v1.Task.unique:type_name -> docket.v1.Unique
-	26, // 6: docket.v1.Unique.window:type_name -> google.protobuf.Duration
-	0,  // 7: docket.v1.Unique.states:type_name -> docket.v1.State
-	7,  // 8: docket.v1.Op.set:type_name -> docket.v1.SetOp
-	8,  // 9: docket.v1.Op.delete:type_name -> docket.v1.DeleteOp
-	9,  // 10: docket.v1.Op.if_version:type_name -> docket.v1.IfVersionOp
-	10, // 11: docket.v1.Op.if_exists:type_name -> docket.v1.KeyOp
-	10, // 12: docket.v1.Op.if_absent:type_name -> docket.v1.KeyOp
-	11, // 13: docket.v1.Op.enqueue:type_name -> docket.v1.EnqueueOp
-	3,  // 14: docket.v1.EnqueueOp.task:type_name -> docket.v1.Task
-	2,  // 15: docket.v1.Lease.namespace:type_name -> docket.v1.Namespace
-	24, // 16: docket.v1.Lease.headers:type_name -> docket.v1.Lease.HeadersEntry
-	27, // 17: docket.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
-	27, // 18: docket.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
-	6,  // 19: docket.v1.Done.ops:type_name -> docket.v1.Op
-	15, // 20: docket.v1.Done.follow_ups:type_name -> docket.v1.FollowUp
-	3,  // 21: docket.v1.FollowUp.task:type_name -> docket.v1.Task
-	26, // 22: docket.v1.Failure.retry_after:type_name -> google.protobuf.Duration
-	2,  // 23: docket.v1.TaskInfo.namespace:type_name -> docket.v1.Namespace
-	0,  // 24: docket.v1.TaskInfo.state:type_name -> docket.v1.State
-	25, // 25: docket.v1.TaskInfo.headers:type_name -> docket.v1.TaskInfo.HeadersEntry
-	27, // 26: docket.v1.TaskInfo.not_before:type_name -> google.protobuf.Timestamp
-	27, // 27: docket.v1.TaskInfo.lease_until:type_name -> google.protobuf.Timestamp
-	26, // 28: docket.v1.TaskInfo.backoff_base:type_name -> google.protobuf.Duration
-	26, // 29: docket.v1.TaskInfo.backoff_max:type_name -> google.protobuf.Duration
-	27, // 30: docket.v1.TaskInfo.created_at:type_name -> google.protobuf.Timestamp
-	27, // 31: docket.v1.TaskInfo.updated_at:type_name -> google.protobuf.Timestamp
-	18, // 32: docket.v1.TaskInfo.errors:type_name -> docket.v1.AttemptError
-	27, // 33: docket.v1.AttemptError.at:type_name -> google.protobuf.Timestamp
-	5,  // 34: docket.v1.TxResult.enqueued:type_name -> docket.v1.Enqueued
-	1,  // 35: docket.v1.Error.sentinel:type_name -> docket.v1.Sentinel
-	28, // 36: docket.v1.raw_json:extendee -> google.protobuf.FieldOptions
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	36, // [36:37] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	27, // 0: docket.v1.Task.delay:type_name -> google.protobuf.Duration
+	28, // 1: docket.v1.Task.at:type_name -> google.protobuf.Timestamp
+	27, // 2: docket.v1.Task.backoff_base:type_name -> google.protobuf.Duration
+	27, // 3: docket.v1.Task.backoff_max:type_name -> google.protobuf.Duration
+	24, // 4: docket.v1.Task.headers:type_name -> docket.v1.Task.HeadersEntry
+	5,  // 5: docket.v1.Task.unique:type_name -> docket.v1.Unique
+	1,  // 6: docket.v1.Task.on_parent_failure:type_name -> docket.v1.DependencyPolicy
+	27, // 7: docket.v1.Unique.window:type_name -> google.protobuf.Duration
+	0,  // 8: docket.v1.Unique.states:type_name -> docket.v1.State
+	8,  // 9: docket.v1.Op.set:type_name -> docket.v1.SetOp
+	9,  // 10: docket.v1.Op.delete:type_name -> docket.v1.DeleteOp
+	10, // 11: docket.v1.Op.if_version:type_name -> docket.v1.IfVersionOp
+	11, // 12: docket.v1.Op.if_exists:type_name -> docket.v1.KeyOp
+	11, // 13: docket.v1.Op.if_absent:type_name -> docket.v1.KeyOp
+	12, // 14: docket.v1.Op.enqueue:type_name -> docket.v1.EnqueueOp
+	4,  // 15: docket.v1.EnqueueOp.task:type_name -> docket.v1.Task
+	3,  // 16: docket.v1.Lease.namespace:type_name -> docket.v1.Namespace
+	25, // 17: docket.v1.Lease.headers:type_name -> docket.v1.Lease.HeadersEntry
+	28, // 18: docket.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
+	28, // 19: docket.v1.Lease.enqueued_at:type_name -> google.protobuf.Timestamp
+	7,  // 20: docket.v1.Done.ops:type_name -> docket.v1.Op
+	16, // 21: docket.v1.Done.follow_ups:type_name -> docket.v1.FollowUp
+	4,  // 22: docket.v1.FollowUp.task:type_name -> docket.v1.Task
+	27, // 23: docket.v1.Failure.retry_after:type_name -> google.protobuf.Duration
+	3,  // 24: docket.v1.TaskInfo.namespace:type_name -> docket.v1.Namespace
+	0,  // 25: docket.v1.TaskInfo.state:type_name -> docket.v1.State
+	26, // 26: docket.v1.TaskInfo.headers:type_name -> docket.v1.TaskInfo.HeadersEntry
+	28, // 27: docket.v1.TaskInfo.not_before:type_name -> google.protobuf.Timestamp
+	28, // 28: docket.v1.TaskInfo.lease_until:type_name -> google.protobuf.Timestamp
+	27, // 29: docket.v1.TaskInfo.backoff_base:type_name -> google.protobuf.Duration
+	27, // 30: docket.v1.TaskInfo.backoff_max:type_name -> google.protobuf.Duration
+	28, // 31: docket.v1.TaskInfo.created_at:type_name -> google.protobuf.Timestamp
+	28, // 32: docket.v1.TaskInfo.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 33: docket.v1.TaskInfo.errors:type_name -> docket.v1.AttemptError
+	1,  // 34: docket.v1.TaskInfo.on_parent_failure:type_name -> docket.v1.DependencyPolicy
+	28, // 35: docket.v1.AttemptError.at:type_name -> google.protobuf.Timestamp
+	6,  // 36: docket.v1.TxResult.enqueued:type_name -> docket.v1.Enqueued
+	2,  // 37: docket.v1.Error.sentinel:type_name -> docket.v1.Sentinel
+	29, // 38: docket.v1.raw_json:extendee -> google.protobuf.FieldOptions
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	38, // [38:39] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_types_proto_init() }
@@ -2077,7 +2217,7 @@ func file_docket_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_types_proto_rawDesc), len(file_docket_v1_types_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   24,
 			NumExtensions: 1,
 			NumServices:   0,
