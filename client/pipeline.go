@@ -31,7 +31,7 @@ func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.O
 // the leases a first try took would be held by nobody until they expire.
 // The error then matches ErrOutcomeUnknown.
 func (q *queue) CompleteAndClaim(ctx context.Context, l engine.Lease, d engine.Done, owner string, lease time.Duration, max int) (engine.TxResult, []engine.Lease, error) {
-	res, err := invoke(ctx, q.c, false, pipelineOf, docketv1connect.PipelineClient.CompleteAndClaim,
+	res, _, err := q.c.completeClaims.call(ctx, false,
 		&v1.CompleteAndClaimRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Done: wire.PBDone(d),
 			Owner: owner, ClaimLease: wire.PBDuration(lease), Max: wire.Int32(max)})
 	if err != nil {
