@@ -407,7 +407,9 @@ func (c *Client) coalescers() {
 	c.completes = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
 		return s.q.Complete(ctx, r)
 	}, eachOf(docketv1connect.PipelineClient.CompleteEach,
-		func(items []*v1.CompleteRequest) *v1.CompleteEachRequest { return &v1.CompleteEachRequest{Items: items} },
+		func(items []*v1.CompleteRequest) *v1.CompleteEachRequest {
+			return &v1.CompleteEachRequest{Items: items}
+		},
 		(*v1.CompleteEachResponse).GetResults,
 		func(r *v1.CompleteEachResult) (*v1.CompleteResponse, *v1.ItemError) {
 			if r.Error != nil {
@@ -429,7 +431,9 @@ func (c *Client) coalescers() {
 	c.heartbeats = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 		return s.q.Heartbeat(ctx, r)
 	}, eachOf(docketv1connect.PipelineClient.HeartbeatEach,
-		func(items []*v1.HeartbeatRequest) *v1.HeartbeatEachRequest { return &v1.HeartbeatEachRequest{Items: items} },
+		func(items []*v1.HeartbeatRequest) *v1.HeartbeatEachRequest {
+			return &v1.HeartbeatEachRequest{Items: items}
+		},
 		(*v1.HeartbeatEachResponse).GetResults,
 		func(r *v1.HeartbeatEachResult) (*v1.HeartbeatResponse, *v1.ItemError) {
 			if r.Error != nil {
