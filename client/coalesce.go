@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,9 @@ const (
 	// maxEachInFlight bounds the requests of one kind in flight to one
 	// server; calls beyond gather until one returns.
 	maxEachInFlight = 4
+	// maxYields bounds the yields of a returned request's goroutine to the
+	// calls it released (see finished).
+	maxYields = 4
 )
 
 // errNoEach is what a gathered call learns when the server has no Each
@@ -193,7 +197,7 @@ func (l *lane[Req, Res]) do(ctx context.Context, msg *Req, size int) (*Res, erro
 		// sends what gathered behind it).
 		l.inflight++
 		l.mu.Unlock()
-		defer l.finished()
+		defer l.finished(0)
 		return l.single(ctx, msg)
 	}
 	w := &waiter[Req, Res]{ctx: ctx, msg: msg, done: make(chan struct{})}
@@ -268,10 +272,33 @@ func (l *lane[Req, Res]) gather(w *waiter[Req, Res], size int) {
 	l.dispatch(false)
 }
 
-// finished ends a request: what gathered behind it goes out.
-func (l *lane[Req, Res]) finished() {
+// finished ends a request that released calls (their outcomes are
+// told): what gathered behind it goes out. A caller that makes its next
+// call as soon as it has an outcome (a producer, a worker's loop) is
+// runnable now, and about to gather; sent at once, the request would go
+// without it, and the calls would settle into two groups that take turns,
+// each paying a round trip and a commit for half the callers. So, as the
+// log's group commit does for the committers an fsync released, the
+// goroutine yields to them first (the request still counts as in flight,
+// so they gather rather than go alone), while they keep coming, until as
+// many gather as were released, at most maxYields times; no timer is
+// involved, and a caller that does not call again costs one yield.
+func (l *lane[Req, Res]) finished(released int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	want := l.waiting + released
+	for range maxYields {
+		if released == 0 || l.waiting >= want {
+			break
+		}
+		before := l.waiting
+		l.mu.Unlock()
+		runtime.Gosched()
+		l.mu.Lock()
+		if l.waiting == before {
+			break
+		}
+	}
 	l.inflight--
 	l.dispatch(true)
 }
@@ -309,7 +336,7 @@ func (l *lane[Req, Res]) dispatch(withOpen bool) {
 
 // send makes one request of gathered calls and tells each its outcome.
 func (l *lane[Req, Res]) send(ws []*waiter[Req, Res]) {
-	defer l.finished()
+	defer l.finished(len(ws))
 	if len(ws) == 1 {
 		// Alone after all: the call itself, on its own context.
 		w := ws[0]
