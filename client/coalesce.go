@@ -42,7 +42,7 @@ const (
 	maxEachBytes = 8 << 20
 	// soloBytes: a call this large goes alone. Its bytes are its cost,
 	// not the request, and it would hold the others up.
-	soloBytes = 1 << 20
+	soloBytes = 256 << 10
 	// maxEachInFlight bounds the requests of one kind in flight to one
 	// server; calls beyond gather until one returns.
 	maxEachInFlight = 4

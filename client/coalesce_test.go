@@ -14,6 +14,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/wire"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
 	"github.com/docketdb/docket/server"
 )
 
@@ -471,5 +473,156 @@ func TestCoalescedCallsOnLeases(t *testing.T) {
 				tc.check(t, local, leases[i], held[i])
 			}
 		})
+	}
+}
+
+// TestCoalescedRequestsAreBounded: a request carries at most about
+// maxEachBytes of calls (a full one goes out at once, even while another
+// is in flight), and a call over soloBytes goes alone at once.
+func TestCoalescedRequestsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	h := newHold(enqueuePath)
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, h.wrap)
+	c := dial(t, srv.url, Options{})
+	q := c.Queue(ns, "q")
+	first := make(chan error, 1)
+	go func() { first <- second(q.Enqueue(ctx, engine.Task{})) }()
+	<-h.arrived
+
+	// A call over soloBytes does not wait for the one in flight.
+	big := []byte(`"` + strings.Repeat("x", soloBytes) + `"`)
+	if _, err := q.Enqueue(ctx, engine.Task{Payload: big}); err != nil {
+		t.Fatal(err)
+	}
+	// Calls of a little less than soloBytes: a request holds as many as
+	// fit in maxEachBytes, and goes out when the next does not fit. Its
+	// return sends the call left over. All this while the first call is
+	// still in flight.
+	mid := []byte(`"` + strings.Repeat("y", soloBytes-100) + `"`)
+	fit := maxEachBytes / (soloBytes - 50)
+	var wg sync.WaitGroup
+	for range fit + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := q.Enqueue(ctx, engine.Task{Payload: mid}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-first:
+		t.Fatalf("the first call returned while the server held it: %v", err)
+	default:
+	}
+	if single, each := h.count(enqueuePath), h.count(enqueueEachPath); single != 3 || each != 1 {
+		t.Fatalf("%d Enqueue and %d EnqueueEach requests; want 3 (the first, the big call, the call left over) and 1", single, each)
+	}
+	close(h.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := must(db.Queue(ns, "q").Counts(ctx))(t); n.Ready != fit+3 {
+		t.Fatalf("counts %+v; want %d", n, fit+3)
+	}
+}
+
+// TestCoalescedRequestsInFlightAreBounded: a request carries at most
+// maxEachItems calls, and at most maxEachInFlight requests of a kind are
+// in flight to a server: a full batch beyond waits for one to return.
+func TestCoalescedRequestsInFlightAreBounded(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	h := newHold(enqueuePath)
+	eachSeen := make(chan struct{}, 16)
+	releaseEach := make(chan struct{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler {
+		return h.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == enqueueEachPath {
+				eachSeen <- struct{}{}
+				<-releaseEach
+			}
+			next.ServeHTTP(w, r)
+		}))
+	})
+	c := dial(t, srv.url, Options{})
+	q := c.Queue(ns, "q")
+	gathered := make(chan int, 10*maxEachItems)
+	c.gathered = func(n int) { gathered <- n }
+	var wg sync.WaitGroup
+	calls := func(n int) {
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	calls(1)
+	<-h.arrived
+	// The first is in flight: maxEachInFlight-1 full requests may join it.
+	calls((maxEachInFlight - 1) * maxEachItems)
+	for range maxEachInFlight - 1 {
+		<-eachSeen
+	}
+	// The next full batch, and one call more, wait: nothing of them is
+	// sent (every gathered call is still counted as waiting).
+	calls(maxEachItems + 1)
+	for n := range gathered {
+		if n == maxEachItems+1 {
+			break
+		}
+	}
+	if n := len(eachSeen); n != 0 || h.count(enqueueEachPath) != maxEachInFlight-1 {
+		t.Fatalf("%d EnqueueEach requests beyond the bound of %d in flight", h.count(enqueueEachPath), maxEachInFlight)
+	}
+	// The first returns: the full batch takes its place.
+	close(h.release)
+	<-eachSeen
+	close(releaseEach)
+	wg.Wait()
+	if each := h.count(enqueueEachPath); each != maxEachInFlight && each != maxEachInFlight+1 {
+		t.Fatalf("%d EnqueueEach requests; want %d and maybe one for the call left over", each, maxEachInFlight)
+	}
+	if n := must(db.Queue(ns, "q").Counts(ctx))(t); n.Ready != 1+maxEachInFlight*maxEachItems+1 {
+		t.Fatalf("counts %+v", n)
+	}
+}
+
+// TestItemErrorsAreClassifiedAsAnswers: a failed item's error is rebuilt
+// as the single call's answer and classified by the same rules: an
+// engine error is final, a refusal of a server that took nothing is
+// repeated elsewhere (following a named leader), an unknown outcome and
+// an item cut by the request's deadline count as sent without an answer.
+func TestItemErrorsAreClassifiedAsAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pb   *v1.ItemError
+		want failure
+	}{
+		{"lease lost", &v1.ItemError{Code: "failed_precondition", Message: "lost", Detail: &v1.Error{Sentinel: v1.Sentinel_SENTINEL_LEASE_LOST}}, final},
+		{"permission", &v1.ItemError{Code: "permission_denied", Message: "no", Detail: &v1.Error{Sentinel: v1.Sentinel_SENTINEL_PERMISSION}}, final},
+		{"closed", &v1.ItemError{Code: "unavailable", Message: "closed", Detail: &v1.Error{Sentinel: v1.Sentinel_SENTINEL_CLOSED}, Unavailable: "closed"}, redirected},
+		{"not the leader", &v1.ItemError{Code: "unavailable", Message: "not leader", Unavailable: "not the leader", Leader: "http://l:1"}, redirected},
+		{"outcome unknown", &v1.ItemError{Code: "unavailable", Message: "cut"}, maybeSent},
+		{"deadline", &v1.ItemError{Code: "deadline_exceeded", Message: "late"}, maybeSent},
+		{"a code of a later build", &v1.ItemError{Code: "code_99", Message: "?"}, final},
+	} {
+		err := itemError(c.pb, time.Second)
+		if got := classify(err); got != c.want {
+			t.Errorf("%s: classified %d; want %d (%v)", c.name, got, c.want, err)
+		}
+	}
+	err := itemError(&v1.ItemError{Code: "failed_precondition", Message: "docket: lease lost: task 1", Detail: &v1.Error{Sentinel: v1.Sentinel_SENTINEL_LEASE_LOST}}, time.Second)
+	var ce *connect.Error
+	if !errors.As(err, &ce) || !errors.Is(wire.FromConnect(err), engine.ErrLeaseLost) || wire.FromConnect(err).Error() != "docket: lease lost: task 1" {
+		t.Fatalf("rebuilt %v", wire.FromConnect(err))
 	}
 }
