@@ -18,9 +18,10 @@ func pipelineOf(s *stubs) docketv1connect.PipelineClient { return s.pipe }
 // it returns once the server has answered (the commit is durable, or
 // refused), with a Pending that is already settled. No goroutine is
 // started and nothing stays in flight; to have many enqueues in flight
-// over the network, call from several goroutines (the connection
-// multiplexes them) or use EnqueueBatch. It is repeated after a lost
-// answer exactly when Enqueue is.
+// over the network, call from several goroutines (their calls share
+// requests: see Coalescing in the package documentation) or use
+// EnqueueBatch. It is repeated after a lost answer exactly when Enqueue
+// is.
 func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.Op) *engine.Pending {
 	p, settle := engine.NewPending()
 	settle(q.Enqueue(ctx, t, ops...))
