@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/wire"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 	"github.com/docketdb/docket/server"
 )
 
@@ -624,5 +626,94 @@ func TestItemErrorsAreClassifiedAsAnswers(t *testing.T) {
 	var ce *connect.Error
 	if !errors.As(err, &ce) || !errors.Is(wire.FromConnect(err), engine.ErrLeaseLost) || wire.FromConnect(err).Error() != "docket: lease lost: task 1" {
 		t.Fatalf("rebuilt %v", wire.FromConnect(err))
+	}
+}
+
+// follower is a node of a cluster that is not the leader: it refuses
+// every enqueue, alone or an item of EnqueueEach, as a follower's server
+// does (Unavailable, nothing taken, the leader's URL), holding the first
+// Enqueue until release is closed.
+type follower struct {
+	docketv1connect.UnimplementedAdminHandler
+	docketv1connect.UnimplementedQueuesHandler
+	docketv1connect.UnimplementedPipelineHandler
+	leader   string
+	arrived  chan struct{}
+	release  chan struct{}
+	held     atomic.Bool
+	refusals atomic.Int32 // items of EnqueueEach refused
+}
+
+func (f *follower) Health(context.Context, *connect.Request[v1.HealthRequest]) (*connect.Response[v1.HealthResponse], error) {
+	return connect.NewResponse(&v1.HealthResponse{Ready: true}), nil
+}
+
+func (f *follower) refusal() *connect.Error {
+	ce := connect.NewError(connect.CodeUnavailable, errors.New("docket: not the leader"))
+	ce.Meta().Set(wire.UnavailableHeader, "not the leader")
+	ce.Meta().Set(wire.LeaderHeader, f.leader)
+	return ce
+}
+
+func (f *follower) Enqueue(context.Context, *connect.Request[v1.EnqueueRequest]) (*connect.Response[v1.EnqueueResponse], error) {
+	if !f.held.Swap(true) {
+		close(f.arrived)
+		<-f.release
+	}
+	return nil, f.refusal()
+}
+
+func (f *follower) EnqueueEach(_ context.Context, req *connect.Request[v1.EnqueueEachRequest]) (*connect.Response[v1.EnqueueEachResponse], error) {
+	out := &v1.EnqueueEachResponse{}
+	for range req.Msg.Items {
+		f.refusals.Add(1)
+		out.Results = append(out.Results, &v1.EnqueueEachResult{Error: wire.PBItemError(f.refusal())})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// TestCoalescedCallsFollowTheLeader: calls gathered on a follower are
+// each refused there with the leader's URL, and each follows it, as a
+// call alone does.
+func TestCoalescedCallsFollowTheLeader(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	leader := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
+	f := &follower{leader: leader.url, arrived: make(chan struct{}), release: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.Handle(docketv1connect.NewAdminHandler(f))
+	mux.Handle(docketv1connect.NewQueuesHandler(f))
+	mux.Handle(docketv1connect.NewPipelineHandler(f))
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	c := dial(t, ts.URL, Options{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	q := c.Queue(ns, "q")
+
+	gathered := make(chan int, 16)
+	c.gathered = func(n int) { gathered <- n }
+	const n = 5
+	errs := make(chan error, n+1)
+	go func() { errs <- second(q.Enqueue(ctx, engine.Task{})) }()
+	<-f.arrived
+	for range n {
+		go func() { errs <- second(q.Enqueue(ctx, engine.Task{})) }()
+	}
+	for g := range gathered {
+		if g == n {
+			break
+		}
+	}
+	close(f.release)
+	for range n + 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.refusals.Load() != n {
+		t.Fatalf("the follower refused %d items; want the %d gathered", f.refusals.Load(), n)
+	}
+	if got := must(db.Queue(ns, "q").Counts(ctx))(t); got.Ready != n+1 {
+		t.Fatalf("the leader has %+v; want %d tasks", got, n+1)
 	}
 }
