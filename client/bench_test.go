@@ -164,18 +164,23 @@ func BenchmarkTransport(b *testing.B) {
 }
 
 // BenchmarkCoalesce measures 16 callers enqueueing through one client to
-// a server on loopback, with coalescing ("coalesce") and without
-// ("single"), in memory and at SyncAlways: cpu-µs/op is the CPU of the
-// whole process per enqueue, requests/op the HTTP requests per enqueue.
+// a server on loopback, and one caller ("lone"), with coalescing
+// ("coalesce") and without ("single"), in memory and at SyncAlways:
+// cpu-µs/op is the CPU of the whole process per enqueue, requests/op the
+// HTTP requests per enqueue.
 func BenchmarkCoalesce(b *testing.B) {
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	payload := []byte(`{"to":"a@b","n":42,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
-	for _, disk := range []bool{false, true} {
+	for _, tc := range []struct{ disk, lone bool }{{false, false}, {true, false}, {false, true}} {
+		disk := tc.disk
 		for _, single := range []bool{true, false} {
 			name := "memory"
 			if disk {
 				name = "always"
+			}
+			if tc.lone {
+				name += "/lone"
 			}
 			if single {
 				name += "/single"
@@ -208,7 +213,11 @@ func BenchmarkCoalesce(b *testing.B) {
 				b.Cleanup(func() { c.Close() })
 				q := c.Queue(ns, "bench")
 				b.ReportAllocs()
-				b.SetParallelism(8) // 16 callers on 2 cores
+				if tc.lone {
+					b.SetParallelism(1)
+				} else {
+					b.SetParallelism(8) // 16 callers on 2 cores
+				}
 				c0, r0 := processCPU(), requests.Load()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
