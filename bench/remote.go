@@ -13,8 +13,21 @@ import (
 	"github.com/docketdb/docket/server"
 )
 
-// Remote is the name runs through the client report as their System.
-const Remote = "remote"
+// Remote is the name runs through the client report as their System;
+// RemoteSingle that of runs whose client sends every call alone
+// (Config.NoCoalesce).
+const (
+	Remote       = "remote"
+	RemoteSingle = "remote-single"
+)
+
+// remoteSystem is the System of a run through the client.
+func remoteSystem(cfg Config) string {
+	if cfg.NoCoalesce {
+		return RemoteSingle
+	}
+	return Remote
+}
 
 // serverCalls bounds the calls the server started for a remote run lets
 // its one caller hold at once: W6R's pacers may have maxInFlightSends
@@ -36,7 +49,7 @@ func openRemote(ctx context.Context, cfg Config, dir string) (*docketDriver, err
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	d, err := dialPair(ctx, url, client.Options{}, "tasks")
+	d, err := dialPair(ctx, url, client.Options{NoCoalesce: cfg.NoCoalesce}, "tasks")
 	if err != nil {
 		return nil, errors.Join(err, stop(), db.Close())
 	}
@@ -96,7 +109,7 @@ func serveLoopback(db *engine.DB) (url string, stop func() error, err error) {
 // answer: with tokens they need admin on */*.
 func dialServer(ctx context.Context, cfg Config) (*docketDriver, error) {
 	name := fmt.Sprintf("bench-%s-%d", cfg.Workload, time.Now().UnixNano())
-	d, err := dialPair(ctx, cfg.Server, client.Options{Token: cfg.Token}, name)
+	d, err := dialPair(ctx, cfg.Server, client.Options{Token: cfg.Token, NoCoalesce: cfg.NoCoalesce}, name)
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,14 @@ func TestRemoteWorkloads(t *testing.T) {
 			t.Fatalf("%d tasks, %d commits, %d fsyncs", res.Tasks, res.Commits, res.Fsyncs)
 		}
 	})
+	t.Run("W2/memory/single", func(t *testing.T) {
+		cfg := remoteMemory.config(t, "W2", 200)
+		cfg.NoCoalesce = true
+		res := run(t, cfg)
+		if res.System != RemoteSingle || res.Tasks != 200 || res.PerCall["enqueue"].Count != 200 {
+			t.Fatalf("%s: %d tasks, per call %+v", res.System, res.Tasks, res.PerCall)
+		}
+	})
 	t.Run("W6R/memory", func(t *testing.T) {
 		cfg := remoteMemory.config(t, "W6R", 0)
 		cfg.Duration, cfg.OfferedRate = 300*time.Millisecond, 1000

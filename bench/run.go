@@ -24,7 +24,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	case "W7":
 		system := "docket"
 		if cfg.Remote {
-			system = Remote
+			system = remoteSystem(cfg)
 		}
 		return runWithDir(ctx, system, cfg, runW7)
 	case "W8":
@@ -34,7 +34,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	system := "docket"
 	if cfg.Remote {
-		system = Remote
+		system = remoteSystem(cfg)
 	}
 	return RunDriver(ctx, system, cfg, Docket)
 }
@@ -67,7 +67,7 @@ func RunDriver[J any](ctx context.Context, system string, cfg Config, open Opene
 // result has.
 func runWithDir(ctx context.Context, system string, cfg Config, fn func(context.Context, Config, string, *Result) error) (Result, error) {
 	r := Result{System: system, Workload: cfg.Workload, Mode: cfg.Mode()}
-	if system != "docket" && system != Remote && r.Mode != "memory" {
+	if system != "docket" && system != Remote && system != RemoteSingle && r.Mode != "memory" {
 		r.Mode = map[bool]string{true: "durable", false: "nosync"}[cfg.Durability == 0]
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "docket-bench-")

@@ -49,7 +49,7 @@ func run(t *testing.T, cfg Config) Result {
 	}
 	system := "docket"
 	if cfg.Remote {
-		system = Remote
+		system = remoteSystem(cfg)
 	}
 	if res.Mode != cfg.Mode() || res.Workload != cfg.Workload || res.System != system {
 		t.Fatalf("result labelled %s %s %s", res.System, res.Workload, res.Mode)

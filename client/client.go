@@ -86,6 +86,14 @@ type Options struct {
 	// polls have connections of their own, so that parked claims never
 	// hold up other calls. Not used with HTTPClient.
 	MaxConns int
+	// NoCoalesce sends every call in a request of its own. By default the
+	// calls of one kind (Enqueue, Complete, Fail, Heartbeat,
+	// CompleteAndClaim) that goroutines of the client make to a server at
+	// the same time share requests (see the package documentation): a
+	// call goes out at once when none of its kind is in flight, and those
+	// made while one is go out together when it returns, each with its
+	// own result, error and retries.
+	NoCoalesce bool
 }
 
 // Client is docket's API over the network: engine.API (queues, KV, the
@@ -103,6 +111,14 @@ type Client struct {
 	closed  atomic.Bool
 	closing context.Context // done when Close is called
 	close   context.CancelFunc
+
+	// The calls that are coalesced (coalesce.go).
+	enqueues       *coalescer[v1.EnqueueRequest, v1.EnqueueResponse]
+	completes      *coalescer[v1.CompleteRequest, v1.CompleteResponse]
+	fails          *coalescer[v1.FailRequest, v1.FailResponse]
+	heartbeats     *coalescer[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	completeClaims *coalescer[v1.CompleteAndClaimRequest, v1.CompleteAndClaimResponse]
+	gathered       func(waiting int) // tests: a call joined the calls gathering
 }
 
 var _ engine.API = (*Client)(nil)
@@ -177,6 +193,7 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 		c.ownHC = true
 	}
 	c.closing, c.close = context.WithCancel(context.Background())
+	c.coalescers()
 	if _, err := c.Health(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -342,38 +359,55 @@ func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable b
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	_, hasDeadline := ctx.Deadline()
 	err = c.r.do(ctx, repeatable, func(ctx context.Context, base string) error {
-		req := connect.NewRequest(msg)
-		if c.opts.Token != "" {
-			req.Header().Set("Authorization", "Bearer "+c.opts.Token)
-		}
-		if c.opts.StaleReads || engine.StaleReads(ctx) {
-			req.Header().Set(wire.StaleReadsHeader, "true")
-		}
-		actx := ctx
-		if !hasDeadline && bound > 0 {
-			var cancel context.CancelFunc
-			actx, cancel = context.WithTimeout(ctx, bound)
-			defer cancel()
-		}
-		r, err := rpc(pick(c.stub(base)), actx, req)
+		r, err := try(ctx, c, pick(c.stub(base)), bound, rpc, msg)
 		if err != nil {
-			if ctx.Err() == nil && actx.Err() != nil {
-				err = fmt.Errorf("%w within %v: %w", errNoAnswer, bound, err)
-			}
 			if classify(err) == maybeSent {
 				retried = true
 			}
 			return err
 		}
-		res = r.Msg
+		res = r
 		return nil
 	})
 	if err != nil {
 		return nil, retried, c.fail(ctx, repeatable, err)
 	}
 	return res, retried, nil
+}
+
+// try is one try of a call on the server of stub, bounded by bound when
+// ctx has no deadline: a try cut by that bound is reported as sent
+// without an answer (errNoAnswer).
+func try[S, Req, Res any](ctx context.Context, c *Client, stub S, bound time.Duration,
+	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
+	req := connect.NewRequest(msg)
+	c.setHeaders(ctx, req.Header())
+	actx := ctx
+	if _, ok := ctx.Deadline(); !ok && bound > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
+	r, err := rpc(stub, actx, req)
+	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			err = fmt.Errorf("%w within %v: %w", errNoAnswer, bound, err)
+		}
+		return nil, err
+	}
+	return r.Msg, nil
+}
+
+// setHeaders sets the headers of a request for a call made with ctx: the
+// token, and the wish for stale reads.
+func (c *Client) setHeaders(ctx context.Context, h http.Header) {
+	if c.opts.Token != "" {
+		h.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	if c.opts.StaleReads || engine.StaleReads(ctx) {
+		h.Set(wire.StaleReadsHeader, "true")
+	}
 }
 
 // fail turns the error of a call into what the caller gets: the engine's

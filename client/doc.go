@@ -35,6 +35,27 @@
 // include one sent without an answer reports ErrOutcomeUnknown instead,
 // even if the last try found no server.
 //
+// Coalescing. Concurrent calls of one kind (Enqueue, Complete, Fail,
+// Heartbeat, CompleteAndClaim) that goroutines of a client make to one
+// server share requests, as committers share a log's fsync: a call goes
+// out at once, alone, when none of its kind is in flight to the server;
+// those made while one is in flight gather and go out together, in one
+// request of the server's Each calls (docket.v1.Pipeline), when it returns
+// (a full request, 256 calls or about 8 MiB, goes at once; a call over 256
+// KiB always goes alone; at most four requests of a kind are in flight to
+// a server). No timer is involved: a lone caller waits for nothing, and
+// many callers pay one HTTP round trip per request instead of one each,
+// which on a small machine is most of a remote call's CPU. Each call keeps
+// its own semantics: the server runs it as it would alone (its
+// validation, permissions, idempotency key, commit), its result or error
+// is its own and is the error it would have got alone, and the items of a
+// request are not one transaction. Each call honours its context: one
+// whose context ends before its request goes out leaves it and returns
+// the context's error; once sent, it is handled as a call alone cut after
+// sending (repeated only when that is safe, as above). Against a server
+// of an older build, which has no Each calls, the client makes the calls
+// alone. Options.NoCoalesce turns coalescing off.
+//
 // Workers. The worker runtime keeps going across a server's restart: it
 // tries claims and the commits of outcomes again, with backoff, while they
 // fail with these errors (see package worker). The client does not

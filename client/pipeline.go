@@ -18,9 +18,10 @@ func pipelineOf(s *stubs) docketv1connect.PipelineClient { return s.pipe }
 // it returns once the server has answered (the commit is durable, or
 // refused), with a Pending that is already settled. No goroutine is
 // started and nothing stays in flight; to have many enqueues in flight
-// over the network, call from several goroutines (the connection
-// multiplexes them) or use EnqueueBatch. It is repeated after a lost
-// answer exactly when Enqueue is.
+// over the network, call from several goroutines (their calls share
+// requests: see Coalescing in the package documentation) or use
+// EnqueueBatch. It is repeated after a lost answer exactly when Enqueue
+// is.
 func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.Op) *engine.Pending {
 	p, settle := engine.NewPending()
 	settle(q.Enqueue(ctx, t, ops...))
@@ -31,7 +32,7 @@ func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.O
 // the leases a first try took would be held by nobody until they expire.
 // The error then matches ErrOutcomeUnknown.
 func (q *queue) CompleteAndClaim(ctx context.Context, l engine.Lease, d engine.Done, owner string, lease time.Duration, max int) (engine.TxResult, []engine.Lease, error) {
-	res, err := invoke(ctx, q.c, false, pipelineOf, docketv1connect.PipelineClient.CompleteAndClaim,
+	res, _, err := q.c.completeClaims.call(ctx, false,
 		&v1.CompleteAndClaimRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Done: wire.PBDone(d),
 			Owner: owner, ClaimLease: wire.PBDuration(lease), Max: wire.Int32(max)})
 	if err != nil {

@@ -56,7 +56,7 @@ func repeatableOps(tasks []engine.Task, ops []engine.Op) bool {
 // op) has an idempotency key and the ops write no KV entry; a repeat that
 // finds the first try's task returns its id with Deduplicated set.
 func (q *queue) Enqueue(ctx context.Context, t engine.Task, ops ...engine.Op) (engine.Enqueued, error) {
-	res, err := invoke(ctx, q.c, repeatableOps([]engine.Task{t}, ops), queuesOf, docketv1connect.QueuesClient.Enqueue,
+	res, _, err := q.c.enqueues.call(ctx, repeatableOps([]engine.Task{t}, ops),
 		&v1.EnqueueRequest{Namespace: q.pb, Queue: q.name, Task: wire.PBTask(t), Ops: wire.PBOps(ops)})
 	if err != nil {
 		return engine.Enqueued{}, err
@@ -124,10 +124,20 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 func fenced[Req, Res any](ctx context.Context, q *queue,
 	rpc func(docketv1connect.QueuesClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
 	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, queuesOf, rpc, msg)
+	return res, fencedErr(err, retried)
+}
+
+// fencedEach is fenced for a call that is coalesced.
+func fencedEach[Req, Res any](ctx context.Context, co *coalescer[Req, Res], msg *Req) (*Res, error) {
+	res, retried, err := co.call(ctx, true, msg)
+	return res, fencedErr(err, retried)
+}
+
+func fencedErr(err error, retried bool) error {
 	if err != nil && retried && errors.Is(err, engine.ErrLeaseLost) {
-		err = mayHaveApplied(err)
+		return mayHaveApplied(err)
 	}
-	return res, err
+	return err
 }
 
 // Complete is fenced: repeated after a lost answer.
@@ -135,7 +145,7 @@ func (q *queue) Complete(ctx context.Context, l engine.Lease, d engine.Done) (en
 	if err := l.CheckQueue(q.ns, q.name); err != nil {
 		return engine.TxResult{}, err
 	}
-	res, err := fenced(ctx, q, docketv1connect.QueuesClient.Complete,
+	res, err := fencedEach(ctx, q.c.completes,
 		&v1.CompleteRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Done: wire.PBDone(d)})
 	if err != nil {
 		return engine.TxResult{}, err
@@ -175,7 +185,7 @@ func (q *queue) Fail(ctx context.Context, l engine.Lease, f engine.Failure) erro
 	if err := l.CheckQueue(q.ns, q.name); err != nil {
 		return err
 	}
-	_, err := fenced(ctx, q, docketv1connect.QueuesClient.Fail,
+	_, err := fencedEach(ctx, q.c.fails,
 		&v1.FailRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Failure: wire.PBFailure(f)})
 	return err
 }
@@ -189,7 +199,7 @@ func (q *queue) Heartbeat(ctx context.Context, l *engine.Lease, extend time.Dura
 	if err := l.CheckQueue(q.ns, q.name); err != nil {
 		return err
 	}
-	res, err := fenced(ctx, q, docketv1connect.QueuesClient.Heartbeat,
+	res, err := fencedEach(ctx, q.c.heartbeats,
 		&v1.HeartbeatRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(*l), Extend: wire.PBDuration(extend), Progress: progress})
 	if err != nil {
 		return err

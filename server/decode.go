@@ -61,6 +61,15 @@ func decodeComplete(m *v1.CompleteRequest) (engine.Lease, engine.Done, error) {
 	return wire.LeaseRef(m.GetLease()), d, err
 }
 
+func decodeCompleteAndClaim(m *v1.CompleteAndClaimRequest) (engine.Lease, engine.Done, claimArgs, error) {
+	d, err := wire.Done(m.GetDone())
+	if err != nil {
+		return engine.Lease{}, d, claimArgs{}, err
+	}
+	a, err := decodeClaim(m.GetOwner(), m.GetClaimLease(), m.GetMax())
+	return wire.LeaseRef(m.GetLease()), d, a, err
+}
+
 func decodeCompleteBatch(m *v1.CompleteBatchRequest) []engine.Lease {
 	ls := make([]engine.Lease, len(m.GetLeases()))
 	for i, l := range m.GetLeases() {

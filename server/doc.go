@@ -17,6 +17,20 @@
 // Checkpoint and Verify concern every namespace and need, with tokens, the
 // admin permission on */*.
 //
+// Each calls. docket.v1.Pipeline's EnqueueEach, CompleteEach, FailEach,
+// HeartbeatEach and CompleteAndClaimEach carry many independent calls in
+// one request (the client sends its goroutines' concurrent calls this way,
+// rpc_each.go). Each item runs as its single call would: the same decoder
+// and engine method on the caller's view, so its own validation,
+// permissions, fencing, idempotency key and commit; an item refused fails
+// alone, answered in its result with the single call's code, message,
+// detail and, on a node that is not the leader, the leader's URL. The
+// enqueues go through the engine's pipelined path (EnqueueAsync), so that
+// they share sync rounds; the calls on a lease run on goroutines of their
+// own, at most 64 at once per request. A request holds at most
+// MaxEachItems items, and is answered once every item's outcome is as
+// durable as the single call's answer would be.
+//
 // Request ids. Every call gets an id, a random prefix per Server and a
 // counter (unique across restarts), sent back in the Docket-Request-Id
 // header of its answer and logged as "req" on every line about the call:

@@ -75,6 +75,46 @@ var requestTypes = []struct {
 		_, err := decodeCommit(m.(*v1.KVCommitRequest))
 		return err
 	}},
+	{func() proto.Message { return new(v1.CompleteAndClaimRequest) }, func(m proto.Message) error {
+		_, _, _, err := decodeCompleteAndClaim(m.(*v1.CompleteAndClaimRequest))
+		return err
+	}},
+	{func() proto.Message { return new(v1.HeartbeatBatchRequest) }, func(m proto.Message) error {
+		_, err := wire.Duration("extend", m.(*v1.HeartbeatBatchRequest).GetExtend())
+		return err
+	}},
+	// The Each calls: the bound on their items, then each item's own
+	// decoder, as their handlers run them.
+	{func() proto.Message { return new(v1.EnqueueEachRequest) }, func(m proto.Message) error {
+		return decodeEach(m.(*v1.EnqueueEachRequest).GetItems(), func(r *v1.EnqueueRequest) error {
+			_, _, err := decodeEnqueue(r)
+			return err
+		})
+	}},
+	{func() proto.Message { return new(v1.CompleteEachRequest) }, func(m proto.Message) error {
+		return decodeEach(m.(*v1.CompleteEachRequest).GetItems(), func(r *v1.CompleteRequest) error {
+			_, _, err := decodeComplete(r)
+			return err
+		})
+	}},
+	{func() proto.Message { return new(v1.FailEachRequest) }, func(m proto.Message) error {
+		return decodeEach(m.(*v1.FailEachRequest).GetItems(), func(r *v1.FailRequest) error {
+			_, _, err := decodeFail(r)
+			return err
+		})
+	}},
+	{func() proto.Message { return new(v1.HeartbeatEachRequest) }, func(m proto.Message) error {
+		return decodeEach(m.(*v1.HeartbeatEachRequest).GetItems(), func(r *v1.HeartbeatRequest) error {
+			_, _, _, err := decodeHeartbeat(r)
+			return err
+		})
+	}},
+	{func() proto.Message { return new(v1.CompleteAndClaimEachRequest) }, func(m proto.Message) error {
+		return decodeEach(m.(*v1.CompleteAndClaimEachRequest).GetItems(), func(r *v1.CompleteAndClaimRequest) error {
+			_, _, _, err := decodeCompleteAndClaim(r)
+			return err
+		})
+	}},
 	{func() proto.Message { return new(v1.CancelRequest) }, nil},
 	{func() proto.Message { return new(v1.RedriveRequest) }, nil},
 	{func() proto.Message { return new(v1.RedriveAllRequest) }, nil},
@@ -87,6 +127,21 @@ var requestTypes = []struct {
 	{func() proto.Message { return new(v1.CheckpointRequest) }, nil},
 	{func() proto.Message { return new(v1.VerifyRequest) }, nil},
 	{func() proto.Message { return new(v1.HealthRequest) }, nil},
+}
+
+// decodeEach checks the bound on the items of an Each call and decodes
+// each item, returning the first refusal that is not ErrInvalid (an item
+// refused with ErrInvalid fails alone, which is fine).
+func decodeEach[T any](items []*T, decode func(*T) error) error {
+	if err := checkEach(len(items)); err != nil {
+		return err
+	}
+	for _, it := range items {
+		if err := decode(it); err != nil && !errors.Is(err, engine.ErrInvalid) {
+			return err
+		}
+	}
+	return nil
 }
 
 // FuzzDecodeRequest feeds arbitrary bytes, as protobuf and as JSON, to the
@@ -111,6 +166,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		7:  &v1.HeartbeatRequest{Lease: ref, Extend: durationpb.New(time.Second), Progress: []byte(`{"p":1}`)},
 		9:  &v1.ListRequest{State: v1.State_STATE_DEAD, Limit: 5, Cursor: "1:2"},
 		11: &v1.KVCommitRequest{Namespace: acme, Ops: ops},
+		12: &v1.CompleteAndClaimRequest{Lease: ref, Done: &v1.Done{Ops: ops}, Owner: "w", ClaimLease: durationpb.New(time.Minute), Max: 3},
+		14: &v1.EnqueueEachRequest{Items: []*v1.EnqueueRequest{{Namespace: acme, Queue: "emails", Task: task, Ops: ops}, {}}},
+		15: &v1.CompleteEachRequest{Items: []*v1.CompleteRequest{{Lease: ref, Done: &v1.Done{Result: []byte(`1`)}}, {}}},
+		17: &v1.HeartbeatEachRequest{Items: []*v1.HeartbeatRequest{{Lease: ref, Extend: durationpb.New(time.Second)}}},
 	}
 	lax := wire.NewJSONCodec(wire.JSONName, false)
 	for kind, m := range seeds {
@@ -160,7 +219,8 @@ func TestFuzzCoversEveryRequest(t *testing.T) {
 	for _, rt := range requestTypes {
 		have[string(rt.msg().ProtoReflect().Descriptor().FullName())] = true
 	}
-	for _, fd := range []protoreflect.FileDescriptor{v1.File_docket_v1_queues_proto, v1.File_docket_v1_kv_proto, v1.File_docket_v1_admin_proto} {
+	for _, fd := range []protoreflect.FileDescriptor{v1.File_docket_v1_queues_proto, v1.File_docket_v1_kv_proto, v1.File_docket_v1_admin_proto,
+		v1.File_docket_v1_pipeline_proto} {
 		for i := 0; i < fd.Services().Len(); i++ {
 			ms := fd.Services().Get(i).Methods()
 			for j := 0; j < ms.Len(); j++ {

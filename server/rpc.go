@@ -74,27 +74,27 @@ func (s *Server) logCalls() connect.Interceptor {
 			if err == nil {
 				return res, nil
 			}
-			level := slog.LevelInfo
-			switch connect.CodeOf(err) {
-			case connect.CodeNotFound, connect.CodeFailedPrecondition, connect.CodeAborted,
-				connect.CodeCanceled, connect.CodeDeadlineExceeded:
-				level = slog.LevelDebug
-			case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
-				level = slog.LevelWarn
-			}
-			if errors.Is(err, engine.ErrNotLeader) {
-				level = slog.LevelDebug // a node of a cluster sending the client to the leader
-			}
 			ci := infoFrom(ctx)
-			caller := ""
-			if ci.caller != nil {
-				caller = ci.caller.ID
-			}
-			s.log.Log(ctx, level, "docket: call failed", "req", ci.id, "procedure", req.Spec().Procedure,
-				"caller", caller, "code", connect.CodeOf(err).String(), "err", err)
+			s.log.Log(ctx, failureLevel(err), "docket: call failed", "req", ci.id, "procedure", req.Spec().Procedure,
+				"caller", ci.callerID(), "code", connect.CodeOf(err).String(), "err", err)
 			return res, err
 		}
 	})
+}
+
+// failureLevel is the level of the log line about a failed call.
+func failureLevel(err error) slog.Level {
+	if errors.Is(err, engine.ErrNotLeader) {
+		return slog.LevelDebug // a node of a cluster sending the client to the leader
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeNotFound, connect.CodeFailedPrecondition, connect.CodeAborted,
+		connect.CodeCanceled, connect.CodeDeadlineExceeded:
+		return slog.LevelDebug
+	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
 }
 
 // fail is the error a handler returns for err.
@@ -125,6 +125,14 @@ func unavailable(why string) error {
 }
 
 func reply[T any](m *T) (*connect.Response[T], error) { return connect.NewResponse(m), nil }
+
+// answer is the reply of a handler whose work returned m or err.
+func answer[T any](m *T, err error) (*connect.Response[T], error) {
+	if err != nil {
+		return nil, fail(err)
+	}
+	return reply(m)
+}
 
 type queuesRPC struct{ s *Server }
 
@@ -218,20 +226,24 @@ func (h queuesRPC) ClaimWait(ctx context.Context, req *connect.Request[v1.ClaimW
 }
 
 func (h queuesRPC) Complete(ctx context.Context, req *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
-	m := req.Msg
+	return answer(h.s.runComplete(ctx, req.Msg))
+}
+
+// runComplete runs a Complete call (alone, or an item of CompleteEach).
+func (s *Server) runComplete(ctx context.Context, m *v1.CompleteRequest) (*v1.CompleteResponse, error) {
 	l, d, err := decodeComplete(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	res, err := q.Complete(ctx, l, d)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.CompleteResponse{Result: wire.PBTxResult(res)})
+	return &v1.CompleteResponse{Result: wire.PBTxResult(res)}, nil
 }
 
 func (h queuesRPC) CompleteBatch(ctx context.Context, req *connect.Request[v1.CompleteBatchRequest]) (*connect.Response[v1.CompleteBatchResponse], error) {
@@ -248,35 +260,43 @@ func (h queuesRPC) CompleteBatch(ctx context.Context, req *connect.Request[v1.Co
 }
 
 func (h queuesRPC) Fail(ctx context.Context, req *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {
-	m := req.Msg
+	return answer(h.s.runFail(ctx, req.Msg))
+}
+
+// runFail runs a Fail call (alone, or an item of FailEach).
+func (s *Server) runFail(ctx context.Context, m *v1.FailRequest) (*v1.FailResponse, error) {
 	l, f, err := decodeFail(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	if err := q.Fail(ctx, l, f); err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.FailResponse{})
+	return &v1.FailResponse{}, nil
 }
 
 func (h queuesRPC) Heartbeat(ctx context.Context, req *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
-	m := req.Msg
+	return answer(h.s.runHeartbeat(ctx, req.Msg))
+}
+
+// runHeartbeat runs a Heartbeat call (alone, or an item of HeartbeatEach).
+func (s *Server) runHeartbeat(ctx context.Context, m *v1.HeartbeatRequest) (*v1.HeartbeatResponse, error) {
 	l, extend, progress, err := decodeHeartbeat(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	if err := q.Heartbeat(ctx, &l, extend, progress); err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.HeartbeatResponse{Deadline: wire.PBTime(l.Deadline)})
+	return &v1.HeartbeatResponse{Deadline: wire.PBTime(l.Deadline)}, nil
 }
 
 func (h queuesRPC) Snooze(ctx context.Context, req *connect.Request[v1.SnoozeRequest]) (*connect.Response[v1.SnoozeResponse], error) {

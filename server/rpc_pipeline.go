@@ -18,24 +18,25 @@ type pipelineRPC struct{ s *Server }
 var _ docketv1connect.PipelineHandler = pipelineRPC{}
 
 func (h pipelineRPC) CompleteAndClaim(ctx context.Context, req *connect.Request[v1.CompleteAndClaimRequest]) (*connect.Response[v1.CompleteAndClaimResponse], error) {
-	m := req.Msg
-	d, err := wire.Done(m.GetDone())
+	return answer(h.s.runCompleteAndClaim(ctx, req.Msg))
+}
+
+// runCompleteAndClaim runs a CompleteAndClaim call (alone, or an item of
+// CompleteAndClaimEach).
+func (s *Server) runCompleteAndClaim(ctx context.Context, m *v1.CompleteAndClaimRequest) (*v1.CompleteAndClaimResponse, error) {
+	l, d, a, err := decodeCompleteAndClaim(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	a, err := decodeClaim(m.GetOwner(), m.GetClaimLease(), m.GetMax())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	res, ls, err := q.CompleteAndClaim(ctx, l, d, a.owner, a.lease, a.max)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	res, ls, err := q.CompleteAndClaim(ctx, wire.LeaseRef(m.GetLease()), d, a.owner, a.lease, a.max)
-	if err != nil {
-		return nil, fail(err)
-	}
-	return reply(&v1.CompleteAndClaimResponse{Result: wire.PBTxResult(res), Leases: wire.PBLeases(ls)})
+	return &v1.CompleteAndClaimResponse{Result: wire.PBTxResult(res), Leases: wire.PBLeases(ls)}, nil
 }
 
 func (h pipelineRPC) HeartbeatBatch(ctx context.Context, req *connect.Request[v1.HeartbeatBatchRequest]) (*connect.Response[v1.HeartbeatBatchResponse], error) {

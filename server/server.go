@@ -104,6 +104,14 @@ type callInfo struct {
 	id     string         // request id, in logs and the RequestIDHeader
 }
 
+// callerID is the caller's id, "" for the program itself.
+func (ci callInfo) callerID() string {
+	if ci.caller == nil {
+		return ""
+	}
+	return ci.caller.ID
+}
+
 func infoFrom(ctx context.Context) callInfo {
 	ci, _ := ctx.Value(callerKey{}).(callInfo)
 	return ci

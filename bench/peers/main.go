@@ -38,7 +38,7 @@ import (
 func main() {
 	var (
 		workloads = flag.String("workloads", "W1,W2,W3,W4,W5,W6,W6R", "comma-separated workloads")
-		systems   = flag.String("systems", "docket,goqite,nats", "comma-separated systems: docket, remote (docket through its client over loopback), goqite, nats, nats-tcp (JetStream over loopback)")
+		systems   = flag.String("systems", "docket,goqite,nats", "comma-separated systems: docket, remote (docket through its client over loopback), remote-single (the same, every call in a request of its own), goqite, nats, nats-tcp (JetStream over loopback)")
 		remote    = flag.Bool("remote", false, "compare servers over loopback: -systems defaults to docket,remote,nats-tcp, and the remote targets are checked")
 		n         = flag.Int("n", 20_000, "tasks per workload (0: each workload's default); W6 and W6R run for -duration, W7 uses -trials, W8 -recover-n")
 		trials    = flag.Int("trials", 10_000, "wake-up trials of W7")
@@ -76,7 +76,7 @@ func main() {
 		sys = []string{"docket", bench.Remote, "nats-tcp"}
 	}
 	if *memory {
-		sys = slices.DeleteFunc(sys, func(s string) bool { return s != "docket" && s != bench.Remote })
+		sys = slices.DeleteFunc(sys, func(s string) bool { return s != "docket" && s != bench.Remote && s != bench.RemoteSingle })
 	}
 	for _, s := range sys {
 		if _, ok := runners[s]; !ok {
@@ -106,7 +106,7 @@ func main() {
 	for r := range *rounds {
 		for _, w := range wls {
 			for _, s := range sys {
-				if !slices.Contains(bench.DriverWorkloads, w) && s != "docket" && (s != bench.Remote || w != "W7") {
+				if !slices.Contains(bench.DriverWorkloads, w) && s != "docket" && (s != bench.Remote && s != bench.RemoteSingle || w != "W7") {
 					continue
 				}
 				cfg := base
@@ -194,6 +194,10 @@ var runners = map[string]func(context.Context, bench.Config) (bench.Result, erro
 	},
 	bench.Remote: func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
 		cfg.Remote = true
+		return bench.Run(ctx, cfg)
+	},
+	bench.RemoteSingle: func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		cfg.Remote, cfg.NoCoalesce = true, true
 		return bench.Run(ctx, cfg)
 	},
 	"nats": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {

@@ -192,3 +192,43 @@ func Error(pb *v1.Error) error {
 	}
 	return errors.New(pb.GetMessage())
 }
+
+// PBItemError is the outcome of one item of an Each call that failed with
+// err: what the single call's answer would have carried (its code,
+// message, detail and the headers that say the server did not take it),
+// so that the client rebuilds the very error the call alone would have
+// got (ItemError). ce is ToConnect(err), with whatever a server adds to
+// the answer of a single call (the leader's URL).
+func PBItemError(ce *connect.Error) *v1.ItemError {
+	code, _ := ce.Code().MarshalText()
+	return &v1.ItemError{
+		Code:        string(code),
+		Message:     ce.Message(),
+		Detail:      Detail(ce),
+		Unavailable: ce.Meta().Get(UnavailableHeader),
+		Leader:      ce.Meta().Get(LeaderHeader),
+	}
+}
+
+// ItemError rebuilds the connect error of a failed item of an Each call,
+// as the single call would have received it: the same code, message,
+// detail and headers. A code this build does not know is Unknown.
+func ItemError(pb *v1.ItemError) *connect.Error {
+	var code connect.Code
+	if code.UnmarshalText([]byte(pb.GetCode())) != nil {
+		code = connect.CodeUnknown
+	}
+	ce := connect.NewError(code, errors.New(pb.GetMessage()))
+	if d := pb.GetDetail(); d != nil {
+		if det, err := connect.NewErrorDetail(d); err == nil {
+			ce.AddDetail(det)
+		}
+	}
+	if v := pb.GetUnavailable(); v != "" {
+		ce.Meta().Set(UnavailableHeader, v)
+	}
+	if v := pb.GetLeader(); v != "" {
+		ce.Meta().Set(LeaderHeader, v)
+	}
+	return ce
+}

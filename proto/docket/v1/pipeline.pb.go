@@ -293,11 +293,808 @@ func (x *HeartbeatBatchResponse) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+// ItemError is the failure of one item of an Each call: the error the
+// single call would have been answered with.
+type ItemError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer's code, named as in connect's JSON errors
+	// ("permission_denied", "failed_precondition").
+	Code    string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The engine's sentinel, which the single call's answer carries as its
+	// docket.v1.Error detail; absent for an error that is not the engine's.
+	Detail *Error `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Set when the server did not take the item (it is closed, or not the
+	// leader): what the single call's answer carries in its
+	// Docket-Unavailable header. Nothing was done; the item may be sent
+	// again, elsewhere or later.
+	Unavailable string `protobuf:"bytes,4,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	// The leader's API URL when this node is not the leader and knows it
+	// (the Docket-Leader header of the single call's answer).
+	Leader        string `protobuf:"bytes,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ItemError) Reset() {
+	*x = ItemError{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ItemError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ItemError) ProtoMessage() {}
+
+func (x *ItemError) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ItemError.ProtoReflect.Descriptor instead.
+func (*ItemError) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ItemError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ItemError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ItemError) GetDetail() *Error {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+func (x *ItemError) GetUnavailable() string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return ""
+}
+
+func (x *ItemError) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type EnqueueEachRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*EnqueueRequest      `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueEachRequest) Reset() {
+	*x = EnqueueEachRequest{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueEachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueEachRequest) ProtoMessage() {}
+
+func (x *EnqueueEachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueEachRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueEachRequest) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EnqueueEachRequest) GetItems() []*EnqueueRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type EnqueueEachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in order.
+	Results       []*EnqueueEachResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueEachResponse) Reset() {
+	*x = EnqueueEachResponse{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueEachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueEachResponse) ProtoMessage() {}
+
+func (x *EnqueueEachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueEachResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueEachResponse) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EnqueueEachResponse) GetResults() []*EnqueueEachResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type EnqueueEachResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the item was enqueued (or deduplicated).
+	Enqueued *Enqueued `protobuf:"bytes,1,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	// Set when it was not.
+	Error         *ItemError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueEachResult) Reset() {
+	*x = EnqueueEachResult{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueEachResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueEachResult) ProtoMessage() {}
+
+func (x *EnqueueEachResult) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueEachResult.ProtoReflect.Descriptor instead.
+func (*EnqueueEachResult) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EnqueueEachResult) GetEnqueued() *Enqueued {
+	if x != nil {
+		return x.Enqueued
+	}
+	return nil
+}
+
+func (x *EnqueueEachResult) GetError() *ItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type CompleteEachRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*CompleteRequest     `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteEachRequest) Reset() {
+	*x = CompleteEachRequest{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteEachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteEachRequest) ProtoMessage() {}
+
+func (x *CompleteEachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteEachRequest.ProtoReflect.Descriptor instead.
+func (*CompleteEachRequest) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CompleteEachRequest) GetItems() []*CompleteRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type CompleteEachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in order.
+	Results       []*CompleteEachResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteEachResponse) Reset() {
+	*x = CompleteEachResponse{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteEachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteEachResponse) ProtoMessage() {}
+
+func (x *CompleteEachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteEachResponse.ProtoReflect.Descriptor instead.
+func (*CompleteEachResponse) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CompleteEachResponse) GetResults() []*CompleteEachResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type CompleteEachResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *TxResult              `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Error         *ItemError             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteEachResult) Reset() {
+	*x = CompleteEachResult{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteEachResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteEachResult) ProtoMessage() {}
+
+func (x *CompleteEachResult) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteEachResult.ProtoReflect.Descriptor instead.
+func (*CompleteEachResult) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CompleteEachResult) GetResult() *TxResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CompleteEachResult) GetError() *ItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type FailEachRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*FailRequest         `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailEachRequest) Reset() {
+	*x = FailEachRequest{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailEachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailEachRequest) ProtoMessage() {}
+
+func (x *FailEachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailEachRequest.ProtoReflect.Descriptor instead.
+func (*FailEachRequest) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FailEachRequest) GetItems() []*FailRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type FailEachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in order.
+	Results       []*FailEachResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailEachResponse) Reset() {
+	*x = FailEachResponse{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailEachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailEachResponse) ProtoMessage() {}
+
+func (x *FailEachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailEachResponse.ProtoReflect.Descriptor instead.
+func (*FailEachResponse) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *FailEachResponse) GetResults() []*FailEachResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type FailEachResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset when the failure was recorded.
+	Error         *ItemError `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailEachResult) Reset() {
+	*x = FailEachResult{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailEachResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailEachResult) ProtoMessage() {}
+
+func (x *FailEachResult) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailEachResult.ProtoReflect.Descriptor instead.
+func (*FailEachResult) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *FailEachResult) GetError() *ItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type HeartbeatEachRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*HeartbeatRequest    `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatEachRequest) Reset() {
+	*x = HeartbeatEachRequest{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatEachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatEachRequest) ProtoMessage() {}
+
+func (x *HeartbeatEachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatEachRequest.ProtoReflect.Descriptor instead.
+func (*HeartbeatEachRequest) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HeartbeatEachRequest) GetItems() []*HeartbeatRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type HeartbeatEachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in order.
+	Results       []*HeartbeatEachResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatEachResponse) Reset() {
+	*x = HeartbeatEachResponse{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatEachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatEachResponse) ProtoMessage() {}
+
+func (x *HeartbeatEachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatEachResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatEachResponse) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HeartbeatEachResponse) GetResults() []*HeartbeatEachResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type HeartbeatEachResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease's new deadline, when it was extended.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Error         *ItemError             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatEachResult) Reset() {
+	*x = HeartbeatEachResult{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatEachResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatEachResult) ProtoMessage() {}
+
+func (x *HeartbeatEachResult) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatEachResult.ProtoReflect.Descriptor instead.
+func (*HeartbeatEachResult) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HeartbeatEachResult) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *HeartbeatEachResult) GetError() *ItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type CompleteAndClaimEachRequest struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Items         []*CompleteAndClaimRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAndClaimEachRequest) Reset() {
+	*x = CompleteAndClaimEachRequest{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAndClaimEachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAndClaimEachRequest) ProtoMessage() {}
+
+func (x *CompleteAndClaimEachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAndClaimEachRequest.ProtoReflect.Descriptor instead.
+func (*CompleteAndClaimEachRequest) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CompleteAndClaimEachRequest) GetItems() []*CompleteAndClaimRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type CompleteAndClaimEachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in order.
+	Results       []*CompleteAndClaimEachResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAndClaimEachResponse) Reset() {
+	*x = CompleteAndClaimEachResponse{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAndClaimEachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAndClaimEachResponse) ProtoMessage() {}
+
+func (x *CompleteAndClaimEachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAndClaimEachResponse.ProtoReflect.Descriptor instead.
+func (*CompleteAndClaimEachResponse) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CompleteAndClaimEachResponse) GetResults() []*CompleteAndClaimEachResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type CompleteAndClaimEachResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *TxResult              `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Leases        []*Lease               `protobuf:"bytes,2,rep,name=leases,proto3" json:"leases,omitempty"`
+	Error         *ItemError             `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteAndClaimEachResult) Reset() {
+	*x = CompleteAndClaimEachResult{}
+	mi := &file_docket_v1_pipeline_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteAndClaimEachResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteAndClaimEachResult) ProtoMessage() {}
+
+func (x *CompleteAndClaimEachResult) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_pipeline_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteAndClaimEachResult.ProtoReflect.Descriptor instead.
+func (*CompleteAndClaimEachResult) Descriptor() ([]byte, []int) {
+	return file_docket_v1_pipeline_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CompleteAndClaimEachResult) GetResult() *TxResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CompleteAndClaimEachResult) GetLeases() []*Lease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *CompleteAndClaimEachResult) GetError() *ItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_docket_v1_pipeline_proto protoreflect.FileDescriptor
 
 const file_docket_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
-	"\x18docket/v1/pipeline.proto\x12\tdocket.v1\x1a\x15docket/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x02\n" +
+	"\x18docket/v1/pipeline.proto\x12\tdocket.v1\x1a\x16docket/v1/queues.proto\x1a\x15docket/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x02\n" +
 	"\x17CompleteAndClaimRequest\x122\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12)\n" +
@@ -317,10 +1114,56 @@ const file_docket_v1_pipeline_proto_rawDesc = "" +
 	"\x06extend\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06extend\"z\n" +
 	"\x16HeartbeatBatchResponse\x12(\n" +
 	"\x06errors\x18\x01 \x03(\v2\x10.docket.v1.ErrorR\x06errors\x126\n" +
-	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline2\xbe\x01\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x9d\x01\n" +
+	"\tItemError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12(\n" +
+	"\x06detail\x18\x03 \x01(\v2\x10.docket.v1.ErrorR\x06detail\x12 \n" +
+	"\vunavailable\x18\x04 \x01(\tR\vunavailable\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\tR\x06leader\"E\n" +
+	"\x12EnqueueEachRequest\x12/\n" +
+	"\x05items\x18\x01 \x03(\v2\x19.docket.v1.EnqueueRequestR\x05items\"M\n" +
+	"\x13EnqueueEachResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.docket.v1.EnqueueEachResultR\aresults\"p\n" +
+	"\x11EnqueueEachResult\x12/\n" +
+	"\benqueued\x18\x01 \x01(\v2\x13.docket.v1.EnqueuedR\benqueued\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x14.docket.v1.ItemErrorR\x05error\"G\n" +
+	"\x13CompleteEachRequest\x120\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.docket.v1.CompleteRequestR\x05items\"O\n" +
+	"\x14CompleteEachResponse\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.docket.v1.CompleteEachResultR\aresults\"m\n" +
+	"\x12CompleteEachResult\x12+\n" +
+	"\x06result\x18\x01 \x01(\v2\x13.docket.v1.TxResultR\x06result\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x14.docket.v1.ItemErrorR\x05error\"?\n" +
+	"\x0fFailEachRequest\x12,\n" +
+	"\x05items\x18\x01 \x03(\v2\x16.docket.v1.FailRequestR\x05items\"G\n" +
+	"\x10FailEachResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.docket.v1.FailEachResultR\aresults\"<\n" +
+	"\x0eFailEachResult\x12*\n" +
+	"\x05error\x18\x01 \x01(\v2\x14.docket.v1.ItemErrorR\x05error\"I\n" +
+	"\x14HeartbeatEachRequest\x121\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.docket.v1.HeartbeatRequestR\x05items\"Q\n" +
+	"\x15HeartbeatEachResponse\x128\n" +
+	"\aresults\x18\x01 \x03(\v2\x1e.docket.v1.HeartbeatEachResultR\aresults\"y\n" +
+	"\x13HeartbeatEachResult\x126\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x14.docket.v1.ItemErrorR\x05error\"W\n" +
+	"\x1bCompleteAndClaimEachRequest\x128\n" +
+	"\x05items\x18\x01 \x03(\v2\".docket.v1.CompleteAndClaimRequestR\x05items\"_\n" +
+	"\x1cCompleteAndClaimEachResponse\x12?\n" +
+	"\aresults\x18\x01 \x03(\v2%.docket.v1.CompleteAndClaimEachResultR\aresults\"\x9f\x01\n" +
+	"\x1aCompleteAndClaimEachResult\x12+\n" +
+	"\x06result\x18\x01 \x01(\v2\x13.docket.v1.TxResultR\x06result\x12(\n" +
+	"\x06leases\x18\x02 \x03(\v2\x10.docket.v1.LeaseR\x06leases\x12*\n" +
+	"\x05error\x18\x03 \x01(\v2\x14.docket.v1.ItemErrorR\x05error2\xdf\x04\n" +
 	"\bPipeline\x12[\n" +
 	"\x10CompleteAndClaim\x12\".docket.v1.CompleteAndClaimRequest\x1a#.docket.v1.CompleteAndClaimResponse\x12U\n" +
-	"\x0eHeartbeatBatch\x12 .docket.v1.HeartbeatBatchRequest\x1a!.docket.v1.HeartbeatBatchResponseB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"\x0eHeartbeatBatch\x12 .docket.v1.HeartbeatBatchRequest\x1a!.docket.v1.HeartbeatBatchResponse\x12L\n" +
+	"\vEnqueueEach\x12\x1d.docket.v1.EnqueueEachRequest\x1a\x1e.docket.v1.EnqueueEachResponse\x12O\n" +
+	"\fCompleteEach\x12\x1e.docket.v1.CompleteEachRequest\x1a\x1f.docket.v1.CompleteEachResponse\x12C\n" +
+	"\bFailEach\x12\x1a.docket.v1.FailEachRequest\x1a\x1b.docket.v1.FailEachResponse\x12R\n" +
+	"\rHeartbeatEach\x12\x1f.docket.v1.HeartbeatEachRequest\x1a .docket.v1.HeartbeatEachResponse\x12g\n" +
+	"\x14CompleteAndClaimEach\x12&.docket.v1.CompleteAndClaimEachRequest\x1a'.docket.v1.CompleteAndClaimEachResponseB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_pipeline_proto_rawDescOnce sync.Once
@@ -334,42 +1177,94 @@ func file_docket_v1_pipeline_proto_rawDescGZIP() []byte {
 	return file_docket_v1_pipeline_proto_rawDescData
 }
 
-var file_docket_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_docket_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_docket_v1_pipeline_proto_goTypes = []any{
-	(*CompleteAndClaimRequest)(nil),  // 0: docket.v1.CompleteAndClaimRequest
-	(*CompleteAndClaimResponse)(nil), // 1: docket.v1.CompleteAndClaimResponse
-	(*HeartbeatBatchRequest)(nil),    // 2: docket.v1.HeartbeatBatchRequest
-	(*HeartbeatBatchResponse)(nil),   // 3: docket.v1.HeartbeatBatchResponse
-	(*Namespace)(nil),                // 4: docket.v1.Namespace
-	(*LeaseRef)(nil),                 // 5: docket.v1.LeaseRef
-	(*Done)(nil),                     // 6: docket.v1.Done
-	(*durationpb.Duration)(nil),      // 7: google.protobuf.Duration
-	(*TxResult)(nil),                 // 8: docket.v1.TxResult
-	(*Lease)(nil),                    // 9: docket.v1.Lease
-	(*Error)(nil),                    // 10: docket.v1.Error
-	(*timestamppb.Timestamp)(nil),    // 11: google.protobuf.Timestamp
+	(*CompleteAndClaimRequest)(nil),      // 0: docket.v1.CompleteAndClaimRequest
+	(*CompleteAndClaimResponse)(nil),     // 1: docket.v1.CompleteAndClaimResponse
+	(*HeartbeatBatchRequest)(nil),        // 2: docket.v1.HeartbeatBatchRequest
+	(*HeartbeatBatchResponse)(nil),       // 3: docket.v1.HeartbeatBatchResponse
+	(*ItemError)(nil),                    // 4: docket.v1.ItemError
+	(*EnqueueEachRequest)(nil),           // 5: docket.v1.EnqueueEachRequest
+	(*EnqueueEachResponse)(nil),          // 6: docket.v1.EnqueueEachResponse
+	(*EnqueueEachResult)(nil),            // 7: docket.v1.EnqueueEachResult
+	(*CompleteEachRequest)(nil),          // 8: docket.v1.CompleteEachRequest
+	(*CompleteEachResponse)(nil),         // 9: docket.v1.CompleteEachResponse
+	(*CompleteEachResult)(nil),           // 10: docket.v1.CompleteEachResult
+	(*FailEachRequest)(nil),              // 11: docket.v1.FailEachRequest
+	(*FailEachResponse)(nil),             // 12: docket.v1.FailEachResponse
+	(*FailEachResult)(nil),               // 13: docket.v1.FailEachResult
+	(*HeartbeatEachRequest)(nil),         // 14: docket.v1.HeartbeatEachRequest
+	(*HeartbeatEachResponse)(nil),        // 15: docket.v1.HeartbeatEachResponse
+	(*HeartbeatEachResult)(nil),          // 16: docket.v1.HeartbeatEachResult
+	(*CompleteAndClaimEachRequest)(nil),  // 17: docket.v1.CompleteAndClaimEachRequest
+	(*CompleteAndClaimEachResponse)(nil), // 18: docket.v1.CompleteAndClaimEachResponse
+	(*CompleteAndClaimEachResult)(nil),   // 19: docket.v1.CompleteAndClaimEachResult
+	(*Namespace)(nil),                    // 20: docket.v1.Namespace
+	(*LeaseRef)(nil),                     // 21: docket.v1.LeaseRef
+	(*Done)(nil),                         // 22: docket.v1.Done
+	(*durationpb.Duration)(nil),          // 23: google.protobuf.Duration
+	(*TxResult)(nil),                     // 24: docket.v1.TxResult
+	(*Lease)(nil),                        // 25: docket.v1.Lease
+	(*Error)(nil),                        // 26: docket.v1.Error
+	(*timestamppb.Timestamp)(nil),        // 27: google.protobuf.Timestamp
+	(*EnqueueRequest)(nil),               // 28: docket.v1.EnqueueRequest
+	(*Enqueued)(nil),                     // 29: docket.v1.Enqueued
+	(*CompleteRequest)(nil),              // 30: docket.v1.CompleteRequest
+	(*FailRequest)(nil),                  // 31: docket.v1.FailRequest
+	(*HeartbeatRequest)(nil),             // 32: docket.v1.HeartbeatRequest
 }
 var file_docket_v1_pipeline_proto_depIdxs = []int32{
-	4,  // 0: docket.v1.CompleteAndClaimRequest.namespace:type_name -> docket.v1.Namespace
-	5,  // 1: docket.v1.CompleteAndClaimRequest.lease:type_name -> docket.v1.LeaseRef
-	6,  // 2: docket.v1.CompleteAndClaimRequest.done:type_name -> docket.v1.Done
-	7,  // 3: docket.v1.CompleteAndClaimRequest.claim_lease:type_name -> google.protobuf.Duration
-	8,  // 4: docket.v1.CompleteAndClaimResponse.result:type_name -> docket.v1.TxResult
-	9,  // 5: docket.v1.CompleteAndClaimResponse.leases:type_name -> docket.v1.Lease
-	4,  // 6: docket.v1.HeartbeatBatchRequest.namespace:type_name -> docket.v1.Namespace
-	5,  // 7: docket.v1.HeartbeatBatchRequest.leases:type_name -> docket.v1.LeaseRef
-	7,  // 8: docket.v1.HeartbeatBatchRequest.extend:type_name -> google.protobuf.Duration
-	10, // 9: docket.v1.HeartbeatBatchResponse.errors:type_name -> docket.v1.Error
-	11, // 10: docket.v1.HeartbeatBatchResponse.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 11: docket.v1.Pipeline.CompleteAndClaim:input_type -> docket.v1.CompleteAndClaimRequest
-	2,  // 12: docket.v1.Pipeline.HeartbeatBatch:input_type -> docket.v1.HeartbeatBatchRequest
-	1,  // 13: docket.v1.Pipeline.CompleteAndClaim:output_type -> docket.v1.CompleteAndClaimResponse
-	3,  // 14: docket.v1.Pipeline.HeartbeatBatch:output_type -> docket.v1.HeartbeatBatchResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	20, // 0: docket.v1.CompleteAndClaimRequest.namespace:type_name -> docket.v1.Namespace
+	21, // 1: docket.v1.CompleteAndClaimRequest.lease:type_name -> docket.v1.LeaseRef
+	22, // 2: docket.v1.CompleteAndClaimRequest.done:type_name -> docket.v1.Done
+	23, // 3: docket.v1.CompleteAndClaimRequest.claim_lease:type_name -> google.protobuf.Duration
+	24, // 4: docket.v1.CompleteAndClaimResponse.result:type_name -> docket.v1.TxResult
+	25, // 5: docket.v1.CompleteAndClaimResponse.leases:type_name -> docket.v1.Lease
+	20, // 6: docket.v1.HeartbeatBatchRequest.namespace:type_name -> docket.v1.Namespace
+	21, // 7: docket.v1.HeartbeatBatchRequest.leases:type_name -> docket.v1.LeaseRef
+	23, // 8: docket.v1.HeartbeatBatchRequest.extend:type_name -> google.protobuf.Duration
+	26, // 9: docket.v1.HeartbeatBatchResponse.errors:type_name -> docket.v1.Error
+	27, // 10: docket.v1.HeartbeatBatchResponse.deadline:type_name -> google.protobuf.Timestamp
+	26, // 11: docket.v1.ItemError.detail:type_name -> docket.v1.Error
+	28, // 12: docket.v1.EnqueueEachRequest.items:type_name -> docket.v1.EnqueueRequest
+	7,  // 13: docket.v1.EnqueueEachResponse.results:type_name -> docket.v1.EnqueueEachResult
+	29, // 14: docket.v1.EnqueueEachResult.enqueued:type_name -> docket.v1.Enqueued
+	4,  // 15: docket.v1.EnqueueEachResult.error:type_name -> docket.v1.ItemError
+	30, // 16: docket.v1.CompleteEachRequest.items:type_name -> docket.v1.CompleteRequest
+	10, // 17: docket.v1.CompleteEachResponse.results:type_name -> docket.v1.CompleteEachResult
+	24, // 18: docket.v1.CompleteEachResult.result:type_name -> docket.v1.TxResult
+	4,  // 19: docket.v1.CompleteEachResult.error:type_name -> docket.v1.ItemError
+	31, // 20: docket.v1.FailEachRequest.items:type_name -> docket.v1.FailRequest
+	13, // 21: docket.v1.FailEachResponse.results:type_name -> docket.v1.FailEachResult
+	4,  // 22: docket.v1.FailEachResult.error:type_name -> docket.v1.ItemError
+	32, // 23: docket.v1.HeartbeatEachRequest.items:type_name -> docket.v1.HeartbeatRequest
+	16, // 24: docket.v1.HeartbeatEachResponse.results:type_name -> docket.v1.HeartbeatEachResult
+	27, // 25: docket.v1.HeartbeatEachResult.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 26: docket.v1.HeartbeatEachResult.error:type_name -> docket.v1.ItemError
+	0,  // 27: docket.v1.CompleteAndClaimEachRequest.items:type_name -> docket.v1.CompleteAndClaimRequest
+	19, // 28: docket.v1.CompleteAndClaimEachResponse.results:type_name -> docket.v1.CompleteAndClaimEachResult
+	24, // 29: docket.v1.CompleteAndClaimEachResult.result:type_name -> docket.v1.TxResult
+	25, // 30: docket.v1.CompleteAndClaimEachResult.leases:type_name -> docket.v1.Lease
+	4,  // 31: docket.v1.CompleteAndClaimEachResult.error:type_name -> docket.v1.ItemError
+	0,  // 32: docket.v1.Pipeline.CompleteAndClaim:input_type -> docket.v1.CompleteAndClaimRequest
+	2,  // 33: docket.v1.Pipeline.HeartbeatBatch:input_type -> docket.v1.HeartbeatBatchRequest
+	5,  // 34: docket.v1.Pipeline.EnqueueEach:input_type -> docket.v1.EnqueueEachRequest
+	8,  // 35: docket.v1.Pipeline.CompleteEach:input_type -> docket.v1.CompleteEachRequest
+	11, // 36: docket.v1.Pipeline.FailEach:input_type -> docket.v1.FailEachRequest
+	14, // 37: docket.v1.Pipeline.HeartbeatEach:input_type -> docket.v1.HeartbeatEachRequest
+	17, // 38: docket.v1.Pipeline.CompleteAndClaimEach:input_type -> docket.v1.CompleteAndClaimEachRequest
+	1,  // 39: docket.v1.Pipeline.CompleteAndClaim:output_type -> docket.v1.CompleteAndClaimResponse
+	3,  // 40: docket.v1.Pipeline.HeartbeatBatch:output_type -> docket.v1.HeartbeatBatchResponse
+	6,  // 41: docket.v1.Pipeline.EnqueueEach:output_type -> docket.v1.EnqueueEachResponse
+	9,  // 42: docket.v1.Pipeline.CompleteEach:output_type -> docket.v1.CompleteEachResponse
+	12, // 43: docket.v1.Pipeline.FailEach:output_type -> docket.v1.FailEachResponse
+	15, // 44: docket.v1.Pipeline.HeartbeatEach:output_type -> docket.v1.HeartbeatEachResponse
+	18, // 45: docket.v1.Pipeline.CompleteAndClaimEach:output_type -> docket.v1.CompleteAndClaimEachResponse
+	39, // [39:46] is the sub-list for method output_type
+	32, // [32:39] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_pipeline_proto_init() }
@@ -377,6 +1272,7 @@ func file_docket_v1_pipeline_proto_init() {
 	if File_docket_v1_pipeline_proto != nil {
 		return
 	}
+	file_docket_v1_queues_proto_init()
 	file_docket_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -384,7 +1280,7 @@ func file_docket_v1_pipeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_pipeline_proto_rawDesc), len(file_docket_v1_pipeline_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

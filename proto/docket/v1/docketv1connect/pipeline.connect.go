@@ -38,6 +38,17 @@ const (
 	PipelineCompleteAndClaimProcedure = "/docket.v1.Pipeline/CompleteAndClaim"
 	// PipelineHeartbeatBatchProcedure is the fully-qualified name of the Pipeline's HeartbeatBatch RPC.
 	PipelineHeartbeatBatchProcedure = "/docket.v1.Pipeline/HeartbeatBatch"
+	// PipelineEnqueueEachProcedure is the fully-qualified name of the Pipeline's EnqueueEach RPC.
+	PipelineEnqueueEachProcedure = "/docket.v1.Pipeline/EnqueueEach"
+	// PipelineCompleteEachProcedure is the fully-qualified name of the Pipeline's CompleteEach RPC.
+	PipelineCompleteEachProcedure = "/docket.v1.Pipeline/CompleteEach"
+	// PipelineFailEachProcedure is the fully-qualified name of the Pipeline's FailEach RPC.
+	PipelineFailEachProcedure = "/docket.v1.Pipeline/FailEach"
+	// PipelineHeartbeatEachProcedure is the fully-qualified name of the Pipeline's HeartbeatEach RPC.
+	PipelineHeartbeatEachProcedure = "/docket.v1.Pipeline/HeartbeatEach"
+	// PipelineCompleteAndClaimEachProcedure is the fully-qualified name of the Pipeline's
+	// CompleteAndClaimEach RPC.
+	PipelineCompleteAndClaimEachProcedure = "/docket.v1.Pipeline/CompleteAndClaimEach"
 )
 
 // PipelineClient is a client for the docket.v1.Pipeline service.
@@ -49,6 +60,16 @@ type PipelineClient interface {
 	// HeartbeatBatch extends many leases of the queue in one commit, each
 	// fenced on its own.
 	HeartbeatBatch(context.Context, *connect.Request[v1.HeartbeatBatchRequest]) (*connect.Response[v1.HeartbeatBatchResponse], error)
+	// EnqueueEach runs each item as Queues.Enqueue.
+	EnqueueEach(context.Context, *connect.Request[v1.EnqueueEachRequest]) (*connect.Response[v1.EnqueueEachResponse], error)
+	// CompleteEach runs each item as Queues.Complete.
+	CompleteEach(context.Context, *connect.Request[v1.CompleteEachRequest]) (*connect.Response[v1.CompleteEachResponse], error)
+	// FailEach runs each item as Queues.Fail.
+	FailEach(context.Context, *connect.Request[v1.FailEachRequest]) (*connect.Response[v1.FailEachResponse], error)
+	// HeartbeatEach runs each item as Queues.Heartbeat.
+	HeartbeatEach(context.Context, *connect.Request[v1.HeartbeatEachRequest]) (*connect.Response[v1.HeartbeatEachResponse], error)
+	// CompleteAndClaimEach runs each item as CompleteAndClaim.
+	CompleteAndClaimEach(context.Context, *connect.Request[v1.CompleteAndClaimEachRequest]) (*connect.Response[v1.CompleteAndClaimEachResponse], error)
 }
 
 // NewPipelineClient constructs a client for the docket.v1.Pipeline service. By default, it uses the
@@ -74,13 +95,48 @@ func NewPipelineClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithSchema(pipelineMethods.ByName("HeartbeatBatch")),
 			connect.WithClientOptions(opts...),
 		),
+		enqueueEach: connect.NewClient[v1.EnqueueEachRequest, v1.EnqueueEachResponse](
+			httpClient,
+			baseURL+PipelineEnqueueEachProcedure,
+			connect.WithSchema(pipelineMethods.ByName("EnqueueEach")),
+			connect.WithClientOptions(opts...),
+		),
+		completeEach: connect.NewClient[v1.CompleteEachRequest, v1.CompleteEachResponse](
+			httpClient,
+			baseURL+PipelineCompleteEachProcedure,
+			connect.WithSchema(pipelineMethods.ByName("CompleteEach")),
+			connect.WithClientOptions(opts...),
+		),
+		failEach: connect.NewClient[v1.FailEachRequest, v1.FailEachResponse](
+			httpClient,
+			baseURL+PipelineFailEachProcedure,
+			connect.WithSchema(pipelineMethods.ByName("FailEach")),
+			connect.WithClientOptions(opts...),
+		),
+		heartbeatEach: connect.NewClient[v1.HeartbeatEachRequest, v1.HeartbeatEachResponse](
+			httpClient,
+			baseURL+PipelineHeartbeatEachProcedure,
+			connect.WithSchema(pipelineMethods.ByName("HeartbeatEach")),
+			connect.WithClientOptions(opts...),
+		),
+		completeAndClaimEach: connect.NewClient[v1.CompleteAndClaimEachRequest, v1.CompleteAndClaimEachResponse](
+			httpClient,
+			baseURL+PipelineCompleteAndClaimEachProcedure,
+			connect.WithSchema(pipelineMethods.ByName("CompleteAndClaimEach")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // pipelineClient implements PipelineClient.
 type pipelineClient struct {
-	completeAndClaim *connect.Client[v1.CompleteAndClaimRequest, v1.CompleteAndClaimResponse]
-	heartbeatBatch   *connect.Client[v1.HeartbeatBatchRequest, v1.HeartbeatBatchResponse]
+	completeAndClaim     *connect.Client[v1.CompleteAndClaimRequest, v1.CompleteAndClaimResponse]
+	heartbeatBatch       *connect.Client[v1.HeartbeatBatchRequest, v1.HeartbeatBatchResponse]
+	enqueueEach          *connect.Client[v1.EnqueueEachRequest, v1.EnqueueEachResponse]
+	completeEach         *connect.Client[v1.CompleteEachRequest, v1.CompleteEachResponse]
+	failEach             *connect.Client[v1.FailEachRequest, v1.FailEachResponse]
+	heartbeatEach        *connect.Client[v1.HeartbeatEachRequest, v1.HeartbeatEachResponse]
+	completeAndClaimEach *connect.Client[v1.CompleteAndClaimEachRequest, v1.CompleteAndClaimEachResponse]
 }
 
 // CompleteAndClaim calls docket.v1.Pipeline.CompleteAndClaim.
@@ -93,6 +149,31 @@ func (c *pipelineClient) HeartbeatBatch(ctx context.Context, req *connect.Reques
 	return c.heartbeatBatch.CallUnary(ctx, req)
 }
 
+// EnqueueEach calls docket.v1.Pipeline.EnqueueEach.
+func (c *pipelineClient) EnqueueEach(ctx context.Context, req *connect.Request[v1.EnqueueEachRequest]) (*connect.Response[v1.EnqueueEachResponse], error) {
+	return c.enqueueEach.CallUnary(ctx, req)
+}
+
+// CompleteEach calls docket.v1.Pipeline.CompleteEach.
+func (c *pipelineClient) CompleteEach(ctx context.Context, req *connect.Request[v1.CompleteEachRequest]) (*connect.Response[v1.CompleteEachResponse], error) {
+	return c.completeEach.CallUnary(ctx, req)
+}
+
+// FailEach calls docket.v1.Pipeline.FailEach.
+func (c *pipelineClient) FailEach(ctx context.Context, req *connect.Request[v1.FailEachRequest]) (*connect.Response[v1.FailEachResponse], error) {
+	return c.failEach.CallUnary(ctx, req)
+}
+
+// HeartbeatEach calls docket.v1.Pipeline.HeartbeatEach.
+func (c *pipelineClient) HeartbeatEach(ctx context.Context, req *connect.Request[v1.HeartbeatEachRequest]) (*connect.Response[v1.HeartbeatEachResponse], error) {
+	return c.heartbeatEach.CallUnary(ctx, req)
+}
+
+// CompleteAndClaimEach calls docket.v1.Pipeline.CompleteAndClaimEach.
+func (c *pipelineClient) CompleteAndClaimEach(ctx context.Context, req *connect.Request[v1.CompleteAndClaimEachRequest]) (*connect.Response[v1.CompleteAndClaimEachResponse], error) {
+	return c.completeAndClaimEach.CallUnary(ctx, req)
+}
+
 // PipelineHandler is an implementation of the docket.v1.Pipeline service.
 type PipelineHandler interface {
 	// CompleteAndClaim completes a lease (fenced, with its result, ops and
@@ -102,6 +183,16 @@ type PipelineHandler interface {
 	// HeartbeatBatch extends many leases of the queue in one commit, each
 	// fenced on its own.
 	HeartbeatBatch(context.Context, *connect.Request[v1.HeartbeatBatchRequest]) (*connect.Response[v1.HeartbeatBatchResponse], error)
+	// EnqueueEach runs each item as Queues.Enqueue.
+	EnqueueEach(context.Context, *connect.Request[v1.EnqueueEachRequest]) (*connect.Response[v1.EnqueueEachResponse], error)
+	// CompleteEach runs each item as Queues.Complete.
+	CompleteEach(context.Context, *connect.Request[v1.CompleteEachRequest]) (*connect.Response[v1.CompleteEachResponse], error)
+	// FailEach runs each item as Queues.Fail.
+	FailEach(context.Context, *connect.Request[v1.FailEachRequest]) (*connect.Response[v1.FailEachResponse], error)
+	// HeartbeatEach runs each item as Queues.Heartbeat.
+	HeartbeatEach(context.Context, *connect.Request[v1.HeartbeatEachRequest]) (*connect.Response[v1.HeartbeatEachResponse], error)
+	// CompleteAndClaimEach runs each item as CompleteAndClaim.
+	CompleteAndClaimEach(context.Context, *connect.Request[v1.CompleteAndClaimEachRequest]) (*connect.Response[v1.CompleteAndClaimEachResponse], error)
 }
 
 // NewPipelineHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -123,12 +214,52 @@ func NewPipelineHandler(svc PipelineHandler, opts ...connect.HandlerOption) (str
 		connect.WithSchema(pipelineMethods.ByName("HeartbeatBatch")),
 		connect.WithHandlerOptions(opts...),
 	)
+	pipelineEnqueueEachHandler := connect.NewUnaryHandler(
+		PipelineEnqueueEachProcedure,
+		svc.EnqueueEach,
+		connect.WithSchema(pipelineMethods.ByName("EnqueueEach")),
+		connect.WithHandlerOptions(opts...),
+	)
+	pipelineCompleteEachHandler := connect.NewUnaryHandler(
+		PipelineCompleteEachProcedure,
+		svc.CompleteEach,
+		connect.WithSchema(pipelineMethods.ByName("CompleteEach")),
+		connect.WithHandlerOptions(opts...),
+	)
+	pipelineFailEachHandler := connect.NewUnaryHandler(
+		PipelineFailEachProcedure,
+		svc.FailEach,
+		connect.WithSchema(pipelineMethods.ByName("FailEach")),
+		connect.WithHandlerOptions(opts...),
+	)
+	pipelineHeartbeatEachHandler := connect.NewUnaryHandler(
+		PipelineHeartbeatEachProcedure,
+		svc.HeartbeatEach,
+		connect.WithSchema(pipelineMethods.ByName("HeartbeatEach")),
+		connect.WithHandlerOptions(opts...),
+	)
+	pipelineCompleteAndClaimEachHandler := connect.NewUnaryHandler(
+		PipelineCompleteAndClaimEachProcedure,
+		svc.CompleteAndClaimEach,
+		connect.WithSchema(pipelineMethods.ByName("CompleteAndClaimEach")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/docket.v1.Pipeline/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PipelineCompleteAndClaimProcedure:
 			pipelineCompleteAndClaimHandler.ServeHTTP(w, r)
 		case PipelineHeartbeatBatchProcedure:
 			pipelineHeartbeatBatchHandler.ServeHTTP(w, r)
+		case PipelineEnqueueEachProcedure:
+			pipelineEnqueueEachHandler.ServeHTTP(w, r)
+		case PipelineCompleteEachProcedure:
+			pipelineCompleteEachHandler.ServeHTTP(w, r)
+		case PipelineFailEachProcedure:
+			pipelineFailEachHandler.ServeHTTP(w, r)
+		case PipelineHeartbeatEachProcedure:
+			pipelineHeartbeatEachHandler.ServeHTTP(w, r)
+		case PipelineCompleteAndClaimEachProcedure:
+			pipelineCompleteAndClaimEachHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -144,4 +275,24 @@ func (UnimplementedPipelineHandler) CompleteAndClaim(context.Context, *connect.R
 
 func (UnimplementedPipelineHandler) HeartbeatBatch(context.Context, *connect.Request[v1.HeartbeatBatchRequest]) (*connect.Response[v1.HeartbeatBatchResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Pipeline.HeartbeatBatch is not implemented"))
+}
+
+func (UnimplementedPipelineHandler) EnqueueEach(context.Context, *connect.Request[v1.EnqueueEachRequest]) (*connect.Response[v1.EnqueueEachResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Pipeline.EnqueueEach is not implemented"))
+}
+
+func (UnimplementedPipelineHandler) CompleteEach(context.Context, *connect.Request[v1.CompleteEachRequest]) (*connect.Response[v1.CompleteEachResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Pipeline.CompleteEach is not implemented"))
+}
+
+func (UnimplementedPipelineHandler) FailEach(context.Context, *connect.Request[v1.FailEachRequest]) (*connect.Response[v1.FailEachResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Pipeline.FailEach is not implemented"))
+}
+
+func (UnimplementedPipelineHandler) HeartbeatEach(context.Context, *connect.Request[v1.HeartbeatEachRequest]) (*connect.Response[v1.HeartbeatEachResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Pipeline.HeartbeatEach is not implemented"))
+}
+
+func (UnimplementedPipelineHandler) CompleteAndClaimEach(context.Context, *connect.Request[v1.CompleteAndClaimEachRequest]) (*connect.Response[v1.CompleteAndClaimEachResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Pipeline.CompleteAndClaimEach is not implemented"))
 }

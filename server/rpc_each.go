@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/wire"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// This file serves the Each calls of the Pipeline service: many
+// independent calls in one request, which the client sends when several
+// of its goroutines call at once. Each item runs as the single call would
+// alone (the same decoder, the same engine call on the caller's view, so
+// the same validation, permissions and errors); only the answer is
+// shared. Enqueues go through the engine's pipelined path (EnqueueAsync),
+// so that the items of a request join one sync round; the calls on a
+// lease have no pipelined form and run on goroutines of their own, at
+// most eachParallel at once per request, whose commits group in the log
+// as concurrent callers' do.
+
+// MaxEachItems bounds the items of one Each call; a call with more is
+// refused with InvalidArgument before any item runs.
+const MaxEachItems = 1000
+
+// eachParallel bounds the items of one Each call on a lease that run at
+// once: enough for their commits to share the log's syncs, few enough
+// that a caller's calls in progress (Options.MaxCalls) bound the
+// goroutines it can make the server start.
+const eachParallel = 64
+
+func checkEach(n int) error {
+	if n > MaxEachItems {
+		return wire.Invalid("%d items in one call, over the limit of %d", n, MaxEachItems)
+	}
+	return nil
+}
+
+// itemError is the outcome of an item that failed with err: what the
+// single call's answer would have been (with the leader's URL on a node
+// of a cluster that is not the leader), logged as that call's failure
+// would be.
+func (s *Server) itemError(ctx context.Context, proc string, i int, err error) *v1.ItemError {
+	ce := wire.ToConnect(err)
+	if s.opts.Cluster != nil {
+		if rce, ok := s.redirect(ce).(*connect.Error); ok {
+			ce = rce
+		}
+	}
+	ci := infoFrom(ctx)
+	s.log.Log(ctx, failureLevel(ce), "docket: item failed", "req", ci.id, "procedure", proc, "item", i,
+		"caller", ci.callerID(), "code", ce.Code().String(), "err", ce)
+	return wire.PBItemError(ce)
+}
+
+// eachParallelDo runs f(0) … f(n-1), at most eachParallel at once, and
+// returns when all have. A panic in f is recovered and reported for its
+// item, as connect's recovery does for a handler's own goroutine.
+func (s *Server) eachParallelDo(ctx context.Context, proc string, n int, f func(i int) error, failed func(i int, err error)) {
+	run := func(i int) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("docket: panic in a call", "req", infoFrom(ctx).id, "procedure", proc, "item", i, "panic", p)
+				failed(i, connect.NewError(connect.CodeInternal, fmt.Errorf("docket: internal error")))
+			}
+		}()
+		if err := f(i); err != nil {
+			failed(i, err)
+		}
+	}
+	if n == 1 {
+		run(0)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, eachParallel) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				run(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.EnqueueEachRequest]) (*connect.Response[v1.EnqueueEachResponse], error) {
+	items := req.Msg.GetItems()
+	if err := checkEach(len(items)); err != nil {
+		return nil, fail(err)
+	}
+	api, err := h.s.api(ctx)
+	if err != nil {
+		return nil, fail(err)
+	}
+	proc := req.Spec().Procedure
+	results := make([]v1.EnqueueEachResult, len(items))
+	out := &v1.EnqueueEachResponse{Results: make([]*v1.EnqueueEachResult, len(items))}
+	pending := make([]*engine.Pending, len(items))
+	// Every commit is under way before the first wait, so that they share
+	// the sync rounds; a standalone DB commits them in the items' order.
+	for i, m := range items {
+		out.Results[i] = &results[i]
+		t, ops, err := decodeEnqueue(m)
+		if err != nil {
+			results[i].Error = h.s.itemError(ctx, proc, i, err)
+			continue
+		}
+		pending[i] = api.Queue(wire.Namespace(m.GetNamespace()), m.GetQueue()).EnqueueAsync(ctx, t, ops...)
+	}
+	for i, p := range pending {
+		if p == nil {
+			continue
+		}
+		e, err := p.Wait(ctx)
+		if err != nil {
+			results[i].Error = h.s.itemError(ctx, proc, i, err)
+			continue
+		}
+		results[i].Enqueued = wire.PBEnqueued(e)[0]
+	}
+	return reply(out)
+}
+
+// eachOnLease serves an Each call of calls on a lease: run for each item,
+// in parallel, the result of each set by set or its error by setErr.
+func eachOnLease[Item, Result any](ctx context.Context, s *Server, proc string, items []*Item,
+	run func(context.Context, *Item, *Result) error, setErr func(*Result, *v1.ItemError)) ([]*Result, error) {
+	if err := checkEach(len(items)); err != nil {
+		return nil, fail(err)
+	}
+	results := make([]Result, len(items))
+	out := make([]*Result, len(items))
+	for i := range results {
+		out[i] = &results[i]
+	}
+	s.eachParallelDo(ctx, proc, len(items), func(i int) error {
+		return run(ctx, items[i], &results[i])
+	}, func(i int, err error) {
+		setErr(&results[i], s.itemError(ctx, proc, i, err))
+	})
+	return out, nil
+}
+
+func (h pipelineRPC) CompleteEach(ctx context.Context, req *connect.Request[v1.CompleteEachRequest]) (*connect.Response[v1.CompleteEachResponse], error) {
+	out, err := eachOnLease(ctx, h.s, req.Spec().Procedure, req.Msg.GetItems(),
+		func(ctx context.Context, m *v1.CompleteRequest, r *v1.CompleteEachResult) error {
+			res, err := h.s.runComplete(ctx, m)
+			if err == nil {
+				r.Result = res.Result
+			}
+			return err
+		}, func(r *v1.CompleteEachResult, e *v1.ItemError) { r.Error = e })
+	if err != nil {
+		return nil, err
+	}
+	return reply(&v1.CompleteEachResponse{Results: out})
+}
+
+func (h pipelineRPC) FailEach(ctx context.Context, req *connect.Request[v1.FailEachRequest]) (*connect.Response[v1.FailEachResponse], error) {
+	out, err := eachOnLease(ctx, h.s, req.Spec().Procedure, req.Msg.GetItems(),
+		func(ctx context.Context, m *v1.FailRequest, _ *v1.FailEachResult) error {
+			_, err := h.s.runFail(ctx, m)
+			return err
+		}, func(r *v1.FailEachResult, e *v1.ItemError) { r.Error = e })
+	if err != nil {
+		return nil, err
+	}
+	return reply(&v1.FailEachResponse{Results: out})
+}
+
+func (h pipelineRPC) HeartbeatEach(ctx context.Context, req *connect.Request[v1.HeartbeatEachRequest]) (*connect.Response[v1.HeartbeatEachResponse], error) {
+	out, err := eachOnLease(ctx, h.s, req.Spec().Procedure, req.Msg.GetItems(),
+		func(ctx context.Context, m *v1.HeartbeatRequest, r *v1.HeartbeatEachResult) error {
+			res, err := h.s.runHeartbeat(ctx, m)
+			if err == nil {
+				r.Deadline = res.Deadline
+			}
+			return err
+		}, func(r *v1.HeartbeatEachResult, e *v1.ItemError) { r.Error = e })
+	if err != nil {
+		return nil, err
+	}
+	return reply(&v1.HeartbeatEachResponse{Results: out})
+}
+
+func (h pipelineRPC) CompleteAndClaimEach(ctx context.Context, req *connect.Request[v1.CompleteAndClaimEachRequest]) (*connect.Response[v1.CompleteAndClaimEachResponse], error) {
+	out, err := eachOnLease(ctx, h.s, req.Spec().Procedure, req.Msg.GetItems(),
+		func(ctx context.Context, m *v1.CompleteAndClaimRequest, r *v1.CompleteAndClaimEachResult) error {
+			res, err := h.s.runCompleteAndClaim(ctx, m)
+			if err == nil {
+				r.Result, r.Leases = res.Result, res.Leases
+			}
+			return err
+		}, func(r *v1.CompleteAndClaimEachResult, e *v1.ItemError) { r.Error = e })
+	if err != nil {
+		return nil, err
+	}
+	return reply(&v1.CompleteAndClaimEachResponse{Results: out})
+}
