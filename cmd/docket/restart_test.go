@@ -207,7 +207,9 @@ func (l *ledger) settled() bool {
 }
 
 // recAPI is a client as the workers see it, with every claim and
-// completion recorded in the ledger.
+// completion recorded in the ledger. Every call of engine.Queue that claims
+// or completes must be wrapped here: one that is not goes through unseen,
+// and the ledger waits for completions it never hears of.
 type recAPI struct {
 	engine.API
 	l *ledger
@@ -232,6 +234,18 @@ func (q recQueue) Complete(ctx context.Context, ls engine.Lease, d engine.Done) 
 	res, err := q.Queue.Complete(ctx, ls, d)
 	q.l.completed(ls, err)
 	return res, err
+}
+
+// CompleteAndClaim records the completion and, when it committed, the
+// leases it took (the worker runtime completes this way while a queue has
+// work). Without an answer the claim half is nobody's: its leases expire.
+func (q recQueue) CompleteAndClaim(ctx context.Context, ls engine.Lease, d engine.Done, owner string, lease time.Duration, max int) (engine.TxResult, []engine.Lease, error) {
+	res, claimed, err := q.Queue.CompleteAndClaim(ctx, ls, d, owner, lease, max)
+	q.l.completed(ls, err)
+	if err == nil {
+		q.l.claimed(claimed, nil)
+	}
+	return res, claimed, err
 }
 
 func (q recQueue) CompleteBatch(ctx context.Context, ls []engine.Lease) ([]error, error) {
