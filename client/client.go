@@ -353,14 +353,33 @@ func invoke[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, pi
 // answer (so the call may have taken effect before the answer came).
 func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, bound time.Duration, pick func(*stubs) S,
 	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (res *Res, retried bool, err error) {
-	if c.closed.Load() {
-		return nil, false, errClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.usable(ctx); err != nil {
 		return nil, false, err
 	}
+	res, retried, err = tries(ctx, c, repeatable, func(ctx context.Context, base string) (*Res, error) {
+		return try(ctx, c, pick(c.stub(base)), bound, rpc, msg)
+	})
+	if err != nil {
+		return nil, retried, c.fail(ctx, repeatable, err)
+	}
+	return res, retried, nil
+}
+
+// usable reports why no call may start: the client is closed, or ctx has
+// ended. Nothing was sent, so the error is returned as it is.
+func (c *Client) usable(ctx context.Context) error {
+	if c.closed.Load() {
+		return errClosed
+	}
+	return ctx.Err()
+}
+
+// tries makes attempt on the current server, and again on transient
+// failures when repeatable allows it, and returns its answer or the last
+// error as it came; retried says whether a try was sent and got no answer.
+func tries[Res any](ctx context.Context, c *Client, repeatable bool, attempt func(ctx context.Context, base string) (*Res, error)) (res *Res, retried bool, err error) {
 	err = c.r.do(ctx, repeatable, func(ctx context.Context, base string) error {
-		r, err := try(ctx, c, pick(c.stub(base)), bound, rpc, msg)
+		r, err := attempt(ctx, base)
 		if err != nil {
 			if classify(err) == maybeSent {
 				retried = true
@@ -370,10 +389,7 @@ func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable b
 		res = r
 		return nil
 	})
-	if err != nil {
-		return nil, retried, c.fail(ctx, repeatable, err)
-	}
-	return res, retried, nil
+	return res, retried, err
 }
 
 // try is one try of a call on the server of stub, bounded by bound when

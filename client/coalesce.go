@@ -110,23 +110,12 @@ func (co *coalescer[Req, Res]) call(ctx context.Context, repeatable bool, msg *R
 	if c.opts.NoCoalesce {
 		return invokeBounded(ctx, c, repeatable, c.opts.CallTimeout, func(s *stubs) *stubs { return s }, co.single, msg)
 	}
-	if c.closed.Load() {
-		return nil, false, errClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := c.usable(ctx); err != nil {
 		return nil, false, err
 	}
 	size := proto.Size(any(msg).(proto.Message))
-	err = c.r.do(ctx, repeatable, func(ctx context.Context, base string) error {
-		r, err := co.lane(base).do(ctx, msg, size)
-		if err != nil {
-			if classify(err) == maybeSent {
-				retried = true
-			}
-			return err
-		}
-		res = r
-		return nil
+	res, retried, err = tries(ctx, c, repeatable, func(ctx context.Context, base string) (*Res, error) {
+		return co.lane(base).do(ctx, msg, size)
 	})
 	var unsent unsentError
 	if errors.As(err, &unsent) && (!retried || repeatable) {
