@@ -39,25 +39,29 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 		raw[i] = p.str()
 	}
 	st, att, maxAtt := p.uint(), p.uint(), p.uint()
-	t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax = p.int(), p.int(), p.int(), p.int()
+	var r Retry
+	var run Run
+	t.Priority, t.NotBefore, r.BackoffBase, r.BackoffMax = p.int(), p.int(), p.int(), p.int()
 	owner := p.str()
-	t.Token = p.uint()
-	t.LeaseUntil, t.Created, t.Updated = p.int(), p.int(), p.int()
+	run.Token = p.uint()
+	run.LeaseUntil, t.Created, run.Updated = p.int(), p.int(), p.int()
 	payload := p.bin()
 	if p.byte() != 0xc0 { // extra: nil
 		return nil, false
 	}
-	t.Secret = p.uint()
+	run.Secret = p.uint()
 	if p.bad || p.i != len(data) {
 		return nil, false
 	}
 	if !TaskState(st).Valid() || att > math.MaxUint32 || maxAtt > math.MaxUint32 || t.ID == 0 || t.ID == maxID {
 		return nil, false
 	}
-	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	t.State, t.Attempts, r.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	d.retry.set(t, r)
 	if len(owner) > 0 {
-		t.Owner = string(owner)
+		run.Owner = string(owner)
 	}
+	t.SetRun(run.Owner, run.Token, run.LeaseUntil, run.Secret, run.Updated)
 	if len(payload) > 0 {
 		t.Payload = append([]byte(nil), payload...)
 	}

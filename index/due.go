@@ -16,9 +16,9 @@ func (t *Task) StateAt(now int64) TaskState {
 	switch {
 	case t.State == StateScheduled && t.NotBefore <= now:
 		return StateReady
-	case t.State == StateInFlight && t.LeaseUntil <= now && t.lastTry():
+	case t.State == StateInFlight && t.LeaseUntil() <= now && t.lastTry():
 		return StateDead
-	case t.State == StateInFlight && t.LeaseUntil <= now:
+	case t.State == StateInFlight && t.LeaseUntil() <= now:
 		return StateReady
 	}
 	return t.State

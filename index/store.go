@@ -384,7 +384,7 @@ func (s *Store) Check(b *Batch) error {
 			}
 		case AssertToken:
 			t, ok := s.Task(a.ID)
-			if !ok || t.State != StateInFlight || t.Token != a.Token {
+			if !ok || t.State != StateInFlight || t.Token() != a.Token {
 				return fmt.Errorf("%w: task %d fencing token %d", ErrAssertion, a.ID, a.Token)
 			}
 		default:
@@ -524,8 +524,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 func (t *Task) With(u *TaskUpdate) *Task {
 	nt := *t
 	nt.State, nt.Attempts, nt.NotBefore = u.State, u.Attempts, u.NotBefore
-	nt.Owner, nt.Token, nt.LeaseUntil, nt.Updated = u.Owner, u.Token, u.LeaseUntil, u.Updated
-	nt.Secret = u.Secret
+	nt.SetRun(u.Owner, u.Token, u.LeaseUntil, u.Secret, u.Updated)
 	if u.Flags&(UpdProgress|UpdResult|UpdLastError|UpdAddError|UpdFollowUps) != 0 {
 		ex := *t.Ex()
 		if u.Flags&UpdProgress != 0 {
@@ -561,7 +560,7 @@ func (t *Task) With(u *TaskUpdate) *Task {
 func (s *Store) countTransition(old, nt *Task, flags uint8) {
 	q := old.Queue
 	n := q.totals
-	if nt.State == StateInFlight && nt.Token != old.Token {
+	if nt.State == StateInFlight && nt.Token() != old.Token() {
 		n.Claimed++
 	}
 	if flags&UpdAddError != 0 && nt.State != StateDead {
@@ -581,7 +580,7 @@ func (s *Store) countTransition(old, nt *Task, flags uint8) {
 
 // lastTry reports whether an in-flight task is on its last attempt: when
 // its lease expires it goes dead, not back to ready.
-func (t *Task) lastTry() bool { return t.Attempts >= t.MaxAttempts }
+func (t *Task) lastTry() bool { return t.Attempts >= t.MaxAttempts() }
 
 func (s *Store) index(t *Task) { s.indexLoad(t, false) }
 
@@ -620,12 +619,12 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		set(q.Scheduled, TimeItem{t.NotBefore, t.ID})
 		q.dueSched.Set(t.Priority, t.ID, t.NotBefore)
 	case StateInFlight:
-		set(q.InFlight, TimeItem{t.LeaseUntil, t.ID})
+		set(q.InFlight, TimeItem{t.LeaseUntil(), t.ID})
 		if t.lastTry() {
-			set(q.lastTry, TimeItem{t.LeaseUntil, t.ID})
-			q.dueDead.Set(0, t.ID, t.LeaseUntil)
+			set(q.lastTry, TimeItem{t.LeaseUntil(), t.ID})
+			q.dueDead.Set(0, t.ID, t.LeaseUntil())
 		} else {
-			q.dueRetry.Set(t.Priority, t.ID, t.LeaseUntil)
+			q.dueRetry.Set(t.Priority, t.ID, t.LeaseUntil())
 		}
 	case StateDead:
 		if load {
@@ -644,8 +643,8 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		} else {
 			q.Completed.Set(t.ID)
 		}
-		set(q.doneAt, TimeItem{t.Updated, t.ID})
-		set(s.doneExp, TimeItem{t.Updated, t.ID})
+		set(q.doneAt, TimeItem{t.Updated(), t.ID})
+		set(s.doneExp, TimeItem{t.Updated(), t.ID})
 		return
 	}
 	if n := len(s.affected); n == 0 || s.affected[n-1] != q {
@@ -668,9 +667,9 @@ func (s *Store) unindex(t *Task) {
 		q.Scheduled.Delete(TimeItem{t.NotBefore, t.ID})
 		q.dueSched.Delete(t.Priority, t.ID)
 	case StateInFlight:
-		q.InFlight.Delete(TimeItem{t.LeaseUntil, t.ID})
+		q.InFlight.Delete(TimeItem{t.LeaseUntil(), t.ID})
 		if t.lastTry() {
-			q.lastTry.Delete(TimeItem{t.LeaseUntil, t.ID})
+			q.lastTry.Delete(TimeItem{t.LeaseUntil(), t.ID})
 			q.dueDead.Delete(0, t.ID)
 		} else {
 			q.dueRetry.Delete(t.Priority, t.ID)
@@ -688,8 +687,8 @@ func (s *Store) unindex(t *Task) {
 		s.deps.nWaiting--
 	case StateCompleted:
 		q.Completed.Delete(t.ID)
-		q.doneAt.Delete(TimeItem{t.Updated, t.ID})
-		s.doneExp.Delete(TimeItem{t.Updated, t.ID})
+		q.doneAt.Delete(TimeItem{t.Updated(), t.ID})
+		s.doneExp.Delete(TimeItem{t.Updated(), t.ID})
 	}
 }
 
@@ -845,14 +844,14 @@ func (s *Store) Verify() error {
 			_, found = q.Scheduled.Get(TimeItem{t.NotBefore, t.ID})
 			found = found && has(&q.dueSched, t.Priority, t.NotBefore)
 		case StateInFlight:
-			_, found = q.InFlight.Get(TimeItem{t.LeaseUntil, t.ID})
+			_, found = q.InFlight.Get(TimeItem{t.LeaseUntil(), t.ID})
 			if t.lastTry() {
-				_, last := q.lastTry.Get(TimeItem{t.LeaseUntil, t.ID})
-				found = found && last && has(&q.dueDead, 0, t.LeaseUntil)
+				_, last := q.lastTry.Get(TimeItem{t.LeaseUntil(), t.ID})
+				found = found && last && has(&q.dueDead, 0, t.LeaseUntil())
 			} else {
-				found = found && has(&q.dueRetry, t.Priority, t.LeaseUntil)
+				found = found && has(&q.dueRetry, t.Priority, t.LeaseUntil())
 			}
-			if t.Owner == "" || t.Token == 0 {
+			if t.Owner() == "" || t.Token() == 0 {
 				return fail("in-flight task %d has no owner or token", t.ID)
 			}
 		case StateDead:
@@ -862,10 +861,10 @@ func (s *Store) Verify() error {
 		case StateCompleted:
 			_, found = q.Completed.Get(t.ID)
 			if found {
-				_, found = s.doneExp.Get(TimeItem{t.Updated, t.ID})
+				_, found = s.doneExp.Get(TimeItem{t.Updated(), t.ID})
 			}
 			if found {
-				_, found = q.doneAt.Get(TimeItem{t.Updated, t.ID})
+				_, found = q.doneAt.Get(TimeItem{t.Updated(), t.ID})
 			}
 		}
 		if x := t.Ex(); len(x.Errors) > MaxAttemptErrors {
