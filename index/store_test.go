@@ -120,9 +120,18 @@ func TestVerifyFindsBrokenIndex(t *testing.T) {
 	if err := s.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	s.Queue(qk).Ready.Delete(PrioItem{1, 1})
+	tk, _ := s.Task(1)
+	s.Queue(qk).Ready.Delete(tk)
 	if err := s.Verify(); err == nil {
 		t.Fatal("verify missed a task absent from its index")
+	}
+	s.Queue(qk).Ready.Set(tk)
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	s.Queue(qk).readySince.Set(sinceItem{At: tk.NotBefore, N: 2})
+	if err := s.Verify(); err == nil {
+		t.Fatal("verify missed a wrong ready-since count")
 	}
 }
 
@@ -400,5 +409,50 @@ func TestTaskFields(t *testing.T) {
 	}
 	if (&Fields{}).Task().Retry() != (Retry{}) {
 		t.Fatal("a task without a policy has one")
+	}
+}
+
+// TestOldestReadyShared: the ready-since order counts tasks per time, so
+// tasks that became ready together keep their time until the last of them
+// leaves, and a task out of the middle changes nothing.
+func TestOldestReadyShared(t *testing.T) {
+	s := NewStore()
+	at := func(id uint64, nb int64) *Task {
+		return edit(task(s, id, StateReady), func(f *Fields) { f.NotBefore = nb })
+	}
+	if _, err := s.Apply(putBatch(s, 1, at(1, 10), at(2, 5), at(3, 10), at(4, 10), at(5, 20))); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(1)
+	oldest := func(want int64, wantOK bool) {
+		t.Helper()
+		if err := s.Verify(); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := s.Queue(qk).OldestReady(100)
+		if s.Queue(qk) == nil || got != want || ok != wantOK {
+			t.Fatalf("oldest ready %d %v, want %d %v", got, ok, want, wantOK)
+		}
+	}
+	remove := func(ids ...uint64) {
+		t.Helper()
+		seq++
+		b := &Batch{Seq: seq, Now: 100}
+		for _, id := range ids {
+			b.Mutations = append(b.Mutations, Mutation{Kind: MutDeleteTask, Update: TaskUpdate{ID: id}})
+		}
+		if _, err := s.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldest(5, true)
+	remove(2)
+	oldest(10, true)
+	remove(1, 4)
+	oldest(10, true)
+	remove(3)
+	oldest(20, true)
+	if _, ok := s.Queue(qk).OldestReady(19); ok {
+		t.Fatal("a task ready since 20 counted at 19")
 	}
 }
