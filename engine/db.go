@@ -316,21 +316,77 @@ func readSnapshot(path string) (*index.Store, error) {
 
 // loadSnapshot builds a store from the snapshot named name, whose records
 // read streams to its argument, returning the snapshot's seq.
+//
+// Reading, checking and decoding the records runs on a goroutine of its
+// own, ahead of the loop that loads them into the store, handing them over
+// in chunks: the two halves take about as long, so on two cores a restore
+// takes about half as long. The result, and the first error, are those of
+// doing both in one loop: the records before a damaged one are loaded, and
+// checked, first.
 func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, error)) (*index.Store, error) {
+	const chunk = 1024
+	chunks := make(chan []index.Record, 4)
+	free := make(chan []index.Record, 6)
+	stop := make(chan struct{}) // the loader failed: read no further
+	var seq uint64
+	var readErr error
+	go func() {
+		defer close(chunks)
+		dec := index.NewDecoder(nil)
+		buf := make([]index.Record, 0, chunk)
+		send := func() bool {
+			select {
+			case chunks <- buf:
+			case <-stop:
+				return false
+			}
+			select {
+			case buf = <-free:
+			default:
+				buf = make([]index.Record, 0, chunk)
+			}
+			return true
+		}
+		seq, readErr = read(func(rec []byte) error {
+			r, err := dec.Record(rec)
+			if err != nil {
+				return err
+			}
+			if buf = append(buf, r); len(buf) == chunk && !send() {
+				return errStopped
+			}
+			return nil
+		})
+		if len(buf) > 0 {
+			send()
+		}
+	}()
 	store := index.NewStore()
-	dec := index.NewDecoder(store)
-	header := false
-	seq, err := read(func(rec []byte) error {
-		r, err := dec.Record(rec)
-		if err != nil {
-			return err
+	header, stopped := false, false
+	var err error
+	for recs := range chunks {
+		for i := 0; i < len(recs) && err == nil; i++ {
+			r := recs[i]
+			if header == (r.Kind == index.RecHeader) {
+				err = fmt.Errorf("%w: snapshot header not (only) first", index.ErrCorrupt)
+				break
+			}
+			header = true
+			err = store.Load(r)
 		}
-		if header == (r.Kind == index.RecHeader) {
-			return fmt.Errorf("%w: snapshot header not (only) first", index.ErrCorrupt)
+		if err != nil && !stopped {
+			close(stop)
+			stopped = true
 		}
-		header = true
-		return store.Load(r)
-	})
+		clear(recs)
+		select {
+		case free <- recs[:0]:
+		default:
+		}
+	}
+	if err == nil {
+		err = readErr
+	}
 	if err == nil && (!header || seq != store.Seq()) {
 		err = fmt.Errorf("%w: snapshot %s header does not match", index.ErrCorrupt, name)
 	}
@@ -342,6 +398,9 @@ func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 	}
 	return store, nil
 }
+
+// errStopped ends a snapshot read whose records are no longer wanted.
+var errStopped = errors.New("docket: snapshot load stopped")
 
 // wrapStorage marks errors from the storage packages with the engine's
 // sentinels.

@@ -392,13 +392,27 @@ type Decoder struct {
 	last fastKey
 	// retry is the last retry policy a task record set.
 	retry retryCache
+	// slabs hold the records and payloads fastTask decodes.
+	slabs slabs
 }
 
-// NewDecoder returns a Decoder whose tasks point at the queues of s.
+// NewDecoder returns a Decoder whose tasks point at the queues of s. With s
+// nil they point at detached queues that carry only their key (as
+// Store.QueueRef makes them), and the Decoder reads no store: it may then
+// run on another goroutine than the one loading its records, which points
+// them at the store's queues (Store.LoadTask).
 func NewDecoder(s *Store) *Decoder {
 	d := &Decoder{s: s}
 	d.dec = msgpack.NewDecoder(&d.r)
 	return d
+}
+
+// queueRef is Store.QueueRef of the Decoder's store, or a detached queue.
+func (d *Decoder) queueRef(k QueueKey) *Queue {
+	if d.s == nil {
+		return &Queue{Key: k}
+	}
+	return d.s.QueueRef(k)
 }
 
 func (d *Decoder) reset(data []byte) {
@@ -895,7 +909,7 @@ func (d *Decoder) task() (*Task, error) {
 		}
 	}
 	t.SetRun(run.Owner, run.Token, run.LeaseUntil, run.Secret, run.Updated)
-	t.Queue = d.s.QueueRef(k)
+	t.Queue = d.queueRef(k)
 	return t, nil
 }
 

@@ -63,8 +63,13 @@ func sinceLess(a, b sinceItem) bool { return a.At < b.At }
 // addSince counts one more task ready since at; with load set (a restore)
 // a new time is appended with Load.
 func addSince(tr *btree.BTreeG[sinceItem], at int64, load bool) {
+	// Tasks mostly become ready in time order: at is then the last time
+	// or a new one after it, and only an earlier time needs a search.
 	it, ok := tr.Max()
-	if !ok || it.At != at {
+	switch {
+	case !ok || it.At < at:
+		it = sinceItem{At: at}
+	case it.At > at:
 		if it, ok = tr.Get(sinceItem{At: at}); !ok {
 			it = sinceItem{At: at}
 		}
@@ -187,6 +192,10 @@ type Store struct {
 	reconf []QueueKey               // queues whose settings changed in the last Apply
 
 	deps depIndex // primary: dependencies between tasks (deps.go)
+
+	// loadRef is the queue reference of the last task LoadTask loaded and
+	// loadQueue the store's queue for it.
+	loadRef, loadQueue *Queue
 }
 
 // NewStore returns an empty state.
@@ -800,7 +809,12 @@ func (s *Store) LoadTask(t *Task) error {
 	if t.ID == 0 || t.ID == maxID || !t.State.Valid() || t.Queue == nil {
 		return fmt.Errorf("%w: bad task record", ErrCorrupt)
 	}
-	t.Queue = s.Intern(t.Queue.Key)
+	if t.Queue != s.loadRef {
+		// Records of one queue mostly come in runs, decoded with one
+		// queue reference: look the queue up once a run.
+		s.loadRef, s.loadQueue = t.Queue, s.Intern(t.Queue.Key)
+	}
+	t.Queue = s.loadQueue
 	if _, dup := s.tasks.Load(t); dup {
 		return fmt.Errorf("%w: task %d twice", ErrCorrupt, t.ID)
 	}
