@@ -356,15 +356,21 @@ func readSnapshot(path string) (*index.Store, error) {
 // checked, first.
 func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, error)) (*index.Store, error) {
 	const chunk = 1024
-	chunks := make(chan []index.Record, 4)
-	free := make(chan []index.Record, 6)
+	// A record is handed over as its task, or, for the few records of
+	// other kinds, as a Record (which is large) of its own.
+	type item struct {
+		task *index.Task
+		rec  *index.Record
+	}
+	chunks := make(chan []item, 4)
+	free := make(chan []item, 6)
 	stop := make(chan struct{}) // the loader failed: read no further
 	var seq uint64
 	var readErr error
 	go func() {
 		defer close(chunks)
 		dec := index.NewDecoder(nil)
-		buf := make([]index.Record, 0, chunk)
+		buf := make([]item, 0, chunk)
 		send := func() bool {
 			select {
 			case chunks <- buf:
@@ -374,16 +380,22 @@ func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 			select {
 			case buf = <-free:
 			default:
-				buf = make([]index.Record, 0, chunk)
+				buf = make([]item, 0, chunk)
 			}
 			return true
 		}
 		seq, readErr = read(func(rec []byte) error {
-			r, err := dec.Record(rec)
-			if err != nil {
-				return err
+			it := item{}
+			if t, ok := dec.Task(rec); ok {
+				it.task = t
+			} else {
+				r, err := dec.Record(rec)
+				if err != nil {
+					return err
+				}
+				it.rec = &r
 			}
-			if buf = append(buf, r); len(buf) == chunk && !send() {
+			if buf = append(buf, it); len(buf) == chunk && !send() {
 				return errStopped
 			}
 			return nil
@@ -397,13 +409,16 @@ func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 	var err error
 	for recs := range chunks {
 		for i := 0; i < len(recs) && err == nil; i++ {
-			r := recs[i]
-			if header == (r.Kind == index.RecHeader) {
+			it := recs[i]
+			switch {
+			case header == (it.task == nil && it.rec.Kind == index.RecHeader):
 				err = fmt.Errorf("%w: snapshot header not (only) first", index.ErrCorrupt)
-				break
+			case it.task != nil:
+				err = store.LoadTask(it.task)
+			default:
+				header = true
+				err = store.Load(*it.rec)
 			}
-			header = true
-			err = store.Load(r)
 		}
 		if err != nil && !stopped {
 			close(stop)

@@ -960,6 +960,11 @@ type Record struct {
 	Dep    Dep
 }
 
+// Task decodes data when it is a task record of the common shape (no
+// extra fields), which is most of a large snapshot, without building a
+// Record; ok is false for anything else, which Record decodes (or refuses).
+func (d *Decoder) Task(data []byte) (t *Task, ok bool) { return d.fastTask(data) }
+
 // Record decodes one snapshot record.
 func (d *Decoder) Record(data []byte) (Record, error) {
 	if t, ok := d.fastTask(data); ok {
