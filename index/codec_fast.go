@@ -1,6 +1,9 @@
 package index
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // The snapshot's bulk, when it is large, is task records without extra
 // fields, written by this version's Encoder. fastTask reads those straight
@@ -150,11 +153,22 @@ func (r *fastReader) be(n int) uint64 {
 		r.bad = true
 		return 0
 	}
+	b := r.b[r.i : r.i+n]
+	r.i += n
+	switch n {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.BigEndian.Uint16(b))
+	case 4:
+		return uint64(binary.BigEndian.Uint32(b))
+	case 8:
+		return binary.BigEndian.Uint64(b)
+	}
 	var v uint64
-	for _, c := range r.b[r.i : r.i+n] {
+	for _, c := range b {
 		v = v<<8 | uint64(c)
 	}
-	r.i += n
 	return v
 }
 
