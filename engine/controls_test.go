@@ -258,7 +258,7 @@ func (e *env) claimsOf(idsIn []uint64) []Lease {
 	var out []Lease
 	for _, id := range idsIn {
 		tk, _ := c.store.Task(id)
-		out = append(out, Lease{ID: id, Token: tk.Token, Secret: tk.Secret})
+		out = append(out, Lease{ID: id, Token: tk.Token(), Secret: tk.Secret()})
 	}
 	return out
 }

@@ -108,10 +108,10 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) (Enqueued, error) {
 	if len(parents) > 0 {
 		state = index.StateWaiting // until they complete; then ready, or scheduled for nb
 	}
-	t := &index.Task{
+	t := (&index.Fields{
 		ID: id, Queue: p.c.store.QueueRef(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
 		NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max, Created: p.now, Updated: p.now, Payload: s.payload,
-	}
+	}).Task()
 	if s.kind != "" || s.idem != "" || len(s.headers) > 0 || p.parent != 0 || s.policy != 0 {
 		t.Extra = &index.Extra{Kind: s.kind, IdemKey: s.idem, Headers: s.headers, Parent: p.parent, DepPolicy: s.policy}
 	}
@@ -177,19 +177,19 @@ func (p *planner) fenced(qk index.QueueKey, l *Lease) (*index.Task, error) {
 		why = "no such task in the queue (completed, cancelled, or never there)"
 	case t.State != index.StateInFlight:
 		why = "the task is " + t.StateAt(p.now).String() + ", not in flight"
-	case t.Token != l.Token:
-		why = fmt.Sprintf("stale token (the task was claimed again, token %d)", t.Token)
-	case t.Secret != l.Secret:
+	case t.Token() != l.Token:
+		why = fmt.Sprintf("stale token (the task was claimed again, token %d)", t.Token())
+	case t.Secret() != l.Secret:
 		why = "wrong lease secret"
-	case t.LeaseUntil <= p.now:
-		why = "the lease expired at " + timeOf(t.LeaseUntil).Format(time.RFC3339Nano)
+	case t.LeaseUntil() <= p.now:
+		why = "the lease expired at " + timeOf(t.LeaseUntil()).Format(time.RFC3339Nano)
 	}
 	if why != "" {
 		p.event(EvLeaseLost, qk, 0)
 		p.lost = qk
 		return nil, fmt.Errorf("%w: task %d token %d: %s", ErrLeaseLost, l.ID, l.Token, why)
 	}
-	p.b.Assertions = append(p.b.Assertions, index.Assertion{Kind: index.AssertToken, ID: t.ID, Token: t.Token})
+	p.b.Assertions = append(p.b.Assertions, index.Assertion{Kind: index.AssertToken, ID: t.ID, Token: t.Token()})
 	return t, nil
 }
 
@@ -216,13 +216,13 @@ func settled(t *index.Task, now int64) (index.TaskUpdate, bool) {
 	if t.State == index.StateInFlight {
 		msg := "lease expired"
 		if st == index.StateReady {
-			u.NotBefore = t.LeaseUntil // ready since then
+			u.NotBefore = t.LeaseUntil() // ready since then
 		} else {
 			msg = "lease expired; attempts exhausted"
 		}
-		u.Owner, u.LeaseUntil, u.Secret, u.Updated = "", 0, 0, t.LeaseUntil
+		u.Owner, u.LeaseUntil, u.Secret, u.Updated = "", 0, 0, t.LeaseUntil()
 		u.Flags |= index.UpdLastError | index.UpdAddError
-		u.LastError, u.ErrAttempt, u.ErrAt = msg, t.Attempts, t.LeaseUntil
+		u.LastError, u.ErrAttempt, u.ErrAt = msg, t.Attempts, t.LeaseUntil()
 	}
 	return u, true
 }
@@ -283,7 +283,7 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) [
 		if d.Stored == index.StateInFlight {
 			p.event(EvReclaimed, qk, 0)
 		}
-		u.State, u.Attempts, u.Token = index.StateInFlight, t.Attempts+1, t.Token+1
+		u.State, u.Attempts, u.Token = index.StateInFlight, t.Attempts+1, t.Token()+1
 		u.Owner, u.LeaseUntil, u.Updated = owner, now+lease, now
 		u.Secret = p.secret(t.ID, u.Token)
 		p.update(u)
@@ -335,7 +335,7 @@ func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 	return Lease{
 		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: clone(t.Payload),
 		Headers: maps.Clone(x.Headers), Progress: clone(x.Progress), Priority: int(t.Priority), Attempt: int(u.Attempts),
-		MaxAttempts: int(t.MaxAttempts), Owner: u.Owner, Token: u.Token, Secret: u.Secret, Deadline: timeOf(u.LeaseUntil),
+		MaxAttempts: int(t.MaxAttempts()), Owner: u.Owner, Token: u.Token, Secret: u.Secret, Deadline: timeOf(u.LeaseUntil),
 		EnqueuedAt: timeOf(t.Created),
 	}
 }
@@ -348,10 +348,10 @@ func infoOf(t *index.Task, now int64) TaskInfo {
 	info := TaskInfo{
 		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, State: State(t.State),
 		Payload: clone(t.Payload), Headers: maps.Clone(x.Headers), Priority: int(t.Priority), Attempts: int(t.Attempts),
-		MaxAttempts: int(t.MaxAttempts), NotBefore: timeOf(t.NotBefore), Owner: t.Owner, Token: t.Token,
-		LeaseUntil: timeOf(t.LeaseUntil), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,
-		IdempotencyKey: x.IdemKey, BackoffBase: micros(t.BackoffBase), BackoffMax: micros(t.BackoffMax),
-		CreatedAt: timeOf(t.Created), UpdatedAt: timeOf(t.Updated), Parent: x.Parent, FollowUps: slices.Clone(x.FollowUps),
+		MaxAttempts: int(t.MaxAttempts()), NotBefore: timeOf(t.NotBefore), Owner: t.Owner(), Token: t.Token(),
+		LeaseUntil: timeOf(t.LeaseUntil()), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,
+		IdempotencyKey: x.IdemKey, BackoffBase: micros(t.BackoffBase()), BackoffMax: micros(t.BackoffMax()),
+		CreatedAt: timeOf(t.Created), UpdatedAt: timeOf(t.Updated()), Parent: x.Parent, FollowUps: slices.Clone(x.FollowUps),
 		OnParentFailure: DependencyPolicy(x.DepPolicy),
 	}
 	if len(x.Errors) > 0 {

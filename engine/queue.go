@@ -479,14 +479,14 @@ func planFail(p *planner, cmd *command) error {
 		return err
 	}
 	var u index.TaskUpdate
-	if cmd.permanent || t.Attempts >= t.MaxAttempts {
+	if cmd.permanent || t.Attempts >= t.MaxAttempts() {
 		u = p.release(t, 0)
 		u.State, u.NotBefore = index.StateDead, t.NotBefore
 		p.event(EvDead, qk, 0)
 	} else {
 		delay := cmd.delay
 		if delay <= 0 {
-			delay = backoff(t.BackoffBase, t.BackoffMax, t.Attempts)
+			delay = backoff(t.BackoffBase(), t.BackoffMax(), t.Attempts)
 		}
 		u = p.release(t, delay)
 		p.event(EvRetried, qk, 0)
@@ -618,7 +618,7 @@ func planCancel(p *planner, cmd *command, t *index.Task) error {
 // (housekeeping deletes it with the next commit). Call with mu held.
 func (c *core) task(qk index.QueueKey, id uint64, now int64) (*index.Task, error) {
 	t, ok := c.store.Task(id)
-	if !ok || t.Queue.Key != qk || t.State == index.StateCompleted && t.Updated <= c.doneBefore(now) {
+	if !ok || t.Queue.Key != qk || t.State == index.StateCompleted && t.Updated() <= c.doneBefore(now) {
 		return nil, fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, qk.Name)
 	}
 	return t, nil
@@ -892,7 +892,7 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 				if !start && tid == id {
 					return true
 				}
-				if t, _ := c.store.Task(tid); t.Updated <= gone {
+				if t, _ := c.store.Task(tid); t.Updated() <= gone {
 					return true // forgotten at now
 				}
 				return add(tid, 0)

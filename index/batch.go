@@ -121,7 +121,7 @@ type TaskUpdate struct {
 func UpdateOf(t *Task) TaskUpdate {
 	return TaskUpdate{
 		ID: t.ID, State: t.State, Attempts: t.Attempts, NotBefore: t.NotBefore,
-		Owner: t.Owner, Token: t.Token, LeaseUntil: t.LeaseUntil, Updated: t.Updated, Secret: t.Secret,
+		Owner: t.Owner(), Token: t.Token(), LeaseUntil: t.LeaseUntil(), Updated: t.Updated(), Secret: t.Secret(),
 	}
 }
 

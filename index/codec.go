@@ -258,16 +258,17 @@ func (e *Encoder) task(t *Task) error {
 	put(enc.EncodeString(t.Queue.Key.Name))
 	put(enc.EncodeUint(uint64(t.State)))
 	put(enc.EncodeUint(uint64(t.Attempts)))
-	put(enc.EncodeUint(uint64(t.MaxAttempts)))
+	r, run := t.Retry(), t.run()
+	put(enc.EncodeUint(uint64(r.MaxAttempts)))
 	put(enc.EncodeInt(t.Priority))
 	put(enc.EncodeInt(t.NotBefore))
-	put(enc.EncodeInt(t.BackoffBase))
-	put(enc.EncodeInt(t.BackoffMax))
-	put(enc.EncodeString(t.Owner))
-	put(enc.EncodeUint(t.Token))
-	put(enc.EncodeInt(t.LeaseUntil))
+	put(enc.EncodeInt(r.BackoffBase))
+	put(enc.EncodeInt(r.BackoffMax))
+	put(enc.EncodeString(run.Owner))
+	put(enc.EncodeUint(run.Token))
+	put(enc.EncodeInt(run.LeaseUntil))
 	put(enc.EncodeInt(t.Created))
-	put(enc.EncodeInt(t.Updated))
+	put(enc.EncodeInt(t.Updated()))
 	put(encodeBytes(enc, true, t.Payload))
 	if t.Extra.empty() {
 		put(enc.EncodeNil())
@@ -304,7 +305,7 @@ func (e *Encoder) task(t *Task) error {
 		put(e.ids(x.FollowUps))
 		put(enc.EncodeUint(uint64(x.DepPolicy)))
 	}
-	put(enc.EncodeUint(t.Secret))
+	put(enc.EncodeUint(run.Secret))
 	return err
 }
 
@@ -389,13 +390,29 @@ type Decoder struct {
 	ver uint64
 	// last is the queue key of the last task record fastTask read.
 	last fastKey
+	// retry is the last retry policy a task record set.
+	retry retryCache
+	// slabs hold the records and payloads fastTask decodes.
+	slabs slabs
 }
 
-// NewDecoder returns a Decoder whose tasks point at the queues of s.
+// NewDecoder returns a Decoder whose tasks point at the queues of s. With s
+// nil they point at detached queues that carry only their key (as
+// Store.QueueRef makes them), and the Decoder reads no store: it may then
+// run on another goroutine than the one loading its records, which points
+// them at the store's queues (Store.LoadTask).
 func NewDecoder(s *Store) *Decoder {
 	d := &Decoder{s: s}
 	d.dec = msgpack.NewDecoder(&d.r)
 	return d
+}
+
+// queueRef is Store.QueueRef of the Decoder's store, or a detached queue.
+func (d *Decoder) queueRef(k QueueKey) *Queue {
+	if d.s == nil {
+		return &Queue{Key: k}
+	}
+	return d.s.QueueRef(k)
 }
 
 func (d *Decoder) reset(data []byte) {
@@ -796,6 +813,8 @@ func (d *Decoder) task() (*Task, error) {
 	t := &Task{}
 	var k QueueKey
 	var st, att, maxAtt uint64
+	var r Retry
+	var run Run
 	if t.ID, err = dec.DecodeUint64(); err == nil {
 		if k.Project, k.Scope, k.Name, err = d.strings3(); err == nil {
 			if st, err = dec.DecodeUint64(); err == nil {
@@ -805,17 +824,17 @@ func (d *Decoder) task() (*Task, error) {
 			}
 		}
 	}
-	for _, p := range [...]*int64{&t.Priority, &t.NotBefore, &t.BackoffBase, &t.BackoffMax} {
+	for _, p := range [...]*int64{&t.Priority, &t.NotBefore, &r.BackoffBase, &r.BackoffMax} {
 		if err == nil {
 			*p, err = dec.DecodeInt64()
 		}
 	}
 	if err == nil {
-		if t.Owner, err = d.str(); err == nil {
-			if t.Token, err = dec.DecodeUint64(); err == nil {
-				if t.LeaseUntil, err = dec.DecodeInt64(); err == nil {
+		if run.Owner, err = d.str(); err == nil {
+			if run.Token, err = dec.DecodeUint64(); err == nil {
+				if run.LeaseUntil, err = dec.DecodeInt64(); err == nil {
 					if t.Created, err = dec.DecodeInt64(); err == nil {
-						if t.Updated, err = dec.DecodeInt64(); err == nil {
+						if run.Updated, err = dec.DecodeInt64(); err == nil {
 							t.Payload, err = d.bytes()
 						}
 					}
@@ -830,7 +849,8 @@ func (d *Decoder) task() (*Task, error) {
 		d.ver != 0 && d.ver < batchVersion && TaskState(st) == StateWaiting {
 		return nil, corrupt(fmt.Sprintf("task %d fields", t.ID), nil)
 	}
-	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	t.State, t.Attempts, r.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	d.retry.set(t, r)
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return nil, corrupt("task extra", err)
@@ -884,11 +904,12 @@ func (d *Decoder) task() (*Task, error) {
 		}
 	}
 	if nf == 19 {
-		if t.Secret, err = dec.DecodeUint64(); err != nil {
+		if run.Secret, err = dec.DecodeUint64(); err != nil {
 			return nil, corrupt("task secret", err)
 		}
 	}
-	t.Queue = d.s.QueueRef(k)
+	t.SetRun(run.Owner, run.Token, run.LeaseUntil, run.Secret, run.Updated)
+	t.Queue = d.queueRef(k)
 	return t, nil
 }
 
@@ -938,6 +959,11 @@ type Record struct {
 	Conf   QueueConf
 	Dep    Dep
 }
+
+// Task decodes data when it is a task record of the common shape (no
+// extra fields), which is most of a large snapshot, without building a
+// Record; ok is false for anything else, which Record decodes (or refuses).
+func (d *Decoder) Task(data []byte) (t *Task, ok bool) { return d.fastTask(data) }
 
 // Record decodes one snapshot record.
 func (d *Decoder) Record(data []byte) (Record, error) {

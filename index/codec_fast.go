@@ -1,6 +1,9 @@
 package index
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // The snapshot's bulk, when it is large, is task records without extra
 // fields, written by this version's Encoder. fastTask reads those straight
@@ -32,34 +35,40 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 	if p.byte() != 0xdc || p.byte() != 0 || p.byte() != 19 {
 		return nil, false
 	}
-	t = &Task{}
-	t.ID = p.uint()
+	id := p.uint()
 	var raw [3][]byte
 	for i := range raw {
 		raw[i] = p.str()
 	}
 	st, att, maxAtt := p.uint(), p.uint(), p.uint()
-	t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax = p.int(), p.int(), p.int(), p.int()
+	var r Retry
+	var run Run
+	prio, nb, created := p.int(), p.int(), int64(0)
+	r.BackoffBase, r.BackoffMax = p.int(), p.int()
 	owner := p.str()
-	t.Token = p.uint()
-	t.LeaseUntil, t.Created, t.Updated = p.int(), p.int(), p.int()
+	run.Token = p.uint()
+	run.LeaseUntil, created, run.Updated = p.int(), p.int(), p.int()
 	payload := p.bin()
 	if p.byte() != 0xc0 { // extra: nil
 		return nil, false
 	}
-	t.Secret = p.uint()
+	run.Secret = p.uint()
 	if p.bad || p.i != len(data) {
 		return nil, false
 	}
-	if !TaskState(st).Valid() || att > math.MaxUint32 || maxAtt > math.MaxUint32 || t.ID == 0 || t.ID == maxID {
+	if !TaskState(st).Valid() || att > math.MaxUint32 || maxAtt > math.MaxUint32 || id == 0 || id == maxID {
 		return nil, false
 	}
-	t.State, t.Attempts, t.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	t = d.slabs.task()
+	t.ID, t.Priority, t.NotBefore, t.Created = id, prio, nb, created
+	t.State, t.Attempts, r.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
+	d.retry.set(t, r)
 	if len(owner) > 0 {
-		t.Owner = string(owner)
+		run.Owner = string(owner)
 	}
+	t.SetRun(run.Owner, run.Token, run.LeaseUntil, run.Secret, run.Updated)
 	if len(payload) > 0 {
-		t.Payload = append([]byte(nil), payload...)
+		t.Payload = d.slabs.bytes(payload)
 	}
 	c := &d.last
 	if c.q == nil || string(raw[0]) != string(c.raw[0]) || string(raw[1]) != string(c.raw[1]) ||
@@ -70,13 +79,54 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 		}
 		c.q = nil
 	}
-	if c.q == nil || c.q.Ready == nil {
+	if c.q == nil || c.q.Ready == nil && d.s != nil {
 		// Not yet a queue of the store (a detached one carries the key):
 		// look again, since the last record's restore may have made it.
-		c.q = d.s.QueueRef(c.key)
+		c.q = d.queueRef(c.key)
 	}
 	t.Queue = c.q
 	return t, true
+}
+
+// A restore allocates its records and their payloads in slabs: a million
+// tasks are then some tens of thousands of allocations instead of two
+// million, which is most of a restore's time and its garbage collector's.
+// A slab lives as long as any record in it; the records are immutable
+// like any others (a change installs a new record, allocated alone), so
+// a slab is at worst kept by one long-lived task: slabTasks records and
+// slabBytes of payload.
+const (
+	slabTasks = 32
+	slabBytes = 4 << 10
+)
+
+type slabs struct {
+	tasks []Task
+	buf   []byte
+}
+
+// task returns a new zero record from a slab.
+func (s *slabs) task() *Task {
+	if len(s.tasks) == 0 {
+		s.tasks = make([]Task, slabTasks)
+	}
+	t := &s.tasks[0]
+	s.tasks = s.tasks[1:]
+	return t
+}
+
+// bytes returns a copy of b, from a slab when it is small. Its capacity is
+// its length, so that nobody appending to it writes over its neighbour.
+func (s *slabs) bytes(b []byte) []byte {
+	if len(b) > slabBytes/8 {
+		return append([]byte(nil), b...)
+	}
+	if cap(s.buf)-len(s.buf) < len(b) {
+		s.buf = make([]byte, 0, slabBytes)
+	}
+	i := len(s.buf)
+	s.buf = append(s.buf, b...)
+	return s.buf[i:len(s.buf):len(s.buf)]
 }
 
 // fastReader reads MessagePack values from b; bad is set, and every later
@@ -103,11 +153,22 @@ func (r *fastReader) be(n int) uint64 {
 		r.bad = true
 		return 0
 	}
+	b := r.b[r.i : r.i+n]
+	r.i += n
+	switch n {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.BigEndian.Uint16(b))
+	case 4:
+		return uint64(binary.BigEndian.Uint32(b))
+	case 8:
+		return binary.BigEndian.Uint64(b)
+	}
 	var v uint64
-	for _, c := range r.b[r.i : r.i+n] {
+	for _, c := range b {
 		v = v<<8 | uint64(c)
 	}
-	r.i += n
 	return v
 }
 

@@ -80,7 +80,7 @@ func TestConfRecords(t *testing.T) {
 		t.Fatalf("a bucket level change reported as reconfigured: %v", s.Reconfigured())
 	}
 	tk := task(s, 1, StateInFlight)
-	tk.Owner, tk.Token, tk.LeaseUntil = "w", 1, 100
+	tk = edit(tk, func(f *Fields) { f.Owner, f.Token, f.LeaseUntil = "w", 1, 100 })
 	if _, err := s.Apply(putBatch(s, 4, tk)); err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func (s *Store) putDep(d Dep) error {
 	s.deps.byChild.Set(d)
 	s.deps.waits[d.Child]++
 	if first && expiringParent(p, true) {
-		s.deps.expiring.Set(TimeItem{p.LeaseUntil, p.ID})
+		s.deps.expiring.Set(TimeItem{p.LeaseUntil(), p.ID})
 	}
 	return nil
 }
@@ -147,7 +147,7 @@ func (s *Store) deleteDep(d Dep) error {
 		delete(s.deps.waits, d.Child)
 	}
 	if p, ok := s.Task(d.Parent); ok && !s.HasDependents(d.Parent) {
-		s.deps.expiring.Delete(TimeItem{p.LeaseUntil, p.ID})
+		s.deps.expiring.Delete(TimeItem{p.LeaseUntil(), p.ID})
 	}
 	return nil
 }
@@ -156,13 +156,13 @@ func (s *Store) deleteDep(d Dep) error {
 // changes.
 func (s *Store) indexParent(t *Task) {
 	if t.State == StateInFlight && t.lastTry() && s.HasDependents(t.ID) {
-		s.deps.expiring.Set(TimeItem{t.LeaseUntil, t.ID})
+		s.deps.expiring.Set(TimeItem{t.LeaseUntil(), t.ID})
 	}
 }
 
 func (s *Store) unindexParent(t *Task) {
 	if t.State == StateInFlight && t.lastTry() && s.deps.expiring.Len() > 0 {
-		s.deps.expiring.Delete(TimeItem{t.LeaseUntil, t.ID})
+		s.deps.expiring.Delete(TimeItem{t.LeaseUntil(), t.ID})
 	}
 }
 
@@ -227,7 +227,7 @@ func (s *Store) verifyDeps() error {
 		waits[d.Child]++
 		if d.Parent != last && expiringParent(p, true) {
 			expiring++
-			if _, ok := s.deps.expiring.Get(TimeItem{p.LeaseUntil, p.ID}); !ok {
+			if _, ok := s.deps.expiring.Get(TimeItem{p.LeaseUntil(), p.ID}); !ok {
 				return fail("task %d has dependents and is on its last lease but not in the expiring order", p.ID)
 			}
 		}

@@ -21,7 +21,7 @@ func depStore(t *testing.T) *Store {
 	t.Helper()
 	s := NewStore()
 	p2 := task(s, 2, StateInFlight)
-	p2.Owner, p2.Token, p2.Attempts, p2.MaxAttempts, p2.LeaseUntil = "w", 1, 1, 1, 500
+	p2 = edit(p2, func(f *Fields) { f.Owner, f.Token, f.Attempts, f.MaxAttempts, f.LeaseUntil = "w", 1, 1, 1, 500 })
 	b := putBatch(s, 1, task(s, 1, StateReady), p2, task(s, 3, StateWaiting))
 	b.Mutations = append(b.Mutations, Mutation{Kind: MutPutDep, Dep: Dep{1, 3}}, Mutation{Kind: MutPutDep, Dep: Dep{2, 3}})
 	if _, err := s.Apply(b); err != nil {

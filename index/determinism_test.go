@@ -40,8 +40,8 @@ func TestSameStateSameBytes(t *testing.T) {
 			}
 			h[k] = "v" + k
 		}
-		tk := &Task{ID: 1, Queue: s.QueueRef(qk), State: StateReady, MaxAttempts: 5, Payload: empty,
-			Extra: &Extra{Kind: "k", Headers: h, Progress: empty}}
+		tk := (&Fields{ID: 1, Queue: s.QueueRef(qk), State: StateReady, MaxAttempts: 5, Payload: empty,
+			Extra: &Extra{Kind: "k", Headers: h, Progress: empty}}).Task()
 		b := &Batch{Seq: 1, Now: 10, Mutations: []Mutation{{Kind: MutPutTask, Task: tk},
 			{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: empty}}}}
 		if _, err := s.Apply(b); err != nil {
@@ -104,7 +104,7 @@ func TestDecodeDoesNotIntern(t *testing.T) {
 	src := NewStore()
 	other := QueueKey{qk.Namespace, "other"}
 	put := &Batch{Seq: 1, Now: 5, Mutations: []Mutation{{Kind: MutPutTask,
-		Task: &Task{ID: 1, Queue: src.QueueRef(other), State: StateReady, MaxAttempts: 1}}}}
+		Task: (&Fields{ID: 1, Queue: src.QueueRef(other), State: StateReady, MaxAttempts: 1}).Task()}}}
 	if src.Queue(other) != nil {
 		t.Fatal("QueueRef created a queue")
 	}
@@ -194,7 +194,7 @@ func TestReadsVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk, ok := s.Task(1)
-	if !ok || tk.State != StateInFlight || tk.Owner != "w" || tk.Secret != 0 || tk.Ex().Headers["z"] != "1" || s.Now() != 500 {
+	if !ok || tk.State != StateInFlight || tk.Owner() != "w" || tk.Secret() != 0 || tk.Ex().Headers["z"] != "1" || s.Now() != 500 {
 		t.Fatalf("version 1 batch misread: %+v", tk)
 	}
 	// The old header record: [1 seq nextID].

@@ -16,9 +16,9 @@ func (t *Task) StateAt(now int64) TaskState {
 	switch {
 	case t.State == StateScheduled && t.NotBefore <= now:
 		return StateReady
-	case t.State == StateInFlight && t.LeaseUntil <= now && t.lastTry():
+	case t.State == StateInFlight && t.LeaseUntil() <= now && t.lastTry():
 		return StateDead
-	case t.State == StateInFlight && t.LeaseUntil <= now:
+	case t.State == StateInFlight && t.LeaseUntil() <= now:
 		return StateReady
 	}
 	return t.State
@@ -45,11 +45,12 @@ func (q *Queue) Claimable(now int64, from PrioItem, after bool, limit int, out [
 		return out
 	}
 	start := len(out)
-	q.Ready.Ascend(from, func(it PrioItem) bool {
-		if after && it == from {
+	q.pivot.Priority, q.pivot.ID = from.Prio, from.ID
+	q.Ready.Ascend(&q.pivot, func(t *Task) bool {
+		if after && t.Priority == from.Prio && t.ID == from.ID {
 			return true
 		}
-		out = append(out, Due{Prio: it.Prio, ID: it.ID, Stored: StateReady})
+		out = append(out, Due{Prio: t.Priority, ID: t.ID, Stored: StateReady})
 		return len(out)-start < limit
 	})
 	for _, src := range [...]struct {

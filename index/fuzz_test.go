@@ -48,6 +48,7 @@ func renderTask(t *Task) string {
 		return "<nil task>"
 	}
 	x := t.Ex()
+	f := t.Fields()
 	var h []string
 	for _, k := range slices.Sorted(maps.Keys(x.Headers)) {
 		h = append(h, fmt.Sprintf("%q=%q", k, x.Headers[k]))
@@ -57,8 +58,8 @@ func renderTask(t *Task) string {
 		q = fmt.Sprintf("%q/%q/%q", t.Queue.Key.Project, t.Queue.Key.Scope, t.Queue.Key.Name)
 	}
 	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v policy=%d",
-		t.ID, q, t.State, t.Attempts, t.MaxAttempts, t.Priority, t.NotBefore, t.BackoffBase, t.BackoffMax, t.Owner, t.Token,
-		t.Secret, t.LeaseUntil, t.Created, t.Updated, renderBytes(t.Payload), x.Kind, x.IdemKey, x.LastError,
+		f.ID, q, f.State, f.Attempts, f.MaxAttempts, f.Priority, f.NotBefore, f.BackoffBase, f.BackoffMax, f.Owner, f.Token,
+		f.Secret, f.LeaseUntil, f.Created, f.Updated, renderBytes(f.Payload), x.Kind, x.IdemKey, x.LastError,
 		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps, x.DepPolicy)
 }
 
@@ -121,16 +122,16 @@ func fuzzStore(tb testing.TB) *Store {
 	q := s.Intern(QueueKey{Namespace{"p", "s"}, "q"})
 	ns := Namespace{"p", "s"}
 	b := &Batch{Seq: 1, Now: 100, Mutations: []Mutation{
-		{Kind: MutPutTask, Task: &Task{ID: 1, Queue: q, State: StateReady, MaxAttempts: 5, NotBefore: 100}},
-		{Kind: MutPutTask, Task: &Task{ID: 2, Queue: q, State: StateScheduled, MaxAttempts: 5, NotBefore: 200}},
-		{Kind: MutPutTask, Task: &Task{ID: 3, Queue: q, State: StateInFlight, MaxAttempts: 5, Owner: "w", Token: 1, LeaseUntil: 300}},
-		{Kind: MutPutTask, Task: &Task{ID: 4, Queue: q, State: StateDead, MaxAttempts: 1, Extra: &Extra{LastError: "x"}}},
-		{Kind: MutPutTask, Task: &Task{ID: 5, Queue: q, State: StateCompleted, Updated: 150, Extra: &Extra{IdemKey: "k"}}},
+		{Kind: MutPutTask, Task: (&Fields{ID: 1, Queue: q, State: StateReady, MaxAttempts: 5, NotBefore: 100}).Task()},
+		{Kind: MutPutTask, Task: (&Fields{ID: 2, Queue: q, State: StateScheduled, MaxAttempts: 5, NotBefore: 200}).Task()},
+		{Kind: MutPutTask, Task: (&Fields{ID: 3, Queue: q, State: StateInFlight, MaxAttempts: 5, Owner: "w", Token: 1, LeaseUntil: 300}).Task()},
+		{Kind: MutPutTask, Task: (&Fields{ID: 4, Queue: q, State: StateDead, MaxAttempts: 1, Extra: &Extra{LastError: "x"}}).Task()},
+		{Kind: MutPutTask, Task: (&Fields{ID: 5, Queue: q, State: StateCompleted, Updated: 150, Extra: &Extra{IdemKey: "k"}}).Task()},
 		{Kind: MutSetKV, KV: KV{Namespace: ns, Key: "a", Value: []byte("1")}},
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 		{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "j", ID: 1}},
-		{Kind: MutPutTask, Task: &Task{ID: 6, Queue: q, State: StateInFlight, MaxAttempts: 1, Attempts: 1, Owner: "w", Token: 1, LeaseUntil: 400}},
-		{Kind: MutPutTask, Task: &Task{ID: 7, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 100, Extra: &Extra{DepPolicy: 1}}},
+		{Kind: MutPutTask, Task: (&Fields{ID: 6, Queue: q, State: StateInFlight, MaxAttempts: 1, Attempts: 1, Owner: "w", Token: 1, LeaseUntil: 400}).Task()},
+		{Kind: MutPutTask, Task: (&Fields{ID: 7, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 100, Extra: &Extra{DepPolicy: 1}}).Task()},
 		{Kind: MutPutDep, Dep: Dep{Parent: 1, Child: 7}},
 		{Kind: MutPutDep, Dep: Dep{Parent: 6, Child: 7}},
 	}}
@@ -160,9 +161,9 @@ func batchSeeds(tb testing.TB) [][]byte {
 			}},
 		{Seq: 3, Now: 600, Assertions: []Assertion{{Kind: AssertKVAbsent, NS: ns, Key: "z"}, {Kind: AssertKVExists, NS: ns, Key: "a"}},
 			Mutations: []Mutation{
-				{Kind: MutPutTask, Task: &Task{ID: 9, Queue: q, State: StateScheduled, MaxAttempts: 3, Priority: -2, NotBefore: 900,
+				{Kind: MutPutTask, Task: (&Fields{ID: 9, Queue: q, State: StateScheduled, MaxAttempts: 3, Priority: -2, NotBefore: 900,
 					BackoffBase: 1e6, BackoffMax: 6e7, Created: 600, Updated: 600, Payload: []byte(`{"x":1}`),
-					Extra: &Extra{Kind: "k", IdemKey: "i", Headers: map[string]string{"h": "v"}}}},
+					Extra: &Extra{Kind: "k", IdemKey: "i", Headers: map[string]string{"h": "v"}}}).Task()},
 				{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "i", ID: 9}},
 				{Kind: MutDeleteIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 				{Kind: MutDeleteTask, Update: TaskUpdate{ID: 5}},
@@ -173,8 +174,8 @@ func batchSeeds(tb testing.TB) [][]byte {
 			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 3, State: StateDead, Attempts: 1, Updated: 300,
 				Flags: UpdLastError | UpdAddError, LastError: "lease expired", ErrAttempt: 1, ErrAt: 300}},
 			{Kind: MutDeleteTask, Update: TaskUpdate{ID: 2, Flags: UpdCompleted}},
-			{Kind: MutPutTask, Task: &Task{ID: 10, Queue: q, State: StateReady, MaxAttempts: 2, NotBefore: 700,
-				Extra: &Extra{Parent: 1, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "e"}}, FollowUps: []uint64{3}}}},
+			{Kind: MutPutTask, Task: (&Fields{ID: 10, Queue: q, State: StateReady, MaxAttempts: 2, NotBefore: 700,
+				Extra: &Extra{Parent: 1, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "e"}}, FollowUps: []uint64{3}}}).Task()},
 		}},
 		{Seq: 5, Now: 800, Mutations: []Mutation{
 			{Kind: MutPutConf, Conf: QueueConf{Queue: q.Key, MaxInFlight: 1, Rate: 3, Per: 100, Burst: 2, Credit: 150, At: 800}},
@@ -183,7 +184,7 @@ func batchSeeds(tb testing.TB) [][]byte {
 			{Kind: MutUpdateTask, Update: TaskUpdate{ID: 3, State: StateReady, Updated: 800, NotBefore: 800}},
 		}},
 		{Seq: 6, Now: 800, Mutations: []Mutation{
-			{Kind: MutPutTask, Task: &Task{ID: 11, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 900, Extra: &Extra{DepPolicy: 2}}},
+			{Kind: MutPutTask, Task: (&Fields{ID: 11, Queue: q, State: StateWaiting, MaxAttempts: 5, NotBefore: 900, Extra: &Extra{DepPolicy: 2}}).Task()},
 			{Kind: MutPutDep, Dep: Dep{Parent: 7, Child: 11}},
 			{Kind: MutPutDep, Dep: Dep{Parent: 2, Child: 11}},
 			{Kind: MutDeleteDep, Dep: Dep{Parent: 1, Child: 7}},
@@ -256,7 +257,7 @@ func FuzzDecodeBatch(f *testing.F) {
 func breaksFieldRules(b *Batch) bool {
 	for _, m := range b.Mutations {
 		switch {
-		case m.Kind == MutPutTask && m.Task != nil && m.Task.State == StateInFlight && (m.Task.Owner == "" || m.Task.Token == 0):
+		case m.Kind == MutPutTask && m.Task != nil && m.Task.State == StateInFlight && (m.Task.Owner() == "" || m.Task.Token() == 0):
 			return true
 		case m.Kind == MutUpdateTask && m.Update.State == StateInFlight && (m.Update.Owner == "" || m.Update.Token == 0):
 			return true
@@ -378,7 +379,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		case RecDep:
 			err = s.LoadDep(r.Dep)
 		}
-		if err != nil || r.Kind == RecTask && r.Task.State == StateInFlight && (r.Task.Owner == "" || r.Task.Token == 0) {
+		if err != nil || r.Kind == RecTask && r.Task.State == StateInFlight && (r.Task.Owner() == "" || r.Task.Token() == 0) {
 			return
 		}
 		if err := s.Loaded(); err != nil {
@@ -399,14 +400,15 @@ func FuzzFastTask(f *testing.F) {
 	}
 	enc := NewEncoder()
 	s := NewStore()
-	for _, tk := range []*Task{
+	for _, tf := range []Fields{
 		{ID: 1, State: StateReady, MaxAttempts: 5, Priority: -3, NotBefore: 1 << 50, BackoffBase: 1_000_000,
 			BackoffMax: 60_000_000, Created: 1 << 50, Updated: 1<<50 + 1, Payload: []byte(`{"a":1}`)},
 		{ID: 1<<40 + 7, State: StateInFlight, Attempts: 3, MaxAttempts: 1 << 31, Priority: 1 << 40, Owner: "worker-1",
 			Token: 1 << 33, Secret: 1<<64 - 1, LeaseUntil: -5, Created: -1 << 40, Payload: make([]byte, 300)},
 		{ID: 9, State: StateDead, Payload: []byte(strings.Repeat("x", 70_000))},
 	} {
-		tk.Queue = s.QueueRef(QueueKey{Namespace{"p", strings.Repeat("s", 40)}, "q"})
+		tf.Queue = s.QueueRef(QueueKey{Namespace{"p", strings.Repeat("s", 40)}, "q"})
+		tk := tf.Task()
 		data, err := enc.TaskRecord(tk)
 		if err != nil {
 			f.Fatal(err)

@@ -9,20 +9,20 @@ import (
 
 var noLocks = btree.Options{NoLocks: true}
 
+// perTask are the options of the trees that hold an item for every task
+// (by id, and the ready set). A B-tree filled in key order, as these
+// mostly are, leaves each node half full; wider nodes halve the nodes'
+// own share of that.
+var perTask = btree.Options{NoLocks: true, Degree: 64}
+
 // maxID is never a task id: the next id after it would wrap to 0.
 const maxID = 1<<64 - 1
 
-// PrioItem orders the ready set: higher priority first, then lower id.
+// PrioItem is a position in serving order: higher priority first, then
+// lower id.
 type PrioItem struct {
 	Prio int64
 	ID   uint64
-}
-
-func prioLess(a, b PrioItem) bool {
-	if a.Prio != b.Prio {
-		return a.Prio > b.Prio
-	}
-	return a.ID < b.ID
 }
 
 // TimeItem orders the scheduled and in-flight sets: earliest time first.
@@ -40,6 +40,61 @@ func timeLess(a, b TimeItem) bool {
 
 func idLess(a, b uint64) bool { return a < b }
 
+// readyLess orders the ready set by its records: higher priority first,
+// then lower id. The records are immutable, so an item's key never changes
+// under the tree.
+func readyLess(a, b *Task) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	return a.ID < b.ID
+}
+
+// sinceItem counts the stored ready tasks of a queue that became ready at
+// At: tasks enqueued together share the time, so this costs far less than
+// an item per task.
+type sinceItem struct {
+	At int64
+	N  int
+}
+
+func sinceLess(a, b sinceItem) bool { return a.At < b.At }
+
+// addSince counts one more task ready since at; with load set (a restore)
+// a new time is appended with Load.
+func addSince(tr *btree.BTreeG[sinceItem], at int64, load bool) {
+	// Tasks mostly become ready in time order: at is then the last time
+	// or a new one after it, and only an earlier time needs a search.
+	it, ok := tr.Max()
+	switch {
+	case !ok || it.At < at:
+		it = sinceItem{At: at}
+	case it.At > at:
+		if it, ok = tr.Get(sinceItem{At: at}); !ok {
+			it = sinceItem{At: at}
+		}
+	}
+	it.N++
+	if load && it.N == 1 {
+		tr.Load(it)
+	} else {
+		tr.Set(it)
+	}
+}
+
+// removeSince counts one task fewer ready since at.
+func removeSince(tr *btree.BTreeG[sinceItem], at int64) {
+	it, ok := tr.Get(sinceItem{At: at})
+	switch {
+	case !ok:
+	case it.N <= 1:
+		tr.Delete(it)
+	default:
+		it.N--
+		tr.Set(it)
+	}
+}
+
 // Queue holds the derived indexes of one queue. Its Key never changes.
 //
 // The exported trees hold the tasks by stored state. Time moves a task
@@ -51,7 +106,7 @@ func idLess(a, b uint64) bool { return a < b }
 // move every due task first.
 type Queue struct {
 	Key       QueueKey
-	Ready     *btree.BTreeG[PrioItem] // stored ready, serving order
+	Ready     *btree.BTreeG[*Task]    // stored ready, serving order (the records themselves: one word a task)
 	Scheduled *btree.BTreeG[TimeItem] // stored scheduled, by NotBefore
 	InFlight  *btree.BTreeG[TimeItem] // stored in flight, by LeaseUntil
 	Dead      *btree.BTreeG[uint64]
@@ -59,13 +114,14 @@ type Queue struct {
 	Waiting   *btree.BTreeG[uint64] // waiting for other tasks, by id
 	counts    [NumStates]int
 
-	readySince *btree.BTreeG[TimeItem] // stored ready, by NotBefore (when it became ready)
-	dueSched   dueTree                 // stored scheduled, serving order, due at NotBefore
-	dueRetry   dueTree                 // in flight with attempts left, serving order, ready again at LeaseUntil
-	lastTry    *btree.BTreeG[TimeItem] // in flight on the last attempt, by LeaseUntil
-	dueDead    dueTree                 // the same by id (Prio 0), dead at LeaseUntil
-	doneAt     *btree.BTreeG[TimeItem] // completed, by Updated
+	readySince *btree.BTreeG[sinceItem] // how many stored ready tasks became ready at each NotBefore
+	dueSched   dueTree                  // stored scheduled, serving order, due at NotBefore
+	dueRetry   dueTree                  // in flight with attempts left, serving order, ready again at LeaseUntil
+	lastTry    *btree.BTreeG[TimeItem]  // in flight on the last attempt, by LeaseUntil
+	dueDead    dueTree                  // the same by id (Prio 0), dead at LeaseUntil
+	doneAt     *btree.BTreeG[TimeItem]  // completed, by Updated
 	totals     Totals
+	pivot      Task // reused search key for Ready
 }
 
 // Count returns how many tasks of the queue are stored in state s.
@@ -82,13 +138,13 @@ func (q *Queue) Totals() Totals { return q.totals }
 func newQueue(k QueueKey) *Queue {
 	return &Queue{
 		Key:        k,
-		Ready:      btree.NewBTreeGOptions(prioLess, noLocks),
+		Ready:      btree.NewBTreeGOptions(readyLess, perTask),
 		Scheduled:  btree.NewBTreeGOptions(timeLess, noLocks),
 		InFlight:   btree.NewBTreeGOptions(timeLess, noLocks),
 		Dead:       btree.NewBTreeGOptions(idLess, noLocks),
 		Completed:  btree.NewBTreeGOptions(idLess, noLocks),
 		Waiting:    btree.NewBTreeGOptions(idLess, noLocks),
-		readySince: btree.NewBTreeGOptions(timeLess, noLocks),
+		readySince: btree.NewBTreeGOptions(sinceLess, noLocks),
 		lastTry:    btree.NewBTreeGOptions(timeLess, noLocks),
 		doneAt:     btree.NewBTreeGOptions(timeLess, noLocks),
 	}
@@ -136,13 +192,17 @@ type Store struct {
 	reconf []QueueKey               // queues whose settings changed in the last Apply
 
 	deps depIndex // primary: dependencies between tasks (deps.go)
+
+	// loadRef is the queue reference of the last task LoadTask loaded and
+	// loadQueue the store's queue for it.
+	loadRef, loadQueue *Queue
 }
 
 // NewStore returns an empty state.
 func NewStore() *Store {
 	return &Store{
 		nextID:  1,
-		tasks:   btree.NewBTreeGOptions(func(a, b *Task) bool { return a.ID < b.ID }, noLocks),
+		tasks:   btree.NewBTreeGOptions(func(a, b *Task) bool { return a.ID < b.ID }, perTask),
 		kv:      btree.NewBTreeGOptions(kvLess, noLocks),
 		idem:    btree.NewBTreeGOptions(idemLess, noLocks),
 		queues:  make(map[QueueKey]*Queue),
@@ -384,7 +444,7 @@ func (s *Store) Check(b *Batch) error {
 			}
 		case AssertToken:
 			t, ok := s.Task(a.ID)
-			if !ok || t.State != StateInFlight || t.Token != a.Token {
+			if !ok || t.State != StateInFlight || t.Token() != a.Token {
 				return fmt.Errorf("%w: task %d fencing token %d", ErrAssertion, a.ID, a.Token)
 			}
 		default:
@@ -524,8 +584,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 func (t *Task) With(u *TaskUpdate) *Task {
 	nt := *t
 	nt.State, nt.Attempts, nt.NotBefore = u.State, u.Attempts, u.NotBefore
-	nt.Owner, nt.Token, nt.LeaseUntil, nt.Updated = u.Owner, u.Token, u.LeaseUntil, u.Updated
-	nt.Secret = u.Secret
+	nt.SetRun(u.Owner, u.Token, u.LeaseUntil, u.Secret, u.Updated)
 	if u.Flags&(UpdProgress|UpdResult|UpdLastError|UpdAddError|UpdFollowUps) != 0 {
 		ex := *t.Ex()
 		if u.Flags&UpdProgress != 0 {
@@ -561,7 +620,7 @@ func (t *Task) With(u *TaskUpdate) *Task {
 func (s *Store) countTransition(old, nt *Task, flags uint8) {
 	q := old.Queue
 	n := q.totals
-	if nt.State == StateInFlight && nt.Token != old.Token {
+	if nt.State == StateInFlight && nt.Token() != old.Token() {
 		n.Claimed++
 	}
 	if flags&UpdAddError != 0 && nt.State != StateDead {
@@ -581,7 +640,7 @@ func (s *Store) countTransition(old, nt *Task, flags uint8) {
 
 // lastTry reports whether an in-flight task is on its last attempt: when
 // its lease expires it goes dead, not back to ready.
-func (t *Task) lastTry() bool { return t.Attempts >= t.MaxAttempts }
+func (t *Task) lastTry() bool { return t.Attempts >= t.MaxAttempts() }
 
 func (s *Store) index(t *Task) { s.indexLoad(t, false) }
 
@@ -611,21 +670,21 @@ func (s *Store) indexLoad(t *Task, load bool) {
 	switch t.State {
 	case StateReady:
 		if load {
-			q.Ready.Load(PrioItem{t.Priority, t.ID})
+			q.Ready.Load(t)
 		} else {
-			q.Ready.Set(PrioItem{t.Priority, t.ID})
+			q.Ready.Set(t)
 		}
-		set(q.readySince, TimeItem{t.NotBefore, t.ID})
+		addSince(q.readySince, t.NotBefore, load)
 	case StateScheduled:
 		set(q.Scheduled, TimeItem{t.NotBefore, t.ID})
 		q.dueSched.Set(t.Priority, t.ID, t.NotBefore)
 	case StateInFlight:
-		set(q.InFlight, TimeItem{t.LeaseUntil, t.ID})
+		set(q.InFlight, TimeItem{t.LeaseUntil(), t.ID})
 		if t.lastTry() {
-			set(q.lastTry, TimeItem{t.LeaseUntil, t.ID})
-			q.dueDead.Set(0, t.ID, t.LeaseUntil)
+			set(q.lastTry, TimeItem{t.LeaseUntil(), t.ID})
+			q.dueDead.Set(0, t.ID, t.LeaseUntil())
 		} else {
-			q.dueRetry.Set(t.Priority, t.ID, t.LeaseUntil)
+			q.dueRetry.Set(t.Priority, t.ID, t.LeaseUntil())
 		}
 	case StateDead:
 		if load {
@@ -644,8 +703,8 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		} else {
 			q.Completed.Set(t.ID)
 		}
-		set(q.doneAt, TimeItem{t.Updated, t.ID})
-		set(s.doneExp, TimeItem{t.Updated, t.ID})
+		set(q.doneAt, TimeItem{t.Updated(), t.ID})
+		set(s.doneExp, TimeItem{t.Updated(), t.ID})
 		return
 	}
 	if n := len(s.affected); n == 0 || s.affected[n-1] != q {
@@ -662,15 +721,15 @@ func (s *Store) unindex(t *Task) {
 	s.unindexParent(t)
 	switch t.State {
 	case StateReady:
-		q.Ready.Delete(PrioItem{t.Priority, t.ID})
-		q.readySince.Delete(TimeItem{t.NotBefore, t.ID})
+		q.Ready.Delete(t)
+		removeSince(q.readySince, t.NotBefore)
 	case StateScheduled:
 		q.Scheduled.Delete(TimeItem{t.NotBefore, t.ID})
 		q.dueSched.Delete(t.Priority, t.ID)
 	case StateInFlight:
-		q.InFlight.Delete(TimeItem{t.LeaseUntil, t.ID})
+		q.InFlight.Delete(TimeItem{t.LeaseUntil(), t.ID})
 		if t.lastTry() {
-			q.lastTry.Delete(TimeItem{t.LeaseUntil, t.ID})
+			q.lastTry.Delete(TimeItem{t.LeaseUntil(), t.ID})
 			q.dueDead.Delete(0, t.ID)
 		} else {
 			q.dueRetry.Delete(t.Priority, t.ID)
@@ -688,8 +747,8 @@ func (s *Store) unindex(t *Task) {
 		s.deps.nWaiting--
 	case StateCompleted:
 		q.Completed.Delete(t.ID)
-		q.doneAt.Delete(TimeItem{t.Updated, t.ID})
-		s.doneExp.Delete(TimeItem{t.Updated, t.ID})
+		q.doneAt.Delete(TimeItem{t.Updated(), t.ID})
+		s.doneExp.Delete(TimeItem{t.Updated(), t.ID})
 	}
 }
 
@@ -750,7 +809,12 @@ func (s *Store) LoadTask(t *Task) error {
 	if t.ID == 0 || t.ID == maxID || !t.State.Valid() || t.Queue == nil {
 		return fmt.Errorf("%w: bad task record", ErrCorrupt)
 	}
-	t.Queue = s.Intern(t.Queue.Key)
+	if t.Queue != s.loadRef {
+		// Records of one queue mostly come in runs, decoded with one
+		// queue reference: look the queue up once a run.
+		s.loadRef, s.loadQueue = t.Queue, s.Intern(t.Queue.Key)
+	}
+	t.Queue = s.loadQueue
 	if _, dup := s.tasks.Load(t); dup {
 		return fmt.Errorf("%w: task %d twice", ErrCorrupt, t.ID)
 	}
@@ -803,6 +867,11 @@ func (s *Store) LoadTotals(r QueueTotals) error {
 // the first inconsistency found.
 func (s *Store) Verify() error {
 	var counts = map[*Queue]*[NumStates]int{}
+	type sinceKey struct {
+		q  *Queue
+		at int64
+	}
+	since := map[sinceKey]int{}
 	var err error
 	fail := func(format string, args ...any) bool {
 		err = fmt.Errorf("index: verify: "+format, args...)
@@ -837,22 +906,22 @@ func (s *Store) Verify() error {
 		}
 		switch t.State {
 		case StateReady:
-			_, found = q.Ready.Get(PrioItem{t.Priority, t.ID})
-			if found {
-				_, found = q.readySince.Get(TimeItem{t.NotBefore, t.ID})
-			}
+			var got *Task
+			got, found = q.Ready.Get(t)
+			found = found && got == t
+			since[sinceKey{q, t.NotBefore}]++
 		case StateScheduled:
 			_, found = q.Scheduled.Get(TimeItem{t.NotBefore, t.ID})
 			found = found && has(&q.dueSched, t.Priority, t.NotBefore)
 		case StateInFlight:
-			_, found = q.InFlight.Get(TimeItem{t.LeaseUntil, t.ID})
+			_, found = q.InFlight.Get(TimeItem{t.LeaseUntil(), t.ID})
 			if t.lastTry() {
-				_, last := q.lastTry.Get(TimeItem{t.LeaseUntil, t.ID})
-				found = found && last && has(&q.dueDead, 0, t.LeaseUntil)
+				_, last := q.lastTry.Get(TimeItem{t.LeaseUntil(), t.ID})
+				found = found && last && has(&q.dueDead, 0, t.LeaseUntil())
 			} else {
-				found = found && has(&q.dueRetry, t.Priority, t.LeaseUntil)
+				found = found && has(&q.dueRetry, t.Priority, t.LeaseUntil())
 			}
-			if t.Owner == "" || t.Token == 0 {
+			if t.Owner() == "" || t.Token() == 0 {
 				return fail("in-flight task %d has no owner or token", t.ID)
 			}
 		case StateDead:
@@ -862,10 +931,10 @@ func (s *Store) Verify() error {
 		case StateCompleted:
 			_, found = q.Completed.Get(t.ID)
 			if found {
-				_, found = s.doneExp.Get(TimeItem{t.Updated, t.ID})
+				_, found = s.doneExp.Get(TimeItem{t.Updated(), t.ID})
 			}
 			if found {
-				_, found = q.doneAt.Get(TimeItem{t.Updated, t.ID})
+				_, found = q.doneAt.Get(TimeItem{t.Updated(), t.ID})
 			}
 		}
 		if x := t.Ex(); len(x.Errors) > MaxAttemptErrors {
@@ -899,12 +968,26 @@ func (s *Store) Verify() error {
 		}
 		ok := func(int64, uint64, int64) bool { return true }
 		switch {
-		case q.readySince.Len() != c[StateReady], q.dueSched.Len() != c[StateScheduled],
+		case q.dueSched.Len() != c[StateScheduled],
 			q.dueRetry.Len()+q.lastTry.Len() != c[StateInFlight], q.dueDead.Len() != q.lastTry.Len(),
 			q.doneAt.Len() != c[StateCompleted]:
 			return fmt.Errorf("index: verify: queue %v: a time index holds a task twice or a stale one", q.Key)
 		case !q.dueSched.check(ok) || !q.dueRetry.check(ok) || !q.dueDead.check(ok):
 			return fmt.Errorf("index: verify: queue %v: a due tree is out of order", q.Key)
+		}
+		nSince := 0
+		q.readySince.Scan(func(it sinceItem) bool {
+			if it.N <= 0 || since[sinceKey{q, it.At}] != it.N {
+				err = fmt.Errorf("index: verify: queue %v: %d ready since %d, counted %d", q.Key, since[sinceKey{q, it.At}], it.At, it.N)
+			}
+			nSince += it.N
+			return err == nil
+		})
+		if err == nil && nSince != c[StateReady] {
+			err = fmt.Errorf("index: verify: queue %v: %d ready, %d counted by time", q.Key, c[StateReady], nSince)
+		}
+		if err != nil {
+			return err
 		}
 		rec, found := s.totals.Get(QueueTotals{Queue: k})
 		if found && (rec.Idle != 0 || rec.Totals != q.totals) || !found && q.totals != (Totals{}) {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 var qk = QueueKey{Namespace{"p", "s"}, "q"}
@@ -17,9 +18,16 @@ func putBatch(s *Store, seq uint64, ts ...*Task) *Batch {
 	return b
 }
 
+// edit returns a new record: t with the changes fn makes to its fields.
+func edit(t *Task, fn func(*Fields)) *Task {
+	f := t.Fields()
+	fn(&f)
+	return f.Task()
+}
+
 func task(s *Store, id uint64, st TaskState) *Task {
-	return &Task{ID: id, Queue: s.Intern(qk), State: st, MaxAttempts: 5, Priority: int64(id % 3),
-		NotBefore: int64(id * 10), Payload: []byte(`{"id":1}`), Created: 1, Updated: 2}
+	return (&Fields{ID: id, Queue: s.Intern(qk), State: st, MaxAttempts: 5, Priority: int64(id % 3),
+		NotBefore: int64(id * 10), Payload: []byte(`{"id":1}`), Created: 1, Updated: 2}).Task()
 }
 
 func TestApplyIndexesAndCounts(t *testing.T) {
@@ -43,7 +51,7 @@ func TestApplyIndexesAndCounts(t *testing.T) {
 	if err := s.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustTask(t, s, 1); string(got.Payload) != `{"id":1}` || got.Owner != "w" {
+	if got := mustTask(t, s, 1); string(got.Payload) != `{"id":1}` || got.Owner() != "w" {
 		t.Fatalf("update lost fields: %+v", got)
 	}
 }
@@ -112,9 +120,18 @@ func TestVerifyFindsBrokenIndex(t *testing.T) {
 	if err := s.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	s.Queue(qk).Ready.Delete(PrioItem{1, 1})
+	tk, _ := s.Task(1)
+	s.Queue(qk).Ready.Delete(tk)
 	if err := s.Verify(); err == nil {
 		t.Fatal("verify missed a task absent from its index")
+	}
+	s.Queue(qk).Ready.Set(tk)
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	s.Queue(qk).readySince.Set(sinceItem{At: tk.NotBefore, N: 2})
+	if err := s.Verify(); err == nil {
+		t.Fatal("verify missed a wrong ready-since count")
 	}
 }
 
@@ -146,8 +163,10 @@ func TestIdemExpiry(t *testing.T) {
 func TestCodecRoundTrip(t *testing.T) {
 	s := NewStore()
 	full := task(s, 7, StateInFlight)
-	full.Owner, full.Token, full.LeaseUntil, full.BackoffBase, full.BackoffMax, full.Priority = "w", 3, 99, 1000, 60000, -5
-	full.Secret = 0xfeedface12345678
+	full = edit(full, func(f *Fields) {
+		f.Owner, f.Token, f.LeaseUntil, f.BackoffBase, f.BackoffMax, f.Priority = "w", 3, 99, 1000, 60000, -5
+		f.Secret = 0xfeedface12345678
+	})
 	full.Extra = &Extra{Kind: "k", IdemKey: "i", LastError: "e", Progress: []byte(`1`), Result: []byte(`2`),
 		Headers: map[string]string{"a": "b"}, Errors: []AttemptError{{Attempt: 1, At: 5, Error: "x"}, {Attempt: 2, At: -1}},
 		Parent: 3, FollowUps: []uint64{8, 1 << 63}, DepPolicy: 2}
@@ -275,7 +294,7 @@ func TestExpired(t *testing.T) {
 		t.Fatal("idempotency expiry not reported at its time")
 	}
 	done := task(s, 2, StateCompleted)
-	done.Updated = 70
+	done = edit(done, func(f *Fields) { f.Updated = 70 })
 	s.Apply(&Batch{Seq: 2, Mutations: []Mutation{{Kind: MutDeleteIdem, Idem: Idem{Queue: qk, Key: "k"}}, {Kind: MutPutTask, Task: done}}})
 	if s.Expired(1<<62, 0) || s.Expired(0, 69) || !s.Expired(0, 70) {
 		t.Fatal("completed-task expiry not reported at its time, or reported with retention off")
@@ -356,5 +375,84 @@ func TestTotals(t *testing.T) {
 	}
 	if err := s3.LoadTotals(QueueTotals{Queue: qk, Totals: want}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a record twice: %v", err)
+	}
+}
+
+// TestTaskSize: a pending task's record fits the 96-byte size class, which
+// is most of what the store holds per task. A field added to Task belongs
+// out of line (Run, the interned Retry, Extra) unless every pending task
+// needs it.
+func TestTaskSize(t *testing.T) {
+	if n := unsafe.Sizeof(Task{}); n > 96 {
+		t.Fatalf("Task is %d bytes, more than 96", n)
+	}
+}
+
+// TestTaskFields: Fields and Task round-trip every field, a task as
+// enqueued has no Run, and tasks with equal policies share one.
+func TestTaskFields(t *testing.T) {
+	s := NewStore()
+	f := Fields{ID: 3, Queue: s.QueueRef(qk), State: StateInFlight, Attempts: 2, MaxAttempts: 5, Priority: -1,
+		NotBefore: 7, BackoffBase: 10, BackoffMax: 20, Owner: "w", Token: 4, LeaseUntil: 9, Secret: 11,
+		Created: 1, Updated: 8, Payload: []byte(`{}`), Extra: &Extra{Kind: "k"}}
+	if got := f.Task().Fields(); !reflect.DeepEqual(got, f) {
+		t.Fatalf("round trip: got %+v, want %+v", got, f)
+	}
+	fresh := Fields{ID: 4, Queue: f.Queue, State: StateReady, MaxAttempts: 5, BackoffBase: 10, BackoffMax: 20,
+		Created: 1, Updated: 1}
+	tk := fresh.Task()
+	if tk.Run != nil || tk.Updated() != 1 || tk.Owner() != "" || tk.Token() != 0 {
+		t.Fatalf("a task as enqueued: run %+v, updated %d", tk.Run, tk.Updated())
+	}
+	if tk.retry != f.Task().retry {
+		t.Fatal("equal retry policies are not shared")
+	}
+	if (&Fields{}).Task().Retry() != (Retry{}) {
+		t.Fatal("a task without a policy has one")
+	}
+}
+
+// TestOldestReadyShared: the ready-since order counts tasks per time, so
+// tasks that became ready together keep their time until the last of them
+// leaves, and a task out of the middle changes nothing.
+func TestOldestReadyShared(t *testing.T) {
+	s := NewStore()
+	at := func(id uint64, nb int64) *Task {
+		return edit(task(s, id, StateReady), func(f *Fields) { f.NotBefore = nb })
+	}
+	if _, err := s.Apply(putBatch(s, 1, at(1, 10), at(2, 5), at(3, 10), at(4, 10), at(5, 20))); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(1)
+	oldest := func(want int64, wantOK bool) {
+		t.Helper()
+		if err := s.Verify(); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := s.Queue(qk).OldestReady(100)
+		if s.Queue(qk) == nil || got != want || ok != wantOK {
+			t.Fatalf("oldest ready %d %v, want %d %v", got, ok, want, wantOK)
+		}
+	}
+	remove := func(ids ...uint64) {
+		t.Helper()
+		seq++
+		b := &Batch{Seq: seq, Now: 100}
+		for _, id := range ids {
+			b.Mutations = append(b.Mutations, Mutation{Kind: MutDeleteTask, Update: TaskUpdate{ID: id}})
+		}
+		if _, err := s.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldest(5, true)
+	remove(2)
+	oldest(10, true)
+	remove(1, 4)
+	oldest(10, true)
+	remove(3)
+	oldest(20, true)
+	if _, ok := s.Queue(qk).OldestReady(19); ok {
+		t.Fatal("a task ready since 20 counted at 19")
 	}
 }

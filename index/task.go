@@ -1,5 +1,7 @@
 package index
 
+import "unique"
+
 // TaskState is where a task is in its life. The values are part of the
 // on-disk format (logged and snapshotted): do not renumber them.
 type TaskState uint8
@@ -65,29 +67,135 @@ func (a QueueKey) less(b QueueKey) bool {
 //
 // The id is global, increasing and never reused; it also orders tasks of equal
 // priority first-in first-out.
+//
+// A pending task is the common record and its size is the store's size per
+// task, so the fields it does not need live out of line: Run holds what
+// changes once a task has been claimed or otherwise moved (nil for a task
+// as it was enqueued), the retry policy is interned (tasks with the same
+// policy share one value), and Extra holds the rarely set fields. Read them
+// with the methods (Owner, Token, LeaseUntil, Secret, Updated, MaxAttempts,
+// BackoffBase, BackoffMax); set them on a record not yet stored with SetRun
+// and SetRetry.
 type Task struct {
-	ID          uint64
-	Queue       *Queue
-	State       TaskState
-	Attempts    uint32
-	MaxAttempts uint32
-	Priority    int64
-	NotBefore   int64
-	BackoffBase int64
-	BackoffMax  int64
-	Owner       string
-	Token       uint64
-	LeaseUntil  int64
+	ID        uint64
+	Queue     *Queue
+	State     TaskState
+	Attempts  uint32
+	Priority  int64
+	NotBefore int64
+	Created   int64
+	Payload   []byte
+	// Run is nil while the task is as enqueued: no owner, token, lease or
+	// secret, and Updated equal to Created.
+	Run   *Run
+	retry unique.Handle[Retry]
+	// Extra holds the fields most pending tasks never use, so that a waiting
+	// task costs one pointer for them instead of eight words.
+	Extra *Extra
+}
+
+// Run is the part of a task record that a claim or another transition sets.
+// Like Task it is immutable once stored.
+type Run struct {
+	Owner      string
+	Token      uint64 // the fencing token, kept after the lease ends: the next claim counts on from it
+	LeaseUntil int64
 	// Secret is the lease secret of an in-flight task: a random value only
 	// the holder of the lease knows, so a lease cannot be forged from its
 	// (sequential) id and token. 0 when not in flight.
 	Secret  uint64
-	Created int64
 	Updated int64
-	Payload []byte
-	// Extra holds the fields most pending tasks never use, so that a waiting
-	// task costs one pointer for them instead of eight words.
-	Extra *Extra
+}
+
+// Retry is a task's attempt budget and backoff: at most MaxAttempts
+// attempts, a failed one retried after BackoffBase * 2^(attempts-1) capped
+// at BackoffMax.
+type Retry struct {
+	MaxAttempts uint32
+	BackoffBase int64
+	BackoffMax  int64
+}
+
+var noRun Run
+
+// Owner is the owner of the task's lease ("" when not in flight).
+func (t *Task) Owner() string { return t.run().Owner }
+
+// Token is the task's fencing token: the number of its last claim.
+func (t *Task) Token() uint64 { return t.run().Token }
+
+// LeaseUntil is when the task's lease ends.
+func (t *Task) LeaseUntil() int64 { return t.run().LeaseUntil }
+
+// Secret is the lease secret of an in-flight task, 0 when not in flight.
+func (t *Task) Secret() uint64 { return t.run().Secret }
+
+// Updated is when the task last changed.
+func (t *Task) Updated() int64 {
+	if t.Run == nil {
+		return t.Created
+	}
+	return t.Run.Updated
+}
+
+func (t *Task) run() *Run {
+	if t.Run == nil {
+		return &noRun
+	}
+	return t.Run
+}
+
+// SetRun sets the lease fields and the update time of t, which must not be
+// stored yet. It leaves Run nil when they are those of a task as enqueued
+// (so set Created first), so that equal records have equal fields.
+func (t *Task) SetRun(owner string, token uint64, leaseUntil int64, secret uint64, updated int64) {
+	t.Run = nil
+	if owner != "" || token != 0 || leaseUntil != 0 || secret != 0 || updated != t.Created {
+		t.Run = &Run{Owner: owner, Token: token, LeaseUntil: leaseUntil, Secret: secret, Updated: updated}
+	}
+}
+
+// Retry returns the task's retry policy.
+func (t *Task) Retry() Retry {
+	if t.retry == (unique.Handle[Retry]{}) {
+		return Retry{}
+	}
+	return t.retry.Value()
+}
+
+// MaxAttempts is the task's attempt budget.
+func (t *Task) MaxAttempts() uint32 { return t.Retry().MaxAttempts }
+
+// BackoffBase is the delay before the task's first retry.
+func (t *Task) BackoffBase() int64 { return t.Retry().BackoffBase }
+
+// BackoffMax caps the delay before a retry.
+func (t *Task) BackoffMax() int64 { return t.Retry().BackoffMax }
+
+// SetRetry sets the retry policy of t, which must not be stored yet.
+func (t *Task) SetRetry(r Retry) {
+	t.retry = unique.Handle[Retry]{}
+	if r != (Retry{}) {
+		t.retry = unique.Make(r)
+	}
+}
+
+// retryCache remembers the last interned policy, for decoders that set
+// the same one on record after record.
+type retryCache struct {
+	r Retry
+	h unique.Handle[Retry]
+}
+
+func (c *retryCache) set(t *Task, r Retry) {
+	if r == (Retry{}) {
+		t.retry = unique.Handle[Retry]{}
+		return
+	}
+	if c.h == (unique.Handle[Retry]{}) || c.r != r {
+		c.r, c.h = r, unique.Make(r)
+	}
+	t.retry = c.h
 }
 
 // Extra is the rarely set part of a task record. Like Task it is immutable
@@ -226,4 +334,45 @@ func idleLess(a, b idleItem) bool {
 		return a.At < b.At
 	}
 	return a.Queue.less(b.Queue)
+}
+
+// Fields is a task record with every field in line, as the encoding
+// spells it out: a convenient way to build a record (Task) or to read one
+// whole (Task.Fields).
+type Fields struct {
+	ID          uint64
+	Queue       *Queue
+	State       TaskState
+	Attempts    uint32
+	MaxAttempts uint32
+	Priority    int64
+	NotBefore   int64
+	BackoffBase int64
+	BackoffMax  int64
+	Owner       string
+	Token       uint64
+	LeaseUntil  int64
+	Secret      uint64
+	Created     int64
+	Updated     int64
+	Payload     []byte
+	Extra       *Extra
+}
+
+// Task returns a new record with the fields of f.
+func (f *Fields) Task() *Task {
+	t := &Task{ID: f.ID, Queue: f.Queue, State: f.State, Attempts: f.Attempts, Priority: f.Priority,
+		NotBefore: f.NotBefore, Created: f.Created, Payload: f.Payload, Extra: f.Extra}
+	t.SetRetry(Retry{MaxAttempts: f.MaxAttempts, BackoffBase: f.BackoffBase, BackoffMax: f.BackoffMax})
+	t.SetRun(f.Owner, f.Token, f.LeaseUntil, f.Secret, f.Updated)
+	return t
+}
+
+// Fields returns the fields of t.
+func (t *Task) Fields() Fields {
+	r, run := t.Retry(), t.run()
+	return Fields{ID: t.ID, Queue: t.Queue, State: t.State, Attempts: t.Attempts, MaxAttempts: r.MaxAttempts,
+		Priority: t.Priority, NotBefore: t.NotBefore, BackoffBase: r.BackoffBase, BackoffMax: r.BackoffMax,
+		Owner: run.Owner, Token: run.Token, LeaseUntil: run.LeaseUntil, Secret: run.Secret, Created: t.Created,
+		Updated: t.Updated(), Payload: t.Payload, Extra: t.Extra}
 }

@@ -41,10 +41,15 @@ func Read(path string, fn func(rec []byte) error) (seq uint64, n int, err error)
 	if !st.Mode().IsRegular() {
 		return 0, 0, fmt.Errorf("snapshot: %s is not a regular file", path)
 	}
+	// The stream CRC covers the file's bytes from the first record to the
+	// trailer's marker: computed as the file is read, in the reader's
+	// large blocks, it costs a third of a record at a time.
+	cr := &crcReader{r: f, lo: int64(headerSize), hi: st.Size() - int64(trailerSize)}
 	d := decoder{
-		path: path,
-		size: st.Size(),
-		br:   bufio.NewReaderSize(f, int(min(max(st.Size(), 16), maxReadBuf))),
+		path:   path,
+		size:   st.Size(),
+		br:     bufio.NewReaderSize(cr, int(min(max(st.Size(), 16), maxReadBuf))),
+		stream: cr,
 	}
 	d.nameSeq, d.named = parseName(filepath.Base(path), snapExt)
 	seq, n, err = d.decode(fn)
@@ -96,6 +101,27 @@ type decoder struct {
 	// they appear in the file, for the stream CRC.
 	frame  [binary.MaxVarintLen64 + crcSize]byte
 	frameN int
+	// stream, for a file, computes the stream CRC over the bytes read
+	// from it; nil for a stream, whose CRC is computed record by record.
+	stream *crcReader
+}
+
+// crcReader computes the CRC of the bytes at offsets lo to hi of what it
+// reads from r.
+type crcReader struct {
+	r      io.Reader
+	off    int64
+	lo, hi int64
+	crc    uint32
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if a, b := max(c.off, c.lo), min(c.off+int64(n), c.hi); a < b {
+		c.crc = crc32.Update(c.crc, castagnoli, p[a-c.off:b-c.off])
+	}
+	c.off += int64(n)
+	return n, err
 }
 
 func (d *decoder) corrupt(off int64, format string, args ...any) error {
@@ -201,9 +227,11 @@ func (d *decoder) decode(fn func(rec []byte) error) (uint64, int, error) {
 		if got := crc32.Checksum(rec, castagnoli); got != want {
 			return 0, 0, d.corrupt(start, "record %d checksum mismatch (stored %08x, computed %08x)", n, want, got)
 		}
-		binary.LittleEndian.PutUint32(d.frame[d.frameN:], want)
-		stream = crc32.Update(stream, castagnoli, d.frame[:d.frameN+crcSize])
-		stream = crc32.Update(stream, castagnoli, rec)
+		if d.stream == nil {
+			binary.LittleEndian.PutUint32(d.frame[d.frameN:], want)
+			stream = crc32.Update(stream, castagnoli, d.frame[:d.frameN+crcSize])
+			stream = crc32.Update(stream, castagnoli, rec)
+		}
 		if fn != nil {
 			if err := fn(rec); err != nil {
 				return 0, 0, err
@@ -216,6 +244,12 @@ func (d *decoder) decode(fn func(rec []byte) error) (uint64, int, error) {
 	}
 
 	markerOff := d.off - trailerMarkerSize
+	checkStream := true
+	if d.stream != nil {
+		// A marker anywhere but where the trailer fits the file's end
+		// fails the checks of the file's end below.
+		stream, checkStream = d.stream.crc, markerOff == d.stream.hi
+	}
 	var tr [trailerSize - trailerMarkerSize]byte
 	if err := d.readFull(tr[:]); err != nil {
 		return 0, 0, err
@@ -223,7 +257,7 @@ func (d *decoder) decode(fn func(rec []byte) error) (uint64, int, error) {
 	if count := binary.LittleEndian.Uint64(tr[0:]); count != n {
 		return 0, 0, d.corrupt(markerOff+trailerMarkerSize, "trailer says %d records, file holds %d", count, n)
 	}
-	if want := binary.LittleEndian.Uint32(tr[8:]); want != stream {
+	if want := binary.LittleEndian.Uint32(tr[8:]); checkStream && want != stream {
 		return 0, 0, d.corrupt(markerOff+trailerMarkerSize+8, "stream checksum mismatch (stored %08x, computed %08x)", want, stream)
 	}
 	if tseq := binary.LittleEndian.Uint64(tr[12:]); tseq != seq {

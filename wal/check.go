@@ -2,8 +2,10 @@ package wal
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -176,6 +178,7 @@ func scan(dir string, from uint64) (*scanState, error) {
 	}
 	next := r.FirstSeq
 	defer func() { r.LastSeq = next - 1 }()
+	var buf []byte // one segment at a time, reused: nothing keeps it
 	for i, seg := range lay.segs {
 		if seg.first != next {
 			if seg.first > next && seg.first <= from {
@@ -188,7 +191,7 @@ func scan(dir string, from uint64) (*scanState, error) {
 				return s, r.Corrupt.err()
 			}
 		}
-		buf, err := os.ReadFile(seg.path)
+		buf, err = readInto(buf[:0], seg.path)
 		if err != nil {
 			return nil, err
 		}
@@ -247,4 +250,35 @@ func scan(dir string, from uint64) (*scanState, error) {
 		return s, d.err()
 	}
 	return s, nil
+}
+
+// readInto reads the file at path into buf, grown as needed, and returns
+// it: a scan of many segments then allocates one segment's worth, not the
+// whole log's.
+func readInto(buf []byte, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// Read to the end whatever the size said: a file that grew since is
+	// read whole, as os.ReadFile would.
+	buf = slices.Grow(buf[:0], int(st.Size())+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 4096)
+		}
+	}
 }
