@@ -215,49 +215,18 @@ func (c *core) openDir() (err error) {
 	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
 		return err
 	}
-	openLog := func(from uint64) (*wal.Log, error) {
-		wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint, From: from}
-		if obs := c.opts.Observer; obs != nil {
-			wopts.OnSync = obs.Synced
-		}
-		return wal.Open(c.walDir(), wopts)
-	}
-	// The log opens (reading and checking every segment) while the
-	// snapshot loads, on the guess that the newest snapshot is the base:
-	// From only says which damage the open may pass over (damage covered
-	// by the snapshot). Should an older snapshot, or none, turn out to be
-	// the base, the log is opened again with the right From. The open
-	// with the guess differs from that one only when the log is damaged
-	// before the newest snapshot, and then only in having cut a torn tail
-	// (never acknowledged; a copy is kept) as a successful open would.
-	guess := uint64(1)
-	if infos, err := snapshot.List(c.snapDir()); err == nil && len(infos) > 0 {
-		guess = infos[0].Seq + 1
-	}
-	type opened struct {
-		log *wal.Log
-		err error
-	}
-	logc := make(chan opened, 1)
-	go func() {
-		l, err := openLog(guess)
-		logc <- opened{l, err}
-	}()
 	b, err := loadBase(c.snapDir(), c.opts.Logger, false)
-	o := <-logc
-	if err != nil || b.from() != guess {
-		if o.log != nil {
-			o.log.Close()
-		}
-		if err != nil {
-			return err
-		}
-		o.log, o.err = openLog(b.from())
+	if err != nil {
+		return err
 	}
-	if o.err != nil {
-		return wrapStorage(o.err)
+	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint, From: b.from()}
+	if obs := c.opts.Observer; obs != nil {
+		wopts.OnSync = obs.Synced
 	}
-	log := o.log
+	log, err := wal.Open(c.walDir(), wopts)
+	if err != nil {
+		return wrapStorage(err)
+	}
 	c.log = log
 	c.logRepairs(log.Repaired())
 	if err := b.decide(log.FirstSeq(), log.LastSeq(), c.opts.Logger); err != nil {
