@@ -78,10 +78,10 @@ func newCoalescer[Req, Res any](c *Client, single func(*stubs, context.Context, 
 
 // eachOf is the eachFunc of an Each RPC: wrap makes its request of the
 // items, results reads the results of its answer, and split one result
-// into the single call's answer or its error.
+// into the single call's answer (filling res) or its error.
 func eachOf[Req, Res, EachReq, EachRes, Result any](
 	rpc func(docketv1connect.PipelineClient, context.Context, *connect.Request[EachReq]) (*connect.Response[EachRes], error),
-	wrap func([]*Req) *EachReq, results func(*EachRes) []*Result, split func(*Result) (*Res, *v1.ItemError)) eachFunc[Req, Res] {
+	wrap func([]*Req) *EachReq, results func(*EachRes) []*Result, split func(r *Result, res *Res) *v1.ItemError) eachFunc[Req, Res] {
 	return func(ctx context.Context, s *stubs, headers func(http.Header), items []*Req) ([]*Res, []*v1.ItemError, error) {
 		req := connect.NewRequest(wrap(items))
 		headers(req.Header())
@@ -94,9 +94,12 @@ func eachOf[Req, Res, EachReq, EachRes, Result any](
 			return nil, nil, fmt.Errorf("docket: the server answered %d results for %d calls", len(rs), len(items))
 		}
 		out := make([]*Res, len(rs))
+		answers := make([]Res, len(rs)) // one allocation for all
 		errs := make([]*v1.ItemError, len(rs))
 		for i, x := range rs {
-			out[i], errs[i] = split(x)
+			if errs[i] = split(x, &answers[i]); errs[i] == nil {
+				out[i] = &answers[i]
+			}
 		}
 		return out, errs, nil
 	}
@@ -438,11 +441,12 @@ func (c *Client) coalescers() {
 	}, eachOf(docketv1connect.PipelineClient.EnqueueEach,
 		func(items []*v1.EnqueueRequest) *v1.EnqueueEachRequest { return &v1.EnqueueEachRequest{Items: items} },
 		(*v1.EnqueueEachResponse).GetResults,
-		func(r *v1.EnqueueEachResult) (*v1.EnqueueResponse, *v1.ItemError) {
+		func(r *v1.EnqueueEachResult, res *v1.EnqueueResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.EnqueueResponse{Enqueued: r.Enqueued}, nil
+			res.Enqueued = r.Enqueued
+			return nil
 		}))
 	c.completes = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
 		return s.q.Complete(ctx, r)
@@ -451,22 +455,23 @@ func (c *Client) coalescers() {
 			return &v1.CompleteEachRequest{Items: items}
 		},
 		(*v1.CompleteEachResponse).GetResults,
-		func(r *v1.CompleteEachResult) (*v1.CompleteResponse, *v1.ItemError) {
+		func(r *v1.CompleteEachResult, res *v1.CompleteResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.CompleteResponse{Result: r.Result}, nil
+			res.Result = r.Result
+			return nil
 		}))
 	c.fails = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {
 		return s.q.Fail(ctx, r)
 	}, eachOf(docketv1connect.PipelineClient.FailEach,
 		func(items []*v1.FailRequest) *v1.FailEachRequest { return &v1.FailEachRequest{Items: items} },
 		(*v1.FailEachResponse).GetResults,
-		func(r *v1.FailEachResult) (*v1.FailResponse, *v1.ItemError) {
+		func(r *v1.FailEachResult, _ *v1.FailResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.FailResponse{}, nil
+			return nil
 		}))
 	c.heartbeats = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 		return s.q.Heartbeat(ctx, r)
@@ -475,11 +480,12 @@ func (c *Client) coalescers() {
 			return &v1.HeartbeatEachRequest{Items: items}
 		},
 		(*v1.HeartbeatEachResponse).GetResults,
-		func(r *v1.HeartbeatEachResult) (*v1.HeartbeatResponse, *v1.ItemError) {
+		func(r *v1.HeartbeatEachResult, res *v1.HeartbeatResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.HeartbeatResponse{Deadline: r.Deadline}, nil
+			res.Deadline = r.Deadline
+			return nil
 		}))
 	c.completeClaims = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.CompleteAndClaimRequest]) (*connect.Response[v1.CompleteAndClaimResponse], error) {
 		return s.pipe.CompleteAndClaim(ctx, r)
@@ -488,10 +494,11 @@ func (c *Client) coalescers() {
 			return &v1.CompleteAndClaimEachRequest{Items: items}
 		},
 		(*v1.CompleteAndClaimEachResponse).GetResults,
-		func(r *v1.CompleteAndClaimEachResult) (*v1.CompleteAndClaimResponse, *v1.ItemError) {
+		func(r *v1.CompleteAndClaimEachResult, res *v1.CompleteAndClaimResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.CompleteAndClaimResponse{Result: r.Result, Leases: r.Leases}, nil
+			res.Result, res.Leases = r.Result, r.Leases
+			return nil
 		}))
 }
