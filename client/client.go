@@ -217,13 +217,17 @@ func (c *Client) Close() error {
 
 // newTransport is the client's own transport: at most maxConns
 // connections to one server (0: no bound), of which maxIdle are kept open
-// between calls.
+// between calls. It asks for no compression: left to itself, the
+// transport asks every server for gzip (Accept-Encoding) on the client's
+// behalf, which connect's server then uses for large answers, although
+// the client asks connect for none (Dial).
 func newTransport(tlsConfig *tls.Config, maxConns, maxIdle int) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       tlsConfig,
 		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
 		MaxConnsPerHost:       maxConns,
 		MaxIdleConnsPerHost:   maxIdle,
 		IdleConnTimeout:       90 * time.Second,

@@ -78,10 +78,10 @@ func newCoalescer[Req, Res any](c *Client, single func(*stubs, context.Context, 
 
 // eachOf is the eachFunc of an Each RPC: wrap makes its request of the
 // items, results reads the results of its answer, and split one result
-// into the single call's answer or its error.
+// into the single call's answer (filling res) or its error.
 func eachOf[Req, Res, EachReq, EachRes, Result any](
 	rpc func(docketv1connect.PipelineClient, context.Context, *connect.Request[EachReq]) (*connect.Response[EachRes], error),
-	wrap func([]*Req) *EachReq, results func(*EachRes) []*Result, split func(*Result) (*Res, *v1.ItemError)) eachFunc[Req, Res] {
+	wrap func([]*Req) *EachReq, results func(*EachRes) []*Result, split func(r *Result, res *Res) *v1.ItemError) eachFunc[Req, Res] {
 	return func(ctx context.Context, s *stubs, headers func(http.Header), items []*Req) ([]*Res, []*v1.ItemError, error) {
 		req := connect.NewRequest(wrap(items))
 		headers(req.Header())
@@ -94,9 +94,12 @@ func eachOf[Req, Res, EachReq, EachRes, Result any](
 			return nil, nil, fmt.Errorf("docket: the server answered %d results for %d calls", len(rs), len(items))
 		}
 		out := make([]*Res, len(rs))
+		answers := make([]Res, len(rs)) // one allocation for all
 		errs := make([]*v1.ItemError, len(rs))
 		for i, x := range rs {
-			out[i], errs[i] = split(x)
+			if errs[i] = split(x, &answers[i]); errs[i] == nil {
+				out[i] = &answers[i]
+			}
 		}
 		return out, errs, nil
 	}
@@ -186,7 +189,7 @@ func (l *lane[Req, Res]) do(ctx context.Context, msg *Req, size int) (*Res, erro
 		// sends what gathered behind it).
 		l.inflight++
 		l.mu.Unlock()
-		defer l.finished(0)
+		defer l.finished(0, false)
 		return l.single(ctx, msg)
 	}
 	w := &waiter[Req, Res]{ctx: ctx, msg: msg, done: make(chan struct{})}
@@ -258,7 +261,7 @@ func (l *lane[Req, Res]) gather(w *waiter[Req, Res], size int) {
 		l.full = append(l.full, l.open)
 		l.open = nil
 	}
-	l.dispatch(false)
+	l.dispatch(false, false)
 }
 
 // finished ends a request that released calls (their outcomes are
@@ -272,7 +275,11 @@ func (l *lane[Req, Res]) gather(w *waiter[Req, Res], size int) {
 // so they gather rather than go alone), while they keep coming, until as
 // many gather as were released, at most maxYields times; no timer is
 // involved, and a caller that does not call again costs one yield.
-func (l *lane[Req, Res]) finished(released int) {
+//
+// With keep, the caller is a sender (see sends), and finished returns the
+// first of the requests to go out for it to send next, instead of
+// starting a goroutine for it.
+func (l *lane[Req, Res]) finished(released int, keep bool) []*waiter[Req, Res] {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	want := l.waiting + released
@@ -289,12 +296,14 @@ func (l *lane[Req, Res]) finished(released int) {
 		}
 	}
 	l.inflight--
-	l.dispatch(true)
+	return l.dispatch(true, keep)
 }
 
 // dispatch sends the full batches, and the open one when withOpen, while
-// fewer than maxEachInFlight requests are in flight. Under mu.
-func (l *lane[Req, Res]) dispatch(withOpen bool) {
+// fewer than maxEachInFlight requests are in flight, each on a sender
+// goroutine of its own, except that with keep the first is returned for
+// the caller to send. Under mu.
+func (l *lane[Req, Res]) dispatch(withOpen, keep bool) (first []*waiter[Req, Res]) {
 	for l.inflight < maxEachInFlight {
 		var b *batch[Req, Res]
 		switch {
@@ -305,7 +314,7 @@ func (l *lane[Req, Res]) dispatch(withOpen bool) {
 		case withOpen && l.open != nil:
 			b, l.open = l.open, nil
 		default:
-			return
+			return first
 		}
 		ws := b.ws[:0]
 		for _, w := range b.ws {
@@ -319,13 +328,31 @@ func (l *lane[Req, Res]) dispatch(withOpen bool) {
 			continue
 		}
 		l.inflight++
-		go l.send(ws)
+		if keep && first == nil {
+			first = ws
+			continue
+		}
+		go l.sends(ws)
+	}
+	return first
+}
+
+// sends makes the request of ws, then, on the same goroutine, each
+// request that the return of the one before sends out, until a return
+// sends none. A request goes through connect and net/http on a deep
+// stack: a goroutine started for each one grew its stack anew (about a
+// tenth of the CPU of a coalesced request on loopback, and a wait for the
+// goroutine to be scheduled before the request went out); a sender that
+// keeps going grows it once.
+func (l *lane[Req, Res]) sends(ws []*waiter[Req, Res]) {
+	for ws != nil {
+		l.send(ws)
+		ws = l.finished(len(ws), true)
 	}
 }
 
 // send makes one request of gathered calls and tells each its outcome.
 func (l *lane[Req, Res]) send(ws []*waiter[Req, Res]) {
-	defer l.finished(len(ws))
 	if len(ws) == 1 {
 		// Alone after all: the call itself, on its own context.
 		w := ws[0]
@@ -414,11 +441,12 @@ func (c *Client) coalescers() {
 	}, eachOf(docketv1connect.PipelineClient.EnqueueEach,
 		func(items []*v1.EnqueueRequest) *v1.EnqueueEachRequest { return &v1.EnqueueEachRequest{Items: items} },
 		(*v1.EnqueueEachResponse).GetResults,
-		func(r *v1.EnqueueEachResult) (*v1.EnqueueResponse, *v1.ItemError) {
+		func(r *v1.EnqueueEachResult, res *v1.EnqueueResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.EnqueueResponse{Enqueued: r.Enqueued}, nil
+			res.Enqueued = r.Enqueued
+			return nil
 		}))
 	c.completes = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
 		return s.q.Complete(ctx, r)
@@ -427,22 +455,23 @@ func (c *Client) coalescers() {
 			return &v1.CompleteEachRequest{Items: items}
 		},
 		(*v1.CompleteEachResponse).GetResults,
-		func(r *v1.CompleteEachResult) (*v1.CompleteResponse, *v1.ItemError) {
+		func(r *v1.CompleteEachResult, res *v1.CompleteResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.CompleteResponse{Result: r.Result}, nil
+			res.Result = r.Result
+			return nil
 		}))
 	c.fails = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {
 		return s.q.Fail(ctx, r)
 	}, eachOf(docketv1connect.PipelineClient.FailEach,
 		func(items []*v1.FailRequest) *v1.FailEachRequest { return &v1.FailEachRequest{Items: items} },
 		(*v1.FailEachResponse).GetResults,
-		func(r *v1.FailEachResult) (*v1.FailResponse, *v1.ItemError) {
+		func(r *v1.FailEachResult, _ *v1.FailResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.FailResponse{}, nil
+			return nil
 		}))
 	c.heartbeats = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 		return s.q.Heartbeat(ctx, r)
@@ -451,11 +480,12 @@ func (c *Client) coalescers() {
 			return &v1.HeartbeatEachRequest{Items: items}
 		},
 		(*v1.HeartbeatEachResponse).GetResults,
-		func(r *v1.HeartbeatEachResult) (*v1.HeartbeatResponse, *v1.ItemError) {
+		func(r *v1.HeartbeatEachResult, res *v1.HeartbeatResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.HeartbeatResponse{Deadline: r.Deadline}, nil
+			res.Deadline = r.Deadline
+			return nil
 		}))
 	c.completeClaims = newCoalescer(c, func(s *stubs, ctx context.Context, r *connect.Request[v1.CompleteAndClaimRequest]) (*connect.Response[v1.CompleteAndClaimResponse], error) {
 		return s.pipe.CompleteAndClaim(ctx, r)
@@ -464,10 +494,11 @@ func (c *Client) coalescers() {
 			return &v1.CompleteAndClaimEachRequest{Items: items}
 		},
 		(*v1.CompleteAndClaimEachResponse).GetResults,
-		func(r *v1.CompleteAndClaimEachResult) (*v1.CompleteAndClaimResponse, *v1.ItemError) {
+		func(r *v1.CompleteAndClaimEachResult, res *v1.CompleteAndClaimResponse) *v1.ItemError {
 			if r.Error != nil {
-				return nil, r.Error
+				return r.Error
 			}
-			return &v1.CompleteAndClaimResponse{Result: r.Result, Leases: r.Leases}, nil
+			res.Result, res.Leases = r.Result, r.Leases
+			return nil
 		}))
 }

@@ -136,6 +136,71 @@ func TestConcurrentEnqueuesShareARequest(t *testing.T) {
 	}
 }
 
+// TestARequestsReturnSendsTheNext: calls that gather while a request of
+// gathered calls is in flight go out in the next one when it returns
+// (sent by the returning request's sender), and every call of both gets
+// its own task.
+func TestARequestsReturnSendsTheNext(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	first, next := newHold(enqueuePath), newHold(enqueueEachPath)
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(h http.Handler) http.Handler { return first.wrap(next.wrap(h)) })
+	c := dial(t, srv.url, Options{})
+	q := c.Queue(ns, "q")
+	gathered := make(chan int, 64)
+	c.gathered = func(n int) { gathered <- n }
+
+	const second, third = 5, 7
+	ids := make([]uint64, 1+second+third)
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	enqueue := func(from, to int) {
+		for i := from; i < to; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e, err := q.Enqueue(ctx, engine.Task{Payload: fmt.Appendf(nil, `{"i":%d}`, i)})
+				ids[i], errs[i] = e.ID, err
+			}()
+		}
+	}
+	waitGathered := func(n int) {
+		for got := range gathered {
+			if got == n {
+				return
+			}
+		}
+	}
+	enqueue(0, 1) // alone, held by the server
+	<-first.arrived
+	enqueue(1, 1+second)
+	waitGathered(second)
+	close(first.release) // its return sends the second request, which the server holds
+	<-next.arrived
+	enqueue(1+second, len(ids))
+	waitGathered(third)
+	close(next.release) // its return sends the third
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if single, each := first.count(enqueuePath), first.count(enqueueEachPath); single != 1 || each != 2 {
+		t.Fatalf("%d enqueues went in %d Enqueue and %d EnqueueEach requests; want 1 and 2", len(ids), single, each)
+	}
+	seen := map[uint64]bool{}
+	for i, id := range ids {
+		if seen[id] {
+			t.Fatalf("call %d got id %d twice", i, id)
+		}
+		seen[id] = true
+		task := must(db.Queue(ns, "q").Get(ctx, id))(t)
+		if want := fmt.Sprintf(`{"i":%d}`, i); string(task.Payload) != want {
+			t.Fatalf("call %d got task %d holding %s; want %s", i, id, task.Payload, want)
+		}
+	}
+}
+
 // TestNoCoalesceSendsEachCallAlone: with coalescing off, concurrent calls
 // are in flight together, each in a request of its own.
 func TestNoCoalesceSendsEachCallAlone(t *testing.T) {

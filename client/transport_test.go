@@ -163,3 +163,38 @@ func TestMaxConns(t *testing.T) {
 		t.Fatalf("%d connections accepted, want at most %d for calls and %d for the claimers", n, maxConns, claimers)
 	}
 }
+
+// TestAsksForNoCompression: the client's requests do not ask the server
+// for gzip, so that large answers come back as they are.
+func TestAsksForNoCompression(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	var asked atomic.Value
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ae := r.Header.Get("Accept-Encoding"); strings.Contains(ae, "gzip") {
+				asked.Store(r.URL.Path + ": " + ae)
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	c := dial(t, srv.url, Options{})
+	q := c.Queue(ns, "q")
+	// An answer beyond the server's threshold for compression.
+	payload := []byte(`"` + strings.Repeat("x", 1000) + `"`)
+	tasks := make([]engine.Task, 100)
+	for i := range tasks {
+		tasks[i].Payload = payload
+	}
+	if _, err := q.EnqueueBatch(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := q.Claim(ctx, "w", time.Minute, len(tasks))
+	if err != nil || len(ls) != len(tasks) {
+		t.Fatal(len(ls), err)
+	}
+	if a := asked.Load(); a != nil {
+		t.Fatalf("a request asked for compression: %s", a)
+	}
+}

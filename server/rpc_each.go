@@ -107,7 +107,11 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 	proc := req.Spec().Procedure
 	results := make([]v1.EnqueueEachResult, len(items))
 	out := &v1.EnqueueEachResponse{Results: make([]*v1.EnqueueEachResult, len(items))}
+	enqueued := make([]v1.Enqueued, len(items))
 	pending := make([]*engine.Pending, len(items))
+	// The items of a request are mostly for one queue: its handle is made
+	// once.
+	var q engine.Queue
 	// Every commit is under way before the first wait, so that they share
 	// the sync rounds; a standalone DB commits them in the items' order.
 	for i, m := range items {
@@ -117,7 +121,10 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 			results[i].Error = h.s.itemError(ctx, proc, i, err)
 			continue
 		}
-		pending[i] = api.Queue(wire.Namespace(m.GetNamespace()), m.GetQueue()).EnqueueAsync(ctx, t, ops...)
+		if ns := wire.Namespace(m.GetNamespace()); q == nil || q.Namespace() != ns || q.Name() != m.GetQueue() {
+			q = api.Queue(ns, m.GetQueue())
+		}
+		pending[i] = q.EnqueueAsync(ctx, t, ops...)
 	}
 	for i, p := range pending {
 		if p == nil {
@@ -128,7 +135,8 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 			results[i].Error = h.s.itemError(ctx, proc, i, err)
 			continue
 		}
-		results[i].Enqueued = wire.PBEnqueued(e)[0]
+		enqueued[i].Id, enqueued[i].Deduplicated = e.ID, e.Deduplicated
+		results[i].Enqueued = &enqueued[i]
 	}
 	return reply(out)
 }
