@@ -880,7 +880,7 @@ func (d *DB) Stats() Stats {
 	c.mu.Unlock()
 	if c.log != nil {
 		ls := c.log.Stats()
-		s.LogSyncs, s.LogBytes = ls.Syncs, ls.BytesWritten
+		s.LogSyncs, s.LogBytes, s.LogGroups = ls.Syncs, ls.BytesWritten, ls.Groups
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -66,6 +67,39 @@ type Stats struct {
 	Syncs        uint64 // fsyncs of the tail segment
 	BytesWritten uint64 // bytes written to segment files, length prefixes included
 	SyncNanos    uint64 // time spent in those fsyncs
+	// Groups counts the fsyncs that made records durable by how many they
+	// covered (the group size): Groups[i] those of a size GroupRange(i).
+	Groups [GroupBuckets]uint64
+}
+
+// GroupBuckets is the number of buckets of Stats.Groups: one per group
+// size up to 16, then one per power of two, the last open-ended.
+const GroupBuckets = 24
+
+// exactGroups is how many group sizes have a bucket of their own.
+const exactGroups = 16
+
+// GroupBucket returns the bucket of Stats.Groups that counts an fsync
+// covering n records.
+func GroupBucket(n int) int {
+	if n <= exactGroups {
+		return max(n, 1) - 1
+	}
+	// 17–32 in exactGroups, 33–64 in the next, and so on.
+	return min(exactGroups+bits.Len(uint(n-1))-5, GroupBuckets-1)
+}
+
+// GroupRange returns the smallest and the largest group size bucket i of
+// Stats.Groups counts; hi is 0 for the last, which has no bound.
+func GroupRange(i int) (lo, hi int) {
+	if i < exactGroups {
+		return i + 1, i + 1
+	}
+	lo = 1<<(i-exactGroups+4) + 1
+	if i < GroupBuckets-1 {
+		hi = 1 << (i - exactGroups + 5)
+	}
+	return lo, hi
 }
 
 // Log is an open write-ahead log. Append must not be called concurrently
@@ -114,6 +148,7 @@ type Log struct {
 	failure atomic.Pointer[error]
 
 	appends, flushes, syncs, bytes, syncNanos atomic.Uint64
+	groups                                    [GroupBuckets]atomic.Uint64
 }
 
 // pending holds appended records not yet written: their entries, framed
@@ -468,6 +503,7 @@ func (l *Log) syncWritten() error {
 	}
 	took := time.Since(start)
 	covered := int64(target - l.synced.Load())
+	l.groups[GroupBucket(int(covered))].Add(1)
 	if l.opts.OnSync != nil {
 		l.opts.OnSync(took, int(covered))
 	}
@@ -626,13 +662,17 @@ func (l *Log) TruncateFront(seq uint64) error {
 
 // Stats returns the running totals.
 func (l *Log) Stats() Stats {
-	return Stats{
+	s := Stats{
 		Appends:      l.appends.Load(),
 		Flushes:      l.flushes.Load(),
 		Syncs:        l.syncs.Load(),
 		BytesWritten: l.bytes.Load(),
 		SyncNanos:    l.syncNanos.Load(),
 	}
+	for i := range l.groups {
+		s.Groups[i] = l.groups[i].Load()
+	}
+	return s
 }
 
 // Close writes and fsyncs every appended record and closes the files. Sync

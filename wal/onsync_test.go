@@ -35,6 +35,42 @@ func TestOnSyncReportsGroups(t *testing.T) {
 	if calls != 2 || records != 10 {
 		t.Fatalf("OnSync saw %d fsyncs covering %d records, want 2 covering 10", calls, records)
 	}
+	var want [GroupBuckets]uint64
+	want[GroupBucket(5)] = 2
+	if got := l.Stats().Groups; got != want {
+		t.Fatalf("Stats().Groups = %v, want two groups of 5: %v", got, want)
+	}
+}
+
+// TestGroupBuckets checks that the buckets of Stats.Groups cover every
+// group size once, in order, exactly up to 16.
+func TestGroupBuckets(t *testing.T) {
+	next := 1
+	for i := range GroupBuckets {
+		lo, hi := GroupRange(i)
+		if lo != next {
+			t.Fatalf("bucket %d starts at %d, want %d", i, lo, next)
+		}
+		if i < 16 && hi != lo {
+			t.Fatalf("bucket %d is %d-%d, want %d alone", i, lo, hi, lo)
+		}
+		if (hi == 0) != (i == GroupBuckets-1) {
+			t.Fatalf("bucket %d is %d-%d: only the last is open-ended", i, lo, hi)
+		}
+		last := hi
+		if hi == 0 {
+			last = lo + 1000
+		}
+		for n := lo; n <= last; n++ {
+			if b := GroupBucket(n); b != i {
+				t.Fatalf("GroupBucket(%d) = %d, want %d (%d-%d)", n, b, i, lo, hi)
+			}
+		}
+		next = hi + 1
+	}
+	if b := GroupBucket(1 << 40); b != GroupBuckets-1 {
+		t.Fatalf("GroupBucket(2^40) = %d, want the last bucket", b)
+	}
 }
 
 func TestFlushToSharesWrites(t *testing.T) {
