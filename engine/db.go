@@ -450,6 +450,13 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		// A commit without mutations (a deduplicated enqueue, an assertion
 		// that held) and a refusal (not found, lease lost, conflict) still
 		// wait: the answer may rest on batches that are not durable yet.
+		if d := c.deferredOf(ctx); d != nil {
+			d.add(seq, rep, err)
+			if err != nil {
+				return 0, err
+			}
+			return seq, nil
+		}
 		if derr := c.durable(seq); derr != nil {
 			err = derr
 		}
