@@ -139,11 +139,13 @@ type Log struct {
 
 	// Gathering (see gather): active estimates the committers at work, the
 	// records the last fsync covered plus those appended while it ran;
-	// lastSync is how long it took. arrived, when set (under mu), hears of
-	// every Append while a leader gathers.
+	// lastSync is how long it took. arrived, when set (under mu), is
+	// closed by the Append that makes want records pending while a leader
+	// gathers.
 	active   atomic.Int64
 	lastSync atomic.Int64
 	arrived  chan struct{}
+	want     int
 
 	failure atomic.Pointer[error]
 
@@ -275,11 +277,9 @@ func (l *Log) Append(seq uint64, data []byte) error {
 	p.buf = appendEntry(p.buf, seq, data)
 	p.ends = append(p.ends, len(p.buf))
 	l.last.Store(seq)
-	if l.arrived != nil {
-		select {
-		case l.arrived <- struct{}{}:
-		default:
-		}
+	if l.arrived != nil && len(p.ends) >= l.want {
+		close(l.arrived) // the gathering leader has what it waited for
+		l.arrived = nil
 	}
 	l.mu.Unlock()
 	l.appends.Add(1)
@@ -380,56 +380,58 @@ func (l *Log) Sync(seq uint64) error {
 	return nil
 }
 
-// Bounds of one gather: the longest it waits in all, as a fraction of the
-// last fsync and absolutely, and the longest it waits for the next record.
+// Bounds of one gather: the longest it waits, as a fraction of the last
+// fsync and absolutely.
 const (
 	gatherShare = 2 // at most 1/gatherShare of the last fsync
 	maxGather   = time.Millisecond
-	maxGap      = 20 * time.Microsecond
 )
+
+// gatherWait is how long a leader that finds pending records appended may
+// wait for the ones it expects, active (the records the last fsync covered
+// plus those appended while it ran), when that fsync took lastSync: not at
+// all when they are all there or it expects at most one committer (a lone
+// committer never waits), else up to 1/gatherShare of lastSync and never
+// more than maxGather. Waiting is a bet that the committers the last fsync
+// released are about to append again; its cost is bounded by a share of
+// one fsync, and a round that falls short lowers active for the next.
+func gatherWait(pending, active int64, lastSync time.Duration) time.Duration {
+	if pending >= active || active <= 1 || lastSync <= 0 {
+		return 0
+	}
+	return min(lastSync/gatherShare, maxGather)
+}
 
 // gather lets the committers released by the previous fsync append before
 // this round takes the pending records. They are typically about to
 // append (a worker that commits again at once) but have not yet, so a
-// round that went ahead without them would hold a few records, and the
-// next the rest, each paying a whole fsync. The leader waits while records
-// keep arriving, until as many are pending as the last round found at
-// work (active), or no record came for a gap, or a share of the last
-// fsync's time has passed: a lone committer, or a round that has everyone,
-// does not wait at all.
+// round that went ahead without them would hold a few records and the
+// next the rest, each paying a whole fsync: rounds would alternate small
+// and large, each committer making one commit per two fsyncs. The leader
+// waits, for as long as gatherWait allows, until as many records are
+// pending as it expects; Append wakes it once they are, not at every
+// record, so the committers it waits for keep the processor.
 func (l *Log) gather() {
 	want := l.active.Load()
-	budget := min(time.Duration(l.lastSync.Load())/gatherShare, maxGather)
-	gap := min(budget/4, maxGap)
 	l.mu.Lock()
-	if int64(len(l.pend.ends)) >= want || gap <= 0 {
+	wait := gatherWait(int64(len(l.pend.ends)), want, time.Duration(l.lastSync.Load()))
+	if wait <= 0 {
 		l.mu.Unlock()
 		runtime.Gosched() // those about to append get one chance
 		return
 	}
-	ch := make(chan struct{}, 1)
-	l.arrived = ch
+	ch := make(chan struct{})
+	l.arrived, l.want = ch, int(want)
 	l.mu.Unlock()
-	deadline := time.Now().Add(budget)
-	t := time.NewTimer(gap)
-	for {
-		select {
-		case <-ch:
-		case <-t.C:
-			want = 0 // nobody came for a gap
-		}
-		l.mu.Lock()
-		done := int64(len(l.pend.ends)) >= want || !time.Now().Before(deadline)
-		if done {
-			l.arrived = nil
-		}
-		l.mu.Unlock()
-		if done {
-			t.Stop()
-			return
-		}
-		t.Reset(gap)
+	t := time.NewTimer(wait)
+	select {
+	case <-ch:
+	case <-t.C:
 	}
+	t.Stop()
+	l.mu.Lock()
+	l.arrived = nil
+	l.mu.Unlock()
 }
 
 // commit writes whatever is pending and fsyncs it: one round of group
