@@ -162,12 +162,13 @@ func eachOnLease[Item, Result any](ctx context.Context, s *Server, proc string, 
 		for i, err := range errs {
 			if err == nil || restsOnLog(err) {
 				errs[i] = werr
+				out[i] = new(Result) // what it would have returned does not hold
 			}
 		}
 	}
 	for i, err := range errs {
 		if err != nil {
-			setErr(&results[i], s.itemError(ctx, proc, i, err))
+			setErr(out[i], s.itemError(ctx, proc, i, err))
 		}
 	}
 	return out, nil

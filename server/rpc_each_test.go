@@ -464,8 +464,8 @@ func TestEachCallsOnLeasesWhenTheSyncFails(t *testing.T) {
 	}
 	rs := cr.Msg.Results
 	for i := range 2 {
-		if got := wire.ItemError(rs[i].GetError()); !errors.Is(wire.FromConnect(got), engine.ErrFailed) {
-			t.Fatalf("item %d: %v, want the log's failure", i, got)
+		if got := wire.ItemError(rs[i].GetError()); !errors.Is(wire.FromConnect(got), engine.ErrFailed) || rs[i].GetResult() != nil {
+			t.Fatalf("item %d: %v (result %v), want the log's failure alone", i, got, rs[i].GetResult())
 		}
 	}
 	if got := wire.ItemError(rs[2].GetError()); got == nil || got.Code() != connect.CodeInvalidArgument {
