@@ -44,6 +44,9 @@ type Counters struct {
 	Commits  uint64
 	Fsyncs   uint64
 	LogBytes uint64
+	// Groups counts fsyncs by the commits each covered, in the buckets of
+	// engine.Stats.LogGroups; zero where the queue does not say.
+	Groups [engine.LogGroupBuckets]uint64
 }
 
 // Opener opens a fresh, empty queue for one run of cfg, keeping its files
@@ -91,7 +94,7 @@ func openDB(cfg Config, dir string, tweak func(*engine.Options)) (*engine.DB, er
 func dbCounters(db *engine.DB) func() (Counters, bool) {
 	return func() (Counters, bool) {
 		s := db.Stats()
-		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes}, true
+		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes, Groups: s.LogGroups}, true
 	}
 }
 
@@ -191,4 +194,11 @@ func (w window) close(r *Result) {
 	r.Commits = c.Commits - w.start.Commits
 	r.Fsyncs = c.Fsyncs - w.start.Fsyncs
 	r.LogBytes = c.LogBytes - w.start.LogBytes
+	r.Groups = nil
+	for i := range c.Groups {
+		if n := c.Groups[i] - w.start.Groups[i]; n > 0 {
+			lo, hi := engine.LogGroupRange(i)
+			r.Groups = append(r.Groups, GroupCount{Min: lo, Max: hi, Fsyncs: n})
+		}
+	}
 }

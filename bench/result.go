@@ -70,9 +70,12 @@ type Result struct {
 	Fsyncs       uint64  `json:"fsyncs,omitempty"`
 	FsyncsPerSec float64 `json:"fsyncs_per_sec,omitempty"`
 	// GroupSize is commits per fsync: how many commits one fsync covered.
-	GroupSize    float64 `json:"group_size,omitempty"`
-	LogBytes     uint64  `json:"log_bytes,omitempty"`
-	BytesPerTask float64 `json:"bytes_per_task,omitempty"`
+	GroupSize float64 `json:"group_size,omitempty"`
+	// Groups is the histogram behind GroupSize: fsyncs by how many commits
+	// each covered, where the queue counts them (docket's own).
+	Groups       []GroupCount `json:"groups,omitempty"`
+	LogBytes     uint64       `json:"log_bytes,omitempty"`
+	BytesPerTask float64      `json:"bytes_per_task,omitempty"`
 
 	// CPU is the CPU time (user and system) the whole process used in the
 	// window: the load generator, the queue and, in remote mode, the
@@ -87,6 +90,33 @@ type Result struct {
 
 	Recovery  *Recovery  `json:"recovery,omitempty"`
 	Footprint *Footprint `json:"footprint,omitempty"`
+}
+
+// GroupCount is one bucket of Result.Groups: Fsyncs fsyncs covered from
+// Min to Max commits each (Max 0: no bound).
+type GroupCount struct {
+	Min    int    `json:"min"`
+	Max    int    `json:"max"`
+	Fsyncs uint64 `json:"fsyncs"`
+}
+
+// groupHist writes gs on one line, "size:fsyncs" per bucket.
+func groupHist(gs []GroupCount) string {
+	var b strings.Builder
+	for i, g := range gs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		switch {
+		case g.Min == g.Max:
+			fmt.Fprintf(&b, "%d:%d", g.Min, g.Fsyncs)
+		case g.Max == 0:
+			fmt.Fprintf(&b, "%d+:%d", g.Min, g.Fsyncs)
+		default:
+			fmt.Fprintf(&b, "%d-%d:%d", g.Min, g.Max, g.Fsyncs)
+		}
+	}
+	return b.String()
 }
 
 // Recovery is what W8 measured.
@@ -176,6 +206,9 @@ func (r Result) Table(w io.Writer) error {
 	if r.Fsyncs > 0 || r.Commits > 0 {
 		line("commits", fmt.Sprintf("%d, %d fsyncs (%s/s), %.1f commits/fsync", r.Commits, r.Fsyncs,
 			rate(r.FsyncsPerSec), r.GroupSize))
+	}
+	if len(r.Groups) > 0 {
+		line("commits/fsync", groupHist(r.Groups))
 	}
 	if r.LogBytes > 0 {
 		line("log", fmt.Sprintf("%s, %.0f bytes/task", size(int64(r.LogBytes)), r.BytesPerTask))

@@ -94,6 +94,22 @@ func TestEnqueueWorkloads(t *testing.T) {
 				if m.dur == engine.SyncAlways && (res.Fsyncs == 0 || res.GroupSize < 1) {
 					t.Fatalf("%d fsyncs, group %.1f", res.Fsyncs, res.GroupSize)
 				}
+				if m.dur == engine.SyncAlways {
+					// Every fsync of the window made commits durable, and
+					// the histogram covers each once.
+					var fsyncs uint64
+					lo := 0
+					for _, g := range res.Groups {
+						if g.Min <= lo || g.Max != 0 && g.Max < g.Min {
+							t.Fatalf("groups out of order: %+v", res.Groups)
+						}
+						lo = g.Min
+						fsyncs += g.Fsyncs
+					}
+					if fsyncs != res.Fsyncs {
+						t.Fatalf("group histogram %+v counts %d fsyncs, want %d", res.Groups, fsyncs, res.Fsyncs)
+					}
+				}
 				if w == "W1P" && m.dur == engine.SyncAlways && res.Fsyncs >= uint64(n) {
 					t.Fatalf("%d fsyncs for %d pipelined commits: none shared", res.Fsyncs, n)
 				}

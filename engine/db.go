@@ -524,6 +524,13 @@ func (c *core) commit(ctx context.Context, plan func(p *planner) error) (uint64,
 		// A commit without mutations (a deduplicated enqueue, an assertion
 		// that held) and a refusal (not found, lease lost, conflict) still
 		// wait: the answer may rest on batches that are not durable yet.
+		if d := c.deferredOf(ctx); d != nil {
+			d.add(seq, rep, err)
+			if err != nil {
+				return 0, err
+			}
+			return seq, nil
+		}
 		if derr := c.durable(seq); derr != nil {
 			err = derr
 		}
@@ -954,7 +961,7 @@ func (d *DB) Stats() Stats {
 	c.mu.Unlock()
 	if c.log != nil {
 		ls := c.log.Stats()
-		s.LogSyncs, s.LogBytes = ls.Syncs, ls.BytesWritten
+		s.LogSyncs, s.LogBytes, s.LogGroups = ls.Syncs, ls.BytesWritten, ls.Groups
 	}
 	return s
 }

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/docketdb/docket/wal"
+)
 
 // EventKind names what happened to tasks.
 type EventKind uint8
@@ -73,4 +77,17 @@ type Stats struct {
 	LogSyncs     uint64 // fsyncs of the log
 	LogBytes     uint64 // bytes written to the log
 	Snapshots    uint64
+	// LogGroups counts the fsyncs of the log that made batches durable by
+	// how many each covered (one batch per commit, housekeeping aside):
+	// LogGroups[i] those of a size LogGroupRange(i).
+	LogGroups [LogGroupBuckets]uint64
 }
+
+// LogGroupBuckets is the number of buckets of Stats.LogGroups: one per
+// group size up to 16, then one per power of two, the last open-ended.
+const LogGroupBuckets = wal.GroupBuckets
+
+// LogGroupRange returns the smallest and the largest number of batches an
+// fsync counted in bucket i of Stats.LogGroups covered; hi is 0 for the
+// last bucket, which has no bound.
+func LogGroupRange(i int) (lo, hi int) { return wal.GroupRange(i) }

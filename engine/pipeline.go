@@ -263,3 +263,87 @@ func (c *core) settleRound() {
 		c.report(&rr.rep, err)
 	}
 }
+
+// deferKey marks a context whose commits leave their wait for durability
+// to a Deferred.
+type deferKey struct{}
+
+// Deferred is the wait for durability of the commits made with a context
+// from DeferDurable, left for Wait to do once for all of them.
+type Deferred struct {
+	mu      sync.Mutex
+	c       *core
+	seq     uint64 // the newest batch a deferred commit wrote or saw
+	reports []roundReport
+}
+
+// DeferDurable returns a context whose commits on a DB of its own
+// (standalone, with a directory) answer as soon as they are logged and
+// applied, without waiting for the log to make them durable, and the
+// Deferred whose Wait then waits for all of them at once: commits made
+// together this way share one sync of the log instead of each leading or
+// joining a round of its own. Nothing those calls returned may be acted
+// on or passed on before Wait has returned nil: until then it may not
+// survive a crash. A replicated DB (whose log waits inside each call), a
+// DB in memory (nothing to wait for) and a call that wrote and saw nothing
+// needing a wait are not deferred. The Observer hears of a deferred commit
+// once Wait knows its outcome.
+func DeferDurable(ctx context.Context) (context.Context, *Deferred) {
+	d := &Deferred{}
+	return context.WithValue(ctx, deferKey{}, d), d
+}
+
+// deferredOf returns the Deferred that ctx leaves c's waits to, if any.
+func (c *core) deferredOf(ctx context.Context) *Deferred {
+	if c.log == nil || c.repl != nil {
+		return nil
+	}
+	d, _ := ctx.Value(deferKey{}).(*Deferred)
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c == nil {
+		d.c = c
+	}
+	if d.c != c {
+		return nil // another DB's: this one waits as usual
+	}
+	return d
+}
+
+// add records a commit that saw or wrote batch seq and left its wait and
+// its report to d.
+func (d *Deferred) add(seq uint64, rep stepReport, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seq = max(d.seq, seq)
+	if rep.events != nil || rep.dead != nil || rep.hkEvents != nil || rep.hkDead != nil {
+		d.reports = append(d.reports, roundReport{rep: rep, err: err})
+	}
+}
+
+// Wait returns once every commit deferred to d so far is as durable as
+// the DB's options promise, or with the error that stops it from being
+// (the log failed, the DB closed): then none of those calls' answers
+// holds. Commits deferred after Wait has begun are left to the next call.
+func (d *Deferred) Wait() error {
+	d.mu.Lock()
+	c, seq, reports := d.c, d.seq, d.reports
+	d.seq, d.reports = 0, nil
+	d.mu.Unlock()
+	if c == nil || seq == 0 && reports == nil {
+		return nil
+	}
+	err := c.durable(seq)
+	for i := range reports {
+		rr := &reports[i]
+		rerr := rr.err
+		if err != nil {
+			rerr = err
+		}
+		c.report(&rr.rep, rerr)
+	}
+	return err
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/docketdb/docket/wal"
 )
 
 // syncGate is a failpoint that holds the log's fsyncs until it is opened:
@@ -107,7 +109,7 @@ func TestEnqueueAsyncPipelines(t *testing.T) {
 	q := e.q("q")
 	first := q.EnqueueAsync(ctx, Task{Payload: []byte(`1`)})
 	gate.held(t) // the first round's fsync
-	syncs := e.db.Stats().LogSyncs
+	syncs, groups := e.db.Stats().LogSyncs, e.db.Stats().LogGroups
 	const n = 200
 	ps := []*Pending{first}
 	for i := 1; i < n; i++ {
@@ -130,6 +132,12 @@ func TestEnqueueAsyncPipelines(t *testing.T) {
 	}
 	if d := e.db.Stats().LogSyncs - syncs; d > 2 {
 		t.Fatalf("%d fsyncs for %d enqueues in flight, want at most 2", d, n)
+	}
+	// The held fsync covers the first enqueue, the next all the others.
+	groups[0]++
+	groups[wal.GroupBucket(n-1)]++
+	if got := e.db.Stats().LogGroups; got != groups {
+		t.Fatalf("LogGroups %v, want one more fsync of 1 and one of %d: %v", got, n-1, groups)
 	}
 	e.crash()
 	e.open()

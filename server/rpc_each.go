@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -20,9 +21,9 @@ import (
 // the same validation, permissions and errors); only the answer is
 // shared. Enqueues go through the engine's pipelined path (EnqueueAsync),
 // so that the items of a request join one sync round; the calls on a
-// lease have no pipelined form and run on goroutines of their own, at
-// most eachParallel at once per request, whose commits group in the log
-// as concurrent callers' do.
+// lease run on goroutines of their own, at most eachParallel at once per
+// request, with their waits for durability deferred to one wait for the
+// whole request (engine.DeferDurable).
 
 // MaxEachItems bounds the items of one Each call; a call with more is
 // refused with InvalidArgument before any item runs.
@@ -142,7 +143,12 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 }
 
 // eachOnLease serves an Each call of calls on a lease: run for each item,
-// in parallel, the result of each set by set or its error by setErr.
+// in parallel, the result of each set by set or its error by setErr. The
+// items' commits leave their wait for durability to one wait once all have
+// run (engine.DeferDurable), so that one request's commits share the
+// log's syncs instead of the first leading a round almost alone; nothing
+// is answered before that wait has returned, and if it fails every item
+// whose answer rested on it gets its error.
 func eachOnLease[Item, Result any](ctx context.Context, s *Server, proc string, items []*Item,
 	run func(context.Context, *Item, *Result) error, setErr func(*Result, *v1.ItemError)) ([]*Result, error) {
 	if err := checkEach(len(items)); err != nil {
@@ -153,12 +159,33 @@ func eachOnLease[Item, Result any](ctx context.Context, s *Server, proc string, 
 	for i := range results {
 		out[i] = &results[i]
 	}
+	errs := make([]error, len(items))
+	dctx, deferred := engine.DeferDurable(ctx)
 	s.eachParallelDo(ctx, proc, len(items), func(i int) error {
-		return run(ctx, items[i], &results[i])
+		return run(dctx, items[i], &results[i])
 	}, func(i int, err error) {
-		setErr(&results[i], s.itemError(ctx, proc, i, err))
+		errs[i] = err
 	})
+	if werr := deferred.Wait(); werr != nil {
+		for i, err := range errs {
+			if err == nil || restsOnLog(err) {
+				errs[i] = werr
+				out[i] = new(Result) // what it would have returned does not hold
+			}
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			setErr(out[i], s.itemError(ctx, proc, i, err))
+		}
+	}
 	return out, nil
+}
+
+// restsOnLog reports whether a call's error is a refusal, which the engine
+// gives only once the batches it rests on are durable, like a success.
+func restsOnLog(err error) bool {
+	return errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrLeaseLost) || errors.Is(err, engine.ErrConflict)
 }
 
 func (h pipelineRPC) CompleteEach(ctx context.Context, req *connect.Request[v1.CompleteEachRequest]) (*connect.Response[v1.CompleteEachResponse], error) {

@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/docketdb/docket/engine"
@@ -343,5 +345,130 @@ func TestEachItemThatPanicsFailsAlone(t *testing.T) {
 	lines := logs.lines(t)
 	if len(lines) != 1 || lines[0]["panic"] != "boom" || lines[0]["item"] != float64(42) {
 		t.Fatalf("the panic was not logged with its item: %v", lines)
+	}
+}
+
+// durableServer serves a DB with a directory, syncing every commit, whose
+// fsyncs fail once failSyncs is set.
+func durableServer(t *testing.T) (url string, db *engine.DB, failSyncs *atomic.Bool) {
+	t.Helper()
+	failSyncs = new(atomic.Bool)
+	db, err := engine.Open(t.TempDir(), engine.Options{
+		Logger: slog.New(slog.DiscardHandler),
+		Failpoint: func(name string) error {
+			if name == "sync" && failSyncs.Load() {
+				return errors.New("disk gone")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return rpcServer(t, New(db, Options{Logger: slog.New(slog.DiscardHandler)})), db, failSyncs
+}
+
+// claimRefs enqueues n tasks on q and claims them, as lease references.
+func claimRefs(t *testing.T, q engine.Queue, n int) []*v1.LeaseRef {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := q.Claim(ctx, "w", time.Minute, n)
+	if err != nil || len(ls) != n {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	refs := make([]*v1.LeaseRef, n)
+	for i, l := range ls {
+		refs[i] = wire.PBLeaseRef(l)
+	}
+	return refs
+}
+
+// TestEachCallsOnLeasesShareOneSync: the items of one CompleteEach or
+// CompleteAndClaimEach request commit one by one but wait for the log
+// together, so one fsync makes the whole request durable.
+func TestEachCallsOnLeasesShareOneSync(t *testing.T) {
+	ctx := context.Background()
+	url, db, _ := durableServer(t)
+	q := db.Queue(engine.NS("acme", "prod"), "q")
+	const n = 40
+	refs := claimRefs(t, q, n)
+	p := pipelineStub(url, "")
+
+	syncs := db.Stats().LogSyncs
+	items := make([]*v1.CompleteRequest, n/2)
+	for i := range items {
+		items[i] = &v1.CompleteRequest{Namespace: acme, Queue: "q", Lease: refs[i]}
+	}
+	cr, err := p.CompleteEach(ctx, connect.NewRequest(&v1.CompleteEachRequest{Items: items}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range cr.Msg.Results {
+		if r.GetError() != nil {
+			t.Fatalf("completion %d: %v", i, r.GetError())
+		}
+	}
+	if got := db.Stats().LogSyncs - syncs; got != 1 {
+		t.Fatalf("%d fsyncs for %d completions in one request, want 1", got, n/2)
+	}
+
+	syncs = db.Stats().LogSyncs
+	ccItems := make([]*v1.CompleteAndClaimRequest, n/2)
+	for i := range ccItems {
+		ccItems[i] = &v1.CompleteAndClaimRequest{Namespace: acme, Queue: "q", Lease: refs[n/2+i], Owner: "w2",
+			ClaimLease: durationpb.New(time.Minute), Max: 1}
+	}
+	ccr, err := p.CompleteAndClaimEach(ctx, connect.NewRequest(&v1.CompleteAndClaimEachRequest{Items: ccItems}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range ccr.Msg.Results {
+		if r.GetError() != nil {
+			t.Fatalf("completion that claims %d: %v", i, r.GetError())
+		}
+	}
+	if got := db.Stats().LogSyncs - syncs; got != 1 {
+		t.Fatalf("%d fsyncs for %d completions that claim in one request, want 1", got, n/2)
+	}
+	if c, err := q.Counts(ctx); err != nil || c.Ready+c.InFlight != 0 {
+		t.Fatalf("after every completion: %+v %v", c, err)
+	}
+}
+
+// TestEachCallsOnLeasesWhenTheSyncFails: when the one sync of a request
+// fails, every item whose answer rested on it (a success, a refusal) gets
+// the failure, an item refused for its arguments keeps its own answer, and
+// none is reported done.
+func TestEachCallsOnLeasesWhenTheSyncFails(t *testing.T) {
+	ctx := context.Background()
+	url, db, failSyncs := durableServer(t)
+	q := db.Queue(engine.NS("acme", "prod"), "q")
+	refs := claimRefs(t, q, 2)
+	forged := proto.Clone(refs[1]).(*v1.LeaseRef)
+	forged.Token++
+	p := pipelineStub(url, "")
+	failSyncs.Store(true)
+	cr, err := p.CompleteEach(ctx, connect.NewRequest(&v1.CompleteEachRequest{Items: []*v1.CompleteRequest{
+		{Namespace: acme, Queue: "q", Lease: refs[0]},
+		{Namespace: acme, Queue: "q", Lease: forged},
+		{Namespace: acme, Queue: "", Lease: refs[1]},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := cr.Msg.Results
+	for i := range 2 {
+		if got := wire.ItemError(rs[i].GetError()); !errors.Is(wire.FromConnect(got), engine.ErrFailed) || rs[i].GetResult() != nil {
+			t.Fatalf("item %d: %v (result %v), want the log's failure alone", i, got, rs[i].GetResult())
+		}
+	}
+	if got := wire.ItemError(rs[2].GetError()); got == nil || got.Code() != connect.CodeInvalidArgument {
+		t.Fatalf("item without a queue: %v, want its own InvalidArgument", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -66,6 +67,39 @@ type Stats struct {
 	Syncs        uint64 // fsyncs of the tail segment
 	BytesWritten uint64 // bytes written to segment files, length prefixes included
 	SyncNanos    uint64 // time spent in those fsyncs
+	// Groups counts the fsyncs that made records durable by how many they
+	// covered (the group size): Groups[i] those of a size GroupRange(i).
+	Groups [GroupBuckets]uint64
+}
+
+// GroupBuckets is the number of buckets of Stats.Groups: one per group
+// size up to 16, then one per power of two, the last open-ended.
+const GroupBuckets = 24
+
+// exactGroups is how many group sizes have a bucket of their own.
+const exactGroups = 16
+
+// GroupBucket returns the bucket of Stats.Groups that counts an fsync
+// covering n records.
+func GroupBucket(n int) int {
+	if n <= exactGroups {
+		return max(n, 1) - 1
+	}
+	// 17–32 in exactGroups, 33–64 in the next, and so on.
+	return min(exactGroups+bits.Len(uint(n-1))-5, GroupBuckets-1)
+}
+
+// GroupRange returns the smallest and the largest group size bucket i of
+// Stats.Groups counts; hi is 0 for the last, which has no bound.
+func GroupRange(i int) (lo, hi int) {
+	if i < exactGroups {
+		return i + 1, i + 1
+	}
+	lo = 1<<(i-exactGroups+4) + 1
+	if i < GroupBuckets-1 {
+		hi = 1 << (i - exactGroups + 5)
+	}
+	return lo, hi
 }
 
 // Log is an open write-ahead log. Append must not be called concurrently
@@ -105,15 +139,18 @@ type Log struct {
 
 	// Gathering (see gather): active estimates the committers at work, the
 	// records the last fsync covered plus those appended while it ran;
-	// lastSync is how long it took. arrived, when set (under mu), hears of
-	// every Append while a leader gathers.
+	// lastSync is how long it took. arrived, when set (under mu), is
+	// closed by the Append that makes want records pending while a leader
+	// gathers.
 	active   atomic.Int64
 	lastSync atomic.Int64
 	arrived  chan struct{}
+	want     int
 
 	failure atomic.Pointer[error]
 
 	appends, flushes, syncs, bytes, syncNanos atomic.Uint64
+	groups                                    [GroupBuckets]atomic.Uint64
 }
 
 // pending holds appended records not yet written: their entries, framed
@@ -240,11 +277,9 @@ func (l *Log) Append(seq uint64, data []byte) error {
 	p.buf = appendEntry(p.buf, seq, data)
 	p.ends = append(p.ends, len(p.buf))
 	l.last.Store(seq)
-	if l.arrived != nil {
-		select {
-		case l.arrived <- struct{}{}:
-		default:
-		}
+	if l.arrived != nil && len(p.ends) >= l.want {
+		close(l.arrived) // the gathering leader has what it waited for
+		l.arrived = nil
 	}
 	l.mu.Unlock()
 	l.appends.Add(1)
@@ -345,56 +380,58 @@ func (l *Log) Sync(seq uint64) error {
 	return nil
 }
 
-// Bounds of one gather: the longest it waits in all, as a fraction of the
-// last fsync and absolutely, and the longest it waits for the next record.
+// Bounds of one gather: the longest it waits, as a fraction of the last
+// fsync and absolutely.
 const (
 	gatherShare = 2 // at most 1/gatherShare of the last fsync
 	maxGather   = time.Millisecond
-	maxGap      = 20 * time.Microsecond
 )
+
+// gatherWait is how long a leader that finds pending records appended may
+// wait for the ones it expects, active (the records the last fsync covered
+// plus those appended while it ran), when that fsync took lastSync: not at
+// all when they are all there or it expects at most one committer (a lone
+// committer never waits), else up to 1/gatherShare of lastSync and never
+// more than maxGather. Waiting is a bet that the committers the last fsync
+// released are about to append again; its cost is bounded by a share of
+// one fsync, and a round that falls short lowers active for the next.
+func gatherWait(pending, active int64, lastSync time.Duration) time.Duration {
+	if pending >= active || active <= 1 || lastSync <= 0 {
+		return 0
+	}
+	return min(lastSync/gatherShare, maxGather)
+}
 
 // gather lets the committers released by the previous fsync append before
 // this round takes the pending records. They are typically about to
 // append (a worker that commits again at once) but have not yet, so a
-// round that went ahead without them would hold a few records, and the
-// next the rest, each paying a whole fsync. The leader waits while records
-// keep arriving, until as many are pending as the last round found at
-// work (active), or no record came for a gap, or a share of the last
-// fsync's time has passed: a lone committer, or a round that has everyone,
-// does not wait at all.
+// round that went ahead without them would hold a few records and the
+// next the rest, each paying a whole fsync: rounds would alternate small
+// and large, each committer making one commit per two fsyncs. The leader
+// waits, for as long as gatherWait allows, until as many records are
+// pending as it expects; Append wakes it once they are, not at every
+// record, so the committers it waits for keep the processor.
 func (l *Log) gather() {
 	want := l.active.Load()
-	budget := min(time.Duration(l.lastSync.Load())/gatherShare, maxGather)
-	gap := min(budget/4, maxGap)
 	l.mu.Lock()
-	if int64(len(l.pend.ends)) >= want || gap <= 0 {
+	wait := gatherWait(int64(len(l.pend.ends)), want, time.Duration(l.lastSync.Load()))
+	if wait <= 0 {
 		l.mu.Unlock()
 		runtime.Gosched() // those about to append get one chance
 		return
 	}
-	ch := make(chan struct{}, 1)
-	l.arrived = ch
+	ch := make(chan struct{})
+	l.arrived, l.want = ch, int(want)
 	l.mu.Unlock()
-	deadline := time.Now().Add(budget)
-	t := time.NewTimer(gap)
-	for {
-		select {
-		case <-ch:
-		case <-t.C:
-			want = 0 // nobody came for a gap
-		}
-		l.mu.Lock()
-		done := int64(len(l.pend.ends)) >= want || !time.Now().Before(deadline)
-		if done {
-			l.arrived = nil
-		}
-		l.mu.Unlock()
-		if done {
-			t.Stop()
-			return
-		}
-		t.Reset(gap)
+	t := time.NewTimer(wait)
+	select {
+	case <-ch:
+	case <-t.C:
 	}
+	t.Stop()
+	l.mu.Lock()
+	l.arrived = nil
+	l.mu.Unlock()
 }
 
 // commit writes whatever is pending and fsyncs it: one round of group
@@ -468,6 +505,7 @@ func (l *Log) syncWritten() error {
 	}
 	took := time.Since(start)
 	covered := int64(target - l.synced.Load())
+	l.groups[GroupBucket(int(covered))].Add(1)
 	if l.opts.OnSync != nil {
 		l.opts.OnSync(took, int(covered))
 	}
@@ -626,13 +664,17 @@ func (l *Log) TruncateFront(seq uint64) error {
 
 // Stats returns the running totals.
 func (l *Log) Stats() Stats {
-	return Stats{
+	s := Stats{
 		Appends:      l.appends.Load(),
 		Flushes:      l.flushes.Load(),
 		Syncs:        l.syncs.Load(),
 		BytesWritten: l.bytes.Load(),
 		SyncNanos:    l.syncNanos.Load(),
 	}
+	for i := range l.groups {
+		s.Groups[i] = l.groups[i].Load()
+	}
+	return s
 }
 
 // Close writes and fsyncs every appended record and closes the files. Sync

@@ -35,6 +35,42 @@ func TestOnSyncReportsGroups(t *testing.T) {
 	if calls != 2 || records != 10 {
 		t.Fatalf("OnSync saw %d fsyncs covering %d records, want 2 covering 10", calls, records)
 	}
+	var want [GroupBuckets]uint64
+	want[GroupBucket(5)] = 2
+	if got := l.Stats().Groups; got != want {
+		t.Fatalf("Stats().Groups = %v, want two groups of 5: %v", got, want)
+	}
+}
+
+// TestGroupBuckets checks that the buckets of Stats.Groups cover every
+// group size once, in order, exactly up to 16.
+func TestGroupBuckets(t *testing.T) {
+	next := 1
+	for i := range GroupBuckets {
+		lo, hi := GroupRange(i)
+		if lo != next {
+			t.Fatalf("bucket %d starts at %d, want %d", i, lo, next)
+		}
+		if i < 16 && hi != lo {
+			t.Fatalf("bucket %d is %d-%d, want %d alone", i, lo, hi, lo)
+		}
+		if (hi == 0) != (i == GroupBuckets-1) {
+			t.Fatalf("bucket %d is %d-%d: only the last is open-ended", i, lo, hi)
+		}
+		last := hi
+		if hi == 0 {
+			last = lo + 1000
+		}
+		for n := lo; n <= last; n++ {
+			if b := GroupBucket(n); b != i {
+				t.Fatalf("GroupBucket(%d) = %d, want %d (%d-%d)", n, b, i, lo, hi)
+			}
+		}
+		next = hi + 1
+	}
+	if b := GroupBucket(1 << 40); b != GroupBuckets-1 {
+		t.Fatalf("GroupBucket(2^40) = %d, want the last bucket", b)
+	}
 }
 
 func TestFlushToSharesWrites(t *testing.T) {
@@ -65,5 +101,72 @@ func TestFlushToSharesWrites(t *testing.T) {
 	var n int
 	if err := l.Replay(1, func(uint64, []byte) error { n++; return nil }); err != nil || n != 4 {
 		t.Fatalf("replay %d %v", n, err)
+	}
+}
+
+// TestGatherWait: the policy of a gathering leader. A lone committer, a
+// round that has everyone it expects and a log that never synced do not
+// wait; otherwise the wait is a share of the last fsync, never beyond
+// maxGather.
+func TestGatherWait(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		pending, active int64
+		lastSync        time.Duration
+		want            time.Duration
+	}{
+		{1, 1, ms, 0},   // a lone committer
+		{1, 0, ms, 0},   // nothing known yet
+		{0, 1, ms, 0},   // one expected: the leader itself
+		{16, 16, ms, 0}, // everyone is there
+		{20, 16, ms, 0}, // more than expected
+		{1, 16, 0, 0},   // no fsync measured yet
+		{1, 16, ms, ms / gatherShare},
+		{15, 16, 400 * time.Microsecond, 400 * time.Microsecond / gatherShare},
+		{1, 2, 10 * ms, maxGather}, // a slow disk: bounded
+	}
+	for _, tt := range tests {
+		if got := gatherWait(tt.pending, tt.active, tt.lastSync); got != tt.want {
+			t.Errorf("gatherWait(%d pending, %d active, last fsync %v) = %v, want %v",
+				tt.pending, tt.active, tt.lastSync, got, tt.want)
+		}
+	}
+}
+
+// TestAppendWakesTheGatherer: a gathering leader is woken by the Append
+// that makes as many records pending as it waits for, and not before.
+func TestAppendWakesTheGatherer(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	if err := l.Append(1, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{})
+	l.mu.Lock()
+	l.arrived, l.want = ch, 3
+	l.mu.Unlock()
+	woken := func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	if err := l.Append(2, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if woken() {
+		t.Fatal("woken with 2 of 3 records pending")
+	}
+	if err := l.Append(3, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	if !woken() {
+		t.Fatal("not woken with 3 of 3 records pending")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.arrived != nil {
+		t.Fatal("the gatherer's channel is still set once it was woken")
 	}
 }
