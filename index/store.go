@@ -66,6 +66,7 @@ type Queue struct {
 	dueDead    dueTree                 // the same by id (Prio 0), dead at LeaseUntil
 	doneAt     *btree.BTreeG[TimeItem] // completed, by Updated
 	totals     Totals
+	parts      *partitions // nil until a task names a partition (partition.go)
 }
 
 // Count returns how many tasks of the queue are stored in state s.
@@ -451,6 +452,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		// The record is not stored yet, so pointing it at the store's
 		// queue changes nothing anyone has seen.
 		t.Queue = s.Intern(t.Queue.Key)
+		internPart(t.Queue, t)
 		s.deps.touched = append(s.deps.touched, t.ID)
 		if old, ok := s.tasks.Set(t); ok {
 			s.unindex(old)
@@ -607,6 +609,9 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		}
 	}
 	q.counts[t.State]++
+	if q.parts != nil {
+		q.parts.indexPart(t)
+	}
 	s.indexParent(t)
 	switch t.State {
 	case StateReady:
@@ -658,6 +663,9 @@ func (s *Store) unindex(t *Task) {
 	q.counts[t.State]--
 	if q.counts[t.State] == 0 {
 		s.emptied = append(s.emptied, q)
+	}
+	if q.parts != nil {
+		q.parts.unindexPart(t)
 	}
 	s.unindexParent(t)
 	switch t.State {
@@ -751,6 +759,7 @@ func (s *Store) LoadTask(t *Task) error {
 		return fmt.Errorf("%w: bad task record", ErrCorrupt)
 	}
 	t.Queue = s.Intern(t.Queue.Key)
+	internPart(t.Queue, t)
 	if _, dup := s.tasks.Load(t); dup {
 		return fmt.Errorf("%w: task %d twice", ErrCorrupt, t.ID)
 	}
@@ -803,6 +812,7 @@ func (s *Store) LoadTotals(r QueueTotals) error {
 // the first inconsistency found.
 func (s *Store) Verify() error {
 	var counts = map[*Queue]*[NumStates]int{}
+	parted := map[*Queue][]*Task{}
 	var err error
 	fail := func(format string, args ...any) bool {
 		err = fmt.Errorf("index: verify: "+format, args...)
@@ -830,6 +840,9 @@ func (s *Store) Verify() error {
 			return fail("task %d has state %d", t.ID, t.State)
 		}
 		c[t.State]++
+		if q.parts != nil || t.Part != nil {
+			parted[q] = append(parted[q], t)
+		}
 		var found bool
 		has := func(tr *dueTree, prio int64, at int64) bool {
 			got, ok := tr.get(prio, t.ID)
@@ -905,6 +918,9 @@ func (s *Store) Verify() error {
 			return fmt.Errorf("index: verify: queue %v: a time index holds a task twice or a stale one", q.Key)
 		case !q.dueSched.check(ok) || !q.dueRetry.check(ok) || !q.dueDead.check(ok):
 			return fmt.Errorf("index: verify: queue %v: a due tree is out of order", q.Key)
+		}
+		if err := q.verifyParts(parted[q]); err != nil {
+			return err
 		}
 		rec, found := s.totals.Get(QueueTotals{Queue: k})
 		if found && (rec.Idle != 0 || rec.Totals != q.totals) || !found && q.totals != (Totals{}) {

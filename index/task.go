@@ -88,6 +88,9 @@ type Task struct {
 	// Extra holds the fields most pending tasks never use, so that a waiting
 	// task costs one pointer for them instead of eight words.
 	Extra *Extra
+	// Part is the task's partition of its queue (partition.go), nil for
+	// the default one.
+	Part *Partition
 }
 
 // Extra is the rarely set part of a task record. Like Task it is immutable
