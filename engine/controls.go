@@ -247,23 +247,27 @@ func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max,
 }
 
 // claimWithin plans a claim of up to max tasks of queue qk within its
-// settings, freed (nil for none) a task of the queue the batch has already
-// taken out of flight, as for allowed: it leases what they allow and takes
-// the rate limit's tokens for them.
-func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max int, freed *index.Task) []Lease {
+// settings, freed (0 for none) the id of a task of the queue the batch has
+// already taken out of flight, as for allowed: it leases what they allow
+// and takes the rate limit's tokens for them.
+func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max int, freed uint64) []Lease {
 	conf, controlled := p.c.store.Conf(qk)
+	var freedTask *index.Task
 	if controlled {
 		// Paused, or limited: fewer, or none (see allowed).
 		nfreed := 0
-		if freed != nil {
+		if freed != 0 {
 			nfreed = 1
 		}
 		max, _ = p.c.allowed(qk, &conf, p.now, max, nfreed)
+		if freed != 0 && conf.PartMaxInFlight > 0 {
+			freedTask, _ = p.c.store.Task(freed) // fenced: in flight on this queue
+		}
 	}
 	if max == 0 {
 		return nil
 	}
-	ls := p.claim(qk, owner, lease, max, conf.PartMaxInFlight, freed)
+	ls := p.claim(qk, owner, lease, max, conf.PartMaxInFlight, freedTask)
 	if n := len(ls); n > 0 && conf.Rate > 0 {
 		p.putConf(conf, conf.Take(p.now, int64(n)))
 	}

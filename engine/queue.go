@@ -229,7 +229,7 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 
 func planClaim(p *planner, cmd *command, res *cmdResult) error {
 	qk := cmd.key()
-	res.leases = p.claimWithin(qk, cmd.owner, cmd.lease, cmd.max, nil)
+	res.leases = p.claimWithin(qk, cmd.owner, cmd.lease, cmd.max, 0)
 	if cmd.wait && len(res.leases) == 0 {
 		res.due = p.c.claimDue(qk, p.c.store.Queue(qk), p.now)
 	}

@@ -48,8 +48,7 @@ func planCompleteClaim(p *planner, cmd *command, res *cmdResult) error {
 	// yet: the claim cannot take them. The claim is planned within the
 	// queue's settings as Claim's is, the completed task's slot of an
 	// in-flight bound (and of its partition's) already free.
-	done, _ := p.c.store.Task(cmd.fence.ID) // fenced: stored, in flight on this queue
-	res.leases = p.claimWithin(cmd.key(), cmd.owner, cmd.lease, cmd.max, done)
+	res.leases = p.claimWithin(cmd.key(), cmd.owner, cmd.lease, cmd.max, cmd.fence.ID)
 	return nil
 }
 
