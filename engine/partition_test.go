@@ -416,3 +416,35 @@ func TestPartitionRefusesBadInput(t *testing.T) {
 		t.Fatalf("refused calls wrote %d batches", s)
 	}
 }
+
+// TestPartitionStateFollowsRecords: a queue is partitioned while one of
+// its tasks names a partition, and not once the last such task is gone,
+// though others remain: as a restore, which sees only the records, would
+// have it.
+func TestPartitionStateFollowsRecords(t *testing.T) {
+	e := newEnv(t, true)
+	q := e.q("q")
+	e.enqueue(q, Task{})
+	e.enqueue(q, Task{Partition: "p"})
+	iq := func() bool { return e.db.c.store.Queue(q.(*queue).key()).Partitioned() }
+	if !iq() {
+		t.Fatal("a queue holding a partitioned task is not partitioned")
+	}
+	ls := e.claim(q, 2)
+	for _, l := range ls {
+		if l.Partition == "p" {
+			if _, err := q.Complete(ctx, l, Done{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if iq() {
+		t.Fatal("the queue stayed partitioned after its last partitioned task")
+	}
+	mustDo(t, e.db.Verify())
+	e.enqueue(q, Task{Partition: "p"}) // and back, the default partition holding the in-flight task
+	if !iq() {
+		t.Fatal("not partitioned again")
+	}
+	mustDo(t, e.db.Verify())
+}

@@ -13,14 +13,16 @@ import (
 // holding ten (engine planner, claimParts).
 //
 // A queue none of whose tasks names a partition keeps no partition state
-// at all: its claims read the queue's own indexes as they always did. The
-// first task that names one switches the queue to partitioned (Queue.parts
-// set); from then on, until the queue holds no task and is dropped, every
-// task of the queue is also indexed in its partition, the tasks that name
-// none in the default partition (key ""). At the switch every task of the
+// at all: its claims read the queue's own indexes as they always did. A
+// task that names one switches the queue to partitioned (Queue.parts set);
+// while the queue holds such a task, every task of the queue is also
+// indexed in its partition, the tasks that name none in the default
+// partition (key ""), and when the last one goes the queue switches back.
+// Whether a queue is partitioned is so a function of its records alone,
+// the same after a restore as before. At the switch every task of the
 // queue is in the default partition, so its indexes start as copies of the
-// queue's (copy-on-write for the B-trees): the switch costs no walk over
-// the tasks.
+// queue's (copy-on-write for the B-trees, a copy of the slices of the due
+// trees): the switch costs no walk over the tasks.
 //
 // All of it is derived from the task records (Task.Part), never logged:
 // replay and a restore rebuild it.
@@ -51,6 +53,7 @@ type partitions struct {
 	// retryable in-flight tasks: those that have or may come to have
 	// claimable work. Claims rotate over it.
 	active *btree.BTreeG[*Partition]
+	named  int // tasks that name a partition: the queue is partitioned while there is one
 }
 
 func partLess(a, b *Partition) bool { return a.Key < b.Key }
@@ -167,9 +170,12 @@ func (p *Partition) len() int {
 // indexPart adds t to its partition's indexes.
 func (ps *partitions) indexPart(t *Task) {
 	p := ps.partOf(t)
-	if p != ps.def && ps.byKey[p.Key] != p {
-		// Emptied by the unindex of t's old record.
-		ps.byKey[p.Key] = p
+	if p != ps.def {
+		ps.named++
+		if ps.byKey[p.Key] != p {
+			// Emptied by the unindex of t's old record.
+			ps.byKey[p.Key] = p
+		}
 	}
 	p.counts[t.State]++
 	switch t.State {
@@ -192,6 +198,9 @@ func (ps *partitions) indexPart(t *Task) {
 // unindexPart removes t from its partition's indexes.
 func (ps *partitions) unindexPart(t *Task) {
 	p := ps.partOf(t)
+	if p != ps.def {
+		ps.named--
+	}
 	p.counts[t.State]--
 	switch t.State {
 	case StateReady:
@@ -330,6 +339,15 @@ func (q *Queue) Partitions(from string, after bool, fn func(*Partition) bool) {
 // active set.
 func (q *Queue) verifyParts(tasks []*Task) error {
 	ps := q.parts
+	named := 0
+	for _, t := range tasks {
+		if t.Part != nil {
+			named++
+		}
+	}
+	if ps != nil && (ps.named != named || named == 0) {
+		return fmt.Errorf("index: verify: queue %v: %d tasks name a partition, %d counted", q.Key, named, ps.named)
+	}
 	if ps == nil {
 		for _, t := range tasks {
 			if t.Part != nil {

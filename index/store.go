@@ -608,6 +608,9 @@ func (s *Store) indexLoad(t *Task, load bool) {
 			s.wake(rec)
 		}
 	}
+	if t.Part != nil && q.parts == nil {
+		q.partition0() // the unindex of t's old record switched it back
+	}
 	q.counts[t.State]++
 	if q.parts != nil {
 		q.parts.indexPart(t)
@@ -665,7 +668,9 @@ func (s *Store) unindex(t *Task) {
 		s.emptied = append(s.emptied, q)
 	}
 	if q.parts != nil {
-		q.parts.unindexPart(t)
+		if q.parts.unindexPart(t); q.parts.named == 0 {
+			q.parts = nil // no task names a partition any more
+		}
 	}
 	s.unindexParent(t)
 	switch t.State {
