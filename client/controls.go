@@ -47,7 +47,7 @@ func (q *queue) Settings(ctx context.Context) (engine.QueueSettings, error) {
 // Partitions returns a page of the queue's partitions.
 func (q *queue) Partitions(ctx context.Context, o engine.PartitionListOptions) (engine.PartitionPage, error) {
 	res, err := invoke(ctx, q.c, true, controlsOf, docketv1connect.ControlsClient.Partitions,
-		&v1.PartitionsRequest{Namespace: q.pb, Queue: q.name, Limit: wire.Int32(o.Limit), After: o.After})
+		&v1.PartitionsRequest{Namespace: q.pb, Queue: q.name, Limit: wire.Int32(o.Limit), Cursor: o.Cursor})
 	if err != nil {
 		return engine.PartitionPage{}, err
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 
 	"github.com/docketdb/docket/index"
 )
@@ -39,13 +40,13 @@ type PartitionInfo struct {
 type PartitionListOptions struct {
 	// Limit bounds the page; 0 means 100, at most MaxBatch.
 	Limit int
-	// After continues after the partition of that key (the last of the
-	// previous page, PartitionPage.Next); "" starts at the beginning.
-	After string
+	// Cursor continues after the page that returned it (PartitionPage.Next);
+	// "" starts at the beginning.
+	Cursor string
 }
 
-// PartitionPage is one page of Partitions. Next is the key to pass as
-// After for the next page, "" when there is nothing more.
+// PartitionPage is one page of Partitions. Next is the Cursor of the next
+// page, "" when there is nothing more.
 type PartitionPage struct {
 	Partitions []PartitionInfo
 	Next       string
@@ -62,6 +63,15 @@ func (q *queue) Partitions(ctx context.Context, o PartitionListOptions) (Partiti
 	if o.Limit == 0 {
 		o.Limit = 100
 	}
+	after, from := "", false
+	if o.Cursor != "" {
+		// A cursor is "@" and the last key of the page before: the default
+		// partition's key is "", so a bare key could not say it.
+		if !strings.HasPrefix(o.Cursor, "@") {
+			return PartitionPage{}, invalid("partition cursor %.40q", o.Cursor)
+		}
+		after, from = o.Cursor[1:], true
+	}
 	if err := q.check(PermRead); err != nil {
 		return PartitionPage{}, err
 	}
@@ -74,9 +84,9 @@ func (q *queue) Partitions(ctx context.Context, o PartitionListOptions) (Partiti
 			return
 		}
 		now := c.now()
-		iq.Partitions(o.After, o.After != "", func(p *index.Partition) bool {
+		iq.Partitions(after, from, func(p *index.Partition) bool {
 			if len(page.Partitions) == o.Limit {
-				page.Next = page.Partitions[len(page.Partitions)-1].Key
+				page.Next = "@" + page.Partitions[len(page.Partitions)-1].Key
 				return false
 			}
 			n := p.CountsAt(now)

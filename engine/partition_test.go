@@ -23,7 +23,7 @@ func partitions(t *testing.T, q Queue) []PartitionInfo {
 		if p.Next == "" {
 			return out
 		}
-		o.After = p.Next
+		o.Cursor = p.Next
 	}
 }
 
@@ -411,6 +411,9 @@ func TestPartitionRefusesBadInput(t *testing.T) {
 	}
 	if _, err := q.Partitions(ctx, PartitionListOptions{Limit: MaxBatch + 1}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a page over MaxBatch: %v", err)
+	}
+	if _, err := q.Partitions(ctx, PartitionListOptions{Cursor: "a"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a cursor not made by Partitions: %v", err)
 	}
 	if s := e.db.Stats().Seq; s != 0 {
 		t.Fatalf("refused calls wrote %d batches", s)

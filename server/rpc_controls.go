@@ -74,7 +74,7 @@ func (h controlsRPC) Partitions(ctx context.Context, req *connect.Request[v1.Par
 	m := req.Msg
 	var p engine.PartitionPage
 	err := h.onQueue(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
-		p, err = q.Partitions(ctx, engine.PartitionListOptions{Limit: int(m.GetLimit()), After: m.GetAfter()})
+		p, err = q.Partitions(ctx, engine.PartitionListOptions{Limit: int(m.GetLimit()), Cursor: m.GetCursor()})
 		return err
 	})
 	if err != nil {

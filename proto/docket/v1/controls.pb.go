@@ -532,8 +532,9 @@ type PartitionsRequest struct {
 	Queue     string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// At most this many partitions; 0 means 100.
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	// Continue after the partition of this key (the previous page's next).
-	After         string `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	// Continue after the page that returned this cursor (its next); ""
+	// starts at the beginning.
+	Cursor        string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,9 +590,9 @@ func (x *PartitionsRequest) GetLimit() int32 {
 	return 0
 }
 
-func (x *PartitionsRequest) GetAfter() string {
+func (x *PartitionsRequest) GetCursor() string {
 	if x != nil {
-		return x.After
+		return x.Cursor
 	}
 	return ""
 }
@@ -652,7 +653,7 @@ func (x *Partition) GetCounts() *Counts {
 type PartitionsResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Partitions []*Partition           `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	// The after of the next page; "" when there is nothing more.
+	// The cursor of the next page; "" when there is nothing more.
 	Next          string `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -733,12 +734,12 @@ const file_docket_v1_controls_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\"H\n" +
 	"\x10SettingsResponse\x124\n" +
-	"\bsettings\x18\x01 \x01(\v2\x18.docket.v1.QueueSettingsR\bsettings\"\x89\x01\n" +
+	"\bsettings\x18\x01 \x01(\v2\x18.docket.v1.QueueSettingsR\bsettings\"\x8b\x01\n" +
 	"\x11PartitionsRequest\x122\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x14\n" +
-	"\x05after\x18\x04 \x01(\tR\x05after\"H\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\"H\n" +
 	"\tPartition\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
 	"\x06counts\x18\x02 \x01(\v2\x11.docket.v1.CountsR\x06counts\"^\n" +
