@@ -19,9 +19,9 @@ import (
 // Each round of a run enqueues FairSmallPartitions partitions of
 // FairSmallTasks tasks each, one partition after the other, and then
 // Workers workers claim ClaimBatch tasks at a time (and complete them)
-// until every small task has been claimed; a run is FairRounds rounds. A
-// task's wait is from the end of its round's enqueues to its claim: the
-// same start in both runs. The first run holds the small
+// until every small task has been claimed; a run is FairRounds rounds, the
+// two runs' rounds alternating. A task's wait is from the end of its
+// round's enqueues to its claim: the same start in both runs. The first run holds the small
 // partitions alone; the second first enqueues N tasks (default 1,000,000,
 // not measured) in one more partition, before the small ones, so that by
 // age alone every small task would come after all of them. The target is
@@ -59,20 +59,47 @@ type Fairness struct {
 }
 
 // runWF measures fairness (see Fairness), the loaded run's figures as the
-// result's rates and latency.
+// result's rates and latency. The two runs' rounds alternate, so that both
+// meet the same spells of a busy machine.
 func runWF(ctx context.Context, cfg Config, dir string, r *Result) error {
 	f := &Fairness{BigTasks: cfg.N, Partitions: FairSmallPartitions, PerPart: FairSmallTasks}
 	r.Fairness = f
-	alone, _, err := fairRun(ctx, cfg, filepath.Join(dir, "alone"), 0, nil)
+	alone, err := fairSetup(ctx, cfg, filepath.Join(dir, "alone"), 0)
 	if err != nil {
 		return err
 	}
-	f.Alone = alone.percentiles()
-	loaded, big, err := fairRun(ctx, cfg, filepath.Join(dir, "loaded"), cfg.N, r)
+	defer alone.Close()
+	loaded, err := fairSetup(ctx, cfg, filepath.Join(dir, "loaded"), cfg.N)
 	if err != nil {
 		return err
 	}
-	f.Loaded, f.BigClaimed = loaded.percentiles(), big
+	defer loaded.Close()
+	payload := makePayload(cfg.PayloadBytes, 0)
+	var waitsAlone, waitsLoaded hist
+	var bigAlone, bigClaimed, callsAlone, calls atomic.Int64
+	var elapsed time.Duration
+	w := openWindow(loaded)
+	for range FairRounds {
+		// The setup's garbage is not the claims' to collect.
+		runtime.GC()
+		waits, _, err := fairRound(ctx, cfg, alone.q, payload, &bigAlone, &callsAlone)
+		if err != nil {
+			return err
+		}
+		waitsAlone.merge(waits)
+		runtime.GC()
+		waits, took, err := fairRound(ctx, cfg, loaded.q, payload, &bigClaimed, &calls)
+		if err != nil {
+			return err
+		}
+		waitsLoaded.merge(waits)
+		elapsed += took
+	}
+	w.close(r) // the CPU of both runs
+	r.Tasks = int64(waitsLoaded.n) + bigClaimed.Load()
+	r.Calls = calls.Load()
+	r.Elapsed = elapsed
+	f.Alone, f.Loaded, f.BigClaimed = waitsAlone.percentiles(), waitsLoaded.percentiles(), bigClaimed.Load()
 	if f.Alone.P99 > 0 {
 		f.Ratio = float64(f.Loaded.P99) / float64(f.Alone.P99)
 	}
@@ -81,61 +108,28 @@ func runWF(ctx context.Context, cfg Config, dir string, r *Result) error {
 	return nil
 }
 
-// fairRun is one run of WF with big tasks in the big partition first: it
-// returns the small tasks' waits and how many big tasks were claimed. With
-// r set it fills in the run's counts and rates.
-func fairRun(ctx context.Context, cfg Config, dir string, big int, r *Result) (*hist, int64, error) {
+// fairSetup opens a DB for WF in dir holding big ready tasks in the big
+// partition (not measured).
+func fairSetup(ctx context.Context, cfg Config, dir string, big int) (*docketDriver, error) {
 	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
 	defer prog.end()
 	d, err := openDocket(cfg, dir, func(o *engine.Options) { o.SnapshotBytes = -1 })
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	defer d.Close()
-	q := d.q
 	payload := makePayload(cfg.PayloadBytes, 0)
 	batch := make([]engine.Task, 0, setupBatch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		_, err := q.EnqueueBatch(ctx, batch)
-		batch = batch[:0]
-		return err
-	}
-	for range big {
+	for i := range big {
 		batch = append(batch, engine.Task{Payload: payload, Partition: "big"})
-		if len(batch) == setupBatch {
-			if err := flush(); err != nil {
-				return nil, 0, err
+		if len(batch) == setupBatch || i == big-1 {
+			if _, err := d.q.EnqueueBatch(ctx, batch); err != nil {
+				return nil, errors.Join(err, d.Close())
 			}
-			prog.done.Add(int64(setupBatch))
+			prog.done.Add(int64(len(batch)))
+			batch = batch[:0]
 		}
 	}
-	if err := flush(); err != nil {
-		return nil, 0, err
-	}
-	var all hist
-	var bigClaimed, calls atomic.Int64
-	var elapsed time.Duration
-	w := openWindow(d)
-	for range FairRounds {
-		// The setup's garbage is not the claims' to collect.
-		runtime.GC()
-		waits, took, err := fairRound(ctx, cfg, q, payload, &bigClaimed, &calls)
-		if err != nil {
-			return nil, 0, err
-		}
-		all.merge(waits)
-		elapsed += took
-	}
-	if r != nil {
-		w.close(r)
-		r.Tasks = int64(all.n) + bigClaimed.Load()
-		r.Calls = calls.Load()
-		r.Elapsed = elapsed
-	}
-	return &all, bigClaimed.Load(), nil
+	return d, nil
 }
 
 // fairRound enqueues the small partitions on q and claims (and completes)
