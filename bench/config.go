@@ -13,9 +13,10 @@ import (
 
 // Workloads names the workloads Run accepts, in the order they are
 // usually run. W1–W6R (but W1P) drive a queue through the Driver
-// interface, so the peers module runs them against other queues too; W1P
-// and W7–W9 look inside docket and run against it alone.
-var Workloads = []string{"W1", "W1P", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9"}
+// interface, so the peers module runs them against other queues too; W1P,
+// W7–W9 and WF (fairness between partitions, fair.go) look inside docket
+// and run against it alone.
+var Workloads = []string{"W1", "W1P", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9", "WF"}
 
 // DriverWorkloads are the workloads RunDriver accepts.
 var DriverWorkloads = []string{"W1", "W2", "W3", "W4", "W5", "W6", "W6R"}
@@ -132,7 +133,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 		switch c.Workload {
 		case "W7":
 			c.N = 10_000
-		case "W8":
+		case "W8", "WF":
 			c.N = 1_000_000
 		default:
 			c.N = 100_000
@@ -155,7 +156,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 		switch c.Workload {
 		case "W4", "W5":
 			c.Workers = 16
-		case "W6", "W6R":
+		case "W6", "W6R", "WF":
 			c.Workers = 4
 		default:
 			c.Workers = 1
@@ -163,8 +164,11 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	}
 	if c.ClaimBatch == 0 {
 		c.ClaimBatch = 1
-		if c.Workload == "W5" {
+		switch c.Workload {
+		case "W5":
 			c.ClaimBatch = 100
+		case "WF":
+			c.ClaimBatch = 10
 		}
 	}
 	if c.PayloadBytes == 0 {
@@ -186,7 +190,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	if c.Server != "" {
 		c.Remote = true
 	}
-	if c.Remote && (c.Workload == "W8" || c.Workload == "W9") {
+	if c.Remote && (c.Workload == "W8" || c.Workload == "W9" || c.Workload == "WF") {
 		return c, fmt.Errorf("bench: %s looks inside the engine and cannot run remote: %w", c.Workload, engine.ErrInvalid)
 	}
 	if c.Remote && c.Workload == "W1P" {

@@ -90,6 +90,7 @@ type Result struct {
 
 	Recovery  *Recovery  `json:"recovery,omitempty"`
 	Footprint *Footprint `json:"footprint,omitempty"`
+	Fairness  *Fairness  `json:"fairness,omitempty"`
 }
 
 // GroupCount is one bucket of Result.Groups: Fsyncs fsyncs covered from
@@ -227,6 +228,17 @@ func (r Result) Table(w io.Writer) error {
 			f.HeapBeyondPayload, f.PayloadBytes))
 		line("log/lifecycle", fmt.Sprintf("%.0f bytes: enqueue %.0f, claim %.0f, complete %.0f",
 			f.LogLifecycle, f.LogEnqueue, f.LogClaim, f.LogComplete))
+	}
+	if f := r.Fairness; f != nil {
+		verdict := "FAIL"
+		if f.Pass {
+			verdict = "PASS"
+		}
+		line("small tasks", fmt.Sprintf("%d partitions of %d, beside %d tasks of one partition", f.Partitions, f.PerPart, f.BigTasks))
+		line("wait alone", pct(f.Alone))
+		line("wait loaded", pct(f.Loaded))
+		line("big claimed", fmt.Sprintf("%d before the last small task", f.BigClaimed))
+		line("p99 ratio", fmt.Sprintf("%.2fx (target <= %.0fx): %s", f.Ratio, FairTarget, verdict))
 	}
 	if r.CPU > 0 {
 		line("CPU", fmt.Sprintf("%v, %s per task", r.CPU.Round(time.Millisecond), dur(r.CPUPerTask)))

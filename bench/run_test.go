@@ -300,3 +300,30 @@ func TestHist(t *testing.T) {
 		t.Errorf("max %v", h.quantile(1))
 	}
 }
+
+// TestFairness runs WF small: both runs claim every small task of every
+// round, the loaded one also some of the big partition's, and the ratio
+// is of the two p99 waits (its value is the machine's: not judged here).
+func TestFairness(t *testing.T) {
+	for _, m := range []mode{memory, syncNever} {
+		t.Run(m.name, func(t *testing.T) {
+			res := run(t, m.config(t, "WF", 5000))
+			f := res.Fairness
+			small := uint64(FairRounds * FairSmallPartitions * FairSmallTasks)
+			if f == nil || f.Alone.Count != small || f.Loaded.Count != small || f.BigTasks != 5000 {
+				t.Fatalf("fairness %+v", f)
+			}
+			if f.Alone.P99 <= 0 || f.Loaded.P99 <= 0 || f.Ratio != float64(f.Loaded.P99)/float64(f.Alone.P99) ||
+				f.Pass != (f.Ratio <= FairTarget) {
+				t.Fatalf("fairness %+v", f)
+			}
+			if res.Tasks != int64(small)+f.BigClaimed || f.BigClaimed > 5000 {
+				t.Fatalf("%d tasks, %d big", res.Tasks, f.BigClaimed)
+			}
+		})
+	}
+	cfg := remoteMemory.config(t, "WF", 10)
+	if _, err := Run(ctx, cfg); err == nil {
+		t.Fatal("WF ran remote")
+	}
+}

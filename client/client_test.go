@@ -404,6 +404,7 @@ func exercise(t *testing.T, api engine.API) []string {
 	wantErr(t, "sibling after", err, engine.ErrInvalid)
 	note("sibling: %v", err)
 	exerciseControls(t, api, note)
+	exercisePartitions(t, api, note)
 
 	qs := must(api.Queues(ctx))(t)
 	var names []string

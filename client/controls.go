@@ -43,3 +43,13 @@ func (q *queue) Settings(ctx context.Context) (engine.QueueSettings, error) {
 	}
 	return wire.Settings(res.Settings), nil
 }
+
+// Partitions returns a page of the queue's partitions.
+func (q *queue) Partitions(ctx context.Context, o engine.PartitionListOptions) (engine.PartitionPage, error) {
+	res, err := invoke(ctx, q.c, true, controlsOf, docketv1connect.ControlsClient.Partitions,
+		&v1.PartitionsRequest{Namespace: q.pb, Queue: q.name, Limit: wire.Int32(o.Limit), Cursor: o.Cursor})
+	if err != nil {
+		return engine.PartitionPage{}, err
+	}
+	return wire.Partitions(res), nil
+}

@@ -112,3 +112,43 @@ func TestPausedQueueOverTheClient(t *testing.T) {
 }
 
 var ctx0 = context.Background()
+
+// exercisePartitions runs partitioned tasks and the partition bound on
+// api, for exercise: leases and Get name the partition, claims rotate and
+// keep to the bound, Partitions pages through the partitions.
+func exercisePartitions(t *testing.T, api engine.API, note func(string, ...any)) {
+	ctx := context.Background()
+	q := api.Queue(engine.NS("acme", "prod"), "parted")
+	var ts []engine.Task
+	for _, p := range []string{"big", "big", "big", "big", "a", "b", ""} {
+		ts = append(ts, engine.Task{Partition: p})
+	}
+	must(q.EnqueueBatch(ctx, ts))(t)
+	if err := q.SetLimits(ctx, engine.Limits{PartitionMaxInFlight: 2}); err != nil {
+		t.Fatal(err)
+	}
+	note("partition limits %+v", must(q.Settings(ctx))(t).Limits)
+	ls := must(q.Claim(ctx, "w", time.Minute, 10))(t)
+	var got []string
+	for _, l := range ls {
+		got = append(got, l.Partition)
+	}
+	note("claimed from partitions %q", got)
+	if len(ls) != 5 {
+		t.Fatalf("claimed %q", got)
+	}
+	note("get: partition %q", must(q.Get(ctx, ls[0].ID))(t).Partition)
+	page := must(q.Partitions(ctx, engine.PartitionListOptions{Limit: 2}))(t)
+	note("partitions %+v", page)
+	page = must(q.Partitions(ctx, engine.PartitionListOptions{Limit: 2, Cursor: page.Next}))(t)
+	note("partitions %+v", page)
+	_, err := q.Enqueue(ctx, engine.Task{Partition: "bad\x00"})
+	wantErr(t, "partition", err, engine.ErrInvalid)
+	note("partition: %v", err)
+	err = q.SetLimits(ctx, engine.Limits{PartitionMaxInFlight: -1})
+	wantErr(t, "partition bound", err, engine.ErrInvalid)
+	note("partition bound: %v", err)
+	_, err = q.Partitions(ctx, engine.PartitionListOptions{Limit: engine.MaxBatch + 1})
+	wantErr(t, "partitions page", err, engine.ErrInvalid)
+	note("partitions page: %v", err)
+}

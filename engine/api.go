@@ -138,6 +138,9 @@ type Queue interface {
 	SetLimits(ctx context.Context, l Limits) error
 	// Settings returns the queue's pause state and limits. PermRead.
 	Settings(ctx context.Context) (QueueSettings, error)
+	// Partitions lists a page of the queue's partitions (Task.Partition)
+	// that hold a task, in key order, with their tasks by state. PermRead.
+	Partitions(ctx context.Context, o PartitionListOptions) (PartitionPage, error)
 }
 
 // KV is a handle on the key-value entries of one namespace.

@@ -15,7 +15,7 @@ import (
 //
 // A command is the MessagePack sequence
 //
-//	version(=1, 2 or 3) op now seed retain idemTTL project scope queue args...
+//	version(=1, 2, 3 or 4) op now seed retain idemTTL project scope queue args...
 //
 // where now, retain and idemTTL are Unix or plain microseconds, and args
 // depend on op:
@@ -34,7 +34,8 @@ import (
 //	redrive all     (nothing)
 //	commit          [vop...]
 //	set paused      paused                       (version 2 on)
-//	set limits      maxInFlight rate per burst   (version 2 on; per in micros)
+//	set limits      maxInFlight rate per burst   (version 2 on; per in micros),
+//	                then partitionMaxInFlight     (version 4)
 //	complete and claim  fence result [vop...] owner lease max  (version 2 on)
 //	heartbeat batch     [fence...] extend                      (version 2 on)
 //
@@ -44,7 +45,8 @@ import (
 //	        (version 1), or the same with uniqueWindow uniqueStates
 //	        appended (version 2; 0 0 for a task that is not unique by
 //	        content, whose idempotencyKey is then the caller's), and then
-//	        [dependsOn...] [dependsOnSibling...] policy (version 3)
+//	        [dependsOn...] [dependsOnSibling...] policy (version 3), and
+//	        then partition (version 4)
 //	vop   = [kind key value version] for a KV write or assertion,
 //	        [6 queue spec] for an enqueue
 //
@@ -60,14 +62,17 @@ import (
 // for every operation but the queue controls, complete and claim and
 // heartbeat batch, and for tasks that are neither unique by content nor
 // dependent; version 2 for those operations and unique tasks; version 3
-// once a task of the command has dependencies or a dependency policy. A
+// once a task of the command has dependencies or a dependency policy;
+// version 4 once a task names a partition or the limits set bound each
+// partition. A
 // node of an older build thus keeps applying the log until a command uses
 // what it does not know; it then stops (ErrFailed) rather than plan
 // something else. Operations added since version 2 need no new version as
 // long as they change no field of an existing one: a build that does not
 // know them refuses their operation number just as cleanly.
 const (
-	cmdVersion  = 3
+	cmdVersion  = 4
+	cmdVersion3 = 3
 	cmdVersion2 = 2
 	cmdVersion1 = 1
 )
@@ -78,6 +83,9 @@ func (cmd *command) version() uint64 {
 	switch cmd.op {
 	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch:
 		v = max(v, cmdVersion2)
+	}
+	if cmd.op == cmdSetLimits && cmd.limits.PartitionMaxInFlight != 0 {
+		v = cmdVersion
 	}
 	for i := range cmd.tasks {
 		v = max(v, cmd.tasks[i].version())
@@ -93,8 +101,10 @@ func (cmd *command) version() uint64 {
 // version is the oldest command version that can carry s.
 func (s *spec) version() uint64 {
 	switch {
-	case len(s.deps) > 0 || len(s.sibs) > 0 || s.policy != 0:
+	case s.part != "":
 		return cmdVersion
+	case len(s.deps) > 0 || len(s.sibs) > 0 || s.policy != 0:
+		return cmdVersion3
 	case s.uniq != 0:
 		return cmdVersion2
 	}
@@ -186,6 +196,9 @@ func (cmd *command) encode() ([]byte, error) {
 		e.int(int64(l.Rate))
 		e.int(l.Per.Microseconds())
 		e.int(int64(l.Burst))
+		if e.ver >= cmdVersion {
+			e.int(int64(l.PartitionMaxInFlight))
+		}
 	case cmdCompleteClaim:
 		e.fence(&cmd.fence)
 		e.bytes(cmd.result)
@@ -235,8 +248,10 @@ func (e *cmdEncoder) spec(s *spec) {
 		e.array(10)
 	case cmdVersion2:
 		e.array(12)
-	default:
+	case cmdVersion3:
 		e.array(15)
+	default:
+		e.array(16)
 	}
 	e.bytes(s.payload)
 	e.str(s.kind)
@@ -274,6 +289,9 @@ func (e *cmdEncoder) spec(s *spec) {
 		e.uint(uint64(i))
 	}
 	e.uint(uint64(s.policy))
+	if e.ver >= cmdVersion {
+		e.str(s.part)
+	}
 }
 
 func (e *cmdEncoder) vops(ops []vop) {
@@ -382,6 +400,9 @@ func decodeCommand(data []byte, cmd *command) error {
 		l := &cmd.limits
 		l.MaxInFlight, l.Rate = int(d.small()), int(d.small())
 		l.Per, l.Burst = micros(d.int()), int(d.small())
+		if d.ver >= cmdVersion {
+			l.PartitionMaxInFlight = int(d.small())
+		}
 		if d.err == nil {
 			d.fail(checkLimits(*l))
 		}
@@ -564,8 +585,10 @@ func (d *cmdDecoder) spec(s *spec) {
 		d.tuple("task", 10)
 	case cmdVersion2:
 		d.tuple("task", 12)
-	default:
+	case cmdVersion3:
 		d.tuple("task", 15)
+	default:
+		d.tuple("task", 16)
 	}
 	s.payload = d.bytes()
 	s.kind = d.str()
@@ -613,11 +636,16 @@ func (d *cmdDecoder) spec(s *spec) {
 	}
 	s.uniq = uint8(uniq)
 	d.deps(s)
+	if d.ver >= cmdVersion {
+		if s.part = d.str(); d.err == nil && s.part != "" {
+			d.fail(checkName("partition", s.part))
+		}
+	}
 }
 
 // deps decodes the dependencies that end a version 3 spec.
 func (d *cmdDecoder) deps(s *spec) {
-	if d.ver < cmdVersion {
+	if d.ver < cmdVersion3 {
 		return
 	}
 	n := d.array(MaxDependencies)

@@ -39,6 +39,10 @@ func versionedSamples() []versionedSample {
 	uniqueDependent.deps, uniqueDependent.policy = []uint64{8}, uint8(WaitOnFailure)
 	policyOnly := bare
 	policyOnly.policy = uint8(WaitOnFailure)
+	parted := bare
+	parted.part = "tenant-1"
+	partedDependent := dependent
+	partedDependent.part = "t2"
 	ops := []vop{
 		{kind: OpSet, key: "k1", value: []byte("v")}, {kind: OpSet, key: "k0", value: []byte{}},
 		{kind: OpDelete, key: "k2"}, {kind: OpIfVersion, key: "k3", version: 9}, {kind: OpIfExists, key: "k4"},
@@ -84,6 +88,13 @@ func versionedSamples() []versionedSample {
 		{3, command{op: cmdComplete, fence: fence, ops: depOps}},
 		{3, command{op: cmdCompleteClaim, fence: fence, ops: depOps, owner: "w", lease: 1, max: 2, seed: 3}},
 		{3, command{op: cmdCommit, ops: depOps}},
+		// Version 4: tasks that name a partition, and limits that bound
+		// each partition.
+		{4, command{op: cmdEnqueue, task: parted}},
+		{4, command{op: cmdEnqueue, task: partedDependent, ops: ops}},
+		{4, command{op: cmdEnqueueBatch, tasks: []spec{bare, parted, dependent}}},
+		{4, command{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "p", spec: parted}}, owner: "w", lease: 1, max: 2, seed: 4}},
+		{4, command{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, PartitionMaxInFlight: 2}}},
 	}
 	for i := range cmds {
 		c := &cmds[i].cmd
@@ -196,10 +207,11 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		}
 	}
 	for name, l := range map[string]Limits{
-		"rate over the limit": {Rate: MaxRateTokens + 1, Per: time.Second},
-		"rate without per":    {Rate: 5},
-		"negative bound":      {MaxInFlight: -1},
-		"bound past 32 bits":  {MaxInFlight: 1 << 40},
+		"rate over the limit":      {Rate: MaxRateTokens + 1, Per: time.Second},
+		"rate without per":         {Rate: 5},
+		"negative bound":           {MaxInFlight: -1},
+		"bound past 32 bits":       {MaxInFlight: 1 << 40},
+		"negative partition bound": {PartitionMaxInFlight: -1},
 	} {
 		bad[name] = must((&command{op: cmdSetLimits, ns: ns, queue: "q", limits: l}).encode())
 	}
@@ -207,6 +219,7 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	bad["unique without the required states"] = must(u.encode())
 	u.task.uniq, u.task.idem = uniqueDefault, ""
 	bad["unique without a key"] = must(u.encode())
+	bad["partition with a NUL byte"] = must((&command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{part: "a\x00"}}).encode())
 	for name, b := range bad {
 		var got command
 		if err := decodeCommand(b, &got); !errors.Is(err, ErrCorrupt) {

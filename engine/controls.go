@@ -44,6 +44,11 @@ type Limits struct {
 	// after a quiet spell; 0 means Rate. Settings reports the burst in
 	// effect.
 	Burst int
+	// PartitionMaxInFlight bounds the tasks in flight at once of each
+	// partition of the queue (Task.Partition; the tasks that name none are
+	// one partition), as MaxInFlight bounds the queue's: a partition at its
+	// bound is passed over by claims, which serve the others. 0: no bound.
+	PartitionMaxInFlight int
 }
 
 // String says the limits in words, as the CLI and the dashboard show them:
@@ -60,6 +65,9 @@ func (l Limits) String() string {
 		}
 		parts = append(parts, s)
 	}
+	if l.PartitionMaxInFlight > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d in flight per partition", l.PartitionMaxInFlight))
+	}
 	return strings.Join(parts, "; ")
 }
 
@@ -75,6 +83,8 @@ func checkLimits(l Limits) error {
 	switch {
 	case l.MaxInFlight < 0 || l.MaxInFlight > MaxInFlightLimit:
 		return invalid("max in flight %d is outside 0..%d", l.MaxInFlight, MaxInFlightLimit)
+	case l.PartitionMaxInFlight < 0 || l.PartitionMaxInFlight > MaxInFlightLimit:
+		return invalid("partition max in flight %d is outside 0..%d", l.PartitionMaxInFlight, MaxInFlightLimit)
 	case l.Rate < 0 || l.Rate > MaxRateTokens:
 		return invalid("rate %d is outside 0..%d", l.Rate, MaxRateTokens)
 	case l.Rate == 0 && (l.Per != 0 || l.Burst != 0):
@@ -90,7 +100,7 @@ func checkLimits(l Limits) error {
 // settingsOf is what a queue's record says to a caller.
 func settingsOf(c index.QueueConf) QueueSettings {
 	return QueueSettings{Paused: c.Paused, Limits: Limits{MaxInFlight: int(c.MaxInFlight), Rate: int(c.Rate),
-		Per: micros(c.Per), Burst: int(c.Burst)}}
+		Per: micros(c.Per), Burst: int(c.Burst), PartitionMaxInFlight: int(c.PartMaxInFlight)}}
 }
 
 // Pause stops the queue's claims: Claim leases nothing and ClaimWait
@@ -158,7 +168,8 @@ func planSetLimits(p *planner, cmd *command) error {
 	qk := cmd.key()
 	old, _ := p.c.store.Conf(qk)
 	l := cmd.limits
-	n := index.QueueConf{Queue: qk, Paused: old.Paused, MaxInFlight: int64(l.MaxInFlight)}
+	n := index.QueueConf{Queue: qk, Paused: old.Paused, MaxInFlight: int64(l.MaxInFlight),
+		PartMaxInFlight: int64(l.PartitionMaxInFlight)}
 	if l.Rate > 0 {
 		n.Rate, n.Per, n.Burst = int64(l.Rate), l.Per.Microseconds(), int64(l.Burst)
 		if n.Burst == 0 {
@@ -201,12 +212,19 @@ func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max,
 		return 0, 0 // Resume wakes parked claims
 	}
 	var at int64
-	if conf.MaxInFlight > 0 {
+	iq := c.store.Queue(qk)
+	bound := conf.MaxInFlight
+	if conf.PartMaxInFlight > 0 && (iq == nil || !iq.Partitioned()) && (bound == 0 || conf.PartMaxInFlight < bound) {
+		// One partition, the default one, holds every task: its bound is
+		// the queue's. (A partitioned queue's claims apply it to each.)
+		bound = conf.PartMaxInFlight
+	}
+	if bound > 0 {
 		inFlight, nextEnd := 0, int64(0)
-		if iq := c.store.Queue(qk); iq != nil {
+		if iq != nil {
 			inFlight, nextEnd = iq.InFlightAt(now)
 		}
-		room := int(conf.MaxInFlight) - (inFlight - freed)
+		room := int(bound) - (inFlight - freed)
 		if room <= 0 {
 			// A completion or a failure wakes parked claims (the index
 			// reports the queue affected); an expiring lease frees its
@@ -229,18 +247,27 @@ func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max,
 }
 
 // claimWithin plans a claim of up to max tasks of queue qk within its
-// settings, freed as for allowed: it leases what they allow and takes the
-// rate limit's tokens for them.
-func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max, freed int) []Lease {
+// settings, freed (0 for none) the id of a task of the queue the batch has
+// already taken out of flight, as for allowed: it leases what they allow
+// and takes the rate limit's tokens for them.
+func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max int, freed uint64) []Lease {
 	conf, controlled := p.c.store.Conf(qk)
+	var freedTask *index.Task
 	if controlled {
 		// Paused, or limited: fewer, or none (see allowed).
-		max, _ = p.c.allowed(qk, &conf, p.now, max, freed)
+		nfreed := 0
+		if freed != 0 {
+			nfreed = 1
+		}
+		max, _ = p.c.allowed(qk, &conf, p.now, max, nfreed)
+		if freed != 0 && conf.PartMaxInFlight > 0 {
+			freedTask, _ = p.c.store.Task(freed) // fenced: in flight on this queue
+		}
 	}
 	if max == 0 {
 		return nil
 	}
-	ls := p.claim(qk, owner, lease, max)
+	ls := p.claim(qk, owner, lease, max, conf.PartMaxInFlight, freedTask)
 	if n := len(ls); n > 0 && conf.Rate > 0 {
 		p.putConf(conf, conf.Take(p.now, int64(n)))
 	}
@@ -256,6 +283,9 @@ func (c *core) claimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
 	if conf, ok := c.store.Conf(qk); ok {
 		if n, at := c.allowed(qk, &conf, now, 1, 0); n == 0 {
 			return at
+		}
+		if conf.PartMaxInFlight > 0 && iq != nil && iq.Partitioned() {
+			return c.partsDue(iq, now, conf.PartMaxInFlight)
 		}
 	}
 	return nextDue(iq)

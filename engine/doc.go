@@ -16,7 +16,11 @@
 // its tasks in flight and a token-bucket rate limit), across every claimer
 // of every process: claims are planned against the queue's settings, a
 // record of the log and snapshots of its own that the queue keeps while
-// it holds no task (controls.go). A task can be unique by content
+// it holds no task (controls.go). A task can name a partition of its
+// queue (Task.Partition): claims take turns between the partitions with
+// work, priority ordering each partition's tasks, and
+// Limits.PartitionMaxInFlight bounds each partition (partition.go). A
+// task can be unique by content
 // (Task.Unique): its idempotency key is derived from its kind and the
 // canonical JSON of its payload, and blocks a duplicate within a window
 // and a set of states (unique.go).

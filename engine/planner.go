@@ -24,6 +24,7 @@ type planner struct {
 	ending []uint64           // tasks this batch ends (completed or cancelled)
 	events []TaskEvent
 	due    []index.Due    // scratch for claim
+	turns  []partTurn     // scratch for claimParts
 	lost   index.QueueKey // queue of the last refused lease
 	// parent is the task the batch completes, and parentMut the index in
 	// the batch of its completion update (-1 when it is deleted): an
@@ -112,6 +113,9 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) (Enqueued, error) {
 		ID: id, Queue: p.c.store.QueueRef(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
 		NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max, Created: p.now, Updated: p.now, Payload: s.payload,
 	}).Task()
+	if s.part != "" {
+		t.SetPart(index.PartRef(s.part))
+	}
 	if s.kind != "" || s.idem != "" || len(s.headers) > 0 || p.parent != 0 || s.policy != 0 {
 		t.Extra = &index.Extra{Kind: s.kind, IdemKey: s.idem, Headers: s.headers, Parent: p.parent, DepPolicy: s.policy}
 	}
@@ -256,7 +260,7 @@ func at(t *index.Task, now int64) *index.Task {
 // last-attempt leases (at most maxMoved). A due task it does not take stays
 // as it is stored: nothing needs moving before a task can be served, so a
 // claim costs O((max + dead-lettered) log n).
-func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) []Lease {
+func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int, partMax int64, freed *index.Task) []Lease {
 	q := p.c.store.Queue(qk)
 	if q == nil {
 		return nil
@@ -272,7 +276,12 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int) [
 		n++
 		return n < maxMoved
 	})
-	due := q.Claimable(now, index.ServingStart, false, max, p.due[:0])
+	var due []index.Due
+	if q.Partitioned() {
+		due = p.claimParts(q, max, partMax, freed)
+	} else {
+		due = q.Claimable(now, index.ServingStart, false, max, p.due[:0])
+	}
 	var out []Lease
 	if len(due) > 0 {
 		out = make([]Lease, 0, len(due))
@@ -336,7 +345,7 @@ func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: clone(t.Payload),
 		Headers: maps.Clone(x.Headers), Progress: clone(x.Progress), Priority: int(t.Priority), Attempt: int(u.Attempts),
 		MaxAttempts: int(t.MaxAttempts()), Owner: u.Owner, Token: u.Token, Secret: u.Secret, Deadline: timeOf(u.LeaseUntil),
-		EnqueuedAt: timeOf(t.Created),
+		EnqueuedAt: timeOf(t.Created), Partition: t.PartitionKey(),
 	}
 }
 
@@ -352,7 +361,7 @@ func infoOf(t *index.Task, now int64) TaskInfo {
 		LeaseUntil: timeOf(t.LeaseUntil()), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,
 		IdempotencyKey: x.IdemKey, BackoffBase: micros(t.BackoffBase()), BackoffMax: micros(t.BackoffMax()),
 		CreatedAt: timeOf(t.Created), UpdatedAt: timeOf(t.Updated()), Parent: x.Parent, FollowUps: slices.Clone(x.FollowUps),
-		OnParentFailure: DependencyPolicy(x.DepPolicy),
+		OnParentFailure: DependencyPolicy(x.DepPolicy), Partition: t.PartitionKey(),
 	}
 	if len(x.Errors) > 0 {
 		info.Errors = make([]AttemptError, len(x.Errors))

@@ -47,8 +47,8 @@ func planCompleteClaim(p *planner, cmd *command, res *cmdResult) error {
 	// The completed task is in flight and its follow-ups are not stored
 	// yet: the claim cannot take them. The claim is planned within the
 	// queue's settings as Claim's is, the completed task's slot of an
-	// in-flight bound already free.
-	res.leases = p.claimWithin(cmd.key(), cmd.owner, cmd.lease, cmd.max, 1)
+	// in-flight bound (and of its partition's) already free.
+	res.leases = p.claimWithin(cmd.key(), cmd.owner, cmd.lease, cmd.max, cmd.fence.ID)
 	return nil
 }
 

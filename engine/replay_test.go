@@ -530,3 +530,116 @@ func TestOpensVersion4Directory(t *testing.T) {
 		t.Fatalf("claim after resume: %+v %v", ls, err)
 	}
 }
+
+// TestOpensVersion5Directory opens a directory written in format version 5
+// (dependencies, before partitions), committed as a fixture with the
+// leases it handed out. It was written by the engine of that format: a
+// snapshot after tasks in every state (a retained completion, a lease, a
+// dead task, a timer, a ready task of priority 3, a task waiting on the
+// lease's), queue limits, then a log tail (a key, a task, a lease of the
+// limited queue, a pause). Every record reads as it was written, the old
+// leases keep working, the old tasks form the default partition when
+// partitioned tasks join them, and the upgraded directory reopens to the
+// same state.
+func TestOpensVersion5Directory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/v5dir")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leases map[string]Lease
+	if err := json.Unmarshal(raw, &leases); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(dir)
+	if err != nil || rep.Tasks != 8 {
+		t.Fatalf("check: %+v %v", rep, err)
+	}
+	clock := NewManualClock(t0)
+	opts := Options{Clock: clock, RetainCompleted: 1000 * time.Hour}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	if err := db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	q, limited := db.Queue(ns, "q"), db.Queue(ns, "limited")
+	for _, w := range []struct {
+		q     Queue
+		id    uint64
+		state State
+	}{
+		{q, 1, Completed}, {q, 2, InFlight}, {q, 3, Dead}, {q, 4, Scheduled}, {q, 5, Ready}, {q, 6, Waiting},
+		{limited, 7, InFlight}, {q, 8, Ready},
+	} {
+		info, err := w.q.Get(ctx, w.id)
+		if err != nil || info.State != w.state || info.Partition != "" {
+			t.Fatalf("task %d: %+v %v, want %v", w.id, info, err, w.state)
+		}
+	}
+	if info, _ := q.Get(ctx, 1); string(info.Result) != `"ok"` || info.Headers["h"] != "1" || info.IdempotencyKey != "one" {
+		t.Fatalf("task 1: %+v", info)
+	}
+	if info, _ := q.Get(ctx, 6); !slices.Equal(info.WaitingOn, []uint64{2}) || info.OnParentFailure != WaitOnFailure {
+		t.Fatalf("task 6: %+v", info)
+	}
+	if e, err := db.KV(ns).Get(ctx, "k"); err != nil || string(e.Value) != "v" {
+		t.Fatalf("kv: %+v %v", e, err)
+	}
+	if s := settings(t, limited); s != (QueueSettings{Limits: Limits{MaxInFlight: 2, Rate: 4, Per: time.Minute, Burst: 4}}) {
+		t.Fatalf("settings of limited: %+v", s)
+	}
+	if s := settings(t, q); !s.Paused {
+		t.Fatalf("settings of q: %+v", s)
+	}
+	// The old lease completes and releases its dependent.
+	if _, err := q.Complete(ctx, leases["b"], Done{}); err != nil {
+		t.Fatalf("complete version 5 lease: %v", err)
+	}
+	if info, _ := q.Get(ctx, 6); info.State != Ready {
+		t.Fatalf("released task: %+v", info)
+	}
+	// Partitioned tasks join the old ones, which are the default
+	// partition: a claim takes turns, priority within each.
+	for _, p := range []string{"t1", "t1", "t2"} {
+		if _, err := q.Enqueue(ctx, Task{Partition: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustDo(t, q.Resume(ctx))
+	mustDo(t, limited.SetLimits(ctx, Limits{MaxInFlight: 2, Rate: 4, Per: time.Minute, PartitionMaxInFlight: 1}))
+	ls, err := q.Claim(ctx, "w", time.Minute, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := byPart(ls); !mapsEqual(got, map[string]int{"": 1, "t1": 1, "t2": 1}) {
+		t.Fatalf("claimed %v", got)
+	}
+	for _, l := range ls {
+		if l.Partition == "" && l.ID != 5 {
+			t.Fatalf("the default partition gave %d, not its priority 3 task 5", l.ID)
+		}
+	}
+	if err := db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(db)
+	h, _ := db.StateHash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if h2, _ := db.StateHash(); h2 != h || dump(db) != before {
+		t.Fatal("state changed across a reopen of the upgraded directory")
+	}
+	if s := settings(t, db.Queue(ns, "limited")); s.Limits.PartitionMaxInFlight != 1 {
+		t.Fatalf("partition bound after reopen: %+v", s)
+	}
+}

@@ -200,6 +200,11 @@ type Task struct {
 	// dead-lettered or cancelled. The zero value, CancelOnFailure, cancels
 	// it too.
 	OnParentFailure DependencyPolicy
+	// Partition names the task's partition of its queue (a customer, a
+	// tenant): claims take turns between the partitions that have work,
+	// and Limits.PartitionMaxInFlight bounds each one. "" is no partition:
+	// such tasks form one partition of their own. A name as for Kind.
+	Partition string
 }
 
 // Enqueued is the outcome of one enqueue.
@@ -233,6 +238,7 @@ type Lease struct {
 	Secret      uint64    // known only to the holder; kept across restarts
 	Deadline    time.Time // the lease ends then unless extended by Heartbeat
 	EnqueuedAt  time.Time
+	Partition   string // the task's partition ("" for none)
 }
 
 // CheckQueue returns an error wrapping ErrInvalid, naming both queues,
@@ -327,6 +333,8 @@ type TaskInfo struct {
 	Dependents []uint64
 	// OnParentFailure is the policy the task was enqueued with.
 	OnParentFailure DependencyPolicy
+	// Partition is the task's partition ("" for none).
+	Partition string
 }
 
 // AttemptError is one failed attempt of a task: a handler's failure or an

@@ -121,6 +121,7 @@ type spec struct {
 	deps   []uint64
 	sibs   []int
 	policy uint8
+	part   string // Task.Partition
 }
 
 func checkTask(t *Task, maxPayload int) (spec, error) {
@@ -202,6 +203,13 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 	}
 	if err := checkDeps(t, &s); err != nil {
 		return s, err
+	}
+	if t.Partition != "" {
+		if err := checkName("partition", t.Partition); err != nil {
+			return s, err
+		}
+		s.part = t.Partition
+		s.size += len(s.part)
 	}
 	return s, nil
 }

@@ -87,6 +87,8 @@ type Rec struct {
 	WaitingOn  []uint64
 	Dependents []uint64
 	Policy     engine.DependencyPolicy
+	// Partition is the task's partition ("" for none).
+	Partition string
 }
 
 // AttemptErr is engine.AttemptError with its time in Unix microseconds.
@@ -106,7 +108,7 @@ func RecOf(i engine.TaskInfo) Rec {
 		LeaseUntil: Micros(i.LeaseUntil), Progress: i.Progress, Result: i.Result, LastError: i.LastError,
 		IdemKey: i.IdempotencyKey, Created: Micros(i.CreatedAt), Updated: Micros(i.UpdatedAt),
 		Parent: i.Parent, FollowUps: i.FollowUps, WaitingOn: i.WaitingOn, Dependents: i.Dependents,
-		Policy: i.OnParentFailure,
+		Policy: i.OnParentFailure, Partition: i.Partition,
 	}
 	for _, e := range i.Errors {
 		r.Errors = append(r.Errors, AttemptErr{Attempt: e.Attempt, At: Micros(e.At), Error: e.Error})
@@ -148,17 +150,17 @@ func renderHeaders(h map[string]string) string {
 
 // String renders every field, for comparing records and printing diffs.
 func (r *Rec) String() string {
-	return fmt.Sprintf("task %d %s %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%s errs=%v parent=%d follow=%v waits=%v deps=%v policy=%s",
+	return fmt.Sprintf("task %d %s %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%s errs=%v parent=%d follow=%v waits=%v deps=%v policy=%s part=%q",
 		r.ID, r.Queue, r.State, r.Attempts, r.MaxAttempts, r.Priority, r.NotBefore, r.BackoffBase, r.BackoffMax,
 		r.Owner, r.Token, r.LeaseUntil, r.Created, r.Updated, r.Payload, r.Kind, r.IdemKey, r.LastError,
-		r.Progress, r.Result, renderHeaders(r.Headers), r.Errors, r.Parent, r.FollowUps, r.WaitingOn, r.Dependents, r.Policy)
+		r.Progress, r.Result, renderHeaders(r.Headers), r.Errors, r.Parent, r.FollowUps, r.WaitingOn, r.Dependents, r.Policy, r.Partition)
 }
 
 // LeaseString renders every field of a lease, times as Unix microseconds.
 func LeaseString(l engine.Lease) string {
-	return fmt.Sprintf("lease %d %s/%s kind=%q pay=%q h=%s prog=%q p=%d att=%d/%d own=%q tok=%d dl=%d enq=%d",
+	return fmt.Sprintf("lease %d %s/%s kind=%q pay=%q h=%s prog=%q p=%d att=%d/%d own=%q tok=%d dl=%d enq=%d part=%q",
 		l.ID, l.Namespace, l.Queue, l.Kind, l.Payload, renderHeaders(l.Headers), l.Progress, l.Priority,
-		l.Attempt, l.MaxAttempts, l.Owner, l.Token, Micros(l.Deadline), Micros(l.EnqueuedAt))
+		l.Attempt, l.MaxAttempts, l.Owner, l.Token, Micros(l.Deadline), Micros(l.EnqueuedAt), l.Partition)
 }
 
 // TxKind is the kind of a TxOp.
@@ -540,6 +542,11 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 	if err := checkDeps(t, &s); err != nil {
 		return s, err
 	}
+	if t.Partition != "" {
+		if err := checkName(t.Partition); err != nil {
+			return s, err
+		}
+	}
 	s.delay = t.Delay.Microseconds()
 	s.maxAtt = t.MaxAttempts
 	if s.maxAtt == 0 {
@@ -615,6 +622,8 @@ type txn struct {
 	// dependencies it deletes.
 	sibs []uint64
 	cut  map[depKey]bool
+	// freed is the task a completion that claims completed, as it was.
+	freed *Rec
 }
 
 // begin starts a commit: first the housekeeping batch, if one is due.
@@ -770,6 +779,7 @@ func (x *txn) enqueue(q QueueKey, s *spec) (engine.Enqueued, error) {
 		ID: id, Queue: q, State: state, Kind: s.t.Kind, Payload: payload, Headers: s.headers,
 		Priority: s.t.Priority, MaxAttempts: s.maxAtt, NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max,
 		IdemKey: key, Created: x.now, Updated: x.now, Parent: x.parent, Policy: s.t.OnParentFailure,
+		Partition: s.t.Partition,
 	})
 	for _, p := range parents {
 		x.mut(func(uint64) { m.deps[depKey{p, id}] = true })
@@ -974,11 +984,12 @@ func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max, freed in
 	if !ok {
 		return nil // paused, or limited to nothing: no batch
 	}
-	var spent, ready []*Rec
+	var spent, ready, stored []*Rec
 	for _, t := range m.tasks {
 		if t.Queue != q {
 			continue
 		}
+		stored = append(stored, t)
 		switch e := m.at(t); {
 		case t.State == engine.InFlight && e.State == engine.Dead:
 			spent = append(spent, t)
@@ -1004,7 +1015,7 @@ func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max, freed in
 		return cmpInt(a.ID, b.ID)
 	})
 	var out []engine.Lease
-	for _, t := range ready[:min(len(ready), max)] {
+	for _, t := range m.rotate(q, stored, ready, max, x.freed) {
 		n := *m.at(t)
 		if t.State == engine.InFlight {
 			x.count(q, func(t *engine.Totals) { t.Retried++ })
@@ -1021,6 +1032,7 @@ func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max, freed in
 			ID: n.ID, Namespace: q.NS, Queue: q.Name, Kind: n.Kind, Payload: n.Payload, Headers: n.Headers,
 			Progress: n.Progress, Priority: n.Priority, Attempt: n.Attempts, MaxAttempts: n.MaxAttempts,
 			Owner: owner, Token: n.Token, Secret: n.Secret, Deadline: timeOf(n.LeaseUntil), EnqueuedAt: timeOf(n.Created),
+			Partition: n.Partition,
 		})
 	}
 	x.took(q, len(out))
@@ -1135,6 +1147,7 @@ func (m *Model) CompleteAndClaim(q QueueKey, l engine.Lease, result []byte, ops 
 	if err := x.complete(q, l, result, all); err != nil {
 		return nil, err
 	}
+	x.freed = m.tasks[l.ID]
 	out := x.claim(q, owner, lease, max, 1)
 	x.commit()
 	return out, nil

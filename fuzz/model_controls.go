@@ -21,17 +21,21 @@ import (
 type qConf struct {
 	Paused      bool
 	MaxInFlight int
+	// PartMax bounds each partition's tasks in flight (model_partitions.go).
+	PartMax     int
 	Rate, Burst int64
 	Per         int64 // micros
 	// The bucket: Credit units (a token is Per units) as of At.
 	Credit, At int64
 }
 
-func (c qConf) isDefault() bool { return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0 }
+func (c qConf) isDefault() bool {
+	return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0 && c.PartMax == 0
+}
 
 func (c qConf) settings() engine.QueueSettings {
 	return engine.QueueSettings{Paused: c.Paused, Limits: engine.Limits{MaxInFlight: c.MaxInFlight, Rate: int(c.Rate),
-		Per: time.Duration(c.Per) * time.Microsecond, Burst: int(c.Burst)}}
+		Per: time.Duration(c.Per) * time.Microsecond, Burst: int(c.Burst), PartitionMaxInFlight: c.PartMax}}
 }
 
 // level is the bucket's level at now, in units: what it held plus Rate a
@@ -88,7 +92,8 @@ func (m *Model) SetLimits(q QueueKey, l engine.Limits) error {
 	switch {
 	case l.MaxInFlight < 0 || l.MaxInFlight > engine.MaxInFlightLimit, l.Rate < 0 || l.Rate > engine.MaxRateTokens,
 		l.Burst < 0 || l.Burst > engine.MaxRateTokens, l.Rate == 0 && (l.Per != 0 || l.Burst != 0),
-		l.Rate > 0 && (l.Per < time.Microsecond || l.Per > engine.MaxRatePer):
+		l.Rate > 0 && (l.Per < time.Microsecond || l.Per > engine.MaxRatePer),
+		l.PartitionMaxInFlight < 0 || l.PartitionMaxInFlight > engine.MaxInFlightLimit:
 		return invalid("limits %+v", l)
 	}
 	if err := checkQueue(q); err != nil {
@@ -96,7 +101,7 @@ func (m *Model) SetLimits(q QueueKey, l engine.Limits) error {
 	}
 	x := m.begin()
 	old := m.confs[q]
-	c := qConf{Paused: old.Paused, MaxInFlight: l.MaxInFlight}
+	c := qConf{Paused: old.Paused, MaxInFlight: l.MaxInFlight, PartMax: l.PartitionMaxInFlight}
 	if l.Rate > 0 {
 		c.Rate, c.Per, c.Burst = int64(l.Rate), l.Per.Microseconds(), int64(l.Burst)
 		if c.Burst == 0 {
@@ -135,7 +140,11 @@ func (m *Model) allowed(q QueueKey, max, freed int) (int, bool) {
 	if c.Paused {
 		return 0, false
 	}
-	if c.MaxInFlight > 0 {
+	bound := c.MaxInFlight
+	if c.PartMax > 0 && !m.partitioned(q) && (bound == 0 || c.PartMax < bound) {
+		bound = c.PartMax // one partition holds every task
+	}
+	if bound > 0 {
 		n := 0
 		for _, t := range m.tasks {
 			if t.Queue == q && m.at(t).State == engine.InFlight {
@@ -143,10 +152,10 @@ func (m *Model) allowed(q QueueKey, max, freed int) (int, bool) {
 			}
 		}
 		n -= freed
-		if n >= c.MaxInFlight {
+		if n >= bound {
 			return 0, false
 		}
-		max = min(max, c.MaxInFlight-n)
+		max = min(max, bound-n)
 	}
 	if c.Rate > 0 {
 		tk := c.tokens(m.Now)

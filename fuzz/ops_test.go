@@ -199,6 +199,17 @@ func opsSeeds() [][]byte {
 			ins(opClaim, 0, 0, 2, 3), ins(opComplete, 0, 0), ins(opRead, 1, 1), ins(opClaim, 1, 0, 2, 3),
 			ins(opControl, 2, 1, 1), ins(opReopen), ins(opDepend, 0x01, 0x80, 0, 0, 0x03, 0, 0),
 			ins(opControl, 1, 1), ins(opClaim, 1, 0, 2, 3), ins(opRead, 1, 1), ins(opControl, 3, 1)),
+		// Partitions: claims take turns between partitions a, b and the
+		// default one, priority within each; a bound of one per partition
+		// passes over those at it; a completion that claims frees its
+		// partition's slot; through a reopen and expired leases.
+		asm(0,
+			ins(opEnqueue, 0, 0, 0, 0x10), ins(opEnqueue, 0, 0x20, 0, 0x10), ins(opEnqueue, 0, 0, 0, 0x18),
+			ins(opEnqueue, 0, 0, 0, 0), ins(opEnqueue, 0, 0, 0, 0x11), ins(opClaim, 0, 0, 2, 3),
+			ins(opControl, 2, 0, 0x08), ins(opEnqueue, 0, 0, 0, 0x10), ins(opEnqueue, 0, 0, 0, 0x18),
+			ins(opClaim, 0, 1, 2, 3), ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x38), ins(opControl, 3, 0),
+			ins(opReopen), ins(opClaim, 0, 0, 2, 3), ins(opAdvance, 2), ins(opClaim, 0, 0, 2, 3),
+			ins(opControl, 2, 0, 0x18), ins(opClaim, 0, 2, 2, 3), ins(opRead, 1, 0)),
 		// A completion that claims releases the tasks waiting for it in its
 		// commit, the claim taking none of them (nor the follow-up); the
 		// next claim does; a completion that claims releases a sibling.

@@ -313,10 +313,13 @@ func (r *runner) task(b0, b1, b2 byte) engine.Task {
 	if b1&0x80 != 0 && b2&4 != 0 {
 		t.At = time.UnixMicro(r.m.Now).Add(2 * time.Second)
 	}
+	// A partition for one task in two (the unique ones below use these
+	// bits for their payload and take none).
+	t.Partition = partitions[b2>>3&3]
 	if b0&3 == 3 {
 		// Unique by content, over a few payloads (two of them the same
 		// content) so that duplicates meet.
-		t.IdempotencyKey = ""
+		t.IdempotencyKey, t.Partition = "", ""
 		t.Payload = [][]byte{nil, []byte(`{"n":1,"m":[2]}`), []byte(`{ "m": [2], "n": 1 }`), []byte(`"s"`)}[b2>>3&3]
 		t.Unique = &engine.Unique{Window: []time.Duration{time.Second, time.Minute}[b2>>5&1],
 			States: [][]engine.State{nil, {engine.Ready, engine.Scheduled, engine.InFlight},
@@ -397,9 +400,9 @@ func taskString(t engine.Task) string {
 	if t.Unique != nil {
 		u = fmt.Sprintf(" unique=%v%v", t.Unique.Window, t.Unique.States)
 	}
-	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v after=%v/%v %s%s}", t.Payload, t.Delay,
+	return fmt.Sprintf("{pay=%s delay=%v at=%d p=%d key=%q max=%d bo=%v/%v kind=%q h=%v after=%v/%v %s%s part=%q}", t.Payload, t.Delay,
 		Micros(t.At), t.Priority, t.IdempotencyKey, t.MaxAttempts, t.BackoffBase, t.BackoffMax, t.Kind, t.Headers,
-		t.DependsOn, t.DependsOnSibling, t.OnParentFailure, u)
+		t.DependsOn, t.DependsOnSibling, t.OnParentFailure, u, t.Partition)
 }
 
 // depID returns an id to depend on: with the top bit, one of the tasks of
@@ -1018,6 +1021,10 @@ func (r *runner) read(a [opSize - 1]byte) {
 	}
 }
 
+// partitions are the partitions of the tasks programs enqueue ("" is
+// none).
+var partitions = []string{"", "", "a", "b"}
+
 // limitSets are the limits programs set: none, a bound, rates with and
 // without a burst, both.
 var limitSets = []engine.Limits{
@@ -1036,6 +1043,9 @@ func (r *runner) control(a [opSize - 1]byte) {
 		r.record("resume "+q.String(), r.q(q).Resume(ctx), r.m.Resume(q), "")
 	case 2:
 		l := limitSets[a[2]&7]
+		if a[2]&8 != 0 {
+			l.PartitionMaxInFlight = 1 + int(a[2]>>4&1)
+		}
 		r.record(fmt.Sprintf("limits %s %+v", q, l), r.q(q).SetLimits(ctx, l), r.m.SetLimits(q, l), "")
 	case 3:
 		got, gerr := r.q(q).Settings(ctx)

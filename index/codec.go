@@ -12,15 +12,18 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=5) seq now seed [assertion...] [mutation...]
+//	version(=6) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
 //
 //	[id project scope queue state attempts maxAttempts priority notBefore
 //	 backoffBase backoffMax owner token leaseUntil created updated payload extra
-//	 secret]
+//	 secret partition]
 //
+// where partition, the key of the task's partition of its queue, is there
+// only when the task names one (never ""): a task that names none is the
+// 19-field array without it.
 // with extra nil or [kind idemKey lastError progress result headers errors
 // parent followUps depPolicy], errors an array of [attempt at error] (oldest
 // first) and followUps an array of task ids. A task update is [2 id state attempts
@@ -30,21 +33,24 @@ import (
 // id flags]. An idempotency mutation is [6 or 7 project scope queue key id
 // expires states]; a settings mutation is [8 conf] to set a queue's
 // settings and [9 project scope queue] to delete them, with conf the fields
-// project scope queue paused maxInFlight rate per burst credit at; a
+// project scope queue paused maxInFlight rate per burst credit at, and
+// partMaxInFlight after them when it is not 0 ([8 conf] of 12 fields); a
 // dependency put or delete is [10 parent child] or [11 parent child]. A
 // snapshot is a sequence of records, each one array whose first element is
 // its record kind: RecHeader [1 seq nextID now], RecTask [2 task], RecKV [3
 // project scope key value version], RecIdem [4 project scope queue key id
 // expires states], RecTotals [5 project scope queue enqueued claimed
-// completed retried deadLettered idle], RecConf [6 conf], RecDep [7 parent
-// child].
+// completed retried deadLettered idle], RecConf [6 conf] (11 or 12
+// fields), RecDep [7 parent child].
 //
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
 // written as nil (and read back as nil), and the fields of every record have
 // one fixed order.
 //
-// Older versions are still read. Version 4 is version 5 without
+// Older versions are still read. Version 5 is version 6 without
+// partitions: every task record has 19 fields and every settings record
+// 10 (no partMaxInFlight). Version 4 is version 5 without
 // dependencies: a task's extra has 9 fields (no depPolicy), no task is
 // waiting (state 6), and there are no dependency mutations or records.
 // Version 3: no settings mutations, and idempotency mutations and records
@@ -55,7 +61,8 @@ import (
 // a batch seed, with 18-field task records and 13-field updates (no secret),
 // and a snapshot header without the time ([1 seq nextID]).
 const (
-	batchVersion  = 5
+	batchVersion  = 6
+	batchVersion5 = 5
 	batchVersion4 = 4
 	batchVersion3 = 3
 	batchVersion2 = 2
@@ -168,7 +175,7 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(e.idemFields(m.Idem))
 		case MutPutConf:
-			put(enc.EncodeArrayLen(11))
+			put(enc.EncodeArrayLen(confFields(m.Conf) + 1))
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(e.confFields(m.Conf))
 		case MutDeleteConf:
@@ -236,11 +243,23 @@ func (e *Encoder) idemFields(d Idem) error {
 	return enc.EncodeUint(uint64(d.States))
 }
 
+// confFields is how many fields the encoding of c has.
+func confFields(c QueueConf) int {
+	if c.PartMaxInFlight != 0 {
+		return 11
+	}
+	return 10
+}
+
 func (e *Encoder) confFields(c QueueConf) error {
 	enc := e.enc
-	return firstErr(enc.EncodeString(c.Queue.Project), enc.EncodeString(c.Queue.Scope), enc.EncodeString(c.Queue.Name),
+	err := firstErr(enc.EncodeString(c.Queue.Project), enc.EncodeString(c.Queue.Scope), enc.EncodeString(c.Queue.Name),
 		enc.EncodeBool(c.Paused), enc.EncodeInt(c.MaxInFlight), enc.EncodeInt(c.Rate), enc.EncodeInt(c.Per),
 		enc.EncodeInt(c.Burst), enc.EncodeInt(c.Credit), enc.EncodeInt(c.At))
+	if err == nil && c.PartMaxInFlight != 0 {
+		err = enc.EncodeInt(c.PartMaxInFlight)
+	}
+	return err
 }
 
 func (e *Encoder) task(t *Task) error {
@@ -251,7 +270,11 @@ func (e *Encoder) task(t *Task) error {
 			err = err2
 		}
 	}
-	put(enc.EncodeArrayLen(19))
+	if t.Part() != nil {
+		put(enc.EncodeArrayLen(20))
+	} else {
+		put(enc.EncodeArrayLen(19))
+	}
 	put(enc.EncodeUint(t.ID))
 	put(enc.EncodeString(t.Queue.Key.Project))
 	put(enc.EncodeString(t.Queue.Key.Scope))
@@ -306,6 +329,9 @@ func (e *Encoder) task(t *Task) error {
 		put(enc.EncodeUint(uint64(x.DepPolicy)))
 	}
 	put(enc.EncodeUint(run.Secret))
+	if p := t.Part(); p != nil {
+		put(enc.EncodeString(p.Key))
+	}
 	return err
 }
 
@@ -343,7 +369,7 @@ func (e *Encoder) IdemRecord(d Idem) ([]byte, error) {
 // ConfRecord encodes a snapshot record of a queue's settings.
 func (e *Encoder) ConfRecord(c QueueConf) ([]byte, error) {
 	e.buf.Reset()
-	err := firstErr(e.enc.EncodeArrayLen(11), e.enc.EncodeUint(RecConf), e.confFields(c))
+	err := firstErr(e.enc.EncodeArrayLen(confFields(c)+1), e.enc.EncodeUint(RecConf), e.confFields(c))
 	return e.buf.Bytes(), err
 }
 
@@ -610,11 +636,11 @@ func (d *Decoder) mutation(m *Mutation) error {
 		}
 	} else if d.ver >= batchVersion4 {
 		switch {
-		case m.Kind == MutPutConf:
-			want = 11
+		case m.Kind == MutPutConf && (n == 11 || n == 12 && d.ver >= batchVersion):
+			want = n
 		case m.Kind == MutDeleteConf:
 			want = 4
-		case d.ver >= batchVersion && (m.Kind == MutPutDep || m.Kind == MutDeleteDep):
+		case d.ver >= batchVersion5 && (m.Kind == MutPutDep || m.Kind == MutDeleteDep):
 			want = 3
 		}
 	}
@@ -712,7 +738,7 @@ func (d *Decoder) mutation(m *Mutation) error {
 		m.Idem, err = d.idemFields(n == 8)
 		return err
 	case MutPutConf:
-		m.Conf, err = d.confFields()
+		m.Conf, err = d.confFields(n == 12)
 		return err
 	case MutDeleteConf:
 		k := &m.Conf.Queue
@@ -753,7 +779,7 @@ func (d *Decoder) idemFields(states bool) (Idem, error) {
 }
 
 // confFields decodes a queue's settings record.
-func (d *Decoder) confFields() (QueueConf, error) {
+func (d *Decoder) confFields(part bool) (QueueConf, error) {
 	var c QueueConf
 	var err error
 	if c.Queue.Project, c.Queue.Scope, c.Queue.Name, err = d.strings3(); err == nil {
@@ -762,6 +788,11 @@ func (d *Decoder) confFields() (QueueConf, error) {
 	for _, p := range [...]*int64{&c.MaxInFlight, &c.Rate, &c.Per, &c.Burst, &c.Credit, &c.At} {
 		if err == nil {
 			*p, err = d.dec.DecodeInt64()
+		}
+	}
+	if err == nil && part {
+		if c.PartMaxInFlight, err = d.dec.DecodeInt64(); err == nil && c.PartMaxInFlight == 0 {
+			err = fmt.Errorf("a partition bound of 0 written")
 		}
 	}
 	if err != nil {
@@ -803,11 +834,11 @@ func (d *Decoder) ids(what string) ([]uint64, error) {
 
 func (d *Decoder) task() (*Task, error) {
 	dec := d.dec
-	nf, err := d.arrayLen("task", 18, 19)
+	nf, err := d.arrayLen("task", 18, 20)
 	if err != nil {
 		return nil, err
 	}
-	if d.ver != 0 && (nf == 18) != (d.ver == batchVersion1) {
+	if d.ver != 0 && ((nf == 18) != (d.ver == batchVersion1) || nf == 20 && d.ver < batchVersion) {
 		return nil, corrupt(fmt.Sprintf("version %d task of %d fields", d.ver, nf), nil)
 	}
 	t := &Task{}
@@ -846,7 +877,7 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task record", err)
 	}
 	if !TaskState(st).Valid() || att > 1<<32-1 || maxAtt > 1<<32-1 || t.ID == 0 || t.ID == maxID ||
-		d.ver != 0 && d.ver < batchVersion && TaskState(st) == StateWaiting {
+		d.ver != 0 && d.ver < batchVersion5 && TaskState(st) == StateWaiting {
 		return nil, corrupt(fmt.Sprintf("task %d fields", t.ID), nil)
 	}
 	t.State, t.Attempts, r.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
@@ -856,7 +887,7 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task extra", err)
 	}
 	if n != -1 {
-		if wantExtra := [...]int{batchVersion1: 6, batchVersion2: 6, batchVersion3: 9, batchVersion4: 9, batchVersion: 10}; n != 6 && n != 9 && n != 10 ||
+		if wantExtra := [...]int{batchVersion1: 6, batchVersion2: 6, batchVersion3: 9, batchVersion4: 9, batchVersion5: 10, batchVersion: 10}; n != 6 && n != 9 && n != 10 ||
 			d.ver != 0 && n != wantExtra[d.ver] {
 			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
 		}
@@ -903,12 +934,22 @@ func (d *Decoder) task() (*Task, error) {
 			t.Extra = x
 		}
 	}
-	if nf == 19 {
+	if nf >= 19 {
 		if run.Secret, err = dec.DecodeUint64(); err != nil {
 			return nil, corrupt("task secret", err)
 		}
 	}
 	t.SetRun(run.Owner, run.Token, run.LeaseUntil, run.Secret, run.Updated)
+	if nf == 20 {
+		key, err := d.str()
+		if err == nil && key == "" {
+			err = fmt.Errorf("an empty partition written")
+		}
+		if err != nil {
+			return nil, corrupt("task partition", err)
+		}
+		t.SetPart(PartRef(key))
+	}
 	t.Queue = d.queueRef(k)
 	return t, nil
 }
@@ -978,7 +1019,7 @@ func (d *Decoder) record(data []byte) (Record, error) {
 	d.reset(data)
 	d.ver = 0
 	var r Record
-	n, err := d.arrayLen("record", 2, 11)
+	n, err := d.arrayLen("record", 2, 12)
 	if err != nil {
 		return r, err
 	}
@@ -1028,8 +1069,8 @@ func (d *Decoder) record(data []byte) (Record, error) {
 		if err != nil {
 			err = corrupt("totals record", err)
 		}
-	case r.Kind == RecConf && n == 11:
-		r.Conf, err = d.confFields()
+	case r.Kind == RecConf && (n == 11 || n == 12):
+		r.Conf, err = d.confFields(n == 12)
 	default:
 		err = corrupt(fmt.Sprintf("record kind %d with %d fields", kind, n), nil)
 	}

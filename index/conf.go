@@ -23,6 +23,10 @@ type QueueConf struct {
 	// MaxInFlight bounds the queue's tasks in flight at once (an expired
 	// lease is not in flight); 0 is no bound.
 	MaxInFlight int64
+	// PartMaxInFlight bounds the tasks in flight at once of each partition
+	// of the queue (see Partition; the tasks that name no partition are
+	// one partition); 0 is no bound.
+	PartMaxInFlight int64
 	// Rate tokens every Per microseconds, at most Burst held; Rate 0 is no
 	// rate limit (Per, Burst, Credit and At are then 0).
 	Rate, Per, Burst int64
@@ -47,7 +51,7 @@ func (c QueueConf) Settings() QueueConf {
 // IsDefault reports whether c sets nothing: a queue with such settings has
 // no record.
 func (c QueueConf) IsDefault() bool {
-	return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0
+	return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0 && c.PartMaxInFlight == 0
 }
 
 // capacity is the bucket's size in units.
@@ -95,7 +99,8 @@ func (c *QueueConf) NextToken(now int64) int64 {
 
 // check validates a record that came from a batch or a snapshot.
 func (c *QueueConf) check() error {
-	bad := c.Queue.Name == "" || c.IsDefault() || c.MaxInFlight < 0 || c.MaxInFlight > MaxInFlightLimit
+	bad := c.Queue.Name == "" || c.IsDefault() || c.MaxInFlight < 0 || c.MaxInFlight > MaxInFlightLimit ||
+		c.PartMaxInFlight < 0 || c.PartMaxInFlight > MaxInFlightLimit
 	if c.Rate == 0 {
 		bad = bad || c.Per != 0 || c.Burst != 0 || c.Credit != 0 || c.At != 0
 	} else {
@@ -127,11 +132,12 @@ func (s *Store) Confs(fn func(QueueConf) bool) { s.confs.Scan(fn) }
 // again. The slice is reused by the next Apply.
 func (s *Store) Reconfigured() []QueueKey { return s.reconf }
 
-// limited reports whether queue k bounds its tasks in flight, so that a
-// task leaving flight gives a parked claimer something to do.
+// limited reports whether queue k bounds its tasks in flight (or those of
+// each partition), so that a task leaving flight gives a parked claimer
+// something to do.
 func (s *Store) limited(k QueueKey) bool {
 	c, ok := s.Conf(k)
-	return ok && c.MaxInFlight > 0
+	return ok && (c.MaxInFlight > 0 || c.PartMaxInFlight > 0)
 }
 
 func (s *Store) putConf(c QueueConf) error {

@@ -225,3 +225,92 @@ func TestDepsNeedVersion5(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionsNeedVersion6: a task naming a partition and settings with
+// a partition bound decode in a version 6 batch and snapshot records, and
+// are damage in a version 5 batch; a task or settings without them keep
+// their version 5 bytes; an empty partition or a written bound of 0 is
+// damage in any version (they are never written).
+func TestPartitionsNeedVersion6(t *testing.T) {
+	s := NewStore()
+	enc := NewEncoder()
+	var b Batch
+	parted := (&Fields{ID: 1, Queue: s.QueueRef(qk), State: StateReady, Part: PartRef("tenant")}).Task()
+	bound := QueueConf{Queue: qk, PartMaxInFlight: 3}
+	for name, m := range map[string]Mutation{
+		"partition": {Kind: MutPutTask, Task: parted},
+		"bound":     {Kind: MutPutConf, Conf: bound},
+	} {
+		data, err := enc.Batch(&Batch{Seq: 1, Mutations: []Mutation{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := NewDecoder(s).Batch(data, &b); err != nil {
+			t.Fatalf("%s: version 6 refused: %v", name, err)
+		}
+		got := b.Mutations[0]
+		if name == "partition" && got.Task.PartitionKey() != "tenant" || name == "bound" && got.Conf != bound {
+			t.Fatalf("%s misread: %+v", name, got)
+		}
+		old := bytes.Clone(data)
+		old[0] = batchVersion5
+		if err := NewDecoder(s).Batch(old, &b); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s in a version 5 batch: %v, want ErrCorrupt", name, err)
+		}
+	}
+	// Snapshot records.
+	rec, err := enc.TaskRecord(parted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := NewDecoder(s).Record(bytes.Clone(rec)); err != nil || r.Task.PartitionKey() != "tenant" {
+		t.Fatalf("task record: %+v %v", r.Task, err)
+	}
+	rec, err = enc.ConfRecord(bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := NewDecoder(s).Record(bytes.Clone(rec)); err != nil || r.Conf != bound {
+		t.Fatalf("settings record: %+v %v", r.Conf, err)
+	}
+	// Without a partition: the version 5 layout, read under version 5.
+	plain := &Task{ID: 1, Queue: s.QueueRef(qk), State: StateReady}
+	data, err := enc.Batch(&Batch{Seq: 1, Mutations: []Mutation{{Kind: MutPutTask, Task: plain},
+		{Kind: MutPutConf, Conf: QueueConf{Queue: qk, MaxInFlight: 2}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Clone(data)
+	data[0] = batchVersion5
+	if err := NewDecoder(s).Batch(data, &b); err != nil {
+		t.Fatalf("a version 5 batch without partitions: %v", err)
+	}
+	// Never written: an empty partition, a bound of 0.
+	for name, m := range map[string]Mutation{
+		"empty partition": {Kind: MutPutTask, Task: (&Fields{ID: 1, Queue: s.QueueRef(qk), State: StateReady, Part: PartRef("")}).Task()},
+	} {
+		data, err := enc.Batch(&Batch{Seq: 1, Mutations: []Mutation{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := NewDecoder(s).Batch(data, &b); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	e.UseCompactInts(true)
+	for _, v := range []any{uint64(batchVersion), uint64(1), int64(0), uint64(0)} {
+		e.Encode(v)
+	}
+	e.EncodeArrayLen(0)
+	e.EncodeArrayLen(1)
+	e.EncodeArrayLen(12)
+	e.EncodeUint(uint64(MutPutConf))
+	for _, v := range []any{"p", "s", "q", false, 2, 0, 0, 0, 0, 0, 0} {
+		e.Encode(v)
+	}
+	if err := NewDecoder(s).Batch(buf.Bytes(), &b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a written partition bound of 0: %v, want ErrCorrupt", err)
+	}
+}

@@ -41,37 +41,7 @@ var ServingStart = PrioItem{Prio: math.MaxInt64, ID: 0}
 // from position from on (strictly after it when after is set). It costs
 // O((limit+1) log n) however many tasks are stored or due.
 func (q *Queue) Claimable(now int64, from PrioItem, after bool, limit int, out []Due) []Due {
-	if limit <= 0 {
-		return out
-	}
-	start := len(out)
-	q.pivot.Priority, q.pivot.ID = from.Prio, from.ID
-	q.Ready.Ascend(&q.pivot, func(t *Task) bool {
-		if after && t.Priority == from.Prio && t.ID == from.ID {
-			return true
-		}
-		out = append(out, Due{Prio: t.Priority, ID: t.ID, Stored: StateReady})
-		return len(out)-start < limit
-	})
-	for _, src := range [...]struct {
-		tree  *dueTree
-		state TaskState
-	}{{&q.dueSched, StateScheduled}, {&q.dueRetry, StateInFlight}} {
-		n := 0
-		src.tree.AscendDue(from.Prio, from.ID, after, now, func(prio int64, id uint64, _ int64) bool {
-			out = append(out, Due{Prio: prio, ID: id, Stored: src.state})
-			n++
-			return n < limit
-		})
-	}
-	got := out[start:]
-	slices.SortFunc(got, func(a, b Due) int {
-		if before(a.Prio, a.ID, b.Prio, b.ID) {
-			return -1
-		}
-		return 1
-	})
-	return out[:start+min(len(got), limit)]
+	return claimable(q.Ready, &q.pivot, &q.dueSched, &q.dueRetry, now, from, after, limit, out)
 }
 
 // DeadAt appends to out, in id order, at most limit tasks of q that are

@@ -57,10 +57,10 @@ func renderTask(t *Task) string {
 	if t.Queue != nil {
 		q = fmt.Sprintf("%q/%q/%q", t.Queue.Key.Project, t.Queue.Key.Scope, t.Queue.Key.Name)
 	}
-	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v policy=%d",
+	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v policy=%d part=%q",
 		f.ID, q, f.State, f.Attempts, f.MaxAttempts, f.Priority, f.NotBefore, f.BackoffBase, f.BackoffMax, f.Owner, f.Token,
 		f.Secret, f.LeaseUntil, f.Created, f.Updated, renderBytes(f.Payload), x.Kind, x.IdemKey, x.LastError,
-		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps, x.DepPolicy)
+		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps, x.DepPolicy, t.PartitionKey())
 }
 
 // renderBatch renders what a batch means: fields a kind does not carry,
@@ -165,6 +165,9 @@ func batchSeeds(tb testing.TB) [][]byte {
 					BackoffBase: 1e6, BackoffMax: 6e7, Created: 600, Updated: 600, Payload: []byte(`{"x":1}`),
 					Extra: &Extra{Kind: "k", IdemKey: "i", Headers: map[string]string{"h": "v"}}}).Task()},
 				{Kind: MutPutIdem, Idem: Idem{Queue: q.Key, Key: "i", ID: 9}},
+				{Kind: MutPutTask, Task: (&Fields{ID: 10, Queue: q, State: StateReady, MaxAttempts: 3, NotBefore: 600,
+					Created: 600, Updated: 600, Part: PartRef("tenant")}).Task()},
+				{Kind: MutPutConf, Conf: QueueConf{Queue: q.Key, MaxInFlight: 4, PartMaxInFlight: 2}},
 				{Kind: MutDeleteIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 				{Kind: MutDeleteTask, Update: TaskUpdate{ID: 5}},
 				{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateCompleted, Updated: 600, Flags: UpdResult | UpdFollowUps,
@@ -288,6 +291,9 @@ func recordSeeds(tb testing.TB) [][]byte {
 	add(enc.IdemRecord(Idem{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "u", ID: 1, Expires: 900, States: 0x2e}))
 	add(enc.ConfRecord(QueueConf{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Paused: true, Rate: 2, Per: 10, Burst: 3, Credit: 25, At: 99}))
 	add(enc.DepRecord(Dep{Parent: 1, Child: 7}))
+	add(enc.TaskRecord((&Fields{ID: 20, Queue: s.QueueRef(QueueKey{Namespace{"p", "s"}, "q"}), State: StateReady, MaxAttempts: 1,
+		Part: PartRef("tenant")}).Task()))
+	add(enc.ConfRecord(QueueConf{Queue: QueueKey{Namespace{"p", "s"}, "q"}, PartMaxInFlight: 3}))
 	return out
 }
 

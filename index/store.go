@@ -121,7 +121,8 @@ type Queue struct {
 	dueDead    dueTree                  // the same by id (Prio 0), dead at LeaseUntil
 	doneAt     *btree.BTreeG[TimeItem]  // completed, by Updated
 	totals     Totals
-	pivot      Task // reused search key for Ready
+	pivot      Task        // reused search key for Ready
+	parts      *partitions // nil until a task names a partition (partition.go)
 }
 
 // Count returns how many tasks of the queue are stored in state s.
@@ -511,6 +512,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		// The record is not stored yet, so pointing it at the store's
 		// queue changes nothing anyone has seen.
 		t.Queue = s.Intern(t.Queue.Key)
+		internPart(t.Queue, t)
 		s.deps.touched = append(s.deps.touched, t.ID)
 		if old, ok := s.tasks.Set(t); ok {
 			s.unindex(old)
@@ -665,7 +667,13 @@ func (s *Store) indexLoad(t *Task, load bool) {
 			s.wake(rec)
 		}
 	}
+	if t.Part() != nil && q.parts == nil {
+		q.partition0() // the unindex of t's old record switched it back
+	}
 	q.counts[t.State]++
+	if q.parts != nil {
+		q.parts.indexPart(t)
+	}
 	s.indexParent(t)
 	switch t.State {
 	case StateReady:
@@ -717,6 +725,11 @@ func (s *Store) unindex(t *Task) {
 	q.counts[t.State]--
 	if q.counts[t.State] == 0 {
 		s.emptied = append(s.emptied, q)
+	}
+	if q.parts != nil {
+		if q.parts.unindexPart(t); q.parts.named == 0 {
+			q.parts = nil // no task names a partition any more
+		}
 	}
 	s.unindexParent(t)
 	switch t.State {
@@ -815,6 +828,7 @@ func (s *Store) LoadTask(t *Task) error {
 		s.loadRef, s.loadQueue = t.Queue, s.Intern(t.Queue.Key)
 	}
 	t.Queue = s.loadQueue
+	internPart(t.Queue, t)
 	if _, dup := s.tasks.Load(t); dup {
 		return fmt.Errorf("%w: task %d twice", ErrCorrupt, t.ID)
 	}
@@ -872,6 +886,7 @@ func (s *Store) Verify() error {
 		at int64
 	}
 	since := map[sinceKey]int{}
+	parted := map[*Queue][]*Task{}
 	var err error
 	fail := func(format string, args ...any) bool {
 		err = fmt.Errorf("index: verify: "+format, args...)
@@ -899,6 +914,9 @@ func (s *Store) Verify() error {
 			return fail("task %d has state %d", t.ID, t.State)
 		}
 		c[t.State]++
+		if q.parts != nil || t.Part() != nil {
+			parted[q] = append(parted[q], t)
+		}
 		var found bool
 		has := func(tr *dueTree, prio int64, at int64) bool {
 			got, ok := tr.get(prio, t.ID)
@@ -987,6 +1005,9 @@ func (s *Store) Verify() error {
 			err = fmt.Errorf("index: verify: queue %v: %d ready, %d counted by time", q.Key, c[StateReady], nSince)
 		}
 		if err != nil {
+			return err
+		}
+		if err := q.verifyParts(parted[q]); err != nil {
 			return err
 		}
 		rec, found := s.totals.Get(QueueTotals{Queue: k})

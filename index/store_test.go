@@ -404,8 +404,26 @@ func TestTaskFields(t *testing.T) {
 	if tk.Run != nil || tk.Updated() != 1 || tk.Owner() != "" || tk.Token() != 0 {
 		t.Fatalf("a task as enqueued: run %+v, updated %d", tk.Run, tk.Updated())
 	}
-	if tk.retry != f.Task().retry {
+	if tk.sh != f.Task().sh {
 		t.Fatal("equal retry policies are not shared")
+	}
+	part := PartRef("tenant")
+	fp := fresh
+	fp.Part = part
+	withPart := fp.Task()
+	if withPart.sh == tk.sh || withPart.Part() != part || withPart.Retry() != tk.Retry() {
+		t.Fatalf("a partition beside the policy: part %p (want %p), policy %+v", withPart.Part(), part, withPart.Retry())
+	}
+	if got := withPart.Fields(); !reflect.DeepEqual(got, fp) {
+		t.Fatalf("round trip with a partition: got %+v, want %+v", got, fp)
+	}
+	withPart.SetRetry(Retry{MaxAttempts: 9})
+	if withPart.Part() != part || withPart.MaxAttempts() != 9 {
+		t.Fatal("SetRetry lost the partition")
+	}
+	withPart.SetPart(nil)
+	if withPart.Part() != nil || withPart.MaxAttempts() != 9 {
+		t.Fatal("SetPart lost the policy")
 	}
 	if (&Fields{}).Task().Retry() != (Retry{}) {
 		t.Fatal("a task without a policy has one")

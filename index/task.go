@@ -71,11 +71,11 @@ func (a QueueKey) less(b QueueKey) bool {
 // A pending task is the common record and its size is the store's size per
 // task, so the fields it does not need live out of line: Run holds what
 // changes once a task has been claimed or otherwise moved (nil for a task
-// as it was enqueued), the retry policy is interned (tasks with the same
-// policy share one value), and Extra holds the rarely set fields. Read them
-// with the methods (Owner, Token, LeaseUntil, Secret, Updated, MaxAttempts,
-// BackoffBase, BackoffMax); set them on a record not yet stored with SetRun
-// and SetRetry.
+// as it was enqueued), the retry policy and the partition are interned
+// (tasks with the same policy and partition share one value), and Extra
+// holds the rarely set fields. Read them with the methods (Owner, Token,
+// LeaseUntil, Secret, Updated, MaxAttempts, BackoffBase, BackoffMax, Part);
+// set them on a record not yet stored with SetRun, SetRetry and SetPart.
 type Task struct {
 	ID        uint64
 	Queue     *Queue
@@ -87,8 +87,9 @@ type Task struct {
 	Payload   []byte
 	// Run is nil while the task is as enqueued: no owner, token, lease or
 	// secret, and Updated equal to Created.
-	Run   *Run
-	retry unique.Handle[Retry]
+	Run *Run
+	// sh holds the retry policy and the partition, interned.
+	sh unique.Handle[shared]
 	// Extra holds the fields most pending tasks never use, so that a waiting
 	// task costs one pointer for them instead of eight words.
 	Extra *Extra
@@ -155,47 +156,67 @@ func (t *Task) SetRun(owner string, token uint64, leaseUntil int64, secret uint6
 	}
 }
 
-// Retry returns the task's retry policy.
-func (t *Task) Retry() Retry {
-	if t.retry == (unique.Handle[Retry]{}) {
-		return Retry{}
-	}
-	return t.retry.Value()
+// shared is the part of a record that many tasks have alike: the retry
+// policy and the partition. It is interned, so that tasks that have it
+// alike share one value.
+type shared struct {
+	Retry
+	part *Partition
 }
+
+func (t *Task) shared() shared {
+	if t.sh == (unique.Handle[shared]{}) {
+		return shared{}
+	}
+	return t.sh.Value()
+}
+
+func (t *Task) setShared(v shared) {
+	t.sh = unique.Handle[shared]{}
+	if v != (shared{}) {
+		t.sh = unique.Make(v)
+	}
+}
+
+// Retry returns the task's retry policy.
+func (t *Task) Retry() Retry { return t.shared().Retry }
 
 // MaxAttempts is the task's attempt budget.
-func (t *Task) MaxAttempts() uint32 { return t.Retry().MaxAttempts }
+func (t *Task) MaxAttempts() uint32 { return t.shared().MaxAttempts }
 
 // BackoffBase is the delay before the task's first retry.
-func (t *Task) BackoffBase() int64 { return t.Retry().BackoffBase }
+func (t *Task) BackoffBase() int64 { return t.shared().BackoffBase }
 
 // BackoffMax caps the delay before a retry.
-func (t *Task) BackoffMax() int64 { return t.Retry().BackoffMax }
+func (t *Task) BackoffMax() int64 { return t.shared().BackoffMax }
 
 // SetRetry sets the retry policy of t, which must not be stored yet.
-func (t *Task) SetRetry(r Retry) {
-	t.retry = unique.Handle[Retry]{}
-	if r != (Retry{}) {
-		t.retry = unique.Make(r)
-	}
-}
+func (t *Task) SetRetry(r Retry) { t.setShared(shared{r, t.Part()}) }
+
+// Part is the task's partition of its queue (partition.go), nil for the
+// default one.
+func (t *Task) Part() *Partition { return t.shared().part }
+
+// SetPart sets the partition of t, which must not be stored yet.
+func (t *Task) SetPart(p *Partition) { t.setShared(shared{t.Retry(), p}) }
 
 // retryCache remembers the last interned policy, for decoders that set
-// the same one on record after record.
+// the same one on record after record (with no partition: a decoder sets
+// that after, with SetPart).
 type retryCache struct {
 	r Retry
-	h unique.Handle[Retry]
+	h unique.Handle[shared]
 }
 
 func (c *retryCache) set(t *Task, r Retry) {
 	if r == (Retry{}) {
-		t.retry = unique.Handle[Retry]{}
+		t.sh = unique.Handle[shared]{}
 		return
 	}
-	if c.h == (unique.Handle[Retry]{}) || c.r != r {
-		c.r, c.h = r, unique.Make(r)
+	if c.h == (unique.Handle[shared]{}) || c.r != r {
+		c.r, c.h = r, unique.Make(shared{Retry: r})
 	}
-	t.retry = c.h
+	t.sh = c.h
 }
 
 // Extra is the rarely set part of a task record. Like Task it is immutable
@@ -357,22 +378,24 @@ type Fields struct {
 	Updated     int64
 	Payload     []byte
 	Extra       *Extra
+	Part        *Partition
 }
 
 // Task returns a new record with the fields of f.
 func (f *Fields) Task() *Task {
 	t := &Task{ID: f.ID, Queue: f.Queue, State: f.State, Attempts: f.Attempts, Priority: f.Priority,
 		NotBefore: f.NotBefore, Created: f.Created, Payload: f.Payload, Extra: f.Extra}
-	t.SetRetry(Retry{MaxAttempts: f.MaxAttempts, BackoffBase: f.BackoffBase, BackoffMax: f.BackoffMax})
+	t.setShared(shared{Retry{MaxAttempts: f.MaxAttempts, BackoffBase: f.BackoffBase, BackoffMax: f.BackoffMax}, f.Part})
 	t.SetRun(f.Owner, f.Token, f.LeaseUntil, f.Secret, f.Updated)
 	return t
 }
 
 // Fields returns the fields of t.
 func (t *Task) Fields() Fields {
-	r, run := t.Retry(), t.run()
+	sh, run := t.shared(), t.run()
+	r := sh.Retry
 	return Fields{ID: t.ID, Queue: t.Queue, State: t.State, Attempts: t.Attempts, MaxAttempts: r.MaxAttempts,
 		Priority: t.Priority, NotBefore: t.NotBefore, BackoffBase: r.BackoffBase, BackoffMax: r.BackoffMax,
 		Owner: run.Owner, Token: run.Token, LeaseUntil: run.LeaseUntil, Secret: run.Secret, Created: t.Created,
-		Updated: t.Updated(), Payload: t.Payload, Extra: t.Extra}
+		Updated: t.Updated(), Payload: t.Payload, Extra: t.Extra, Part: sh.part}
 }

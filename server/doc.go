@@ -6,7 +6,7 @@
 // closes.
 //
 // Calls. Each RPC of docket.v1.Queues, docket.v1.Controls (the queue
-// controls: Pause, Resume, SetLimits, Settings) and docket.v1.KV runs the
+// controls: Pause, Resume, SetLimits, Settings, Partitions) and docket.v1.KV runs the
 // engine method of the same name on the caller's view of the DB (DB.As), so the
 // permissions, limits and errors are the engine's own; an engine error
 // answers with the connect code of its sentinel and a docket.v1.Error

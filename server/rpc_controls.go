@@ -69,3 +69,16 @@ func (h controlsRPC) Settings(ctx context.Context, req *connect.Request[v1.Setti
 	}
 	return reply(&v1.SettingsResponse{Settings: wire.PBSettings(s)})
 }
+
+func (h controlsRPC) Partitions(ctx context.Context, req *connect.Request[v1.PartitionsRequest]) (*connect.Response[v1.PartitionsResponse], error) {
+	m := req.Msg
+	var p engine.PartitionPage
+	err := h.onQueue(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
+		p, err = q.Partitions(ctx, engine.PartitionListOptions{Limit: int(m.GetLimit()), Cursor: m.GetCursor()})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply(wire.PBPartitions(p))
+}

@@ -328,7 +328,14 @@ type queuePage struct {
 	RunNow      bool
 	Paused      bool
 	Limits      string // the queue's limits in words, "" for none
+	// Partitions are the first partitions of the queue (none when its
+	// tasks name none), MorePartitions whether it has more.
+	Partitions     []engine.PartitionInfo
+	MorePartitions bool
 }
+
+// queuePartitions is how many partitions the queue page shows.
+const queuePartitions = 50
 
 func (rq *request) queue() {
 	v := rq.r.URL.Query()
@@ -371,6 +378,12 @@ func (rq *request) queue() {
 		return
 	}
 	pg.Paused, pg.Limits = settings.Paused, settings.Limits.String()
+	parts, err := q.Partitions(rq.ctx(), engine.PartitionListOptions{Limit: queuePartitions})
+	if err != nil {
+		rq.fail(err)
+		return
+	}
+	pg.Partitions, pg.MorePartitions = parts.Partitions, parts.Next != ""
 	cursor := v.Get("cursor")
 	next := func(cursor string, off int) template.URL {
 		nv := url.Values{}

@@ -276,3 +276,31 @@ func TestFormatting(t *testing.T) {
 		t.Errorf("state bar %+v", got)
 	}
 }
+
+// TestPartitions: the queue page lists the queue's partitions with their
+// counts and shows the partition bound among the limits; the task page
+// and the task list show a task's partition; a queue without partitioned
+// tasks lists none.
+func TestPartitions(t *testing.T) {
+	e := newEnv(t, Options{})
+	q := e.queue("reports")
+	id := e.enqueue(q, engine.Task{Partition: "tenant-7"})
+	e.enqueue(q, engine.Task{Partition: "tenant-7"})
+	e.enqueue(q, engine.Task{})
+	if err := q.SetLimits(ctx, engine.Limits{PartitionMaxInFlight: 2}); err != nil {
+		t.Fatal(err)
+	}
+	page := e.mustGet("/docket/queue?p=acme&s=prod&q=reports")
+	mustContain(t, page, "Limits: at most 2 in flight per partition")
+	mustContain(t, page, `<summary>2 partitions`)
+	mustContain(t, page, `<th scope="row"><code>tenant-7</code></th><td class="num">2</td>`)
+	mustContain(t, page, `<th scope="row"><span class="muted">none</span></th><td class="num">1</td>`)
+	mustContain(t, page, `<span class="part" title="partition">tenant-7</span>`)
+	mustContain(t, e.mustGet(fmt.Sprintf("/docket/task?p=acme&s=prod&q=reports&id=%d", id)),
+		`<dd id="task-partition"><code>tenant-7</code></dd>`)
+	other := e.queue("plain")
+	e.enqueue(other, engine.Task{})
+	if page := e.mustGet("/docket/queue?p=acme&s=prod&q=plain"); strings.Contains(page, `id="partitions"`) {
+		t.Fatal("a queue without partitioned tasks lists partitions")
+	}
+}

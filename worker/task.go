@@ -33,6 +33,8 @@ type Task struct {
 	MaxAttempts  int
 	Owner        string
 	EnqueuedAt   time.Time
+	// Partition is the task's partition of its queue ("" for none).
+	Partition string
 
 	r     *runner
 	lease engine.Lease
@@ -72,7 +74,7 @@ func newTask(r *runner, l engine.Lease) *Task {
 	return &Task{
 		ID: l.ID, Namespace: l.Namespace, Queue: l.Queue, Kind: l.Kind, Payload: l.Payload,
 		Headers: l.Headers, LastProgress: l.Progress, Priority: l.Priority, Attempt: l.Attempt,
-		MaxAttempts: l.MaxAttempts, Owner: l.Owner, EnqueuedAt: l.EnqueuedAt,
+		MaxAttempts: l.MaxAttempts, Owner: l.Owner, EnqueuedAt: l.EnqueuedAt, Partition: l.Partition,
 		r: r, lease: l, deadline: l.Deadline,
 	}
 }

@@ -31,6 +31,16 @@ type Args interface {
 	Kind() string
 }
 
+// PartitionedArgs are Args whose tasks name a partition of their queue
+// (engine.Task.Partition), such as the customer they serve: NewTask puts
+// them in the partition Partition returns ("" for none), so that a queue's
+// claims take turns between its customers. Unlike Kind, Partition is
+// called on each value.
+type PartitionedArgs interface {
+	Args
+	Partition() string
+}
+
 // Job is a claimed task whose payload was decoded into Args. Everything
 // else, the task's fields and the methods that record what commits with
 // the completion (SetResult, AddOps, FollowUp), comes with the embedded
@@ -81,10 +91,12 @@ func HandleArgs[T Args](m *Mux, f func(ctx context.Context, j *Job[T]) error) {
 }
 
 // NewTask returns the task for args: opts with Kind set to args.Kind() and
-// Payload to the JSON encoding of args. opts carries the other options
-// (delay, priority, attempts, backoff, idempotency key, headers); its Kind
-// must be empty or args' kind, and its Payload empty. An args that does not
-// encode, or whose Kind is empty, is an error wrapping engine.ErrInvalid.
+// Payload to the JSON encoding of args, and, for PartitionedArgs, Partition
+// to args.Partition(). opts carries the other options (delay, priority,
+// attempts, backoff, idempotency key, headers, a partition for args that
+// name none); its Kind must be empty or args' kind, its Partition empty or
+// args' partition, and its Payload empty. An args that does not encode, or
+// whose Kind is empty, is an error wrapping engine.ErrInvalid.
 func NewTask(args Args, opts engine.Task) (engine.Task, error) {
 	if args == nil {
 		return engine.Task{}, fmt.Errorf("%w: nil args", engine.ErrInvalid)
@@ -101,6 +113,14 @@ func NewTask(args Args, opts engine.Task) (engine.Task, error) {
 	payload, err := json.Marshal(args)
 	if err != nil {
 		return engine.Task{}, fmt.Errorf("%w: encoding args %T: %w", engine.ErrInvalid, args, err)
+	}
+	if pa, ok := args.(PartitionedArgs); ok {
+		switch p := pa.Partition(); {
+		case opts.Partition != "" && p != "" && opts.Partition != p:
+			return engine.Task{}, fmt.Errorf("%w: task partition %q, but args %T have partition %q", engine.ErrInvalid, opts.Partition, args, p)
+		case p != "":
+			opts.Partition = p
+		}
 	}
 	opts.Kind, opts.Payload = kind, payload
 	return opts, nil

@@ -175,3 +175,43 @@ func (kindless) Kind() string { return "" }
 type badArgs struct{ F float64 }
 
 func (badArgs) Kind() string { return "bad" }
+
+type report struct {
+	Customer string `json:"customer"`
+}
+
+func (report) Kind() string        { return "report" }
+func (r report) Partition() string { return r.Customer }
+
+// TestPartitionedArgs: args that name a partition enqueue their tasks in
+// it, and the handler's task shows it; a partition in the options that
+// differs is refused; args of no partition take the options'.
+func TestPartitionedArgs(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(worker.Options{})
+	got := make(chan *worker.Job[report], 1)
+	worker.Register(w, ns, "reports", func(ctx context.Context, j *worker.Job[report]) error {
+		got <- j
+		return nil
+	}, worker.QueueOptions{})
+	res, err := worker.Enqueue(bg, e.q("reports"), report{Customer: "acme"}, engine.Task{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := e.get("reports", res.ID); info.Partition != "acme" {
+		t.Fatalf("stored task %+v", info)
+	}
+	if _, err := worker.NewTask(report{Customer: "acme"}, engine.Task{Partition: "other"}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("conflicting partitions: %v", err)
+	}
+	if tk, err := worker.NewTask(report{}, engine.Task{Partition: "p"}); err != nil || tk.Partition != "p" {
+		t.Fatalf("args without a partition: %+v %v", tk, err)
+	}
+	if tk, err := worker.NewTask(email{To: "a"}, engine.Task{Partition: "p"}); err != nil || tk.Partition != "p" {
+		t.Fatalf("plain args with a partition: %+v %v", tk, err)
+	}
+	e.start(w)
+	if j := recv(t, got); j.Partition != "acme" || j.Args.Customer != "acme" {
+		t.Fatalf("job %+v", j.Task)
+	}
+}

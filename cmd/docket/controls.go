@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/docketdb/docket/engine"
@@ -13,17 +14,18 @@ import (
 // The queue controls: pause, resume and limits.
 
 type limitsJSON struct {
-	MaxInFlight int    `json:"max_in_flight"`
-	Rate        int    `json:"rate"`
-	Per         string `json:"per,omitempty"`
-	Burst       int    `json:"burst"`
+	MaxInFlight          int    `json:"max_in_flight"`
+	Rate                 int    `json:"rate"`
+	Per                  string `json:"per,omitempty"`
+	Burst                int    `json:"burst"`
+	PartitionMaxInFlight int    `json:"partition_max_in_flight,omitempty"`
 }
 
 func limitsOf(l engine.Limits) *limitsJSON {
 	if l == (engine.Limits{}) {
 		return nil
 	}
-	out := &limitsJSON{MaxInFlight: l.MaxInFlight, Rate: l.Rate, Burst: l.Burst}
+	out := &limitsJSON{MaxInFlight: l.MaxInFlight, Rate: l.Rate, Burst: l.Burst, PartitionMaxInFlight: l.PartitionMaxInFlight}
 	if l.Per != 0 {
 		out.Per = l.Per.String()
 	}
@@ -106,24 +108,29 @@ every limit. The limits hold across every worker of every process:
   -max-in-flight N        at most N of the queue's tasks in flight at once
   -rate N -per D          at most N tasks claimed per D on average
   -burst N                ... and at most N at once after a quiet spell (default: the rate)
+  -partition-max-in-flight N
+                          at most N tasks of each partition in flight at once
+                          (see enqueue -partition; tasks without one are a partition)
 
   docket limits -server http://127.0.0.1:7070 -ns acme/prod -queue emails -max-in-flight 10 -rate 100 -per 1m
+  docket limits -dir data -queue reports -partition-max-in-flight 2
   docket limits -dir data -queue emails -clear`
 
 func runLimits(ctx context.Context, c cli, args []string) error {
-	fs := newFlagsFor(c, "limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-max-in-flight N] [-rate N -per D [-burst N]] [-clear] [-json]", limitsAbout)
+	fs := newFlagsFor(c, "limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-max-in-flight N] [-rate N -per D [-burst N]] [-partition-max-in-flight N] [-clear] [-json]", limitsAbout)
 	tf := addTargetFlags(c, fs, oneQueue)
 	maxInFlight := fs.Int("max-in-flight", 0, "at most this many of the queue's tasks in flight at once (0: no bound)")
 	rate := fs.Int("rate", 0, "at most this many tasks claimed per -per (0: no rate limit)")
 	per := fs.Duration("per", 0, "the rate's interval, 1µs to 168h")
 	burst := fs.Int("burst", 0, "tasks that may be claimed at once after a quiet spell (0: the rate)")
+	partMax := fs.Int("partition-max-in-flight", 0, "at most this many tasks of each partition of the queue in flight at once (0: no bound)")
 	clearAll := fs.Bool("clear", false, "remove every limit")
 	if _, err := tf.parse(args, 0, 0); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	changing := set["max-in-flight"] || set["rate"] || set["per"] || set["burst"]
+	changing := set["max-in-flight"] || set["rate"] || set["per"] || set["burst"] || set["partition-max-in-flight"]
 	if *clearAll && changing {
 		return usageError{"limits: -clear and the limit flags exclude each other"}
 	}
@@ -144,6 +151,9 @@ func runLimits(ctx context.Context, c cli, args []string) error {
 		}
 		if set["max-in-flight"] {
 			l.MaxInFlight = *maxInFlight
+		}
+		if set["partition-max-in-flight"] {
+			l.PartitionMaxInFlight = *partMax
 		}
 		if set["rate"] {
 			l.Rate = *rate
@@ -196,6 +206,66 @@ func (u uniqueFlags) apply(t *engine.Task) error {
 			}
 			t.Unique.States = append(t.Unique.States, st)
 		}
+	}
+	return nil
+}
+
+const partitionsAbout = `
+Lists the partitions of a queue that hold a task (see enqueue -partition),
+in key order, with their tasks by state; "" is the partition of the tasks
+that name none. Claims take turns between the partitions with ready tasks.
+
+  docket partitions -dir data -queue reports
+  docket partitions -server http://127.0.0.1:7070 -queue reports -limit 100 -json`
+
+type partitionJSON struct {
+	Key    string     `json:"key"`
+	Counts countsJSON `json:"counts"`
+}
+
+type partitionsJSON struct {
+	Partitions []partitionJSON `json:"partitions"`
+	Next       string          `json:"next,omitempty"`
+}
+
+func runPartitions(ctx context.Context, c cli, args []string) error {
+	tf := addTargetFlags(c, newFlagsFor(c, "partitions", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-cursor C] [-limit N] [-json]", partitionsAbout), oneQueue)
+	cursor := tf.fs.String("cursor", "", "continue after a previous page")
+	limit := tf.fs.Int("limit", 100, "partitions per page")
+	if _, err := tf.parse(args, 0, 0); err != nil {
+		return err
+	}
+	t, err := tf.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	page, err := t.Queue().Partitions(ctx, engine.PartitionListOptions{Limit: *limit, Cursor: *cursor})
+	if err != nil {
+		return err
+	}
+	if *tf.json {
+		out := partitionsJSON{Partitions: []partitionJSON{}, Next: page.Next}
+		for _, p := range page.Partitions {
+			out.Partitions = append(out.Partitions, partitionJSON{p.Key, countsOf(p.Counts)})
+		}
+		return writeJSON(c.stdout, out)
+	}
+	if len(page.Partitions) == 0 {
+		fmt.Fprintf(c.stdout, "queue %s %s has no partitioned tasks\n", t.ns, t.queue)
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "partition\tready\tscheduled\tin-flight\tdead\tcompleted\twaiting")
+	for _, p := range page.Partitions {
+		n := p.Counts
+		fmt.Fprintf(tw, "%q\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Key, n.Ready, n.Scheduled, n.InFlight, n.Dead, n.Completed, n.Waiting)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.Next != "" {
+		fmt.Fprintf(c.stdout, "more: -cursor %q\n", page.Next)
 	}
 	return nil
 }

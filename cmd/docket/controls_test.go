@@ -102,3 +102,64 @@ func TestControlCommands(t *testing.T) {
 		t.Fatal("the pause of a queue without tasks is not in the directory")
 	}
 }
+
+// TestPartitionCommands: enqueue -partition, limits
+// -partition-max-in-flight and partitions, on a data directory and on a
+// server's API alike; get shows a task's partition.
+func TestPartitionCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	db0, err := engine.Open(dir, engine.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db0.Close()
+	live := openMem(t, engine.Options{})
+	steps := []struct {
+		args []string
+		want string // JSON, compacted
+	}{
+		{[]string{"enqueue", "-json", "-queue", "r", "-partition", "tenant-1", `{}`}, `{"id":1,"deduplicated":false}`},
+		{[]string{"enqueue", "-json", "-queue", "r", "-partition", "tenant-1", `{}`}, `{"id":2,"deduplicated":false}`},
+		{[]string{"enqueue", "-json", "-queue", "r", `{}`}, `{"id":3,"deduplicated":false}`},
+		{[]string{"limits", "-json", "-queue", "r", "-partition-max-in-flight", "2"},
+			`{"namespace":{"project":"demo","scope":"local"},"queue":"r","paused":false,"limits":{"max_in_flight":0,"rate":0,"burst":0,"partition_max_in_flight":2}}`},
+		{[]string{"partitions", "-json", "-queue", "r", "-limit", "1"},
+			`{"partitions":[{"key":"","counts":{"ready":1,"scheduled":0,"in_flight":0,"dead":0,"completed":0,"waiting":0}}],"next":"@"}`},
+		{[]string{"partitions", "-json", "-queue", "r"},
+			`{"partitions":[{"key":"","counts":{"ready":1,"scheduled":0,"in_flight":0,"dead":0,"completed":0,"waiting":0}},{"key":"tenant-1","counts":{"ready":2,"scheduled":0,"in_flight":0,"dead":0,"completed":0,"waiting":0}}]}`},
+		{[]string{"partitions", "-json", "-queue", "r", "-cursor", "@"},
+			`{"partitions":[{"key":"tenant-1","counts":{"ready":2,"scheduled":0,"in_flight":0,"dead":0,"completed":0,"waiting":0}}]}`},
+		{[]string{"partitions", "-json", "-queue", "empty"}, `{"partitions":[]}`},
+	}
+	compact := regexp.MustCompile(`\s+`)
+	for _, st := range steps {
+		for _, where := range []string{"dir", "server"} {
+			var code int
+			var out, errs string
+			if where == "dir" {
+				code, out, errs = docket(t, append(st.args, "-dir", dir)...)
+			} else {
+				code, out, errs, _ = remote(t, live, "", append(st.args, "-server", "http://x")...)
+			}
+			if got := compact.ReplaceAllString(out, ""); code != 0 || got != st.want {
+				t.Fatalf("%v on the %s: exit %d, %s\n%s\nwant %s", st.args, where, code, errs, got, st.want)
+			}
+		}
+	}
+	code, out, _ := docket(t, "get", "-dir", dir, "-queue", "r", "1")
+	if code != 0 || !strings.Contains(out, "partition") || !strings.Contains(out, "tenant-1") {
+		t.Fatalf("get: exit %d\n%s", code, out)
+	}
+	code, out, _ = docket(t, "partitions", "-dir", dir, "-queue", "r", "-limit", "1")
+	if code != 0 || !strings.Contains(out, `""`) || !strings.Contains(out, `more: -cursor "@"`) {
+		t.Fatalf("partitions: exit %d\n%s", code, out)
+	}
+	code, _, errs := docket(t, "enqueue", "-dir", dir, "-queue", "r", "-partition", "a\x00b", `{}`)
+	if code == 0 || !strings.Contains(errs, "partition") {
+		t.Fatalf("a bad partition: exit %d %s", code, errs)
+	}
+	code, _, errs = docket(t, "limits", "-dir", dir, "-queue", "r", "-partition-max-in-flight", "-1")
+	if code == 0 || !strings.Contains(errs, "partition max in flight") {
+		t.Fatalf("a bad partition bound: exit %d %s", code, errs)
+	}
+}

@@ -96,6 +96,7 @@ type taskJSON struct {
 	WaitingOn       []uint64          `json:"waiting_on,omitempty"`
 	Dependents      []uint64          `json:"dependents,omitempty"`
 	OnParentFailure string            `json:"on_parent_failure,omitempty"`
+	Partition       string            `json:"partition,omitempty"`
 }
 
 func taskOf(t engine.TaskInfo) taskJSON {
@@ -105,6 +106,7 @@ func taskOf(t engine.TaskInfo) taskJSON {
 		NotBefore: timePtr(t.NotBefore), Owner: t.Owner, Token: t.Token, LeaseUntil: timePtr(t.LeaseUntil),
 		Progress: rawJSON(t.Progress), Result: rawJSON(t.Result), LastError: t.LastError, IdempotencyKey: t.IdempotencyKey,
 		BackoffBase: t.BackoffBase.String(), BackoffMax: t.BackoffMax.String(), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		Partition: t.Partition,
 	}
 	for _, e := range t.Errors {
 		out.Errors = append(out.Errors, attemptJSON{e.Attempt, e.At, e.Error})
@@ -224,6 +226,7 @@ func printTask(w io.Writer, t engine.TaskInfo) {
 		}
 	}
 	row("kind", t.Kind)
+	row("partition", t.Partition)
 	row("priority", fmt.Sprint(t.Priority))
 	row("attempts", fmt.Sprintf("%d of %d", t.Attempts, t.MaxAttempts))
 	row("backoff", fmt.Sprintf("%v doubling, at most %v", t.BackoffBase, t.BackoffMax))

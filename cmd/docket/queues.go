@@ -467,7 +467,8 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	kind := tf.fs.String("kind", "", "the task's kind, for routing to a handler")
 	delay := tf.fs.Duration("delay", 0, "make the task claimable after this long (a timer)")
 	at := tf.fs.String("at", "", "make the task claimable at this time (RFC 3339), instead of -delay")
-	priority := tf.fs.Int("priority", 0, "higher is claimed first")
+	priority := tf.fs.Int("priority", 0, "higher is claimed first (within the task's partition)")
+	partition := tf.fs.String("partition", "", "the task's partition (a customer, a tenant): claims take turns between partitions")
 	maxAttempts := tf.fs.Int("max-attempts", 0, "attempts before the task is dead-lettered (0: 5)")
 	backoffBase := tf.fs.Duration("backoff-base", 0, "retry delay after the first failure, doubling each time (0: 1s)")
 	backoffMax := tf.fs.Duration("backoff-max", 0, "the longest retry delay (0: 1m)")
@@ -482,7 +483,7 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	task := engine.Task{Kind: *kind, Delay: *delay, Priority: *priority, MaxAttempts: *maxAttempts,
-		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key}
+		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key, Partition: *partition}
 	if *after != "" {
 		if task.DependsOn, err = parseIDs([]string{*after}); err != nil {
 			return usageError{"enqueue: -after: " + message(err)}

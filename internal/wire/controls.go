@@ -46,6 +46,9 @@ func Limits(pb *v1.Limits) (engine.Limits, error) {
 	if l.Burst, err = toInt("burst", pb.GetBurst()); err != nil {
 		return l, err
 	}
+	if l.PartitionMaxInFlight, err = toInt("partition max in flight", pb.GetPartitionMaxInFlight()); err != nil {
+		return l, err
+	}
 	l.Per, err = Duration("rate per", pb.GetPer())
 	return l, err
 }
@@ -61,7 +64,8 @@ func PBLimits(l engine.Limits) *v1.Limits {
 	if l == (engine.Limits{}) {
 		return nil
 	}
-	return &v1.Limits{MaxInFlight: int64(l.MaxInFlight), Rate: int64(l.Rate), Per: PBDuration(l.Per), Burst: int64(l.Burst)}
+	return &v1.Limits{MaxInFlight: int64(l.MaxInFlight), Rate: int64(l.Rate), Per: PBDuration(l.Per), Burst: int64(l.Burst),
+		PartitionMaxInFlight: int64(l.PartitionMaxInFlight)}
 }
 
 // PBSettings converts a queue's settings.
@@ -72,4 +76,22 @@ func PBSettings(s engine.QueueSettings) *v1.QueueSettings {
 // Settings converts a queue's settings the server sent.
 func Settings(pb *v1.QueueSettings) engine.QueueSettings {
 	return engine.QueueSettings{Paused: pb.GetPaused(), Limits: limitsOf(pb.GetLimits())}
+}
+
+// PBPartitions converts a page of a queue's partitions.
+func PBPartitions(p engine.PartitionPage) *v1.PartitionsResponse {
+	res := &v1.PartitionsResponse{Next: p.Next, Partitions: make([]*v1.Partition, len(p.Partitions))}
+	for i, pi := range p.Partitions {
+		res.Partitions[i] = &v1.Partition{Key: pi.Key, Counts: PBCounts(pi.Counts)}
+	}
+	return res
+}
+
+// Partitions converts a page of a queue's partitions the server sent.
+func Partitions(pb *v1.PartitionsResponse) engine.PartitionPage {
+	p := engine.PartitionPage{Next: pb.GetNext()}
+	for _, pi := range pb.GetPartitions() {
+		p.Partitions = append(p.Partitions, engine.PartitionInfo{Key: pi.GetKey(), Counts: Counts(pi.GetCounts())})
+	}
+	return p
 }

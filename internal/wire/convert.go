@@ -102,6 +102,7 @@ func Task(pb *v1.Task) (engine.Task, error) {
 		MaxAttempts:    int(pb.MaxAttempts),
 		IdempotencyKey: pb.IdempotencyKey,
 		Headers:        pb.Headers,
+		Partition:      pb.Partition,
 	}
 	var err error
 	if t.Priority, err = toInt("priority", pb.Priority); err != nil {
@@ -139,6 +140,7 @@ func PBTask(t engine.Task) *v1.Task {
 		IdempotencyKey: t.IdempotencyKey,
 		Headers:        t.Headers,
 		Unique:         PBUnique(t.Unique),
+		Partition:      t.Partition,
 	}
 	pbTaskDeps(t, pb)
 	return pb
@@ -188,6 +190,7 @@ func PBTasks(ts []engine.Task) []*v1.Task {
 		m.IdempotencyKey = t.IdempotencyKey
 		m.Headers = t.Headers
 		m.Unique = PBUnique(t.Unique)
+		m.Partition = t.Partition
 		pbTaskDeps(*t, m)
 		out[i] = m
 	}
@@ -291,6 +294,7 @@ func fillLease(m *v1.Lease, l *engine.Lease, ns *v1.Namespace, deadline, enqueue
 	m.Secret = l.Secret
 	m.Deadline = deadline
 	m.EnqueuedAt = enqueuedAt
+	m.Partition = l.Partition
 }
 
 // Lease converts a claimed task the server sent.
@@ -311,6 +315,7 @@ func Lease(pb *v1.Lease) engine.Lease {
 		Secret:      pb.GetSecret(),
 		Deadline:    timeOf(pb.GetDeadline()),
 		EnqueuedAt:  timeOf(pb.GetEnqueuedAt()),
+		Partition:   pb.GetPartition(),
 	}
 }
 
@@ -484,6 +489,7 @@ func PBTaskInfo(t engine.TaskInfo) *v1.TaskInfo {
 		WaitingOn:       t.WaitingOn,
 		Dependents:      t.Dependents,
 		OnParentFailure: v1.DependencyPolicy(t.OnParentFailure),
+		Partition:       t.Partition,
 	}
 	for _, e := range t.Errors {
 		pb.Errors = append(pb.Errors, &v1.AttemptError{Attempt: clampInt32(e.Attempt), At: PBTime(e.At), Error: e.Error})
@@ -519,6 +525,7 @@ func TaskInfo(pb *v1.TaskInfo) engine.TaskInfo {
 		WaitingOn:       pb.GetWaitingOn(),
 		Dependents:      pb.GetDependents(),
 		OnParentFailure: engine.DependencyPolicy(pb.GetOnParentFailure()),
+		Partition:       pb.GetPartition(),
 	}
 	for _, e := range pb.GetErrors() {
 		t.Errors = append(t.Errors, engine.AttemptError{Attempt: int(e.GetAttempt()), At: timeOf(e.GetAt()), Error: e.GetError()})

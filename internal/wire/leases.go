@@ -276,6 +276,8 @@ func (d *leaseDecoder) lease(b []byte, l *engine.Lease) error {
 			err = deadline.read(bs)
 		case num == 15 && typ == protowire.BytesType:
 			err = enqueued.read(bs)
+		case num == 16 && typ == protowire.BytesType:
+			l.Partition, err = d.str(bs)
 		}
 		if err != nil {
 			return err

@@ -52,6 +52,9 @@ func randomLeases(r *rand.Rand, n int) []engine.Lease {
 		if r.IntN(4) > 0 {
 			l.EnqueuedAt = time.Unix(r.Int64N(2_000_000_000), 0).UTC()
 		}
+		if r.IntN(3) == 0 {
+			l.Partition = "tenant-" + string(rune('a'+r.IntN(26)))
+		}
 	}
 	return ls
 }

@@ -886,3 +886,30 @@ func TestPauseButton(t *testing.T) {
 		t.Fatalf("%d pause badges after resume", n)
 	}
 }
+
+// TestPartitionsShow: the queue page's partitions open to their counts, the
+// partition bound shows among the limits, and a task's page names its
+// partition.
+func TestPartitionsShow(t *testing.T) {
+	b := newTab(t, ui.Options{})
+	id := b.enqueue("reports", engine.Task{Partition: "tenant-7"})
+	b.enqueue("reports", engine.Task{})
+	if err := b.db.Queue(ns, "reports").SetLimits(ctx, engine.Limits{PartitionMaxInFlight: 2}); err != nil {
+		t.Fatal(err)
+	}
+	b.open("queue?p=acme&s=prod&q=reports")
+	if s := b.text("p.limits"); s != "Limits: at most 2 in flight per partition" {
+		t.Fatalf("limits %q", s)
+	}
+	b.click("#partitions summary", "#partitions tbody")
+	if n := eval[int](b, `document.querySelectorAll("#partitions tbody tr").length`); n != 2 {
+		t.Fatalf("%d partition rows", n)
+	}
+	if s := b.text("#partitions tbody tr:nth-child(2) th"); s != "tenant-7" {
+		t.Fatalf("second partition %q", s)
+	}
+	b.open(fmt.Sprintf("task?p=acme&s=prod&q=reports&id=%d", id))
+	if s := b.text("#task-partition"); s != "tenant-7" {
+		t.Fatalf("task partition %q", s)
+	}
+}

@@ -30,11 +30,14 @@ type Limits struct {
 	MaxInFlight int64 `protobuf:"varint,1,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	// At most rate tasks leased per per, on average, with bursts of burst (0
 	// means rate): a token bucket. rate 0 is no rate limit.
-	Rate          int64                `protobuf:"varint,2,opt,name=rate,proto3" json:"rate,omitempty"`
-	Per           *durationpb.Duration `protobuf:"bytes,3,opt,name=per,proto3" json:"per,omitempty"`
-	Burst         int64                `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rate  int64                `protobuf:"varint,2,opt,name=rate,proto3" json:"rate,omitempty"`
+	Per   *durationpb.Duration `protobuf:"bytes,3,opt,name=per,proto3" json:"per,omitempty"`
+	Burst int64                `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
+	// At most this many tasks of each partition of the queue in flight at
+	// once (the tasks that name none are one partition); 0: no bound.
+	PartitionMaxInFlight int64 `protobuf:"varint,5,opt,name=partition_max_in_flight,json=partitionMaxInFlight,proto3" json:"partition_max_in_flight,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -91,6 +94,13 @@ func (x *Limits) GetPer() *durationpb.Duration {
 func (x *Limits) GetBurst() int64 {
 	if x != nil {
 		return x.Burst
+	}
+	return 0
+}
+
+func (x *Limits) GetPartitionMaxInFlight() int64 {
+	if x != nil {
+		return x.PartitionMaxInFlight
 	}
 	return 0
 }
@@ -516,16 +526,194 @@ func (x *SettingsResponse) GetSettings() *QueueSettings {
 	return nil
 }
 
+type PartitionsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// At most this many partitions; 0 means 100.
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Continue after the page that returned this cursor (its next); ""
+	// starts at the beginning.
+	Cursor        string `protobuf:"bytes,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionsRequest) Reset() {
+	*x = PartitionsRequest{}
+	mi := &file_docket_v1_controls_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionsRequest) ProtoMessage() {}
+
+func (x *PartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_controls_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionsRequest.ProtoReflect.Descriptor instead.
+func (*PartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_docket_v1_controls_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PartitionsRequest) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+func (x *PartitionsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PartitionsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *PartitionsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+// Partition is one partition of a queue (engine.PartitionInfo).
+type Partition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Counts        *Counts                `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Partition) Reset() {
+	*x = Partition{}
+	mi := &file_docket_v1_controls_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Partition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Partition) ProtoMessage() {}
+
+func (x *Partition) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_controls_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Partition.ProtoReflect.Descriptor instead.
+func (*Partition) Descriptor() ([]byte, []int) {
+	return file_docket_v1_controls_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Partition) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Partition) GetCounts() *Counts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type PartitionsResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partitions []*Partition           `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The cursor of the next page; "" when there is nothing more.
+	Next          string `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionsResponse) Reset() {
+	*x = PartitionsResponse{}
+	mi := &file_docket_v1_controls_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionsResponse) ProtoMessage() {}
+
+func (x *PartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_controls_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionsResponse.ProtoReflect.Descriptor instead.
+func (*PartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_docket_v1_controls_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PartitionsResponse) GetPartitions() []*Partition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *PartitionsResponse) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
 var File_docket_v1_controls_proto protoreflect.FileDescriptor
 
 const file_docket_v1_controls_proto_rawDesc = "" +
 	"\n" +
-	"\x18docket/v1/controls.proto\x12\tdocket.v1\x1a\x15docket/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\"\x83\x01\n" +
+	"\x18docket/v1/controls.proto\x12\tdocket.v1\x1a\x15docket/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\"\xba\x01\n" +
 	"\x06Limits\x12\"\n" +
 	"\rmax_in_flight\x18\x01 \x01(\x03R\vmaxInFlight\x12\x12\n" +
 	"\x04rate\x18\x02 \x01(\x03R\x04rate\x12+\n" +
 	"\x03per\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03per\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"R\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\x125\n" +
+	"\x17partition_max_in_flight\x18\x05 \x01(\x03R\x14partitionMaxInFlight\"R\n" +
 	"\rQueueSettings\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12)\n" +
 	"\x06limits\x18\x02 \x01(\v2\x11.docket.v1.LimitsR\x06limits\"X\n" +
@@ -546,12 +734,27 @@ const file_docket_v1_controls_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\"H\n" +
 	"\x10SettingsResponse\x124\n" +
-	"\bsettings\x18\x01 \x01(\v2\x18.docket.v1.QueueSettingsR\bsettings2\xa6\x02\n" +
+	"\bsettings\x18\x01 \x01(\v2\x18.docket.v1.QueueSettingsR\bsettings\"\x8b\x01\n" +
+	"\x11PartitionsRequest\x122\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06cursor\x18\x04 \x01(\tR\x06cursor\"H\n" +
+	"\tPartition\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
+	"\x06counts\x18\x02 \x01(\v2\x11.docket.v1.CountsR\x06counts\"^\n" +
+	"\x12PartitionsResponse\x124\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x14.docket.v1.PartitionR\n" +
+	"partitions\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next2\xf6\x02\n" +
 	"\bControls\x12?\n" +
 	"\x05Pause\x12\x17.docket.v1.PauseRequest\x1a\x18.docket.v1.PauseResponse\"\x03\x90\x02\x02\x12B\n" +
 	"\x06Resume\x12\x18.docket.v1.ResumeRequest\x1a\x19.docket.v1.ResumeResponse\"\x03\x90\x02\x02\x12K\n" +
 	"\tSetLimits\x12\x1b.docket.v1.SetLimitsRequest\x1a\x1c.docket.v1.SetLimitsResponse\"\x03\x90\x02\x02\x12H\n" +
-	"\bSettings\x12\x1a.docket.v1.SettingsRequest\x1a\x1b.docket.v1.SettingsResponse\"\x03\x90\x02\x01B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"\bSettings\x12\x1a.docket.v1.SettingsRequest\x1a\x1b.docket.v1.SettingsResponse\"\x03\x90\x02\x01\x12N\n" +
+	"\n" +
+	"Partitions\x12\x1c.docket.v1.PartitionsRequest\x1a\x1d.docket.v1.PartitionsResponse\"\x03\x90\x02\x01B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_controls_proto_rawDescOnce sync.Once
@@ -565,7 +768,7 @@ func file_docket_v1_controls_proto_rawDescGZIP() []byte {
 	return file_docket_v1_controls_proto_rawDescData
 }
 
-var file_docket_v1_controls_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_docket_v1_controls_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_docket_v1_controls_proto_goTypes = []any{
 	(*Limits)(nil),              // 0: docket.v1.Limits
 	(*QueueSettings)(nil),       // 1: docket.v1.QueueSettings
@@ -577,31 +780,40 @@ var file_docket_v1_controls_proto_goTypes = []any{
 	(*SetLimitsResponse)(nil),   // 7: docket.v1.SetLimitsResponse
 	(*SettingsRequest)(nil),     // 8: docket.v1.SettingsRequest
 	(*SettingsResponse)(nil),    // 9: docket.v1.SettingsResponse
-	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
-	(*Namespace)(nil),           // 11: docket.v1.Namespace
+	(*PartitionsRequest)(nil),   // 10: docket.v1.PartitionsRequest
+	(*Partition)(nil),           // 11: docket.v1.Partition
+	(*PartitionsResponse)(nil),  // 12: docket.v1.PartitionsResponse
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(*Namespace)(nil),           // 14: docket.v1.Namespace
+	(*Counts)(nil),              // 15: docket.v1.Counts
 }
 var file_docket_v1_controls_proto_depIdxs = []int32{
-	10, // 0: docket.v1.Limits.per:type_name -> google.protobuf.Duration
+	13, // 0: docket.v1.Limits.per:type_name -> google.protobuf.Duration
 	0,  // 1: docket.v1.QueueSettings.limits:type_name -> docket.v1.Limits
-	11, // 2: docket.v1.PauseRequest.namespace:type_name -> docket.v1.Namespace
-	11, // 3: docket.v1.ResumeRequest.namespace:type_name -> docket.v1.Namespace
-	11, // 4: docket.v1.SetLimitsRequest.namespace:type_name -> docket.v1.Namespace
+	14, // 2: docket.v1.PauseRequest.namespace:type_name -> docket.v1.Namespace
+	14, // 3: docket.v1.ResumeRequest.namespace:type_name -> docket.v1.Namespace
+	14, // 4: docket.v1.SetLimitsRequest.namespace:type_name -> docket.v1.Namespace
 	0,  // 5: docket.v1.SetLimitsRequest.limits:type_name -> docket.v1.Limits
-	11, // 6: docket.v1.SettingsRequest.namespace:type_name -> docket.v1.Namespace
+	14, // 6: docket.v1.SettingsRequest.namespace:type_name -> docket.v1.Namespace
 	1,  // 7: docket.v1.SettingsResponse.settings:type_name -> docket.v1.QueueSettings
-	2,  // 8: docket.v1.Controls.Pause:input_type -> docket.v1.PauseRequest
-	4,  // 9: docket.v1.Controls.Resume:input_type -> docket.v1.ResumeRequest
-	6,  // 10: docket.v1.Controls.SetLimits:input_type -> docket.v1.SetLimitsRequest
-	8,  // 11: docket.v1.Controls.Settings:input_type -> docket.v1.SettingsRequest
-	3,  // 12: docket.v1.Controls.Pause:output_type -> docket.v1.PauseResponse
-	5,  // 13: docket.v1.Controls.Resume:output_type -> docket.v1.ResumeResponse
-	7,  // 14: docket.v1.Controls.SetLimits:output_type -> docket.v1.SetLimitsResponse
-	9,  // 15: docket.v1.Controls.Settings:output_type -> docket.v1.SettingsResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	14, // 8: docket.v1.PartitionsRequest.namespace:type_name -> docket.v1.Namespace
+	15, // 9: docket.v1.Partition.counts:type_name -> docket.v1.Counts
+	11, // 10: docket.v1.PartitionsResponse.partitions:type_name -> docket.v1.Partition
+	2,  // 11: docket.v1.Controls.Pause:input_type -> docket.v1.PauseRequest
+	4,  // 12: docket.v1.Controls.Resume:input_type -> docket.v1.ResumeRequest
+	6,  // 13: docket.v1.Controls.SetLimits:input_type -> docket.v1.SetLimitsRequest
+	8,  // 14: docket.v1.Controls.Settings:input_type -> docket.v1.SettingsRequest
+	10, // 15: docket.v1.Controls.Partitions:input_type -> docket.v1.PartitionsRequest
+	3,  // 16: docket.v1.Controls.Pause:output_type -> docket.v1.PauseResponse
+	5,  // 17: docket.v1.Controls.Resume:output_type -> docket.v1.ResumeResponse
+	7,  // 18: docket.v1.Controls.SetLimits:output_type -> docket.v1.SetLimitsResponse
+	9,  // 19: docket.v1.Controls.Settings:output_type -> docket.v1.SettingsResponse
+	12, // 20: docket.v1.Controls.Partitions:output_type -> docket.v1.PartitionsResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_controls_proto_init() }
@@ -616,7 +828,7 @@ func file_docket_v1_controls_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_controls_proto_rawDesc), len(file_docket_v1_controls_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -302,8 +302,11 @@ type Task struct {
 	// waits for.
 	DependsOnSibling []int32          `protobuf:"varint,41,rep,packed,name=depends_on_sibling,json=dependsOnSibling,proto3" json:"depends_on_sibling,omitempty"`
 	OnParentFailure  DependencyPolicy `protobuf:"varint,42,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.DependencyPolicy" json:"on_parent_failure,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The task's partition of its queue (engine.Task.Partition): claims take
+	// turns between partitions with work. "" is no partition.
+	Partition     string `protobuf:"bytes,43,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -432,6 +435,13 @@ func (x *Task) GetOnParentFailure() DependencyPolicy {
 		return x.OnParentFailure
 	}
 	return DependencyPolicy_DEPENDENCY_POLICY_CANCEL
+}
+
+func (x *Task) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
 }
 
 // Unique makes an enqueue unique by content: a task of the same kind and
@@ -963,8 +973,10 @@ type Lease struct {
 	Token       uint64 `protobuf:"varint,12,opt,name=token,proto3" json:"token,omitempty"`
 	Secret      uint64 `protobuf:"fixed64,13,opt,name=secret,proto3" json:"secret,omitempty"`
 	// The lease ends then unless extended by a heartbeat (server time, UTC).
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	EnqueuedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
+	Deadline   *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	EnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
+	// The task's partition ("" for none).
+	Partition     string `protobuf:"bytes,16,opt,name=partition,proto3" json:"partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1102,6 +1114,13 @@ func (x *Lease) GetEnqueuedAt() *timestamppb.Timestamp {
 		return x.EnqueuedAt
 	}
 	return nil
+}
+
+func (x *Lease) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
 }
 
 // LeaseRef is what a fenced call presents of a lease: the engine checks the
@@ -1373,8 +1392,10 @@ type TaskInfo struct {
 	WaitingOn       []uint64         `protobuf:"varint,40,rep,packed,name=waiting_on,json=waitingOn,proto3" json:"waiting_on,omitempty"`
 	Dependents      []uint64         `protobuf:"varint,41,rep,packed,name=dependents,proto3" json:"dependents,omitempty"`
 	OnParentFailure DependencyPolicy `protobuf:"varint,42,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.DependencyPolicy" json:"on_parent_failure,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The task's partition ("" for none).
+	Partition     string `protobuf:"bytes,43,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskInfo) Reset() {
@@ -1587,6 +1608,13 @@ func (x *TaskInfo) GetOnParentFailure() DependencyPolicy {
 		return x.OnParentFailure
 	}
 	return DependencyPolicy_DEPENDENCY_POLICY_CANCEL
+}
+
+func (x *TaskInfo) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
 }
 
 // AttemptError is one failed attempt of a task.
@@ -1929,7 +1957,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x15docket/v1/types.proto\x12\tdocket.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\";\n" +
 	"\tNamespace\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
-	"\x05scope\x18\x02 \x01(\tR\x05scope\"\xae\x05\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\"\xcc\x05\n" +
 	"\x04Task\x12\x1e\n" +
 	"\apayload\x18\x01 \x01(\fB\x04\xe8\xe0\x18\x01R\apayload\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12/\n" +
@@ -1947,7 +1975,8 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18( \x03(\x04R\tdependsOn\x12,\n" +
 	"\x12depends_on_sibling\x18) \x03(\x05R\x10dependsOnSibling\x12G\n" +
-	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x1a:\n" +
+	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x12\x1c\n" +
+	"\tpartition\x18+ \x01(\tR\tpartition\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
@@ -1978,7 +2007,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"F\n" +
 	"\tEnqueueOp\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12#\n" +
-	"\x04task\x18\x02 \x01(\v2\x0f.docket.v1.TaskR\x04task\"\xbe\x04\n" +
+	"\x04task\x18\x02 \x01(\v2\x0f.docket.v1.TaskR\x04task\"\xdc\x04\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\tnamespace\x18\x02 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
@@ -1996,7 +2025,8 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x06secret\x18\r \x01(\x06R\x06secret\x126\n" +
 	"\bdeadline\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12;\n" +
 	"\venqueued_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"enqueuedAt\x1a:\n" +
+	"enqueuedAt\x12\x1c\n" +
+	"\tpartition\x18\x10 \x01(\tR\tpartition\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
@@ -2016,7 +2046,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1c\n" +
 	"\tpermanent\x18\x02 \x01(\bR\tpermanent\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"\xe8\b\n" +
+	"retryAfter\"\x86\t\n" +
 	"\bTaskInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\tnamespace\x18\x02 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
@@ -2053,7 +2083,8 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"dependents\x18) \x03(\x04R\n" +
 	"dependents\x12G\n" +
-	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x1a:\n" +
+	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x12\x1c\n" +
+	"\tpartition\x18+ \x01(\tR\tpartition\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"j\n" +

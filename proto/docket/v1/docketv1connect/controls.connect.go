@@ -41,6 +41,8 @@ const (
 	ControlsSetLimitsProcedure = "/docket.v1.Controls/SetLimits"
 	// ControlsSettingsProcedure is the fully-qualified name of the Controls's Settings RPC.
 	ControlsSettingsProcedure = "/docket.v1.Controls/Settings"
+	// ControlsPartitionsProcedure is the fully-qualified name of the Controls's Partitions RPC.
+	ControlsPartitionsProcedure = "/docket.v1.Controls/Partitions"
 )
 
 // ControlsClient is a client for the docket.v1.Controls service.
@@ -54,6 +56,9 @@ type ControlsClient interface {
 	SetLimits(context.Context, *connect.Request[v1.SetLimitsRequest]) (*connect.Response[v1.SetLimitsResponse], error)
 	// Settings returns the queue's pause state and limits.
 	Settings(context.Context, *connect.Request[v1.SettingsRequest]) (*connect.Response[v1.SettingsResponse], error)
+	// Partitions lists a page of the queue's partitions that hold a task, in
+	// key order, with their tasks by state (read).
+	Partitions(context.Context, *connect.Request[v1.PartitionsRequest]) (*connect.Response[v1.PartitionsResponse], error)
 }
 
 // NewControlsClient constructs a client for the docket.v1.Controls service. By default, it uses the
@@ -95,15 +100,23 @@ func NewControlsClient(httpClient connect.HTTPClient, baseURL string, opts ...co
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		partitions: connect.NewClient[v1.PartitionsRequest, v1.PartitionsResponse](
+			httpClient,
+			baseURL+ControlsPartitionsProcedure,
+			connect.WithSchema(controlsMethods.ByName("Partitions")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // controlsClient implements ControlsClient.
 type controlsClient struct {
-	pause     *connect.Client[v1.PauseRequest, v1.PauseResponse]
-	resume    *connect.Client[v1.ResumeRequest, v1.ResumeResponse]
-	setLimits *connect.Client[v1.SetLimitsRequest, v1.SetLimitsResponse]
-	settings  *connect.Client[v1.SettingsRequest, v1.SettingsResponse]
+	pause      *connect.Client[v1.PauseRequest, v1.PauseResponse]
+	resume     *connect.Client[v1.ResumeRequest, v1.ResumeResponse]
+	setLimits  *connect.Client[v1.SetLimitsRequest, v1.SetLimitsResponse]
+	settings   *connect.Client[v1.SettingsRequest, v1.SettingsResponse]
+	partitions *connect.Client[v1.PartitionsRequest, v1.PartitionsResponse]
 }
 
 // Pause calls docket.v1.Controls.Pause.
@@ -126,6 +139,11 @@ func (c *controlsClient) Settings(ctx context.Context, req *connect.Request[v1.S
 	return c.settings.CallUnary(ctx, req)
 }
 
+// Partitions calls docket.v1.Controls.Partitions.
+func (c *controlsClient) Partitions(ctx context.Context, req *connect.Request[v1.PartitionsRequest]) (*connect.Response[v1.PartitionsResponse], error) {
+	return c.partitions.CallUnary(ctx, req)
+}
+
 // ControlsHandler is an implementation of the docket.v1.Controls service.
 type ControlsHandler interface {
 	// Pause stops the queue's claims (Claim leases nothing, ClaimWait
@@ -137,6 +155,9 @@ type ControlsHandler interface {
 	SetLimits(context.Context, *connect.Request[v1.SetLimitsRequest]) (*connect.Response[v1.SetLimitsResponse], error)
 	// Settings returns the queue's pause state and limits.
 	Settings(context.Context, *connect.Request[v1.SettingsRequest]) (*connect.Response[v1.SettingsResponse], error)
+	// Partitions lists a page of the queue's partitions that hold a task, in
+	// key order, with their tasks by state (read).
+	Partitions(context.Context, *connect.Request[v1.PartitionsRequest]) (*connect.Response[v1.PartitionsResponse], error)
 }
 
 // NewControlsHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -174,6 +195,13 @@ func NewControlsHandler(svc ControlsHandler, opts ...connect.HandlerOption) (str
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	controlsPartitionsHandler := connect.NewUnaryHandler(
+		ControlsPartitionsProcedure,
+		svc.Partitions,
+		connect.WithSchema(controlsMethods.ByName("Partitions")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/docket.v1.Controls/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ControlsPauseProcedure:
@@ -184,6 +212,8 @@ func NewControlsHandler(svc ControlsHandler, opts ...connect.HandlerOption) (str
 			controlsSetLimitsHandler.ServeHTTP(w, r)
 		case ControlsSettingsProcedure:
 			controlsSettingsHandler.ServeHTTP(w, r)
+		case ControlsPartitionsProcedure:
+			controlsPartitionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -207,4 +237,8 @@ func (UnimplementedControlsHandler) SetLimits(context.Context, *connect.Request[
 
 func (UnimplementedControlsHandler) Settings(context.Context, *connect.Request[v1.SettingsRequest]) (*connect.Response[v1.SettingsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Controls.Settings is not implemented"))
+}
+
+func (UnimplementedControlsHandler) Partitions(context.Context, *connect.Request[v1.PartitionsRequest]) (*connect.Response[v1.PartitionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Controls.Partitions is not implemented"))
 }

@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkClaimCompletePartitioned is BenchmarkClaimCompleteInMemory with
+// the tasks spread over 1, 100 or 10,000 partitions, with and without a
+// partition bound (too high to refuse a claim), against the same tasks
+// naming no partition: what the rotation costs a claim and a completion.
+func BenchmarkClaimCompletePartitioned(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		parts int
+		bound int
+	}{
+		{"unpartitioned", 0, 0}, {"1", 1, 0}, {"100", 100, 0}, {"10000", 10_000, 0}, {"100/bound", 100, 1000},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			q := benchDB(b, "", SyncAlways).Queue(ns, "q")
+			if err := q.SetLimits(ctx, Limits{PartitionMaxInFlight: c.bound}); err != nil {
+				b.Fatal(err)
+			}
+			batch := make([]Task, 1000)
+			n := 0
+			for i := 0; i < b.N; i += len(batch) {
+				for j := range batch {
+					batch[j].Payload = benchPayload
+					if c.parts > 0 {
+						batch[j].Partition = fmt.Sprintf("p%d", n%c.parts)
+					}
+					n++
+				}
+				q.EnqueueBatch(ctx, batch)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				ls, err := q.Claim(ctx, "w", time.Minute, 1)
+				if err != nil || len(ls) != 1 {
+					b.Fatal(err, len(ls))
+				}
+				if _, err := q.Complete(ctx, ls[0], Done{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
