@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,10 +146,7 @@ func TestReplicaRestore(t *testing.T) {
 // reads, leases taken before keep working (their secret is 0), and new
 // writes use the current format on top.
 func TestOpensVersion1Directory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v1dir")); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := fixture(t, "v1dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 6 || rep.Tasks != 3 {
 		t.Fatalf("check: %+v %v", rep, err)
@@ -157,7 +156,7 @@ func TestOpensVersion1Directory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { db.Close() }()
 	if err := db.Verify(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,17 +178,7 @@ func TestOpensVersion1Directory(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].ID != 3 || ls[0].Secret == 0 {
 		t.Fatalf("claim after upgrade: %+v %v", ls, err)
 	}
-	h, _ := db.StateHash()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open(dir, Options{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h2, _ := db.StateHash(); h2 != h {
-		t.Fatal("state changed across a reopen of the upgraded directory")
-	}
+	db = reopenSame(t, db, dir, Options{Clock: clock})
 }
 
 // TestOpensVersion2Directory opens a directory written in format version 2
@@ -198,18 +187,7 @@ func TestOpensVersion1Directory(t *testing.T) {
 // task reads as it was written, the leases keep working, and the upgraded
 // directory reopens to the same state.
 func TestOpensVersion2Directory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v2dir")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leases map[string]Lease
-	if err := json.Unmarshal(raw, &leases); err != nil {
-		t.Fatal(err)
-	}
+	dir, leases := fixture(t, "v2dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 18 || rep.Tasks != 7 {
 		t.Fatalf("check: %+v %v", rep, err)
@@ -252,16 +230,7 @@ func TestOpensVersion2Directory(t *testing.T) {
 			t.Fatalf("complete version 2 lease of task %s: %v", id, err)
 		}
 	}
-	h, _ := db.StateHash()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if db, err = Open(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if h2, _ := db.StateHash(); h2 != h {
-		t.Fatal("state changed across a reopen of the upgraded directory")
-	}
+	db = reopenSame(t, db, dir, opts)
 }
 
 // TestOpensVersion3Directory opens a directory written in format version 3
@@ -271,18 +240,7 @@ func TestOpensVersion2Directory(t *testing.T) {
 // have default settings, a new task can wait on the old ones, and the
 // upgraded directory reopens to the same state.
 func TestOpensVersion3Directory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v3dir")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leases map[string]Lease
-	if err := json.Unmarshal(raw, &leases); err != nil {
-		t.Fatal(err)
-	}
+	dir, leases := fixture(t, "v3dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 14 || rep.Tasks != 6 {
 		t.Fatalf("check: %+v %v", rep, err)
@@ -361,16 +319,7 @@ func TestOpensVersion3Directory(t *testing.T) {
 	if _, err := q.Enqueue(ctx, Task{Kind: "u", Payload: []byte(`{"b":1,"a":2}`), Unique: &Unique{Window: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := db.StateHash()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if db, err = Open(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if h2, _ := db.StateHash(); h2 != h {
-		t.Fatal("state changed across a reopen of the upgraded directory")
-	}
+	db = reopenSame(t, db, dir, opts)
 	if s, err := db.Queue(ns, "q").Settings(ctx); err != nil || !s.Paused {
 		t.Fatalf("settings after reopen: %+v %v", s, err)
 	}
@@ -388,18 +337,7 @@ func TestOpensVersion3Directory(t *testing.T) {
 // wait on the old ones, also on a paused queue, and the upgraded
 // directory reopens to the same state.
 func TestOpensVersion4Directory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v4dir")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leases map[string]Lease
-	if err := json.Unmarshal(raw, &leases); err != nil {
-		t.Fatal(err)
-	}
+	dir, leases := fixture(t, "v4dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 19 || rep.Tasks != 8 {
 		t.Fatalf("check: %+v %v", rep, err)
@@ -509,16 +447,7 @@ func TestOpensVersion4Directory(t *testing.T) {
 	if ls, err := paused.Claim(ctx, "w", time.Hour, 10); err != nil || len(ls) != 0 {
 		t.Fatalf("claim of a paused queue after a release: %+v %v", ls, err)
 	}
-	h, _ := db.StateHash()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if db, err = Open(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if h2, _ := db.StateHash(); h2 != h {
-		t.Fatal("state changed across a reopen of the upgraded directory")
-	}
+	db = reopenSame(t, db, dir, opts)
 	q, paused = db.Queue(ns, "q"), db.Queue(ns, "paused")
 	if info, _ := q.Get(ctx, c.ID); info.State != Waiting || !slices.Equal(info.WaitingOn, []uint64{3, 5, 8}) {
 		t.Fatalf("waiting task after reopen: %+v", info)
@@ -542,18 +471,7 @@ func TestOpensVersion4Directory(t *testing.T) {
 // partitioned tasks join them, and the upgraded directory reopens to the
 // same state.
 func TestOpensVersion5Directory(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v5dir")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leases map[string]Lease
-	if err := json.Unmarshal(raw, &leases); err != nil {
-		t.Fatal(err)
-	}
+	dir, leases := fixture(t, "v5dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Tasks != 8 {
 		t.Fatalf("check: %+v %v", rep, err)
@@ -628,18 +546,52 @@ func TestOpensVersion5Directory(t *testing.T) {
 	if err := db.Verify(); err != nil {
 		t.Fatal(err)
 	}
+	db = reopenSame(t, db, dir, opts)
+	if s := settings(t, db.Queue(ns, "limited")); s.Limits.PartitionMaxInFlight != 1 {
+		t.Fatalf("partition bound after reopen: %+v", s)
+	}
+}
+
+// fixture copies the fixture directory testdata/name (a directory an
+// engine of an older format wrote) into a temporary directory and returns
+// it with the leases that engine handed out, from its leases.json (nil
+// when it has none).
+func fixture(t *testing.T, name string) (string, map[string]Lease) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", name))); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "leases.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return dir, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leases map[string]Lease
+	if err := json.Unmarshal(raw, &leases); err != nil {
+		t.Fatal(err)
+	}
+	return dir, leases
+}
+
+// reopenSame closes db, opens dir again with opts and fails the test
+// unless the reopened DB holds the same state (its hash and every
+// record); it returns the reopened DB.
+func reopenSame(t *testing.T, db *DB, dir string, opts Options) *DB {
+	t.Helper()
 	before := dump(db)
 	h, _ := db.StateHash()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if db, err = Open(dir, opts); err != nil {
+	db, err := Open(dir, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if h2, _ := db.StateHash(); h2 != h || dump(db) != before {
 		t.Fatal("state changed across a reopen of the upgraded directory")
 	}
-	if s := settings(t, db.Queue(ns, "limited")); s.Limits.PartitionMaxInFlight != 1 {
-		t.Fatalf("partition bound after reopen: %+v", s)
-	}
+	return db
 }
