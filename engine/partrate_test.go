@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,9 @@ func TestPartitionRateSurvivesCrashAndReopen(t *testing.T) {
 		t.Fatalf("empty buckets gave %v after a crash", byPart(ls))
 	}
 	e.reopen() // through a snapshot (reopen compares every record)
+	if snaps, _ := filepath.Glob(filepath.Join(e.dir, "snap", "*.snap")); len(snaps) == 0 {
+		t.Fatal("the reopen wrote no snapshot")
+	}
 	if ls := e.claim(q, 10); len(ls) != 0 {
 		t.Fatalf("empty buckets gave %v after a reopen", byPart(ls))
 	}
