@@ -148,6 +148,28 @@ func exercisePartitions(t *testing.T, api engine.API, note func(string, ...any))
 	err = q.SetLimits(ctx, engine.Limits{PartitionMaxInFlight: -1})
 	wantErr(t, "partition bound", err, engine.ErrInvalid)
 	note("partition bound: %v", err)
+	// A partition rate limit: the settings carry it, and each partition's
+	// bucket of one token gives one task (big, r and s have ready tasks).
+	rated := engine.Limits{PartitionRate: 1, PartitionPer: time.Hour, PartitionBurst: 1}
+	if err := q.SetLimits(ctx, rated); err != nil {
+		t.Fatal(err)
+	}
+	if l := must(q.Settings(ctx))(t).Limits; l != rated {
+		t.Fatalf("partition rate limits %+v, want %+v", l, rated)
+	}
+	must(q.EnqueueBatch(ctx, []engine.Task{{Partition: "r"}, {Partition: "r"}, {Partition: "s"}}))(t)
+	ls = must(q.Claim(ctx, "w", time.Minute, 10))(t)
+	got = got[:0]
+	for _, l := range ls {
+		got = append(got, l.Partition)
+	}
+	note("claimed under a partition rate %q", got)
+	if len(ls) != 3 {
+		t.Fatalf("claimed under a partition rate %q", got)
+	}
+	err = q.SetLimits(ctx, engine.Limits{PartitionRate: 1})
+	wantErr(t, "partition rate", err, engine.ErrInvalid)
+	note("partition rate: %v", err)
 	_, err = q.Partitions(ctx, engine.PartitionListOptions{Limit: engine.MaxBatch + 1})
 	wantErr(t, "partitions page", err, engine.ErrInvalid)
 	note("partitions page: %v", err)

@@ -35,7 +35,8 @@ import (
 //	commit          [vop...]
 //	set paused      paused                       (version 2 on)
 //	set limits      maxInFlight rate per burst   (version 2 on; per in micros),
-//	                then partitionMaxInFlight     (version 4)
+//	                then partitionMaxInFlight partitionRate partitionPer
+//	                partitionBurst (version 4; partitionPer in micros)
 //	complete and claim  fence result [vop...] owner lease max  (version 2 on)
 //	heartbeat batch     [fence...] extend                      (version 2 on)
 //
@@ -63,8 +64,8 @@ import (
 // heartbeat batch, and for tasks that are neither unique by content nor
 // dependent; version 2 for those operations and unique tasks; version 3
 // once a task of the command has dependencies or a dependency policy;
-// version 4 once a task names a partition or the limits set bound each
-// partition. A
+// version 4 once a task names a partition or the limits set bound or
+// rate-limit each partition. A
 // node of an older build thus keeps applying the log until a command uses
 // what it does not know; it then stops (ErrFailed) rather than plan
 // something else. Operations added since version 2 need no new version as
@@ -84,7 +85,7 @@ func (cmd *command) version() uint64 {
 	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch:
 		v = max(v, cmdVersion2)
 	}
-	if cmd.op == cmdSetLimits && cmd.limits.PartitionMaxInFlight != 0 {
+	if cmd.op == cmdSetLimits && (cmd.limits.PartitionMaxInFlight != 0 || cmd.limits.PartitionRate != 0) {
 		v = cmdVersion
 	}
 	for i := range cmd.tasks {
@@ -198,6 +199,9 @@ func (cmd *command) encode() ([]byte, error) {
 		e.int(int64(l.Burst))
 		if e.ver >= cmdVersion {
 			e.int(int64(l.PartitionMaxInFlight))
+			e.int(int64(l.PartitionRate))
+			e.int(l.PartitionPer.Microseconds())
+			e.int(int64(l.PartitionBurst))
 		}
 	case cmdCompleteClaim:
 		e.fence(&cmd.fence)
@@ -401,7 +405,8 @@ func decodeCommand(data []byte, cmd *command) error {
 		l.MaxInFlight, l.Rate = int(d.small()), int(d.small())
 		l.Per, l.Burst = micros(d.int()), int(d.small())
 		if d.ver >= cmdVersion {
-			l.PartitionMaxInFlight = int(d.small())
+			l.PartitionMaxInFlight, l.PartitionRate = int(d.small()), int(d.small())
+			l.PartitionPer, l.PartitionBurst = micros(d.int()), int(d.small())
 		}
 		if d.err == nil {
 			d.fail(checkLimits(*l))

@@ -95,6 +95,8 @@ func versionedSamples() []versionedSample {
 		{4, command{op: cmdEnqueueBatch, tasks: []spec{bare, parted, dependent}}},
 		{4, command{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "p", spec: parted}}, owner: "w", lease: 1, max: 2, seed: 4}},
 		{4, command{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, PartitionMaxInFlight: 2}}},
+		{4, command{op: cmdSetLimits, limits: Limits{PartitionRate: 5, PartitionPer: time.Second, PartitionBurst: 7}}},
+		{4, command{op: cmdSetLimits, limits: Limits{Rate: 1, Per: time.Minute, PartitionMaxInFlight: 1, PartitionRate: 2, PartitionPer: time.Millisecond}}},
 	}
 	for i := range cmds {
 		c := &cmds[i].cmd
@@ -212,6 +214,8 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		"negative bound":           {MaxInFlight: -1},
 		"bound past 32 bits":       {MaxInFlight: 1 << 40},
 		"negative partition bound": {PartitionMaxInFlight: -1},
+		"partition rate, no per":   {PartitionRate: 3},
+		"negative partition burst": {PartitionRate: 3, PartitionPer: time.Second, PartitionBurst: -1},
 	} {
 		bad[name] = must((&command{op: cmdSetLimits, ns: ns, queue: "q", limits: l}).encode())
 	}
@@ -219,6 +223,8 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	bad["unique without the required states"] = must(u.encode())
 	u.task.uniq, u.task.idem = uniqueDefault, ""
 	bad["unique without a key"] = must(u.encode())
+	rated := must((&command{op: cmdSetLimits, ns: ns, queue: "q", limits: Limits{PartitionRate: 3, PartitionPer: time.Second}}).encode())
+	bad["partition rate in version 3"] = append([]byte{cmdVersion3}, rated[1:]...)
 	bad["partition with a NUL byte"] = must((&command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{part: "a\x00"}}).encode())
 	for name, b := range bad {
 		var got command

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,16 @@ type Limits struct {
 	// one partition), as MaxInFlight bounds the queue's: a partition at its
 	// bound is passed over by claims, which serve the others. 0: no bound.
 	PartitionMaxInFlight int
+	// PartitionRate, PartitionPer and PartitionBurst limit the claims of
+	// each partition of the queue as Rate, Per and Burst limit the queue's:
+	// every partition (the default one too) has a token bucket of its own,
+	// and a partition out of tokens is passed over by claims, which serve
+	// the others. The queue's own limits apply as well. PartitionRate 0 is
+	// none (PartitionPer and PartitionBurst must then be 0);
+	// PartitionBurst 0 means PartitionRate.
+	PartitionRate  int
+	PartitionPer   time.Duration
+	PartitionBurst int
 }
 
 // String says the limits in words, as the CLI and the dashboard show them:
@@ -67,6 +78,13 @@ func (l Limits) String() string {
 	}
 	if l.PartitionMaxInFlight > 0 {
 		parts = append(parts, fmt.Sprintf("at most %d in flight per partition", l.PartitionMaxInFlight))
+	}
+	if l.PartitionRate > 0 {
+		s := fmt.Sprintf("%d per %v per partition", l.PartitionRate, l.PartitionPer)
+		if l.PartitionBurst != 0 && l.PartitionBurst != l.PartitionRate {
+			s += fmt.Sprintf(", bursts of %d", l.PartitionBurst)
+		}
+		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -93,6 +111,14 @@ func checkLimits(l Limits) error {
 		return invalid("rate per %v is outside 1µs..%v", l.Per, MaxRatePer)
 	case l.Burst < 0 || l.Burst > MaxRateTokens:
 		return invalid("burst %d is outside 0..%d", l.Burst, MaxRateTokens)
+	case l.PartitionRate < 0 || l.PartitionRate > MaxRateTokens:
+		return invalid("partition rate %d is outside 0..%d", l.PartitionRate, MaxRateTokens)
+	case l.PartitionRate == 0 && (l.PartitionPer != 0 || l.PartitionBurst != 0):
+		return invalid("a partition per (%v) or partition burst (%d) without a partition rate", l.PartitionPer, l.PartitionBurst)
+	case l.PartitionRate > 0 && (l.PartitionPer < time.Microsecond || l.PartitionPer > MaxRatePer):
+		return invalid("partition rate per %v is outside 1µs..%v", l.PartitionPer, MaxRatePer)
+	case l.PartitionBurst < 0 || l.PartitionBurst > MaxRateTokens:
+		return invalid("partition burst %d is outside 0..%d", l.PartitionBurst, MaxRateTokens)
 	}
 	return nil
 }
@@ -100,7 +126,8 @@ func checkLimits(l Limits) error {
 // settingsOf is what a queue's record says to a caller.
 func settingsOf(c index.QueueConf) QueueSettings {
 	return QueueSettings{Paused: c.Paused, Limits: Limits{MaxInFlight: int(c.MaxInFlight), Rate: int(c.Rate),
-		Per: micros(c.Per), Burst: int(c.Burst), PartitionMaxInFlight: int(c.PartMaxInFlight)}}
+		Per: micros(c.Per), Burst: int(c.Burst), PartitionMaxInFlight: int(c.PartMaxInFlight),
+		PartitionRate: int(c.PartRate), PartitionPer: micros(c.PartPer), PartitionBurst: int(c.PartBurst)}}
 }
 
 // Pause stops the queue's claims: Claim leases nothing and ClaimWait
@@ -127,7 +154,8 @@ func (q *queue) setPaused(ctx context.Context, paused bool) error {
 // is; the zero Limits removes them. They apply from the next claim on.
 // When a rate limit replaces another, the tokens its bucket holds carry
 // over (at most the new burst); a new rate limit starts with a full
-// bucket. PermAdmin.
+// bucket. A change of the partition rate limit starts every partition
+// with a full bucket. PermAdmin.
 func (q *queue) SetLimits(ctx context.Context, l Limits) error {
 	if err := checkLimits(l); err != nil {
 		return err
@@ -184,7 +212,20 @@ func planSetLimits(p *planner, cmd *command) error {
 			n.Credit, n.At = n.Burst*n.Per, p.now
 		}
 	}
+	if l.PartitionRate > 0 {
+		n.PartRate, n.PartPer, n.PartBurst = int64(l.PartitionRate), l.PartitionPer.Microseconds(), int64(l.PartitionBurst)
+		if n.PartBurst == 0 {
+			n.PartBurst = n.PartRate
+		}
+	}
 	p.putConf(old, n)
+	if old.PartRate != n.PartRate || old.PartPer != n.PartPer || old.PartBurst != n.PartBurst {
+		// The partitions' buckets start full: no record.
+		p.c.store.PartBuckets(qk, "", func(b index.PartBucket) bool {
+			p.put(index.Mutation{Kind: index.MutDeleteBucket, Bucket: index.PartBucket{Queue: qk, Key: b.Key}})
+			return true
+		})
+	}
 	return nil
 }
 
@@ -234,6 +275,14 @@ func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max,
 			max = min(max, room)
 		}
 	}
+	if conf.PartRate > 0 && (iq == nil || !iq.Partitioned()) {
+		// The default partition's bucket limits the queue's claims.
+		tokens := c.store.PartTokens(conf, "", now)
+		if tokens == 0 {
+			return 0, max64(at, c.store.PartNextToken(conf, "", now))
+		}
+		max = int(min(int64(max), tokens))
+	}
 	if conf.Rate > 0 {
 		tokens := conf.Tokens(now)
 		if tokens == 0 {
@@ -267,11 +316,54 @@ func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max 
 	if max == 0 {
 		return nil
 	}
-	ls := p.claim(qk, owner, lease, max, conf.PartMaxInFlight, freedTask)
+	ls := p.claim(qk, owner, lease, max, &conf, freedTask)
 	if n := len(ls); n > 0 && conf.Rate > 0 {
 		p.putConf(conf, conf.Take(p.now, int64(n)))
 	}
+	if len(ls) > 0 && conf.PartRate > 0 {
+		p.takePartTokens(&conf, ls)
+	}
 	return ls
+}
+
+// sweepBuckets is how many of a queue's other partition bucket records a
+// claim that takes partition tokens looks at, deleting those full again:
+// the records of partitions that are gone are so deleted as claims go on.
+const sweepBuckets = 8
+
+// takePartTokens plans taking from each partition's bucket the tokens of
+// its leases ls, and deleting up to sweepBuckets records of other
+// partitions of the queue that are full again, from the key after the
+// last partition served on (in key order, wrapping around).
+func (p *planner) takePartTokens(conf *index.QueueConf, ls []Lease) {
+	keys := p.keys[:0]
+	for i := range ls {
+		k := ls[i].Partition
+		if slices.Contains(keys, k) {
+			continue
+		}
+		keys = append(keys, k)
+		n := 0
+		for j := i; j < len(ls); j++ {
+			if ls[j].Partition == k {
+				n++
+			}
+		}
+		p.put(p.c.store.TakePart(conf, k, p.now, int64(n)))
+	}
+	seen := 0
+	p.c.store.PartBuckets(conf.Queue, keys[len(keys)-1], func(b index.PartBucket) bool {
+		if slices.Contains(keys, b.Key) {
+			return true
+		}
+		if p.c.store.PartBucketFull(conf, b.Key, p.now) {
+			p.put(index.Mutation{Kind: index.MutDeleteBucket, Bucket: index.PartBucket{Queue: conf.Queue, Key: b.Key}})
+		}
+		seen++
+		return seen < sweepBuckets
+	})
+	clear(keys)
+	p.keys = keys[:0]
 }
 
 // claimDue is when a claim of queue qk (whose indexes are iq, nil when it
@@ -284,8 +376,8 @@ func (c *core) claimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
 		if n, at := c.allowed(qk, &conf, now, 1, 0); n == 0 {
 			return at
 		}
-		if conf.PartMaxInFlight > 0 && iq != nil && iq.Partitioned() {
-			return c.partsDue(iq, now, conf.PartMaxInFlight)
+		if (conf.PartMaxInFlight > 0 || conf.PartRate > 0) && iq != nil && iq.Partitioned() {
+			return c.partsDue(iq, now, &conf)
 		}
 	}
 	return nextDue(iq)

@@ -150,9 +150,9 @@ func TestSettingsOutliveTasks(t *testing.T) {
 	for _, i := range qs {
 		got = append(got, fmt.Sprintf("%s paused=%v limits=%+v counts=%+v", i.Name, i.Paused, fields(i.Limits), i.Counts))
 	}
-	if s := strings.Join(got, "\n"); s != "elsewhere paused=false limits={MaxInFlight:0 Rate:0 Per:0s Burst:0 PartitionMaxInFlight:0} counts={Ready:1 Scheduled:0 InFlight:0 Dead:0 Completed:0 Waiting:0}\n"+
-		"empty paused=true limits={MaxInFlight:0 Rate:0 Per:0s Burst:0 PartitionMaxInFlight:0} counts={Ready:0 Scheduled:0 InFlight:0 Dead:0 Completed:0 Waiting:0}\n"+
-		"q paused=false limits={MaxInFlight:2 Rate:10 Per:1m0s Burst:10 PartitionMaxInFlight:0} counts={Ready:0 Scheduled:0 InFlight:0 Dead:0 Completed:0 Waiting:0}" {
+	if s := strings.Join(got, "\n"); s != "elsewhere paused=false limits={MaxInFlight:0 Rate:0 Per:0s Burst:0 PartitionMaxInFlight:0 PartitionRate:0 PartitionPer:0s PartitionBurst:0} counts={Ready:1 Scheduled:0 InFlight:0 Dead:0 Completed:0 Waiting:0}\n"+
+		"empty paused=true limits={MaxInFlight:0 Rate:0 Per:0s Burst:0 PartitionMaxInFlight:0 PartitionRate:0 PartitionPer:0s PartitionBurst:0} counts={Ready:0 Scheduled:0 InFlight:0 Dead:0 Completed:0 Waiting:0}\n"+
+		"q paused=false limits={MaxInFlight:2 Rate:10 Per:1m0s Burst:10 PartitionMaxInFlight:0 PartitionRate:0 PartitionPer:0s PartitionBurst:0} counts={Ready:0 Scheduled:0 InFlight:0 Dead:0 Completed:0 Waiting:0}" {
 		t.Fatalf("queues:\n%s", s)
 	}
 	e.reopen() // and through a snapshot

@@ -18,8 +18,10 @@
 // record of the log and snapshots of its own that the queue keeps while
 // it holds no task (controls.go). A task can name a partition of its
 // queue (Task.Partition): claims take turns between the partitions with
-// work, priority ordering each partition's tasks, and
-// Limits.PartitionMaxInFlight bounds each partition (partition.go). A
+// work, priority ordering each partition's tasks,
+// Limits.PartitionMaxInFlight bounds each partition and
+// Limits.PartitionRate gives each a token bucket of its own, a record of
+// the log and snapshots while it is not full (partition.go). A
 // task can be unique by content
 // (Task.Unique): its idempotency key is derived from its kind and the
 // canonical JSON of its payload, and blocks a duplicate within a window

@@ -163,6 +163,10 @@ func dump(db *DB) string {
 		fmt.Fprintf(&b, "dep %d <- %d\n", d.Parent, d.Child)
 		return true
 	})
+	img.Buckets.Scan(func(p index.PartBucket) bool {
+		fmt.Fprintf(&b, "bucket %+v\n", p)
+		return true
+	})
 	return b.String()
 }
 

@@ -28,6 +28,14 @@ import (
 // partition at its bound is passed over in the rotation. On a queue whose
 // tasks name no partition it is a second bound on the queue's tasks in
 // flight (the default partition holds them all).
+//
+// Limits.PartitionRate gives each partition a token bucket of its own
+// (index.PartBucket), as Limits.Rate gives the queue one: a claim leases
+// from a partition at most the tokens its bucket holds and takes them, and
+// a partition out of tokens is passed over until its bucket gains one. On
+// a queue whose tasks name no partition it is a second rate limit on the
+// queue. A bucket is stored only while it is not full, as a record of the
+// log and snapshots, so replicas and restarts plan the same claims.
 
 // PartitionInfo is one partition of a queue, as Partitions lists it: its
 // key ("" for the tasks that name none) and its tasks by state, as of now.
@@ -108,18 +116,22 @@ func rotationStart(seq uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// room is how many more tasks of partition pt a claim at now may lease
-// under the bound partMax (0: none), freed being a task the batch has
-// already taken out of flight (nil for none): up to max.
-func partRoom(pt *index.Partition, now, partMax int64, freed *index.Task, max int) int {
-	if partMax == 0 {
+// partRoom is how many more tasks of partition pt a claim at now may
+// lease under the queue's settings conf (its partition bound and its
+// partition rate limit, each 0 for none), freed being a task the batch has
+// already taken out of flight (nil for none): up to max. Call with mu held.
+func (c *core) partRoom(pt *index.Partition, now int64, conf *index.QueueConf, freed *index.Task, max int) int {
+	if conf.PartRate > 0 {
+		max = int(min(int64(max), c.store.PartTokens(conf, pt.Key, now)))
+	}
+	if conf.PartMaxInFlight == 0 {
 		return max
 	}
 	n := pt.InFlightAt(now)
 	if freed != nil && freed.PartitionKey() == pt.Key {
 		n--
 	}
-	return min(max, int(partMax)-n)
+	return min(max, int(conf.PartMaxInFlight)-n)
 }
 
 // claimParts appends to p.due, in the order they are to be leased, up to
@@ -127,13 +139,13 @@ func partRoom(pt *index.Partition, now, partMax int64, freed *index.Task, max in
 // partition with claimable work and room under partMax, in rotation, then
 // round after round from those that had more. It costs O((max + passed
 // over) log n), the partitions passed over being those with work stored
-// but none claimable now, or at their bound.
-func (p *planner) claimParts(q *index.Queue, max int, partMax int64, freed *index.Task) []index.Due {
+// but none claimable now, at their bound or out of tokens.
+func (p *planner) claimParts(q *index.Queue, max int, conf *index.QueueConf, freed *index.Task) []index.Due {
 	now := p.now
 	due := p.due[:0]
 	turns := p.turns[:0]
 	q.Rotation(rotationStart(p.c.store.Seq()), func(pt *index.Partition) bool {
-		room := partRoom(pt, now, partMax, freed, max)
+		room := p.c.partRoom(pt, now, conf, freed, max)
 		if room <= 0 {
 			return true
 		}
@@ -181,13 +193,14 @@ type partTurn struct {
 }
 
 // partsClaimable returns how many tasks of the partitioned queue iq a
-// claim at now may lease under the partition bound partMax, or any number
-// of at least limit when there are that many. Call with mu held.
-func (c *core) partsClaimable(iq *index.Queue, now, partMax int64, limit int) int {
+// claim at now may lease under the partition limits of its settings conf,
+// or any number of at least limit when there are that many. Call with mu
+// held.
+func (c *core) partsClaimable(iq *index.Queue, now int64, conf *index.QueueConf, limit int) int {
 	n := 0
 	var buf []index.Due
 	iq.Rotation(0, func(pt *index.Partition) bool {
-		if room := partRoom(pt, now, partMax, nil, limit-n); room > 0 {
+		if room := c.partRoom(pt, now, conf, nil, limit-n); room > 0 {
 			buf = pt.Claimable(now, index.ServingStart, false, room, buf[:0])
 			n += len(buf)
 		}
@@ -197,18 +210,23 @@ func (c *core) partsClaimable(iq *index.Queue, now, partMax int64, limit int) in
 }
 
 // partsDue is claimDue for a partitioned queue iq under the partition
-// bound partMax: now when a claim may lease a task, else the earliest time
-// a timer of one of its partitions with work comes due or a lease of one
-// ends (0: none; a task leaving flight wakes parked claims). Call with mu
-// held.
-func (c *core) partsDue(iq *index.Queue, now, partMax int64) int64 {
-	if c.partsClaimable(iq, now, partMax, 1) > 0 {
+// limits of its settings conf: now when a claim may lease a task, else the
+// earliest time a timer of one of its partitions with work comes due, a
+// lease of one ends, or the bucket of one that is out of tokens gains one
+// (0: none; a task leaving flight wakes parked claims). Call with mu held.
+func (c *core) partsDue(iq *index.Queue, now int64, conf *index.QueueConf) int64 {
+	if c.partsClaimable(iq, now, conf, 1) > 0 {
 		return now
 	}
 	var at int64
 	iq.Rotation(0, func(pt *index.Partition) bool {
 		if t := pt.NextChange(now); t != 0 && (at == 0 || t < at) {
 			at = t
+		}
+		if conf.PartRate > 0 && c.store.PartTokens(conf, pt.Key, now) == 0 {
+			if t := c.store.PartNextToken(conf, pt.Key, now); at == 0 || t < at {
+				at = t
+			}
 		}
 		return true
 	})

@@ -25,6 +25,7 @@ type planner struct {
 	events []TaskEvent
 	due    []index.Due    // scratch for claim
 	turns  []partTurn     // scratch for claimParts
+	keys   []string       // scratch for takePartTokens
 	lost   index.QueueKey // queue of the last refused lease
 	// parent is the task the batch completes, and parentMut the index in
 	// the batch of its completion update (-1 when it is deleted): an
@@ -260,7 +261,7 @@ func at(t *index.Task, now int64) *index.Task {
 // last-attempt leases (at most maxMoved). A due task it does not take stays
 // as it is stored: nothing needs moving before a task can be served, so a
 // claim costs O((max + dead-lettered) log n).
-func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int, partMax int64, freed *index.Task) []Lease {
+func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int, conf *index.QueueConf, freed *index.Task) []Lease {
 	q := p.c.store.Queue(qk)
 	if q == nil {
 		return nil
@@ -278,7 +279,7 @@ func (p *planner) claim(qk index.QueueKey, owner string, lease int64, max int, p
 	})
 	var due []index.Due
 	if q.Partitioned() {
-		due = p.claimParts(q, max, partMax, freed)
+		due = p.claimParts(q, max, conf, freed)
 	} else {
 		due = q.Claimable(now, index.ServingStart, false, max, p.due[:0])
 	}

@@ -196,8 +196,8 @@ func (c *core) claimable(qk index.QueueKey, iq *index.Queue, now int64, limit in
 	if conf, ok := c.store.Conf(qk); ok {
 		allowed, _ := c.allowed(qk, &conf, now, limit, 0)
 		n = min(n, allowed)
-		if n > 0 && conf.PartMaxInFlight > 0 && iq.Partitioned() {
-			n = min(n, c.partsClaimable(iq, now, conf.PartMaxInFlight, n))
+		if n > 0 && (conf.PartMaxInFlight > 0 || conf.PartRate > 0) && iq.Partitioned() {
+			n = min(n, c.partsClaimable(iq, now, &conf, n))
 		}
 	}
 	return n

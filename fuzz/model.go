@@ -272,7 +272,10 @@ type Model struct {
 	idem   map[idemKey]idemVal
 	totals map[QueueKey]qTotals
 	confs  map[QueueKey]qConf // queue settings (model_controls.go)
-	deps   map[depKey]bool
+	// parts are the partitions' token buckets that are not full (a
+	// partition without one has a full bucket).
+	parts map[partKey]partLevel
+	deps  map[depKey]bool
 
 	ttl        int64 // idempotency TTL, micros
 	keepDone   bool  // completed tasks are kept
@@ -298,6 +301,7 @@ func NewModel(c Config, now time.Time) *Model {
 		idem:       map[idemKey]idemVal{},
 		totals:     map[QueueKey]qTotals{},
 		confs:      map[QueueKey]qConf{},
+		parts:      map[partKey]partLevel{},
 		deps:       map[depKey]bool{},
 		ttl:        ttl.Microseconds(),
 		keepDone:   c.RetainCompleted > 0,
@@ -330,6 +334,7 @@ func (m *Model) Clone() *Model {
 	c.idem = maps.Clone(m.idem)
 	c.totals = maps.Clone(m.totals)
 	c.confs = maps.Clone(m.confs)
+	c.parts = maps.Clone(m.parts)
 	c.deps = maps.Clone(m.deps)
 	c.OnBatch = nil
 	return &c
@@ -1035,7 +1040,7 @@ func (x *txn) claim(q QueueKey, owner string, lease time.Duration, max, freed in
 			Partition: n.Partition,
 		})
 	}
-	x.took(q, len(out))
+	x.took(q, out)
 	return out
 }
 

@@ -27,15 +27,47 @@ type qConf struct {
 	Per         int64 // micros
 	// The bucket: Credit units (a token is Per units) as of At.
 	Credit, At int64
+	// Each partition's bucket: PartRate tokens every PartPer micros, at
+	// most PartBurst (Model.parts holds their levels).
+	PartRate, PartPer, PartBurst int64
 }
 
 func (c qConf) isDefault() bool {
-	return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0 && c.PartMax == 0
+	return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0 && c.PartMax == 0 && c.PartRate == 0
 }
 
 func (c qConf) settings() engine.QueueSettings {
 	return engine.QueueSettings{Paused: c.Paused, Limits: engine.Limits{MaxInFlight: c.MaxInFlight, Rate: int(c.Rate),
-		Per: time.Duration(c.Per) * time.Microsecond, Burst: int(c.Burst), PartitionMaxInFlight: c.PartMax}}
+		Per: time.Duration(c.Per) * time.Microsecond, Burst: int(c.Burst), PartitionMaxInFlight: c.PartMax,
+		PartitionRate: int(c.PartRate), PartitionPer: time.Duration(c.PartPer) * time.Microsecond, PartitionBurst: int(c.PartBurst)}}
+}
+
+// partKey names a partition of a queue; partLevel is its bucket's level,
+// Credit units as of At.
+type partKey struct {
+	q   QueueKey
+	key string
+}
+
+type partLevel struct{ Credit, At int64 }
+
+// partBucket is partition key's bucket of q as a qConf's queue bucket.
+func (m *Model) partBucket(q QueueKey, key string) qConf {
+	c := m.confs[q]
+	b := qConf{Rate: c.PartRate, Per: c.PartPer, Burst: c.PartBurst, Credit: c.PartBurst * c.PartPer}
+	if l, ok := m.parts[partKey{q, key}]; ok {
+		b.Credit, b.At = l.Credit, l.At
+	}
+	return b
+}
+
+// partTokens is how many tokens partition key of q may take now (any
+// number without a partition rate).
+func (m *Model) partTokens(q QueueKey, key string, now int64) int64 {
+	if m.confs[q].PartRate == 0 {
+		return engine.MaxRateTokens
+	}
+	return m.partBucket(q, key).tokens(now)
 }
 
 // level is the bucket's level at now, in units: what it held plus Rate a
@@ -93,7 +125,11 @@ func (m *Model) SetLimits(q QueueKey, l engine.Limits) error {
 	case l.MaxInFlight < 0 || l.MaxInFlight > engine.MaxInFlightLimit, l.Rate < 0 || l.Rate > engine.MaxRateTokens,
 		l.Burst < 0 || l.Burst > engine.MaxRateTokens, l.Rate == 0 && (l.Per != 0 || l.Burst != 0),
 		l.Rate > 0 && (l.Per < time.Microsecond || l.Per > engine.MaxRatePer),
-		l.PartitionMaxInFlight < 0 || l.PartitionMaxInFlight > engine.MaxInFlightLimit:
+		l.PartitionMaxInFlight < 0 || l.PartitionMaxInFlight > engine.MaxInFlightLimit,
+		l.PartitionRate < 0 || l.PartitionRate > engine.MaxRateTokens,
+		l.PartitionBurst < 0 || l.PartitionBurst > engine.MaxRateTokens,
+		l.PartitionRate == 0 && (l.PartitionPer != 0 || l.PartitionBurst != 0),
+		l.PartitionRate > 0 && (l.PartitionPer < time.Microsecond || l.PartitionPer > engine.MaxRatePer):
 		return invalid("limits %+v", l)
 	}
 	if err := checkQueue(q); err != nil {
@@ -116,7 +152,22 @@ func (m *Model) SetLimits(q QueueKey, l engine.Limits) error {
 			c.Credit, c.At = c.Burst*c.Per, x.now
 		}
 	}
+	if l.PartitionRate > 0 {
+		c.PartRate, c.PartPer, c.PartBurst = int64(l.PartitionRate), l.PartitionPer.Microseconds(), int64(l.PartitionBurst)
+		if c.PartBurst == 0 {
+			c.PartBurst = c.PartRate
+		}
+	}
 	x.setConf(q, c)
+	if c.PartRate != old.PartRate || c.PartPer != old.PartPer || c.PartBurst != old.PartBurst {
+		x.mut(func(uint64) { // every partition starts with a full bucket
+			for k := range m.parts {
+				if k.q == q {
+					delete(m.parts, k)
+				}
+			}
+		})
+	}
 	x.commit()
 	return nil
 }
@@ -157,6 +208,14 @@ func (m *Model) allowed(q QueueKey, max, freed int) (int, bool) {
 		}
 		max = min(max, bound-n)
 	}
+	if c.PartRate > 0 && !m.partitioned(q) {
+		// One partition, the default one, holds every task.
+		tk := m.partTokens(q, "", m.Now)
+		if tk == 0 {
+			return 0, false
+		}
+		max = int(min(int64(max), tk))
+	}
 	if c.Rate > 0 {
 		tk := c.tokens(m.Now)
 		if tk == 0 {
@@ -167,13 +226,29 @@ func (m *Model) allowed(q QueueKey, max, freed int) (int, bool) {
 	return max, true
 }
 
-// took plans the tokens a claim that leased n tasks of q takes.
-func (x *txn) took(q QueueKey, n int) {
+// took plans the tokens a claim that leased ls of q takes, from the
+// queue's bucket and from each partition's.
+func (x *txn) took(q QueueKey, ls []engine.Lease) {
 	c, ok := x.m.confs[q]
-	if !ok || c.Rate == 0 || n == 0 {
+	if !ok || len(ls) == 0 {
 		return
 	}
-	c.Credit, c.At = c.level(x.now)-int64(n)*c.Per, x.now
+	if c.PartRate > 0 {
+		n := map[string]int64{}
+		for _, l := range ls {
+			n[l.Partition]++
+		}
+		m, now := x.m, x.now
+		for k, n := range n {
+			b := m.partBucket(q, k)
+			lvl := partLevel{b.level(now) - n*b.Per, now}
+			x.mut(func(uint64) { m.parts[partKey{q, k}] = lvl })
+		}
+	}
+	if c.Rate == 0 {
+		return
+	}
+	c.Credit, c.At = c.level(x.now)-int64(len(ls))*c.Per, x.now
 	x.setConf(q, c)
 }
 

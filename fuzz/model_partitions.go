@@ -13,7 +13,8 @@ import (
 // work (ready, scheduled, or in flight with attempts left; "" is the
 // partition of the tasks that name none), in key order from the one of
 // rank rotationStart(seq) modulo their number: one claimable task from
-// each with room under the partition bound, then round after round from
+// each with room under the partition bound and tokens in its bucket (a
+// partition rate limit), then round after round from
 // those that gave one and have room left. Within a partition, serving
 // order (priority, then id). A queue none of whose tasks names a partition
 // is one partition, the same thing.
@@ -71,10 +72,11 @@ func (m *Model) rotate(q QueueKey, stored, ready []*Rec, max int, freed *Rec) []
 		byPart[t.Partition] = append(byPart[t.Partition], t)
 	}
 	room := func(k string) int {
+		r := int(min(int64(max), m.partTokens(q, k, m.Now)))
 		if partMax == 0 {
-			return max
+			return r
 		}
-		return min(max, partMax-inFlight[k])
+		return min(r, partMax-inFlight[k])
 	}
 	var out []*Rec
 	type turn struct {

@@ -210,6 +210,17 @@ func opsSeeds() [][]byte {
 			ins(opClaim, 0, 1, 2, 3), ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x38), ins(opControl, 3, 0),
 			ins(opReopen), ins(opClaim, 0, 0, 2, 3), ins(opAdvance, 2), ins(opClaim, 0, 0, 2, 3),
 			ins(opControl, 2, 0, 0x18), ins(opClaim, 0, 2, 2, 3), ins(opRead, 1, 0)),
+		// Partition rate limits: each partition's bucket (1 a second, then 2
+		// a second with bursts of 3 and a bound of one) passes over those out
+		// of tokens; a completion that claims takes tokens too; through a
+		// reopen and time passing.
+		asm(0,
+			ins(opEnqueue, 0, 0, 0, 0x10), ins(opEnqueue, 0, 0, 0, 0x10), ins(opEnqueue, 0, 0, 0, 0x18),
+			ins(opEnqueue, 0, 0, 0, 0x18), ins(opEnqueue, 0, 0, 0, 0), ins(opEnqueue, 0, 0, 0, 0x11),
+			ins(opControl, 2, 0, 0x20), ins(opClaim, 0, 0, 2, 3), ins(opClaim, 0, 0, 2, 3), ins(opReopen),
+			ins(opClaim, 0, 0, 2, 3), ins(opAdvance, 1), ins(opClaim, 0, 0, 2, 3),
+			ins(opComplete, 0, 0x20, 0, 0, 0, 0, 0x38), ins(opControl, 2, 0, 0xe8), ins(opControl, 3, 0),
+			ins(opClaim, 0, 1, 2, 3), ins(opAdvance, 2), ins(opCheckpoint), ins(opClaim, 0, 0, 2, 3), ins(opRead, 1, 0)),
 		// A completion that claims releases the tasks waiting for it in its
 		// commit, the claim taking none of them (nor the follow-up); the
 		// next claim does; a completion that claims releases a sibling.

@@ -1046,6 +1046,12 @@ func (r *runner) control(a [opSize - 1]byte) {
 		if a[2]&8 != 0 {
 			l.PartitionMaxInFlight = 1 + int(a[2]>>4&1)
 		}
+		if a[2]&0x20 != 0 {
+			l.PartitionRate, l.PartitionPer = 1+int(a[2]>>6&1), time.Second
+			if a[2]&0x80 != 0 {
+				l.PartitionBurst = 3
+			}
+		}
 		r.record(fmt.Sprintf("limits %s %+v", q, l), r.q(q).SetLimits(ctx, l), r.m.SetLimits(q, l), "")
 	case 3:
 		got, gerr := r.q(q).Settings(ctx)

@@ -53,17 +53,19 @@ type MutKind uint8
 
 // Mutation kinds.
 const (
-	MutPutTask    MutKind = 1 // insert a whole task record (new task)
-	MutUpdateTask MutKind = 2 // change the small mutable fields of a task
-	MutDeleteTask MutKind = 3 // remove a task
-	MutSetKV      MutKind = 4
-	MutDeleteKV   MutKind = 5
-	MutPutIdem    MutKind = 6
-	MutDeleteIdem MutKind = 7
-	MutPutConf    MutKind = 8  // set a queue's settings record
-	MutDeleteConf MutKind = 9  // delete it (every setting back to its default); uses Conf.Queue
-	MutPutDep     MutKind = 10 // add a dependency (Dep); the child is waiting
-	MutDeleteDep  MutKind = 11 // remove a dependency
+	MutPutTask      MutKind = 1 // insert a whole task record (new task)
+	MutUpdateTask   MutKind = 2 // change the small mutable fields of a task
+	MutDeleteTask   MutKind = 3 // remove a task
+	MutSetKV        MutKind = 4
+	MutDeleteKV     MutKind = 5
+	MutPutIdem      MutKind = 6
+	MutDeleteIdem   MutKind = 7
+	MutPutConf      MutKind = 8  // set a queue's settings record
+	MutDeleteConf   MutKind = 9  // delete it (every setting back to its default); uses Conf.Queue
+	MutPutDep       MutKind = 10 // add a dependency (Dep); the child is waiting
+	MutDeleteDep    MutKind = 11 // remove a dependency
+	MutPutBucket    MutKind = 12 // set a partition's token bucket (Bucket)
+	MutDeleteBucket MutKind = 13 // delete it (the bucket is full); uses Bucket.Queue and Key
 )
 
 // Mutation is one physical change. Which fields matter depends on Kind.
@@ -75,6 +77,7 @@ type Mutation struct {
 	Idem   Idem       // MutPutIdem, MutDeleteIdem
 	Conf   QueueConf  // MutPutConf, MutDeleteConf
 	Dep    Dep        // MutPutDep, MutDeleteDep
+	Bucket PartBucket // MutPutBucket, MutDeleteBucket
 }
 
 // Update flags: which optional fields of a TaskUpdate are present, and

@@ -34,14 +34,19 @@ import (
 // expires states]; a settings mutation is [8 conf] to set a queue's
 // settings and [9 project scope queue] to delete them, with conf the fields
 // project scope queue paused maxInFlight rate per burst credit at, and
-// partMaxInFlight after them when it is not 0 ([8 conf] of 12 fields); a
-// dependency put or delete is [10 parent child] or [11 parent child]. A
+// partMaxInFlight after them when it is not 0 ([8 conf] of 12 fields), and
+// partRate partPer partBurst after that when partRate is not 0 (15
+// fields, partMaxInFlight then written even when 0); a dependency put or
+// delete is [10 parent child] or [11 parent child]; a partition bucket put
+// is [12 project scope queue key credit at] and its delete [13 project
+// scope queue key]. A
 // snapshot is a sequence of records, each one array whose first element is
 // its record kind: RecHeader [1 seq nextID now], RecTask [2 task], RecKV [3
 // project scope key value version], RecIdem [4 project scope queue key id
 // expires states], RecTotals [5 project scope queue enqueued claimed
-// completed retried deadLettered idle], RecConf [6 conf] (11 or 12
-// fields), RecDep [7 parent child].
+// completed retried deadLettered idle], RecConf [6 conf] (11, 12 or 15
+// fields), RecDep [7 parent child], RecBucket [8 project scope queue key
+// credit at].
 //
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
@@ -49,8 +54,9 @@ import (
 // one fixed order.
 //
 // Older versions are still read. Version 5 is version 6 without
-// partitions: every task record has 19 fields and every settings record
-// 10 (no partMaxInFlight). Version 4 is version 5 without
+// partitions: every task record has 19 fields, every settings record
+// 10 (no partMaxInFlight, no partition rate), and there are no partition
+// bucket mutations. Version 4 is version 5 without
 // dependencies: a task's extra has 9 fields (no depPolicy), no task is
 // waiting (state 6), and there are no dependency mutations or records.
 // Version 3: no settings mutations, and idempotency mutations and records
@@ -76,6 +82,7 @@ const (
 	RecTotals = 5
 	RecConf   = 6
 	RecDep    = 7
+	RecBucket = 8
 )
 
 // Encoder turns batches and records into bytes. It reuses its buffer: the
@@ -178,6 +185,14 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeArrayLen(confFields(m.Conf) + 1))
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(e.confFields(m.Conf))
+		case MutPutBucket:
+			put(enc.EncodeArrayLen(7))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(e.bucketFields(m.Bucket, true))
+		case MutDeleteBucket:
+			put(enc.EncodeArrayLen(5))
+			put(enc.EncodeUint(uint64(m.Kind)))
+			put(e.bucketFields(m.Bucket, false))
 		case MutDeleteConf:
 			put(enc.EncodeArrayLen(4))
 			put(enc.EncodeUint(uint64(m.Kind)))
@@ -245,10 +260,25 @@ func (e *Encoder) idemFields(d Idem) error {
 
 // confFields is how many fields the encoding of c has.
 func confFields(c QueueConf) int {
-	if c.PartMaxInFlight != 0 {
+	switch {
+	case c.PartRate != 0:
+		return 14
+	case c.PartMaxInFlight != 0:
 		return 11
 	}
 	return 10
+}
+
+// bucketFields encodes a partition bucket: its queue and key, and its
+// level when level is set.
+func (e *Encoder) bucketFields(b PartBucket, level bool) error {
+	enc := e.enc
+	err := firstErr(enc.EncodeString(b.Queue.Project), enc.EncodeString(b.Queue.Scope), enc.EncodeString(b.Queue.Name),
+		enc.EncodeString(b.Key))
+	if err == nil && level {
+		err = firstErr(enc.EncodeInt(b.Credit), enc.EncodeInt(b.At))
+	}
+	return err
 }
 
 func (e *Encoder) confFields(c QueueConf) error {
@@ -256,8 +286,11 @@ func (e *Encoder) confFields(c QueueConf) error {
 	err := firstErr(enc.EncodeString(c.Queue.Project), enc.EncodeString(c.Queue.Scope), enc.EncodeString(c.Queue.Name),
 		enc.EncodeBool(c.Paused), enc.EncodeInt(c.MaxInFlight), enc.EncodeInt(c.Rate), enc.EncodeInt(c.Per),
 		enc.EncodeInt(c.Burst), enc.EncodeInt(c.Credit), enc.EncodeInt(c.At))
-	if err == nil && c.PartMaxInFlight != 0 {
+	if err == nil && (c.PartMaxInFlight != 0 || c.PartRate != 0) {
 		err = enc.EncodeInt(c.PartMaxInFlight)
+	}
+	if err == nil && c.PartRate != 0 {
+		err = firstErr(enc.EncodeInt(c.PartRate), enc.EncodeInt(c.PartPer), enc.EncodeInt(c.PartBurst))
 	}
 	return err
 }
@@ -370,6 +403,13 @@ func (e *Encoder) IdemRecord(d Idem) ([]byte, error) {
 func (e *Encoder) ConfRecord(c QueueConf) ([]byte, error) {
 	e.buf.Reset()
 	err := firstErr(e.enc.EncodeArrayLen(confFields(c)+1), e.enc.EncodeUint(RecConf), e.confFields(c))
+	return e.buf.Bytes(), err
+}
+
+// BucketRecord encodes a snapshot record of a partition's token bucket.
+func (e *Encoder) BucketRecord(b PartBucket) ([]byte, error) {
+	e.buf.Reset()
+	err := firstErr(e.enc.EncodeArrayLen(7), e.enc.EncodeUint(RecBucket), e.bucketFields(b, true))
 	return e.buf.Bytes(), err
 }
 
@@ -636,8 +676,12 @@ func (d *Decoder) mutation(m *Mutation) error {
 		}
 	} else if d.ver >= batchVersion4 {
 		switch {
-		case m.Kind == MutPutConf && (n == 11 || n == 12 && d.ver >= batchVersion):
+		case m.Kind == MutPutConf && (n == 11 || (n == 12 || n == 15) && d.ver >= batchVersion):
 			want = n
+		case d.ver >= batchVersion && m.Kind == MutPutBucket:
+			want = 7
+		case d.ver >= batchVersion && m.Kind == MutDeleteBucket:
+			want = 5
 		case m.Kind == MutDeleteConf:
 			want = 4
 		case d.ver >= batchVersion5 && (m.Kind == MutPutDep || m.Kind == MutDeleteDep):
@@ -738,7 +782,10 @@ func (d *Decoder) mutation(m *Mutation) error {
 		m.Idem, err = d.idemFields(n == 8)
 		return err
 	case MutPutConf:
-		m.Conf, err = d.confFields(n == 12)
+		m.Conf, err = d.confFields(n - 1)
+		return err
+	case MutPutBucket, MutDeleteBucket:
+		m.Bucket, err = d.bucket(m.Kind == MutPutBucket)
 		return err
 	case MutDeleteConf:
 		k := &m.Conf.Queue
@@ -778,8 +825,28 @@ func (d *Decoder) idemFields(states bool) (Idem, error) {
 	return e, nil
 }
 
-// confFields decodes a queue's settings record.
-func (d *Decoder) confFields(part bool) (QueueConf, error) {
+// bucket decodes a partition bucket, with its level when level is set.
+func (d *Decoder) bucket(level bool) (PartBucket, error) {
+	var b PartBucket
+	var err error
+	if b.Queue.Project, b.Queue.Scope, b.Queue.Name, err = d.strings3(); err == nil {
+		b.Key, err = d.str()
+	}
+	if err == nil && level {
+		if b.Credit, err = d.dec.DecodeInt64(); err == nil {
+			b.At, err = d.dec.DecodeInt64()
+		}
+	}
+	if err != nil {
+		return b, corrupt("partition bucket", err)
+	}
+	return b, nil
+}
+
+// confFields decodes a queue's settings record of nf fields (10, 11 with
+// a partition bound, 14 with a partition rate).
+func (d *Decoder) confFields(nf int) (QueueConf, error) {
+	part := nf >= 11
 	var c QueueConf
 	var err error
 	if c.Queue.Project, c.Queue.Scope, c.Queue.Name, err = d.strings3(); err == nil {
@@ -791,8 +858,18 @@ func (d *Decoder) confFields(part bool) (QueueConf, error) {
 		}
 	}
 	if err == nil && part {
-		if c.PartMaxInFlight, err = d.dec.DecodeInt64(); err == nil && c.PartMaxInFlight == 0 {
+		if c.PartMaxInFlight, err = d.dec.DecodeInt64(); err == nil && c.PartMaxInFlight == 0 && nf == 11 {
 			err = fmt.Errorf("a partition bound of 0 written")
+		}
+	}
+	if err == nil && nf == 14 {
+		for _, p := range [...]*int64{&c.PartRate, &c.PartPer, &c.PartBurst} {
+			if err == nil {
+				*p, err = d.dec.DecodeInt64()
+			}
+		}
+		if err == nil && c.PartRate == 0 {
+			err = fmt.Errorf("a partition rate of 0 written")
 		}
 	}
 	if err != nil {
@@ -999,6 +1076,7 @@ type Record struct {
 	Totals QueueTotals
 	Conf   QueueConf
 	Dep    Dep
+	Bucket PartBucket // RecBucket
 }
 
 // Task decodes data when it is a task record of the common shape (no
@@ -1019,7 +1097,7 @@ func (d *Decoder) record(data []byte) (Record, error) {
 	d.reset(data)
 	d.ver = 0
 	var r Record
-	n, err := d.arrayLen("record", 2, 12)
+	n, err := d.arrayLen("record", 2, 15)
 	if err != nil {
 		return r, err
 	}
@@ -1069,8 +1147,10 @@ func (d *Decoder) record(data []byte) (Record, error) {
 		if err != nil {
 			err = corrupt("totals record", err)
 		}
-	case r.Kind == RecConf && (n == 11 || n == 12):
-		r.Conf, err = d.confFields(n == 12)
+	case r.Kind == RecConf && (n == 11 || n == 12 || n == 15):
+		r.Conf, err = d.confFields(n - 1)
+	case r.Kind == RecBucket && n == 7:
+		r.Bucket, err = d.bucket(true)
 	default:
 		err = corrupt(fmt.Sprintf("record kind %d with %d fields", kind, n), nil)
 	}

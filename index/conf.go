@@ -31,6 +31,10 @@ type QueueConf struct {
 	// rate limit (Per, Burst, Credit and At are then 0).
 	Rate, Per, Burst int64
 	Credit, At       int64
+	// PartRate tokens every PartPer microseconds, at most PartBurst held,
+	// for each partition of the queue (bucket.go); PartRate 0 is none
+	// (PartPer and PartBurst are then 0).
+	PartRate, PartPer, PartBurst int64
 }
 
 // Limits on a QueueConf's fields, part of the state machine: a record
@@ -51,7 +55,7 @@ func (c QueueConf) Settings() QueueConf {
 // IsDefault reports whether c sets nothing: a queue with such settings has
 // no record.
 func (c QueueConf) IsDefault() bool {
-	return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0 && c.PartMaxInFlight == 0
+	return !c.Paused && c.MaxInFlight == 0 && c.Rate == 0 && c.PartMaxInFlight == 0 && c.PartRate == 0
 }
 
 // capacity is the bucket's size in units.
@@ -106,6 +110,12 @@ func (c *QueueConf) check() error {
 	} else {
 		bad = bad || c.Rate < 0 || c.Rate > MaxRateTokens || c.Burst < 1 || c.Burst > MaxRateTokens ||
 			c.Per < 1 || c.Per > MaxRatePer || c.Credit < 0 || c.Credit > c.capacity()
+	}
+	if c.PartRate == 0 {
+		bad = bad || c.PartPer != 0 || c.PartBurst != 0
+	} else {
+		bad = bad || c.PartRate < 0 || c.PartRate > MaxRateTokens || c.PartBurst < 1 || c.PartBurst > MaxRateTokens ||
+			c.PartPer < 1 || c.PartPer > MaxRatePer
 	}
 	if bad {
 		return fmt.Errorf("%w: settings of queue %v: %+v", ErrCorrupt, c.Queue, *c)

@@ -108,6 +108,8 @@ func renderBatch(b *Batch) string {
 			fmt.Fprintf(&s, "conf delete %+v\n", m.Conf.Queue)
 		case MutPutDep, MutDeleteDep:
 			fmt.Fprintf(&s, "dep %d %d <- %d\n", m.Kind, m.Dep.Parent, m.Dep.Child)
+		case MutPutBucket, MutDeleteBucket:
+			fmt.Fprintf(&s, "bucket %d %+v\n", m.Kind, m.Bucket)
 		default:
 			fmt.Fprintf(&s, "mutation %d\n", m.Kind)
 		}
@@ -168,6 +170,9 @@ func batchSeeds(tb testing.TB) [][]byte {
 				{Kind: MutPutTask, Task: (&Fields{ID: 10, Queue: q, State: StateReady, MaxAttempts: 3, NotBefore: 600,
 					Created: 600, Updated: 600, Part: PartRef("tenant")}).Task()},
 				{Kind: MutPutConf, Conf: QueueConf{Queue: q.Key, MaxInFlight: 4, PartMaxInFlight: 2}},
+				{Kind: MutPutConf, Conf: QueueConf{Queue: q.Key, PartRate: 2, PartPer: 100, PartBurst: 3}},
+				{Kind: MutPutBucket, Bucket: PartBucket{Queue: q.Key, Key: "tenant", Credit: 150, At: 600}},
+				{Kind: MutDeleteBucket, Bucket: PartBucket{Queue: q.Key, Key: ""}},
 				{Kind: MutDeleteIdem, Idem: Idem{Queue: q.Key, Key: "k", ID: 5, Expires: 1000}},
 				{Kind: MutDeleteTask, Update: TaskUpdate{ID: 5}},
 				{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateCompleted, Updated: 600, Flags: UpdResult | UpdFollowUps,
@@ -294,6 +299,8 @@ func recordSeeds(tb testing.TB) [][]byte {
 	add(enc.TaskRecord((&Fields{ID: 20, Queue: s.QueueRef(QueueKey{Namespace{"p", "s"}, "q"}), State: StateReady, MaxAttempts: 1,
 		Part: PartRef("tenant")}).Task()))
 	add(enc.ConfRecord(QueueConf{Queue: QueueKey{Namespace{"p", "s"}, "q"}, PartMaxInFlight: 3}))
+	add(enc.ConfRecord(QueueConf{Queue: QueueKey{Namespace{"p", "s"}, "q"}, PartRate: 2, PartPer: 10, PartBurst: 4}))
+	add(enc.BucketRecord(PartBucket{Queue: QueueKey{Namespace{"p", "s"}, "q"}, Key: "tenant", Credit: 15, At: 99}))
 	return out
 }
 
@@ -313,6 +320,8 @@ func renderRecord(r Record) string {
 		return fmt.Sprintf("conf %+v", r.Conf)
 	case RecDep:
 		return fmt.Sprintf("dep %+v", r.Dep)
+	case RecBucket:
+		return fmt.Sprintf("bucket %+v", r.Bucket)
 	}
 	return fmt.Sprintf("kind %d", r.Kind)
 }
@@ -358,6 +367,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			again, err = enc.ConfRecord(r.Conf)
 		case RecDep:
 			again, err = enc.DepRecord(r.Dep)
+		case RecBucket:
+			again, err = enc.BucketRecord(r.Bucket)
 		default:
 			t.Fatalf("decoded a record of unknown kind %d", r.Kind)
 		}

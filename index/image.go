@@ -9,9 +9,9 @@ import (
 // WriteImage encodes img as snapshot records in their one fixed order: the
 // header, then tasks by id, KV entries by namespace and key, idempotency
 // entries by queue and key, queue totals by queue, queue settings by queue,
-// dependencies by parent and child. add receives each record; the slice is
-// valid only until add returns. The same state gives the same records, byte
-// for byte, on every node.
+// dependencies by parent and child, partition buckets by queue and key.
+// add receives each record; the slice is valid only until add returns.
+// The same state gives the same records, byte for byte, on every node.
 func WriteImage(img *Image, enc *Encoder, add func(rec []byte) error) error {
 	rec, err := enc.Header(img.Seq, img.NextID, img.Now)
 	if err == nil {
@@ -65,6 +65,16 @@ func WriteImage(img *Image, enc *Encoder, add func(rec []byte) error) error {
 		img.Deps.Scan(func(d Dep) bool {
 			if err == nil {
 				if rec, err = enc.DepRecord(d); err == nil {
+					err = add(rec)
+				}
+			}
+			return err == nil
+		})
+	}
+	if img.Buckets != nil {
+		img.Buckets.Scan(func(b PartBucket) bool {
+			if err == nil {
+				if rec, err = enc.BucketRecord(b); err == nil {
 					err = add(rec)
 				}
 			}

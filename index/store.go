@@ -194,6 +194,8 @@ type Store struct {
 
 	deps depIndex // primary: dependencies between tasks (deps.go)
 
+	buckets *btree.BTreeG[PartBucket] // primary: partition token buckets not full, by queue and key (bucket.go)
+
 	// loadRef is the queue reference of the last task LoadTask loaded and
 	// loadQueue the store's queue for it.
 	loadRef, loadQueue *Queue
@@ -213,6 +215,7 @@ func NewStore() *Store {
 		idle:    btree.NewBTreeGOptions(idleLess, noLocks),
 		confs:   btree.NewBTreeGOptions(confLess, noLocks),
 		deps:    newDepIndex(),
+		buckets: btree.NewBTreeGOptions(bucketLess, noLocks),
 	}
 }
 
@@ -574,6 +577,10 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		return s.putDep(m.Dep)
 	case MutDeleteDep:
 		return s.deleteDep(m.Dep)
+	case MutPutBucket:
+		return s.putBucket(m.Bucket)
+	case MutDeleteBucket:
+		s.deleteBucket(m.Bucket)
 	default:
 		return fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind)
 	}
@@ -777,6 +784,8 @@ type Image struct {
 	Totals *btree.BTreeG[QueueTotals]
 	Confs  *btree.BTreeG[QueueConf]
 	Deps   *btree.BTreeG[Dep]
+	// Buckets are the partition token buckets (nil: none).
+	Buckets *btree.BTreeG[PartBucket]
 }
 
 // Copy returns an image of the current primary records in O(1). It writes to
@@ -784,7 +793,8 @@ type Image struct {
 // being used concurrently.
 func (s *Store) Copy() *Image {
 	return &Image{Seq: s.seq, NextID: s.nextID, Now: s.now, Tasks: s.tasks.Copy(), KV: s.kv.Copy(), Idem: s.idem.Copy(),
-		Totals: s.totals.Copy(), Confs: s.confs.Copy(), Deps: s.deps.byParent.Copy()}
+		Totals: s.totals.Copy(), Confs: s.confs.Copy(), Deps: s.deps.byParent.Copy(),
+		Buckets: s.buckets.Copy()}
 }
 
 // Restore resets the store to a state image's header (seq, next id and
@@ -813,6 +823,8 @@ func (s *Store) Load(r Record) error {
 		return s.LoadConf(r.Conf)
 	case RecDep:
 		return s.LoadDep(r.Dep)
+	case RecBucket:
+		return s.LoadBucket(r.Bucket)
 	}
 	return fmt.Errorf("%w: record kind %d in snapshot", ErrCorrupt, r.Kind)
 }
@@ -1060,6 +1072,9 @@ func (s *Store) Verify() error {
 	}
 	if err == nil {
 		err = s.verifyDeps()
+	}
+	if err == nil {
+		err = s.verifyBuckets()
 	}
 	return err
 }

@@ -287,11 +287,11 @@ func TestPartitions(t *testing.T) {
 	id := e.enqueue(q, engine.Task{Partition: "tenant-7"})
 	e.enqueue(q, engine.Task{Partition: "tenant-7"})
 	e.enqueue(q, engine.Task{})
-	if err := q.SetLimits(ctx, engine.Limits{PartitionMaxInFlight: 2}); err != nil {
+	if err := q.SetLimits(ctx, engine.Limits{PartitionMaxInFlight: 2, PartitionRate: 5, PartitionPer: time.Minute, PartitionBurst: 10}); err != nil {
 		t.Fatal(err)
 	}
 	page := e.mustGet("/docket/queue?p=acme&s=prod&q=reports")
-	mustContain(t, page, "Limits: at most 2 in flight per partition")
+	mustContain(t, page, "Limits: at most 2 in flight per partition; 5 per 1m0s per partition, bursts of 10")
 	mustContain(t, page, `<summary>2 partitions`)
 	mustContain(t, page, `<th scope="row"><code>tenant-7</code></th><td class="num">2</td>`)
 	mustContain(t, page, `<th scope="row"><span class="muted">none</span></th><td class="num">1</td>`)

@@ -19,6 +19,9 @@ type limitsJSON struct {
 	Per                  string `json:"per,omitempty"`
 	Burst                int    `json:"burst"`
 	PartitionMaxInFlight int    `json:"partition_max_in_flight,omitempty"`
+	PartitionRate        int    `json:"partition_rate,omitempty"`
+	PartitionPer         string `json:"partition_per,omitempty"`
+	PartitionBurst       int    `json:"partition_burst,omitempty"`
 }
 
 func limitsOf(l engine.Limits) *limitsJSON {
@@ -28,6 +31,9 @@ func limitsOf(l engine.Limits) *limitsJSON {
 	out := &limitsJSON{MaxInFlight: l.MaxInFlight, Rate: l.Rate, Burst: l.Burst, PartitionMaxInFlight: l.PartitionMaxInFlight}
 	if l.Per != 0 {
 		out.Per = l.Per.String()
+	}
+	if l.PartitionRate != 0 {
+		out.PartitionRate, out.PartitionPer, out.PartitionBurst = l.PartitionRate, l.PartitionPer.String(), l.PartitionBurst
 	}
 	return out
 }
@@ -111,26 +117,34 @@ every limit. The limits hold across every worker of every process:
   -partition-max-in-flight N
                           at most N tasks of each partition in flight at once
                           (see enqueue -partition; tasks without one are a partition)
+  -partition-rate N -partition-per D [-partition-burst N]
+                          at most N tasks of each partition claimed per D on average,
+                          and at most -partition-burst at once (default: the rate)
 
   docket limits -server http://127.0.0.1:7070 -ns acme/prod -queue emails -max-in-flight 10 -rate 100 -per 1m
   docket limits -dir data -queue reports -partition-max-in-flight 2
+  docket limits -dir data -queue reports -partition-rate 10 -partition-per 1m -partition-burst 20
   docket limits -dir data -queue emails -clear`
 
 func runLimits(ctx context.Context, c cli, args []string) error {
-	fs := newFlagsFor(c, "limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-max-in-flight N] [-rate N -per D [-burst N]] [-partition-max-in-flight N] [-clear] [-json]", limitsAbout)
+	fs := newFlagsFor(c, "limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-max-in-flight N] [-rate N -per D [-burst N]] [-partition-max-in-flight N] [-partition-rate N -partition-per D [-partition-burst N]] [-clear] [-json]", limitsAbout)
 	tf := addTargetFlags(c, fs, oneQueue)
 	maxInFlight := fs.Int("max-in-flight", 0, "at most this many of the queue's tasks in flight at once (0: no bound)")
 	rate := fs.Int("rate", 0, "at most this many tasks claimed per -per (0: no rate limit)")
 	per := fs.Duration("per", 0, "the rate's interval, 1µs to 168h")
 	burst := fs.Int("burst", 0, "tasks that may be claimed at once after a quiet spell (0: the rate)")
 	partMax := fs.Int("partition-max-in-flight", 0, "at most this many tasks of each partition of the queue in flight at once (0: no bound)")
+	partRate := fs.Int("partition-rate", 0, "at most this many tasks of each partition claimed per -partition-per (0: no partition rate limit)")
+	partPer := fs.Duration("partition-per", 0, "the partition rate's interval, 1µs to 168h")
+	partBurst := fs.Int("partition-burst", 0, "tasks of a partition that may be claimed at once after a quiet spell (0: the partition rate)")
 	clearAll := fs.Bool("clear", false, "remove every limit")
 	if _, err := tf.parse(args, 0, 0); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	changing := set["max-in-flight"] || set["rate"] || set["per"] || set["burst"] || set["partition-max-in-flight"]
+	changing := set["max-in-flight"] || set["rate"] || set["per"] || set["burst"] || set["partition-max-in-flight"] ||
+		set["partition-rate"] || set["partition-per"] || set["partition-burst"]
 	if *clearAll && changing {
 		return usageError{"limits: -clear and the limit flags exclude each other"}
 	}
@@ -166,6 +180,18 @@ func runLimits(ctx context.Context, c cli, args []string) error {
 		}
 		if set["burst"] || set["rate"] && l.Burst == s.Limits.Rate {
 			l.Burst = *burst // a burst that was the old rate's default follows the new rate
+		}
+		if set["partition-rate"] {
+			l.PartitionRate = *partRate
+			if *partRate == 0 {
+				l.PartitionPer, l.PartitionBurst = 0, 0
+			}
+		}
+		if set["partition-per"] {
+			l.PartitionPer = *partPer
+		}
+		if set["partition-burst"] || set["partition-rate"] && l.PartitionBurst == s.Limits.PartitionRate {
+			l.PartitionBurst = *partBurst
 		}
 		if err := q.SetLimits(ctx, l); err != nil {
 			return err

@@ -123,6 +123,13 @@ func TestPartitionCommands(t *testing.T) {
 		{[]string{"enqueue", "-json", "-queue", "r", `{}`}, `{"id":3,"deduplicated":false}`},
 		{[]string{"limits", "-json", "-queue", "r", "-partition-max-in-flight", "2"},
 			`{"namespace":{"project":"demo","scope":"local"},"queue":"r","paused":false,"limits":{"max_in_flight":0,"rate":0,"burst":0,"partition_max_in_flight":2}}`},
+		{[]string{"limits", "-json", "-queue", "r", "-partition-rate", "5", "-partition-per", "1m"},
+			`{"namespace":{"project":"demo","scope":"local"},"queue":"r","paused":false,"limits":{"max_in_flight":0,"rate":0,"burst":0,"partition_max_in_flight":2,"partition_rate":5,"partition_per":"1m0s","partition_burst":5}}`},
+		{[]string{"limits", "-json", "-queue", "r", "-partition-rate", "3"},
+			`{"namespace":{"project":"demo","scope":"local"},"queue":"r","paused":false,"limits":{"max_in_flight":0,"rate":0,"burst":0,"partition_max_in_flight":2,"partition_rate":3,"partition_per":"1m0s","partition_burst":3}}`},
+		{[]string{"limits", "-queue", "r", "-partition-burst", "6"}, `queuedemo/localr:running,atmost2inflightperpartition;3per1m0sperpartition,burstsof6`},
+		{[]string{"limits", "-json", "-queue", "r", "-partition-rate", "0"},
+			`{"namespace":{"project":"demo","scope":"local"},"queue":"r","paused":false,"limits":{"max_in_flight":0,"rate":0,"burst":0,"partition_max_in_flight":2}}`},
 		{[]string{"partitions", "-json", "-queue", "r", "-limit", "1"},
 			`{"partitions":[{"key":"","counts":{"ready":1,"scheduled":0,"in_flight":0,"dead":0,"completed":0,"waiting":0}}],"next":"@"}`},
 		{[]string{"partitions", "-json", "-queue", "r"},
@@ -161,5 +168,9 @@ func TestPartitionCommands(t *testing.T) {
 	code, _, errs = docket(t, "limits", "-dir", dir, "-queue", "r", "-partition-max-in-flight", "-1")
 	if code == 0 || !strings.Contains(errs, "partition max in flight") {
 		t.Fatalf("a bad partition bound: exit %d %s", code, errs)
+	}
+	code, _, errs = docket(t, "limits", "-dir", dir, "-queue", "r", "-partition-rate", "5")
+	if code == 0 || !strings.Contains(errs, "partition rate per") {
+		t.Fatalf("a partition rate without a per: exit %d %s", code, errs)
 	}
 }

@@ -49,6 +49,15 @@ func Limits(pb *v1.Limits) (engine.Limits, error) {
 	if l.PartitionMaxInFlight, err = toInt("partition max in flight", pb.GetPartitionMaxInFlight()); err != nil {
 		return l, err
 	}
+	if l.PartitionRate, err = toInt("partition rate", pb.GetPartitionRate()); err != nil {
+		return l, err
+	}
+	if l.PartitionBurst, err = toInt("partition burst", pb.GetPartitionBurst()); err != nil {
+		return l, err
+	}
+	if l.PartitionPer, err = Duration("partition rate per", pb.GetPartitionPer()); err != nil {
+		return l, err
+	}
 	l.Per, err = Duration("rate per", pb.GetPer())
 	return l, err
 }
@@ -65,7 +74,8 @@ func PBLimits(l engine.Limits) *v1.Limits {
 		return nil
 	}
 	return &v1.Limits{MaxInFlight: int64(l.MaxInFlight), Rate: int64(l.Rate), Per: PBDuration(l.Per), Burst: int64(l.Burst),
-		PartitionMaxInFlight: int64(l.PartitionMaxInFlight)}
+		PartitionMaxInFlight: int64(l.PartitionMaxInFlight), PartitionRate: int64(l.PartitionRate),
+		PartitionPer: PBDuration(l.PartitionPer), PartitionBurst: int64(l.PartitionBurst)}
 }
 
 // PBSettings converts a queue's settings.

@@ -894,11 +894,11 @@ func TestPartitionsShow(t *testing.T) {
 	b := newTab(t, ui.Options{})
 	id := b.enqueue("reports", engine.Task{Partition: "tenant-7"})
 	b.enqueue("reports", engine.Task{})
-	if err := b.db.Queue(ns, "reports").SetLimits(ctx, engine.Limits{PartitionMaxInFlight: 2}); err != nil {
+	if err := b.db.Queue(ns, "reports").SetLimits(ctx, engine.Limits{PartitionMaxInFlight: 2, PartitionRate: 3, PartitionPer: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	b.open("queue?p=acme&s=prod&q=reports")
-	if s := b.text("p.limits"); s != "Limits: at most 2 in flight per partition" {
+	if s := b.text("p.limits"); s != "Limits: at most 2 in flight per partition; 3 per 1s per partition" {
 		t.Fatalf("limits %q", s)
 	}
 	b.click("#partitions summary", "#partitions tbody")

@@ -36,8 +36,15 @@ type Limits struct {
 	// At most this many tasks of each partition of the queue in flight at
 	// once (the tasks that name none are one partition); 0: no bound.
 	PartitionMaxInFlight int64 `protobuf:"varint,5,opt,name=partition_max_in_flight,json=partitionMaxInFlight,proto3" json:"partition_max_in_flight,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// At most partition_rate tasks of each partition leased per
+	// partition_per, on average, with bursts of partition_burst (0 means
+	// partition_rate): a token bucket per partition, the tasks that name none
+	// one partition. partition_rate 0 is no partition rate limit.
+	PartitionRate  int64                `protobuf:"varint,6,opt,name=partition_rate,json=partitionRate,proto3" json:"partition_rate,omitempty"`
+	PartitionPer   *durationpb.Duration `protobuf:"bytes,7,opt,name=partition_per,json=partitionPer,proto3" json:"partition_per,omitempty"`
+	PartitionBurst int64                `protobuf:"varint,8,opt,name=partition_burst,json=partitionBurst,proto3" json:"partition_burst,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -101,6 +108,27 @@ func (x *Limits) GetBurst() int64 {
 func (x *Limits) GetPartitionMaxInFlight() int64 {
 	if x != nil {
 		return x.PartitionMaxInFlight
+	}
+	return 0
+}
+
+func (x *Limits) GetPartitionRate() int64 {
+	if x != nil {
+		return x.PartitionRate
+	}
+	return 0
+}
+
+func (x *Limits) GetPartitionPer() *durationpb.Duration {
+	if x != nil {
+		return x.PartitionPer
+	}
+	return nil
+}
+
+func (x *Limits) GetPartitionBurst() int64 {
+	if x != nil {
+		return x.PartitionBurst
 	}
 	return 0
 }
@@ -707,13 +735,16 @@ var File_docket_v1_controls_proto protoreflect.FileDescriptor
 
 const file_docket_v1_controls_proto_rawDesc = "" +
 	"\n" +
-	"\x18docket/v1/controls.proto\x12\tdocket.v1\x1a\x15docket/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\"\xba\x01\n" +
+	"\x18docket/v1/controls.proto\x12\tdocket.v1\x1a\x15docket/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\"\xca\x02\n" +
 	"\x06Limits\x12\"\n" +
 	"\rmax_in_flight\x18\x01 \x01(\x03R\vmaxInFlight\x12\x12\n" +
 	"\x04rate\x18\x02 \x01(\x03R\x04rate\x12+\n" +
 	"\x03per\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03per\x12\x14\n" +
 	"\x05burst\x18\x04 \x01(\x03R\x05burst\x125\n" +
-	"\x17partition_max_in_flight\x18\x05 \x01(\x03R\x14partitionMaxInFlight\"R\n" +
+	"\x17partition_max_in_flight\x18\x05 \x01(\x03R\x14partitionMaxInFlight\x12%\n" +
+	"\x0epartition_rate\x18\x06 \x01(\x03R\rpartitionRate\x12>\n" +
+	"\rpartition_per\x18\a \x01(\v2\x19.google.protobuf.DurationR\fpartitionPer\x12'\n" +
+	"\x0fpartition_burst\x18\b \x01(\x03R\x0epartitionBurst\"R\n" +
 	"\rQueueSettings\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12)\n" +
 	"\x06limits\x18\x02 \x01(\v2\x11.docket.v1.LimitsR\x06limits\"X\n" +
@@ -789,31 +820,32 @@ var file_docket_v1_controls_proto_goTypes = []any{
 }
 var file_docket_v1_controls_proto_depIdxs = []int32{
 	13, // 0: docket.v1.Limits.per:type_name -> google.protobuf.Duration
-	0,  // 1: docket.v1.QueueSettings.limits:type_name -> docket.v1.Limits
-	14, // 2: docket.v1.PauseRequest.namespace:type_name -> docket.v1.Namespace
-	14, // 3: docket.v1.ResumeRequest.namespace:type_name -> docket.v1.Namespace
-	14, // 4: docket.v1.SetLimitsRequest.namespace:type_name -> docket.v1.Namespace
-	0,  // 5: docket.v1.SetLimitsRequest.limits:type_name -> docket.v1.Limits
-	14, // 6: docket.v1.SettingsRequest.namespace:type_name -> docket.v1.Namespace
-	1,  // 7: docket.v1.SettingsResponse.settings:type_name -> docket.v1.QueueSettings
-	14, // 8: docket.v1.PartitionsRequest.namespace:type_name -> docket.v1.Namespace
-	15, // 9: docket.v1.Partition.counts:type_name -> docket.v1.Counts
-	11, // 10: docket.v1.PartitionsResponse.partitions:type_name -> docket.v1.Partition
-	2,  // 11: docket.v1.Controls.Pause:input_type -> docket.v1.PauseRequest
-	4,  // 12: docket.v1.Controls.Resume:input_type -> docket.v1.ResumeRequest
-	6,  // 13: docket.v1.Controls.SetLimits:input_type -> docket.v1.SetLimitsRequest
-	8,  // 14: docket.v1.Controls.Settings:input_type -> docket.v1.SettingsRequest
-	10, // 15: docket.v1.Controls.Partitions:input_type -> docket.v1.PartitionsRequest
-	3,  // 16: docket.v1.Controls.Pause:output_type -> docket.v1.PauseResponse
-	5,  // 17: docket.v1.Controls.Resume:output_type -> docket.v1.ResumeResponse
-	7,  // 18: docket.v1.Controls.SetLimits:output_type -> docket.v1.SetLimitsResponse
-	9,  // 19: docket.v1.Controls.Settings:output_type -> docket.v1.SettingsResponse
-	12, // 20: docket.v1.Controls.Partitions:output_type -> docket.v1.PartitionsResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	13, // 1: docket.v1.Limits.partition_per:type_name -> google.protobuf.Duration
+	0,  // 2: docket.v1.QueueSettings.limits:type_name -> docket.v1.Limits
+	14, // 3: docket.v1.PauseRequest.namespace:type_name -> docket.v1.Namespace
+	14, // 4: docket.v1.ResumeRequest.namespace:type_name -> docket.v1.Namespace
+	14, // 5: docket.v1.SetLimitsRequest.namespace:type_name -> docket.v1.Namespace
+	0,  // 6: docket.v1.SetLimitsRequest.limits:type_name -> docket.v1.Limits
+	14, // 7: docket.v1.SettingsRequest.namespace:type_name -> docket.v1.Namespace
+	1,  // 8: docket.v1.SettingsResponse.settings:type_name -> docket.v1.QueueSettings
+	14, // 9: docket.v1.PartitionsRequest.namespace:type_name -> docket.v1.Namespace
+	15, // 10: docket.v1.Partition.counts:type_name -> docket.v1.Counts
+	11, // 11: docket.v1.PartitionsResponse.partitions:type_name -> docket.v1.Partition
+	2,  // 12: docket.v1.Controls.Pause:input_type -> docket.v1.PauseRequest
+	4,  // 13: docket.v1.Controls.Resume:input_type -> docket.v1.ResumeRequest
+	6,  // 14: docket.v1.Controls.SetLimits:input_type -> docket.v1.SetLimitsRequest
+	8,  // 15: docket.v1.Controls.Settings:input_type -> docket.v1.SettingsRequest
+	10, // 16: docket.v1.Controls.Partitions:input_type -> docket.v1.PartitionsRequest
+	3,  // 17: docket.v1.Controls.Pause:output_type -> docket.v1.PauseResponse
+	5,  // 18: docket.v1.Controls.Resume:output_type -> docket.v1.ResumeResponse
+	7,  // 19: docket.v1.Controls.SetLimits:output_type -> docket.v1.SetLimitsResponse
+	9,  // 20: docket.v1.Controls.Settings:output_type -> docket.v1.SettingsResponse
+	12, // 21: docket.v1.Controls.Partitions:output_type -> docket.v1.PartitionsResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_controls_proto_init() }
