@@ -394,15 +394,7 @@ func TestSetLimitsRefusesBadInput(t *testing.T) {
 // standalone DB's answers and state byte for byte: every decision reads
 // the state and the command's time only.
 func TestReplicatedControlsMatchStandalone(t *testing.T) {
-	sclock, rclock := NewManualClock(t0), NewManualClock(t0)
-	solo, err := OpenInMemory(Options{Clock: sclock, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer solo.Close()
-	solo.c.entropy = func() uint64 { return 42 }
-	l := newLocalLog(t, 3, func(int) Options { return Options{Clock: rclock} })
-	steps := func(api API, clock *ManualClock) []func() string {
+	matchStandalone(t, -1, func(api API, clock *ManualClock) []func() string {
 		q := api.Queue(ns, "q")
 		show := func(v any, err error) string { return fmt.Sprintf("%+v err=%v", v, err) }
 		var leases []Lease
@@ -450,15 +442,7 @@ func TestReplicatedControlsMatchStandalone(t *testing.T) {
 			func() string { return claim(10) },
 			func() string { return show(api.Queues(ctx)) },
 		}
-	}
-	s, r := steps(solo, sclock), steps(l.members[0].db, rclock)
-	for i := range s {
-		want, got := s[i](), r[i]()
-		if got != want {
-			t.Fatalf("step %d: replicated answer\n%s\nstandalone\n%s", i, got, want)
-		}
-		l.sameState(t, solo, fmt.Sprintf("step %d", i))
-	}
+	})
 }
 
 // TestReplicatedClaimWaitOnPausedQueue: on a replicated DB too, a

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -459,16 +458,7 @@ func TestPartitionStateFollowsRecords(t *testing.T) {
 // alone, after the queue's partitioned tasks came and went) goes on
 // planning the same claims as the others.
 func TestReplicatedPartitionsMatchStandalone(t *testing.T) {
-	sclock, rclock := NewManualClock(t0), NewManualClock(t0)
-	solo, err := OpenInMemory(Options{Clock: sclock, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer solo.Close()
-	solo.c.entropy = func() uint64 { return 42 }
-	l := newLocalLog(t, 3, func(int) Options { return Options{Clock: rclock} })
-	lag := l.members[2]
-	steps := func(api API, clock *ManualClock) []func() string {
+	matchStandalone(t, 11, func(api API, clock *ManualClock) []func() string {
 		q := api.Queue(ns, "q")
 		show := func(v any, err error) string { return fmt.Sprintf("%+v err=%v", v, err) }
 		var leases []Lease
@@ -525,27 +515,5 @@ func TestReplicatedPartitionsMatchStandalone(t *testing.T) {
 			func() string { return claim(3) },
 			func() string { return show(q.Partitions(ctx, PartitionListOptions{})) },
 		}
-	}
-	s, r := steps(solo, sclock), steps(l.members[0].db, rclock)
-	for i := range s {
-		if i == 11 {
-			// The lagging member restores from another's image.
-			img, err := l.members[1].db.Image()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var snap bytes.Buffer
-			if _, err := img.WriteTo(&snap); err != nil {
-				t.Fatal(err)
-			}
-			if err := lag.db.Restore(&snap); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, got := s[i](), r[i]()
-		if got != want {
-			t.Fatalf("step %d: replicated answer\n%s\nstandalone\n%s", i, got, want)
-		}
-		l.sameState(t, solo, fmt.Sprintf("step %d", i))
-	}
+	})
 }

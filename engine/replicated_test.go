@@ -710,3 +710,42 @@ func TestApplyCommandRefuses(t *testing.T) {
 		t.Fatalf("OpenReplicated without a log: %v", err)
 	}
 }
+
+// matchStandalone runs the steps that steps builds, once on a standalone
+// in-memory DB and once on the first of three replicated members (each
+// with a manual clock of its own, and the same lease secrets), side by
+// side: after every step both must have given the same answer and hold the
+// same state. Before step restoreAt (-1: never) the third member restores
+// from the second's image, and goes on applying the log from there.
+func matchStandalone(t *testing.T, restoreAt int, steps func(api API, clock *ManualClock) []func() string) {
+	t.Helper()
+	sclock, rclock := NewManualClock(t0), NewManualClock(t0)
+	solo, err := OpenInMemory(Options{Clock: sclock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	solo.c.entropy = func() uint64 { return 42 }
+	l := newLocalLog(t, 3, func(int) Options { return Options{Clock: rclock} })
+	s, r := steps(solo, sclock), steps(l.members[0].db, rclock)
+	for i := range s {
+		if i == restoreAt {
+			img, err := l.members[1].db.Image()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var snap bytes.Buffer
+			if _, err := img.WriteTo(&snap); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.members[2].db.Restore(&snap); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, got := s[i](), r[i]()
+		if got != want {
+			t.Fatalf("step %d: replicated answer\n%s\nstandalone\n%s", i, got, want)
+		}
+		l.sameState(t, solo, fmt.Sprintf("step %d", i))
+	}
+}
