@@ -70,23 +70,24 @@ func (l Limits) String() string {
 		parts = append(parts, fmt.Sprintf("at most %d in flight", l.MaxInFlight))
 	}
 	if l.Rate > 0 {
-		s := fmt.Sprintf("%d per %v", l.Rate, l.Per)
-		if l.Burst != 0 && l.Burst != l.Rate {
-			s += fmt.Sprintf(", bursts of %d", l.Burst)
-		}
-		parts = append(parts, s)
+		parts = append(parts, rateString(l.Rate, l.Per, l.Burst, ""))
 	}
 	if l.PartitionMaxInFlight > 0 {
 		parts = append(parts, fmt.Sprintf("at most %d in flight per partition", l.PartitionMaxInFlight))
 	}
 	if l.PartitionRate > 0 {
-		s := fmt.Sprintf("%d per %v per partition", l.PartitionRate, l.PartitionPer)
-		if l.PartitionBurst != 0 && l.PartitionBurst != l.PartitionRate {
-			s += fmt.Sprintf(", bursts of %d", l.PartitionBurst)
-		}
-		parts = append(parts, s)
+		parts = append(parts, rateString(l.PartitionRate, l.PartitionPer, l.PartitionBurst, " per partition"))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// rateString says a token bucket's limit: "10 per 1s<of>, bursts of 20".
+func rateString(rate int, per time.Duration, burst int, of string) string {
+	s := fmt.Sprintf("%d per %v%s", rate, per, of)
+	if burst != 0 && burst != rate {
+		s += fmt.Sprintf(", bursts of %d", burst)
+	}
+	return s
 }
 
 // Bounds of Limits. A bucket holds at most MaxRateTokens tokens of
@@ -103,22 +104,25 @@ func checkLimits(l Limits) error {
 		return invalid("max in flight %d is outside 0..%d", l.MaxInFlight, MaxInFlightLimit)
 	case l.PartitionMaxInFlight < 0 || l.PartitionMaxInFlight > MaxInFlightLimit:
 		return invalid("partition max in flight %d is outside 0..%d", l.PartitionMaxInFlight, MaxInFlightLimit)
-	case l.Rate < 0 || l.Rate > MaxRateTokens:
-		return invalid("rate %d is outside 0..%d", l.Rate, MaxRateTokens)
-	case l.Rate == 0 && (l.Per != 0 || l.Burst != 0):
-		return invalid("a per (%v) or burst (%d) without a rate", l.Per, l.Burst)
-	case l.Rate > 0 && (l.Per < time.Microsecond || l.Per > MaxRatePer):
-		return invalid("rate per %v is outside 1µs..%v", l.Per, MaxRatePer)
-	case l.Burst < 0 || l.Burst > MaxRateTokens:
-		return invalid("burst %d is outside 0..%d", l.Burst, MaxRateTokens)
-	case l.PartitionRate < 0 || l.PartitionRate > MaxRateTokens:
-		return invalid("partition rate %d is outside 0..%d", l.PartitionRate, MaxRateTokens)
-	case l.PartitionRate == 0 && (l.PartitionPer != 0 || l.PartitionBurst != 0):
-		return invalid("a partition per (%v) or partition burst (%d) without a partition rate", l.PartitionPer, l.PartitionBurst)
-	case l.PartitionRate > 0 && (l.PartitionPer < time.Microsecond || l.PartitionPer > MaxRatePer):
-		return invalid("partition rate per %v is outside 1µs..%v", l.PartitionPer, MaxRatePer)
-	case l.PartitionBurst < 0 || l.PartitionBurst > MaxRateTokens:
-		return invalid("partition burst %d is outside 0..%d", l.PartitionBurst, MaxRateTokens)
+	}
+	if err := checkRate(l.Rate, l.Per, l.Burst, ""); err != nil {
+		return err
+	}
+	return checkRate(l.PartitionRate, l.PartitionPer, l.PartitionBurst, "partition ")
+}
+
+// checkRate checks a token bucket's limit, its errors naming it with the
+// prefix of ("" for the queue's, "partition " for each partition's).
+func checkRate(rate int, per time.Duration, burst int, of string) error {
+	switch {
+	case rate < 0 || rate > MaxRateTokens:
+		return invalid("%srate %d is outside 0..%d", of, rate, MaxRateTokens)
+	case rate == 0 && (per != 0 || burst != 0):
+		return invalid("a %sper (%v) or %sburst (%d) without a %srate", of, per, of, burst, of)
+	case rate > 0 && (per < time.Microsecond || per > MaxRatePer):
+		return invalid("%srate per %v is outside 1µs..%v", of, per, MaxRatePer)
+	case burst < 0 || burst > MaxRateTokens:
+		return invalid("%sburst %d is outside 0..%d", of, burst, MaxRateTokens)
 	}
 	return nil
 }
