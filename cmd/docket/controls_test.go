@@ -21,10 +21,7 @@ func TestControlCommands(t *testing.T) {
 	}
 	db0.Close()
 	live := openMem(t, engine.Options{})
-	steps := []struct {
-		args []string
-		want string // JSON, compacted
-	}{
+	steps := []jsonStep{
 		{[]string{"pause", "-json"}, `{"namespace":{"project":"demo","scope":"local"},"queue":"emails","paused":true}`},
 		{[]string{"limits", "-json", "-max-in-flight", "3", "-rate", "10", "-per", "1s"},
 			`{"namespace":{"project":"demo","scope":"local"},"queue":"emails","paused":true,"limits":{"max_in_flight":3,"rate":10,"per":"1s","burst":10}}`},
@@ -43,21 +40,7 @@ func TestControlCommands(t *testing.T) {
 		{[]string{"enqueue", "-json", "-kind", "mail", "-unique", "1h", "-unique-states", "ready,scheduled,in-flight,dead", `{ "n": 1, "to": "a" }`},
 			`{"id":1,"deduplicated":true}`},
 	}
-	compact := regexp.MustCompile(`\s+`)
-	for _, st := range steps {
-		for _, where := range []string{"dir", "server"} {
-			var code int
-			var out, errs string
-			if where == "dir" {
-				code, out, errs = docket(t, append(st.args, "-dir", dir)...)
-			} else {
-				code, out, errs, _ = remote(t, live, "", append(st.args, "-server", "http://x")...)
-			}
-			if got := compact.ReplaceAllString(out, ""); code != 0 || got != st.want {
-				t.Fatalf("%v on the %s: exit %d, %s\n%s\nwant %s", st.args, where, code, errs, got, st.want)
-			}
-		}
-	}
+	jsonSteps(t, dir, live, steps)
 	code, out, _ := docket(t, "stats", "-dir", dir)
 	if code != 0 || !strings.Contains(out, "demo/local emails: at most 3 in flight\n") || !strings.Contains(out, "demo/local other: paused\n") {
 		t.Fatalf("stats:\n%s", out)
@@ -114,10 +97,7 @@ func TestPartitionCommands(t *testing.T) {
 	}
 	db0.Close()
 	live := openMem(t, engine.Options{})
-	steps := []struct {
-		args []string
-		want string // JSON, compacted
-	}{
+	steps := []jsonStep{
 		{[]string{"enqueue", "-json", "-queue", "r", "-partition", "tenant-1", `{}`}, `{"id":1,"deduplicated":false}`},
 		{[]string{"enqueue", "-json", "-queue", "r", "-partition", "tenant-1", `{}`}, `{"id":2,"deduplicated":false}`},
 		{[]string{"enqueue", "-json", "-queue", "r", `{}`}, `{"id":3,"deduplicated":false}`},
@@ -138,21 +118,7 @@ func TestPartitionCommands(t *testing.T) {
 			`{"partitions":[{"key":"tenant-1","counts":{"ready":2,"scheduled":0,"in_flight":0,"dead":0,"completed":0,"waiting":0}}]}`},
 		{[]string{"partitions", "-json", "-queue", "empty"}, `{"partitions":[]}`},
 	}
-	compact := regexp.MustCompile(`\s+`)
-	for _, st := range steps {
-		for _, where := range []string{"dir", "server"} {
-			var code int
-			var out, errs string
-			if where == "dir" {
-				code, out, errs = docket(t, append(st.args, "-dir", dir)...)
-			} else {
-				code, out, errs, _ = remote(t, live, "", append(st.args, "-server", "http://x")...)
-			}
-			if got := compact.ReplaceAllString(out, ""); code != 0 || got != st.want {
-				t.Fatalf("%v on the %s: exit %d, %s\n%s\nwant %s", st.args, where, code, errs, got, st.want)
-			}
-		}
-	}
+	jsonSteps(t, dir, live, steps)
 	code, out, _ := docket(t, "get", "-dir", dir, "-queue", "r", "1")
 	if code != 0 || !strings.Contains(out, "partition") || !strings.Contains(out, "tenant-1") {
 		t.Fatalf("get: exit %d\n%s", code, out)
@@ -172,5 +138,32 @@ func TestPartitionCommands(t *testing.T) {
 	code, _, errs = docket(t, "limits", "-dir", dir, "-queue", "r", "-partition-rate", "5")
 	if code == 0 || !strings.Contains(errs, "partition rate per") {
 		t.Fatalf("a partition rate without a per: exit %d %s", code, errs)
+	}
+}
+
+// jsonStep is a command and the JSON it prints, compacted.
+type jsonStep struct {
+	args []string
+	want string
+}
+
+// jsonSteps runs each step in turn both on the directory dir and against
+// a server of live, and fails unless each prints what it wants.
+func jsonSteps(t *testing.T, dir string, live *engine.DB, steps []jsonStep) {
+	t.Helper()
+	compact := regexp.MustCompile(`\s+`)
+	for _, st := range steps {
+		for _, where := range []string{"dir", "server"} {
+			var code int
+			var out, errs string
+			if where == "dir" {
+				code, out, errs = docket(t, append(st.args, "-dir", dir)...)
+			} else {
+				code, out, errs, _ = remote(t, live, "", append(st.args, "-server", "http://x")...)
+			}
+			if got := compact.ReplaceAllString(out, ""); code != 0 || got != st.want {
+				t.Fatalf("%v on the %s: exit %d, %s\n%s\nwant %s", st.args, where, code, errs, got, st.want)
+			}
+		}
 	}
 }
