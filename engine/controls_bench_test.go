@@ -30,17 +30,7 @@ func BenchmarkClaimCompleteControlled(b *testing.B) {
 			for i := 0; i < b.N; i += len(batch) {
 				q.EnqueueBatch(ctx, batch)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				ls, err := q.Claim(ctx, "w", time.Minute, 1)
-				if err != nil || len(ls) != 1 {
-					b.Fatal(err, len(ls))
-				}
-				if _, err := q.Complete(ctx, ls[0], Done{}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			claimComplete(b, q)
 		})
 	}
 }

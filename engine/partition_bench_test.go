@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"testing"
-	"time"
 )
 
 // BenchmarkClaimCompletePartitioned is BenchmarkClaimCompleteInMemory with
@@ -35,17 +34,7 @@ func BenchmarkClaimCompletePartitioned(b *testing.B) {
 				}
 				q.EnqueueBatch(ctx, batch)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				ls, err := q.Claim(ctx, "w", time.Minute, 1)
-				if err != nil || len(ls) != 1 {
-					b.Fatal(err, len(ls))
-				}
-				if _, err := q.Complete(ctx, ls[0], Done{}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			claimComplete(b, q)
 		})
 	}
 }
