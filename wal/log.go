@@ -242,7 +242,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	// After a process crash the tail may still be only in the page cache;
 	// the engine is about to act on what it replays, so make it durable. The
 	// directory may have gained its first segment.
-	if err := l.file.Sync(); err != nil {
+	if err := l.fsync(true); err != nil {
 		// The file stays open: closing it could let a later fsync of the
 		// same file succeed without the lost pages being on disk.
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
@@ -513,7 +513,7 @@ func (l *Log) syncWritten() error {
 		return l.fail("fsync", err)
 	}
 	start := time.Now()
-	if err := l.fsync(); err != nil {
+	if err := l.fsync(false); err != nil {
 		return l.fail("fsync", err)
 	}
 	if err := l.failpoint("sync.after"); err != nil {
@@ -535,10 +535,17 @@ func (l *Log) syncWritten() error {
 }
 
 // fsync syncs the tail segment. Older segments need none: a segment is
-// fsynced before the next is started.
-func (l *Log) fsync() error {
+// fsynced before the next is started. A commit's needs only the data (and
+// the file's size when a write grew it): full syncs the rest of the
+// metadata too.
+func (l *Log) fsync(full bool) error {
 	start := time.Now()
-	err := l.file.Datasync()
+	var err error
+	if full {
+		err = l.file.Sync()
+	} else {
+		err = l.file.Datasync()
+	}
 	l.syncNanos.Add(uint64(time.Since(start)))
 	l.syncs.Add(1)
 	return err
