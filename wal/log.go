@@ -133,14 +133,14 @@ type Log struct {
 
 	// The I/O side. wmu serialises everything that touches the segment
 	// files but Replay: writes, fsyncs, Read, truncation and close.
-	wmu      sync.Mutex
-	segs     []*segment    // oldest first; the last is the tail, where appends go
-	file     segmentFile   // the tail's, open for appending; nil while it is replaced
-	tailSize int64         // bytes of entries in the tail segment
-	tailAlloc int64        // bytes in its file: tailSize, then zeros (see reserve)
-	fclosed  bool          // Close has run: the files are closed or abandoned
-	cur      cursor        // where Read is
-	written  atomic.Uint64 // newest record handed to the OS
+	wmu       sync.Mutex
+	segs      []*segment    // oldest first; the last is the tail, where appends go
+	file      segmentFile   // the tail's, open for appending; nil while it is replaced
+	tailSize  int64         // bytes of entries in the tail segment
+	tailAlloc int64         // bytes in its file: tailSize, then zeros (see reserve)
+	fclosed   bool          // Close has run: the files are closed or abandoned
+	cur       cursor        // where Read is
+	written   atomic.Uint64 // newest record handed to the OS
 
 	// Group commit. One Sync caller at a time (the leader, syncing set)
 	// writes and fsyncs; the others wait on cond, then either find their
