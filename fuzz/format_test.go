@@ -113,7 +113,64 @@ func capture(tb testing.TB, dir string) image {
 		}
 		im[f] = b
 	}
+	im.dropSpare()
 	return im
+}
+
+// dropSpare cuts the zeros an open log keeps written after the records of
+// its tail segment (wal.Options.Preallocate): what a crash leaves there
+// reads as spare space, so the image is the same log without them, and
+// the steps of a run append to segments as they would without
+// preallocation. withSpare puts zeros back to test that they change
+// nothing.
+func (im image) dropSpare() {
+	segs := im.segments()
+	if len(segs) == 0 {
+		return
+	}
+	p := segs[len(segs)-1]
+	if end := validEnd(im[p], p); end < len(im[p]) && allZero(im[p][end:]) {
+		im[p] = im[p][:end]
+	}
+}
+
+// withSpare returns im with n zero bytes after its tail segment's records.
+func (im image) withSpare(n int) image {
+	segs := im.segments()
+	if len(segs) == 0 {
+		return im
+	}
+	out := im.clone()
+	p := segs[len(segs)-1]
+	out[p] = append(bytes.Clone(out[p]), make([]byte, n)...)
+	return out
+}
+
+// validEnd is the offset just past the last valid record of the segment
+// buf at path p.
+func validEnd(buf []byte, p string) int {
+	first, _ := segName(filepath.Base(p))
+	off := 0
+	for n := uint64(0); off < len(buf); n++ {
+		rec, size, ok := refEntry(buf[off:])
+		if !ok {
+			break
+		}
+		if _, ok := refRecord(rec, first+n); !ok {
+			break
+		}
+		off += size
+	}
+	return off
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (im image) clone() image {

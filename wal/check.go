@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,12 @@ type CheckReport struct {
 
 	// Torn is the torn tail Open would cut, or nil.
 	Torn *Damage
+
+	// Spare is the number of zero bytes after the last record of the tail
+	// segment: space a Log keeps written ahead of its records (see
+	// Options.Preallocate), which a crash leaves behind. It is not damage;
+	// appends write over it.
+	Spare int64
 
 	// Corrupt is the damage that makes Open refuse the log, or nil.
 	Corrupt *Damage
@@ -158,7 +165,7 @@ type scanState struct {
 	layout   layout
 	report   CheckReport
 	sizes    []int64 // size of each segment file in layout.segs
-	tailSize int64   // size of the last segment once a torn tail is cut
+	tailSize int64   // bytes of entries in the last segment once a torn tail is cut and spare space left out
 }
 
 // scan validates every segment in dir. On corruption it returns the state
@@ -238,6 +245,13 @@ func scan(dir string, from uint64) (*scanState, error) {
 			Size:   int64(len(buf)) - res.good,
 			Reason: fmt.Sprintf("record %d: %s", next, res.fault),
 		}
+		if last && allZero(buf[res.good:]) {
+			// The spare space of a preallocated tail: every record
+			// written over it so far is before res.good.
+			s.tailSize = res.good
+			r.Spare = int64(len(buf)) - res.good
+			continue
+		}
 		if last && !validAfter(buf, res.good, next) {
 			r.Torn = d
 			s.tailSize = res.good
@@ -250,6 +264,22 @@ func scan(dir string, from uint64) (*scanState, error) {
 		return s, d.err()
 	}
 	return s, nil
+}
+
+// allZero reports whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readInto reads the file at path into buf, grown as needed, and returns

@@ -72,6 +72,15 @@
 // what a zero-filled tail decodes as, is never valid, nor is a record shorter
 // than its 13-byte header. Sequence numbers start at 1.
 //
+// While a Log is open, its tail segment may end in zeros after the last
+// record: space written ahead (Options.Preallocate) so that a commit's fsync
+// makes only data durable, not a longer file. The zeros are spare space, not
+// an entry: appends write over them, and the segment is cut to its records
+// once the Log moves on to the next segment or is closed. A crash can leave
+// them, and an all-zero remainder of the tail reads as spare space (Check
+// reports it in Spare). tidwall/wal cannot open such a tail; one closed
+// cleanly has none.
+//
 // A future format bumps the version byte; readers refuse versions they do not
 // know.
 //
@@ -79,9 +88,10 @@
 //
 // A crash can only leave a partly written entry at the end of the newest
 // segment, because every older segment was fsynced before the next one was
-// created. So when the first invalid entry lies in the last segment and
-// nothing from there to the end of the file parses as a further valid record,
-// it is a torn tail: Open and Repair copy the segment aside as <name>.broken,
+// created. So when the first invalid entry lies in the last segment, is not
+// the start of an all-zero remainder (spare space, above), and nothing from
+// there to the end of the file parses as a further valid record, it is a
+// torn tail: Open and Repair copy the segment aside as <name>.broken,
 // truncate it where that entry starts, and fsync the file and the directory.
 // The records lost were never acknowledged. Any other damage - an invalid entry
 // in an older segment, valid records after an invalid one, a missing segment -
@@ -96,8 +106,10 @@
 //
 // Append only frames the record into memory, as the segment file will hold
 // it. Flush writes every appended record to the operating system straight
-// from that buffer, one write call per segment the batch lands in; Sync also
-// fsyncs the tail, and one fsync serves every Sync call waiting for a record
+// from that buffer, one write call per segment the batch lands in (after
+// zeros for the spare space when the tail has too little); Sync also
+// fsyncs the tail (fdatasync on Linux: the data, and the size when a write
+// grew the file), and one fsync serves every Sync call waiting for a record
 // it covers. A segment is fsynced before the next one is created, so only
 // the tail can hold data that is not durable. A truncation writes the
 // segment it rewrites to a temporary file, fsyncs it and renames it into

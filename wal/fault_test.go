@@ -77,6 +77,38 @@ func (f *faultFile) Write(b []byte) (int, error) {
 	return f.f.Write(b)
 }
 
+// WriteAt fails as Write does. A "short" write is one of records; the
+// zeros of a tail's spare space (see reserve) meet "shortspare" instead,
+// so that each case picks the write it cuts short.
+func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
+	short := "short"
+	if allZero(b) {
+		short = "shortspare"
+	}
+	switch f.ffs.hit(f.f.Name(), "write", short) {
+	case "write":
+		return 0, errInjected
+	case "short", "shortspare":
+		n, _ := f.f.WriteAt(b[:len(b)/2], off)
+		return n, errInjected
+	}
+	return f.f.WriteAt(b, off)
+}
+
+func (f *faultFile) Truncate(size int64) error {
+	if f.ffs.hit(f.f.Name(), "truncate") != "" {
+		return errInjected
+	}
+	return f.f.Truncate(size)
+}
+
+func (f *faultFile) Datasync() error {
+	if f.ffs.hit(f.f.Name(), "sync") != "" {
+		return errInjected
+	}
+	return datasync(f.f)
+}
+
 func (f *faultFile) Sync() error {
 	if f.ffs.hit(f.f.Name(), "sync") != "" {
 		return errInjected
@@ -113,6 +145,9 @@ func TestFileFailures(t *testing.T) {
 		{"write on close", "write", "", 0, func(l *Log) error { return l.Close() }, false, 1},
 		{"short write", "short", "", 0, func(l *Log) error { return l.Sync(l.LastSeq()) }, true, 1},
 		{"short write across segments", "short", "", 200, func(l *Log) error { return l.Flush() }, true, 1},
+		// Spare space cut short is zeros still: nothing to cut.
+		{"short write of spare space", "shortspare", "", 200, func(l *Log) error { return l.Flush() }, false, 1},
+		{"trim on close", "truncate", "", 0, func(l *Log) error { return l.Close() }, false, 1},
 		{"sync", "sync", "", 0, func(l *Log) error { return l.Sync(l.LastSeq()) }, false, 1},
 		{"sync on close", "sync", "", 0, func(l *Log) error { return l.Close() }, false, 1},
 		{"sync of a full segment", "sync", "", 200, func(l *Log) error { return l.Flush() }, false, 1},

@@ -169,7 +169,11 @@ func verifySegments(t testing.TB, dir string) {
 		next = first
 		path := filepath.Join(dir, name)
 		buf := readFile(t, path)
+		last := i == len(segNames(t, dir))-1
 		for _, s := range entrySpans(t, path) {
+			if last && allZero(buf[s.off:]) {
+				break // the tail's spare space
+			}
 			_, k := binary.Uvarint(buf[s.off:])
 			rec := buf[s.off+int64(k) : s.end]
 			if len(rec) < 13 || rec[0] != 1 {
@@ -257,18 +261,21 @@ func brokenFiles(t testing.TB, dir string) []string {
 func checkTail(t testing.TB, l *Log) {
 	t.Helper()
 	l.wmu.Lock()
-	first, size := l.tail().first, l.tailSize
+	first, size, alloc := l.tail().first, l.tailSize, l.tailAlloc
 	l.wmu.Unlock()
 	names := segNames(t, l.dir)
 	if got, want := names[len(names)-1], segmentName(first); got != want {
 		t.Fatalf("tail segment is %s, Log thinks %s", got, want)
 	}
-	fi, err := os.Stat(filepath.Join(l.dir, segmentName(first)))
-	if err != nil {
-		t.Fatal(err)
+	buf := readFile(t, filepath.Join(l.dir, segmentName(first)))
+	if int64(len(buf)) != alloc || alloc < size {
+		t.Fatalf("tail segment holds %d bytes, Log thinks %d (%d of entries)", len(buf), alloc, size)
 	}
-	if fi.Size() != size {
-		t.Fatalf("tail segment holds %d bytes, Log thinks %d", fi.Size(), size)
+	if !allZero(buf[size:]) {
+		t.Fatalf("tail segment's spare space after %d bytes of entries is not zeros", size)
+	}
+	if size > int64(l.opts.SegmentSize) && alloc != size {
+		t.Fatalf("tail segment of %d bytes has %d bytes spare past the segment size %d", size, alloc-size, l.opts.SegmentSize)
 	}
 }
 

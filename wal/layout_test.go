@@ -110,8 +110,14 @@ func TestSameFilesAsTidwall(t *testing.T) {
 		if len(a) != len(o) {
 			t.Fatalf("step %d (%s): %d files, tidwall/wal has %d: %v vs %v", step, what, len(a), len(o), keys(a), keys(o))
 		}
+		tail := segNames(t, ours)[len(segNames(t, ours))-1]
 		for name, data := range o {
-			if got, ok := a[name]; !ok || !bytes.Equal(got, data) {
+			got, ok := a[name]
+			if ok && name == tail && len(got) > len(data) && allZero(got[len(data):]) {
+				// The open tail's spare space: zeros past the same bytes.
+				got = got[:len(data)]
+			}
+			if !ok || !bytes.Equal(got, data) {
 				t.Fatalf("step %d (%s): %s differs from tidwall/wal's (%d bytes vs %d, present %v)", step, what, name, len(got), len(data), ok)
 			}
 		}

@@ -20,6 +20,11 @@ import (
 // truncation after a snapshot frees space soon.
 const DefaultSegmentSize = 16 << 20
 
+// DefaultPreallocate is the zero-filled space kept ahead of the tail's
+// records when Options.Preallocate is not set: growing the file once per
+// megabyte costs one slower fsync per few thousand small commits.
+const DefaultPreallocate = 1 << 20
+
 // maxRetained caps the batch buffers kept between writes, so that one burst
 // does not pin its memory for the life of the Log.
 const maxRetained = 4 << 20
@@ -53,6 +58,13 @@ type Options struct {
 	// stop Open; Replay never reads them and TruncateFront removes them. Zero
 	// validates every record.
 	From uint64
+
+	// Preallocate is how many bytes of zeros the Log keeps written ahead
+	// of the tail segment's last record, so that a commit's fsync has no
+	// file growth to make durable (see reserve); it never reaches past
+	// SegmentSize. Default DefaultPreallocate; negative for none, which
+	// grows the file with each write as tidwall/wal does.
+	Preallocate int64
 
 	// openFile opens every file the Log writes (os.OpenFile by default);
 	// tests replace it to make writes, fsyncs and creations fail.
@@ -121,13 +133,14 @@ type Log struct {
 
 	// The I/O side. wmu serialises everything that touches the segment
 	// files but Replay: writes, fsyncs, Read, truncation and close.
-	wmu      sync.Mutex
-	segs     []*segment    // oldest first; the last is the tail, where appends go
-	file     segmentFile   // the tail's, open for appending; nil while it is replaced
-	tailSize int64         // bytes in the tail segment
-	fclosed  bool          // Close has run: the files are closed or abandoned
-	cur      cursor        // where Read is
-	written  atomic.Uint64 // newest record handed to the OS
+	wmu       sync.Mutex
+	segs      []*segment    // oldest first; the last is the tail, where appends go
+	file      segmentFile   // the tail's, open for appending; nil while it is replaced
+	tailSize  int64         // bytes of entries in the tail segment
+	tailAlloc int64         // bytes in its file: tailSize, then zeros (see reserve)
+	fclosed   bool          // Close has run: the files are closed or abandoned
+	cur       cursor        // where Read is
+	written   atomic.Uint64 // newest record handed to the OS
 
 	// Group commit. One Sync caller at a time (the leader, syncing set)
 	// writes and fsyncs; the others wait on cond, then either find their
@@ -185,6 +198,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = DefaultSegmentSize
 	}
+	if opts.Preallocate == 0 {
+		opts.Preallocate = DefaultPreallocate
+	}
 	if err := createDir(dir); err != nil {
 		return nil, fmt.Errorf("wal: create %s: %w", dir, err)
 	}
@@ -216,7 +232,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		}
 		l.file = f
 		l.segs = []*segment{{first: 1, path: path, indexed: true}}
-	} else if err := l.openTail(s.tailSize); err != nil {
+	} else if err := l.openTail(s.tailSize, s.sizes[len(s.sizes)-1]); err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
 	first, last := s.report.FirstSeq, s.report.LastSeq
@@ -226,7 +242,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	// After a process crash the tail may still be only in the page cache;
 	// the engine is about to act on what it replays, so make it durable. The
 	// directory may have gained its first segment.
-	if err := l.fsync(); err != nil {
+	if err := l.fsync(true); err != nil {
 		// The file stays open: closing it could let a later fsync of the
 		// same file succeed without the lost pages being on disk.
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
@@ -497,7 +513,7 @@ func (l *Log) syncWritten() error {
 		return l.fail("fsync", err)
 	}
 	start := time.Now()
-	if err := l.fsync(); err != nil {
+	if err := l.fsync(false); err != nil {
 		return l.fail("fsync", err)
 	}
 	if err := l.failpoint("sync.after"); err != nil {
@@ -519,10 +535,17 @@ func (l *Log) syncWritten() error {
 }
 
 // fsync syncs the tail segment. Older segments need none: a segment is
-// fsynced before the next is started.
-func (l *Log) fsync() error {
+// fsynced before the next is started. A commit's needs only the data (and
+// the file's size when a write grew it): full syncs the rest of the
+// metadata too.
+func (l *Log) fsync(full bool) error {
 	start := time.Now()
-	err := l.file.Sync()
+	var err error
+	if full {
+		err = l.file.Sync()
+	} else {
+		err = l.file.Datasync()
+	}
 	l.syncNanos.Add(uint64(time.Since(start)))
 	l.syncs.Add(1)
 	return err
@@ -698,6 +721,11 @@ func (l *Log) Close() error {
 		}
 	}
 	l.dropCursor()
+	if err == nil {
+		if terr := l.trimTail(); terr != nil {
+			err = l.fail("close", terr)
+		}
+	}
 	if err == nil {
 		if cerr := l.closeFile(); cerr != nil {
 			err = l.fail("close", cerr)

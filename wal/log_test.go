@@ -159,12 +159,12 @@ func TestFlushWritesWithoutSync(t *testing.T) {
 	if after.Flushes != before.Flushes+1 || after.Syncs != before.Syncs || after.Appends != 20 {
 		t.Fatalf("stats after one Flush of 20 records: %+v (before %+v)", after, before)
 	}
-	fi, err := os.Stat(lastSeg(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uint64(fi.Size()) != after.BytesWritten {
-		t.Fatalf("segment holds %d bytes, BytesWritten %d", fi.Size(), after.BytesWritten)
+	checkTail(t, l)
+	l.wmu.Lock()
+	size := l.tailSize
+	l.wmu.Unlock()
+	if uint64(size) != after.BytesWritten {
+		t.Fatalf("segment holds %d bytes of entries, BytesWritten %d", size, after.BytesWritten)
 	}
 	if err := l.Flush(); err != nil { // nothing pending: no write
 		t.Fatal(err)

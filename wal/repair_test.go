@@ -29,12 +29,23 @@ func TestOpenRepairsOrRefuses(t *testing.T) {
 		wantLast uint64 // LastSeq after Open; 0 when Open must refuse
 	}{
 		{
-			name: "zero-filled tail",
+			// Zeros are spare space (TestZeroTailIsSpare) only when
+			// nothing else follows the records.
+			name: "torn entry, then zeros",
 			corrupt: func(t *testing.T, dir string) (string, int64) {
-				appendFile(t, lastSeg(t, dir), make([]byte, 4096))
+				appendFile(t, lastSeg(t, dir), append([]byte{40, 1, 2, 3}, make([]byte, 4096)...))
 				return "", 0
 			},
 			wantLast: n,
+		},
+		{
+			name: "zeros, then a record",
+			corrupt: func(t *testing.T, dir string) (string, int64) {
+				seg := lastSeg(t, dir)
+				off := int64(len(readFile(t, seg)))
+				appendFile(t, seg, append(make([]byte, 4096), appendEntry(nil, n+1, []byte("later"))...))
+				return seg, off
+			},
 		},
 		{
 			name: "garbage tail",

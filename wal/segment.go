@@ -49,19 +49,83 @@ type segment struct {
 // can make them fail.
 type segmentFile interface {
 	io.Writer
+	io.WriterAt
 	Sync() error
+	// Datasync makes the file's data durable, and of its metadata only
+	// what reading the data back needs (fdatasync where there is one).
+	Datasync() error
+	Truncate(size int64) error
 	Close() error
 }
 
+// osFile is a segmentFile on the operating system's file.
+type osFile struct{ *os.File }
+
+func (f osFile) Datasync() error { return datasync(f.File) }
+
 func openOSFile(name string, flag int, perm fs.FileMode) (segmentFile, error) {
-	return os.OpenFile(name, flag, perm)
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
 }
 
-// Flags for opening a tail segment: writes always go to its end.
+// Flags for opening a tail segment. Appends are written at the end of the
+// records, which may lie before the end of the file (see reserve), so the
+// file is not opened to append.
 const (
-	tailFlags   = os.O_WRONLY | os.O_APPEND
-	createFlags = os.O_CREATE | os.O_RDWR | os.O_TRUNC | os.O_APPEND // a new segment, as tidwall/wal creates one, appending
+	tailFlags   = os.O_WRONLY
+	createFlags = os.O_CREATE | os.O_RDWR | os.O_TRUNC // a new segment, as tidwall/wal creates one
 )
+
+// zeros is what reserve fills a tail's spare space with.
+var zeros = make([]byte, 64<<10)
+
+// reserve makes sure the tail file has room for n more bytes of entries
+// beyond its records: when it has not, it writes zeros from the end of the
+// file to Options.Preallocate bytes past them (never past the segment's
+// size, unless the entries themselves go past it). An fsync of entries
+// written over zeros that are on disk already has no file size or block
+// allocation to make durable with them, only the data, and on most file
+// systems takes far less time than one that extends the file: the cost of
+// growing the file is paid once per Preallocate bytes instead of once per
+// commit. Open reads an all-zero remainder of the tail as spare space, not
+// damage, and the segment is cut to its records when it is closed. It
+// holds wmu.
+func (l *Log) reserve(n int64) error {
+	need := l.tailSize + n
+	if need <= l.tailAlloc {
+		return nil
+	}
+	if l.opts.Preallocate <= 0 {
+		l.tailAlloc = need // entries are appended as they come
+		return nil
+	}
+	want := max(need, min(need+l.opts.Preallocate, int64(l.opts.SegmentSize)))
+	for off := l.tailAlloc; off < want; {
+		k := min(int64(len(zeros)), want-off)
+		if _, err := l.file.WriteAt(zeros[:k], off); err != nil {
+			return err
+		}
+		off += k
+		l.tailAlloc = off
+	}
+	return nil
+}
+
+// trimTail cuts the tail file to its records, dropping the spare space
+// reserve added, and fsyncs it: what a segment looks like once the Log is
+// done with it. It holds wmu.
+func (l *Log) trimTail() error {
+	if l.tailAlloc > l.tailSize {
+		if err := l.file.Truncate(l.tailSize); err != nil {
+			return err
+		}
+		l.tailAlloc = l.tailSize
+	}
+	return l.file.Sync()
+}
 
 // tail returns the tail segment. It holds wmu.
 func (l *Log) tail() *segment { return l.segs[len(l.segs)-1] }
@@ -128,7 +192,10 @@ func (l *Log) writeEntries(p *pending) (cycled bool, err error) {
 // call. It holds wmu.
 func (l *Log) writeTail(p *pending, i, j int) error {
 	start, end := p.start(i), p.ends[j-1]
-	n, err := l.file.Write(p.buf[start:end])
+	if err := l.reserve(int64(end - start)); err != nil {
+		return err
+	}
+	n, err := l.file.WriteAt(p.buf[start:end], l.tailSize)
 	l.bytes.Add(uint64(n))
 	if err != nil {
 		return err
@@ -152,7 +219,7 @@ func (l *Log) writeTail(p *pending, i, j int) error {
 // as tidwall/wal does: only the newest segment can hold unsynced data. The
 // caller fsyncs the directory. It holds wmu.
 func (l *Log) cycle(next uint64) error {
-	if err := l.file.Sync(); err != nil {
+	if err := l.trimTail(); err != nil {
 		return err
 	}
 	if err := l.file.Close(); err != nil {
@@ -165,7 +232,7 @@ func (l *Log) cycle(next uint64) error {
 		return err
 	}
 	l.tail().size = l.tailSize
-	l.file, l.tailSize = f, 0
+	l.file, l.tailSize, l.tailAlloc = f, 0, 0
 	l.segs = append(l.segs, &segment{first: next, path: path, indexed: true})
 	return nil
 }
@@ -403,7 +470,7 @@ func (l *Log) truncateFront(seq uint64) error {
 	s := &segment{first: seq, path: name, size: n}
 	l.segs = append([]*segment{s}, l.segs[i+1:]...)
 	if tail {
-		return l.openTail(n)
+		return l.openTail(n, n)
 	}
 	return nil
 }
@@ -448,17 +515,17 @@ func (l *Log) truncateBack(seq uint64) error {
 		return err
 	}
 	l.segs = append(l.segs[:i:i], &segment{first: s.first, path: s.path})
-	return l.openTail(n)
+	return l.openTail(n, n)
 }
 
-// openTail opens the tail segment for appending; it holds size bytes. It
-// holds wmu.
-func (l *Log) openTail(size int64) error {
+// openTail opens the tail segment for appending; it holds size bytes of
+// entries in a file of alloc bytes, zeros after them. It holds wmu.
+func (l *Log) openTail(size, alloc int64) error {
 	f, err := l.opts.openFile(l.tail().path, tailFlags, filePerm)
 	if err != nil {
 		return err
 	}
-	l.file, l.tailSize = f, size
+	l.file, l.tailSize, l.tailAlloc = f, size, max(alloc, size)
 	return nil
 }
 

@@ -172,7 +172,7 @@ func (l *Log) Reset(next uint64) error {
 		return l.fail("reset", err)
 	}
 	l.segs = []*segment{{first: next, path: path, indexed: true}}
-	l.tailSize = 0
+	l.tailSize, l.tailAlloc = 0, 0
 	l.first.Store(next)
 	l.last.Store(next - 1)
 	l.written.Store(next - 1)
