@@ -44,6 +44,9 @@ type Counters struct {
 	Commits  uint64
 	Fsyncs   uint64
 	LogBytes uint64
+	// SyncTime is the time spent in those fsyncs; zero where the queue
+	// does not say.
+	SyncTime time.Duration
 	// Groups counts fsyncs by the commits each covered, in the buckets of
 	// engine.Stats.LogGroups; zero where the queue does not say.
 	Groups [engine.LogGroupBuckets]uint64
@@ -94,7 +97,7 @@ func openDB(cfg Config, dir string, tweak func(*engine.Options)) (*engine.DB, er
 func dbCounters(db *engine.DB) func() (Counters, bool) {
 	return func() (Counters, bool) {
 		s := db.Stats()
-		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes, Groups: s.LogGroups}, true
+		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes, Groups: s.LogGroups, SyncTime: s.LogSyncTime}, true
 	}
 }
 
@@ -194,6 +197,7 @@ func (w window) close(r *Result) {
 	r.Commits = c.Commits - w.start.Commits
 	r.Fsyncs = c.Fsyncs - w.start.Fsyncs
 	r.LogBytes = c.LogBytes - w.start.LogBytes
+	r.SyncTime = c.SyncTime - w.start.SyncTime
 	r.Groups = nil
 	for i := range c.Groups {
 		if n := c.Groups[i] - w.start.Groups[i]; n > 0 {

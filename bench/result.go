@@ -73,9 +73,12 @@ type Result struct {
 	GroupSize float64 `json:"group_size,omitempty"`
 	// Groups is the histogram behind GroupSize: fsyncs by how many commits
 	// each covered, where the queue counts them (docket's own).
-	Groups       []GroupCount `json:"groups,omitempty"`
-	LogBytes     uint64       `json:"log_bytes,omitempty"`
-	BytesPerTask float64      `json:"bytes_per_task,omitempty"`
+	Groups []GroupCount `json:"groups,omitempty"`
+	// SyncTime is the time the fsyncs took, in all: with Elapsed, how much
+	// of a run the disk was busy and how long one took on average.
+	SyncTime     time.Duration `json:"sync_time,omitempty"`
+	LogBytes     uint64        `json:"log_bytes,omitempty"`
+	BytesPerTask float64       `json:"bytes_per_task,omitempty"`
 
 	// CPU is the CPU time (user and system) the whole process used in the
 	// window: the load generator, the queue and, in remote mode, the
@@ -210,6 +213,10 @@ func (r Result) Table(w io.Writer) error {
 	}
 	if len(r.Groups) > 0 {
 		line("commits/fsync", groupHist(r.Groups))
+	}
+	if r.SyncTime > 0 && r.Fsyncs > 0 {
+		line("fsync time", fmt.Sprintf("mean %s, %.0f%% of the run", dur(r.SyncTime/time.Duration(r.Fsyncs)),
+			100*r.SyncTime.Seconds()/r.Elapsed.Seconds()))
 	}
 	if r.LogBytes > 0 {
 		line("log", fmt.Sprintf("%s, %.0f bytes/task", size(int64(r.LogBytes)), r.BytesPerTask))

@@ -967,6 +967,7 @@ func (d *DB) Stats() Stats {
 	if c.log != nil {
 		ls := c.log.Stats()
 		s.LogSyncs, s.LogBytes, s.LogGroups = ls.Syncs, ls.BytesWritten, ls.Groups
+		s.LogSyncTime = time.Duration(ls.SyncNanos)
 	}
 	return s
 }

@@ -74,8 +74,9 @@ type Stats struct {
 	Reclaimed    uint64
 	LeaseLost    uint64
 	Denied       uint64
-	LogSyncs     uint64 // fsyncs of the log
-	LogBytes     uint64 // bytes written to the log
+	LogSyncs     uint64        // fsyncs of the log
+	LogSyncTime  time.Duration // time spent in them
+	LogBytes     uint64        // bytes written to the log
 	Snapshots    uint64
 	// LogGroups counts the fsyncs of the log that made batches durable by
 	// how many each covered (one batch per commit, housekeeping aside):
