@@ -145,12 +145,15 @@ func TestDeferDurableNotDeferred(t *testing.T) {
 	if _, err := a.q("q").Enqueue(dctx, Task{}); err != nil {
 		t.Fatal(err)
 	}
-	syncs := b.db.Stats().LogSyncs
+	syncs, took := b.db.Stats().LogSyncs, b.db.Stats().LogSyncTime
 	if _, err := b.q("q").Enqueue(dctx, Task{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.db.Stats().LogSyncs - syncs; got != 1 {
 		t.Fatalf("the other DB's enqueue made %d fsyncs, want its own 1", got)
+	}
+	if b.db.Stats().LogSyncTime <= took {
+		t.Fatalf("an fsync added nothing to LogSyncTime (%v)", took)
 	}
 	if got := a.db.Stats().LogSyncs; got != 1 {
 		t.Fatalf("the first DB made %d fsyncs before Wait, want only Open's", got)
