@@ -215,11 +215,23 @@ func (c *core) openDir() (err error) {
 	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
 		return err
 	}
+	// Validating the log reads every record of it, which takes about as
+	// long as loading a large snapshot: do both at once, validating from
+	// where the newest snapshot ends. Should that one not be the snapshot
+	// used (it does not read), wal.Open validates again from the right
+	// place.
+	from := uint64(1)
+	if infos, err := snapshot.List(c.snapDir()); err == nil && len(infos) > 0 {
+		from = infos[0].Seq + 1
+	}
+	validated := make(chan *wal.Validation, 1)
+	go func() { validated <- wal.Validate(c.walDir(), from) }()
 	b, err := loadBase(c.snapDir(), c.opts.Logger, false)
+	v := <-validated // read no file after Open returns
 	if err != nil {
 		return err
 	}
-	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint, From: b.from()}
+	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint, From: b.from(), Validated: v}
 	if c.opts.Durability == SyncNever {
 		// Spare space makes fsyncs cheaper; with none on the commit path,
 		// writing it ahead would only double the bytes written.
@@ -322,25 +334,72 @@ func readSnapshot(path string) (*index.Store, error) {
 // loadSnapshot builds a store from the snapshot named name, whose records
 // read streams to its argument, returning the snapshot's seq.
 //
-// Reading, checking and decoding the records runs on a goroutine of its
-// own, ahead of the loop that loads them into the store, handing them over
-// in chunks: the two halves take about as long, so on two cores a restore
-// takes about half as long. The result, and the first error, are those of
-// doing both in one loop: the records before a damaged one are loaded, and
-// checked, first.
+// It runs as a pipeline of three goroutines handing records over in
+// chunks: one reads and checks the records (read), copying them out of
+// the reader's buffer; one decodes them; and the calling one loads them
+// into the store. Each of the three takes a good part of a restore's
+// time, and the chunks in flight absorb the moments one of them is held
+// up (by the garbage collector, mostly), so on two cores a restore takes
+// about as long as its longest stage. The result, and the first error,
+// are those of doing all three in one loop: the records before a damaged
+// one are loaded, and checked, first.
 func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, error)) (*index.Store, error) {
-	const chunk = 1024
-	// A record is handed over as its task, or, for the few records of
-	// other kinds, as a Record (which is large) of its own.
+	const (
+		chunk    = 1024      // records a chunk holds at most
+		rawBytes = 256 << 10 // bytes of records a raw chunk holds, unless one record is larger
+		inFlight = 4         // chunks queued between two stages
+	)
+	// raw is a chunk of records as read: record i is buf[ends[i-1]:ends[i]].
+	type raw struct {
+		buf  []byte
+		ends []int
+	}
+	// A record is handed to the loader as its task, or, for the few records
+	// of other kinds, as a Record (which is large) of its own.
 	type item struct {
 		task *index.Task
 		rec  *index.Record
 	}
-	chunks := make(chan []item, 4)
-	free := make(chan []item, 6)
-	stop := make(chan struct{}) // the loader failed: read no further
+	raws := make(chan *raw, inFlight)
+	freeRaws := make(chan *raw, inFlight+2)
+	chunks := make(chan []item, inFlight)
+	free := make(chan []item, inFlight+2)
+	stop := make(chan struct{}) // a later stage failed: read and decode no further
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
+
 	var seq uint64
-	var readErr error
+	var readErr, decErr error
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		defer close(raws)
+		r := &raw{buf: make([]byte, 0, rawBytes)}
+		send := func() bool {
+			select {
+			case raws <- r:
+			case <-stop:
+				return false
+			}
+			select {
+			case r = <-freeRaws:
+			default:
+				r = &raw{buf: make([]byte, 0, rawBytes)}
+			}
+			return true
+		}
+		seq, readErr = read(func(rec []byte) error {
+			if len(r.ends) > 0 && (len(r.ends) == chunk || len(r.buf)+len(rec) > cap(r.buf)) && !send() {
+				return errStopped
+			}
+			r.buf = append(r.buf, rec...)
+			r.ends = append(r.ends, len(r.buf))
+			return nil
+		})
+		if len(r.ends) > 0 {
+			send()
+		}
+	}()
 	go func() {
 		defer close(chunks)
 		dec := index.NewDecoder(nil)
@@ -358,28 +417,41 @@ func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 			}
 			return true
 		}
-		seq, readErr = read(func(rec []byte) error {
-			it := item{}
-			if t, ok := dec.Task(rec); ok {
-				it.task = t
-			} else {
-				r, err := dec.Record(rec)
-				if err != nil {
-					return err
+		for r := range raws {
+			prev := 0
+			for _, end := range r.ends {
+				rec := r.buf[prev:end]
+				prev = end
+				it := item{}
+				if t, ok := dec.Task(rec); ok {
+					it.task = t
+				} else {
+					x, err := dec.Record(rec)
+					if err != nil {
+						decErr = err
+						halt()
+						return
+					}
+					it.rec = &x
 				}
-				it.rec = &r
+				if buf = append(buf, it); len(buf) == chunk && !send() {
+					return
+				}
 			}
-			if buf = append(buf, it); len(buf) == chunk && !send() {
-				return errStopped
+			if cap(r.buf) == rawBytes { // not grown for a large record
+				r.buf, r.ends = r.buf[:0], r.ends[:0]
+				select {
+				case freeRaws <- r:
+				default:
+				}
 			}
-			return nil
-		})
+		}
 		if len(buf) > 0 {
 			send()
 		}
 	}()
 	store := index.NewStore()
-	header, stopped := false, false
+	header := false
 	var err error
 	for recs := range chunks {
 		for i := 0; i < len(recs) && err == nil; i++ {
@@ -394,15 +466,18 @@ func loadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 				err = store.Load(*it.rec)
 			}
 		}
-		if err != nil && !stopped {
-			close(stop)
-			stopped = true
+		if err != nil {
+			halt()
 		}
 		clear(recs)
 		select {
 		case free <- recs[:0]:
 		default:
 		}
+	}
+	<-readDone // the decoder is done: chunks is closed
+	if err == nil {
+		err = decErr
 	}
 	if err == nil {
 		err = readErr

@@ -335,11 +335,11 @@ func TestSalvageRefusals(t *testing.T) {
 	}
 }
 
-// TestLoadSnapshotPipeline: loadSnapshot decodes ahead of loading, yet
-// gives what one loop would: a record that does not fit the state stops
-// the read at once and is the error reported, even when the read fails
-// later; a read that fails after good records reports the read's error;
-// good records load in order.
+// TestLoadSnapshotPipeline: loadSnapshot reads ahead of decoding and
+// decodes ahead of loading, yet gives what one loop would: a record that
+// does not fit the state, or does not decode, stops the read at once and
+// is the error reported, even when the read fails later; a read that fails
+// after good records reports the read's error; good records load in order.
 func TestLoadSnapshotPipeline(t *testing.T) {
 	enc := index.NewEncoder()
 	qk := index.QueueKey{Namespace: index.Namespace{Project: "p", Scope: "s"}, Name: "q"}
@@ -394,5 +394,15 @@ func TestLoadSnapshotPipeline(t *testing.T) {
 	}
 	if _, err := loadSnapshot("cut", reader(records(0), n-10, &seen)); !errors.Is(err, errRead) {
 		t.Fatalf("failed read: got %v", err)
+	}
+	// A record that does not decode stops the read too, and is the error
+	// reported, though the read fails later.
+	garbled := records(0)
+	garbled[200] = []byte{0x92, 0xff}
+	if _, err := loadSnapshot("garbled", reader(garbled, n-10, &seen)); !errors.Is(err, index.ErrCorrupt) || errors.Is(err, errRead) {
+		t.Fatalf("undecodable record: got %v", err)
+	}
+	if seen > 200+20*1024 {
+		t.Fatalf("the read went on to record %d after a record that does not decode", seen)
 	}
 }

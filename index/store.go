@@ -82,6 +82,20 @@ func addSince(tr *btree.BTreeG[sinceItem], at int64, load bool) {
 	}
 }
 
+// loadSince is addSince for a restore. Its records come in id order, and
+// so within a queue mostly in time order: a time after the latest one of
+// the queue last added to is appended without a look into the tree.
+func (s *Store) loadSince(q *Queue, at int64) {
+	if q == s.sinceQueue && at > s.sinceMax {
+		q.readySince.Load(sinceItem{At: at, N: 1})
+		s.sinceMax = at
+		return
+	}
+	addSince(q.readySince, at, true)
+	it, _ := q.readySince.Max()
+	s.sinceQueue, s.sinceMax = q, it.At
+}
+
 // removeSince counts one task fewer ready since at.
 func removeSince(tr *btree.BTreeG[sinceItem], at int64) {
 	it, ok := tr.Get(sinceItem{At: at})
@@ -199,6 +213,11 @@ type Store struct {
 	// loadRef is the queue reference of the last task LoadTask loaded and
 	// loadQueue the store's queue for it.
 	loadRef, loadQueue *Queue
+	// sinceQueue is the queue whose readySince a restore added to last
+	// and sinceMax the latest time in it; nil once anything else changes
+	// an index.
+	sinceQueue *Queue
+	sinceMax   int64
 }
 
 // NewStore returns an empty state.
@@ -665,6 +684,9 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		}
 	}
 	q := t.Queue
+	if !load {
+		s.sinceQueue = nil
+	}
 	if !load && s.queues[q.Key] == nil {
 		// Dropped when an earlier batch emptied it; it holds a task again.
 		// (A restore has just interned it.)
@@ -686,10 +708,11 @@ func (s *Store) indexLoad(t *Task, load bool) {
 	case StateReady:
 		if load {
 			q.Ready.Load(t)
+			s.loadSince(q, t.NotBefore)
 		} else {
 			q.Ready.Set(t)
+			addSince(q.readySince, t.NotBefore, false)
 		}
-		addSince(q.readySince, t.NotBefore, load)
 	case StateScheduled:
 		set(q.Scheduled, TimeItem{t.NotBefore, t.ID})
 		q.dueSched.Set(t.Priority, t.ID, t.NotBefore)
@@ -729,6 +752,7 @@ func (s *Store) indexLoad(t *Task, load bool) {
 
 func (s *Store) unindex(t *Task) {
 	q := t.Queue
+	s.sinceQueue = nil
 	q.counts[t.State]--
 	if q.counts[t.State] == 0 {
 		s.emptied = append(s.emptied, q)

@@ -474,3 +474,50 @@ func TestOldestReadyShared(t *testing.T) {
 		t.Fatal("a task ready since 20 counted at 19")
 	}
 }
+
+// TestLoadCountsReadySince: a restore counts ready tasks by the time they
+// became ready as Apply does, whether the records of a queue come in time
+// order or not, in runs or interleaved with another queue's, and an Apply
+// between loads leaves the counts right.
+func TestLoadCountsReadySince(t *testing.T) {
+	other := QueueKey{Namespace{"p", "s"}, "other"}
+	s := NewStore()
+	load := func(id uint64, k QueueKey, nb int64) {
+		t.Helper()
+		rec := (&Fields{ID: id, Queue: s.QueueRef(k), State: StateReady, MaxAttempts: 5,
+			NotBefore: nb, Created: 1, Updated: 1}).Task()
+		if err := s.LoadTask(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, nb := range []int64{10, 20, 20, 30, 15, 30, 5, 40, 40, 35} {
+		k := qk
+		if i%3 == 2 {
+			k = other
+		}
+		load(uint64(i+1), k, nb)
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	// An Apply that adds a later time to the queue last loaded, then a
+	// load at that same time: the two count together.
+	put := (&Fields{ID: 11, Queue: s.Queue(qk), State: StateReady, MaxAttempts: 5,
+		NotBefore: 60, Created: 1, Updated: 1}).Task()
+	if _, err := s.Apply(putBatch(s, 1, put)); err != nil {
+		t.Fatal(err)
+	}
+	load(12, qk, 60)
+	load(13, qk, 70)
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		k    QueueKey
+		want int64
+	}{{qk, 5}, {other, 20}} {
+		if got, ok := s.Queue(c.k).OldestReady(100); !ok || got != c.want {
+			t.Fatalf("%v: oldest ready %d %v, want %d", c.k.Name, got, ok, c.want)
+		}
+	}
+}

@@ -79,6 +79,40 @@ func CheckFrom(dir string, from uint64) (CheckReport, error) {
 	return s.report, err
 }
 
+// Validation is the pass over a log directory that Open starts with (every
+// record of every segment read and checked), made ahead of Open by Validate
+// so that it can run beside other work, such as loading the snapshot that
+// decides Options.From.
+type Validation struct {
+	dir  string
+	from uint64
+	s    *scanState // nil if the log was not found sound
+}
+
+// Validate validates the log in dir as Open with Options.From = from would,
+// changing nothing. Given to Open as Options.Validated, it spares Open its
+// own pass when it was made of the same dir with the same From and found
+// the log sound; otherwise Open validates as usual. Nothing may change dir
+// in between: the caller must be the one holding it.
+func Validate(dir string, from uint64) *Validation {
+	v := &Validation{dir: dir, from: from}
+	if s, err := scan(dir, from); err == nil {
+		v.s = s
+	}
+	return v
+}
+
+// reuse returns v's scan when it stands for validating dir from from, or
+// nil. A Validation is used at most once.
+func (v *Validation) reuse(dir string, from uint64) *scanState {
+	if v == nil || v.s == nil || v.dir != dir || v.from != from {
+		return nil
+	}
+	s := v.s
+	v.s = nil
+	return s
+}
+
 // segFile is one segment file.
 type segFile struct {
 	first uint64 // sequence number of its first record, from its name

@@ -66,6 +66,11 @@ type Options struct {
 	// grows the file with each write as tidwall/wal does.
 	Preallocate int64
 
+	// Validated, if set, is a Validate of the directory made since it was
+	// last changed: Open then skips its own pass over the segments when
+	// that one found the log sound with the same From.
+	Validated *Validation
+
 	// openFile opens every file the Log writes (os.OpenFile by default);
 	// tests replace it to make writes, fsyncs and creations fail.
 	openFile func(name string, flag int, perm fs.FileMode) (segmentFile, error)
@@ -207,7 +212,8 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.openFile == nil {
 		opts.openFile = openOSFile
 	}
-	s, rep, err := recoverDir(dir, opts.From)
+	s, rep, err := recoverScanned(dir, opts.From, opts.Validated)
+	opts.Validated = nil // used up; the Log keeps opts
 	if err != nil {
 		return nil, err
 	}

@@ -55,9 +55,18 @@ func RepairFrom(dir string, from uint64) (RepairReport, error) {
 // recoverDir validates dir and then, only if it is sound, resolves what a
 // crash left behind, fsyncing everything it changes.
 func recoverDir(dir string, from uint64) (*scanState, RepairReport, error) {
-	s, err := scan(dir, from)
-	if err != nil {
-		return nil, RepairReport{}, err
+	return recoverScanned(dir, from, nil)
+}
+
+// recoverScanned is recoverDir reusing v, when it is a sound validation of
+// dir with the same from, instead of validating again.
+func recoverScanned(dir string, from uint64, v *Validation) (*scanState, RepairReport, error) {
+	s := v.reuse(dir, from)
+	if s == nil {
+		var err error
+		if s, err = scan(dir, from); err != nil {
+			return nil, RepairReport{}, err
+		}
 	}
 	changed := false
 	// Deletions before renames, as tidwall/wal orders them: renaming first
