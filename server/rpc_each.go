@@ -20,10 +20,12 @@ import (
 // alone (the same decoder, the same engine call on the caller's view, so
 // the same validation, permissions and errors); only the answer is
 // shared. Enqueues go through the engine's pipelined path (EnqueueAsync),
-// so that the items of a request join one sync round; the calls on a
-// lease run on goroutines of their own, at most eachParallel at once per
-// request, with their waits for durability deferred to one wait for the
-// whole request (engine.DeferDurable).
+// in the items' order; the calls on a lease run on goroutines of their
+// own, at most eachParallel at once per request. Either way the waits for
+// durability are deferred to one wait for the whole request
+// (engine.DeferDurable), which leads the log's sync once every item is
+// logged (on a replicated DB each enqueue waits for the replicated log on
+// its own goroutine instead).
 
 // MaxEachItems bounds the items of one Each call; a call with more is
 // refused with InvalidArgument before any item runs.
