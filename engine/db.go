@@ -785,15 +785,23 @@ func (c *core) logAndApply() (uint64, error) {
 }
 
 // durable waits until batch seq is as durable as the options promise.
-func (c *core) durable(seq uint64) error {
+func (c *core) durable(seq uint64) error { return c.durableGathered(seq, false) }
+
+// durableGathered is durable; gathered says that the caller's commits
+// are all in (a Deferred's), so that a sync it leads does not wait for
+// other committers (wal.Log.SyncGathered).
+func (c *core) durableGathered(seq uint64, gathered bool) error {
 	if c.log == nil {
 		return nil
 	}
 	var err error
-	if c.opts.Durability == SyncAlways {
-		err = c.log.Sync(seq)
-	} else {
+	switch {
+	case c.opts.Durability != SyncAlways:
 		err = c.log.FlushTo(seq)
+	case gathered:
+		err = c.log.SyncGathered(seq)
+	default:
+		err = c.log.Sync(seq)
 	}
 	if errors.Is(err, wal.ErrClosed) {
 		return ErrClosed // a commit racing with Close

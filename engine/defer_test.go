@@ -165,3 +165,55 @@ func TestDeferDurableNotDeferred(t *testing.T) {
 		t.Fatalf("the first DB made %d fsyncs after Wait, want Open's and Wait's", got)
 	}
 }
+
+// TestDeferDurableEnqueueAsync: an EnqueueAsync with a DeferDurable
+// context is settled while the log's fsync is held, holding no slot of
+// MaxInFlight; Wait leads the one fsync that covers them all; a crash
+// after Wait loses none of them. When that fsync fails, Wait says so and
+// the engine takes no more writes.
+func TestDeferDurableEnqueueAsync(t *testing.T) {
+	e, gate := gated(t, func(o *Options) { o.MaxInFlight = 2 })
+	q := e.q("q")
+	dctx, d := DeferDurable(ctx)
+	syncs := e.db.Stats().LogSyncs
+	for i := range 5 { // more than MaxInFlight: none holds a slot
+		p := q.EnqueueAsync(dctx, Task{Payload: []byte(`1`)})
+		if !isSettled(p) {
+			t.Fatalf("deferred enqueue %d is not settled at once", i)
+		}
+		if res, err := p.Wait(ctx); err != nil || res.ID == 0 {
+			t.Fatalf("deferred enqueue %d: %+v %v", i, res, err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	gate.held(t)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v while the fsync is held", err)
+	default:
+	}
+	gate.release(nil)
+	if err := <-done; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if got := e.db.Stats().LogSyncs - syncs; got != 1 {
+		t.Fatalf("%d fsyncs for the deferred enqueues, want 1", got)
+	}
+	e.crash()
+	e.open()
+	if c := counts(t, q); c.Ready != 5 {
+		t.Fatalf("after a crash: %+v, want 5 ready", c)
+	}
+
+	f, fgate := gated(t)
+	dctx, d = DeferDurable(ctx)
+	if _, err := f.q("q").EnqueueAsync(dctx, Task{}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fgate.release(errors.New("disk gone"))
+	if err := d.Wait(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Wait: %v, want ErrFailed", err)
+	}
+	wantErr(t, errOnly(f.q("q").EnqueueAsync(ctx, Task{}).Wait(ctx)), ErrFailed)
+}

@@ -102,7 +102,12 @@ type roundReport struct {
 
 // EnqueueAsync is Enqueue without the wait for durability: it validates,
 // plans, logs and applies the enqueue as Enqueue does and returns a
-// Pending at once; Pending.Wait returns what Enqueue would have. At most
+// Pending at once; Pending.Wait returns what Enqueue would have. With a
+// context from DeferDurable, on a DB whose waits it defers, that is
+// Enqueue's answer with the wait left to the Deferred: the Pending is
+// settled when it is returned, and holds once Deferred.Wait returns nil,
+// so that a caller with many enqueues to make (the server's EnqueueEach)
+// makes them all and then leads one sync of the log itself. At most
 // Options.MaxInFlight enqueues are in flight on a DB: the next one waits
 // for a slot, or for ctx to end (its Pending then reports ctx's error and
 // nothing was enqueued). ctx bounds only that wait. A DB of its own commits
@@ -154,6 +159,13 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		c.mu.Unlock()
 		c.release(1)
 		c.report(&rep, err)
+		p = settledPending(res.enq, err)
+	} else if d := c.deferredOf(ctx); d != nil {
+		// The wait is the Deferred's: settled now, as Enqueue would
+		// answer with ctx, and held only once d.Wait returns nil.
+		c.mu.Unlock()
+		c.release(1)
+		d.add(seq, rep, err)
 		p = settledPending(res.enq, err)
 	} else {
 		// A refusal waits too: it may rest on batches not durable yet.
@@ -336,7 +348,7 @@ func (d *Deferred) Wait() error {
 	if c == nil || seq == 0 && reports == nil {
 		return nil
 	}
-	err := c.durable(seq)
+	err := c.durableGathered(seq, true)
 	for i := range reports {
 		rr := &reports[i]
 		rerr := rr.err

@@ -20,10 +20,12 @@ import (
 // alone (the same decoder, the same engine call on the caller's view, so
 // the same validation, permissions and errors); only the answer is
 // shared. Enqueues go through the engine's pipelined path (EnqueueAsync),
-// so that the items of a request join one sync round; the calls on a
-// lease run on goroutines of their own, at most eachParallel at once per
-// request, with their waits for durability deferred to one wait for the
-// whole request (engine.DeferDurable).
+// in the items' order; the calls on a lease run on goroutines of their
+// own, at most eachParallel at once per request. Either way the waits for
+// durability are deferred to one wait for the whole request
+// (engine.DeferDurable), which leads the log's sync once every item is
+// logged (on a replicated DB each enqueue waits for the replicated log on
+// its own goroutine instead).
 
 // MaxEachItems bounds the items of one Each call; a call with more is
 // refused with InvalidArgument before any item runs.
@@ -114,7 +116,13 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 	// once.
 	var q engine.Queue
 	// Every commit is under way before the first wait, so that they share
-	// the sync rounds; a standalone DB commits them in the items' order.
+	// the sync rounds; a standalone DB commits them in the items' order,
+	// each settled as soon as it is logged and applied, and this goroutine
+	// then waits for the log once for all of them (leading the sync
+	// itself when none is running, with every item's record pending, not
+	// handing the wait to the engine's pipeline as the first item's commit
+	// would have, which started a round before the other items were in).
+	dctx, deferred := engine.DeferDurable(ctx)
 	for i, m := range items {
 		out.Results[i] = &results[i]
 		t, ops, err := decodeEnqueue(m)
@@ -125,13 +133,17 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 		if ns := wire.Namespace(m.GetNamespace()); q == nil || q.Namespace() != ns || q.Name() != m.GetQueue() {
 			q = api.Queue(ns, m.GetQueue())
 		}
-		pending[i] = q.EnqueueAsync(ctx, t, ops...)
+		pending[i] = q.EnqueueAsync(dctx, t, ops...)
 	}
+	werr := deferred.Wait()
 	for i, p := range pending {
 		if p == nil {
 			continue
 		}
 		e, err := p.Wait(ctx)
+		if werr != nil && (err == nil || restsOnLog(err)) {
+			err = werr // the answer rested on the log, which failed
+		}
 		if err != nil {
 			results[i].Error = h.s.itemError(ctx, proc, i, err)
 			continue

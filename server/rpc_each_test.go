@@ -472,3 +472,51 @@ func TestEachCallsOnLeasesWhenTheSyncFails(t *testing.T) {
 		t.Fatalf("item without a queue: %v, want its own InvalidArgument", got)
 	}
 }
+
+// TestEnqueueEachSharesOneSync: the items of one EnqueueEach are made
+// durable by one fsync, led once every item is logged; when it fails,
+// every item that was enqueued (and one deduplicated to it, whose answer
+// rested on the same batch) gets the failure and no ID, and an item
+// refused for its arguments keeps its own answer.
+func TestEnqueueEachSharesOneSync(t *testing.T) {
+	ctx := context.Background()
+	url, db, failSyncs := durableServer(t)
+	p := pipelineStub(url, "")
+	const n = 20
+	items := make([]*v1.EnqueueRequest, n)
+	for i := range items {
+		items[i] = &v1.EnqueueRequest{Namespace: acme, Queue: "q", Task: &v1.Task{Payload: []byte(`1`)}}
+	}
+	syncs := db.Stats().LogSyncs
+	res, err := p.EnqueueEach(ctx, connect.NewRequest(&v1.EnqueueEachRequest{Items: items}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res.Msg.Results {
+		if r.GetError() != nil || r.GetEnqueued().GetId() == 0 {
+			t.Fatalf("item %d: %v", i, r)
+		}
+	}
+	if got := db.Stats().LogSyncs - syncs; got != 1 {
+		t.Fatalf("%d fsyncs for %d enqueues in one request, want 1", got, n)
+	}
+
+	failSyncs.Store(true)
+	res, err = p.EnqueueEach(ctx, connect.NewRequest(&v1.EnqueueEachRequest{Items: []*v1.EnqueueRequest{
+		{Namespace: acme, Queue: "q", Task: &v1.Task{IdempotencyKey: "k"}},
+		{Namespace: acme, Queue: "q", Task: &v1.Task{IdempotencyKey: "k"}},
+		{Namespace: acme, Queue: "", Task: &v1.Task{}},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := res.Msg.Results
+	for i := range 2 {
+		if got := wire.ItemError(rs[i].GetError()); !errors.Is(wire.FromConnect(got), engine.ErrFailed) || rs[i].GetEnqueued() != nil {
+			t.Fatalf("item %d: %v (enqueued %v), want the log's failure alone", i, got, rs[i].GetEnqueued())
+		}
+	}
+	if got := wire.ItemError(rs[2].GetError()); got == nil || got.Code() != connect.CodeInvalidArgument {
+		t.Fatalf("item without a queue: %v, want its own InvalidArgument", got)
+	}
+}

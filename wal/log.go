@@ -74,6 +74,9 @@ type Options struct {
 	// openFile opens every file the Log writes (os.OpenFile by default);
 	// tests replace it to make writes, fsyncs and creations fail.
 	openFile func(name string, flag int, perm fs.FileMode) (segmentFile, error)
+	// gathering, if set, is told of each timed wait of a gathering leader
+	// (tests).
+	gathering func(wait time.Duration)
 }
 
 // Stats are running totals since Open. Reading them is cheap and never blocks
@@ -351,7 +354,18 @@ func (l *Log) FlushTo(seq uint64) error {
 // durable returns at once without a system call. A commit racing with Close
 // learns the truth: its record was appended before Close, which syncs it. On
 // a failed Log every Sync fails.
-func (l *Log) Sync(seq uint64) error {
+func (l *Log) Sync(seq uint64) error { return l.sync(seq, true) }
+
+// SyncGathered is Sync for a caller that appended every record it expects
+// this round to hold before calling (a server answering one request of
+// many calls): as leader it does not wait for the committers the last
+// fsync released (see gather), who are not about to append but waiting
+// for answers elsewhere, and a timed wait shorter than the runtime's timer
+// resolution of an idle process (about a millisecond) would cost far more
+// than the share of an fsync it is bounded by.
+func (l *Log) SyncGathered(seq uint64) error { return l.sync(seq, false) }
+
+func (l *Log) sync(seq uint64, gather bool) error {
 	if err := l.failed(); err != nil {
 		return err
 	}
@@ -382,7 +396,9 @@ func (l *Log) Sync(seq uint64) error {
 	l.syncing = true
 	l.smu.Unlock()
 
-	l.gather()
+	if gather {
+		l.gather()
+	}
 	err := l.commit()
 
 	l.smu.Lock()
@@ -445,6 +461,9 @@ func (l *Log) gather() {
 	ch := make(chan struct{})
 	l.arrived, l.want = ch, int(want)
 	l.mu.Unlock()
+	if l.opts.gathering != nil {
+		l.opts.gathering(wait)
+	}
 	t := time.NewTimer(wait)
 	select {
 	case <-ch:

@@ -170,3 +170,38 @@ func TestAppendWakesTheGatherer(t *testing.T) {
 		t.Fatal("the gatherer's channel is still set once it was woken")
 	}
 }
+
+// TestSyncGatheredDoesNotGather: a leader that expects more committers
+// than it finds waits for them in Sync, and not in SyncGathered, whose
+// caller appended all it expects; both make the record durable.
+func TestSyncGatheredDoesNotGather(t *testing.T) {
+	var waits []time.Duration
+	l := openLog(t, t.TempDir(), Options{gathering: func(d time.Duration) { waits = append(waits, d) }})
+	expect := func() {
+		l.active.Store(16)
+		l.lastSync.Store(int64(time.Hour))
+	}
+	if err := l.Append(1, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	expect()
+	if err := l.SyncGathered(1); err != nil {
+		t.Fatal(err)
+	}
+	if len(waits) != 0 {
+		t.Fatalf("SyncGathered waited %v for committers", waits)
+	}
+	if err := l.Append(2, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	expect()
+	if err := l.Sync(2); err != nil {
+		t.Fatal(err)
+	}
+	if len(waits) != 1 || waits[0] != maxGather {
+		t.Fatalf("Sync's waits for committers: %v, want one of %v", waits, maxGather)
+	}
+	if got := l.synced.Load(); got != 2 {
+		t.Fatalf("synced through %d, want 2", got)
+	}
+}
