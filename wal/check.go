@@ -1,7 +1,7 @@
 package wal
 
 import (
-	"encoding/binary"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -273,18 +273,18 @@ func scan(dir string, from uint64) (*scanState, error) {
 		if res.fault == faultNone {
 			continue
 		}
-		d := &Damage{
-			File:   seg.path,
-			Offset: res.good,
-			Size:   int64(len(buf)) - res.good,
-			Reason: fmt.Sprintf("record %d: %s", next, res.fault),
-		}
 		if last && allZero(buf[res.good:]) {
 			// The spare space of a preallocated tail: every record
 			// written over it so far is before res.good.
 			s.tailSize = res.good
 			r.Spare = int64(len(buf)) - res.good
 			continue
+		}
+		d := &Damage{
+			File:   seg.path,
+			Offset: res.good,
+			Size:   int64(len(buf)) - res.good,
+			Reason: fmt.Sprintf("record %d: %s", next, res.fault),
 		}
 		if last && !validAfter(buf, res.good, next) {
 			r.Torn = d
@@ -301,20 +301,7 @@ func scan(dir string, from uint64) (*scanState, error) {
 }
 
 // allZero reports whether b holds only zero bytes.
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
+func allZero(b []byte) bool { return len(bytes.TrimLeft(b, "\x00")) == 0 }
 
 // readInto reads the file at path into buf, grown as needed, and returns
 // it: a scan of many segments then allocates one segment's worth, not the

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,6 +25,18 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// recordsEnd is the offset past the last valid record of the segment at
+// path: spare zeros after it do not count, as they would as entries of
+// their own in entrySpans.
+func recordsEnd(t *testing.T, path string) int64 {
+	t.Helper()
+	var first uint64
+	if _, err := fmt.Sscanf(filepath.Base(path), "%d", &first); err != nil {
+		t.Fatal(err)
+	}
+	return scanSegment(readFile(t, path), first, 0).good
 }
 
 // TestZeroTailIsSpare: a log keeps zeros written ahead of its tail's
@@ -74,8 +87,7 @@ func TestZeroTailIsSpare(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	spans := entrySpans(t, lastSeg(t, crashed))
-	if got, want := fileSize(t, lastSeg(t, crashed)), spans[len(spans)-1].end; got != want {
+	if got, want := fileSize(t, lastSeg(t, crashed)), recordsEnd(t, lastSeg(t, crashed)); got != want {
 		t.Fatalf("closed tail holds %d bytes, its entries %d", got, want)
 	}
 	if rep, err := Check(crashed); err != nil || rep.Spare != 0 || rep.LastSeq != 25 {
@@ -114,8 +126,7 @@ func TestPreallocateBounds(t *testing.T) {
 		t.Fatalf("%d segments; the test should fill several", len(names))
 	}
 	for _, p := range names[:len(names)-1] {
-		spans := entrySpans(t, p)
-		if got, want := fileSize(t, p), spans[len(spans)-1].end; got != want {
+		if got, want := fileSize(t, p), recordsEnd(t, p); got != want {
 			t.Fatalf("%s holds %d bytes, its entries %d: a full segment keeps no spare space", p, got, want)
 		}
 	}
@@ -136,4 +147,42 @@ func TestPreallocateBounds(t *testing.T) {
 			t.Fatalf("without preallocation the tail holds %d bytes, %d written", got, want)
 		}
 	}
+}
+
+// TestSpareCutWhenTheTailMovesOn: a tail left with spare space by a crash
+// and reopened with a smaller segment size is already over it, so the
+// next write starts a new segment; the old one is cut to its records
+// first, since only the tail may hold spare space.
+func TestSpareCutWhenTheTailMovesOn(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{Preallocate: 4096})
+	appendN(t, l, 20)
+	if err := l.Sync(20); err != nil {
+		t.Fatal(err)
+	}
+	crashed := crashCopy(t, dir)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries := fileSize(t, lastSeg(t, dir)) // closed: cut to its records
+	old := lastSeg(t, crashed)
+	if rep, err := Check(crashed); err != nil || rep.Spare != 4096 {
+		t.Fatalf("Check after the crash: %+v, %v; want 4096 spare bytes", rep, err)
+	}
+
+	c := openLog(t, crashed, Options{SegmentSize: 100, Preallocate: 4096})
+	defer c.Close()
+	appendN(t, c, 3)
+	if err := c.Sync(23); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastSeg(t, crashed); got == old {
+		t.Fatalf("the log wrote on in %s, over its segment size", got)
+	}
+	if got := fileSize(t, old); got != entries {
+		t.Fatalf("the segment moved on from holds %d bytes, its entries %d", got, entries)
+	}
+	checkTail(t, c)
+	verifySegments(t, crashed)
+	wantRecords(t, replayAll(t, c, 0), 1, 23)
 }
