@@ -77,18 +77,7 @@ func TestDeferDurable(t *testing.T) {
 	if n := obs.len(); n != 0 {
 		t.Fatalf("the Observer heard of %d events before Wait", n)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Wait() }()
-	gate.held(t)
-	select {
-	case err := <-done:
-		t.Fatalf("Wait returned %v while the fsync is held", err)
-	default:
-	}
-	gate.release(nil)
-	if err := <-done; err != nil {
-		t.Fatalf("Wait: %v", err)
-	}
+	waitThroughGate(t, d, gate)
 	if got := e.db.Stats().LogSyncs - syncs; got != 1 {
 		t.Fatalf("%d fsyncs for the deferred commits, want 1", got)
 	}
@@ -185,18 +174,7 @@ func TestDeferDurableEnqueueAsync(t *testing.T) {
 			t.Fatalf("deferred enqueue %d: %+v %v", i, res, err)
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Wait() }()
-	gate.held(t)
-	select {
-	case err := <-done:
-		t.Fatalf("Wait returned %v while the fsync is held", err)
-	default:
-	}
-	gate.release(nil)
-	if err := <-done; err != nil {
-		t.Fatalf("Wait: %v", err)
-	}
+	waitThroughGate(t, d, gate)
 	if got := e.db.Stats().LogSyncs - syncs; got != 1 {
 		t.Fatalf("%d fsyncs for the deferred enqueues, want 1", got)
 	}
@@ -216,4 +194,23 @@ func TestDeferDurableEnqueueAsync(t *testing.T) {
 		t.Fatalf("Wait: %v, want ErrFailed", err)
 	}
 	wantErr(t, errOnly(f.q("q").EnqueueAsync(ctx, Task{}).Wait(ctx)), ErrFailed)
+}
+
+// waitThroughGate calls d.Wait, which must lead an fsync that gate holds:
+// it must not return while the fsync is held, and returns nil once gate
+// lets it through.
+func waitThroughGate(t *testing.T, d *Deferred, gate *syncGate) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	gate.held(t)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v while the fsync is held", err)
+	default:
+	}
+	gate.release(nil)
+	if err := <-done; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
 }

@@ -463,14 +463,7 @@ func TestEachCallsOnLeasesWhenTheSyncFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := cr.Msg.Results
-	for i := range 2 {
-		if got := wire.ItemError(rs[i].GetError()); !errors.Is(wire.FromConnect(got), engine.ErrFailed) || rs[i].GetResult() != nil {
-			t.Fatalf("item %d: %v (result %v), want the log's failure alone", i, got, rs[i].GetResult())
-		}
-	}
-	if got := wire.ItemError(rs[2].GetError()); got == nil || got.Code() != connect.CodeInvalidArgument {
-		t.Fatalf("item without a queue: %v, want its own InvalidArgument", got)
-	}
+	wantSyncFailure(t, len(rs), func(i int) (*v1.ItemError, bool) { return rs[i].GetError(), rs[i].GetResult() != nil })
 }
 
 // TestEnqueueEachSharesOneSync: the items of one EnqueueEach are made
@@ -511,12 +504,25 @@ func TestEnqueueEachSharesOneSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := res.Msg.Results
+	wantSyncFailure(t, len(rs), func(i int) (*v1.ItemError, bool) { return rs[i].GetError(), rs[i].GetEnqueued() != nil })
+}
+
+// wantSyncFailure checks the n = 3 results of a request whose one sync
+// failed, item(i) giving result i's error and whether it carries an answer:
+// the first two rested on the log and get its failure and no answer, the
+// third, made without a queue, keeps its own InvalidArgument.
+func wantSyncFailure(t *testing.T, n int, item func(i int) (*v1.ItemError, bool)) {
+	t.Helper()
+	if n != 3 {
+		t.Fatalf("%d results for 3 items", n)
+	}
 	for i := range 2 {
-		if got := wire.ItemError(rs[i].GetError()); !errors.Is(wire.FromConnect(got), engine.ErrFailed) || rs[i].GetEnqueued() != nil {
-			t.Fatalf("item %d: %v (enqueued %v), want the log's failure alone", i, got, rs[i].GetEnqueued())
+		e, answered := item(i)
+		if got := wire.ItemError(e); !errors.Is(wire.FromConnect(got), engine.ErrFailed) || answered {
+			t.Fatalf("item %d: %v (answered %v), want the log's failure alone", i, got, answered)
 		}
 	}
-	if got := wire.ItemError(rs[2].GetError()); got == nil || got.Code() != connect.CodeInvalidArgument {
-		t.Fatalf("item without a queue: %v, want its own InvalidArgument", got)
+	if e, _ := item(2); wire.ItemError(e) == nil || wire.ItemError(e).Code() != connect.CodeInvalidArgument {
+		t.Fatalf("item without a queue: %v, want its own InvalidArgument", wire.ItemError(e))
 	}
 }
