@@ -39,8 +39,61 @@ func TestJudge(t *testing.T) {
 			t.Errorf("%s fails at %.2f", n, tg.Ratio)
 		}
 	}
-	if ts := judge(map[string]Result{"W6": {TasksPerSec: 1}}, nil, 16); len(ts) != 0 {
+	if ts := judge(map[string]Result{"W6": {TasksPerSec: 1}, "W3": {Mode: "interval", Tasks: RSSTasks, TasksPerSec: 1e7}}, nil, 16); len(ts) != 0 {
 		t.Fatalf("judged %v without the runs it needs", ts)
+	}
+}
+
+// TestJudgeMachineTargets: each per-mode throughput goal is judged on a
+// run in its mode only, passes at its figure and fails below it; W3's
+// peak RSS is judged on a run of RSSTasks tasks outside memory.
+func TestJudgeMachineTargets(t *testing.T) {
+	for _, m := range MachineTargets {
+		for _, c := range []struct {
+			perSec float64
+			pass   bool
+		}{{m.PerSec, true}, {m.PerSec * 0.99, false}} {
+			res := map[string]Result{m.Workload: {Mode: m.Mode, Tasks: 1000, TasksPerSec: c.perSec}}
+			var hit []PerfTarget
+			for _, tg := range judge(res, nil, 16) {
+				if strings.Contains(tg.Name, m.Why) {
+					hit = append(hit, tg)
+				}
+			}
+			if len(hit) != 1 || hit[0].Pass != c.pass || hit[0].Ratio != c.perSec/1e6 {
+				t.Errorf("%s %s at %.0f/s: judged %+v, want one with pass=%v", m.Workload, m.Mode, c.perSec, hit, c.pass)
+			}
+		}
+		other := "interval"
+		res := map[string]Result{m.Workload: {Mode: other, Tasks: 1000, TasksPerSec: m.PerSec * 10}}
+		for _, tg := range judge(res, nil, 16) {
+			if strings.Contains(tg.Name, m.Why) {
+				t.Errorf("%s %s judged on a run in %s: %+v", m.Workload, m.Mode, other, tg)
+			}
+		}
+	}
+	rss := func(r Result) (PerfTarget, bool) {
+		for _, tg := range judge(map[string]Result{"W3": r}, nil, 16) {
+			if strings.Contains(tg.Name, "RSS") {
+				return tg, true
+			}
+		}
+		return PerfTarget{}, false
+	}
+	if tg, ok := rss(Result{Mode: "always", Tasks: RSSTasks, PeakRSS: RSSTarget}); !ok || !tg.Pass || tg.Ratio != RSSTarget/1e6 {
+		t.Errorf("RSS at the target: %+v, %v", tg, ok)
+	}
+	if tg, ok := rss(Result{Mode: "never", Tasks: RSSTasks, PeakRSS: RSSTarget + 1}); !ok || tg.Pass {
+		t.Errorf("RSS over the target: %+v, %v", tg, ok)
+	}
+	for _, r := range []Result{
+		{Mode: "memory", Tasks: RSSTasks, PeakRSS: 1},     // nothing to compare with the peers' files
+		{Mode: "always", Tasks: 2 * RSSTasks, PeakRSS: 1}, // another size
+		{Mode: "always", Tasks: RSSTasks},                 // not measured
+	} {
+		if tg, ok := rss(r); ok {
+			t.Errorf("RSS judged on %+v: %+v", r, tg)
+		}
 	}
 }
 
@@ -54,14 +107,14 @@ func TestRunTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(ran, ",") != "W1P,W4,W6,W6 split,W7,W9" {
+	if strings.Join(ran, ",") != "W1P,W3,W4,W6,W6 split,W7,W9" {
 		t.Fatalf("ran %v", ran)
 	}
 	var b bytes.Buffer
 	if err := WritePerfTargets(&b, ts); err != nil {
 		t.Fatal(err)
 	}
-	if len(ts) != 1 || !strings.Contains(b.String(), "W9 heap") {
+	if len(ts) != 3 || !strings.Contains(b.String(), "W9 heap") || !strings.Contains(b.String(), "W3 memory") || !strings.Contains(b.String(), "W4 memory") {
 		t.Fatalf("targets in memory without an fsync rate:\n%s", b.String())
 	}
 	if !strings.Contains(b.String(), "PASS") && !strings.Contains(b.String(), "FAIL") {
