@@ -1,6 +1,7 @@
 // Command peers runs docket's load workloads against docket and against
-// two other embeddable durable queues, goqite (on SQLite) and NATS
-// JetStream (embedded in-process), alternating between them, and prints
+// other embeddable durable queues, goqite (on SQLite), NATS JetStream
+// (embedded in-process) and a minimal queue on bbolt, alternating between
+// them, and prints
 // each one's figures and docket's ratio to each peer.
 //
 // It is a module of its own so that docket does not depend on the peers.
@@ -38,7 +39,7 @@ import (
 func main() {
 	var (
 		workloads = flag.String("workloads", "W1,W2,W3,W4,W5,W6,W6R", "comma-separated workloads")
-		systems   = flag.String("systems", "docket,goqite,nats", "comma-separated systems: docket, remote (docket through its client over loopback), remote-single (the same, every call in a request of its own), goqite, nats, nats-tcp (JetStream over loopback)")
+		systems   = flag.String("systems", "docket,goqite,nats,bbolt", "comma-separated systems: docket, remote (docket through its client over loopback), remote-single (the same, every call in a request of its own), goqite, nats, nats-tcp (JetStream over loopback), bbolt (a minimal queue on go.etcd.io/bbolt)")
 		remote    = flag.Bool("remote", false, "compare servers over loopback: -systems defaults to docket,remote,nats-tcp, and the remote targets are checked")
 		n         = flag.Int("n", 20_000, "tasks per workload (0: each workload's default); W6 and W6R run for -duration, W7 uses -trials, W8 -recover-n")
 		trials    = flag.Int("trials", 10_000, "wake-up trials of W7")
@@ -154,6 +155,10 @@ func main() {
 		fmt.Println()
 		writeRatios(os.Stdout, wls, sys, all)
 	}
+	if ts := boltTargets(all); len(ts) > 0 {
+		fmt.Println("\ntargets:")
+		bench.WritePerfTargets(os.Stdout, ts)
+	}
 	var every []bench.Result
 	for _, k := range order {
 		every = append(every, all[k]...)
@@ -192,6 +197,9 @@ var runners = map[string]func(context.Context, bench.Config) (bench.Result, erro
 	"goqite": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
 		return bench.RunDriver(ctx, "goqite", cfg, openGoqite)
 	},
+	"bbolt": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		return bench.RunDriver(ctx, "bbolt", cfg, openBolt)
+	},
 	bench.Remote: func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
 		cfg.Remote = true
 		return bench.Run(ctx, cfg)
@@ -210,6 +218,32 @@ var runners = map[string]func(context.Context, bench.Config) (bench.Result, erro
 			return openNATS(ctx, cfg, dir, true)
 		})
 	},
+}
+
+// BoltTarget is how many times a minimal bbolt queue's W3 rate docket's
+// is to reach, measured in the same run (issue 13, item 5).
+const BoltTarget = 2.0
+
+// boltTargets judges W3 docket against W3 bbolt, the medians of the
+// rounds, where both ran.
+func boltTargets(all map[string][]bench.Result) []bench.PerfTarget {
+	d, ok1 := all["W3/docket"]
+	b, ok2 := all["W3/bbolt"]
+	if !ok1 || !ok2 {
+		return nil
+	}
+	dm, bm := bench.Median(d), bench.Median(b)
+	if bm.TasksPerSec <= 0 {
+		return nil
+	}
+	x := dm.TasksPerSec / bm.TasksPerSec
+	return []bench.PerfTarget{{
+		Name:   fmt.Sprintf("W3 docket (%s) vs a bbolt queue (%s)", dm.Mode, bm.Mode),
+		Want:   fmt.Sprintf(">= %.0fx", BoltTarget),
+		Ratio:  x,
+		Pass:   x >= BoltTarget,
+		Figure: fmt.Sprintf("%.0f vs %.0f tasks/s, peak RSS %.0f vs %.0f MB", dm.TasksPerSec, bm.TasksPerSec, float64(dm.PeakRSS)/1e6, float64(bm.PeakRSS)/1e6),
+	}}
 }
 
 // writeRatios prints, per workload, docket's figure over each peer's and

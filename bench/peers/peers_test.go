@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"testing"
@@ -62,5 +63,76 @@ func TestNATSLoopback(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.Close()
+	}
+}
+
+// TestBolt: the bbolt queue hands out the oldest tasks first, each once,
+// refuses to complete a task twice or one it never leased, and refuses
+// the in-memory mode it has no equivalent of.
+func TestBolt(t *testing.T) {
+	ctx := context.Background()
+	if _, err := openBolt(ctx, bench.Config{InMemory: true}, t.TempDir()); err == nil {
+		t.Fatal("opened in memory")
+	}
+	d, err := openBolt(ctx, bench.Config{Durability: engine.SyncAlways}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.EnqueueBatch(ctx, [][]byte{[]byte("a"), []byte("b"), []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Enqueue(ctx, []byte("d")); err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.Claim(ctx, 2, false)
+	if err != nil || len(first) != 2 || string(d.Payload(&first[0])) != "a" || string(d.Payload(&first[1])) != "b" {
+		t.Fatalf("claimed %v, %v", first, err)
+	}
+	rest, err := d.Claim(ctx, 10, false)
+	if err != nil || len(rest) != 2 || string(d.Payload(&rest[0])) != "c" || string(d.Payload(&rest[1])) != "d" {
+		t.Fatalf("claimed %v, %v", rest, err)
+	}
+	if none, err := d.Claim(ctx, 10, false); err != nil || len(none) != 0 {
+		t.Fatalf("claimed %v from an empty queue, %v", none, err)
+	}
+	bd := d.(bench.BatchCompleter[boltJob])
+	if err := bd.CompleteBatch(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Complete(ctx, &first[0]); !errors.Is(err, errNotLeased) {
+		t.Fatalf("second completion: %v", err)
+	}
+	// A batch with one bad job changes nothing: rest stays leased.
+	if err := bd.CompleteBatch(ctx, []boltJob{rest[0], first[1]}); !errors.Is(err, errNotLeased) {
+		t.Fatalf("batch with a completed job: %v", err)
+	}
+	if err := bd.CompleteBatch(ctx, rest); err != nil {
+		t.Fatalf("completing what the failed batch left: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if js, err := d.Claim(wctx, 1, true); !errors.Is(err, context.DeadlineExceeded) || len(js) != 0 {
+		t.Fatalf("waiting claim on an empty queue: %v, %v", js, err)
+	}
+}
+
+// TestBoltTargets: the W3 ratio to bbolt passes at 2x, fails below, and
+// is left out without both runs.
+func TestBoltTargets(t *testing.T) {
+	all := map[string][]bench.Result{
+		"W3/docket": {{TasksPerSec: 400, Mode: "always"}},
+		"W3/bbolt":  {{TasksPerSec: 200, Mode: "durable"}},
+	}
+	if ts := boltTargets(all); len(ts) != 1 || !ts[0].Pass || ts[0].Ratio != 2 {
+		t.Fatalf("at 2x: %+v", ts)
+	}
+	all["W3/docket"][0].TasksPerSec = 399
+	if ts := boltTargets(all); len(ts) != 1 || ts[0].Pass {
+		t.Fatalf("below 2x: %+v", ts)
+	}
+	delete(all, "W3/bbolt")
+	if ts := boltTargets(all); len(ts) != 0 {
+		t.Fatalf("without bbolt: %+v", ts)
 	}
 }
