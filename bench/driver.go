@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/docketdb/docket/engine"
@@ -115,12 +117,21 @@ func (d *docketDriver) Enqueue(ctx context.Context, payload []byte) error {
 	return err
 }
 
+// taskSlices holds the task slices of EnqueueBatch for reuse, as a
+// producer that enqueues in batches would keep its own: the load
+// generator's garbage is not the queue's.
+var taskSlices = sync.Pool{New: func() any { return new([]engine.Task) }}
+
 func (d *docketDriver) EnqueueBatch(ctx context.Context, payloads [][]byte) error {
-	tasks := make([]engine.Task, len(payloads))
+	sp := taskSlices.Get().(*[]engine.Task)
+	tasks := slices.Grow((*sp)[:0], len(payloads))[:len(payloads)]
 	for i, p := range payloads {
-		tasks[i].Payload = p
+		tasks[i] = engine.Task{Payload: p}
 	}
 	_, err := d.q.EnqueueBatch(ctx, tasks)
+	clear(tasks)
+	*sp = tasks[:0]
+	taskSlices.Put(sp)
 	return err
 }
 

@@ -306,3 +306,45 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestEnqueueBatchSpecsReused: a batch's validated tasks are reused for
+// the next batch (EnqueueBatch's pool), and nothing of one batch shows in
+// the next: not after a batch with every field set, nor after one refused
+// halfway through validation.
+func TestEnqueueBatchSpecsReused(t *testing.T) {
+	e := newEnv(t, true)
+	q := e.db.Queue(ns, "reuse")
+	full := Task{Kind: "k", Payload: []byte(`{"a":1}`), Headers: map[string]string{"h": "v"}, Priority: 7,
+		IdempotencyKey: "idem", MaxAttempts: 3, Delay: time.Hour}
+	full2, full3 := full, full
+	full2.IdempotencyKey, full3.IdempotencyKey = "idem2", "idem3"
+	if _, err := q.EnqueueBatch(ctx, []Task{full, full2, full3}); err != nil {
+		t.Fatal(err)
+	}
+	plainEnq, err := q.Enqueue(ctx, Task{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := q.Get(ctx, plainEnq.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := Task{Payload: []byte(`{"a":`)}
+	if _, err := q.EnqueueBatch(ctx, []Task{full, full, bad}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("batch with a bad payload: %v", err)
+	}
+	enq, err := q.EnqueueBatch(ctx, []Task{{}, {}, {}, {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range enq {
+		ti, err := q.Get(ctx, en.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ti.Kind != "" || len(ti.Payload) != 0 || len(ti.Headers) != 0 || ti.Priority != 0 || ti.IdempotencyKey != "" ||
+			!ti.NotBefore.Equal(plain.NotBefore) || ti.MaxAttempts != plain.MaxAttempts || ti.BackoffBase != plain.BackoffBase {
+			t.Fatalf("a plain task after full batches: %+v", ti)
+		}
+	}
+}

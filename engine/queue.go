@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docketdb/docket/index"
@@ -111,7 +112,13 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 		return nil, invalid("%d tasks in one batch, over the limit of %d", len(tasks), MaxBatch)
 	}
 	maxPayload := q.db.c.opts.MaxPayloadBytes
-	specs := make([]spec, len(tasks))
+	sp := getSpecs(len(tasks))
+	specs := *sp
+	if q.db.c.repl == nil {
+		// A local commit has planned the specs when exec returns; a
+		// replicated one may still hold them after its caller gave up.
+		defer putSpecs(sp)
+	}
 	size := 0
 	for i := range tasks {
 		s, err := checkTask(&tasks[i], maxPayload)
@@ -145,6 +152,28 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 		return nil, err
 	}
 	return res.enqs, nil
+}
+
+// specSlices holds the spec slices of EnqueueBatch for reuse: a batch's
+// specs are garbage once it is planned, and made anew they were the larger
+// part of what a batch enqueue allocated.
+var specSlices = sync.Pool{New: func() any { return new([]spec) }}
+
+func getSpecs(n int) *[]spec {
+	sp := specSlices.Get().(*[]spec)
+	*sp = slices.Grow((*sp)[:0], n)[:n]
+	return sp
+}
+
+// putSpecs returns a slice of getSpecs to the pool, cleared so that the
+// pool holds on to no payload.
+func putSpecs(sp *[]spec) {
+	if cap(*sp) > MaxBatch {
+		return
+	}
+	clear(*sp)
+	*sp = (*sp)[:0]
+	specSlices.Put(sp)
 }
 
 func planEnqueueBatch(p *planner, cmd *command, res *cmdResult) error {

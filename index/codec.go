@@ -3,7 +3,6 @@ package index
 import (
 	"bytes"
 	"fmt"
-	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -291,79 +290,6 @@ func (e *Encoder) confFields(c QueueConf) error {
 	}
 	if err == nil && c.PartRate != 0 {
 		err = firstErr(enc.EncodeInt(c.PartRate), enc.EncodeInt(c.PartPer), enc.EncodeInt(c.PartBurst))
-	}
-	return err
-}
-
-func (e *Encoder) task(t *Task) error {
-	enc := e.enc
-	var err error
-	put := func(err2 error) {
-		if err == nil {
-			err = err2
-		}
-	}
-	if t.Part() != nil {
-		put(enc.EncodeArrayLen(20))
-	} else {
-		put(enc.EncodeArrayLen(19))
-	}
-	put(enc.EncodeUint(t.ID))
-	put(enc.EncodeString(t.Queue.Key.Project))
-	put(enc.EncodeString(t.Queue.Key.Scope))
-	put(enc.EncodeString(t.Queue.Key.Name))
-	put(enc.EncodeUint(uint64(t.State)))
-	put(enc.EncodeUint(uint64(t.Attempts)))
-	r, run := t.Retry(), t.run()
-	put(enc.EncodeUint(uint64(r.MaxAttempts)))
-	put(enc.EncodeInt(t.Priority))
-	put(enc.EncodeInt(t.NotBefore))
-	put(enc.EncodeInt(r.BackoffBase))
-	put(enc.EncodeInt(r.BackoffMax))
-	put(enc.EncodeString(run.Owner))
-	put(enc.EncodeUint(run.Token))
-	put(enc.EncodeInt(run.LeaseUntil))
-	put(enc.EncodeInt(t.Created))
-	put(enc.EncodeInt(t.Updated()))
-	put(encodeBytes(enc, true, t.Payload))
-	if t.Extra.empty() {
-		put(enc.EncodeNil())
-	} else {
-		x := t.Extra
-		put(enc.EncodeArrayLen(10))
-		put(enc.EncodeString(x.Kind))
-		put(enc.EncodeString(x.IdemKey))
-		put(enc.EncodeString(x.LastError))
-		put(encodeBytes(enc, true, x.Progress))
-		put(encodeBytes(enc, true, x.Result))
-		put(enc.EncodeMapLen(len(x.Headers)))
-		if len(x.Headers) > 0 {
-			keys := e.keys[:0]
-			for k := range x.Headers {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				put(enc.EncodeString(k))
-				put(enc.EncodeString(x.Headers[k]))
-			}
-			clear(keys)
-			e.keys = keys[:0]
-		}
-		put(enc.EncodeArrayLen(len(x.Errors)))
-		for _, ae := range x.Errors {
-			put(enc.EncodeArrayLen(3))
-			put(enc.EncodeUint(uint64(ae.Attempt)))
-			put(enc.EncodeInt(ae.At))
-			put(enc.EncodeString(ae.Error))
-		}
-		put(enc.EncodeUint(x.Parent))
-		put(e.ids(x.FollowUps))
-		put(enc.EncodeUint(uint64(x.DepPolicy)))
-	}
-	put(enc.EncodeUint(run.Secret))
-	if p := t.Part(); p != nil {
-		put(enc.EncodeString(p.Key))
 	}
 	return err
 }
