@@ -1,5 +1,10 @@
 package engine
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // validJSON reports whether b is one valid JSON value, exactly as
 // encoding/json.Valid does (the same grammar, invalid UTF-8 inside strings
 // accepted, nesting deeper than 10,000 refused), but in one pass without the
@@ -8,8 +13,11 @@ package engine
 func validJSON(b []byte) bool {
 	const maxDepth = 10000 // encoding/json's maxNestingDepth
 	// stack holds one bit per open container: 1 for an object, 0 for an
-	// array; depth is how many are open.
-	var small [maxDepth/64 + 1]uint64
+	// array; depth is how many are open. Every bit is written when its
+	// container opens, so the words need no clearing, and a value nested
+	// deeper than 128 grows the stack (zeroing a stack for the deepest
+	// value allowed was a tenth of a small payload's check).
+	var small [2]uint64
 	stack := small[:]
 	depth := 0
 	i := skipSpace(b, 0)
@@ -22,6 +30,9 @@ func validJSON(b []byte) bool {
 		case c == '{' || c == '[':
 			if depth >= maxDepth {
 				return false
+			}
+			if depth/64 == len(stack) {
+				stack = append(stack, 0)
 			}
 			if c == '{' {
 				stack[depth/64] |= 1 << (depth % 64)
@@ -126,6 +137,18 @@ func objectKey(b []byte, i int) int {
 // stringEnd returns the index after the string that opens at i, or -1.
 func stringEnd(b []byte, i int) int {
 	for i++; i < len(b); i++ {
+		// Eight bytes at a time, to the first that ends the string, starts
+		// an escape or is a control character.
+		for i+8 <= len(b) {
+			if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1
@@ -154,6 +177,18 @@ func stringEnd(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// special8 marks the bytes of w (little-endian) that are '"', '\\' or
+// below 0x20 with their high bit, exactly up to the first of them (bytes
+// after it may be marked too): (x - 0x01…) & ^x & 0x80… marks the zero
+// bytes of x, (w - 0x20…) & ^w & 0x80… the bytes of w below 0x20, each
+// exactly until a borrow from a marked byte reaches the ones above it.
+func special8(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := w ^ (ones * '"')
+	bs := w ^ (ones * '\\')
+	return ((q-ones)&^q | (bs-ones)&^bs | (w-ones*0x20)&^w) & highs
 }
 
 // numberEnd returns the index after the number that starts at i, or -1.

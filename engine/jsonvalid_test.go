@@ -21,6 +21,25 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 		strings.Repeat("[", 10001)+strings.Repeat("]", 10001),
 		strings.Repeat(`{"a":`, 10000)+"1"+strings.Repeat("}", 10000),
 		strings.Repeat(`{"a":`, 10001)+"1"+strings.Repeat("}", 10001))
+	// Each byte that a string's word-at-a-time scan must stop at, at every
+	// offset around a word, and bytes it must not stop at.
+	for _, special := range []string{`"`, `\\`, `\"`, `\u0041`, `\x`, "\x00", "\x1f", "\x20", "\x7f", "\x80", "\xff", "\\"} {
+		for off := range 18 {
+			for tail := range 10 {
+				cases = append(cases, `"`+strings.Repeat("a", off)+special+strings.Repeat("b", tail)+`"`,
+					`["`+strings.Repeat("a", off)+special+strings.Repeat("b", tail))
+			}
+		}
+	}
+	// The stack of open containers grows by words of 64.
+	for _, d := range []int{63, 64, 65, 127, 128, 129, 191, 192, 193} {
+		for _, inner := range []string{"1", "[]", "{}"} {
+			cases = append(cases, strings.Repeat("[", d)+inner+strings.Repeat("]", d),
+				strings.Repeat(`{"k":[`, d/2)+inner+strings.Repeat("]}", d/2),
+				strings.Repeat(`{"k":[`, d/2)+inner+strings.Repeat("}]", d/2), // closed in the wrong order
+				strings.Repeat("[", d)+inner+strings.Repeat("]", d-1))
+		}
+	}
 	for _, c := range cases {
 		if got, want := validJSON([]byte(c)), json.Valid([]byte(c)); got != want {
 			t.Errorf("validJSON(%.60q) = %v, encoding/json says %v", c, got, want)
@@ -40,18 +59,25 @@ func FuzzValidJSON(f *testing.F) {
 }
 
 func BenchmarkValidJSON(b *testing.B) {
+	// long is the load generator's payload: a stamp and a long string.
+	long := []byte(`{"t":"00000000000000001234","p":"` + strings.Repeat("x", 66) + `"}`)
 	for _, tc := range []struct {
 		name string
 		fn   func([]byte) bool
 	}{{"docket", validJSON}, {"encoding_json", json.Valid}} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(benchPayload)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if !tc.fn(benchPayload) {
-					b.Fatal("invalid")
+		for _, p := range []struct {
+			name string
+			b    []byte
+		}{{"fields", benchPayload}, {"long_string", long}} {
+			b.Run(tc.name+"/"+p.name, func(b *testing.B) {
+				b.SetBytes(int64(len(p.b)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if !tc.fn(p.b) {
+						b.Fatal("invalid")
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -192,6 +192,10 @@ type Store struct {
 	idem  *btree.BTreeG[Idem]
 
 	queues   map[QueueKey]*Queue
+	// last is the queue a lookup by key found or made last, nil after it
+	// was dropped: a batch's tasks are mostly of one queue, and their keys
+	// compare faster than they hash. When set it is queues[last.Key].
+	last *Queue
 	idemExp  *btree.BTreeG[idemExpItem] // idem entries with an expiry, by expiry
 	doneExp  *btree.BTreeG[TimeItem]    // completed tasks by Updated
 	pivot    Task                       // reused search key for tasks
@@ -266,20 +270,33 @@ func (s *Store) Queue(k QueueKey) *Queue { return s.queues[k] }
 // MutPutTask, which Apply then points at the store's queue (creating it).
 // Planning uses it so that planning never changes the store.
 func (s *Store) QueueRef(k QueueKey) *Queue {
-	if q := s.queues[k]; q != nil {
+	if q := s.lookup(k); q != nil {
 		return q
 	}
 	return &Queue{Key: k}
+}
+
+// lookup is queues[k], through last.
+func (s *Store) lookup(k QueueKey) *Queue {
+	if q := s.last; q != nil && q.Key == k {
+		return q
+	}
+	q := s.queues[k]
+	if q != nil {
+		s.last = q
+	}
+	return q
 }
 
 // Intern returns the queue for k, creating its (empty) indexes if needed.
 // Only Apply and restores call it: a queue exists because a batch put a
 // task on it.
 func (s *Store) Intern(k QueueKey) *Queue {
-	q := s.queues[k]
+	q := s.lookup(k)
 	if q == nil {
 		q = newQueue(k)
 		s.queues[k] = q
+		s.last = q
 		s.fresh = append(s.fresh, q)
 		if rec, ok := s.totals.Get(QueueTotals{Queue: k}); ok {
 			// The queue was idle: it counts on from where it stopped.
@@ -329,6 +346,9 @@ func (s *Store) drop(qs []*Queue) {
 	for _, q := range qs {
 		if q.Len() == 0 && s.queues[q.Key] == q {
 			delete(s.queues, q.Key)
+			if s.last == q {
+				s.last = nil
+			}
 			if rec, ok := s.totals.Get(QueueTotals{Queue: q.Key}); ok && rec.Idle == 0 {
 				// The counters outlive the indexes, for IdleTotalsTTL.
 				rec.Idle = s.now
@@ -687,7 +707,7 @@ func (s *Store) indexLoad(t *Task, load bool) {
 	if !load {
 		s.sinceQueue = nil
 	}
-	if !load && s.queues[q.Key] == nil {
+	if !load && q != s.last && s.queues[q.Key] == nil {
 		// Dropped when an earlier batch emptied it; it holds a task again.
 		// (A restore has just interned it.)
 		s.queues[q.Key] = q
@@ -927,6 +947,10 @@ func (s *Store) Verify() error {
 	fail := func(format string, args ...any) bool {
 		err = fmt.Errorf("index: verify: "+format, args...)
 		return false
+	}
+	if q := s.last; q != nil && s.queues[q.Key] != q {
+		fail("the last queue looked up, %v, is not the store's", q.Key)
+		return err
 	}
 	var prev uint64
 	s.tasks.Scan(func(t *Task) bool {

@@ -521,3 +521,41 @@ func TestLoadCountsReadySince(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueLookupAfterDrop: the store's memory of the queue it looked up
+// last never outlives the queue: once a queue is emptied and dropped, a
+// lookup of its key finds nothing, and a task put on it again makes a new
+// queue that lookups find.
+func TestQueueLookupAfterDrop(t *testing.T) {
+	s := NewStore()
+	if _, err := s.Apply(putBatch(s, 1, task(s, 1, StateReady))); err != nil {
+		t.Fatal(err)
+	}
+	old := s.QueueRef(qk)
+	if old != s.Queue(qk) || old == nil {
+		t.Fatalf("QueueRef %p, Queue %p", old, s.Queue(qk))
+	}
+	if _, err := s.Apply(&Batch{Seq: 2, Mutations: []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.DropEmpty()
+	if s.Queue(qk) != nil {
+		t.Fatal("an empty queue was kept")
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if q := s.QueueRef(qk); q == old || s.Queue(qk) != nil {
+		t.Fatalf("QueueRef after the drop gave the dropped queue (%v) or stored one", q == old)
+	}
+	if _, err := s.Apply(putBatch(s, 3, (&Fields{ID: 2, Queue: s.QueueRef(qk), State: StateReady, Payload: []byte(`{}`)}).Task())); err != nil {
+		t.Fatal(err)
+	}
+	q := s.Queue(qk)
+	if q == nil || q == old || s.QueueRef(qk) != q || s.Intern(qk) != q || q.Count(StateReady) != 1 {
+		t.Fatalf("the queue made again: %p (old %p), QueueRef %p", q, old, s.QueueRef(qk))
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
