@@ -191,11 +191,11 @@ type Store struct {
 	kv    *btree.BTreeG[KV]
 	idem  *btree.BTreeG[Idem]
 
-	queues   map[QueueKey]*Queue
+	queues map[QueueKey]*Queue
 	// last is the queue a lookup by key found or made last, nil after it
 	// was dropped: a batch's tasks are mostly of one queue, and their keys
 	// compare faster than they hash. When set it is queues[last.Key].
-	last *Queue
+	last     *Queue
 	idemExp  *btree.BTreeG[idemExpItem] // idem entries with an expiry, by expiry
 	doneExp  *btree.BTreeG[TimeItem]    // completed tasks by Updated
 	pivot    Task                       // reused search key for tasks
