@@ -188,6 +188,11 @@ type Store struct {
 	now    int64 // time of the last applied batch (Unix micros)
 
 	tasks *btree.BTreeG[*Task]
+	// taskHint is the path of the last search of tasks: a batch's records
+	// are mostly a run of ids, each found several times (planned, checked,
+	// applied), and a search that starts on the path of the one before is
+	// mostly a few comparisons.
+	taskHint btree.PathHint
 	kv    *btree.BTreeG[KV]
 	idem  *btree.BTreeG[Idem]
 
@@ -259,7 +264,7 @@ func (s *Store) Len() int { return s.tasks.Len() }
 // Task returns the record with the given id.
 func (s *Store) Task(id uint64) (*Task, bool) {
 	s.pivot.ID = id
-	return s.tasks.Get(&s.pivot)
+	return s.tasks.GetHint(&s.pivot, &s.taskHint)
 }
 
 // Queue returns the indexes of a queue, or nil if no task ever reached it.
@@ -556,7 +561,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		t.Queue = s.Intern(t.Queue.Key)
 		internPart(t.Queue, t)
 		s.deps.touched = append(s.deps.touched, t.ID)
-		if old, ok := s.tasks.Set(t); ok {
+		if old, ok := s.tasks.SetHint(t, &s.taskHint); ok {
 			s.unindex(old)
 		} else {
 			t.Queue.totals.Enqueued++
@@ -576,7 +581,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		s.deps.touched = append(s.deps.touched, u.ID)
 		s.countTransition(old, nt, u.Flags)
 		s.unindex(old)
-		s.tasks.Set(nt)
+		s.tasks.SetHint(nt, &s.taskHint)
 		s.index(nt)
 	case MutDeleteTask:
 		old, ok := s.Task(m.Update.ID)
@@ -589,7 +594,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		}
 		s.deps.touched = append(s.deps.touched, old.ID)
 		s.unindex(old)
-		s.tasks.Delete(old)
+		s.tasks.DeleteHint(old, &s.taskHint)
 	case MutSetKV:
 		e := m.KV
 		e.Version = b.Seq
