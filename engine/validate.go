@@ -97,7 +97,12 @@ func clone(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	return append([]byte(nil), b...)
+	// make and copy, which the compiler turns into one allocation that is
+	// not cleared first; append would round the capacity up to the size
+	// class and clear what is past the copy.
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }
 
 // spec is a validated Task, with its byte fields copied so the caller may
