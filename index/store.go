@@ -62,7 +62,7 @@ func sinceLess(a, b sinceItem) bool { return a.At < b.At }
 
 // addSince counts one more task ready since at; with load set (a restore)
 // a new time is appended with Load.
-func addSince(tr *btree.BTreeG[sinceItem], at int64, load bool) {
+func addSince(tr *btree.BTreeG[sinceItem], hint *btree.PathHint, at int64, load bool) {
 	// Tasks mostly become ready in time order: at is then the last time
 	// or a new one after it, and only an earlier time needs a search.
 	it, ok := tr.Max()
@@ -70,7 +70,7 @@ func addSince(tr *btree.BTreeG[sinceItem], at int64, load bool) {
 	case !ok || it.At < at:
 		it = sinceItem{At: at}
 	case it.At > at:
-		if it, ok = tr.Get(sinceItem{At: at}); !ok {
+		if it, ok = tr.GetHint(sinceItem{At: at}, hint); !ok {
 			it = sinceItem{At: at}
 		}
 	}
@@ -78,7 +78,7 @@ func addSince(tr *btree.BTreeG[sinceItem], at int64, load bool) {
 	if load && it.N == 1 {
 		tr.Load(it)
 	} else {
-		tr.Set(it)
+		tr.SetHint(it, hint)
 	}
 }
 
@@ -91,21 +91,21 @@ func (s *Store) loadSince(q *Queue, at int64) {
 		s.sinceMax = at
 		return
 	}
-	addSince(q.readySince, at, true)
+	addSince(q.readySince, &q.sinceHints[0], at, true)
 	it, _ := q.readySince.Max()
 	s.sinceQueue, s.sinceMax = q, it.At
 }
 
 // removeSince counts one task fewer ready since at.
-func removeSince(tr *btree.BTreeG[sinceItem], at int64) {
-	it, ok := tr.Get(sinceItem{At: at})
+func removeSince(tr *btree.BTreeG[sinceItem], hint *btree.PathHint, at int64) {
+	it, ok := tr.GetHint(sinceItem{At: at}, hint)
 	switch {
 	case !ok:
 	case it.N <= 1:
-		tr.Delete(it)
+		tr.DeleteHint(it, hint)
 	default:
 		it.N--
-		tr.Set(it)
+		tr.SetHint(it, hint)
 	}
 }
 
@@ -129,6 +129,10 @@ type Queue struct {
 	counts    [NumStates]int
 
 	readySince *btree.BTreeG[sinceItem] // how many stored ready tasks became ready at each NotBefore
+	// sinceHints are the paths of the last searches of readySince that
+	// added a task (new ones come at the end) and removed one (claims take
+	// from the start).
+	sinceHints [2]btree.PathHint
 	dueSched   dueTree                  // stored scheduled, serving order, due at NotBefore
 	dueRetry   dueTree                  // in flight with attempts left, serving order, ready again at LeaseUntil
 	lastTry    *btree.BTreeG[TimeItem]  // in flight on the last attempt, by LeaseUntil
@@ -736,7 +740,7 @@ func (s *Store) indexLoad(t *Task, load bool) {
 			s.loadSince(q, t.NotBefore)
 		} else {
 			q.Ready.Set(t)
-			addSince(q.readySince, t.NotBefore, false)
+			addSince(q.readySince, &q.sinceHints[0], t.NotBefore, false)
 		}
 	case StateScheduled:
 		set(q.Scheduled, TimeItem{t.NotBefore, t.ID})
@@ -791,7 +795,7 @@ func (s *Store) unindex(t *Task) {
 	switch t.State {
 	case StateReady:
 		q.Ready.Delete(t)
-		removeSince(q.readySince, t.NotBefore)
+		removeSince(q.readySince, &q.sinceHints[1], t.NotBefore)
 	case StateScheduled:
 		q.Scheduled.Delete(TimeItem{t.NotBefore, t.ID})
 		q.dueSched.Delete(t.Priority, t.ID)
