@@ -133,11 +133,11 @@ type Queue struct {
 	// added a task (new ones come at the end) and removed one (claims take
 	// from the start).
 	sinceHints [2]btree.PathHint
-	dueSched   dueTree                  // stored scheduled, serving order, due at NotBefore
-	dueRetry   dueTree                  // in flight with attempts left, serving order, ready again at LeaseUntil
-	lastTry    *btree.BTreeG[TimeItem]  // in flight on the last attempt, by LeaseUntil
-	dueDead    dueTree                  // the same by id (Prio 0), dead at LeaseUntil
-	doneAt     *btree.BTreeG[TimeItem]  // completed, by Updated
+	dueSched   dueTree                 // stored scheduled, serving order, due at NotBefore
+	dueRetry   dueTree                 // in flight with attempts left, serving order, ready again at LeaseUntil
+	lastTry    *btree.BTreeG[TimeItem] // in flight on the last attempt, by LeaseUntil
+	dueDead    dueTree                 // the same by id (Prio 0), dead at LeaseUntil
+	doneAt     *btree.BTreeG[TimeItem] // completed, by Updated
 	totals     Totals
 	pivot      Task        // reused search key for Ready
 	parts      *partitions // nil until a task names a partition (partition.go)
@@ -197,8 +197,8 @@ type Store struct {
 	// applied), and a search that starts on the path of the one before is
 	// mostly a few comparisons.
 	taskHint btree.PathHint
-	kv    *btree.BTreeG[KV]
-	idem  *btree.BTreeG[Idem]
+	kv       *btree.BTreeG[KV]
+	idem     *btree.BTreeG[Idem]
 
 	queues map[QueueKey]*Queue
 	// last is the queue a lookup by key found or made last, nil after it
