@@ -42,12 +42,12 @@ type MachineTarget struct {
 // reference machine (201k and 593k tasks/s); bench/peers runs that queue
 // beside docket for the ratio itself.
 var MachineTargets = []MachineTarget{
-	{"W3", "always", 400_000, "2x a bbolt queue's 201k/s (bench/peers measures the ratio)"},
-	{"W3", "never", 1_200_000, "2x a bbolt queue's 593k/s with no fsync (bench/peers measures the ratio)"},
-	{"W3", "never", 1_000_000, "SyncNever batch enqueue CPU"},
-	{"W3", "memory", 1_500_000, "in-memory batch enqueue CPU"},
-	{"W4", "memory", 1_000_000, "in-memory drain CPU"},
-	{"W5", "never", 900_000, "SyncNever claim 100 + batch complete CPU"},
+	{"W3", "always", 400_000, "2x bbolt's 201k/s"},
+	{"W3", "never", 1_200_000, "2x bbolt's 593k/s"},
+	{"W3", "never", 1_000_000, "batch enqueue CPU"},
+	{"W3", "memory", 1_500_000, "batch enqueue CPU"},
+	{"W4", "memory", 1_000_000, "drain CPU"},
+	{"W5", "never", 900_000, "claim 100, complete batch CPU"},
 }
 
 // RSSTasks and RSSTarget: W3's peak resident set for RSSTasks small tasks
@@ -182,7 +182,7 @@ func judge(res map[string]Result, rates map[string]float64, w4Workers int) []Per
 			continue
 		}
 		x := r.TasksPerSec / 1e6
-		add(fmt.Sprintf("%s %s tasks/s (%s)", m.Workload, m.Mode, m.Why), fmt.Sprintf(">= %.1f M/s", m.PerSec/1e6), x,
+		add(fmt.Sprintf("%s %s tasks/s, %s", m.Workload, m.Mode, m.Why), fmt.Sprintf(">= %.1f M/s", m.PerSec/1e6), x,
 			r.TasksPerSec >= m.PerSec, "%s tasks/s, %v CPU/task", rate(r.TasksPerSec), dur(r.CPUPerTask))
 	}
 	if r, ok := res["W3"]; ok && r.Mode != "memory" && r.PeakRSS > 0 && r.Tasks == RSSTasks {
