@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unique"
 	"unsafe"
 )
 
@@ -557,5 +558,27 @@ func TestQueueLookupAfterDrop(t *testing.T) {
 	}
 	if err := s.Verify(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMakeShared: the memo of the last handle gives the handle unique.Make
+// gives, whatever values come in turn, from several goroutines at once.
+func TestMakeShared(t *testing.T) {
+	vals := []shared{{Retry: Retry{MaxAttempts: 5}}, {Retry: Retry{MaxAttempts: 5, BackoffBase: 1}}, {part: PartRef("p")}}
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 1000 {
+				v := vals[(i+g)%len(vals)]
+				if h := makeShared(v); h != unique.Make(v) || h.Value() != v {
+					t.Errorf("makeShared(%+v) = %+v", v, h.Value())
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
 	}
 }

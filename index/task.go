@@ -1,6 +1,9 @@
 package index
 
-import "unique"
+import (
+	"sync/atomic"
+	"unique"
+)
 
 // TaskState is where a task is in its life. The values are part of the
 // on-disk format (logged and snapshotted): do not renumber them.
@@ -174,8 +177,28 @@ func (t *Task) shared() shared {
 func (t *Task) setShared(v shared) {
 	t.sh = unique.Handle[shared]{}
 	if v != (shared{}) {
-		t.sh = unique.Make(v)
+		t.sh = makeShared(v)
 	}
+}
+
+// sharedMemo is the last value makeShared made a handle for, with it.
+type sharedMemo struct {
+	v shared
+	h unique.Handle[shared]
+}
+
+var lastShared atomic.Pointer[sharedMemo]
+
+// makeShared is unique.Make, through the handle it made last: the tasks
+// of a batch, and most of a queue's, share one retry policy, and comparing
+// with the last is much cheaper than unique.Make's hash and map.
+func makeShared(v shared) unique.Handle[shared] {
+	if m := lastShared.Load(); m != nil && m.v == v {
+		return m.h
+	}
+	h := unique.Make(v)
+	lastShared.Store(&sharedMemo{v, h})
+	return h
 }
 
 // Retry returns the task's retry policy.
