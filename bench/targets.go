@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -71,13 +73,16 @@ const W6Before = 4149.0 / 3902.0
 // RunTargets runs the workloads the targets need, with base's durability
 // and sizes (zero sizes take the targets' defaults), and judges each
 // target. fsync, if not nil, measures the raw fsync rate; at SyncAlways it
-// is called just before each workload a target compares with it, so that
-// a disk whose speed drifts during the runs is compared with itself (with
-// it nil, or in another mode, those targets are left out: they are stated
-// for SyncAlways). skip names workloads
-// of TargetWorkloads not to run (their targets are left out). Each result
-// is passed to done as it comes.
-func RunTargets(ctx context.Context, base Config, fsync func() (float64, error), skip map[string]bool, done func(Result)) ([]PerfTarget, error) {
+// is called just before each run of a workload a target compares with it,
+// so that a disk whose speed drifts during the runs is compared with
+// itself (with it nil, or in another mode, those targets are left out:
+// they are stated for SyncAlways). A throughput workload runs rounds
+// times and is judged on its median round (by its ratio to the fsync rate
+// measured before it, where it has one); W7, W8 and W9 run once. skip
+// names workloads of TargetWorkloads not to run (their targets are left
+// out). Each result is passed to done as it comes.
+func RunTargets(ctx context.Context, base Config, rounds int, fsync func() (float64, error), skip map[string]bool, done func(Result)) ([]PerfTarget, error) {
+	rounds = max(rounds, 1)
 	res := map[string]Result{}
 	rates := map[string]float64{}
 	for _, w := range TargetWorkloads {
@@ -86,9 +91,18 @@ func RunTargets(ctx context.Context, base Config, fsync func() (float64, error),
 		}
 		cfg := base
 		cfg.Workload = w[:2]
+		n := rounds
 		switch w {
 		case "W1P":
 			cfg.Workload = "W1P"
+		case "W3":
+			if !base.InMemory && base.Durability != engine.SyncAlways && base.Durability != engine.SyncNever {
+				continue
+			}
+		case "W5":
+			if base.InMemory || base.Durability != engine.SyncNever {
+				continue
+			}
 		case "W6 split":
 			cfg.SplitCommits = true
 		case "W7", "W7 parked":
@@ -99,14 +113,7 @@ func RunTargets(ctx context.Context, base Config, fsync func() (float64, error),
 			if w == "W7 parked" {
 				cfg.Parked = TargetParked
 			}
-		case "W3":
-			if !base.InMemory && base.Durability != engine.SyncAlways && base.Durability != engine.SyncNever {
-				continue
-			}
-		case "W5":
-			if base.InMemory || base.Durability != engine.SyncNever {
-				continue
-			}
+			n = 1
 		case "W8":
 			if cfg.N == 0 {
 				cfg.N = 1_000_000
@@ -114,22 +121,36 @@ func RunTargets(ctx context.Context, base Config, fsync func() (float64, error),
 			if base.InMemory {
 				continue
 			}
+			n = 1
+		case "W9":
+			n = 1
 		}
-		if fsync != nil && !base.InMemory && base.Durability == engine.SyncAlways && (w == "W1P" || w == "W4" || w == "W6") {
-			r, err := fsync()
-			if err != nil {
-				return nil, fmt.Errorf("measuring fsync before %s: %w", w, err)
+		measure := fsync != nil && !base.InMemory && base.Durability == engine.SyncAlways && (w == "W1P" || w == "W4" || w == "W6")
+		var runs []Result
+		var runRates []float64
+		for range n {
+			rate := 0.0
+			if measure {
+				r, err := fsync()
+				if err != nil {
+					return nil, fmt.Errorf("measuring fsync before %s: %w", w, err)
+				}
+				rate = r
 			}
-			rates[w] = r
+			r, err := Run(ctx, cfg)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", w, err)
+			}
+			r.Workload = w // the variant too
+			if done != nil {
+				done(r)
+			}
+			runs, runRates = append(runs, r), append(runRates, rate)
 		}
-		r, err := Run(ctx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", w, err)
-		}
-		r.Workload = w // the variant too
-		res[w] = r
-		if done != nil {
-			done(r)
+		i := medianRound(runs, runRates)
+		res[w] = runs[i]
+		if measure {
+			rates[w] = runRates[i]
 		}
 	}
 	workers := base.Workers
@@ -137,6 +158,23 @@ func RunTargets(ctx context.Context, base Config, fsync func() (float64, error),
 		workers = 16 // W4's default
 	}
 	return judge(res, rates, workers), nil
+}
+
+// medianRound is the index of the median of runs: by tasks/s, or by its
+// ratio to the fsync rate measured before it where rates has them.
+func medianRound(runs []Result, rates []float64) int {
+	key := func(i int) float64 {
+		if rates[i] > 0 {
+			return runs[i].TasksPerSec / rates[i]
+		}
+		return runs[i].TasksPerSec
+	}
+	idx := make([]int, len(runs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(key(a), key(b)) })
+	return idx[len(idx)/2]
 }
 
 // judge computes the targets the results allow, with the raw fsync rate

@@ -103,11 +103,11 @@ func TestRunTargets(t *testing.T) {
 	cfg := memory.config(t, "", 300)
 	cfg.Duration = 200 * time.Millisecond
 	var ran []string
-	ts, err := RunTargets(ctx, cfg, nil, map[string]bool{"W7 parked": true}, func(r Result) { ran = append(ran, r.Workload) })
+	ts, err := RunTargets(ctx, cfg, 2, nil, map[string]bool{"W7 parked": true}, func(r Result) { ran = append(ran, r.Workload) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(ran, ",") != "W1P,W3,W4,W6,W6 split,W7,W9" {
+	if strings.Join(ran, ",") != "W1P,W1P,W3,W3,W4,W4,W6,W6,W6 split,W6 split,W7,W9" {
 		t.Fatalf("ran %v", ran)
 	}
 	var b bytes.Buffer
@@ -119,5 +119,25 @@ func TestRunTargets(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "PASS") && !strings.Contains(b.String(), "FAIL") {
 		t.Fatalf("no verdict:\n%s", b.String())
+	}
+}
+
+// TestMedianRound: the median round is the median by tasks/s, or by the
+// ratio to the fsync rate measured before each round where there is one.
+func TestMedianRound(t *testing.T) {
+	runs := []Result{{TasksPerSec: 300}, {TasksPerSec: 100}, {TasksPerSec: 200}}
+	if i := medianRound(runs, []float64{0, 0, 0}); i != 2 {
+		t.Errorf("median by tasks/s: round %d", i)
+	}
+	// Ratios 300/300 = 1, 100/10 = 10, 200/50 = 4: the median is round 2.
+	if i := medianRound(runs, []float64{300, 10, 50}); i != 2 {
+		t.Errorf("median by ratio: round %d", i)
+	}
+	// Ratios 3, 10, 1: the median is round 0.
+	if i := medianRound(runs, []float64{100, 10, 200}); i != 0 {
+		t.Errorf("median by ratio: round %d", i)
+	}
+	if i := medianRound(runs[:1], []float64{0}); i != 0 {
+		t.Errorf("one round: %d", i)
 	}
 }

@@ -38,7 +38,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	remote := fs.Bool("remote", false, "run each workload in process and through the client to a server on 127.0.0.1 (started in this process), alternating; print the network's cost and the remote targets")
 	server := fs.String("server", "", "with -remote: drive the running server at this URL instead (each run on a queue of its own; its durability is its own)")
 	token := fs.String("token", "", "bearer token for -server (default $DOCKET_TOKEN)")
-	rounds := fs.Int("rounds", 1, "runs of each workload and system, alternating; the median is reported")
+	rounds := fs.Int("rounds", 1, "runs of each workload and system, alternating; the median is reported (with -targets: a throughput workload runs this many times in a row, each after its own fsync measurement at -durability always, and its median round is judged; W7, W8, W9 run once)")
 	if err := parse(c, fs, args); err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 		}
 		var judged [][]bench.PerfTarget
 		for _, mode := range modes {
-			ts, err := bench.RunTargets(ctx, mode, measure, skipped, func(res bench.Result) {
+			ts, err := bench.RunTargets(ctx, mode, *rounds, measure, skipped, func(res bench.Result) {
 				out.Results = append(out.Results, res)
 				if !*asJSON {
 					res.Table(c.stdout)
