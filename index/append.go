@@ -45,15 +45,10 @@ func appendInt(b []byte, n int64) []byte {
 }
 
 func appendString(b []byte, s string) []byte {
-	switch l := len(s); {
-	case l < 32:
-		b = append(b, 0xa0|byte(l))
-	case l <= math.MaxUint8:
-		b = append(b, 0xd9, byte(l))
-	case l <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(l))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(l))
+	if l := len(s); l < 32 {
+		b = append(b, 0xa0|byte(l)) // fixstr
+	} else {
+		b = appendLen(b, l, 0xd9, 0xda, 0xdb)
 	}
 	return append(b, s...)
 }
@@ -63,35 +58,33 @@ func appendBytes(b []byte, present bool, v []byte) []byte {
 	if !present || len(v) == 0 {
 		return append(b, 0xc0)
 	}
-	switch l := len(v); {
-	case l <= math.MaxUint8:
-		b = append(b, 0xc4, byte(l))
-	case l <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(l))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(l))
-	}
-	return append(b, v...)
+	return append(appendLen(b, len(v), 0xc4, 0xc5, 0xc6), v...)
 }
 
 func appendArrayLen(b []byte, l int) []byte {
-	switch {
-	case l < 16:
-		return append(b, 0x90|byte(l))
-	case l <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(l))
+	if l < 16 {
+		return append(b, 0x90|byte(l)) // fixarray
 	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(l))
+	return appendLen(b, l, 0, 0xdc, 0xdd)
 }
 
 func appendMapLen(b []byte, l int) []byte {
-	switch {
-	case l < 16:
-		return append(b, 0x80|byte(l))
-	case l <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(l))
+	if l < 16 {
+		return append(b, 0x80|byte(l)) // fixmap
 	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(l))
+	return appendLen(b, l, 0, 0xde, 0xdf)
+}
+
+// appendLen writes the code of the 8-, 16- or 32-bit form that holds l,
+// then l (c8 is 0 for a type without an 8-bit form).
+func appendLen(b []byte, l int, c8, c16, c32 byte) []byte {
+	switch {
+	case c8 != 0 && l <= math.MaxUint8:
+		return append(b, c8, byte(l))
+	case l <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, c16), uint16(l))
+	}
+	return binary.BigEndian.AppendUint32(append(b, c32), uint32(l))
 }
 
 // task writes t's fields as an array: the record's encoding of a task,
