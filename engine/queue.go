@@ -165,10 +165,14 @@ func getSpecs(n int) *[]spec {
 	return sp
 }
 
+// maxPooledSpecs bounds the slices the pool keeps (about 200 KiB each):
+// a larger batch makes its own, as every batch did before.
+const maxPooledSpecs = 1024
+
 // putSpecs returns a slice of getSpecs to the pool, cleared so that the
 // pool holds on to no payload.
 func putSpecs(sp *[]spec) {
-	if cap(*sp) > MaxBatch {
+	if cap(*sp) > maxPooledSpecs {
 		return
 	}
 	clear(*sp)
