@@ -110,10 +110,10 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) (Enqueued, error) {
 	if len(parents) > 0 {
 		state = index.StateWaiting // until they complete; then ready, or scheduled for nb
 	}
-	t := (&index.Fields{
+	t := p.c.store.NewTask(&index.Fields{
 		ID: id, Queue: p.c.store.QueueRef(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
 		NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max, Created: p.now, Updated: p.now, Payload: s.payload,
-	}).Task()
+	})
 	if s.part != "" {
 		t.SetPart(index.PartRef(s.part))
 	}

@@ -383,7 +383,7 @@ type Decoder struct {
 	// last is the queue key of the last task record fastTask read.
 	last fastKey
 	// retry is the last retry policy a task record set.
-	retry retryCache
+	retry sharedCache
 	// slabs hold the records and payloads fastTask decodes.
 	slabs slabs
 }

@@ -204,7 +204,10 @@ type Store struct {
 	// last is the queue a lookup by key found or made last, nil after it
 	// was dropped: a batch's tasks are mostly of one queue, and their keys
 	// compare faster than they hash. When set it is queues[last.Key].
-	last     *Queue
+	last *Queue
+	// shared is NewTask's memory of the last interned retry policy and
+	// partition.
+	shared   sharedCache
 	idemExp  *btree.BTreeG[idemExpItem] // idem entries with an expiry, by expiry
 	doneExp  *btree.BTreeG[TimeItem]    // completed tasks by Updated
 	pivot    Task                       // reused search key for tasks
@@ -284,6 +287,12 @@ func (s *Store) QueueRef(k QueueKey) *Queue {
 	}
 	return &Queue{Key: k}
 }
+
+// NewTask returns a new record with the fields of f, as f.Task does, with
+// the retry policy and partition interned through the store's memory of
+// the last: the tasks a batch enqueues mostly share them. For planning
+// (the memory is not state).
+func (s *Store) NewTask(f *Fields) *Task { return f.task(&s.shared) }
 
 // lookup is queues[k], through last.
 func (s *Store) lookup(k QueueKey) *Queue {

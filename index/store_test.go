@@ -561,24 +561,31 @@ func TestQueueLookupAfterDrop(t *testing.T) {
 	}
 }
 
-// TestMakeShared: the memo of the last handle gives the handle unique.Make
-// gives, whatever values come in turn, from several goroutines at once.
-func TestMakeShared(t *testing.T) {
-	vals := []shared{{Retry: Retry{MaxAttempts: 5}}, {Retry: Retry{MaxAttempts: 5, BackoffBase: 1}}, {part: PartRef("p")}}
-	done := make(chan struct{})
-	for g := range 4 {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for i := range 1000 {
-				v := vals[(i+g)%len(vals)]
-				if h := makeShared(v); h != unique.Make(v) || h.Value() != v {
-					t.Errorf("makeShared(%+v) = %+v", v, h.Value())
-					return
-				}
-			}
-		}()
+// TestSharedCache: through the cache of the last value, every value in
+// any order gets the handle unique.Make gives, the zero value the zero
+// handle; and the store's NewTask builds the record Fields.Task builds.
+func TestSharedCache(t *testing.T) {
+	vals := []shared{{Retry: Retry{MaxAttempts: 5}}, {Retry: Retry{MaxAttempts: 5}}, {Retry: Retry{MaxAttempts: 5, BackoffBase: 1}},
+		{}, {part: PartRef("p")}, {Retry: Retry{MaxAttempts: 5}, part: PartRef("p")}, {Retry: Retry{MaxAttempts: 5}}}
+	var c sharedCache
+	for i, v := range vals {
+		want := unique.Handle[shared]{}
+		if v != (shared{}) {
+			want = unique.Make(v)
+		}
+		if h := c.handle(v); h != want {
+			t.Fatalf("value %d (%+v): handle of %+v", i, v, h.Value())
+		}
 	}
-	for range 4 {
-		<-done
+	s := NewStore()
+	for _, f := range []Fields{
+		{ID: 1, Queue: s.Intern(qk), State: StateReady, MaxAttempts: 5, BackoffBase: 1, BackoffMax: 2, Created: 3, Updated: 3, Payload: []byte(`{}`)},
+		{ID: 2, Queue: s.Intern(qk), State: StateReady, MaxAttempts: 7, Created: 3, Updated: 4, Part: PartRef("p")},
+		{ID: 3, Queue: s.Intern(qk), State: StateReady, Created: 3, Updated: 3},
+		{ID: 4, Queue: s.Intern(qk), State: StateReady, MaxAttempts: 5, BackoffBase: 1, BackoffMax: 2, Created: 3, Updated: 3},
+	} {
+		if got, want := s.NewTask(&f), f.Task(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("NewTask %+v, Task %+v", got.Fields(), want.Fields())
+		}
 	}
 }

@@ -1,9 +1,6 @@
 package index
 
-import (
-	"sync/atomic"
-	"unique"
-)
+import "unique"
 
 // TaskState is where a task is in its life. The values are part of the
 // on-disk format (logged and snapshotted): do not renumber them.
@@ -177,28 +174,8 @@ func (t *Task) shared() shared {
 func (t *Task) setShared(v shared) {
 	t.sh = unique.Handle[shared]{}
 	if v != (shared{}) {
-		t.sh = makeShared(v)
+		t.sh = unique.Make(v)
 	}
-}
-
-// sharedMemo is the last value makeShared made a handle for, with it.
-type sharedMemo struct {
-	v shared
-	h unique.Handle[shared]
-}
-
-var lastShared atomic.Pointer[sharedMemo]
-
-// makeShared is unique.Make, through the handle it made last: the tasks
-// of a batch, and most of a queue's, share one retry policy, and comparing
-// with the last is much cheaper than unique.Make's hash and map.
-func makeShared(v shared) unique.Handle[shared] {
-	if m := lastShared.Load(); m != nil && m.v == v {
-		return m.h
-	}
-	h := unique.Make(v)
-	lastShared.Store(&sharedMemo{v, h})
-	return h
 }
 
 // Retry returns the task's retry policy.
@@ -223,24 +200,28 @@ func (t *Task) Part() *Partition { return t.shared().part }
 // SetPart sets the partition of t, which must not be stored yet.
 func (t *Task) SetPart(p *Partition) { t.setShared(shared{t.Retry(), p}) }
 
-// retryCache remembers the last interned policy, for decoders that set
-// the same one on record after record (with no partition: a decoder sets
-// that after, with SetPart).
-type retryCache struct {
-	r Retry
+// sharedCache remembers the last interned value, for an owner that sets
+// the same one on record after record: a decoder (with no partition: it
+// sets that after, with SetPart), and the store's NewTask. Comparing with
+// the last is much cheaper than unique.Make's hash and map.
+type sharedCache struct {
+	v shared
 	h unique.Handle[shared]
 }
 
-func (c *retryCache) set(t *Task, r Retry) {
-	if r == (Retry{}) {
-		t.sh = unique.Handle[shared]{}
-		return
+// handle is unique.Make(v) through the cache (the zero handle for the
+// zero value).
+func (c *sharedCache) handle(v shared) unique.Handle[shared] {
+	if v == (shared{}) {
+		return unique.Handle[shared]{}
 	}
-	if c.h == (unique.Handle[shared]{}) || c.r != r {
-		c.r, c.h = r, unique.Make(shared{Retry: r})
+	if c.h == (unique.Handle[shared]{}) || c.v != v {
+		c.v, c.h = v, unique.Make(v)
 	}
-	t.sh = c.h
+	return c.h
 }
+
+func (c *sharedCache) set(t *Task, r Retry) { t.sh = c.handle(shared{Retry: r}) }
 
 // Extra is the rarely set part of a task record. Like Task it is immutable
 // once stored.
@@ -405,10 +386,17 @@ type Fields struct {
 }
 
 // Task returns a new record with the fields of f.
-func (f *Fields) Task() *Task {
+func (f *Fields) Task() *Task { return f.task(nil) }
+
+// task is Task, interning the shared fields through c when it is not nil.
+func (f *Fields) task(c *sharedCache) *Task {
 	t := &Task{ID: f.ID, Queue: f.Queue, State: f.State, Attempts: f.Attempts, Priority: f.Priority,
 		NotBefore: f.NotBefore, Created: f.Created, Payload: f.Payload, Extra: f.Extra}
-	t.setShared(shared{Retry{MaxAttempts: f.MaxAttempts, BackoffBase: f.BackoffBase, BackoffMax: f.BackoffMax}, f.Part})
+	if v := (shared{Retry{MaxAttempts: f.MaxAttempts, BackoffBase: f.BackoffBase, BackoffMax: f.BackoffMax}, f.Part}); c != nil {
+		t.sh = c.handle(v)
+	} else {
+		t.setShared(v)
+	}
 	t.SetRun(f.Owner, f.Token, f.LeaseUntil, f.Secret, f.Updated)
 	return t
 }
