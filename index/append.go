@@ -53,9 +53,9 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// appendBytes is encodeBytes: nil for an empty or absent value.
-func appendBytes(b []byte, present bool, v []byte) []byte {
-	if !present || len(v) == 0 {
+// appendBytes is encodeBytes of a present value: nil when it is empty.
+func appendBytes(b []byte, v []byte) []byte {
+	if len(v) == 0 {
 		return append(b, 0xc0)
 	}
 	return append(appendLen(b, len(v), 0xc4, 0xc5, 0xc6), v...)
@@ -87,13 +87,13 @@ func appendLen(b []byte, l int, c8, c16, c32 byte) []byte {
 	return binary.BigEndian.AppendUint32(append(b, c32), uint32(l))
 }
 
-// task writes t's fields as an array: the record's encoding of a task,
-// which the decoders read back (Decoder.task, fastTask).
-func (e *Encoder) task(t *Task) error {
-	b := e.buf.AvailableBuffer()
+// task writes [kind task]: a record or mutation kind (a fixint), then t's
+// fields as an array, the encoding the decoders read back (Decoder.task,
+// fastTask).
+func (e *Encoder) task(kind uint64, t *Task) {
+	b := appendUint(append(e.buf.AvailableBuffer(), 0x92), kind)
 	b = e.appendTask(b, t)
 	e.buf.Write(b) // b is the buffer's own free space unless it grew
-	return nil
 }
 
 func (e *Encoder) appendTask(b []byte, t *Task) []byte {
@@ -119,7 +119,7 @@ func (e *Encoder) appendTask(b []byte, t *Task) []byte {
 	b = appendInt(b, run.LeaseUntil)
 	b = appendInt(b, t.Created)
 	b = appendInt(b, t.Updated())
-	b = appendBytes(b, true, t.Payload)
+	b = appendBytes(b, t.Payload)
 	if t.Extra.empty() {
 		b = append(b, 0xc0)
 	} else {
@@ -128,8 +128,8 @@ func (e *Encoder) appendTask(b []byte, t *Task) []byte {
 		b = appendString(b, x.Kind)
 		b = appendString(b, x.IdemKey)
 		b = appendString(b, x.LastError)
-		b = appendBytes(b, true, x.Progress)
-		b = appendBytes(b, true, x.Result)
+		b = appendBytes(b, x.Progress)
+		b = appendBytes(b, x.Result)
 		b = appendMapLen(b, len(x.Headers))
 		if len(x.Headers) > 0 {
 			keys := e.keys[:0]

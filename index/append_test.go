@@ -39,8 +39,7 @@ func checkAppenders(t testing.TB, n int64, s string, b []byte) {
 	same("uint", tail(appendUint(bytes.Clone(prefix), uint64(n))), func(e *msgpack.Encoder) error { return e.EncodeUint(uint64(n)) })
 	same("int", tail(appendInt(bytes.Clone(prefix), n)), func(e *msgpack.Encoder) error { return e.EncodeInt(n) })
 	same("string", tail(appendString(bytes.Clone(prefix), s)), func(e *msgpack.Encoder) error { return e.EncodeString(s) })
-	same("bytes", tail(appendBytes(bytes.Clone(prefix), true, b)), func(e *msgpack.Encoder) error { return encodeBytes(e, true, b) })
-	same("absent bytes", tail(appendBytes(bytes.Clone(prefix), false, b)), func(e *msgpack.Encoder) error { return encodeBytes(e, false, b) })
+	same("bytes", tail(appendBytes(bytes.Clone(prefix), b)), func(e *msgpack.Encoder) error { return encodeBytes(e, true, b) })
 	if l := int(uint32(n)); l >= 0 {
 		same("array", tail(appendArrayLen(bytes.Clone(prefix), l)), func(e *msgpack.Encoder) error { return e.EncodeArrayLen(l) })
 		same("map", tail(appendMapLen(bytes.Clone(prefix), l)), func(e *msgpack.Encoder) error { return e.EncodeMapLen(l) })

@@ -137,9 +137,7 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 		m := &b.Mutations[i]
 		switch m.Kind {
 		case MutPutTask:
-			put(enc.EncodeArrayLen(2))
-			put(enc.EncodeUint(uint64(m.Kind)))
-			put(e.task(m.Task))
+			e.task(uint64(m.Kind), m.Task)
 		case MutUpdateTask:
 			u := &m.Update
 			put(enc.EncodeArrayLen(updateFields(u.Flags)))
@@ -306,8 +304,8 @@ func (e *Encoder) Header(seq, nextID uint64, now int64) ([]byte, error) {
 // TaskRecord encodes a snapshot task record.
 func (e *Encoder) TaskRecord(t *Task) ([]byte, error) {
 	e.buf.Reset()
-	err := firstErr(e.enc.EncodeArrayLen(2), e.enc.EncodeUint(RecTask), e.task(t))
-	return e.buf.Bytes(), err
+	e.task(RecTask, t)
+	return e.buf.Bytes(), nil
 }
 
 // KVRecord encodes a snapshot KV record.
