@@ -307,10 +307,11 @@ func FuzzDecodeCommand(f *testing.F) {
 	})
 }
 
-// TestEnqueueBatchSpecsReused: a batch's validated tasks are reused for
-// the next batch (EnqueueBatch's pool), and nothing of one batch shows in
-// the next: not after a batch with every field set, nor after one refused
-// halfway through validation.
+// TestEnqueueBatchSpecsReused: batches enqueued one after another through
+// EnqueueBatch's pool of validated tasks keep nothing of one another:
+// plain tasks after a batch with every field set, and after one refused
+// halfway through validation, are plain (TestPutSpecsClears checks the
+// pool itself).
 func TestEnqueueBatchSpecsReused(t *testing.T) {
 	e := newEnv(t, true)
 	q := e.db.Queue(ns, "reuse")
@@ -346,5 +347,29 @@ func TestEnqueueBatchSpecsReused(t *testing.T) {
 			!ti.NotBefore.Equal(plain.NotBefore) || ti.MaxAttempts != plain.MaxAttempts || ti.BackoffBase != plain.BackoffBase {
 			t.Fatalf("a plain task after full batches: %+v", ti)
 		}
+	}
+}
+
+// TestPutSpecsClears: a spec slice goes back to the pool cleared, so that
+// the pool keeps no payload, header map or dependency list alive, and a
+// slice longer than maxPooledSpecs is not kept.
+func TestPutSpecsClears(t *testing.T) {
+	sp := getSpecs(3)
+	if len(*sp) != 3 {
+		t.Fatalf("getSpecs(3) gave %d specs", len(*sp))
+	}
+	(*sp)[1] = spec{payload: []byte(`{}`), kind: "k", headers: map[string]string{"a": "b"}, deps: []uint64{1}, idem: "i"}
+	all := (*sp)[:cap(*sp)]
+	putSpecs(sp)
+	for i := range all {
+		if !reflect.DeepEqual(all[i], spec{}) {
+			t.Fatalf("spec %d kept in the pool: %+v", i, all[i])
+		}
+	}
+	big := getSpecs(maxPooledSpecs + 1)
+	(*big)[0].kind = "k"
+	putSpecs(big)
+	if (*big)[0].kind != "k" || len(*big) != maxPooledSpecs+1 {
+		t.Fatal("a slice over maxPooledSpecs went back to the pool")
 	}
 }
