@@ -1,19 +1,34 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"text/tabwriter"
 )
 
 // Median returns the run of rs with the median throughput (the upper one
 // of an even count); rs must not be empty.
-func Median(rs []Result) Result {
-	s := slices.Clone(rs)
-	sort.SliceStable(s, func(i, j int) bool { return s[i].TasksPerSec < s[j].TasksPerSec })
-	return s[len(s)/2]
+func Median(rs []Result) Result { return rs[medianRound(rs, nil)] }
+
+// medianRound is the index in runs of the median (the upper one of an even
+// count; equals keep their order): by tasks/s, or, where rates has a rate
+// for a run, by its ratio to that rate (the fsync rate measured before
+// it).
+func medianRound(runs []Result, rates []float64) int {
+	key := func(i int) float64 {
+		if i < len(rates) && rates[i] > 0 {
+			return runs[i].TasksPerSec / rates[i]
+		}
+		return runs[i].TasksPerSec
+	}
+	idx := make([]int, len(runs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(key(a), key(b)) })
+	return idx[len(idx)/2]
 }
 
 // medians groups rs by system, workload and mode and keeps each group's

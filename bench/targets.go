@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -158,23 +156,6 @@ func RunTargets(ctx context.Context, base Config, rounds int, fsync func() (floa
 		workers = 16 // W4's default
 	}
 	return judge(res, rates, workers), nil
-}
-
-// medianRound is the index of the median of runs: by tasks/s, or by its
-// ratio to the fsync rate measured before it where rates has them.
-func medianRound(runs []Result, rates []float64) int {
-	key := func(i int) float64 {
-		if rates[i] > 0 {
-			return runs[i].TasksPerSec / rates[i]
-		}
-		return runs[i].TasksPerSec
-	}
-	idx := make([]int, len(runs))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(key(a), key(b)) })
-	return idx[len(idx)/2]
 }
 
 // judge computes the targets the results allow, with the raw fsync rate

@@ -123,7 +123,8 @@ func TestRunTargets(t *testing.T) {
 }
 
 // TestMedianRound: the median round is the median by tasks/s, or by the
-// ratio to the fsync rate measured before each round where there is one.
+// ratio to the fsync rate measured before each round where there is one;
+// Median is the same by tasks/s.
 func TestMedianRound(t *testing.T) {
 	runs := []Result{{TasksPerSec: 300}, {TasksPerSec: 100}, {TasksPerSec: 200}}
 	if i := medianRound(runs, []float64{0, 0, 0}); i != 2 {
@@ -139,5 +140,16 @@ func TestMedianRound(t *testing.T) {
 	}
 	if i := medianRound(runs[:1], []float64{0}); i != 0 {
 		t.Errorf("one round: %d", i)
+	}
+	// Median: by tasks/s, the upper of an even count, equals in their order.
+	if m := Median(runs); m.TasksPerSec != 200 {
+		t.Errorf("Median of 300, 100, 200: %v", m.TasksPerSec)
+	}
+	if m := Median(runs[:2]); m.TasksPerSec != 300 {
+		t.Errorf("Median of 300, 100: %v", m.TasksPerSec)
+	}
+	eq := []Result{{TasksPerSec: 1, Workload: "a"}, {TasksPerSec: 1, Workload: "b"}, {TasksPerSec: 1, Workload: "c"}}
+	if m := Median(eq); m.Workload != "b" {
+		t.Errorf("Median of equals: %q", m.Workload)
 	}
 }

@@ -1,8 +1,7 @@
 // Command peers runs docket's load workloads against docket and against
 // other embeddable durable queues, goqite (on SQLite), NATS JetStream
 // (embedded in-process) and a minimal queue on bbolt, alternating between
-// them, and prints
-// each one's figures and docket's ratio to each peer.
+// them, and prints each one's figures and docket's ratio to each peer.
 //
 // It is a module of its own so that docket does not depend on the peers.
 //
@@ -220,9 +219,9 @@ var runners = map[string]func(context.Context, bench.Config) (bench.Result, erro
 	},
 }
 
-// BoltTarget is how many times a minimal bbolt queue's W3 rate docket's
+// boltTarget is how many times a minimal bbolt queue's W3 rate docket's
 // is to reach, measured in the same run (issue 13, item 5).
-const BoltTarget = 2.0
+const boltTarget = 2.0
 
 // boltTargets judges W3 docket against W3 bbolt, the medians of the
 // rounds, where both ran.
@@ -239,9 +238,9 @@ func boltTargets(all map[string][]bench.Result) []bench.PerfTarget {
 	x := dm.TasksPerSec / bm.TasksPerSec
 	return []bench.PerfTarget{{
 		Name:   fmt.Sprintf("W3 docket (%s) vs a bbolt queue (%s)", dm.Mode, bm.Mode),
-		Want:   fmt.Sprintf(">= %.0fx", BoltTarget),
+		Want:   fmt.Sprintf(">= %.0fx", boltTarget),
 		Ratio:  x,
-		Pass:   x >= BoltTarget,
+		Pass:   x >= boltTarget,
 		Figure: fmt.Sprintf("%.0f vs %.0f tasks/s, peak RSS %.0f vs %.0f MB", dm.TasksPerSec, bm.TasksPerSec, float64(dm.PeakRSS)/1e6, float64(bm.PeakRSS)/1e6),
 	}}
 }
