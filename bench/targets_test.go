@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,19 @@ func TestMedianRound(t *testing.T) {
 	eq := []Result{{TasksPerSec: 1, Workload: "a"}, {TasksPerSec: 1, Workload: "b"}, {TasksPerSec: 1, Workload: "c"}}
 	if m := Median(eq); m.Workload != "b" {
 		t.Errorf("Median of equals: %q", m.Workload)
+	}
+}
+
+// TestRunTargetsFsyncFailure: at SyncAlways a failed fsync measurement
+// stops the targets before the workload it was for runs, with an error
+// that names it.
+func TestRunTargetsFsyncFailure(t *testing.T) {
+	cfg := syncAlways.config(t, "", 300)
+	boom := errors.New("disk gone")
+	var ran []string
+	_, err := RunTargets(ctx, cfg, 1, func() (float64, error) { return 0, boom },
+		map[string]bool{"W3": true}, func(r Result) { ran = append(ran, r.Workload) })
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "before W1P") || len(ran) != 0 {
+		t.Fatalf("err %v, ran %v", err, ran)
 	}
 }

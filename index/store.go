@@ -280,7 +280,8 @@ func (s *Store) Queue(k QueueKey) *Queue { return s.queues[k] }
 // QueueRef returns the queue for k when it exists and otherwise a detached
 // queue that carries only its key: enough for a task record of a
 // MutPutTask, which Apply then points at the store's queue (creating it).
-// Planning uses it so that planning never changes the store.
+// Planning uses it so that planning never changes the store's state
+// (lookup only remembers the queue it found).
 func (s *Store) QueueRef(k QueueKey) *Queue {
 	if q := s.lookup(k); q != nil {
 		return q
