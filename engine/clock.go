@@ -59,6 +59,7 @@ func (c *ManualClock) Advance(d time.Duration) {
 	var due []*manualTimer
 	for _, t := range c.timers {
 		if !t.at.After(now) {
+			t.listed = false
 			due = append(due, t)
 		} else {
 			kept = append(kept, t)
@@ -80,14 +81,16 @@ func (c *ManualClock) NewTimer(d time.Duration) Timer {
 		t.c <- c.now
 		return t
 	}
+	t.listed = true
 	c.timers = append(c.timers, t)
 	return t
 }
 
 type manualTimer struct {
-	clock *ManualClock
-	at    time.Time
-	c     chan time.Time
+	clock  *ManualClock
+	at     time.Time
+	c      chan time.Time
+	listed bool // under clock.mu: in clock.timers, neither fired nor stopped
 }
 
 func (t *manualTimer) C() <-chan time.Time { return t.c }
@@ -96,11 +99,15 @@ func (t *manualTimer) Stop() bool {
 	c := t.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !t.listed {
+		return false
+	}
+	t.listed = false
 	for i, x := range c.timers {
 		if x == t {
 			c.timers = append(c.timers[:i], c.timers[i+1:]...)
-			return true
+			break
 		}
 	}
-	return false
+	return true
 }
