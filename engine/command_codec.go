@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/docketdb/docket/index"
 )
 
 // Encoding of a command, the data of one entry of a replicated log (part
@@ -496,35 +498,10 @@ func (d *cmdDecoder) bool() bool {
 }
 
 // fits checks that the str or bin value at the read position declares no
-// more bytes than are left.
+// more bytes than are left (index.FitsAt).
 func (d *cmdDecoder) fits() bool {
-	pos := len(d.data) - d.r.Len()
-	if pos >= len(d.data) {
-		return true // the decoder reports the missing value
-	}
-	rest := d.data[pos:]
-	var n, hdr int
-	switch c := rest[0]; {
-	case c == 0xc4 || c == 0xd9: // bin8, str8
-		hdr = 2
-		if len(rest) >= 2 {
-			n = int(rest[1])
-		}
-	case c == 0xc5 || c == 0xda: // bin16, str16
-		hdr = 3
-		if len(rest) >= 3 {
-			n = int(rest[1])<<8 | int(rest[2])
-		}
-	case c == 0xc6 || c == 0xdb: // bin32, str32
-		hdr = 5
-		if len(rest) >= 5 {
-			n = int(uint32(rest[1])<<24 | uint32(rest[2])<<16 | uint32(rest[3])<<8 | uint32(rest[4]))
-		}
-	default:
-		return true
-	}
-	if len(rest) < hdr || n > len(rest)-hdr {
-		d.fail(fmt.Errorf("value of %d bytes at offset %d runs past the end", n, pos))
+	if err := index.FitsAt(d.data, len(d.data)-d.r.Len()); err != nil {
+		d.fail(err)
 		return false
 	}
 	return true

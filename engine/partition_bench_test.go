@@ -38,3 +38,26 @@ func BenchmarkClaimCompletePartitioned(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEnqueuePartitioned times in-memory EnqueueBatch calls of 100
+// tasks spread over 100 partitions, against the same tasks naming none.
+func BenchmarkEnqueuePartitioned(b *testing.B) {
+	for _, parts := range []int{0, 100} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			q := benchDB(b, "", SyncAlways).Queue(ns, "q")
+			batch := make([]Task, 100)
+			for j := range batch {
+				batch[j].Payload = benchPayload
+				if parts > 0 {
+					batch[j].Partition = fmt.Sprintf("p%d", j%parts)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i += len(batch) {
+				if _, err := q.EnqueueBatch(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

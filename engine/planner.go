@@ -110,13 +110,15 @@ func (p *planner) enqueue(qk index.QueueKey, s *spec) (Enqueued, error) {
 	if len(parents) > 0 {
 		state = index.StateWaiting // until they complete; then ready, or scheduled for nb
 	}
+	var part *index.Partition
+	if s.part != "" {
+		part = p.c.store.PartRef(qk, s.part)
+	}
 	t := p.c.store.NewTask(&index.Fields{
 		ID: id, Queue: p.c.store.QueueRef(qk), State: state, MaxAttempts: s.maxAttempts, Priority: s.prio,
 		NotBefore: nb, BackoffBase: s.base, BackoffMax: s.max, Created: p.now, Updated: p.now, Payload: s.payload,
+		Part: part,
 	})
-	if s.part != "" {
-		t.SetPart(index.PartRef(s.part))
-	}
 	if s.kind != "" || s.idem != "" || len(s.headers) > 0 || p.parent != 0 || s.policy != 0 {
 		t.Extra = &index.Extra{Kind: s.kind, IdemKey: s.idem, Headers: s.headers, Parent: p.parent, DepPolicy: s.policy}
 	}

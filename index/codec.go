@@ -382,6 +382,10 @@ type Decoder struct {
 	last fastKey
 	// retry is the last retry policy a task record set.
 	retry sharedCache
+	// parts are the partitions the task records named, without a store:
+	// as many as there are keys, for as long as the Decoder lives (a
+	// restore's).
+	parts partRefs
 	// slabs hold the records and payloads fastTask decodes.
 	slabs slabs
 }
@@ -395,6 +399,23 @@ func NewDecoder(s *Store) *Decoder {
 	d := &Decoder{s: s}
 	d.dec = msgpack.NewDecoder(&d.r)
 	return d
+}
+
+// partRef is Store.PartRef of the Decoder's store, or one of its own.
+func (d *Decoder) partRef(k QueueKey, key string) *Partition {
+	if d.s != nil {
+		return d.s.PartRef(k, key)
+	}
+	return d.parts.ref(key, 0)
+}
+
+// partRefBytes is partRef(k, string(key)); without a store it allocates
+// the key only for a partition it has not seen.
+func (d *Decoder) partRefBytes(k QueueKey, key []byte) *Partition {
+	if d.s != nil {
+		return d.s.PartRef(k, string(key))
+	}
+	return d.parts.refBytes(key, 0)
 }
 
 // queueRef is Store.QueueRef of the Decoder's store, or a detached queue.
@@ -416,11 +437,18 @@ func (d *Decoder) reset(data []byte) {
 // more bytes than the input has left, so that a corrupt length cannot make
 // the decoder allocate it.
 func (d *Decoder) fits() error {
-	pos := len(d.data) - d.r.Len()
-	if pos >= len(d.data) {
-		return nil // the decoder reports the missing value itself
+	return FitsAt(d.data, len(d.data)-d.r.Len())
+}
+
+// FitsAt checks that the MessagePack str or bin value at offset pos of
+// data declares no more bytes than data has left after it, so that a
+// corrupt length cannot make a decoder allocate it. Any other value, or
+// none (pos at the end), passes: the decoder reports those itself.
+func FitsAt(data []byte, pos int) error {
+	if pos >= len(data) {
+		return nil
 	}
-	rest := d.data[pos:]
+	rest := data[pos:]
 	var n, hdr int
 	switch c := rest[0]; {
 	case c == 0xc4 || c == 0xd9: // bin8, str8
@@ -949,7 +977,7 @@ func (d *Decoder) task() (*Task, error) {
 		if err != nil {
 			return nil, corrupt("task partition", err)
 		}
-		t.SetPart(PartRef(key))
+		t.sh = d.retry.handle(shared{t.Retry(), d.partRef(k, key)})
 	}
 	t.Queue = d.queueRef(k)
 	return t, nil

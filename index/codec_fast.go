@@ -6,10 +6,11 @@ import (
 )
 
 // The snapshot's bulk, when it is large, is task records without extra
-// fields, written by this version's Encoder. fastTask reads those straight
-// from the bytes, with no MessagePack decoder between, and reuses the
-// queue key strings of the record before when they are the same bytes: a
-// restore then allocates the task and its payload and nothing else.
+// fields (with or without a partition), written by this version's
+// Encoder. fastTask reads those straight from the bytes, with no
+// MessagePack decoder between, and reuses the queue key strings of the
+// record before when they are the same bytes: a restore then allocates
+// the task and its payload and nothing else.
 //
 // It accepts a subset of what the general decoder (Decoder.task) accepts,
 // the encodings the Encoder writes, and decodes it to the same values;
@@ -26,13 +27,18 @@ type fastKey struct {
 }
 
 // fastTask decodes data as a snapshot task record [RecTask task] whose
-// task has 19 fields and no extra; ok is false when data is not one.
+// task has 19 fields, or 20 with a partition, and no extra; ok is false
+// when data is not one.
 func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 	p := fastReader{b: data}
 	if p.byte() != 0x92 || p.byte() != RecTask {
 		return nil, false
 	}
-	if p.byte() != 0xdc || p.byte() != 0 || p.byte() != 19 {
+	if p.byte() != 0xdc || p.byte() != 0 {
+		return nil, false
+	}
+	nf := p.byte()
+	if nf != 19 && nf != 20 {
 		return nil, false
 	}
 	id := p.uint()
@@ -53,6 +59,12 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 		return nil, false
 	}
 	run.Secret = p.uint()
+	var part []byte
+	if nf == 20 {
+		if part = p.str(); len(part) == 0 {
+			return nil, false // an empty partition is damage: the general decoder says so
+		}
+	}
 	if p.bad || p.i != len(data) {
 		return nil, false
 	}
@@ -62,7 +74,9 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 	t = d.slabs.task()
 	t.ID, t.Priority, t.NotBefore, t.Created = id, prio, nb, created
 	t.State, t.Attempts, r.MaxAttempts = TaskState(st), uint32(att), uint32(maxAtt)
-	d.retry.set(t, r)
+	if part == nil {
+		d.retry.set(t, r)
+	}
 	if len(owner) > 0 {
 		run.Owner = string(owner)
 	}
@@ -85,6 +99,9 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 		c.q = d.queueRef(c.key)
 	}
 	t.Queue = c.q
+	if part != nil {
+		t.sh = d.retry.handle(shared{r, d.partRefBytes(c.key, part)})
+	}
 	return t, true
 }
 

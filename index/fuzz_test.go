@@ -423,6 +423,8 @@ func FuzzFastTask(f *testing.F) {
 		{ID: 1<<40 + 7, State: StateInFlight, Attempts: 3, MaxAttempts: 1 << 31, Priority: 1 << 40, Owner: "worker-1",
 			Token: 1 << 33, Secret: 1<<64 - 1, LeaseUntil: -5, Created: -1 << 40, Payload: make([]byte, 300)},
 		{ID: 9, State: StateDead, Payload: []byte(strings.Repeat("x", 70_000))},
+		{ID: 10, State: StateReady, MaxAttempts: 3, Created: 5, Updated: 5, Payload: []byte(`1`), Part: PartRef("tenant-7")},
+		{ID: 11, State: StateInFlight, Owner: "w", Token: 2, Created: 5, Updated: 6, Part: PartRef(strings.Repeat("p", 300))},
 	} {
 		tf.Queue = s.QueueRef(QueueKey{Namespace{"p", strings.Repeat("s", 40)}, "q"})
 		tk := tf.Task()

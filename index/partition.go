@@ -49,7 +49,10 @@ type Partition struct {
 // partitions is the partition state of a partitioned queue.
 type partitions struct {
 	byKey map[string]*Partition // every partition holding a task, and the default one
-	def   *Partition            // the default partition (key "")
+	// sorted holds byKey's partitions in key order, for listing them a
+	// page at a time.
+	sorted *btree.BTreeG[*Partition]
+	def    *Partition // the default partition (key "")
 	// active holds, by key, the partitions with stored ready, scheduled or
 	// retryable in-flight tasks: those that have or may come to have
 	// claimable work. Claims rotate over it.
@@ -75,6 +78,43 @@ func newPartition(key string) *Partition {
 // they never change the store. The key must not be "".
 func PartRef(key string) *Partition { return &Partition{Key: key} }
 
+// partRefs hands out the detached partitions of PartRef, one per key, so
+// that the records naming a partition share one: the retry policy and the
+// partition are interned together (shared), and a new reference per
+// record made unique.Make keep a new value per record, each with its weak
+// pointer and cleanup (a restore of 300,000 partitioned tasks took 4.7 s
+// instead of 0.3 s). With a bound, past that many keys it starts afresh.
+type partRefs map[string]*Partition
+
+// maxPartRefs bounds the store's partRefs, which only hands out the keys
+// a queue has no partition of yet.
+const maxPartRefs = 4096
+
+func (r *partRefs) ref(key string, bound int) *Partition {
+	if p := (*r)[key]; p != nil {
+		return p
+	}
+	return r.add(key, bound)
+}
+
+// refBytes is ref(string(key), bound), allocating only for a key it has
+// not seen.
+func (r *partRefs) refBytes(key []byte, bound int) *Partition {
+	if p := (*r)[string(key)]; p != nil {
+		return p
+	}
+	return r.add(string(key), bound)
+}
+
+func (r *partRefs) add(key string, bound int) *Partition {
+	if *r == nil || bound > 0 && len(*r) >= bound {
+		*r = make(partRefs)
+	}
+	p := PartRef(key)
+	(*r)[key] = p
+	return p
+}
+
 // PartitionKey returns the key of t's partition ("" for the default).
 func (t *Task) PartitionKey() string {
 	p := t.Part()
@@ -98,9 +138,15 @@ func (q *Queue) partition(key string) *Partition {
 	p := ps.byKey[key]
 	if p == nil {
 		p = newPartition(key)
-		ps.byKey[key] = p
+		ps.know(p)
 	}
 	return p
+}
+
+// know makes p the partition of its key in byKey and sorted.
+func (ps *partitions) know(p *Partition) {
+	ps.byKey[p.Key] = p
+	ps.sorted.Set(p)
 }
 
 // partition0 switches q to partitioned: every task it holds so far is in
@@ -115,8 +161,9 @@ func (q *Queue) partition0() {
 		dueRetry:  q.dueRetry.clone(),
 		counts:    q.counts,
 	}
-	q.parts = &partitions{byKey: map[string]*Partition{"": def}, def: def,
-		active: btree.NewBTreeGOptions(partLess, noLocks)}
+	q.parts = &partitions{byKey: map[string]*Partition{}, def: def,
+		sorted: btree.NewBTreeGOptions(partLess, noLocks), active: btree.NewBTreeGOptions(partLess, noLocks)}
+	q.parts.know(def)
 	q.parts.touch(def)
 }
 
@@ -130,9 +177,11 @@ func (t *dueTree) clone() dueTree {
 
 // internPart points t, a record about to be stored on queue q, at q's
 // partition of its key (making q partitioned if it is not).
-func internPart(q *Queue, t *Task) {
+func (s *Store) internPart(q *Queue, t *Task) {
 	if p := t.Part(); p != nil {
-		t.SetPart(q.partition(p.Key))
+		if in := q.partition(p.Key); in != p {
+			t.sh = s.shared.handle(shared{t.Retry(), in})
+		}
 	}
 }
 
@@ -158,6 +207,7 @@ func (ps *partitions) touch(p *Partition) {
 	}
 	if p != ps.def && p.len() == 0 {
 		delete(ps.byKey, p.Key)
+		ps.sorted.Delete(p)
 	}
 }
 
@@ -176,7 +226,7 @@ func (ps *partitions) indexPart(t *Task) {
 		ps.named++
 		if ps.byKey[p.Key] != p {
 			// Emptied by the unindex of t's old record.
-			ps.byKey[p.Key] = p
+			ps.know(p)
 		}
 	}
 	p.counts[t.State]++
@@ -318,24 +368,18 @@ func (q *Queue) Rotation(start uint64, fn func(*Partition) bool) {
 
 // Partitions calls fn, in key order from key from on (strictly after it
 // when after is set), for every partition of q holding a task, until fn
-// returns false; nothing when q is not partitioned. It sorts the
-// partitions' keys: O(p log p) for p partitions.
+// returns false; nothing when q is not partitioned. A page of k costs
+// O(log p + k) for p partitions.
 func (q *Queue) Partitions(from string, after bool, fn func(*Partition) bool) {
 	if q.parts == nil {
 		return
 	}
-	keys := make([]string, 0, len(q.parts.byKey))
-	for k, p := range q.parts.byKey {
-		if (k > from || k == from && !after) && p.len() > 0 {
-			keys = append(keys, k)
+	q.parts.sorted.Ascend(&Partition{Key: from}, func(p *Partition) bool {
+		if p.Key == from && after || p.len() == 0 {
+			return true
 		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if !fn(q.parts.byKey[k]) {
-			return
-		}
-	}
+		return fn(p)
+	})
 }
 
 // verifyParts checks the partition state of q against its task records
@@ -399,6 +443,14 @@ func (q *Queue) verifyParts(tasks []*Task) error {
 	}
 	if len(want) != len(ps.byKey) {
 		return fmt.Errorf("index: verify: queue %v: %d partitions hold tasks, %d known", q.Key, len(want), len(ps.byKey))
+	}
+	if ps.sorted.Len() != len(ps.byKey) {
+		return fmt.Errorf("index: verify: queue %v: %d partitions known, %d in key order", q.Key, len(ps.byKey), ps.sorted.Len())
+	}
+	for _, p := range ps.byKey {
+		if got, ok := ps.sorted.Get(p); !ok || got != p {
+			return fmt.Errorf("index: verify: queue %v: partition %q missing from the key order", q.Key, p.Key)
+		}
 	}
 	nActive := 0
 	for p, c := range want {

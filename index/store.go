@@ -208,6 +208,7 @@ type Store struct {
 	// shared is NewTask's memory of the last interned retry policy and
 	// partition.
 	shared   sharedCache
+	partRefs partRefs                   // planning's PartRef
 	idemExp  *btree.BTreeG[idemExpItem] // idem entries with an expiry, by expiry
 	doneExp  *btree.BTreeG[TimeItem]    // completed tasks by Updated
 	pivot    Task                       // reused search key for tasks
@@ -294,6 +295,20 @@ func (s *Store) QueueRef(k QueueKey) *Queue {
 // the last: the tasks a batch enqueues mostly share them. For planning
 // (the memory is not state).
 func (s *Store) NewTask(f *Fields) *Task { return f.task(&s.shared) }
+
+// PartRef returns the partition of key for a record of queue k to name,
+// for planning and decoding: the queue's own when it has one, so that
+// Apply finds the record pointing at it already, else PartRef(key), the
+// same for the same key (most of the time). Either way the records that
+// name one partition intern alike. It changes no state.
+func (s *Store) PartRef(k QueueKey, key string) *Partition {
+	if q := s.lookup(k); q != nil && q.parts != nil {
+		if p := q.parts.byKey[key]; p != nil {
+			return p
+		}
+	}
+	return s.partRefs.ref(key, maxPartRefs)
+}
 
 // lookup is queues[k], through last.
 func (s *Store) lookup(k QueueKey) *Queue {
@@ -573,7 +588,7 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		// The record is not stored yet, so pointing it at the store's
 		// queue changes nothing anyone has seen.
 		t.Queue = s.Intern(t.Queue.Key)
-		internPart(t.Queue, t)
+		s.internPart(t.Queue, t)
 		s.deps.touched = append(s.deps.touched, t.ID)
 		if old, ok := s.tasks.SetHint(t, &s.taskHint); ok {
 			s.unindex(old)
@@ -903,7 +918,7 @@ func (s *Store) LoadTask(t *Task) error {
 		s.loadRef, s.loadQueue = t.Queue, s.Intern(t.Queue.Key)
 	}
 	t.Queue = s.loadQueue
-	internPart(t.Queue, t)
+	s.internPart(t.Queue, t)
 	if _, dup := s.tasks.Load(t); dup {
 		return fmt.Errorf("%w: task %d twice", ErrCorrupt, t.ID)
 	}

@@ -201,9 +201,10 @@ func (t *Task) Part() *Partition { return t.shared().part }
 func (t *Task) SetPart(p *Partition) { t.setShared(shared{t.Retry(), p}) }
 
 // sharedCache remembers the last interned value, for an owner that sets
-// the same one on record after record: a decoder (with no partition: it
-// sets that after, with SetPart), and the store's NewTask. Comparing with
-// the last is much cheaper than unique.Make's hash and map.
+// the same one on record after record: a decoder, and the store (NewTask,
+// and internPart when Apply or a restore points a record at its queue's
+// partition). Comparing with the last is much cheaper than unique.Make's
+// hash and map.
 type sharedCache struct {
 	v shared
 	h unique.Handle[shared]
