@@ -5,7 +5,9 @@ package fuzz
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -16,17 +18,18 @@ import (
 // maxInstructions bounds a fuzzed program, so one input stays quick.
 const maxInstructions = 160
 
-// runMetamorphic runs the program data in every configuration of
-// metamorphic against the model (every answer compared, the whole state
-// after every instruction and reopen, Verify after every reopen) and
-// requires the histories to be identical.
+// runMetamorphic runs the program data in the configurations opsConfigs
+// picks against the model (every answer compared, the whole state after
+// every instruction and reopen, Verify after every reopen) and requires
+// the histories to be identical.
 func runMetamorphic(t *testing.T, data []byte) {
 	t.Helper()
 	if len(data) == 0 {
 		return
 	}
 	var first []string
-	for i, rc := range metamorphic {
+	configs := opsConfigs(data, fuzzing())
+	for i, rc := range configs {
 		sh := &shadow{r: engine.NewReplica()}
 		r := newRunner(t, rc, programConfig(data[0]), "", sh.tap)
 		// The in-memory run compares the whole state after every call; the
@@ -58,10 +61,32 @@ func runMetamorphic(t *testing.T, data []byte) {
 			}
 			if a != b {
 				t.Fatalf("history of %s differs from %s at call %d:\n%s: %s\n%s: %s",
-					rc.name, metamorphic[0].name, k, metamorphic[0].name, a, rc.name, b)
+					rc.name, configs[0].name, k, configs[0].name, a, rc.name, b)
 			}
 		}
 	}
+}
+
+// opsConfigs is the configurations a program runs in: every one of
+// metamorphic when the seeds and the corpus run as tests; while fuzzing,
+// the in-memory one (which compares the whole state after every call) and
+// one other, picked by a hash of the program, so that a new input costs
+// two runs instead of eight and the fuzzer tries four times as many,
+// every configuration still getting its share of them.
+func opsConfigs(data []byte, fuzzing bool) []runConfig {
+	if !fuzzing {
+		return metamorphic
+	}
+	h := fnv.New32a()
+	h.Write(data)
+	return []runConfig{metamorphic[0], metamorphic[1+int(h.Sum32()%uint32(len(metamorphic)-1))]}
+}
+
+// fuzzing reports whether the test binary was asked to fuzz (-test.fuzz),
+// rather than to run the seeds and the corpus as tests.
+func fuzzing() bool {
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
 }
 
 // shadow is a follower: every batch the DB logs reaches it through
@@ -252,7 +277,8 @@ func opsSeeds() [][]byte {
 
 // FuzzOps decodes a program of calls from its input (see program_test.go
 // for the instruction set) and runs it in memory and under every
-// durability mode with tiny and default snapshot thresholds (metamorphic):
+// durability mode with tiny and default snapshot thresholds (metamorphic;
+// while fuzzing, in memory and one other, see opsConfigs):
 // every answer must be the model's, the whole state must be the model's
 // after every reopen (and, in memory, after every call), Verify must pass
 // after every reopen, and the histories must be identical. A shadow
@@ -283,4 +309,28 @@ func openDB(dir string, opts engine.Options) (*engine.DB, error) {
 		return engine.OpenInMemory(opts)
 	}
 	return engine.Open(dir, opts)
+}
+
+// TestOpsConfigs: the seeds and the corpus run in every configuration; a
+// fuzzed input runs in memory (the whole state compared after every call)
+// and in one other, and across inputs every other one is picked.
+func TestOpsConfigs(t *testing.T) {
+	if got := opsConfigs([]byte{1, 2, 3}, false); len(got) != len(metamorphic) {
+		t.Fatalf("as a test, %d configurations of %d", len(got), len(metamorphic))
+	}
+	picked := map[string]bool{}
+	for i := range 200 {
+		data := []byte{byte(i), byte(i >> 8), 7}
+		got := opsConfigs(data, true)
+		if len(got) != 2 || got[0].name != metamorphic[0].name || got[1].name == metamorphic[0].name {
+			t.Fatalf("fuzzing %x: %v", data, got)
+		}
+		if again := opsConfigs(data, true); again[1].name != got[1].name {
+			t.Fatalf("fuzzing %x: %s, then %s", data, got[1].name, again[1].name)
+		}
+		picked[got[1].name] = true
+	}
+	if len(picked) != len(metamorphic)-1 {
+		t.Fatalf("200 inputs picked %d of the %d other configurations: %v", len(picked), len(metamorphic)-1, picked)
+	}
 }
