@@ -111,6 +111,7 @@ type Client struct {
 	closed  atomic.Bool
 	closing context.Context // done when Close is called
 	close   context.CancelFunc
+	now     func() time.Time // time.Now; tests move it
 
 	// The calls that are coalesced (coalesce.go).
 	enqueues       *coalescer[v1.EnqueueRequest, v1.EnqueueResponse]
@@ -168,6 +169,7 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 		pollHC: opts.HTTPClient,
 		r:      &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
 		stubs:  map[string]*stubs{},
+		now:    time.Now,
 		copts: []connect.ClientOption{
 			connect.WithReadMaxBytes(4 * engine.MaxCommitBytes),
 			connect.WithSendMaxBytes(engine.MaxCommitBytes + 8<<20),

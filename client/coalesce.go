@@ -49,6 +49,11 @@ const (
 	// maxYields bounds the yields of a returned request's goroutine to the
 	// calls it released (see finished).
 	maxYields = 4
+	// noEachFor is how long calls to a server that answered an Each call
+	// with Unimplemented go alone before the client tries Each again: a
+	// server upgraded in place (a rolling upgrade) gets coalesced calls
+	// again within it.
+	noEachFor = time.Minute
 )
 
 // errNoEach is what a gathered call learns when the server has no Each
@@ -149,9 +154,11 @@ func (co *coalescer[Req, Res]) lane(base string) *lane[Req, Res] {
 // lane is the calls of one kind to one server: the requests in flight and
 // the calls gathering for the next.
 type lane[Req, Res any] struct {
-	co     *coalescer[Req, Res]
-	s      *stubs
-	noEach atomic.Bool // the server answered an Each call with Unimplemented
+	co *coalescer[Req, Res]
+	s  *stubs
+	// noEach is, in the client's clock's nanoseconds, until when calls go
+	// alone: the server answered an Each call with Unimplemented (0: never).
+	noEach atomic.Int64
 
 	mu       sync.Mutex
 	inflight int              // requests in flight
@@ -180,7 +187,7 @@ type waiter[Req, Res any] struct {
 // do makes one try of a call: alone when nothing of its kind is in flight
 // to the server, else gathered into the next request.
 func (l *lane[Req, Res]) do(ctx context.Context, msg *Req, size int) (*Res, error) {
-	if size > soloBytes || l.noEach.Load() {
+	if size > soloBytes || l.eachless() {
 		return l.single(ctx, msg)
 	}
 	l.mu.Lock()
@@ -222,6 +229,13 @@ func (l *lane[Req, Res]) do(ctx context.Context, msg *Req, size int) (*Res, erro
 	// Sent, the call's outcome is not known: fail (through retrier.do)
 	// reports it as it does for a call alone whose context ended.
 	return nil, ctx.Err()
+}
+
+// eachless reports whether the server answered an Each call with
+// Unimplemented less than noEachFor ago: calls then go alone.
+func (l *lane[Req, Res]) eachless() bool {
+	until := l.noEach.Load()
+	return until != 0 && l.co.c.now().UnixNano() < until
 }
 
 // unsentError is the error of a gathered call whose context ended before
@@ -370,7 +384,7 @@ func (l *lane[Req, Res]) send(ws []*waiter[Req, Res]) {
 	switch {
 	case err == nil:
 	case unimplemented(err):
-		l.noEach.Store(true)
+		l.noEach.Store(l.co.c.now().Add(noEachFor).UnixNano())
 		err = errNoEach
 	case ctx.Err() != nil || connect.CodeOf(err) == connect.CodeDeadlineExceeded:
 		err = fmt.Errorf("%w within %v: %w", errNoAnswer, bound, err)

@@ -31,10 +31,10 @@ const (
 // of its kind gather behind it. Every request is counted by path.
 type hold struct {
 	path     string
+	mu       sync.Mutex
 	arrived  chan struct{}
 	release  chan struct{}
-	taken    atomic.Bool
-	mu       sync.Mutex
+	taken    bool
 	requests map[string]int
 }
 
@@ -46,13 +46,31 @@ func (h *hold) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.requests[r.URL.Path]++
+		held := r.URL.Path == h.path && !h.taken
+		h.taken = h.taken || held
+		arrived, release := h.arrived, h.release
 		h.mu.Unlock()
-		if r.URL.Path == h.path && !h.taken.Swap(true) {
-			close(h.arrived)
-			<-h.release
+		if held {
+			close(arrived)
+			<-release
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// again makes h hold the next request to its path, as it held the first
+// (whose release must have been closed).
+func (h *hold) again() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.arrived, h.release, h.taken = make(chan struct{}), make(chan struct{}), false
+}
+
+// chans returns the channels of the request h holds.
+func (h *hold) chans() (arrived, release chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.arrived, h.release
 }
 
 func (h *hold) count(path string) int {
@@ -69,9 +87,10 @@ func gatherBehind(t *testing.T, c *Client, h *hold, first func() error, rest ...
 	gathered := make(chan int, len(rest)+1)
 	c.gathered = func(n int) { gathered <- n }
 	defer func() { c.gathered = nil }()
+	arrived, release := h.chans()
 	firstErr := make(chan error, 1)
 	go func() { firstErr <- first() }()
-	<-h.arrived
+	<-arrived
 	errs := make([]error, len(rest))
 	var wg sync.WaitGroup
 	for i, f := range rest {
@@ -81,12 +100,19 @@ func gatherBehind(t *testing.T, c *Client, h *hold, first func() error, rest ...
 			errs[i] = f()
 		}()
 	}
-	for n := range gathered {
-		if n == len(rest) {
-			break
+	// Bounded, so that a client that stopped gathering fails the test
+	// rather than hanging it.
+	bound := time.NewTimer(10 * time.Second)
+	defer bound.Stop()
+	for n := 0; n < len(rest); {
+		select {
+		case n = <-gathered:
+		case <-bound.C:
+			close(release)
+			t.Fatalf("%d of %d calls gathered behind the one held", n, len(rest))
 		}
 	}
-	close(h.release)
+	close(release)
 	wg.Wait()
 	return <-firstErr, errs
 }
@@ -398,8 +424,16 @@ func TestCoalescedCallsWithALostAnswer(t *testing.T) {
 // does (its mux has no such route: 404, which connect reads as
 // Unimplemented).
 func olderServer(next http.Handler) http.Handler {
+	var old atomic.Bool
+	old.Store(true)
+	return olderUntil(&old, next)
+}
+
+// olderUntil is olderServer while old holds, the server itself after
+// (upgraded in place).
+func olderUntil(old *atomic.Bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "Each") {
+		if old.Load() && strings.HasSuffix(r.URL.Path, "Each") {
 			http.NotFound(w, r)
 			return
 		}
@@ -409,14 +443,19 @@ func olderServer(next http.Handler) http.Handler {
 
 // TestCoalescingFallsBackToSingleCalls: against a server without the Each
 // calls, gathered calls are made alone, and the client stops gathering
-// for that server.
+// for that server, until noEachFor has passed: then it tries again, and
+// calls gather once more on a server upgraded meanwhile.
 func TestCoalescingFallsBackToSingleCalls(t *testing.T) {
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
 	h := newHold(enqueuePath)
-	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler { return h.wrap(olderServer(next)) })
+	var old atomic.Bool
+	old.Store(true)
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler { return h.wrap(olderUntil(&old, next)) })
 	c := dial(t, srv.url, Options{})
+	start := time.Now()
+	c.now = func() time.Time { return start }
 	q := c.Queue(ns, "q")
 	rest := make([]func() error, 5)
 	for i := range rest {
@@ -446,6 +485,39 @@ func TestCoalescingFallsBackToSingleCalls(t *testing.T) {
 	}
 	if n := must(db.Queue(ns, "q").Counts(ctx))(t); n.Ready != 16 {
 		t.Fatalf("counts %+v; want 16", n)
+	}
+
+	// The server is upgraded. Just before noEachFor has passed, calls made
+	// while one is held still go alone: they finish while it waits.
+	old.Store(false)
+	c.now = func() time.Time { return start.Add(noEachFor - time.Millisecond) }
+	h.again()
+	arrived, release := h.chans()
+	held := make(chan error, 1)
+	go func() { held <- second(q.Enqueue(ctx, engine.Task{})) }()
+	<-arrived
+	for range 5 {
+		if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	// Once it has passed, the calls gather behind one held, and go out in
+	// one EnqueueEach request.
+	c.now = func() time.Time { return start.Add(noEachFor) }
+	h.again()
+	firstErr, errs = gatherBehind(t, c, h, func() error { return second(q.Enqueue(ctx, engine.Task{})) }, rest...)
+	if err := errors.Join(append(errs, firstErr)...); err != nil {
+		t.Fatal(err)
+	}
+	if each := h.count(enqueueEachPath); each != 2 {
+		t.Fatalf("%d EnqueueEach requests; want the one refused and one now", each)
+	}
+	if n := must(db.Queue(ns, "q").Counts(ctx))(t); n.Ready != 28 {
+		t.Fatalf("counts %+v; want 28", n)
 	}
 }
 

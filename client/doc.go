@@ -54,7 +54,8 @@
 // the context's error; once sent, it is handled as a call alone cut after
 // sending (repeated only when that is safe, as above). Against a server
 // of an older build, which has no Each calls, the client makes the calls
-// alone. Options.NoCoalesce turns coalescing off.
+// alone, and tries an Each call again a minute later (the server may have
+// been upgraded). Options.NoCoalesce turns coalescing off.
 //
 // Workers. The worker runtime keeps going across a server's restart: it
 // tries claims and the commits of outcomes again, with backoff, while they
