@@ -22,24 +22,16 @@ type FsyncResult struct {
 // loop, for d.
 func MeasureFsync(dir string, d time.Duration) (FsyncResult, error) {
 	var res FsyncResult
-	f, err := os.CreateTemp(dir, "docket-fsync-")
+	appendSync, done, err := syncer(dir, "docket-fsync-")
 	if err != nil {
 		return res, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, 128)
-	for i := range buf {
-		buf[i] = byte('a' + i%26)
-	}
+	defer done()
 	h := new(hist)
 	start := time.Now()
 	for time.Since(start) < d || res.Syncs == 0 {
 		t := time.Now()
-		if _, err := f.Write(buf); err != nil {
-			return res, err
-		}
-		if err := f.Sync(); err != nil {
+		if err := appendSync(); err != nil {
 			return res, err
 		}
 		h.record(time.Since(t))
@@ -49,6 +41,26 @@ func MeasureFsync(dir string, d time.Duration) (FsyncResult, error) {
 	res.PerSec = float64(res.Syncs) / res.Elapsed.Seconds()
 	res.P50, res.P99 = h.quantile(0.5), h.quantile(0.99)
 	return res, nil
+}
+
+// syncer makes a new file in dir and returns what appends 128 bytes to it
+// and fsyncs it, and what closes and removes it.
+func syncer(dir, prefix string) (appendSync func() error, done func(), err error) {
+	f, err := os.CreateTemp(dir, prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := make([]byte, 128)
+	for i := range rec {
+		rec[i] = byte('a' + i%26)
+	}
+	appendSync = func() error {
+		if _, err := f.Write(rec); err != nil {
+			return err
+		}
+		return f.Sync()
+	}
+	return appendSync, func() { f.Close(); os.Remove(f.Name()) }, nil
 }
 
 // Table writes the result as aligned name/value lines.

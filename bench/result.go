@@ -34,11 +34,16 @@ type Result struct {
 	// woken (W7) or held (W8, W9) in the measured window.
 	Tasks int64 `json:"tasks"`
 	// Enqueued is, for W6 and W6R, how many tasks were enqueued in the
-	// window; Backlog is how many of those were not completed by its end.
+	// window (an enqueue counts from its call, since a worker may complete
+	// the task before the call returns; a failed one fails the run);
+	// Backlog is how many of those were not completed by its end.
 	Enqueued int64 `json:"enqueued,omitempty"`
 	Backlog  int64 `json:"backlog,omitempty"`
 	// Calls counts the calls to the queue (enqueue, claim, complete).
 	Calls int64 `json:"calls"`
+	// Producers is, for W1–W3, how many goroutines enqueued: each waits
+	// for its call, so Producers/TasksPerSec is a call's round (W1, W2).
+	Producers int `json:"producers,omitempty"`
 	// Redelivered counts deliveries beyond one per task (W4, W5), which an
 	// at-least-once peer may make; docket fails the run instead.
 	Redelivered int64         `json:"redelivered,omitempty"`

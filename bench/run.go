@@ -152,6 +152,7 @@ func runEnqueue[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) 
 	}
 	r.Tasks = prog.done.Load()
 	r.Calls = calls
+	r.Producers = cfg.Producers
 	r.Latency, r.PerCall = summarize(hs)
 	return nil
 }
@@ -345,15 +346,16 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 					go func() {
 						defer sendWG.Done()
 						defer release()
+						// Counted before the call: a worker may complete
+						// the task before the call returns.
+						enqueued.Add(1)
 						t := time.Now()
 						err := d.Enqueue(ctx, makePayload(cfg.PayloadBytes, t.UnixNano()))
 						sendHists.record(callEnqueue, time.Since(t))
 						calls.Add(1)
 						if err != nil {
 							fail(fmt.Errorf("enqueue: %w", err))
-							return
 						}
-						enqueued.Add(1)
 					}()
 				})
 				return
@@ -361,6 +363,7 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 			h := prodHists[p]
 			payload := makePayload(cfg.PayloadBytes, 0)
 			for !stopped.Load() {
+				enqueued.Add(1) // before the call, as above
 				t := time.Now()
 				err := d.Enqueue(ctx, payload)
 				h.record(callEnqueue, time.Since(t))
@@ -369,7 +372,6 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 					fail(fmt.Errorf("enqueue: %w", err))
 					return
 				}
-				enqueued.Add(1)
 			}
 		}()
 	}

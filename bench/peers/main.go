@@ -87,23 +87,36 @@ func main() {
 
 	fmt.Printf("# %s, %d cores, load average %s, %s, %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(),
 		loadAverage(), modeName(base), flagLine())
+	// The raw fsync rate and the floor of a durable call are measured in
+	// the directory of the runs.
+	syncDir := *dir
+	if syncDir == "" {
+		syncDir = os.TempDir()
+	}
 	var fsyncRes *bench.FsyncResult
 	if *fsync > 0 && !*memory {
-		d := *dir
-		if d == "" {
-			d = os.TempDir()
-		}
-		f, err := bench.MeasureFsync(d, *fsync)
+		f, err := bench.MeasureFsync(syncDir, *fsync)
 		if err != nil {
 			fatal(err)
 		}
 		fsyncRes = &f
 		f.Table(os.Stdout)
 	}
+	// Remote and durable, each round starts with the floor of a durable
+	// call over HTTP/1.1 (bench.HTTPFloor); the median round's is reported.
+	var floors []bench.HTTPFloor
+	measureFloor := fsyncRes != nil && slices.Contains(sys, bench.Remote) && base.Durability == engine.SyncAlways
 
 	all := map[string][]bench.Result{} // by workload/system
 	var order []string
 	for r := range *rounds {
+		if measureFloor {
+			f, err := bench.MeasureHTTPFloor(ctx, syncDir, *fsync)
+			if err != nil {
+				fatal(err)
+			}
+			floors = append(floors, f)
+		}
 		for _, w := range wls {
 			for _, s := range sys {
 				if !slices.Contains(bench.DriverWorkloads, w) && s != "docket" && (s != bench.Remote && s != bench.RemoteSingle || w != "W7") {
@@ -158,6 +171,7 @@ func main() {
 		fmt.Println("\ntargets:")
 		bench.WritePerfTargets(os.Stdout, ts)
 	}
+	var floor *bench.HTTPFloor
 	var every []bench.Result
 	for _, k := range order {
 		every = append(every, all[k]...)
@@ -167,6 +181,12 @@ func main() {
 		bench.WriteRemote(os.Stdout, every)
 		fmt.Println("\ntargets:")
 		bench.WriteTargets(os.Stdout, bench.Targets(every, "nats-tcp"))
+		if len(floors) > 0 {
+			f := bench.MedianFloor(floors)
+			floor = &f
+			fmt.Println("\nthe floor of a durable call over HTTP/1.1 here, median of the rounds (a bare net/http POST whose handler appends and fsyncs, against the append and fsync alone, alternating):")
+			bench.WriteFloor(os.Stdout, f, every)
+		}
 	}
 	if fsyncRes != nil {
 		for _, r := range medians {
@@ -179,8 +199,9 @@ func main() {
 	if *jsonOut != "" {
 		data, err := json.MarshalIndent(struct {
 			Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
+			Floor   *bench.HTTPFloor   `json:"floor,omitempty"`
 			Results []bench.Result     `json:"results"`
-		}{fsyncRes, medians}, "", "  ")
+		}{fsyncRes, floor, medians}, "", "  ")
 		if err == nil {
 			err = os.WriteFile(*jsonOut, data, 0o644)
 		}

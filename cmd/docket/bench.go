@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/docketdb/docket/bench"
+	"github.com/docketdb/docket/engine"
 )
 
 // benchPeer is the name bench/peers gives NATS JetStream reached over
@@ -76,8 +78,11 @@ func runBench(ctx context.Context, c cli, args []string) error {
 		modes = append(modes, cfg)
 	}
 	out := struct {
-		Fsync   *bench.FsyncResult `json:"fsync,omitempty"`
-		Results []bench.Result     `json:"results"`
+		Fsync *bench.FsyncResult `json:"fsync,omitempty"`
+		// Floor is, with -remote at SyncAlways, what a bare net/http call
+		// adds to an fsync (bench.HTTPFloor).
+		Floor   *bench.HTTPFloor `json:"floor,omitempty"`
+		Results []bench.Result   `json:"results"`
 		// Targets are the remote mode's; PerfTargets those of -targets.
 		Targets     []bench.Target     `json:"targets,omitempty"`
 		PerfTargets []bench.PerfTarget `json:"perf_targets,omitempty"`
@@ -98,6 +103,12 @@ func runBench(ctx context.Context, c cli, args []string) error {
 			fmt.Fprintln(c.stdout)
 		}
 	}
+	// With -remote at SyncAlways, each round starts with the floor of a
+	// durable call (bench.HTTPFloor); the median round's is reported.
+	var floors []bench.HTTPFloor
+	measureFloor := out.Fsync != nil && *remote && *server == "" && slices.ContainsFunc(modes, func(m bench.Config) bool {
+		return !m.InMemory && m.Durability == engine.SyncAlways
+	})
 	writeJSON := func() error {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
@@ -151,6 +162,13 @@ func runBench(ctx context.Context, c cli, args []string) error {
 		return nil
 	}
 	for range *rounds {
+		if measureFloor {
+			f, err := bench.MeasureHTTPFloor(ctx, fdir, *fsyncFor)
+			if err != nil {
+				return fmt.Errorf("measuring a bare net/http call: %w", err)
+			}
+			floors = append(floors, f)
+		}
 		for _, mode := range modes {
 			for _, w := range strings.Split(*workloads, ",") {
 				cfg := mode
@@ -181,6 +199,10 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	if *remote {
 		out.Targets = bench.Targets(out.Results, benchPeer)
 	}
+	if len(floors) > 0 {
+		f := bench.MedianFloor(floors)
+		out.Floor = &f
+	}
 	if *asJSON {
 		return writeJSON()
 	}
@@ -194,6 +216,12 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	fmt.Fprintln(c.stdout, "\nremote (through the client over loopback) against in process:")
 	if err := bench.WriteRemote(c.stdout, out.Results); err != nil {
 		return err
+	}
+	if out.Floor != nil {
+		fmt.Fprintln(c.stdout, "\nthe floor of a durable call over HTTP/1.1 here, median of the rounds (a bare net/http POST whose handler appends and fsyncs, against the append and fsync alone, alternating):")
+		if err := bench.WriteFloor(c.stdout, *out.Floor, out.Results); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(c.stdout, "\ntargets (-remote measures the first two; the JetStream ones need bench/peers -remote):")
 	return bench.WriteTargets(c.stdout, out.Targets)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBenchFlagRefusals: flags that cannot go together, or a count out of
@@ -57,5 +58,48 @@ func TestBenchRunsBothWays(t *testing.T) {
 	}
 	if len(got.Targets) == 0 {
 		t.Fatal("no remote targets reported")
+	}
+}
+
+// TestBenchRemoteFloor: -remote at SyncAlways measures what a bare
+// net/http call adds to an fsync and sets it beside durable W2's rounds,
+// in the text and in the JSON.
+func TestBenchRemoteFloor(t *testing.T) {
+	code, out, errs := docket(t, "bench", "-fsync", "20ms", "-durability", "always", "-workload", "W2", "-n", "64", "-remote")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"the floor of a durable call over HTTP/1.1", "bare net/http call that fsyncs", "W2 always, a producer's round", "W2 always at 80%: a round may add"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	code, out, errs = docket(t, "bench", "-fsync", "20ms", "-durability", "always", "-workload", "W1", "-n", "8", "-remote", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		Floor *struct {
+			Calls int
+			Added time.Duration `json:"added_ns"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if got.Floor == nil || got.Floor.Calls < 1 {
+		t.Fatalf("no floor in the JSON: %s", out)
+	}
+	// Without SyncAlways there is no durable call to set it beside.
+	code, out, errs = docket(t, "bench", "-fsync", "20ms", "-durability", "never", "-workload", "W1", "-n", "8", "-remote", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	got.Floor = nil
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if got.Floor != nil {
+		t.Fatalf("a floor measured at SyncNever: %s", out)
 	}
 }
