@@ -447,8 +447,8 @@ func gatherWait(pending, active int64, lastSync time.Duration) time.Duration {
 // next the rest, each paying a whole fsync: rounds would alternate small
 // and large, each committer making one commit per two fsyncs. The leader
 // waits, for as long as gatherWait allows, until as many records are
-// pending as it expects; Append wakes it once they are, not at every
-// record, so the committers it waits for keep the processor.
+// pending as it expects; Append tells it once they are, not at every
+// record.
 func (l *Log) gather() {
 	want := l.active.Load()
 	l.mu.Lock()
@@ -464,15 +464,49 @@ func (l *Log) gather() {
 	if l.opts.gathering != nil {
 		l.opts.gathering(wait)
 	}
-	t := time.NewTimer(wait)
-	select {
-	case <-ch:
-	case <-t.C:
-	}
-	t.Stop()
+	await(ch, wait, runtime.GOMAXPROCS(0) > 1)
 	l.mu.Lock()
 	l.arrived = nil
 	l.mu.Unlock()
+}
+
+// await waits until ch is closed or wait has passed, and reports whether
+// ch was closed. With spin it yields the processor in a loop until then,
+// rather than sleeping on a timer: a Go timer under a millisecond, in a
+// process with nothing else to run, fires only at the next millisecond
+// (the netpoller sleeps in whole milliseconds), so a gather bounded by
+// half of a 100 µs fsync would wait ten times its bound whenever the
+// committers it expects do not come (a producer that enqueues at a
+// fixed rate rather than as soon as its commit returns). The loop runs
+// the goroutines about to append on the leader's own processor, and
+// spends the rest of the bound, at most half an fsync, on a processor
+// that would otherwise have nothing to do until the fsync. Without a
+// second processor (spin false) it sleeps: a loop there would hold off
+// the goroutines that the network wakes, which the scheduler finds only
+// when it has nothing else to run.
+func await(ch <-chan struct{}, wait time.Duration, spin bool) bool {
+	if !spin {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ch:
+			return true
+		case <-t.C:
+			return false
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		select {
+		case <-ch:
+			return true
+		default:
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		runtime.Gosched()
+	}
 }
 
 // commit writes whatever is pending and fsyncs it: one round of group

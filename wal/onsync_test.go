@@ -205,3 +205,34 @@ func TestSyncGatheredDoesNotGather(t *testing.T) {
 		t.Fatalf("synced through %d, want 2", got)
 	}
 }
+
+// TestAwait: a gathering leader's wait, spinning and sleeping alike, ends
+// as soon as the channel is closed, even one closed while it waits with a
+// bound it would never reach, and otherwise ends at its bound reporting
+// that nothing arrived.
+func TestAwait(t *testing.T) {
+	for _, spin := range []bool{true, false} {
+		t.Run(map[bool]string{true: "spin", false: "sleep"}[spin], func(t *testing.T) {
+			closed := make(chan struct{})
+			close(closed)
+			if !await(closed, time.Hour, spin) {
+				t.Fatal("a closed channel was not seen")
+			}
+			if await(make(chan struct{}), 50*time.Microsecond, spin) {
+				t.Fatal("an open channel was reported closed")
+			}
+			ch := make(chan struct{})
+			started := make(chan struct{})
+			done := make(chan bool)
+			go func() {
+				close(started)
+				done <- await(ch, time.Hour, spin)
+			}()
+			<-started
+			close(ch)
+			if !<-done {
+				t.Fatal("a channel closed while waiting was not seen")
+			}
+		})
+	}
+}
