@@ -828,14 +828,21 @@ func (c *core) syncLoop() {
 		case <-c.stopBg:
 			return
 		case <-t.C:
-			c.mu.Lock()
-			seq, ok := c.store.Seq(), c.usable() == nil
-			c.mu.Unlock()
-			if ok {
-				if err := c.log.Sync(seq); err != nil {
-					c.failLocked(err)
-				}
-			}
+			c.syncInterval()
+		}
+	}
+}
+
+// syncInterval is one tick of syncLoop: it makes every commit so far
+// durable. No commit waits for it, so the log's leader waits for no
+// committers (SyncGathered).
+func (c *core) syncInterval() {
+	c.mu.Lock()
+	seq, ok := c.store.Seq(), c.usable() == nil
+	c.mu.Unlock()
+	if ok {
+		if err := c.log.SyncGathered(seq); err != nil {
+			c.failLocked(err)
 		}
 	}
 }
@@ -994,7 +1001,7 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	// The log must hold everything up to the image before the image exists:
 	// otherwise a crash could leave a snapshot ahead of a shorter log, and the
 	// next append would not follow the log's last record.
-	if err := c.log.Sync(img.Seq); err != nil {
+	if err := c.log.SyncGathered(img.Seq); err != nil {
 		return snapshot.Info{}, c.failLocked(err)
 	}
 	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.Failpoint}, func(w *snapshot.Writer) error {

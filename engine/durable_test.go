@@ -370,3 +370,28 @@ func TestOnlySnapshotUnreadableReplaysWholeLog(t *testing.T) {
 	_, err := Open(e.dir, e.opts)
 	wantErr(t, err, ErrCorrupt)
 }
+
+// TestBackgroundSyncsDoNotGather: the syncs no commit waits for, a
+// snapshot's and the interval loop's, do not wait for committers, even
+// after an fsync that covered several commits (which a commit's sync
+// would expect to come back).
+func TestBackgroundSyncsDoNotGather(t *testing.T) {
+	e := newEnv(t, false, func(o *Options) {
+		o.Durability, o.SyncEvery, o.SnapshotBytes = SyncInterval, time.Hour, -1
+	})
+	q := e.q("q")
+	for round := range 3 {
+		for range 5 {
+			e.enqueue(q, Task{})
+		}
+		if round%2 == 0 {
+			e.db.c.syncInterval()
+		} else if err := e.db.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := e.db.c.log.Stats()
+	if st.Syncs < 3 || st.Gathers != 0 {
+		t.Fatalf("%d fsyncs, %d of them after waiting for committers; want at least 3, none waiting", st.Syncs, st.Gathers)
+	}
+}

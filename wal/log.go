@@ -87,6 +87,10 @@ type Stats struct {
 	Syncs        uint64 // fsyncs of the tail segment
 	BytesWritten uint64 // bytes written to segment files, length prefixes included
 	SyncNanos    uint64 // time spent in those fsyncs
+	// Gathers counts the rounds whose leader waited for committers it
+	// expected (a Sync, never a SyncGathered), and GatherMisses those of
+	// them whose committers did not all come within the wait's bound.
+	Gathers, GatherMisses uint64
 	// Groups counts the fsyncs that made records durable by how many they
 	// covered (the group size): Groups[i] those of a size GroupRange(i).
 	Groups [GroupBuckets]uint64
@@ -171,6 +175,7 @@ type Log struct {
 	failure atomic.Pointer[error]
 
 	appends, flushes, syncs, bytes, syncNanos atomic.Uint64
+	gathers, gatherMisses                     atomic.Uint64
 	groups                                    [GroupBuckets]atomic.Uint64
 }
 
@@ -464,7 +469,10 @@ func (l *Log) gather() {
 	if l.opts.gathering != nil {
 		l.opts.gathering(wait)
 	}
-	await(ch, wait, runtime.GOMAXPROCS(0) > 1)
+	l.gathers.Add(1)
+	if !await(ch, wait, runtime.GOMAXPROCS(0) > 1) {
+		l.gatherMisses.Add(1)
+	}
 	l.mu.Lock()
 	l.arrived = nil
 	l.mu.Unlock()
@@ -752,6 +760,8 @@ func (l *Log) Stats() Stats {
 		Syncs:        l.syncs.Load(),
 		BytesWritten: l.bytes.Load(),
 		SyncNanos:    l.syncNanos.Load(),
+		Gathers:      l.gathers.Load(),
+		GatherMisses: l.gatherMisses.Load(),
 	}
 	for i := range l.groups {
 		s.Groups[i] = l.groups[i].Load()

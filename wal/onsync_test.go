@@ -188,8 +188,8 @@ func TestSyncGatheredDoesNotGather(t *testing.T) {
 	if err := l.SyncGathered(1); err != nil {
 		t.Fatal(err)
 	}
-	if len(waits) != 0 {
-		t.Fatalf("SyncGathered waited %v for committers", waits)
+	if len(waits) != 0 || l.Stats().Gathers != 0 {
+		t.Fatalf("SyncGathered waited %v for committers (%+v)", waits, l.Stats())
 	}
 	if err := l.Append(2, []byte("b")); err != nil {
 		t.Fatal(err)
@@ -200,6 +200,10 @@ func TestSyncGatheredDoesNotGather(t *testing.T) {
 	}
 	if len(waits) != 1 || waits[0] != maxGather {
 		t.Fatalf("Sync's waits for committers: %v, want one of %v", waits, maxGather)
+	}
+	// No one appended while it waited: a gather that missed.
+	if st := l.Stats(); st.Gathers != 1 || st.GatherMisses != 1 {
+		t.Fatalf("gathers %d, missed %d; want 1 and 1", st.Gathers, st.GatherMisses)
 	}
 	if got := l.synced.Load(); got != 2 {
 		t.Fatalf("synced through %d, want 2", got)
