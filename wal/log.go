@@ -470,12 +470,24 @@ func (l *Log) gather() {
 		l.opts.gathering(wait)
 	}
 	l.gathers.Add(1)
-	if !await(ch, wait, runtime.GOMAXPROCS(0) > 1) {
+	if !await(ch, wait, spins(wait, runtime.GOMAXPROCS(0))) {
 		l.gatherMisses.Add(1)
 	}
 	l.mu.Lock()
 	l.arrived = nil
 	l.mu.Unlock()
+}
+
+// timerGrain is the precision of a Go timer in a process with nothing
+// else to run: the netpoller sleeps in whole milliseconds.
+const timerGrain = time.Millisecond
+
+// spins reports whether a gathering leader that may wait for wait, with
+// procs processors, waits in a loop rather than on a timer (see await):
+// only a wait shorter than a timer's grain needs it, and only with a
+// second processor.
+func spins(wait time.Duration, procs int) bool {
+	return wait < timerGrain && procs > 1
 }
 
 // await waits until ch is closed or wait has passed, and reports whether
@@ -491,7 +503,10 @@ func (l *Log) gather() {
 // that would otherwise have nothing to do until the fsync. Without a
 // second processor (spin false) it sleeps: a loop there would hold off
 // the goroutines that the network wakes, which the scheduler finds only
-// when it has nothing else to run.
+// when it has nothing else to run. A wait of a timer's grain or more
+// (a disk whose fsync takes 2 ms or longer) sleeps too: the timer is
+// then precise enough, and a loop would spend a millisecond of processor
+// a round on a slow disk.
 func await(ch <-chan struct{}, wait time.Duration, spin bool) bool {
 	if !spin {
 		t := time.NewTimer(wait)

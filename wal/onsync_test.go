@@ -240,3 +240,24 @@ func TestAwait(t *testing.T) {
 		})
 	}
 }
+
+// TestSpins: a gathering leader waits in a loop only for a wait shorter
+// than a timer's grain, and only with a second processor.
+func TestSpins(t *testing.T) {
+	tests := []struct {
+		wait  time.Duration
+		procs int
+		want  bool
+	}{
+		{50 * time.Microsecond, 2, true},
+		{timerGrain - 1, 8, true},
+		{timerGrain, 2, false}, // a slow disk: the timer is precise enough
+		{maxGather, 2, false},
+		{50 * time.Microsecond, 1, false}, // one processor: the loop would hold it
+	}
+	for _, tt := range tests {
+		if got := spins(tt.wait, tt.procs); got != tt.want {
+			t.Errorf("spins(%v, %d) = %v, want %v", tt.wait, tt.procs, got, tt.want)
+		}
+	}
+}
