@@ -52,6 +52,9 @@ type Counters struct {
 	// Groups counts fsyncs by the commits each covered, in the buckets of
 	// engine.Stats.LogGroups; zero where the queue does not say.
 	Groups [engine.LogGroupBuckets]uint64
+	// Gathers and GatherMisses are engine.Stats.LogGathers and
+	// LogGatherMisses; zero where the queue does not say.
+	Gathers, GatherMisses uint64
 }
 
 // Opener opens a fresh, empty queue for one run of cfg, keeping its files
@@ -99,7 +102,8 @@ func openDB(cfg Config, dir string, tweak func(*engine.Options)) (*engine.DB, er
 func dbCounters(db *engine.DB) func() (Counters, bool) {
 	return func() (Counters, bool) {
 		s := db.Stats()
-		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes, Groups: s.LogGroups, SyncTime: s.LogSyncTime}, true
+		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes, Groups: s.LogGroups, SyncTime: s.LogSyncTime,
+			Gathers: s.LogGathers, GatherMisses: s.LogGatherMisses}, true
 	}
 }
 
@@ -209,6 +213,7 @@ func (w window) close(r *Result) {
 	r.Fsyncs = c.Fsyncs - w.start.Fsyncs
 	r.LogBytes = c.LogBytes - w.start.LogBytes
 	r.SyncTime = c.SyncTime - w.start.SyncTime
+	r.Gathers, r.GatherMisses = c.Gathers-w.start.Gathers, c.GatherMisses-w.start.GatherMisses
 	r.Groups = nil
 	for i := range c.Groups {
 		if n := c.Groups[i] - w.start.Groups[i]; n > 0 {

@@ -81,9 +81,14 @@ type Result struct {
 	Groups []GroupCount `json:"groups,omitempty"`
 	// SyncTime is the time the fsyncs took, in all: with Elapsed, how much
 	// of a run the disk was busy and how long one took on average.
-	SyncTime     time.Duration `json:"sync_time,omitempty"`
-	LogBytes     uint64        `json:"log_bytes,omitempty"`
-	BytesPerTask float64       `json:"bytes_per_task,omitempty"`
+	SyncTime time.Duration `json:"sync_time,omitempty"`
+	// Gathers counts the fsyncs whose leader first waited for committers
+	// the one before released, and GatherMisses those of them whose
+	// committers did not all come in time (engine.Stats.LogGathers).
+	Gathers      uint64  `json:"gathers,omitempty"`
+	GatherMisses uint64  `json:"gather_misses,omitempty"`
+	LogBytes     uint64  `json:"log_bytes,omitempty"`
+	BytesPerTask float64 `json:"bytes_per_task,omitempty"`
 
 	// CPU is the CPU time (user and system) the whole process used in the
 	// window: the load generator, the queue and, in remote mode, the
@@ -222,6 +227,9 @@ func (r Result) Table(w io.Writer) error {
 	if r.SyncTime > 0 && r.Fsyncs > 0 {
 		line("fsync time", fmt.Sprintf("mean %s, %.0f%% of the run", dur(r.SyncTime/time.Duration(r.Fsyncs)),
 			100*r.SyncTime.Seconds()/r.Elapsed.Seconds()))
+	}
+	if r.Gathers > 0 {
+		line("gathers", fmt.Sprintf("%d fsyncs waited for committers first, %d of them to the bound", r.Gathers, r.GatherMisses))
 	}
 	if r.LogBytes > 0 {
 		line("log", fmt.Sprintf("%s, %.0f bytes/task", size(int64(r.LogBytes)), r.BytesPerTask))

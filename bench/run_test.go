@@ -327,3 +327,34 @@ func TestFairness(t *testing.T) {
 		t.Fatal("WF ran remote")
 	}
 }
+
+// counted is a driver (none of whose queue calls is used) that reports
+// the counters it is given.
+type counted struct{ c Counters }
+
+func (d *counted) Counters() Counters { return d.c }
+
+// TestWindowCountsGathers: a run's result holds the gathers and misses of
+// its window only, and its table shows them when there were any.
+func TestWindowCountsGathers(t *testing.T) {
+	d := &counted{c: Counters{Commits: 10, Fsyncs: 5, Gathers: 7, GatherMisses: 2}}
+	w := openWindow(d)
+	d.c = Counters{Commits: 40, Fsyncs: 15, Gathers: 12, GatherMisses: 3}
+	var r Result
+	w.close(&r)
+	if r.Gathers != 5 || r.GatherMisses != 1 {
+		t.Fatalf("gathers %d, missed %d; want 5 and 1", r.Gathers, r.GatherMisses)
+	}
+	var b bytes.Buffer
+	if err := r.Table(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "5 fsyncs waited for committers first, 1 of them to the bound") {
+		t.Fatalf("no gathers in\n%s", b.String())
+	}
+	r.Gathers, r.GatherMisses = 0, 0
+	b.Reset()
+	if err := r.Table(&b); err != nil || strings.Contains(b.String(), "gathers") {
+		t.Fatalf("gathers shown for a run with none (%v):\n%s", err, b.String())
+	}
+}

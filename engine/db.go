@@ -1058,6 +1058,7 @@ func (d *DB) Stats() Stats {
 		ls := c.log.Stats()
 		s.LogSyncs, s.LogBytes, s.LogGroups = ls.Syncs, ls.BytesWritten, ls.Groups
 		s.LogSyncTime = time.Duration(ls.SyncNanos)
+		s.LogGathers, s.LogGatherMisses = ls.Gathers, ls.GatherMisses
 	}
 	return s
 }

@@ -395,3 +395,32 @@ func TestBackgroundSyncsDoNotGather(t *testing.T) {
 		t.Fatalf("%d fsyncs, %d of them after waiting for committers; want at least 3, none waiting", st.Syncs, st.Gathers)
 	}
 }
+
+// TestStatsCountGathers: a commit's sync whose leader expects the
+// committers the fsync before covered, and finds fewer, waits for them
+// (LogGathers) and, when they do not come, counts a miss; a round that
+// finds them all waits for nothing.
+func TestStatsCountGathers(t *testing.T) {
+	e := newEnv(t, false)
+	q := e.q("q")
+	// Three commits logged together and made durable by one fsync, whose
+	// leader (a Deferred's Wait) waits for no one.
+	before := e.db.Stats().LogSyncs
+	dctx, d := DeferDurable(ctx)
+	for range 3 {
+		if _, err := q.Enqueue(dctx, Task{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.db.Stats(); s.LogSyncs != before+1 || s.LogGathers != 0 {
+		t.Fatalf("%d fsyncs, %d gathers; want 1 fsync and no gather", s.LogSyncs-before, s.LogGathers)
+	}
+	// A lone commit: its leader waits for the other two, who never come.
+	e.enqueue(q, Task{})
+	if s := e.db.Stats(); s.LogGathers != 1 || s.LogGatherMisses != 1 {
+		t.Fatalf("gathers %d, missed %d; want 1 and 1", s.LogGathers, s.LogGatherMisses)
+	}
+}

@@ -82,6 +82,12 @@ type Stats struct {
 	// how many each covered (one batch per commit, housekeeping aside):
 	// LogGroups[i] those of a size LogGroupRange(i).
 	LogGroups [LogGroupBuckets]uint64
+	// LogGathers counts the fsyncs whose leader first waited, for at most
+	// half an fsync, for committers the fsync before had released (group
+	// commit); LogGatherMisses those whose committers did not all come
+	// within that bound: committers that do not commit again as soon as
+	// their commit returns (a producer at a fixed rate).
+	LogGathers, LogGatherMisses uint64
 }
 
 // LogGroupBuckets is the number of buckets of Stats.LogGroups: one per
