@@ -143,7 +143,8 @@ func MedianFloor(fs []HTTPFloor) HTTPFloor {
 	return s[(len(s)-1)/2]
 }
 
-// WriteFloor writes the floor f and sets it beside the median durable W1
+// WriteFloor writes the floor f, the median round's (MedianFloor), under a
+// heading that says what it is, and sets it beside the median durable W1
 // and W2 of rs, where the run has them: what the server adds to a call
 // (W1) and to a producer's round (W2) over the same in process, against
 // what the bare call adds to its fsync. (The log's own sync is cheaper
@@ -151,6 +152,7 @@ func MedianFloor(fs []HTTPFloor) HTTPFloor {
 // At 80% of in process, W2's round through the server may add a quarter
 // of its round in process.
 func WriteFloor(w io.Writer, f HTTPFloor, rs []Result) error {
+	fmt.Fprintln(w, "the floor of a durable call over HTTP/1.1 here, median of the rounds (a bare net/http POST whose handler appends and fsyncs, against the append and fsync alone, alternating):")
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "fsync in process\tmean %s  p50 %s  p99 %s\n", dur(f.SyncMean), dur(f.Sync.P50), dur(f.Sync.P99))
 	fmt.Fprintf(tw, "bare net/http call that fsyncs\tmean %s  p50 %s  p99 %s\n", dur(f.CallMean), dur(f.Call.P50), dur(f.Call.P99))

@@ -92,7 +92,7 @@ func TestWriteFloor(t *testing.T) {
 	if err := WriteFloor(&b, f, []Result{w2("docket", 50000), w2(Remote, 20000)}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"+190.0µs (10 calls)", "in process 320.0µs, remote 800.0µs (+480.0µs)",
+	for _, want := range []string{"the floor of a durable call over HTTP/1.1", "+190.0µs (10 calls)", "in process 320.0µs, remote 800.0µs (+480.0µs)",
 		"80.0µs; the bare call adds +190.0µs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in\n%s", want, b.String())
@@ -106,7 +106,7 @@ func TestWriteFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A call of 200µs in process, of 500µs through the server.
-	if !strings.Contains(b.String(), "in process 200.0µs, remote 500.0µs (+300.0µs); the bare call adds +190.0µs") || strings.Contains(b.String(), "round") {
+	if !strings.Contains(b.String(), "in process 200.0µs, remote 500.0µs (+300.0µs); the bare call adds +190.0µs") || strings.Contains(b.String(), "W2 always") {
 		t.Fatalf("with W1 and no remote W2:\n%s", b.String())
 	}
 }

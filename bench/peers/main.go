@@ -184,7 +184,7 @@ func main() {
 		if len(floors) > 0 {
 			f := bench.MedianFloor(floors)
 			floor = &f
-			fmt.Println("\nthe floor of a durable call over HTTP/1.1 here, median of the rounds (a bare net/http POST whose handler appends and fsyncs, against the append and fsync alone, alternating):")
+			fmt.Println()
 			bench.WriteFloor(os.Stdout, f, every)
 		}
 	}

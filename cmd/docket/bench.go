@@ -218,7 +218,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	if out.Floor != nil {
-		fmt.Fprintln(c.stdout, "\nthe floor of a durable call over HTTP/1.1 here, median of the rounds (a bare net/http POST whose handler appends and fsyncs, against the append and fsync alone, alternating):")
+		fmt.Fprintln(c.stdout)
 		if err := bench.WriteFloor(c.stdout, *out.Floor, out.Results); err != nil {
 			return err
 		}
