@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -423,4 +424,31 @@ func TestStatsCountGathers(t *testing.T) {
 	if s := e.db.Stats(); s.LogGathers != 1 || s.LogGatherMisses != 1 {
 		t.Fatalf("gathers %d, missed %d; want 1 and 1", s.LogGathers, s.LogGatherMisses)
 	}
+}
+
+// TestIntervalSyncFailureStopsTheEngine: in SyncInterval, where commits
+// return before the fsync, a failed fsync of the interval loop stops the
+// engine as a commit's would: at once (DB.Err), and every later call gets
+// ErrFailed.
+func TestIntervalSyncFailureStopsTheEngine(t *testing.T) {
+	var failing atomic.Bool
+	e := newEnv(t, false, func(o *Options) {
+		o.Durability, o.SyncEvery = SyncInterval, time.Hour
+		o.Failpoint = func(name string) error {
+			if name == "sync" && failing.Load() {
+				return errors.New("injected sync failure")
+			}
+			return nil
+		}
+	})
+	q := e.q("q")
+	e.enqueue(q, Task{}) // answered once written, before any fsync
+	failing.Store(true)
+	e.db.c.syncInterval()
+	// Failed at once, as /readyz sees it, not only at the next commit.
+	wantErr(t, e.db.Err(), ErrFailed)
+	_, err := q.Enqueue(ctx, Task{})
+	wantErr(t, err, ErrFailed)
+	_, err = q.Counts(ctx)
+	wantErr(t, err, ErrFailed)
 }
