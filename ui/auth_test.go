@@ -396,3 +396,17 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// An action that did nothing for another reason than a refusal is headed
+// as a failure, 409, with what went wrong.
+func TestFailedActionHeadedAsFailure(t *testing.T) {
+	e := newEnv(t, Options{AllowActions: true})
+	e.enqueue(e.queue("jobs"), engine.Task{})
+	st, body := e.post("/docket/action", url.Values{"csrf": {e.csrf()}, "op": {"cancel"}, "p": {"acme"}, "s": {"prod"},
+		"q": {"jobs"}, "id": {"999"}, "confirm": {"yes"}})
+	if st != http.StatusConflict {
+		t.Fatalf("cancel of a missing task: %d\n%s", st, body)
+	}
+	mustContain(t, body, "<h1>Failed: cancel</h1>", "Cancelled 0 of 1 task.", "<h2>Not done</h2>", "task 999")
+	mustNotContain(t, body, "Done", "Refused")
+}
