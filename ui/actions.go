@@ -50,6 +50,8 @@ type report struct {
 	Back    string
 	Summary string
 	Err     string // the error text of a ByErr action
+	// Refused is whether an error was the engine's refusal (ErrPermission).
+	Refused bool
 }
 
 func (rq *request) action() {
@@ -66,6 +68,23 @@ func (rq *request) action() {
 	ref, err := refOf(f)
 	if err != nil {
 		rq.fail(err)
+		return
+	}
+	rq.about(ref.NS)
+	if fl := rq.follower; fl != nil {
+		msg := "this node is not the leader and no leader is known: try again once one is elected"
+		if fl.Leader != "" {
+			msg = fmt.Sprintf("this node is not the leader: take the action on the leader, node %s", fl.Leader)
+			if fl.URL != "" {
+				msg += " (" + fl.URL + ")"
+			}
+		}
+		rq.failWith(http.StatusConflict, errors.New(msg+". Nothing changed."))
+		return
+	}
+	if !rq.may(ref.NS) {
+		rq.failWith(http.StatusForbidden, fmt.Errorf("%s lacks admin on %s, which %s needs. Nothing changed.",
+			rq.callerName(), ref.NS, o.Name))
 		return
 	}
 	var ids []uint64
@@ -163,23 +182,34 @@ func (rq *request) action() {
 		}
 	}
 	rep.Summary = summary(rep)
-	status := http.StatusOK
-	if len(rep.Errors) > 0 && rep.Done == 0 {
-		status = http.StatusConflict
-		for _, e := range rep.Errors {
-			if strings.Contains(e, engine.ErrPermission.Error()) {
-				status = http.StatusForbidden
-			}
-		}
-	}
 	rq.d.opts.Logger.Info("docket ui: action", "caller", rq.who, "op", o.Name, "queue", ref.String(),
 		"done", rep.Done, "errors", len(rep.Errors))
-	rq.renderStill(status, "report", "Done: "+o.Name, "queue", rep)
+	if len(rep.Errors) > 0 && rep.Done == 0 {
+		if rep.Refused {
+			// A refusal reads as one: an error page, 403.
+			rq.failWith(http.StatusForbidden, fmt.Errorf("%s. Nothing changed.", strings.Join(rep.Errors, "; ")))
+			return
+		}
+		rq.renderStill(http.StatusConflict, "report", "Failed: "+o.Name, "queue", rep)
+		return
+	}
+	rq.renderStill(http.StatusOK, "report", "Done: "+o.Name, "queue", rep)
+}
+
+// callerName names the caller in a refusal.
+func (rq *request) callerName() string {
+	if rq.who == "" {
+		return "this dashboard's program"
+	}
+	return fmt.Sprintf("caller %q", rq.who)
 }
 
 func (r *report) addErr(err error) {
 	if err == nil {
 		return
+	}
+	if errors.Is(err, engine.ErrPermission) {
+		r.Refused = true
 	}
 	if len(r.Errors) < 20 {
 		r.Errors = append(r.Errors, err.Error())

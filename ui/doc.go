@@ -36,7 +36,21 @@
 // confirmed on a page of their own, report how many tasks they
 // touched, need a CSRF token, and run as the caller that Options.Caller (or
 // Options.Login's token) maps the request to, so the engine's authorizer
-// decides: an action needs the admin permission.
+// decides: an action needs the admin permission. Pages show the actions
+// only to a caller who holds it on the namespace (as the API's view
+// reports, engine.DB.Permissions); a refused action answers 403 with a page
+// headed "Refused".
+//
+// With Options.Login, the sign-in form starts a session kept in the
+// dashboard's memory; the browser's cookie holds only its random id. A
+// session ends at sign-out, after Options.SessionIdle without use,
+// Options.SessionLifetime after sign-in, or once its token is no longer
+// accepted. Signing in returns to the page first asked for (a page of the
+// dashboard only). Under TLS, responses carry Strict-Transport-Security.
+//
+// On a node of a cluster that is not the leader (Options.Cluster), pages
+// read the node's own state, which may trail the leader by a moment, and
+// say so in a banner naming the leader; actions are refused there.
 //
 // Rendering uses html/template, so every payload, error, header, key and
 // name is escaped; the Content-Security-Policy allows only the dashboard's

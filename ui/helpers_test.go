@@ -29,6 +29,7 @@ type env struct {
 	clock *engine.ManualClock
 	db    *engine.DB
 	srv   *httptest.Server
+	dash  *Dashboard
 	c     *http.Client
 	kills int
 }
@@ -57,7 +58,8 @@ func (e *env) serve(api engine.API, o Options) {
 		o.Prefix = "/docket/"
 	}
 	mux := http.NewServeMux()
-	mux.Handle(o.Prefix, Handler(api, o))
+	e.dash = build(api, o)
+	mux.Handle(o.Prefix, e.dash)
 	if e.srv != nil {
 		e.srv.Close()
 	}

@@ -23,16 +23,54 @@ type request struct {
 	r   *http.Request
 	api engine.API
 	who string
+	c   context.Context // the request's, with stale reads on a follower
+	// follower is set on a node of a cluster that is not the leader.
+	follower *follower
+	// ns is the namespace the page is about, once known: its actions show
+	// only to a caller who may take them.
+	ns *engine.Namespace
 }
 
-func (rq *request) ctx() context.Context { return rq.r.Context() }
+func (rq *request) ctx() context.Context { return rq.c }
 
 func (rq *request) render(name, heading, nav string, data any) {
-	rq.d.renderAs(rq.w, rq.r, http.StatusOK, name, heading, nav, rq.who, rq.d.opts.Refresh, data)
+	rq.d.renderAs(rq.w, rq.r, http.StatusOK, name, heading, nav, rq.chrome(rq.d.opts.Refresh), data)
 }
 
 func (rq *request) renderStill(status int, name, heading, nav string, data any) {
-	rq.d.renderAs(rq.w, rq.r, status, name, heading, nav, rq.who, 0, data)
+	rq.d.renderAs(rq.w, rq.r, status, name, heading, nav, rq.chrome(0), data)
+}
+
+// about records the namespace the page shows.
+func (rq *request) about(ns engine.Namespace) { rq.ns = &ns }
+
+// chrome is what the request's page shows around its content: actions only
+// where the dashboard allows them, on the leader, to a caller who may.
+func (rq *request) chrome(refresh time.Duration) chrome {
+	c := chrome{who: rq.who, refresh: refresh, follower: rq.follower}
+	switch {
+	case !rq.d.opts.AllowActions:
+		c.readOnly = rq.d.readOnly()
+	case rq.follower != nil:
+		c.readOnly = "This node is not the leader: actions are taken on the leader's dashboard"
+	case rq.ns != nil && !rq.may(*rq.ns):
+		c.readOnly = fmt.Sprintf("You may not act on %s: that needs the admin permission", rq.ns)
+	default:
+		c.actions = true
+	}
+	return c
+}
+
+// may reports whether the caller may take actions on ns, as far as the
+// API's view tells (engine.DB.Permissions); a view that cannot tell is
+// assumed to, and the engine decides when the action runs.
+func (rq *request) may(ns engine.Namespace) bool {
+	if p, ok := rq.api.(interface {
+		Permissions(engine.Namespace) engine.Perm
+	}); ok {
+		return p.Permissions(ns)&engine.PermAdmin != 0
+	}
+	return true
 }
 
 // fail shows err with the status that fits it.
@@ -48,7 +86,11 @@ func (rq *request) fail(err error) {
 	case errors.Is(err, engine.ErrConflict):
 		status = http.StatusConflict
 	}
-	rq.d.fail(rq.w, rq.r, status, err)
+	rq.failWith(status, err)
+}
+
+func (rq *request) failWith(status int, err error) {
+	rq.d.failAs(rq.w, rq.r, status, err, rq.chrome(0))
 }
 
 var errBadInput = errors.New("bad input")
@@ -363,6 +405,7 @@ func (rq *request) queue() {
 			return
 		}
 	}
+	rq.about(ref.NS)
 	q := rq.api.Queue(ref.NS, ref.Name)
 	counts, err := q.Counts(rq.ctx())
 	if err != nil {
@@ -536,6 +579,7 @@ func (rq *request) task() {
 		rq.fail(err)
 		return
 	}
+	rq.about(ref.NS)
 	q := rq.api.Queue(ref.NS, ref.Name)
 	t, err := q.Get(rq.ctx(), id)
 	if err != nil {
@@ -606,6 +650,7 @@ func (rq *request) dead() {
 		rq.fail(err)
 		return
 	}
+	rq.about(ref.NS)
 	q := rq.api.Queue(ref.NS, ref.Name)
 	counts, err := q.Counts(rq.ctx())
 	if err != nil {
@@ -707,7 +752,7 @@ func (rq *request) cluster() {
 			p.Healthy++
 		}
 	}
-	rq.d.renderAs(rq.w, rq.r, status, "cluster", "Cluster", "cluster", rq.who, rq.d.opts.Refresh, p)
+	rq.d.renderAs(rq.w, rq.r, status, "cluster", "Cluster", "cluster", rq.chrome(rq.d.opts.Refresh), p)
 }
 
 // lineage is where a task came from and what it started: the task whose

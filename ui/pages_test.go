@@ -123,7 +123,7 @@ func TestFindTaskByID(t *testing.T) {
 func TestTaskPageRendersLineage(t *testing.T) {
 	d := build(nil, Options{Prefix: "/docket/"})
 	rec := httptest.NewRecorder()
-	d.renderAs(rec, httptest.NewRequest("GET", "/docket/task", nil), http.StatusOK, "task", "Task 5", "queue", "", 0, taskPage{
+	d.renderAs(rec, httptest.NewRequest("GET", "/docket/task", nil), http.StatusOK, "task", "Task 5", "queue", chrome{}, taskPage{
 		Ref: queueRef{ns, "jobs"}, T: engine.TaskInfo{ID: 5, State: engine.Completed, Namespace: ns, Queue: "jobs"},
 		Lineage: lineage{Parent: 3, FollowUps: []uint64{6, 7}}, Now: t0,
 	})
@@ -131,7 +131,7 @@ func TestTaskPageRendersLineage(t *testing.T) {
 	mustContain(t, body, `<dt>Created by</dt><dd><a href="/docket/task?p=acme&amp;s=prod&amp;id=3">task 3</a>`,
 		`<dt>Follow-ups</dt><dd class="ids"><a href="/docket/task?p=acme&amp;s=prod&amp;id=6">6</a> <a href="/docket/task?p=acme&amp;s=prod&amp;id=7">7</a>`)
 	rec = httptest.NewRecorder()
-	d.renderAs(rec, httptest.NewRequest("GET", "/docket/task", nil), http.StatusOK, "task", "Task 5", "queue", "", 0, taskPage{
+	d.renderAs(rec, httptest.NewRequest("GET", "/docket/task", nil), http.StatusOK, "task", "Task 5", "queue", chrome{}, taskPage{
 		Ref: queueRef{ns, "jobs"}, T: engine.TaskInfo{ID: 5, State: engine.Ready}, Now: t0})
 	mustNotContain(t, rec.Body.String(), "Created by", "Follow-ups")
 }

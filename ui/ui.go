@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,10 +42,22 @@ type Options struct {
 	// runs as the program itself, unless Login is set.
 	Caller func(*http.Request) (engine.Caller, error)
 	// Login, if set and Caller is nil, maps a bearer token to a caller. The
-	// token comes from the Authorization header or from the cookie set by
-	// the dashboard's login form (HttpOnly, SameSite=Strict). A request
-	// without a valid token is sent to the login form.
+	// token comes from the Authorization header or from the dashboard's
+	// sign-in form, which starts a session kept on the server: the
+	// browser's cookie holds only the session's random id (HttpOnly,
+	// SameSite=Lax, Secure under TLS). Every request checks the session's
+	// token again, so a token Login stops accepting (revoked at a reload)
+	// ends its sessions. A request without a valid token or session is sent
+	// to the sign-in form, which then returns to the page asked for.
 	Login func(token string) (engine.Caller, error)
+	// SessionIdle ends a session after this long without a request
+	// (default DefaultSessionIdle, 2 h); SessionLifetime ends it this long
+	// after sign-in whatever its use (default DefaultSessionLifetime,
+	// 12 h). At most MaxSessions are kept (default DefaultMaxSessions); a
+	// new one beyond ends the least recently used. Time is the API's
+	// clock.
+	SessionIdle, SessionLifetime time.Duration
+	MaxSessions                  int
 	// As returns the view of the API that runs for caller. Default: the
 	// API's own As method (engine.DB has one); an API without one cannot
 	// serve callers and the dashboard says so.
@@ -52,9 +65,14 @@ type Options struct {
 	// AllowActions turns on the action buttons (redrive, cancel, run now,
 	// delete completed, pause and resume).
 	// Without it the dashboard is read-only and refuses every action with
-	// 403.
+	// 403. With it, a page shows the buttons only to a caller who may use
+	// them (the admin permission on the namespace, when the API's view
+	// reports its permissions as engine.DB.Permissions does).
 	AllowActions bool
-	// Cluster, if set, adds a cluster page (members, leader, lag).
+	// Cluster, if set, adds a cluster page (members, leader, lag). On a
+	// node that is not the leader, pages read the node's own state (stale
+	// reads, engine.WithStaleReads), say so in a banner naming the leader,
+	// and offer no actions.
 	Cluster ClusterInfo
 	// Logger receives errors the dashboard could not show on a page.
 	// Default slog.Default().
@@ -123,6 +141,7 @@ type Dashboard struct {
 	static http.Handler
 	secret []byte
 	rates  *sampler
+	auth   *sessions
 	warned atomic.Bool
 
 	stop chan struct{}
@@ -184,7 +203,17 @@ func build(api engine.API, o Options) *Dashboard {
 	if o.Refresh <= 0 {
 		o.Refresh = 1500 * time.Millisecond
 	}
-	d := &Dashboard{api: api, opts: o, secret: make([]byte, 32)}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = DefaultSessionIdle
+	}
+	if o.SessionLifetime <= 0 {
+		o.SessionLifetime = DefaultSessionLifetime
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	d := &Dashboard{api: api, opts: o, secret: make([]byte, 32),
+		auth: newSessions(o.SessionIdle, o.SessionLifetime, o.MaxSessions)}
 	if _, err := rand.Read(d.secret); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
@@ -199,13 +228,15 @@ func (d *Dashboard) sampleLoop() {
 	defer close(d.done)
 	t := time.NewTicker(d.opts.SampleEvery)
 	defer t.Stop()
-	d.sample(context.Background(), d.api)
+	// Totals for rates may come from a follower's own state.
+	ctx := engine.WithStaleReads(context.Background())
+	d.sample(ctx, d.api)
 	for {
 		select {
 		case <-d.stop:
 			return
 		case <-t.C:
-			d.sample(context.Background(), d.api)
+			d.sample(ctx, d.api)
 		}
 	}
 }
@@ -227,9 +258,13 @@ func (d *Dashboard) sample(ctx context.Context, api engine.API) {
 }
 
 const (
-	csrfCookie  = "docket_csrf"
-	tokenCookie = "docket_token"
+	csrfCookie    = "docket_csrf"
+	sessionCookie = "docket_session"
 )
+
+// hsts is the Strict-Transport-Security header sent under TLS: browsers
+// then refuse plain HTTP to this host for a year.
+const hsts = "max-age=31536000"
 
 // contentSecurityPolicy allows nothing but the dashboard's own script,
 // stylesheet and requests: no inline script, no framing.
@@ -243,6 +278,9 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
+	if r.TLS != nil {
+		h.Set("Strict-Transport-Security", hsts)
+	}
 	path := r.URL.Path
 	if !strings.HasPrefix(path, d.opts.Prefix) {
 		if path+"/" == d.opts.Prefix {
@@ -265,8 +303,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, http.StatusBadRequest, fmt.Errorf("the form could not be read: %v", err))
 			return
 		}
-		if !d.checkCSRF(r) {
-			d.fail(w, r, http.StatusForbidden, errors.New("the form's CSRF token is missing or wrong: reload the page and try again"))
+		if err := d.checkCSRF(r); err != nil {
+			d.fail(w, r, http.StatusForbidden, err)
 			return
 		}
 	} else if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -285,13 +323,23 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	api, who, err := d.view(r)
 	if err != nil {
 		if d.opts.Caller == nil && d.opts.Login != nil {
-			http.Redirect(w, r, d.opts.Prefix+"login", http.StatusSeeOther)
+			target := d.opts.Prefix + "login"
+			if next := r.URL.RequestURI(); r.Method != http.MethodPost && next != d.opts.Prefix {
+				target += "?" + url.Values{"next": {next}}.Encode()
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
 		}
 		d.fail(w, r, http.StatusUnauthorized, err)
 		return
 	}
-	rq := &request{d: d, w: w, r: r, api: api, who: who}
+	rq := &request{d: d, w: w, r: r, api: api, who: who, c: r.Context()}
+	if d.opts.Cluster != nil && rel != "cluster" {
+		rq.follower = d.followerOf(r.Context())
+		if rq.follower != nil {
+			rq.c = engine.WithStaleReads(rq.c)
+		}
+	}
 	if r.Method == http.MethodPost {
 		if rel != "action" {
 			d.fail(w, r, http.StatusNotFound, errors.New("no such action"))
@@ -322,6 +370,34 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// follower is what a page served by a node that is not the leader says.
+type follower struct {
+	Leader string // "" when no leader is known
+	URL    string // the leader's dashboard, "" when unknown
+	Err    string // why the node could not say, if it could not
+}
+
+// followerOf returns nil on the leader (or a node that does not name
+// itself), else what its pages say: they then read the node's own state.
+func (d *Dashboard) followerOf(ctx context.Context) *follower {
+	st, err := d.opts.Cluster.ClusterStatus(ctx)
+	if err != nil {
+		return &follower{Err: err.Error()}
+	}
+	if st.Self == "" || st.Leader == st.Self {
+		return nil
+	}
+	f := &follower{Leader: st.Leader}
+	for _, m := range st.Members {
+		if m.ID == st.Leader && m.ID != "" {
+			if u, err := url.Parse(m.Address); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+				f.URL = strings.TrimSuffix(m.Address, "/") + d.opts.Prefix
+			}
+		}
+	}
+	return f
+}
+
 // view returns the API the request runs as, and the caller's id ("" for the
 // program itself).
 func (d *Dashboard) view(r *http.Request) (engine.API, string, error) {
@@ -333,12 +409,24 @@ func (d *Dashboard) view(r *http.Request) (engine.API, string, error) {
 			return nil, "", fmt.Errorf("not signed in: %w", err)
 		}
 	case d.opts.Login != nil:
-		tok := BearerToken(r)
+		tok, sid := BearerToken(r), ""
 		if tok == "" {
-			return nil, "", errors.New("not signed in")
+			ck, err := r.Cookie(sessionCookie)
+			if err != nil || ck.Value == "" {
+				return nil, "", errors.New("not signed in")
+			}
+			var ok bool
+			if tok, ok = d.auth.token(ck.Value, d.api.Clock().Now()); !ok {
+				return nil, "", errors.New("not signed in: the session ended")
+			}
+			sid = ck.Value
 		}
 		var err error
 		if c, err = d.opts.Login(tok); err != nil {
+			if sid != "" {
+				// The token was revoked since: so is every session made with it.
+				d.auth.end(sid)
+			}
 			return nil, "", fmt.Errorf("not signed in: %w", err)
 		}
 	default:
@@ -355,14 +443,12 @@ func (d *Dashboard) view(r *http.Request) (engine.API, string, error) {
 	return nil, "", errors.New("this API cannot act for a caller: set Options.As")
 }
 
-// BearerToken returns the request's bearer token, from the Authorization
-// header or the dashboard's login cookie, "" if it has none.
+// BearerToken returns the request's bearer token, from its Authorization
+// header, "" if it has none. (A browser signed in through the dashboard's
+// form holds a session id, not the token.)
 func BearerToken(r *http.Request) string {
 	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		return strings.TrimSpace(v)
-	}
-	if c, err := r.Cookie(tokenCookie); err == nil {
-		return c.Value
 	}
 	return ""
 }
@@ -391,20 +477,20 @@ func (d *Dashboard) sign(id string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// checkCSRF accepts a POST only with the token bound to the browser's CSRF
-// cookie, and only from this origin when the browser names one.
-func (d *Dashboard) checkCSRF(r *http.Request) bool {
+// checkCSRF accepts a POST only from this origin when the browser names
+// one, and only with the token bound to the browser's CSRF cookie.
+func (d *Dashboard) checkCSRF(r *http.Request) error {
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		if !strings.HasSuffix(o, "://"+r.Host) {
-			return false
+			return fmt.Errorf("this form was sent from another site (%.100q), not from this dashboard (%.100q): refused", o, r.Host)
 		}
 	}
 	c, err := r.Cookie(csrfCookie)
-	if err != nil || c.Value == "" {
-		return false
-	}
 	got := r.PostForm.Get("csrf")
-	return got != "" && hmac.Equal([]byte(got), []byte(d.sign(c.Value)))
+	if err != nil || c.Value == "" || got == "" || !hmac.Equal([]byte(got), []byte(d.sign(c.Value))) {
+		return errors.New("the form's CSRF token is missing or wrong: reload the page and try again")
+	}
+	return nil
 }
 
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
@@ -412,7 +498,13 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusNotFound, errors.New("this dashboard has no login: its program decides who you are"))
 		return
 	}
-	data := map[string]any{}
+	var next string
+	if r.Method == http.MethodPost {
+		next = localTarget(d.opts.Prefix, r.PostForm.Get("next"))
+	} else {
+		next = localTarget(d.opts.Prefix, r.URL.Query().Get("next"))
+	}
+	data := map[string]any{"Next": next}
 	status := http.StatusOK
 	if r.Method == http.MethodPost {
 		tok := strings.TrimSpace(r.PostForm.Get("token"))
@@ -420,9 +512,13 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 			data["Error"] = "That token was not accepted."
 			status = http.StatusUnauthorized
 		} else {
-			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: tok, Path: d.opts.Prefix, HttpOnly: true,
-				Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-			http.Redirect(w, r, d.opts.Prefix, http.StatusSeeOther)
+			if old, err := r.Cookie(sessionCookie); err == nil {
+				d.auth.end(old.Value)
+			}
+			id := d.auth.start(tok, d.api.Clock().Now())
+			http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: d.opts.Prefix, HttpOnly: true,
+				Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
+			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
 		}
 	}
@@ -434,8 +530,11 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusMethodNotAllowed, errors.New("sign out with the button"))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: d.opts.Prefix, MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		d.auth.end(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: d.opts.Prefix, MaxAge: -1, HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
 	target := d.opts.Prefix
 	if d.opts.Login != nil {
 		target += "login"
@@ -443,12 +542,29 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
-// fail renders an error page with status.
+// fail renders an error page with status; a 403 is headed as a refusal.
 func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	d.failAs(w, r, status, err, chrome{readOnly: d.readOnly()})
+}
+
+func (d *Dashboard) failAs(w http.ResponseWriter, r *http.Request, status int, err error, c chrome) {
 	if status >= 500 {
 		d.opts.Logger.Error("docket ui", "path", r.URL.Path, "err", err)
 	}
-	d.render(w, r, status, "error", http.StatusText(status), "", map[string]any{"Status": status, "Err": err.Error()})
+	heading := http.StatusText(status)
+	if status == http.StatusForbidden {
+		heading = "Refused"
+	}
+	c.refresh = 0
+	d.renderAs(w, r, status, "error", heading, "", c, map[string]any{"Status": status, "Err": err.Error()})
+}
+
+// readOnly is why the dashboard as a whole offers no actions, "" if it does.
+func (d *Dashboard) readOnly() string {
+	if !d.opts.AllowActions {
+		return "The program serving this dashboard did not allow actions"
+	}
+	return ""
 }
 
 // page is what every template gets.
@@ -457,22 +573,34 @@ type page struct {
 	Prefix         string
 	Nav            string
 	CSRF           string
-	Actions        bool
+	Actions        bool   // the page may show the actions of its subject
+	ReadOnly       string // why it shows none, for the read-only badge; "" for no badge
 	Login          bool
 	Cluster        bool
+	Follower       *follower // set on a node that is not the leader
 	Who            string
 	Refresh        int // milliseconds; 0 turns live refresh off
 	Data           any
 }
 
-func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name, heading, nav string, data any) {
-	d.renderAs(w, r, status, name, heading, nav, "", 0, data)
+// chrome is what a page shows around its content for the request: who is
+// signed in, whether it may act, whether it refreshes, the follower banner.
+type chrome struct {
+	who      string
+	refresh  time.Duration
+	actions  bool
+	readOnly string
+	follower *follower
 }
 
-func (d *Dashboard) renderAs(w http.ResponseWriter, r *http.Request, status int, name, heading, nav, who string, refresh time.Duration, data any) {
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name, heading, nav string, data any) {
+	d.renderAs(w, r, status, name, heading, nav, chrome{readOnly: d.readOnly()}, data)
+}
+
+func (d *Dashboard) renderAs(w http.ResponseWriter, r *http.Request, status int, name, heading, nav string, c chrome, data any) {
 	p := page{Title: d.opts.Title, Heading: heading, Prefix: d.opts.Prefix, Nav: nav, CSRF: d.csrfToken(w, r),
-		Actions: d.opts.AllowActions, Login: d.opts.Login != nil && d.opts.Caller == nil,
-		Cluster: d.opts.Cluster != nil, Who: who, Refresh: int(refresh / time.Millisecond), Data: data}
+		Actions: c.actions, ReadOnly: c.readOnly, Login: d.opts.Login != nil && d.opts.Caller == nil,
+		Cluster: d.opts.Cluster != nil, Follower: c.follower, Who: c.who, Refresh: int(c.refresh / time.Millisecond), Data: data}
 	t := d.tmpl[name]
 	var buf strings.Builder
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {

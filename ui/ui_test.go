@@ -369,12 +369,16 @@ func TestLoginForm(t *testing.T) {
 	resp.Body.Close()
 	var tc *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == tokenCookie {
+		if c.Name == sessionCookie {
 			tc = c
 		}
 	}
-	if resp.StatusCode != http.StatusSeeOther || tc == nil || !tc.HttpOnly || tc.SameSite != http.SameSiteStrictMode || tc.Value != "s3cret" {
+	if resp.StatusCode != http.StatusSeeOther || tc == nil || !tc.HttpOnly || tc.SameSite != http.SameSiteLaxMode || tc.Path != "/docket/" {
 		t.Fatalf("login: %d cookie %+v", resp.StatusCode, tc)
+	}
+	// The browser holds a random session id, not the token.
+	if len(tc.Value) != 64 || strings.Contains(tc.Value, "s3cret") || strings.Contains(resp.Header.Get("Set-Cookie"), "s3cret") {
+		t.Fatalf("session cookie %q", tc.Value)
 	}
 	mustContain(t, e.mustGet("/docket/"), `<span class="who">admin</span>`, "Sign out")
 	// A bearer header works without the cookie (a script, curl).

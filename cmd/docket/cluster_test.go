@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -420,30 +422,29 @@ func newTokenLine(t *testing.T, caller string, grants ...string) (string, string
 
 // TestClusterDashboardPage: `serve -raft -ui` gives the dashboard's
 // cluster page the node's own figures: on the leader, every member with
-// its role and API URL, and the leader's commit index.
+// its role and API URL, the leader's commit index, and each follower's
+// commit and applied indexes as the follower reports them. A follower's
+// overview and queue pages read its own state (stale reads) under a banner
+// naming the leader, instead of failing with "not the leader".
 func TestClusterDashboardPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three raft nodes; run without -short")
 	}
 	nodes := startCluster(t, "-ui")
 	c := dialNodes(t, client.Options{}, nodes...)
-	if _, err := c.Queue(engine.NS("acme", "prod"), "emails").Enqueue(clusterCtx(t, 20*time.Second), engine.Task{}); err != nil {
-		t.Fatal(err)
+	for range 5 {
+		if _, err := c.Queue(engine.NS("acme", "prod"), "emails").Enqueue(clusterCtx(t, 20*time.Second), engine.Task{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st := clusterOf(t, nodes[0].base)
 	base := st.LeaderURL
 	if base == "" {
 		t.Fatalf("no URL for the leader: %+v", st)
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(base + "/ui/cluster")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	body := string(b)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("cluster page: %d\n%s", resp.StatusCode, body)
+	code, _, body := clusterGet(t, base+"/ui/cluster")
+	if code != http.StatusOK {
+		t.Fatalf("cluster page: %d\n%s", code, body)
 	}
 	for _, n := range nodes {
 		if !strings.Contains(body, n.base) {
@@ -455,6 +456,73 @@ func TestClusterDashboardPage(t *testing.T) {
 			t.Errorf("the cluster page lacks %q", want)
 		}
 	}
+	// The leader polls its followers every second: their applied indexes
+	// show once it has heard from them.
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, _, body = clusterGet(t, base+"/ui/cluster")
+		rows := memberRows(body)
+		ok := len(rows) == 3
+		for id, r := range rows {
+			if id != st.Leader && (r[0] == 0 || r[1] == 0) {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader's cluster page never showed its followers' commit and applied indexes: %v\n%s", rows, body)
+		}
+		<-tick.C
+	}
+
+	for _, n := range nodes {
+		if n.base == base {
+			continue
+		}
+		for _, path := range []string{"/ui/", "/ui/queue?p=acme&s=prod&q=emails"} {
+			code, _, body := clusterGet(t, n.base+path)
+			if code != http.StatusOK {
+				t.Fatalf("%s on follower %s: %d\n%s", path, n.base, code, body)
+			}
+			for _, want := range []string{"This node is a follower", "node <strong>" + st.Leader + "</strong>",
+				`<a href="` + base + `/ui/">its dashboard</a>`, "emails"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("%s on follower %s lacks %q:\n%s", path, n.base, want, body)
+				}
+			}
+		}
+	}
+	// The leader's pages have no banner.
+	if code, _, body := clusterGet(t, base+"/ui/"); code != http.StatusOK || strings.Contains(body, "This node is a follower") {
+		t.Fatalf("the leader's overview: %d\n%s", code, body)
+	}
+}
+
+var (
+	memberRowRE = regexp.MustCompile(`(?s)<tr>\s*<th scope="row">([^<]+?)(?: <span|</th>)(.*?)</tr>`)
+	numCellRE   = regexp.MustCompile(`<td class="num">([0-9,]+)</td>`)
+)
+
+// memberRows reads the members table of a cluster page: id to its commit
+// and applied indexes.
+func memberRows(body string) map[string][2]uint64 {
+	out := map[string][2]uint64{}
+	for _, m := range memberRowRE.FindAllStringSubmatch(body, -1) {
+		nums := numCellRE.FindAllStringSubmatch(m[2], -1)
+		if len(nums) < 2 {
+			continue
+		}
+		var r [2]uint64
+		for i := range r {
+			r[i], _ = strconv.ParseUint(strings.ReplaceAll(nums[i][1], ",", ""), 10, 64)
+		}
+		out[m[1]] = r
+	}
+	return out
 }
 
 // TestClusterBenchFlags: the benchmark refuses what it cannot run.

@@ -15,9 +15,11 @@ const lagEvery = time.Second
 
 // followerLag is what a leader last learned of one follower.
 type followerLag struct {
-	up          bool          // it answered the last poll
-	lastIndex   uint64        // the last entry in its log
-	lastContact time.Duration // since it last heard from the leader
+	up           bool          // it answered the last poll
+	lastIndex    uint64        // the last entry in its log
+	commitIndex  uint64        // the last entry it knows committed
+	appliedIndex uint64        // the last entry it applied
+	lastContact  time.Duration // since it last heard from the leader
 }
 
 // lagPoller asks, while this node leads, every other member for its
@@ -79,7 +81,8 @@ func (p *lagPoller) poll(ctx context.Context) {
 				fs, err := c.ClusterStatus(pctx)
 				cancel()
 				if err == nil {
-					l = followerLag{up: true, lastIndex: fs.LastIndex, lastContact: fs.LastContact}
+					l = followerLag{up: true, lastIndex: fs.LastIndex, commitIndex: fs.CommitIndex,
+						appliedIndex: fs.AppliedIndex, lastContact: fs.LastContact}
 				}
 			}
 			mu.Lock()

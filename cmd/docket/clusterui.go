@@ -9,8 +9,10 @@ import (
 
 // clusterView is a node's view of its cluster for the dashboard's cluster
 // page (ui.ClusterInfo): the node's own raft figures, and, while it leads,
-// what the lag poller last heard from each follower (a follower's page
-// shows the members without their figures: only a leader polls them).
+// what the lag poller last heard from each follower: its commit and
+// applied indexes as it reported them, and its lag behind the leader's log
+// (a follower's page shows the members without their figures: only a
+// leader polls them).
 type clusterView struct{ r *replica }
 
 var _ ui.ClusterInfo = clusterView{}
@@ -32,7 +34,7 @@ func (v clusterView) ClusterStatus(ctx context.Context) (ui.ClusterStatus, error
 			mem.State = "leader"
 		case m.ID != st.ID && st.LeaderID == st.ID:
 			if l, ok := lags[m.ID]; ok && l.up {
-				mem.CommitIndex, mem.LastContact = l.lastIndex, l.lastContact
+				mem.CommitIndex, mem.AppliedIndex, mem.LastContact = l.commitIndex, l.appliedIndex, l.lastContact
 				if st.LastIndex > l.lastIndex {
 					mem.Lag = st.LastIndex - l.lastIndex
 				}
