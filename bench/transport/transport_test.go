@@ -322,33 +322,27 @@ func BenchmarkTransport(b *testing.B) {
 				if err := roundTrip(s, 0); err != nil { // a stream opens on its first message
 					b.Fatal(err)
 				}
-				lat := make([]time.Duration, b.N)
-				m := start(b, st)
-				for i := range b.N {
-					t0 := time.Now()
-					if err := roundTrip(s, uint64(i)); err != nil {
-						b.Fatal(err)
-					}
-					lat[i] = time.Since(t0)
-				}
-				m.report(b)
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs")
+				lone(b, st, func(id uint64) error { return roundTrip(s, id) })
 			})
 		}
-		b.Run(fmt.Sprintf("%s/pipelined-%d", p.name, window), func(b *testing.B) {
-			st := newStats()
-			s := p.open(b, st)
-			if err := roundTrip(s, 0); err != nil {
-				b.Fatal(err)
-			}
-			m := start(b, st)
-			if err := pipeline(s, b.N, window); err != nil {
-				b.Fatal(err)
-			}
-			m.report(b)
-		})
+		windows := []int{window}
+		if p.name == "tcp" || p.name == "stream-coalesced" {
+			windows = []int{16, 128, window}
+		}
+		for _, w := range windows {
+			b.Run(fmt.Sprintf("%s/pipelined-%d", p.name, w), func(b *testing.B) {
+				st := newStats()
+				s := p.open(b, st)
+				if err := roundTrip(s, 0); err != nil {
+					b.Fatal(err)
+				}
+				m := start(b, st)
+				if err := pipeline(s, b.N, w); err != nil {
+					b.Fatal(err)
+				}
+				m.report(b)
+			})
+		}
 	}
 	for _, conc := range []int{1, 16, window} {
 		name := "unary-h1/lone"
@@ -363,6 +357,10 @@ func BenchmarkTransport(b *testing.B) {
 			if err := callers(conc, conc, call); err != nil { // open the connections
 				b.Fatal(err)
 			}
+			if conc == 1 {
+				lone(b, st, call)
+				return
+			}
 			m := start(b, st)
 			if err := callers(b.N, conc, call); err != nil {
 				b.Fatal(err)
@@ -370,6 +368,24 @@ func BenchmarkTransport(b *testing.B) {
 			m.report(b)
 		})
 	}
+}
+
+// lone makes b.N calls one after the other and reports their median and
+// 99th percentile beside the means.
+func lone(b *testing.B, st *stats, call func(id uint64) error) {
+	lat := make([]time.Duration, b.N)
+	m := start(b, st)
+	for i := range b.N {
+		t0 := time.Now()
+		if err := call(uint64(i)); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	m.report(b)
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs")
 }
 
 // measure holds the counters at the start of a measured run.
