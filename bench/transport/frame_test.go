@@ -62,20 +62,12 @@ func frameBuffered(r *bufio.Reader) bool {
 func writeFrames[M proto.Message](w io.Writer, out <-chan M) error {
 	bw := bufio.NewWriterSize(w, bufSize)
 	var msg []byte
-	var hdr [binary.MaxVarintLen64]byte
 	var err error
 	for m := range out {
 		if err != nil {
 			continue
 		}
-		msg, err = proto.MarshalOptions{}.MarshalAppend(msg[:0], m)
-		if err != nil {
-			continue
-		}
-		if _, err = bw.Write(hdr[:binary.PutUvarint(hdr[:], uint64(len(msg)))]); err != nil {
-			continue
-		}
-		if _, err = bw.Write(msg); err != nil {
+		if msg, err = appendFrame(bw, msg, m); err != nil {
 			continue
 		}
 		if len(out) == 0 {
@@ -88,11 +80,27 @@ func writeFrames[M proto.Message](w io.Writer, out <-chan M) error {
 	return bw.Flush()
 }
 
+// appendFrame encodes m into msg (its scratch buffer, returned for the
+// next) and writes it to bw as a frame.
+func appendFrame(bw *bufio.Writer, msg []byte, m proto.Message) ([]byte, error) {
+	msg, err := proto.MarshalOptions{}.MarshalAppend(msg[:0], m)
+	if err != nil {
+		return msg, err
+	}
+	var hdr [binary.MaxVarintLen64]byte
+	if _, err := bw.Write(hdr[:binary.PutUvarint(hdr[:], uint64(len(msg)))]); err != nil {
+		return msg, err
+	}
+	_, err = bw.Write(msg)
+	return msg, err
+}
+
 // tcpServer answers framed EnqueueRequests on every connection it
 // accepts.
 type tcpServer struct {
 	ln      net.Listener
 	batched bool
+	inline  bool // the reader writes each answer itself
 	st      *stats
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -102,12 +110,12 @@ type tcpServer struct {
 
 // startTCP listens on a fresh port of 127.0.0.1 and serves until the test
 // or benchmark ends.
-func startTCP(tb testing.TB, batched bool, st *stats) *tcpServer {
+func startTCP(tb testing.TB, batched, inline bool, st *stats) *tcpServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &tcpServer{ln: countListener{ln, st.srv}, batched: batched, st: st, conns: map[net.Conn]struct{}{}}
+	s := &tcpServer{ln: countListener{ln, st.srv}, batched: batched, inline: inline, st: st, conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	tb.Cleanup(s.close)
@@ -167,6 +175,12 @@ func (s *tcpServer) serve(c net.Conn) {
 		werr <- err
 	}()
 	br := bufio.NewReaderSize(c, bufSize)
+	if s.inline {
+		close(out)
+		<-werr
+		s.readInline(br, c)
+		return
+	}
 	if s.batched {
 		s.readBatches(br, out)
 	} else {
@@ -187,6 +201,31 @@ func (s *tcpServer) readEach(br *bufio.Reader, out chan<- *v1.EnqueueResponse) {
 		buf = b
 		s.st.msgs.Add(1)
 		out <- answer(req)
+	}
+}
+
+// readInline answers each call from the reading goroutine, into a
+// bufio.Writer it flushes when no further whole frame is buffered: no
+// goroutine hands an answer on, and the answers to the calls that came
+// in one read leave in one write.
+func (s *tcpServer) readInline(br *bufio.Reader, c net.Conn) {
+	bw := bufio.NewWriterSize(c, bufSize)
+	var buf, msg []byte
+	for {
+		req, b, err := readRequest(br, buf)
+		if err != nil {
+			return
+		}
+		buf = b
+		s.st.msgs.Add(1)
+		if msg, err = appendFrame(bw, msg, answer(req)); err != nil {
+			return
+		}
+		if !frameBuffered(br) {
+			if err := bw.Flush(); err != nil {
+				return
+			}
+		}
 	}
 }
 
@@ -251,15 +290,28 @@ type tcpSession struct {
 	werr chan error
 	buf  []byte
 	once sync.Once
+
+	// inline: send writes and flushes each call itself, under mu.
+	inline bool
+	mu     sync.Mutex
+	bw     *bufio.Writer
+	msg    []byte
 }
 
-func dialTCP(tb testing.TB, addr string, st *stats) *tcpSession {
+func dialTCP(tb testing.TB, addr string, inline bool, st *stats) *tcpSession {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	c = &countConn{Conn: c, n: st.cli}
-	s := &tcpSession{c: c, br: bufio.NewReaderSize(c, bufSize), out: make(chan *v1.EnqueueRequest, outQueue), werr: make(chan error, 1)}
+	s := &tcpSession{c: c, br: bufio.NewReaderSize(c, bufSize), out: make(chan *v1.EnqueueRequest, outQueue), werr: make(chan error, 1), inline: inline}
+	if inline {
+		s.bw = bufio.NewWriterSize(c, bufSize)
+		close(s.out)
+		s.werr <- nil
+		tb.Cleanup(func() { s.close() })
+		return s
+	}
 	go func() {
 		err := writeFrames(c, s.out)
 		if err != nil {
@@ -272,6 +324,15 @@ func dialTCP(tb testing.TB, addr string, st *stats) *tcpSession {
 }
 
 func (s *tcpSession) send(m *v1.EnqueueRequest) error {
+	if s.inline {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var err error
+		if s.msg, err = appendFrame(s.bw, s.msg, m); err != nil {
+			return err
+		}
+		return s.bw.Flush()
+	}
 	s.out <- m
 	return nil
 }
@@ -292,7 +353,9 @@ func (s *tcpSession) recv() (uint64, error) {
 func (s *tcpSession) close() error {
 	var err error
 	s.once.Do(func() {
-		close(s.out)
+		if !s.inline {
+			close(s.out)
+		}
 		err = <-s.werr
 		if cerr := s.c.Close(); err == nil {
 			err = cerr

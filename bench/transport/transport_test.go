@@ -240,8 +240,17 @@ var paths = []struct {
 	batched bool // the server hands calls on in batches
 	open    func(testing.TB, *stats) session
 }{
-	{"tcp", false, func(tb testing.TB, st *stats) session { return dialTCP(tb, startTCP(tb, false, st).addr(), st) }},
-	{"tcp-batched", true, func(tb testing.TB, st *stats) session { return dialTCP(tb, startTCP(tb, true, st).addr(), st) }},
+	{"tcp", false, func(tb testing.TB, st *stats) session {
+		return dialTCP(tb, startTCP(tb, false, false, st).addr(), false, st)
+	}},
+	{"tcp-batched", true, func(tb testing.TB, st *stats) session {
+		return dialTCP(tb, startTCP(tb, true, false, st).addr(), false, st)
+	}},
+	// No writing goroutines: each side writes from the goroutine that has
+	// the message, the client each call at once.
+	{"tcp-inline", false, func(tb testing.TB, st *stats) session {
+		return dialTCP(tb, startTCP(tb, false, true, st).addr(), true, st)
+	}},
 	{"stream", false, func(tb testing.TB, st *stats) session { return dialStream(tb, startHTTP(tb, false, st).url, st) }},
 	{"stream-batched", true, func(tb testing.TB, st *stats) session { return dialStream(tb, startHTTP(tb, true, st).url, st) }},
 	{"stream-coalesced", true, func(tb testing.TB, st *stats) session { return dialBatches(tb, startHTTP(tb, false, st).url, st) }},
