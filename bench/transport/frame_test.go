@@ -87,8 +87,11 @@ func appendFrame(bw *bufio.Writer, msg []byte, m proto.Message) ([]byte, error) 
 	if err != nil {
 		return msg, err
 	}
-	var hdr [binary.MaxVarintLen64]byte
-	if _, err := bw.Write(hdr[:binary.PutUvarint(hdr[:], uint64(len(msg)))]); err != nil {
+	n := uint64(len(msg))
+	for ; n >= 0x80; n >>= 7 { // the uvarint byte by byte: a header array would escape
+		bw.WriteByte(byte(n) | 0x80)
+	}
+	if err := bw.WriteByte(byte(n)); err != nil {
 		return msg, err
 	}
 	_, err = bw.Write(msg)
