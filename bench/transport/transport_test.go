@@ -434,3 +434,35 @@ func (m *measure) report(b *testing.B) {
 		b.ReportMetric(msgs/float64(nb), "msgs/batch")
 	}
 }
+
+// failingWriter fails every write.
+type failingWriter struct{ writes int }
+
+func (w *failingWriter) Write([]byte) (int, error) {
+	w.writes++
+	return 0, errors.New("broken pipe")
+}
+
+// TestWriteFramesError checks that a frame writer whose writes fail
+// keeps taking messages, so that no sender blocks, writes no more, and
+// returns the error once its queue is closed.
+func TestWriteFramesError(t *testing.T) {
+	out := make(chan *v1.EnqueueRequest) // unbuffered: each send waits for the writer
+	w := &failingWriter{}
+	done := make(chan error, 1)
+	go func() { done <- writeFrames(w, out) }()
+	for i := range 3 {
+		select {
+		case out <- newRequest(uint64(i)): // each flushes: the queue is empty behind it
+		case err := <-done:
+			t.Fatalf("the writer returned (%v) before its queue was closed: its senders would block", err)
+		}
+	}
+	close(out)
+	if err := <-done; err == nil {
+		t.Fatal("no error from a writer whose writes fail")
+	}
+	if w.writes != 1 {
+		t.Errorf("%d writes, want 1: none after the first failed", w.writes)
+	}
+}
