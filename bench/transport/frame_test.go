@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	v1 "github.com/docketdb/docket/proto/docket/v1"
@@ -284,50 +285,86 @@ func readRequest(br *bufio.Reader, buf []byte) (*v1.EnqueueRequest, []byte, erro
 	return req, b, nil
 }
 
-// tcpSession is a client's connection to a tcpServer: send queues a call
-// for the writing goroutine, recv reads and decodes the next answer.
+// writeMode is how a tcpSession writes its calls.
+type writeMode int
+
+const (
+	viaWriter writeMode = iota // send queues each call for the writing goroutine
+	inline                     // send writes and flushes each call itself
+	// hybrid: send writes and flushes a call itself when no other call is
+	// in flight, and queues it for the writing goroutine otherwise.
+	hybrid
+)
+
+// tcpSession is a client's connection to a tcpServer: send writes a call
+// as its writeMode says, recv reads and decodes the next answer.
 type tcpSession struct {
 	c    net.Conn
 	br   *bufio.Reader
+	mode writeMode
 	out  chan *v1.EnqueueRequest
 	werr chan error
 	buf  []byte
 	once sync.Once
 
-	// inline: send writes and flushes each call itself, under mu.
-	inline bool
-	mu     sync.Mutex
-	bw     *bufio.Writer
-	msg    []byte
+	// Calls sent and not yet answered (hybrid).
+	inFlight atomic.Int64
+
+	// bw, under mu, is where send writes itself (inline, hybrid); the
+	// hybrid writing goroutine writes there too.
+	mu  sync.Mutex
+	bw  *bufio.Writer
+	msg []byte
 }
 
-func dialTCP(tb testing.TB, addr string, inline bool, st *stats) *tcpSession {
+func dialTCP(tb testing.TB, addr string, mode writeMode, st *stats) *tcpSession {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	c = &countConn{Conn: c, n: st.cli}
-	s := &tcpSession{c: c, br: bufio.NewReaderSize(c, bufSize), out: make(chan *v1.EnqueueRequest, outQueue), werr: make(chan error, 1), inline: inline}
-	if inline {
+	s := &tcpSession{c: c, br: bufio.NewReaderSize(c, bufSize), mode: mode, out: make(chan *v1.EnqueueRequest, outQueue), werr: make(chan error, 1)}
+	tb.Cleanup(func() { s.close() })
+	switch mode {
+	case inline:
 		s.bw = bufio.NewWriterSize(c, bufSize)
 		close(s.out)
 		s.werr <- nil
-		tb.Cleanup(func() { s.close() })
-		return s
+	case hybrid:
+		s.bw = bufio.NewWriterSize(c, bufSize)
+		go func() { s.werr <- s.writeShared() }()
+	default:
+		go func() {
+			err := writeFrames(c, s.out)
+			if err != nil {
+				c.Close()
+			}
+			s.werr <- err
+		}()
 	}
-	go func() {
-		err := writeFrames(c, s.out)
-		if err != nil {
-			c.Close()
-		}
-		s.werr <- err
-	}()
-	tb.Cleanup(func() { s.close() })
 	return s
 }
 
+// writeShared is writeFrames on the bufio.Writer send also writes to.
+func (s *tcpSession) writeShared() error {
+	var err error
+	for m := range s.out {
+		s.mu.Lock()
+		if err == nil {
+			if s.msg, err = appendFrame(s.bw, s.msg, m); err == nil && len(s.out) == 0 {
+				err = s.bw.Flush()
+			}
+			if err != nil {
+				s.c.Close()
+			}
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
 func (s *tcpSession) send(m *v1.EnqueueRequest) error {
-	if s.inline {
+	if s.mode == inline || s.mode == hybrid && s.inFlight.Add(1) == 1 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		var err error
@@ -346,6 +383,9 @@ func (s *tcpSession) recv() (uint64, error) {
 		return 0, err
 	}
 	s.buf = b
+	if s.mode == hybrid {
+		s.inFlight.Add(-1)
+	}
 	resp := new(v1.EnqueueResponse)
 	if err := proto.Unmarshal(b, resp); err != nil {
 		return 0, err
@@ -356,7 +396,7 @@ func (s *tcpSession) recv() (uint64, error) {
 func (s *tcpSession) close() error {
 	var err error
 	s.once.Do(func() {
-		if !s.inline {
+		if s.mode != inline {
 			close(s.out)
 		}
 		err = <-s.werr

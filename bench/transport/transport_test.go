@@ -241,15 +241,20 @@ var paths = []struct {
 	open    func(testing.TB, *stats) session
 }{
 	{"tcp", false, func(tb testing.TB, st *stats) session {
-		return dialTCP(tb, startTCP(tb, false, false, st).addr(), false, st)
+		return dialTCP(tb, startTCP(tb, false, false, st).addr(), viaWriter, st)
 	}},
 	{"tcp-batched", true, func(tb testing.TB, st *stats) session {
-		return dialTCP(tb, startTCP(tb, true, false, st).addr(), false, st)
+		return dialTCP(tb, startTCP(tb, true, false, st).addr(), viaWriter, st)
 	}},
 	// No writing goroutines: each side writes from the goroutine that has
 	// the message, the client each call at once.
 	{"tcp-inline", false, func(tb testing.TB, st *stats) session {
-		return dialTCP(tb, startTCP(tb, false, true, st).addr(), true, st)
+		return dialTCP(tb, startTCP(tb, false, true, st).addr(), inline, st)
+	}},
+	// The client writes a call itself when nothing else is in flight and
+	// through its writing goroutine otherwise; the server as tcp-inline.
+	{"tcp-hybrid", false, func(tb testing.TB, st *stats) session {
+		return dialTCP(tb, startTCP(tb, false, true, st).addr(), hybrid, st)
 	}},
 	{"stream", false, func(tb testing.TB, st *stats) session { return dialStream(tb, startHTTP(tb, false, st).url, st) }},
 	{"stream-batched", true, func(tb testing.TB, st *stats) session { return dialStream(tb, startHTTP(tb, true, st).url, st) }},
