@@ -20,11 +20,18 @@
 //	         one goroutine that reads and one that writes; the writer
 //	         encodes into a bufio.Writer and flushes only when its queue is
 //	         empty, so the calls that arrive while it writes leave in one
-//	         write (write coalescing).
+//	         write (write coalescing). tcp-inline has no writing
+//	         goroutines: each side writes from the goroutine that has the
+//	         message. tcp-hybrid writes a client's call from its caller
+//	         when no other call is in flight, through the writing goroutine
+//	         otherwise.
 //	stream   a connect-go bidirectional stream ("/docket.bench.v1.Echo/Session")
 //	         over HTTP/2 without TLS (h2c, net/http's own), connect's
-//	         protobuf codec; each side reads in one goroutine and sends
-//	         in another.
+//	         protobuf codec, a call per message; each side reads in one
+//	         goroutine and sends in another. stream-coalesced
+//	         ("/docket.bench.v1.Echo/Batches") sends in each message every
+//	         call queued (an EnqueueEachRequest) and every answer queued
+//	         (an EnqueueEachResponse).
 //	unary    a connect-go unary call ("/docket.bench.v1.Echo/Call") over
 //	         HTTP/1.1, one call per request, as the client calls today.
 //
