@@ -60,10 +60,13 @@ type Options struct {
 	// DefaultBackoffMax). A call's context ends its tries and its waits.
 	MaxRetries              int
 	BackoffBase, BackoffMax time.Duration
-	// CallTimeout bounds one try of a call whose context has no deadline
-	// (DefaultCallTimeout), so that a server that stopped answering is
-	// noticed; a try cut by it counts as sent without an answer. It does
-	// not apply to ClaimWait, which PollWait bounds.
+	// CallTimeout bounds one try of a call (DefaultCallTimeout), so that a
+	// server that stopped answering is noticed: a try gets the smaller of
+	// CallTimeout and what is left of its context's deadline. A try cut by
+	// it counts as sent without an answer, and the call moves on to the
+	// next server (as does a try cut by the context's deadline), so that
+	// a paused server costs a call one try. It does not apply to
+	// ClaimWait, which PollWait bounds.
 	CallTimeout time.Duration
 	// PollWait bounds one long poll of ClaimWait (DefaultPollWait): when
 	// it passes with nothing to claim, the client asks again, until the
@@ -398,15 +401,16 @@ func tries[Res any](ctx context.Context, c *Client, repeatable bool, attempt fun
 	return res, retried, err
 }
 
-// try is one try of a call on the server of stub, bounded by bound when
-// ctx has no deadline: a try cut by that bound is reported as sent
-// without an answer (errNoAnswer).
+// try is one try of a call on the server of stub, bounded by bound (or
+// what is left of ctx's deadline, if less): a try cut by bound is
+// reported as sent without an answer (errNoAnswer), and the call moves on
+// to the next server.
 func try[S, Req, Res any](ctx context.Context, c *Client, stub S, bound time.Duration,
 	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
 	req := connect.NewRequest(msg)
 	c.setHeaders(ctx, req.Header())
 	actx := ctx
-	if _, ok := ctx.Deadline(); !ok && bound > 0 {
+	if bound > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
@@ -434,8 +438,8 @@ func (c *Client) setHeaders(ctx context.Context, h http.Header) {
 
 // fail turns the error of a call into what the caller gets: the engine's
 // sentinel for a server's answer, the context's error when the caller's
-// context ended (an unknown outcome for a call that is not repeatable),
-// ErrUnavailable when no server took the call.
+// context ended before the call was sent (ErrOutcomeUnknown wrapping it
+// when it may have been), ErrUnavailable when no server took the call.
 func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
 	if errors.Is(err, ErrOutcomeUnknown) {
 		return err
@@ -454,10 +458,12 @@ func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		if code := connect.CodeOf(err); code == connect.CodeCanceled || code == connect.CodeDeadlineExceeded || errors.Is(err, cerr) {
-			if repeatable {
-				return cerr
+			if cutInFlight(err) {
+				// The server's copy of the deadline passed: it may have
+				// begun the call.
+				return outcomeUnknown(cerr, err)
 			}
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, cerr)
+			return cerr
 		}
 	}
 	switch classify(err) {

@@ -126,11 +126,9 @@ func (co *coalescer[Req, Res]) call(ctx context.Context, repeatable bool, msg *R
 		return co.lane(base).do(ctx, msg, size)
 	})
 	var unsent unsentError
-	if errors.As(err, &unsent) && (!retried || repeatable) {
-		// Not sent this time, and an earlier try that may have been
-		// taken (only of a repeatable call) counts for nothing either:
-		// fail would answer a repeatable call with the context's error
-		// too.
+	if errors.As(err, &unsent) {
+		// Not sent, and no try before was (retrier.do answers
+		// ErrOutcomeUnknown then): nothing was done.
 		return nil, retried, unsent.err
 	}
 	if err != nil {
