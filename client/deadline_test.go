@@ -270,3 +270,38 @@ func TestAPausedNodeCostsOneTry(t *testing.T) {
 		}
 	})
 }
+
+// TestAPausedNodeCostsGatheredCallsOneTry: calls gathered behind one in
+// flight to a paused node go out together, and their request is bounded
+// by CallTimeout too, not by the latest of their deadlines.
+func TestAPausedNodeCostsGatheredCallsOneTry(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
+	p := newFaultProxy(t, srv.addr)
+	c := dial(t, p.url+","+srv.url, Options{CallTimeout: 300 * time.Millisecond})
+	q := c.Queue(ns, "q")
+	gathered := make(chan int, 100)
+	c.gathered = func(n int) { gathered <- n }
+	p.mode.Store(pauseAnswers)
+	cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	const n = 5
+	errs := make(chan error, n)
+	enqueue := func(i int) {
+		_, err := q.Enqueue(cctx, engine.Task{IdempotencyKey: fmt.Sprintf("gathered-%d", i)})
+		errs <- err
+	}
+	for i := range n {
+		go enqueue(i)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a gathered keyed enqueue with a deadline, paused node first: %v", err)
+		}
+	}
+	if len(gathered) == 0 {
+		t.Fatal("no call gathered behind another")
+	}
+}
