@@ -46,7 +46,8 @@ type Options struct {
 	// Token is the bearer token sent with every call ("" sends none).
 	Token string
 	// TLS configures https:// addresses: roots, a client certificate for
-	// mutual TLS. Nil uses the system's roots.
+	// mutual TLS. Nil uses the system's roots. The client uses a copy: the
+	// caller's config is not changed.
 	TLS *tls.Config
 	// HTTPClient, if set, carries every call instead of the client's own
 	// (TLS is then the caller's transport's business).
@@ -230,7 +231,7 @@ func newTransport(tlsConfig *tls.Config, maxConns, maxIdle int) *http.Transport 
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       tlsConfig,
+		TLSClientConfig:       tlsConfig.Clone(), // the transport adds to it (NextProtos): the caller's stays as it is
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true,
 		MaxConnsPerHost:       maxConns,
