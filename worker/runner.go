@@ -28,6 +28,8 @@ type runner struct {
 	log   *slog.Logger
 	fatal sync.Once
 	watch engine.LeaseWatcher // nil if the API cannot tell of cancellations
+	// failures writes the "task failed" lines, aggregated per interval.
+	failures failLog
 }
 
 // start launches the slots; now anchors their heartbeat grids.
@@ -35,6 +37,7 @@ func (r *runner) start(now time.Time) {
 	w := r.w
 	r.chain = w.chain(HandlerFunc(r.protect))
 	r.watch, _ = w.db.(engine.LeaseWatcher)
+	r.failures = failLog{w: w, log: r.log}
 	for range r.opts.Concurrency {
 		s := &slot{r: r, poke: make(chan struct{}, 1)}
 		hbCtx, stopHB := context.WithCancel(context.Background())
@@ -436,7 +439,7 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 			lvl = slog.LevelError
 		}
 		if r.log.Enabled(bg, lvl) {
-			t.Logger().Log(bg, lvl, "docket: task failed", "outcome", o.String(), "err", err)
+			r.failures.failed(t, lvl, o, err) // aggregated per interval
 		}
 		r.fail(t, failureOf(cause, o, err))
 	}
