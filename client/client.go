@@ -83,7 +83,13 @@ type Options struct {
 	// MaxConns bounds the connections the client keeps to one server for
 	// its calls (DefaultMaxConns); a call beyond them waits for one to be
 	// free, where more at once would only be refused by the server's own
-	// bound on a caller's calls. Unbounded, a burst of thousands of calls
+	// bound on a caller's calls. Besides, the client bounds the calls it
+	// has in progress to a server by the limits the server announces in
+	// every answer (docket serve -max-calls, -max-parked): a call beyond
+	// them waits for a slot, and waiting claims (ClaimWait) are bounded
+	// by the parked limit, apart from the other calls. Until a server has
+	// announced them (one of an older build never does), the bound on
+	// calls is MaxConns, and at most half of them are waiting claims. Unbounded, a burst of thousands of calls
 	// opened a connection each (each with its goroutines and buffers on
 	// both sides), and on loopback the client and server then spent their
 	// CPU on connections rather than calls. ClaimWait's long
@@ -192,11 +198,24 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 			opts.MaxConns = DefaultMaxConns
 		}
 		c.opts.MaxConns = opts.MaxConns
-		c.hc = &http.Client{Transport: oneWrite{newTransport(opts.TLS, opts.MaxConns, opts.MaxConns)}}
+		lim := newLimits(opts.MaxConns)
+		c.hc = &http.Client{Transport: limited{next: oneWrite{newTransport(opts.TLS, opts.MaxConns, opts.MaxConns)}, lim: lim}}
 		// Each parked claim holds its connection for up to PollWait: as
 		// many as there are claimers, kept idle between polls.
-		c.pollHC = &http.Client{Transport: oneWrite{newTransport(opts.TLS, 0, opts.MaxConns)}}
+		c.pollHC = &http.Client{Transport: limited{next: oneWrite{newTransport(opts.TLS, 0, opts.MaxConns)}, lim: lim, parked: true}}
 		c.ownHC = true
+	} else {
+		// The caller's client, its transport wrapped to bound the calls
+		// in progress by the server's limits.
+		lim := newLimits(DefaultMaxConns)
+		next := opts.HTTPClient.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		hc, poll := *opts.HTTPClient, *opts.HTTPClient
+		hc.Transport = limited{next: next, lim: lim}
+		poll.Transport = limited{next: next, lim: lim, parked: true}
+		c.hc, c.pollHC = &hc, &poll
 	}
 	c.closing, c.close = context.WithCancel(context.Background())
 	c.coalescers()
@@ -418,7 +437,7 @@ func try[S, Req, Res any](ctx context.Context, c *Client, stub S, bound time.Dur
 	}
 	r, err := rpc(stub, actx, req)
 	if err != nil {
-		if ctx.Err() == nil && actx.Err() != nil {
+		if ctx.Err() == nil && actx.Err() != nil && !errors.As(err, new(*slotWaitError)) {
 			err = fmt.Errorf("%w within %v: %w", errNoAnswer, bound, err)
 		}
 		return nil, err
@@ -470,6 +489,8 @@ func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
 	switch classify(err) {
 	case notSent, redirected:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case busy:
+		return &overLimitError{err}
 	}
 	var notJSON *wire.NotJSONError
 	if errors.As(err, &notJSON) {

@@ -166,6 +166,8 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 				}
 			}
 			retry = true
+		case busy:
+			retry = true // here again, after the backoff
 		case maybeSent:
 			r.eps.failed(base)
 			if !repeatable {
@@ -216,7 +218,7 @@ func cutInFlight(err error) bool {
 		return false
 	}
 	switch classify(err) {
-	case notSent, redirected:
+	case notSent, redirected, busy:
 		return false
 	}
 	return true
@@ -243,11 +245,15 @@ const (
 	notSent                   // the call never reached a server
 	redirected                // a server refused to take it (not the leader, draining)
 	maybeSent                 // sent, no answer
+	busy                      // refused for being over the caller's limits, or not sent while waiting for a slot under them
 )
 
 func classify(err error) failure {
 	if errors.Is(err, errNoAnswer) {
 		return maybeSent
+	}
+	if errors.As(err, new(*slotWaitError)) || overLimit(err) {
+		return busy
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {

@@ -1,0 +1,172 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/wire"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
+	"github.com/docketdb/docket/server"
+)
+
+// announcing wraps a server's routes: every answer announces the limits
+// v; the calls to the procedures in hold are counted while in progress
+// (at most, by procedure) and wait for release.
+type announcing struct {
+	v       string
+	hold    map[string]bool
+	release chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]int
+	most     map[string]int
+}
+
+func (a *announcing) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(wire.LimitsHeader, a.v)
+		if !a.hold[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		a.mu.Lock()
+		a.inflight[r.URL.Path]++
+		a.most[r.URL.Path] = max(a.most[r.URL.Path], a.inflight[r.URL.Path])
+		a.mu.Unlock()
+		<-a.release
+		next.ServeHTTP(w, r)
+		a.mu.Lock()
+		a.inflight[r.URL.Path]--
+		a.mu.Unlock()
+	})
+}
+
+func (a *announcing) counts(path string) (inflight, most int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inflight[path], a.most[path]
+}
+
+// waitFor polls cond, which reads state other goroutines change, for up
+// to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (s *slots) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiters)
+}
+
+// TestClientLearnsTheServersLimits: a server that announces calls=2,
+// parked=3 gets at most 2 calls and 3 waiting claims of the client at
+// once, apart; the calls beyond wait in the client, and all complete.
+func TestClientLearnsTheServersLimits(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	get := docketv1connect.QueuesGetProcedure
+	wait := docketv1connect.QueuesClaimWaitProcedure
+	a := &announcing{v: "calls=2, parked=3", hold: map[string]bool{get: true, wait: true}, release: make(chan struct{}),
+		inflight: map[string]int{}, most: map[string]int{}}
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, a.wrap)
+	var once sync.Once
+	answer := func() { once.Do(func() { close(a.release) }) }
+	t.Cleanup(answer) // before the server stops
+	c := dial(t, srv.url, Options{NoCoalesce: true})
+	q := c.Queue(ns, "q")
+	id := must(q.Enqueue(ctx, engine.Task{Payload: []byte(`"x"`)}))(t).ID
+	hl := c.hc.Transport.(limited).lim.host(strings.TrimPrefix(srv.url, "http://"))
+
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for range n {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, err := q.Get(ctx, id)
+			errs <- err
+		}()
+		go func() {
+			defer wg.Done()
+			_, err := c.Queue(ns, "empty").ClaimWait(ctx, "w", time.Minute, 1)
+			errs <- err
+		}()
+	}
+	waitFor(t, "2 calls and 3 waiting claims at the server, the others waiting in the client", func() bool {
+		calls, _ := a.counts(get)
+		parked, _ := a.counts(wait)
+		return calls == 2 && parked == 3 && hl.calls.waiting() == n-2 && hl.parked.waiting() == n-3
+	})
+	answer() // the server answers from now on
+	// The claims wait on an empty queue until work comes: one task each.
+	for range n {
+		must(db.Queue(ns, "empty").Enqueue(ctx, engine.Task{}))(t)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if _, most := a.counts(get); most != 2 {
+		t.Errorf("at most %d calls at once; want 2", most)
+	}
+	if _, most := a.counts(wait); most != 3 {
+		t.Errorf("at most %d waiting claims at once; want 3", most)
+	}
+}
+
+// TestAServersRefusalForALimitIsSaid: a server that refuses every call
+// for being over the caller's limit: the client tries again, then reports
+// the refusal as what it is (ErrOverLimit), which is also ErrUnavailable
+// (nothing was done).
+func TestAServersRefusalForALimitIsSaid(t *testing.T) {
+	ctx := context.Background()
+	db := memDB(t, engine.Options{})
+	var refuse atomic.Bool
+	var refused atomic.Int32
+	ew := connect.NewErrorWriter()
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !refuse.Load() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			refused.Add(1)
+			ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted,
+				errors.New("docket: too many concurrent calls for this caller (limit 256)")))
+		})
+	})
+	c := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	refuse.Store(true)
+	_, err := c.Queue(engine.NS("acme", "prod"), "q").Enqueue(ctx, engine.Task{})
+	wantErr(t, "a call refused for a limit", err, ErrOverLimit)
+	wantErr(t, "a call refused for a limit", err, ErrUnavailable)
+	if !strings.Contains(err.Error(), "over the server's limit") || refused.Load() != 3 {
+		t.Fatalf("%v after %d tries", err, refused.Load())
+	}
+	var ol interface{ OverLimit() bool }
+	if !errors.As(err, &ol) || !ol.OverLimit() {
+		t.Fatalf("%v does not tell the worker runtime what it is", err)
+	}
+}
