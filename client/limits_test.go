@@ -16,6 +16,7 @@ import (
 	"github.com/docketdb/docket/internal/wire"
 	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 	"github.com/docketdb/docket/server"
+	"github.com/docketdb/docket/worker"
 )
 
 // announcing wraps a server's routes: every answer announces the limits
@@ -168,5 +169,85 @@ func TestAServersRefusalForALimitIsSaid(t *testing.T) {
 	var ol interface{ OverLimit() bool }
 	if !errors.As(err, &ol) || !ol.OverLimit() {
 		t.Fatalf("%v does not tell the worker runtime what it is", err)
+	}
+}
+
+// TestAWorkerOfManySlotsOnOneToken: a worker with 300 slots on one token
+// against a server with the default limits (256 calls a caller), its
+// claims waiting on an empty queue, then 40 tasks that each run until
+// heartbeats extended their lease three times. The client keeps its calls
+// within the server's limits, so heartbeats are not refused, no lease
+// expires, and each task runs exactly once.
+func TestAWorkerOfManySlotsOnOneToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("300 slots: not under -short")
+	}
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	tab, tok := tokens(t)
+	db := memDB(t, engine.Options{Secure: true, Authorizer: tab})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{Tokens: tab}, nil)
+	c := dial(t, srv.url, Options{Token: tok["worker"]})
+
+	const n = 40
+	var mu sync.Mutex
+	runs := map[uint64]int{}
+	var finished sync.WaitGroup
+	finished.Add(n)
+	w := worker.New(c, worker.Options{Logger: quiet, ShutdownGrace: 5 * time.Second})
+	w.HandleFunc(ns, "jobs", func(ctx context.Context, tk *worker.Task) error {
+		mu.Lock()
+		runs[tk.ID]++
+		first := runs[tk.ID] == 1
+		mu.Unlock()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		last, moved := tk.Deadline(), 0
+		for moved < 3 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if dl := tk.Deadline(); dl.After(last) {
+				last, moved = dl, moved+1
+			}
+		}
+		if first {
+			finished.Done()
+		}
+		return nil
+	}, worker.QueueOptions{Concurrency: 300, Lease: time.Second})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.WaitParked(pctx, ns, "jobs", DefaultMaxConns/2); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		must(c.Queue(ns, "jobs").Enqueue(ctx, engine.Task{}))(t)
+	}
+	all := make(chan struct{})
+	go func() { finished.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tasks did not all finish")
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, k := range runs {
+		if k != 1 {
+			t.Errorf("task %d ran %d times", id, k)
+		}
+	}
+	if cn := must(c.Queue(ns, "jobs").Counts(ctx))(t); cn.Ready+cn.InFlight+cn.Scheduled+cn.Dead != 0 || len(runs) != n {
+		t.Fatalf("%d tasks ran; left %+v", len(runs), cn)
 	}
 }
