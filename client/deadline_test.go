@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 	"github.com/docketdb/docket/server"
 )
 
@@ -303,5 +305,38 @@ func TestAPausedNodeCostsGatheredCallsOneTry(t *testing.T) {
 	}
 	if len(gathered) == 0 {
 		t.Fatal("no call gathered behind another")
+	}
+}
+
+// TestALongPollCutByItsDeadlineStays: a ClaimWait that the server holds
+// until the caller's deadline is no sign of a server that stopped
+// answering: the client stays on it.
+func TestALongPollCutByItsDeadlineStays(t *testing.T) {
+	ctx := context.Background()
+	db := memDB(t, engine.Options{})
+	// The server holds the poll until the client gives up on it (or the
+	// test ends).
+	ended := make(chan struct{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == docketv1connect.QueuesClaimWaitProcedure {
+				select {
+				case <-r.Context().Done():
+				case <-ended:
+				}
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	t.Cleanup(func() { close(ended) }) // before the server stops
+	other := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, nil)
+	c := dial(t, srv.url+","+other.url, Options{})
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err := c.Queue(engine.NS("acme", "prod"), "q").ClaimWait(cctx, "w", time.Minute, 1)
+	wantErr(t, "a wait past its deadline", err, context.DeadlineExceeded)
+	if c.r.eps.current() != srv.url {
+		t.Fatalf("the client moved to %s after a long poll ended with its deadline", c.r.eps.current())
 	}
 }

@@ -141,7 +141,7 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 		if cerr := ctx.Err(); cerr != nil && !answered(err, cerr) {
 			// The try ended with the caller's context.
 			if cutInFlight(err) {
-				if errors.Is(cerr, context.DeadlineExceeded) {
+				if errors.Is(cerr, context.DeadlineExceeded) && ctx.Value(longPoll{}) == nil {
 					r.eps.failed(base) // no answer within the time it had
 				}
 				sent = true
@@ -192,6 +192,11 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 		}
 	}
 }
+
+// longPoll marks the context of a long poll (ClaimWait), which a server
+// holds until the caller's deadline: a poll that ends with it is no sign
+// of a server that stopped answering.
+type longPoll struct{}
 
 // answered reports whether err, the error of a try that ended when the
 // caller's context (whose error is cerr) had ended too, is a server's
