@@ -389,7 +389,7 @@ func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable b
 		return try(ctx, c, pick(c.stub(base)), bound, rpc, msg)
 	})
 	if err != nil {
-		return nil, retried, c.fail(ctx, repeatable, err)
+		return nil, retried, c.fail(ctx, err)
 	}
 	return res, retried, nil
 }
@@ -460,7 +460,7 @@ func (c *Client) setHeaders(ctx context.Context, h http.Header) {
 // sentinel for a server's answer, the context's error when the caller's
 // context ended before the call was sent (ErrOutcomeUnknown wrapping it
 // when it may have been), ErrUnavailable when no server took the call.
-func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
+func (c *Client) fail(ctx context.Context, err error) error {
 	if errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}

@@ -132,7 +132,7 @@ func (co *coalescer[Req, Res]) call(ctx context.Context, repeatable bool, msg *R
 		return nil, retried, unsent.err
 	}
 	if err != nil {
-		return nil, retried, c.fail(ctx, repeatable, err)
+		return nil, retried, c.fail(ctx, err)
 	}
 	return res, retried, nil
 }
