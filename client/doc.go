@@ -43,6 +43,18 @@
 // is left of the context's deadline, whichever is less; a try without an
 // answer moves the client to the next server.
 //
+// Limits. A server bounds what one caller (one token) has in progress at
+// once: calls (docket serve -max-calls) and waiting claims (-max-parked),
+// and announces both in every answer (the Docket-Limits header, "calls=N,
+// parked=M"). The client bounds its own calls to each server by them: a
+// call beyond the bound waits in the client for a slot (within its
+// context) instead of being refused, and waiting claims are bounded apart
+// from the other calls, so that claims waiting for work never hold up a
+// worker's heartbeats and completions. A refusal for being over a limit
+// (other clients with the same token hold the rest) took nothing: the
+// call is tried again with backoff, and if every try is refused its error
+// matches ErrOverLimit (and ErrUnavailable).
+//
 // Coalescing. Concurrent calls of one kind (Enqueue, Complete, Fail,
 // Heartbeat, CompleteAndClaim) that goroutines of a client make to one
 // server share requests, as committers share a log's fsync: a call goes
