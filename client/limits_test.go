@@ -251,3 +251,53 @@ func TestAWorkerOfManySlotsOnOneToken(t *testing.T) {
 		t.Fatalf("%d tasks ran; left %+v", len(runs), cn)
 	}
 }
+
+// TestCallsGiveTheirSlotsBack: after calls that succeed, that the server
+// refuses, that are cut by their deadline, and waiting claims, the client
+// holds no slot.
+func TestCallsGiveTheirSlotsBack(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
+	for _, o := range []Options{{}, {NoCoalesce: true}, {JSON: true}, {HTTPClient: &http.Client{}}} {
+		c := dial(t, srv.url, o)
+		q := c.Queue(ns, "q")
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e, err := q.Enqueue(ctx, engine.Task{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := q.Get(ctx, e.ID+1_000_000); !errors.Is(err, engine.ErrNotFound) {
+					t.Errorf("get of no task: %v", err)
+				}
+				if i%10 == 0 {
+					wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+					defer cancel()
+					c.Queue(ns, "empty").ClaimWait(wctx, "w", time.Minute, 1)
+				}
+			}()
+		}
+		wg.Wait()
+		var lim *limits
+		switch tr := c.hc.Transport.(type) {
+		case limited:
+			lim = tr.lim
+		default:
+			t.Fatalf("transport %T", tr)
+		}
+		hl := lim.host(strings.TrimPrefix(srv.url, "http://"))
+		waitFor(t, "every slot given back", func() bool {
+			hl.calls.mu.Lock()
+			defer hl.calls.mu.Unlock()
+			hl.parked.mu.Lock()
+			defer hl.parked.mu.Unlock()
+			return hl.calls.used == 0 && hl.parked.used == 0
+		})
+	}
+}
