@@ -435,9 +435,14 @@ func try[S, Req, Res any](ctx context.Context, c *Client, stub S, bound time.Dur
 		actx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
-	r, err := rpc(stub, actx, req)
+	var mark slotMark
+	r, err := rpc(stub, context.WithValue(actx, slotMarkKey{}, &mark), req)
 	if err != nil {
-		if ctx.Err() == nil && actx.Err() != nil && !errors.As(err, new(*slotWaitError)) {
+		if actx.Err() != nil && !mark.got.Load() {
+			// Its context ended while it waited for a slot: not sent.
+			return nil, &slotWaitError{err}
+		}
+		if ctx.Err() == nil && actx.Err() != nil {
 			err = fmt.Errorf("%w within %v: %w", errNoAnswer, bound, err)
 		}
 		return nil, err

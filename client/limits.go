@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -123,6 +124,14 @@ func (h *hostLimits) acquire(ctx context.Context, parked bool) (func(), error) {
 	return func() { h.calls.release(); h.parked.release() }, nil
 }
 
+// slotMark, in a request's context, learns whether the request got its
+// slot (and went on to be sent): connect reports a request whose context
+// ended by the context's error alone, whether it waited for a slot or was
+// on the wire.
+type slotMark struct{ got atomic.Bool }
+
+type slotMarkKey struct{}
+
 // slots is a counting semaphore whose bound can change; waiters are
 // served in order.
 type slots struct {
@@ -214,6 +223,9 @@ func (l limited) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Body.Close()
 		}
 		return nil, err
+	}
+	if m, ok := r.Context().Value(slotMarkKey{}).(*slotMark); ok {
+		m.got.Store(true)
 	}
 	resp, err := l.next.RoundTrip(r)
 	if err != nil {

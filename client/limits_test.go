@@ -301,3 +301,37 @@ func TestCallsGiveTheirSlotsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestACallThatNeverGotASlotWasNotSent: a call whose context ends while it
+// waits in the client for a slot under the server's limit was not sent:
+// it returns the context's error alone, not ErrOutcomeUnknown.
+func TestACallThatNeverGotASlotWasNotSent(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	get := docketv1connect.QueuesGetProcedure
+	a := &announcing{v: "calls=1, parked=1", hold: map[string]bool{get: true}, release: make(chan struct{}),
+		inflight: map[string]int{}, most: map[string]int{}}
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, a.wrap)
+	var once sync.Once
+	answer := func() { once.Do(func() { close(a.release) }) }
+	t.Cleanup(answer)
+	c := dial(t, srv.url, Options{})
+	q := c.Queue(ns, "q")
+	held := make(chan error, 1)
+	go func() { _, err := q.Get(ctx, 1); held <- err }()
+	waitFor(t, "the held call at the server", func() bool { n, _ := a.counts(get); return n == 1 })
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err := q.Enqueue(cctx, engine.Task{IdempotencyKey: "k"})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a call that waited for a slot until its deadline: %v; want the context's error alone", err)
+	}
+	answer()
+	if err := <-held; !errors.Is(err, engine.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if n := must(db.Queue(ns, "q").Counts(ctx))(t); n.Ready != 0 {
+		t.Fatalf("the call that never got a slot was done: %+v", n)
+	}
+}
