@@ -50,14 +50,11 @@ func overLimit(err error) bool {
 // as the server announced them in the LimitsHeader of its answers, or the
 // client's defaults until it has.
 type limits struct {
-	calls  int // default bound on calls
-	mu     sync.Mutex
-	byHost map[string]*hostLimits
+	calls  int      // default bound on calls
+	byHost sync.Map // host -> *hostLimits
 }
 
-func newLimits(calls int) *limits {
-	return &limits{calls: calls, byHost: map[string]*hostLimits{}}
-}
+func newLimits(calls int) *limits { return &limits{calls: calls} }
 
 // hostLimits are the bounds of the calls to one server: calls in progress
 // other than waiting claims, and waiting claims (ClaimWait). Until the
@@ -74,16 +71,14 @@ type hostLimits struct {
 }
 
 func (l *limits) host(h string) *hostLimits {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	hl := l.byHost[h]
-	if hl == nil {
-		hl = &hostLimits{}
-		hl.calls.limit = l.calls
-		hl.parked.limit = max(l.calls/2, 1)
-		l.byHost[h] = hl
+	if hl, ok := l.byHost.Load(h); ok {
+		return hl.(*hostLimits)
 	}
-	return hl
+	hl := &hostLimits{}
+	hl.calls.limit = l.calls
+	hl.parked.limit = max(l.calls/2, 1)
+	v, _ := l.byHost.LoadOrStore(h, hl)
+	return v.(*hostLimits)
 }
 
 // learn applies a LimitsHeader value.
