@@ -32,9 +32,28 @@ type announcing struct {
 	most     map[string]int
 }
 
+// announced sets the LimitsHeader to v as the answer's headers are
+// written, over what the server set.
+type announced struct {
+	http.ResponseWriter
+	v string
+}
+
+func (a announced) WriteHeader(code int) {
+	a.Header().Set(wire.LimitsHeader, a.v)
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a announced) Write(b []byte) (int, error) {
+	a.Header().Set(wire.LimitsHeader, a.v) // no effect once the headers are written
+	return a.ResponseWriter.Write(b)
+}
+
+func (a announced) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
 func (a *announcing) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(wire.LimitsHeader, a.v)
+		w = announced{w, a.v}
 		if !a.hold[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
