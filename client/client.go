@@ -46,7 +46,8 @@ type Options struct {
 	// Token is the bearer token sent with every call ("" sends none).
 	Token string
 	// TLS configures https:// addresses: roots, a client certificate for
-	// mutual TLS. Nil uses the system's roots.
+	// mutual TLS. Nil uses the system's roots. The client uses a copy: the
+	// caller's config is not changed.
 	TLS *tls.Config
 	// HTTPClient, if set, carries every call instead of the client's own
 	// (TLS is then the caller's transport's business).
@@ -60,10 +61,13 @@ type Options struct {
 	// DefaultBackoffMax). A call's context ends its tries and its waits.
 	MaxRetries              int
 	BackoffBase, BackoffMax time.Duration
-	// CallTimeout bounds one try of a call whose context has no deadline
-	// (DefaultCallTimeout), so that a server that stopped answering is
-	// noticed; a try cut by it counts as sent without an answer. It does
-	// not apply to ClaimWait, which PollWait bounds.
+	// CallTimeout bounds one try of a call (DefaultCallTimeout), so that a
+	// server that stopped answering is noticed: a try gets the smaller of
+	// CallTimeout and what is left of its context's deadline. A try cut by
+	// it counts as sent without an answer, and the call moves on to the
+	// next server (as does a try cut by the context's deadline), so that
+	// a paused server costs a call one try. It does not apply to
+	// ClaimWait, which PollWait bounds.
 	CallTimeout time.Duration
 	// PollWait bounds one long poll of ClaimWait (DefaultPollWait): when
 	// it passes with nothing to claim, the client asks again, until the
@@ -79,7 +83,13 @@ type Options struct {
 	// MaxConns bounds the connections the client keeps to one server for
 	// its calls (DefaultMaxConns); a call beyond them waits for one to be
 	// free, where more at once would only be refused by the server's own
-	// bound on a caller's calls. Unbounded, a burst of thousands of calls
+	// bound on a caller's calls. Besides, the client bounds the calls it
+	// has in progress to a server by the limits the server announces in
+	// every answer (docket serve -max-calls, -max-parked): a call beyond
+	// them waits for a slot, and waiting claims (ClaimWait) are bounded
+	// by the parked limit, apart from the other calls. Until a server has
+	// announced them (one of an older build never does), the bound on
+	// calls is MaxConns, and at most half of them are waiting claims. Unbounded, a burst of thousands of calls
 	// opened a connection each (each with its goroutines and buffers on
 	// both sides), and on loopback the client and server then spent their
 	// CPU on connections rather than calls. ClaimWait's long
@@ -188,11 +198,24 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 			opts.MaxConns = DefaultMaxConns
 		}
 		c.opts.MaxConns = opts.MaxConns
-		c.hc = &http.Client{Transport: oneWrite{newTransport(opts.TLS, opts.MaxConns, opts.MaxConns)}}
+		lim := newLimits(opts.MaxConns)
+		c.hc = &http.Client{Transport: limited{next: oneWrite{newTransport(opts.TLS, opts.MaxConns, opts.MaxConns)}, lim: lim}}
 		// Each parked claim holds its connection for up to PollWait: as
 		// many as there are claimers, kept idle between polls.
-		c.pollHC = &http.Client{Transport: oneWrite{newTransport(opts.TLS, 0, opts.MaxConns)}}
+		c.pollHC = &http.Client{Transport: limited{next: oneWrite{newTransport(opts.TLS, 0, opts.MaxConns)}, lim: lim, parked: true}}
 		c.ownHC = true
+	} else {
+		// The caller's client, its transport wrapped to bound the calls
+		// in progress by the server's limits.
+		lim := newLimits(DefaultMaxConns)
+		next := opts.HTTPClient.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		hc, poll := *opts.HTTPClient, *opts.HTTPClient
+		hc.Transport = limited{next: next, lim: lim}
+		poll.Transport = limited{next: next, lim: lim, parked: true}
+		c.hc, c.pollHC = &hc, &poll
 	}
 	c.closing, c.close = context.WithCancel(context.Background())
 	c.coalescers()
@@ -227,7 +250,7 @@ func newTransport(tlsConfig *tls.Config, maxConns, maxIdle int) *http.Transport 
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       tlsConfig,
+		TLSClientConfig:       tlsConfig.Clone(), // the transport adds to it (NextProtos): the caller's stays as it is
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true,
 		MaxConnsPerHost:       maxConns,
@@ -366,7 +389,7 @@ func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable b
 		return try(ctx, c, pick(c.stub(base)), bound, rpc, msg)
 	})
 	if err != nil {
-		return nil, retried, c.fail(ctx, repeatable, err)
+		return nil, retried, c.fail(ctx, err)
 	}
 	return res, retried, nil
 }
@@ -398,21 +421,27 @@ func tries[Res any](ctx context.Context, c *Client, repeatable bool, attempt fun
 	return res, retried, err
 }
 
-// try is one try of a call on the server of stub, bounded by bound when
-// ctx has no deadline: a try cut by that bound is reported as sent
-// without an answer (errNoAnswer).
+// try is one try of a call on the server of stub, bounded by bound (or
+// what is left of ctx's deadline, if less): a try cut by bound is
+// reported as sent without an answer (errNoAnswer), and the call moves on
+// to the next server.
 func try[S, Req, Res any](ctx context.Context, c *Client, stub S, bound time.Duration,
 	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
 	req := connect.NewRequest(msg)
 	c.setHeaders(ctx, req.Header())
 	actx := ctx
-	if _, ok := ctx.Deadline(); !ok && bound > 0 {
+	if bound > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
-	r, err := rpc(stub, actx, req)
+	var mark slotMark
+	r, err := rpc(stub, context.WithValue(actx, slotMarkKey{}, &mark), req)
 	if err != nil {
+		if actx.Err() != nil && !mark.got.Load() {
+			// Its context ended while it waited for a slot: not sent.
+			return nil, &slotWaitError{err}
+		}
 		if ctx.Err() == nil && actx.Err() != nil {
 			err = fmt.Errorf("%w within %v: %w", errNoAnswer, bound, err)
 		}
@@ -434,9 +463,9 @@ func (c *Client) setHeaders(ctx context.Context, h http.Header) {
 
 // fail turns the error of a call into what the caller gets: the engine's
 // sentinel for a server's answer, the context's error when the caller's
-// context ended (an unknown outcome for a call that is not repeatable),
-// ErrUnavailable when no server took the call.
-func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
+// context ended before the call was sent (ErrOutcomeUnknown wrapping it
+// when it may have been), ErrUnavailable when no server took the call.
+func (c *Client) fail(ctx context.Context, err error) error {
 	if errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
@@ -454,15 +483,19 @@ func (c *Client) fail(ctx context.Context, repeatable bool, err error) error {
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		if code := connect.CodeOf(err); code == connect.CodeCanceled || code == connect.CodeDeadlineExceeded || errors.Is(err, cerr) {
-			if repeatable {
-				return cerr
+			if cutInFlight(err) {
+				// The server's copy of the deadline passed: it may have
+				// begun the call.
+				return outcomeUnknown(cerr, err)
 			}
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, cerr)
+			return cerr
 		}
 	}
 	switch classify(err) {
 	case notSent, redirected:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case busy:
+		return &overLimitError{err}
 	}
 	var notJSON *wire.NotJSONError
 	if errors.As(err, &notJSON) {

@@ -126,15 +126,13 @@ func (co *coalescer[Req, Res]) call(ctx context.Context, repeatable bool, msg *R
 		return co.lane(base).do(ctx, msg, size)
 	})
 	var unsent unsentError
-	if errors.As(err, &unsent) && (!retried || repeatable) {
-		// Not sent this time, and an earlier try that may have been
-		// taken (only of a repeatable call) counts for nothing either:
-		// fail would answer a repeatable call with the context's error
-		// too.
+	if errors.As(err, &unsent) {
+		// Not sent, and no try before was (retrier.do answers
+		// ErrOutcomeUnknown then): nothing was done.
 		return nil, retried, unsent.err
 	}
 	if err != nil {
-		return nil, retried, c.fail(ctx, repeatable, err)
+		return nil, retried, c.fail(ctx, err)
 	}
 	return res, retried, nil
 }
@@ -411,15 +409,15 @@ func (l *lane[Req, Res]) send(ws []*waiter[Req, Res]) {
 
 // requestContext is the context of a request of gathered calls: none of
 // the callers' own, which each honours by itself (a caller whose context
-// ends stops waiting), but their latest deadline, CallTimeout from now for
-// a call without one.
+// ends stops waiting), but the latest of their bounds, each the earlier
+// of its deadline and CallTimeout from now, as for a call alone.
 func requestContext[Req, Res any](ws []*waiter[Req, Res], callTimeout time.Duration) (context.Context, context.CancelFunc, time.Duration) {
 	now := time.Now()
 	var latest time.Time
 	for _, w := range ws {
 		dl, ok := w.ctx.Deadline()
-		if !ok {
-			dl = now.Add(callTimeout)
+		if bound := now.Add(callTimeout); !ok || (callTimeout > 0 && bound.Before(dl)) {
+			dl = bound
 		}
 		if dl.After(latest) {
 			latest = dl

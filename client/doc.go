@@ -31,9 +31,29 @@
 // effect (it matches ErrOutcomeUnknown as well as engine.ErrLeaseLost).
 // Otherwise (claims, cancel, redrive, KV writes) the call returns an error
 // matching ErrOutcomeUnknown. ErrUnavailable means that no try reached a
-// server that took it: nothing was done. A repeatable call whose tries
-// include one sent without an answer reports ErrOutcomeUnknown instead,
-// even if the last try found no server.
+// server that took it: nothing was done. Once a try of a call may have
+// reached a server without an answer, the call ends with success, a
+// server's answer, or an error matching ErrOutcomeUnknown, never
+// ErrUnavailable: when its retries run out, even if the last try found
+// no server, and when its context ends, during a try or a wait between
+// tries (the error then matches the context's error too, so
+// errors.Is(err, context.DeadlineExceeded) holds). A call whose context
+// ends before any try was sent returns the context's error alone:
+// nothing was done. Each try is bounded by Options.CallTimeout or what
+// is left of the context's deadline, whichever is less; a try without an
+// answer moves the client to the next server.
+//
+// Limits. A server bounds what one caller (one token) has in progress at
+// once: calls (docket serve -max-calls) and waiting claims (-max-parked),
+// and announces both in every answer (the Docket-Limits header, "calls=N,
+// parked=M"). The client bounds its own calls to each server by them: a
+// call beyond the bound waits in the client for a slot (within its
+// context) instead of being refused, and waiting claims are bounded apart
+// from the other calls, so that claims waiting for work never hold up a
+// worker's heartbeats and completions. A refusal for being over a limit
+// (other clients with the same token hold the rest) took nothing: the
+// call is tried again with backoff, and if every try is refused its error
+// matches ErrOverLimit (and ErrUnavailable).
 //
 // Coalescing. Concurrent calls of one kind (Enqueue, Complete, Fail,
 // Heartbeat, CompleteAndClaim) that goroutines of a client make to one

@@ -93,7 +93,7 @@ func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 // repeated: its error matches ErrOutcomeUnknown.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]engine.Lease, error) {
 	c := q.c
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(context.WithValue(ctx, longPoll{}, true))
 	defer cancel()
 	stop := context.AfterFunc(c.closing, cancel)
 	defer stop()

@@ -117,9 +117,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // same endpoint while the failure allows: always when the call cannot have
 // reached a server (dial refused, no leader, redirected), and when the
 // call was sent but got no answer only if repeatable is true. It gives up
-// when ctx ends or after maxRetries repeats; if any try was sent without
-// an answer, the error then matches ErrOutcomeUnknown even when the last
-// try was not sent, since the earlier one may have taken effect.
+// when ctx ends or after maxRetries repeats.
+//
+// Once a try may have reached a server without an answer (it was sent and
+// the connection failed, its bound passed, or ctx ended while it was in
+// flight), the call may have taken effect, and the only errors do returns
+// are a server's answer to a later try or one matching ErrOutcomeUnknown:
+// when the retries run out, even if the last try was not sent, and when
+// ctx ends, during a try or a wait between tries. The error then matches
+// ctx's error too (errors.Is(err, context.DeadlineExceeded)).
+//
+// A try that got no answer within its bound, or before ctx's deadline,
+// moves the client to the next endpoint, so that a server that stopped
+// answering (a paused leader) costs one try, not every call's deadline.
 func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Context, base string) error) error {
 	sent := false // a try reached a server, or may have, and got no answer
 	for attempt := 0; ; attempt++ {
@@ -128,7 +138,17 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
+		if cerr := ctx.Err(); cerr != nil && !answered(err, cerr) {
+			// The try ended with the caller's context.
+			if cutInFlight(err) {
+				if errors.Is(cerr, context.DeadlineExceeded) && ctx.Value(longPoll{}) == nil {
+					r.eps.failed(base) // no answer within the time it had
+				}
+				sent = true
+			}
+			if sent {
+				return outcomeUnknown(cerr, err)
+			}
 			return err
 		}
 		retry := false
@@ -146,6 +166,8 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 				}
 			}
 			retry = true
+		case busy:
+			retry = true // here again, after the backoff
 		case maybeSent:
 			r.eps.failed(base)
 			if !repeatable {
@@ -163,9 +185,54 @@ func (r *retrier) do(ctx context.Context, repeatable bool, f func(ctx context.Co
 			return err
 		}
 		if serr := r.sleep(ctx, r.backoff(attempt)); serr != nil {
+			if sent {
+				return outcomeUnknown(serr, err)
+			}
 			return err
 		}
 	}
+}
+
+// longPoll marks the context of a long poll (ClaimWait), which a server
+// holds until the caller's deadline: a poll that ends with it is no sign
+// of a server that stopped answering.
+type longPoll struct{}
+
+// answered reports whether err, the error of a try that ended when the
+// caller's context (whose error is cerr) had ended too, is a server's
+// answer rather than the try cut by the context.
+func answered(err, cerr error) bool {
+	if classify(err) != final || errors.Is(err, cerr) || errors.As(err, new(unsentError)) {
+		return false
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeCanceled, connect.CodeDeadlineExceeded:
+		// The server's own copy of the deadline: it may have begun the
+		// call.
+		return false
+	}
+	return true
+}
+
+// cutInFlight reports whether a try that ended with the caller's context
+// may have reached a server: anything but a try that never left the
+// client (a gathered call not yet sent, a connection never made, a
+// refusal by a server that did not take the call).
+func cutInFlight(err error) bool {
+	if errors.As(err, new(unsentError)) || dialFailed(err) {
+		return false
+	}
+	switch classify(err) {
+	case notSent, redirected, busy:
+		return false
+	}
+	return true
+}
+
+// outcomeUnknown is the error of a call whose context ended (cerr) after
+// a try that may have taken effect; last is the last try's error.
+func outcomeUnknown(cerr, last error) error {
+	return fmt.Errorf("%w: %w (last try: %v)", ErrOutcomeUnknown, cerr, last)
 }
 
 func (r *retrier) backoff(attempt int) time.Duration {
@@ -183,11 +250,15 @@ const (
 	notSent                   // the call never reached a server
 	redirected                // a server refused to take it (not the leader, draining)
 	maybeSent                 // sent, no answer
+	busy                      // refused for being over the caller's limits, or not sent while waiting for a slot under them
 )
 
 func classify(err error) failure {
 	if errors.Is(err, errNoAnswer) {
 		return maybeSent
+	}
+	if errors.As(err, new(*slotWaitError)) || overLimit(err) {
+		return busy
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {

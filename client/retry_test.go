@@ -186,3 +186,49 @@ func TestClassifyRealTransport(t *testing.T) {
 		t.Fatalf("a hang-up after the request classified %v: %v", classify(err), err)
 	}
 }
+
+// TestAContextThatEndsAfterASentTry: once a try may have reached a
+// server, a context that ends, during a wait between tries or during a
+// later try, ends the call with ErrOutcomeUnknown (matching the context's
+// error too), whatever the last try's error; a call none of whose tries
+// was sent returns that try's error.
+func TestAContextThatEndsAfterASentTry(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		tries   []error // the errors of the tries; the context ends after the last
+		unknown bool
+	}{
+		{"sent, then the wait ends", []error{unavailable(errReset)}, true},
+		{"sent, then refused, then the wait ends", []error{unavailable(errReset), unavailable(errDial)}, true},
+		{"cut in flight", []error{connect.NewError(connect.CodeDeadlineExceeded, context.Canceled)}, true},
+		{"refused, then cut in flight", []error{unavailable(errDial), connect.NewError(connect.CodeCanceled, context.Canceled)}, true},
+		{"sent, then not sent as the context ends", []error{unavailable(errReset), unsentError{context.Canceled}}, true},
+		{"refused, then the wait ends", []error{unavailable(errDial)}, false},
+		{"not sent as the context ends", []error{unsentError{context.Canceled}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, _ := testRetrier(t, "http://a,http://b", 10)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+			n := 0
+			err := r.do(ctx, true, func(context.Context, string) error {
+				err := c.tries[n]
+				n++
+				if n == len(c.tries) {
+					cancel()
+				}
+				return err
+			})
+			if n != len(c.tries) {
+				t.Fatalf("%d tries; want %d", n, len(c.tries))
+			}
+			if got := errors.Is(err, ErrOutcomeUnknown); got != c.unknown {
+				t.Fatalf("%v: ErrOutcomeUnknown %v; want %v", err, got, c.unknown)
+			}
+			if c.unknown && !errors.Is(err, context.Canceled) {
+				t.Fatalf("%v does not match the context's error", err)
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -196,5 +198,27 @@ func TestAsksForNoCompression(t *testing.T) {
 	}
 	if a := asked.Load(); a != nil {
 		t.Fatalf("a request asked for compression: %s", a)
+	}
+}
+
+// TestDialLeavesTheCallersTLSConfigAlone: the transport adds "h2" to the
+// NextProtos of its TLS config; the caller's config, which it may share
+// with other clients, is not changed.
+func TestDialLeavesTheCallersTLSConfigAlone(t *testing.T) {
+	db := memDB(t, engine.Options{})
+	s := server.New(db, server.Options{Logger: quiet})
+	ts := httptest.NewUnstartedServer(s.Mux())
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	cfg := &tls.Config{RootCAs: roots, ServerName: "example.com"}
+	c := dial(t, ts.URL, Options{TLS: cfg})
+	if _, err := c.Queue(engine.NS("acme", "prod"), "q").Enqueue(context.Background(), engine.Task{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NextProtos != nil || cfg.ServerName != "example.com" {
+		t.Fatalf("Dial changed the caller's TLS config: NextProtos %q, ServerName %q", cfg.NextProtos, cfg.ServerName)
 	}
 }

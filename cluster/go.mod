@@ -3,6 +3,7 @@ module github.com/docketdb/docket/cluster
 go 1.25.0
 
 require (
+	connectrpc.com/connect v1.19.2
 	github.com/docketdb/docket v0.0.0
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/raft v1.8.0
@@ -20,6 +21,7 @@ require (
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/docketdb/docket => ../

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/docketdb/docket/client"
 	"github.com/docketdb/docket/cluster"
 	"github.com/docketdb/docket/cluster/clustertest"
 	"github.com/docketdb/docket/engine"
@@ -153,6 +155,24 @@ func TestNemesis(t *testing.T) {
 	defer cancel()
 	stopProducing, stopWorking := make(chan struct{}), make(chan struct{})
 	var producing, working sync.WaitGroup
+
+	// Calls with deadlines through the client, as an application makes
+	// them against docket serve -raft: none that was done may be reported
+	// as not done.
+	fr := newFront(t, m)
+	dc, err := client.Dial(ctx, strings.Join(fr.urls, ","), client.Options{BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	var deadlineCalls []deadlineCall
+	for g := range 2 {
+		producing.Add(1)
+		go func() {
+			defer producing.Done()
+			deadlineCaller(ctx, t, dc, g, stopProducing, func(c deadlineCall) { h.do(func() { deadlineCalls = append(deadlineCalls, c) }) })
+		}()
+	}
 
 	for p := range producers {
 		producing.Add(1)
@@ -422,6 +442,7 @@ func TestNemesis(t *testing.T) {
 	if len(h.acked) == 0 || len(final) < len(h.acked) {
 		t.Fatalf("%d acknowledged, %d completed", len(h.acked), len(final))
 	}
+	h.do(func() { checkDeadlineCalls(ctx, t, l.API(), deadlineCalls) })
 }
 
 func countAll(m map[uint64][]uint64) int {

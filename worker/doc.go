@@ -149,7 +149,13 @@
 //
 // The runtime logs through log/slog with the task id, queue, attempt and
 // owner; by default only warnings and errors, to slog.Default(): a failed
-// attempt is a warning, a panic, a permanent failure or a stop an error. The
+// attempt is a warning, a panic, a permanent failure or a stop an error.
+// Failed attempts are aggregated per queue: the first of a level in an
+// interval of 10 s (on the Worker's clock) is logged at once, with its task;
+// the others of the interval share one line ("docket: task failed
+// (aggregated: ...)") when it ends or the Worker stops, with their count
+// (count), the count of each outcome (outcome_failed, outcome_panicked, ...)
+// and the first one's task and error (sample_task_id, sample_err). The
 // packages worker/metrics (Prometheus) and worker/tracing (OpenTelemetry)
 // plug in as middleware and an engine observer, so that this package
 // depends on neither.

@@ -84,6 +84,7 @@ func (w *Worker) drain(ctx context.Context, q engine.Queue, h Handler, opts Queu
 	w.runCtx, w.claimCtx = ctx, ctx
 	r := &runner{w: w, q: q, h: h, opts: opts, log: w.log.With(logNS, q.Namespace().String(), logQueue, q.Name())}
 	r.chain = w.chain(HandlerFunc(r.protect))
+	r.failures = failLog{w: w, log: r.log}
 	s := &slot{r: r, poke: make(chan struct{}, 1)}
 	n := 0
 	for {

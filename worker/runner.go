@@ -28,6 +28,8 @@ type runner struct {
 	log   *slog.Logger
 	fatal sync.Once
 	watch engine.LeaseWatcher // nil if the API cannot tell of cancellations
+	// failures writes the "task failed" lines, aggregated per interval.
+	failures failLog
 }
 
 // start launches the slots; now anchors their heartbeat grids.
@@ -35,6 +37,7 @@ func (r *runner) start(now time.Time) {
 	w := r.w
 	r.chain = w.chain(HandlerFunc(r.protect))
 	r.watch, _ = w.db.(engine.LeaseWatcher)
+	r.failures = failLog{w: w, log: r.log}
 	for range r.opts.Concurrency {
 		s := &slot{r: r, poke: make(chan struct{}, 1)}
 		hbCtx, stopHB := context.WithCancel(context.Background())
@@ -165,6 +168,17 @@ func transient(err error) bool {
 		}
 	}
 	return true
+}
+
+// unanswered says, for a log line, what a transient error is: a server's
+// refusal for being over its limit on the caller's calls (a network
+// client's error says so by an OverLimit method), or no answer.
+func unanswered(err error) string {
+	var ol interface{ OverLimit() bool }
+	if errors.As(err, &ol) && ol.OverLimit() {
+		return "refused for being over the server's limit on the caller's calls"
+	}
+	return "no answer"
 }
 
 // backoff is the pauses between tries of a call that keeps failing
@@ -436,7 +450,7 @@ func (r *runner) finish(t *Task, o Outcome, cause, err error) {
 			lvl = slog.LevelError
 		}
 		if r.log.Enabled(bg, lvl) {
-			t.Logger().Log(bg, lvl, "docket: task failed", "outcome", o.String(), "err", err)
+			r.failures.failed(t, lvl, o, err) // aggregated per interval
 		}
 		r.fail(t, failureOf(cause, o, err))
 	}
@@ -466,9 +480,10 @@ func (r *runner) completed(t *Task, err error, retried bool) {
 		r.w.fail(fmt.Errorf("worker: completing task %d of queue %s/%s: the worker's caller lacks a permission the completion needs: %w",
 			t.ID, t.Namespace, t.Queue, err))
 	case transient(err):
-		// Still no answer when the Worker stopped retrying (it is stopping):
-		// the task runs again once its lease expires.
-		t.Logger().Warn("docket: completion not committed: no answer; the task runs again after its lease expires", "err", err)
+		// Still no answer (or a refusal for being over a server's limit)
+		// when the Worker stopped retrying (it is stopping): the task runs
+		// again once its lease expires.
+		t.Logger().Warn("docket: completion not committed: "+unanswered(err)+"; the task runs again after its lease expires", "err", err)
 	default:
 		// The commit itself was refused (an assertion of AddOps did not
 		// hold, a follow-up was invalid): the work did not take effect, so
@@ -504,7 +519,7 @@ func (r *runner) recordFailed(t *Task, what string, err, herr error) {
 	case transient(err):
 		// Still no answer when the Worker stopped retrying: nothing else
 		// would get one either; the lease expires and the task comes back.
-		t.Logger().Warn("docket: "+what+" failed: no answer; the task comes back after its lease expires", "err", err)
+		t.Logger().Warn("docket: "+what+" failed: "+unanswered(err)+"; the task comes back after its lease expires", "err", err)
 		return
 	}
 	t.Logger().Error("docket: "+what+" failed; failing the attempt instead", "err", err)

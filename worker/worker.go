@@ -335,6 +335,9 @@ func (w *Worker) shutdown() {
 		w.claimCancel()
 		go func() {
 			w.wg.Wait()
+			for _, r := range w.runners {
+				r.failures.flush() // the failures of the last interval
+			}
 			close(w.finished)
 		}()
 		go func() {

@@ -300,3 +300,22 @@ func TestRequestsOverTheElementLimitsRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLimits(t *testing.T) {
+	for v, want := range map[string][3]int{
+		"calls=256, parked=1024":        {256, 1024, 1},
+		"calls=2,parked=3":              {2, 3, 1},
+		" parked=3 , calls=2, later=9 ": {2, 3, 1},
+		"":                              {0, 0, 0},
+		"calls=2":                       {0, 0, 0},
+		"calls=0, parked=3":             {0, 0, 0},
+		"calls=-1, parked=3":            {0, 0, 0},
+		"calls=x, parked=3":             {0, 0, 0},
+		"calls 2, parked=3":             {0, 0, 0},
+	} {
+		c, p, ok := ParseLimits(v)
+		if c != want[0] || p != want[1] || ok != (want[2] == 1) {
+			t.Errorf("ParseLimits(%q) = %d, %d, %v; want %v", v, c, p, ok, want)
+		}
+	}
+}
