@@ -148,9 +148,13 @@ func (d *DB) owner(call string) error {
 	return nil
 }
 
-// checkCallerID accepts a non-empty id of at most MaxNameBytes of valid
-// UTF-8 without control characters. The error never repeats the id.
-func checkCallerID(id string) error {
+// Validate reports whether c.ID is an id As accepts: non-empty, at most
+// MaxNameBytes, valid UTF-8 without control characters. The error wraps
+// ErrInvalid and never repeats the id. Programs that store caller ids (a
+// tokens file, say) call it where the id is written, so that an id the
+// engine would refuse on every call is refused once, up front.
+func (c Caller) Validate() error {
+	id := c.ID
 	switch {
 	case id == "":
 		return invalid("caller id is empty")
@@ -178,7 +182,7 @@ func (d *DB) As(caller Caller) *DB {
 			"%w: a view of caller %q cannot act as another caller (As is for the program that opened the DB)",
 			ErrPermission, d.caller.ID)}
 	}
-	if err := checkCallerID(caller.ID); err != nil {
+	if err := caller.Validate(); err != nil {
 		return &DB{c: d.c, caller: &Caller{}, bad: err}
 	}
 	return &DB{c: d.c, caller: &caller}

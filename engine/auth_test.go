@@ -397,6 +397,26 @@ func TestCallerIDValidated(t *testing.T) {
 	}
 }
 
+// TestCallerValidate: Caller.Validate, which programs that store caller ids
+// call where they write one, refuses exactly the ids As refuses.
+func TestCallerValidate(t *testing.T) {
+	e := newEnv(t, false)
+	for _, id := range []string{"", strings.Repeat("a", 256), "a\xffb", "a\x00", "a\nb", "a\u0085",
+		strings.Repeat("a", MaxNameBytes), "*", "ünï çødé", "a b"} {
+		err := Caller{ID: id}.Validate()
+		_, viewErr := e.db.As(Caller{ID: id}).Queues(ctx)
+		if (err == nil) != (viewErr == nil) {
+			t.Fatalf("id %.40q: Validate says %v, a view says %v", id, err, viewErr)
+		}
+		if err != nil {
+			wantErr(t, err, ErrInvalid)
+		}
+	}
+	if err := (Caller{ID: strings.Repeat("a", 256)}).Validate(); err == nil || !strings.Contains(err.Error(), "256 bytes") {
+		t.Fatalf("a 256-byte id: %v", err)
+	}
+}
+
 // TestProcessCallRefusalsCounted: refused Close, Checkpoint and Verify are
 // denials like any other.
 func TestProcessCallRefusalsCounted(t *testing.T) {
