@@ -168,7 +168,9 @@ type Task struct {
 	// BackoffBase is the retry delay after the first failed attempt; it
 	// doubles each attempt. 0 means 1 s.
 	BackoffBase time.Duration
-	// BackoffMax caps the retry delay. 0 means 60 s.
+	// BackoffMax caps the retry delay. 0 means 60 s. Set together with
+	// BackoffBase, it must be at least BackoffBase (ErrInvalid otherwise); a
+	// BackoffBase over the default cap is capped at it.
 	BackoffMax time.Duration
 	// IdempotencyKey, if set, makes the enqueue idempotent within the queue:
 	// while a task with this key exists (and for Options.IdempotencyTTL after

@@ -462,7 +462,7 @@ func (m *Model) checkJSON(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if len(b) > m.maxPayload || !json.Valid(b) {
+	if len(b) > m.maxPayload || !json.Valid(b) || !utf8.Valid(b) {
 		return invalid("json %q", b)
 	}
 	return nil
@@ -518,6 +518,9 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 	}
 	if err := checkDuration(t.BackoffMax, true); err != nil {
 		return s, err
+	}
+	if t.BackoffMax > 0 && t.BackoffBase > t.BackoffMax {
+		return s, invalid("backoff base %v over max %v", t.BackoffBase, t.BackoffMax)
 	}
 	if t.IdempotencyKey != "" {
 		if err := checkKey(t.IdempotencyKey); err != nil {
