@@ -973,6 +973,8 @@ type QueueInfo struct {
 // down. A queue that holds no task is not listed, but its totals are kept
 // for 24 hours after its last task left, so a queue that drains and fills
 // again counts on; after that they are forgotten and start again from 0.
+// Only the 1,024 queues idle most recently keep theirs (older ones are
+// forgotten sooner), so that queue names used once cost no memory.
 // What time does without a write (a timer coming due, a lease expiring) is
 // counted when a commit acts on it: a claim that takes an expired lease
 // counts a retry and a claim, one that dead-letters it a dead letter.

@@ -350,6 +350,10 @@ type qTotals struct {
 // holds no task (index.IdleTotalsTTL).
 const idleTotalsTTL = 24 * time.Hour / time.Microsecond
 
+// maxIdleTotals is how many idle queues' totals the engine keeps at most
+// (index.MaxIdleTotals).
+const maxIdleTotals = 1024
+
 // at returns t as it is at Now, nil when it is gone: a due timer is ready;
 // an expired lease is ready again since its deadline (dead on its last
 // attempt), its attempt failed with "lease expired" then; a retained
@@ -423,6 +427,27 @@ func (m *Model) afterBatch() {
 	}
 	for _, q := range forget {
 		delete(m.totals, q)
+	}
+	// Then at most index.MaxIdleTotals idle ones are kept, the latest.
+	var idle []QueueKey
+	for q, t := range m.totals {
+		if t.idle != 0 {
+			idle = append(idle, q)
+		}
+	}
+	if len(idle) > maxIdleTotals {
+		slices.SortFunc(idle, func(a, b QueueKey) int {
+			if c := cmpInt(m.totals[a].idle, m.totals[b].idle); c != 0 {
+				return c
+			}
+			if a.less(b) {
+				return -1
+			}
+			return 1
+		})
+		for _, q := range idle[:len(idle)-maxIdleTotals] {
+			delete(m.totals, q)
+		}
 	}
 }
 

@@ -394,16 +394,26 @@ func (s *Store) drop(qs []*Queue) {
 }
 
 // forgetIdle deletes, at most max at a time, the totals of queues idle
-// for longer than IdleTotalsTTL.
+// for longer than IdleTotalsTTL, and then those idle longest until at most
+// MaxIdleTotals are left (all of them: the excess is at most what the batch
+// made idle, or what a restore of an older image brought).
 func (s *Store) forgetIdle(max int) {
 	for range max {
 		it, ok := s.idle.Min()
 		if !ok || it.At > s.now-IdleTotalsTTL {
-			return
+			break
 		}
-		s.idle.Delete(it)
-		s.totals.Delete(QueueTotals{Queue: it.Queue})
+		s.forgetTotals(it)
 	}
+	for s.idle.Len() > MaxIdleTotals {
+		it, _ := s.idle.Min()
+		s.forgetTotals(it)
+	}
+}
+
+func (s *Store) forgetTotals(it idleItem) {
+	s.idle.Delete(it)
+	s.totals.Delete(QueueTotals{Queue: it.Queue})
 }
 
 // count records that q's totals changed in the current Apply.

@@ -2,6 +2,7 @@ package index
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -587,5 +588,70 @@ func TestSharedCache(t *testing.T) {
 		if got, want := s.NewTask(&f), f.Task(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("NewTask %+v, Task %+v", got.Fields(), want.Fields())
 		}
+	}
+}
+
+// TestIdleTotalsCapped: past MaxIdleTotals idle queues, Apply forgets the
+// totals of those idle longest (by time, then key), in the batch that makes
+// one too many idle, and a restored image holding more is cut to the bound
+// by the next Apply.
+func TestIdleTotalsCapped(t *testing.T) {
+	s := NewStore()
+	key := func(i int) QueueKey {
+		return QueueKey{Namespace{"p", fmt.Sprintf("s%d", i%7)}, fmt.Sprintf("q%05d", i)}
+	}
+	apply := func(b *Batch) {
+		t.Helper()
+		b.Seq = s.Seq() + 1
+		if out, err := s.Apply(b); err != nil || out.Refused != "" {
+			t.Fatal(out, err)
+		}
+	}
+	// Queue i holds task i+1 from time 2i to 2i+1; queues 0 and 1 go idle
+	// in the same batch (time 1).
+	const n = MaxIdleTotals + 10
+	for i := range n {
+		tk := (&Fields{ID: uint64(i + 1), Queue: s.Intern(key(i)), State: StateReady, MaxAttempts: 5}).Task()
+		apply(&Batch{Now: int64(2 * i), Mutations: []Mutation{{Kind: MutPutTask, Task: tk}}})
+		if i == 0 {
+			continue
+		}
+		del := []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: uint64(i + 1)}}}
+		if i == 1 {
+			del = append(del, Mutation{Kind: MutDeleteTask, Update: TaskUpdate{ID: 1}})
+		}
+		apply(&Batch{Now: int64(2*i + 1), Mutations: del})
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if s.idle.Len() != MaxIdleTotals || s.totals.Len() != MaxIdleTotals {
+		t.Fatalf("%d idle, %d totals records; want %d", s.idle.Len(), s.totals.Len(), MaxIdleTotals)
+	}
+	// The first 10 to go idle are forgotten: queues 0 and 1 (time 3, key
+	// order), then 2..9.
+	for i := range n {
+		_, kept := s.totals.Get(QueueTotals{Queue: key(i)})
+		if kept != (i >= 10) {
+			t.Fatalf("queue %d: kept %v", i, kept)
+		}
+	}
+	// An image with more idle records (from a version without the bound)
+	// restores as it is; the next Apply cuts it to the bound.
+	s2 := NewStore()
+	s2.Restore(1, 1, int64(n+100))
+	for i := range n + 100 {
+		if err := s2.LoadTotals(QueueTotals{Queue: key(i), Totals: Totals{Enqueued: 1}, Idle: int64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s2.Apply(&Batch{Seq: 2, Now: int64(n + 100)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Verify(); err != nil || s2.idle.Len() != MaxIdleTotals {
+		t.Fatalf("%d idle after the first apply: %v", s2.idle.Len(), err)
+	}
+	if _, ok := s2.totals.Get(QueueTotals{Queue: key(n + 99)}); !ok {
+		t.Fatal("the latest idle record was forgotten")
 	}
 }
