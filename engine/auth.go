@@ -56,6 +56,18 @@ type Authorizer interface {
 	Allowed(caller Caller, ns Namespace, want Perm) Perm
 }
 
+// GrantLister is an Authorizer that can list a caller's grants, as Policy
+// does. DB.Queues then asks about, and visits, only the namespaces a
+// caller's grants with PermRead match, instead of every namespace. The
+// grants must cover every namespace on which Allowed gives the caller
+// PermRead; Allowed still decides for each namespace they match.
+type GrantLister interface {
+	Authorizer
+	// Grants returns caller's grants. The DB does not keep or change the
+	// slice.
+	Grants(caller Caller) []Grant
+}
+
 // Grant gives permissions on namespaces matching Project and Scope, where
 // "*" matches any value.
 type Grant struct {
@@ -77,6 +89,9 @@ func (p Policy) Allowed(caller Caller, ns Namespace, want Perm) Perm {
 	}
 	return have & want
 }
+
+// Grants implements GrantLister.
+func (p Policy) Grants(caller Caller) []Grant { return p[caller.ID] }
 
 type denyAll struct{}
 

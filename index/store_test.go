@@ -655,3 +655,55 @@ func TestIdleTotalsCapped(t *testing.T) {
 		t.Fatal("the latest idle record was forgotten")
 	}
 }
+
+// TestNamespacesFrom: the namespaces of the queues in memory and of the
+// settings records, each once, in order, from a given one on; QueuesIn and
+// ConfsIn give one namespace's, and a queue emptied and dropped leaves them.
+func TestNamespacesFrom(t *testing.T) {
+	s := NewStore()
+	keys := []QueueKey{
+		{Namespace{"a", "x"}, "q2"}, {Namespace{"a", "x"}, "q1"}, {Namespace{"a", "x0"}, "q"},
+		{Namespace{"a", "x\x00"}, "q"}, {Namespace{"b", ""}, "q"}, {Namespace{"a", "xy"}, "q"},
+	}
+	var muts []Mutation
+	for i, k := range keys {
+		muts = append(muts, Mutation{Kind: MutPutTask, Task: (&Fields{ID: uint64(i + 1), Queue: s.Intern(k), State: StateReady, MaxAttempts: 5}).Task()})
+	}
+	muts = append(muts, Mutation{Kind: MutPutConf, Conf: QueueConf{Queue: QueueKey{Namespace{"a", "w"}, "c"}, Paused: true}},
+		Mutation{Kind: MutPutConf, Conf: QueueConf{Queue: QueueKey{Namespace{"a", "x"}, "c"}, Paused: true}})
+	if out, err := s.Apply(&Batch{Seq: 1, Now: 1, Mutations: muts}); err != nil || out.Refused != "" {
+		t.Fatal(out, err)
+	}
+	list := func(from Namespace, max int) []Namespace {
+		var out []Namespace
+		s.NamespacesFrom(from, func(ns Namespace) bool {
+			out = append(out, ns)
+			return len(out) < max
+		})
+		return out
+	}
+	all := []Namespace{{"a", "w"}, {"a", "x"}, {"a", "x\x00"}, {"a", "x0"}, {"a", "xy"}, {"b", ""}}
+	if got := list(Namespace{}, 100); !reflect.DeepEqual(got, all) {
+		t.Fatalf("namespaces %q, want %q", got, all)
+	}
+	if got := list(Namespace{"a", "x\x00"}, 2); !reflect.DeepEqual(got, all[2:4]) {
+		t.Fatalf("from a/x\\x00: %q", got)
+	}
+	var names []string
+	s.QueuesIn(Namespace{"a", "x"}, func(q *Queue) bool { names = append(names, q.Key.Name); return true })
+	s.ConfsIn(Namespace{"a", "x"}, func(c QueueConf) bool { names = append(names, "conf "+c.Queue.Name); return true })
+	if !reflect.DeepEqual(names, []string{"q1", "q2", "conf c"}) {
+		t.Fatalf("a/x holds %q", names)
+	}
+	// Emptied, b/ and a/x0 are gone from the order.
+	del := []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: 5}}, {Kind: MutDeleteTask, Update: TaskUpdate{ID: 3}}}
+	if out, err := s.Apply(&Batch{Seq: 2, Now: 2, Mutations: del}); err != nil || out.Refused != "" {
+		t.Fatal(out, err)
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := list(Namespace{}, 100), []Namespace{{"a", "w"}, {"a", "x"}, {"a", "x\x00"}, {"a", "xy"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after emptying: %q", got)
+	}
+}

@@ -51,6 +51,13 @@ type QueueKey struct {
 	Name string
 }
 
+func (a Namespace) less(b Namespace) bool {
+	if a.Project != b.Project {
+		return a.Project < b.Project
+	}
+	return a.Scope < b.Scope
+}
+
 func (a QueueKey) less(b QueueKey) bool {
 	if a.Project != b.Project {
 		return a.Project < b.Project
