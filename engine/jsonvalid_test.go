@@ -73,14 +73,16 @@ func FuzzValidJSON(f *testing.F) {
 func BenchmarkValidJSON(b *testing.B) {
 	// long is the load generator's payload: a stamp and a long string.
 	long := []byte(`{"t":"00000000000000001234","p":"` + strings.Repeat("x", 66) + `"}`)
+	// utf8 is text that is not ASCII, each of its runes checked.
+	utf8Text := []byte(`{"subject":"Привет, мир","body":"` + strings.Repeat("日本語のテキスト", 6) + `"}`)
 	for _, tc := range []struct {
 		name string
 		fn   func([]byte) bool
-	}{{"docket", validJSON}, {"encoding_json", json.Valid}} {
+	}{{"docket", validJSON}, {"encoding_json", json.Valid}, {"encoding_json+utf8", wantJSON}} {
 		for _, p := range []struct {
 			name string
 			b    []byte
-		}{{"fields", benchPayload}, {"long_string", long}} {
+		}{{"fields", benchPayload}, {"long_string", long}, {"utf8", utf8Text}} {
 			b.Run(tc.name+"/"+p.name, func(b *testing.B) {
 				b.SetBytes(int64(len(p.b)))
 				b.ReportAllocs()
