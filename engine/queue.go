@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/docketdb/docket/index"
 )
@@ -495,7 +496,12 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	}
 	msg := f.Err
 	if len(msg) > MaxErrorBytes {
-		msg = strings.ToValidUTF8(msg[:MaxErrorBytes], "")
+		msg = msg[:MaxErrorBytes]
+	}
+	if !utf8.ValidString(msg) {
+		// Cut inside a rune, or not UTF-8 at all: the text is sent back in
+		// answers, which must be UTF-8.
+		msg = strings.ToValidUTF8(msg, "")
 	}
 	if err := q.owns(&l); err != nil {
 		return err

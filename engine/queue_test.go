@@ -700,6 +700,14 @@ func TestBadInput(t *testing.T) {
 			return err
 		}},
 		{"payload not UTF-8", "payload is not valid UTF-8", func() error { _, err := q.Enqueue(ctx, Task{Payload: []byte("\"a\xffb\"")}); return err }},
+		{"header not UTF-8", "valid UTF-8", func() error {
+			_, err := q.Enqueue(ctx, Task{Headers: map[string]string{"trace": "a\xffb"}})
+			return err
+		}},
+		{"idem key not UTF-8", "idempotency key is not valid UTF-8", func() error {
+			_, err := q.Enqueue(ctx, Task{IdempotencyKey: "k\xc3"})
+			return err
+		}},
 		{"payload key not UTF-8", "payload is not valid UTF-8", func() error { _, err := q.Enqueue(ctx, Task{Payload: []byte("{\"\xc3\":1}")}); return err }},
 		{"too many tasks", "batch", func() error { _, err := q.EnqueueBatch(ctx, make([]Task, MaxBatch+1)); return err }},
 		{"bad task in batch", "task 1", func() error {
@@ -768,8 +776,9 @@ func TestBackoffZeroMaxIsDefault(t *testing.T) {
 
 // TestInvalidUTF8Refused: JSON that is not UTF-8 inside its strings (which
 // encoding/json.Valid accepts) is refused wherever the engine takes JSON: a
-// payload, a batch's, a follow-up's, a result and progress. KV values are
-// bytes and keep any bytes.
+// payload, a batch's, a follow-up's, a result and progress (headers and
+// idempotency keys: TestBadInput). KV values are bytes and keep any bytes;
+// a failure's text loses the bytes that are not UTF-8.
 func TestInvalidUTF8Refused(t *testing.T) {
 	e := newEnv(t, true)
 	q := e.q("q")
@@ -801,6 +810,14 @@ func TestInvalidUTF8Refused(t *testing.T) {
 	}
 	if _, err := e.db.KV(ns).Commit(ctx, Set("k", []byte("\xff\xfe"))); err != nil {
 		t.Fatalf("a KV value of arbitrary bytes: %v", err)
+	}
+	// A failure's text is not refused: the bytes that are not UTF-8 are
+	// dropped, as a rune cut at MaxErrorBytes is.
+	if err := q.Fail(ctx, l, Failure{Err: "caf\xe9 \xff\xfeclosed ☕"}); err != nil {
+		t.Fatal(err)
+	}
+	if i := e.get(q, l.ID); i.LastError != "caf closed ☕" {
+		t.Fatalf("stored error %q", i.LastError)
 	}
 }
 

@@ -254,13 +254,13 @@ type Task struct {
 	// IdempotencyKey, if set, makes the enqueue idempotent within the queue:
 	// while a task with this key exists (and for Options.IdempotencyTTL after
 	// it ends) enqueueing it again returns the existing id. Keys under
-	// ReservedPrefix are refused.
+	// ReservedPrefix, or not UTF-8, are refused.
 	IdempotencyKey string
 	// Unique, if set, makes the enqueue unique by content within the queue
 	// (see Unique); it excludes IdempotencyKey.
 	Unique *Unique
 	// Headers are small string pairs carried with the task (trace context,
-	// tenant ids). At most MaxHeaders.
+	// tenant ids), in UTF-8. At most MaxHeaders.
 	Headers map[string]string
 
 	// DependsOn are ids of tasks of the namespace (on any of its queues)
@@ -357,7 +357,8 @@ type FollowUp struct {
 
 // Failure describes a failed attempt.
 type Failure struct {
-	// Err is recorded as the task's last error.
+	// Err is recorded as the task's last error: at most MaxErrorBytes of
+	// it, without any bytes that are not UTF-8.
 	Err string
 	// Permanent sends the task to the dead-letter queue at once.
 	Permanent bool

@@ -175,6 +175,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		if err := checkKey("idempotency key", t.IdempotencyKey); err != nil {
 			return s, err
 		}
+		if !utf8.ValidString(t.IdempotencyKey) {
+			return s, invalid("idempotency key is not valid UTF-8")
+		}
 		if strings.HasPrefix(t.IdempotencyKey, ReservedPrefix) {
 			return s, invalid("idempotency key %.40q is under the reserved prefix %q", t.IdempotencyKey, ReservedPrefix)
 		}
@@ -188,6 +191,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		for k, v := range t.Headers {
 			if k == "" || len(k) > MaxHeaderBytes || len(v) > MaxHeaderBytes {
 				return s, invalid("header %.32q: key must be 1..%d bytes and value at most %d", k, MaxHeaderBytes, MaxHeaderBytes)
+			}
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return s, invalid("header %.32q: key and value must be valid UTF-8", k)
 			}
 			s.headers[k] = v
 			s.size += len(k) + len(v)

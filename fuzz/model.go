@@ -551,6 +551,9 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 		if err := checkKey(t.IdempotencyKey); err != nil {
 			return s, err
 		}
+		if !utf8.ValidString(t.IdempotencyKey) {
+			return s, invalid("idempotency key %q", t.IdempotencyKey)
+		}
 		if strings.HasPrefix(t.IdempotencyKey, engine.ReservedPrefix) {
 			return s, invalid("reserved idempotency key %q", t.IdempotencyKey)
 		}
@@ -565,7 +568,7 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 		return s, invalid("headers")
 	}
 	for k, v := range t.Headers {
-		if k == "" || len(k) > engine.MaxHeaderBytes || len(v) > engine.MaxHeaderBytes {
+		if k == "" || len(k) > engine.MaxHeaderBytes || len(v) > engine.MaxHeaderBytes || !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return s, invalid("header %q", k)
 		}
 	}
@@ -1252,8 +1255,9 @@ func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
 	}
 	msg := f.Err
 	if len(msg) > engine.MaxErrorBytes {
-		msg = strings.ToValidUTF8(msg[:engine.MaxErrorBytes], "")
+		msg = msg[:engine.MaxErrorBytes]
 	}
+	msg = strings.ToValidUTF8(msg, "")
 	if err := ownLease(q, l); err != nil {
 		return err
 	}
