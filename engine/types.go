@@ -254,7 +254,7 @@ type Task struct {
 	// IdempotencyKey, if set, makes the enqueue idempotent within the queue:
 	// while a task with this key exists (and for Options.IdempotencyTTL after
 	// it ends) enqueueing it again returns the existing id. Keys under
-	// ReservedPrefix, or not UTF-8, are refused.
+	// ReservedPrefix are refused.
 	IdempotencyKey string
 	// Unique, if set, makes the enqueue unique by content within the queue
 	// (see Unique); it excludes IdempotencyKey.

@@ -175,9 +175,6 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		if err := checkKey("idempotency key", t.IdempotencyKey); err != nil {
 			return s, err
 		}
-		if !utf8.ValidString(t.IdempotencyKey) {
-			return s, invalid("idempotency key is not valid UTF-8")
-		}
 		if strings.HasPrefix(t.IdempotencyKey, ReservedPrefix) {
 			return s, invalid("idempotency key %.40q is under the reserved prefix %q", t.IdempotencyKey, ReservedPrefix)
 		}

@@ -551,9 +551,6 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 		if err := checkKey(t.IdempotencyKey); err != nil {
 			return s, err
 		}
-		if !utf8.ValidString(t.IdempotencyKey) {
-			return s, invalid("idempotency key %q", t.IdempotencyKey)
-		}
 		if strings.HasPrefix(t.IdempotencyKey, engine.ReservedPrefix) {
 			return s, invalid("reserved idempotency key %q", t.IdempotencyKey)
 		}
