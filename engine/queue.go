@@ -1065,6 +1065,14 @@ func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
 			}
 		}
 	}
+	// The pages skip read's barrier: make it once, first, so that no
+	// namespace committed before the call is missed.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := d.c.readBarrier(ctx); err != nil {
+		return nil, err
+	}
 	all := func(index.Namespace) bool { return true }
 	lister, ok := auth.(GrantLister)
 	if !ok {
