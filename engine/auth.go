@@ -56,6 +56,18 @@ type Authorizer interface {
 	Allowed(caller Caller, ns Namespace, want Perm) Perm
 }
 
+// GrantLister is an Authorizer that can list a caller's grants, as Policy
+// does. DB.Queues then asks about, and visits, only the namespaces a
+// caller's grants with PermRead match, instead of every namespace. The
+// grants must cover every namespace on which Allowed gives the caller
+// PermRead; Allowed still decides for each namespace they match.
+type GrantLister interface {
+	Authorizer
+	// Grants returns caller's grants. The DB does not keep or change the
+	// slice.
+	Grants(caller Caller) []Grant
+}
+
 // Grant gives permissions on namespaces matching Project and Scope, where
 // "*" matches any value.
 type Grant struct {
@@ -77,6 +89,9 @@ func (p Policy) Allowed(caller Caller, ns Namespace, want Perm) Perm {
 	}
 	return have & want
 }
+
+// Grants implements GrantLister.
+func (p Policy) Grants(caller Caller) []Grant { return p[caller.ID] }
 
 type denyAll struct{}
 
@@ -148,9 +163,13 @@ func (d *DB) owner(call string) error {
 	return nil
 }
 
-// checkCallerID accepts a non-empty id of at most MaxNameBytes of valid
-// UTF-8 without control characters. The error never repeats the id.
-func checkCallerID(id string) error {
+// Validate reports whether c.ID is an id As accepts: non-empty, at most
+// MaxNameBytes, valid UTF-8 without control characters. The error wraps
+// ErrInvalid and never repeats the id. Programs that store caller ids (a
+// tokens file, say) call it where the id is written, so that an id the
+// engine would refuse on every call is refused once, up front.
+func (c Caller) Validate() error {
+	id := c.ID
 	switch {
 	case id == "":
 		return invalid("caller id is empty")
@@ -178,7 +197,7 @@ func (d *DB) As(caller Caller) *DB {
 			"%w: a view of caller %q cannot act as another caller (As is for the program that opened the DB)",
 			ErrPermission, d.caller.ID)}
 	}
-	if err := checkCallerID(caller.ID); err != nil {
+	if err := caller.Validate(); err != nil {
 		return &DB{c: d.c, caller: &Caller{}, bad: err}
 	}
 	return &DB{c: d.c, caller: &caller}

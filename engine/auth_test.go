@@ -397,6 +397,26 @@ func TestCallerIDValidated(t *testing.T) {
 	}
 }
 
+// TestCallerValidate: Caller.Validate, which programs that store caller ids
+// call where they write one, refuses exactly the ids As refuses.
+func TestCallerValidate(t *testing.T) {
+	e := newEnv(t, false)
+	for _, id := range []string{"", strings.Repeat("a", 256), "a\xffb", "a\x00", "a\nb", "a\u0085",
+		strings.Repeat("a", MaxNameBytes), "*", "ünï çødé", "a b"} {
+		err := Caller{ID: id}.Validate()
+		_, viewErr := e.db.As(Caller{ID: id}).Queues(ctx)
+		if (err == nil) != (viewErr == nil) {
+			t.Fatalf("id %.40q: Validate says %v, a view says %v", id, err, viewErr)
+		}
+		if err != nil {
+			wantErr(t, err, ErrInvalid)
+		}
+	}
+	if err := (Caller{ID: strings.Repeat("a", 256)}).Validate(); err == nil || !strings.Contains(err.Error(), "256 bytes") {
+		t.Fatalf("a 256-byte id: %v", err)
+	}
+}
+
 // TestProcessCallRefusalsCounted: refused Close, Checkpoint and Verify are
 // denials like any other.
 func TestProcessCallRefusalsCounted(t *testing.T) {
@@ -444,10 +464,19 @@ func (p *countingPolicy) Allowed(c Caller, ns Namespace, want Perm) Perm {
 	return p.Policy.Allowed(c, ns, want)
 }
 
+// countingOpaque counts the questions it is asked and cannot list grants.
+type countingOpaque struct{ p *countingPolicy }
+
+func (o countingOpaque) Allowed(c Caller, ns Namespace, want Perm) Perm {
+	return o.p.Allowed(c, ns, want)
+}
+
 // TestQueuesDecidesPerNamespace: listing queues asks the Authorizer once per
-// namespace, however many queues another tenant holds.
+// namespace, however many queues another tenant holds, and, when it lists
+// grants, only about the namespaces the caller's grants match.
 func TestQueuesDecidesPerNamespace(t *testing.T) {
 	auth := &countingPolicy{Policy: Policy{"a": {{Project: "tenant-a", Scope: "*", Perms: PermRead}}}}
+	var opaque Authorizer = countingOpaque{auth}
 	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })
 	const many = 50_000
 	for i := 0; i < many; i += MaxOps {
@@ -461,19 +490,26 @@ func TestQueuesDecidesPerNamespace(t *testing.T) {
 	}
 	e.enqueue(e.db.Queue(nsA, "mine"), Task{})
 
-	qs, err := e.db.As(Caller{ID: "nobody"}).Queues(ctx)
-	if err != nil || len(qs) != 0 {
-		t.Fatalf("a caller with no grant sees %d queues (%v)", len(qs), err)
-	}
-	if n := auth.asked.Swap(0); n != 2 {
-		t.Fatalf("authorizer asked %d times for 2 namespaces", n)
-	}
-	qs, err = e.db.As(Caller{ID: "a"}).Queues(ctx)
-	if err != nil || len(qs) != 1 || qs[0].Namespace != nsA || qs[0].Name != "mine" || qs[0].Counts.Ready != 1 {
-		t.Fatalf("tenant-a sees %+v (%v)", qs, err)
-	}
-	if n := auth.asked.Swap(0); n != 2 {
-		t.Fatalf("authorizer asked %d times for 2 namespaces", n)
+	for _, c := range []struct {
+		name              string
+		a                 Authorizer
+		nobodyAsks, aAsks int64
+	}{{"grants", auth, 0, 1}, {"opaque", opaque, 2, 2}} {
+		e.db.c.opts.Authorizer = c.a
+		qs, err := e.db.As(Caller{ID: "nobody"}).Queues(ctx)
+		if err != nil || len(qs) != 0 {
+			t.Fatalf("%s: a caller with no grant sees %d queues (%v)", c.name, len(qs), err)
+		}
+		if n := auth.asked.Swap(0); n != c.nobodyAsks {
+			t.Fatalf("%s: authorizer asked %d times for a caller with no grant, want %d", c.name, n, c.nobodyAsks)
+		}
+		qs, err = e.db.As(Caller{ID: "a"}).Queues(ctx)
+		if err != nil || len(qs) != 1 || qs[0].Namespace != nsA || qs[0].Name != "mine" || qs[0].Counts.Ready != 1 {
+			t.Fatalf("%s: tenant-a sees %+v (%v)", c.name, qs, err)
+		}
+		if n := auth.asked.Swap(0); n != c.aAsks {
+			t.Fatalf("%s: authorizer asked %d times for tenant-a, want %d", c.name, n, c.aAsks)
+		}
 	}
 	// A listing is not a refusal: nothing is counted as denied.
 	if got := e.db.Stats().Denied; got != 0 {

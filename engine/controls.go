@@ -402,9 +402,9 @@ func (info *QueueInfo) setSettings(c index.QueueConf) {
 
 // withSettings adds to out (QueueInfo of the queues holding tasks) the
 // settings of those queues and an entry for each queue with settings and
-// no task, of the namespaces readable allows (every one when nil). Call
+// no task, of the namespaces readable lists (every one when nil). Call
 // with mu held.
-func (c *core) withSettings(out []QueueInfo, readable map[index.Namespace]bool) []QueueInfo {
+func (c *core) withSettings(out []QueueInfo, readable []index.Namespace) []QueueInfo {
 	if c.store.NumConfs() == 0 {
 		return out
 	}
@@ -412,11 +412,8 @@ func (c *core) withSettings(out []QueueInfo, readable map[index.Namespace]bool) 
 	for i := range out {
 		at[index.QueueKey{Namespace: out[i].Namespace.idx(), Name: out[i].Name}] = i
 	}
-	c.store.Confs(func(conf index.QueueConf) bool {
+	add := func(conf index.QueueConf) bool {
 		k := conf.Queue
-		if readable != nil && !readable[k.Namespace] {
-			return true
-		}
 		if i, ok := at[k]; ok {
 			out[i].setSettings(conf)
 			return true
@@ -426,7 +423,13 @@ func (c *core) withSettings(out []QueueInfo, readable map[index.Namespace]bool) 
 		info.setSettings(conf)
 		out = append(out, info)
 		return true
-	})
+	}
+	if readable == nil {
+		c.store.Confs(add)
+	}
+	for _, ns := range readable {
+		c.store.ConfsIn(ns, add)
+	}
 	return out
 }
 

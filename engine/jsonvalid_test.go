@@ -4,7 +4,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
+
+// wantJSON is what validJSON must say: valid JSON (encoding/json) of valid
+// UTF-8, inside strings too, which encoding/json alone does not check.
+func wantJSON(b []byte) bool { return json.Valid(b) && utf8.Valid(b) }
 
 var jsonCases = []string{
 	``, ` `, `0`, `-0`, `-`, `01`, `1.`, `1.5`, `1e`, `1e+`, `1E-7`, `-12.5e10`, `.5`, `+1`,
@@ -13,6 +18,12 @@ var jsonCases = []string{
 	`[]`, `[`, `]`, `[1,]`, `[,1]`, `[1 2]`, `[1,2]`, ` [ 1 , [ ] , { } ] `,
 	`{}`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1 "b":2}`, `{"a":1,"b":[true,null]}`, `{1:2}`,
 	`{"a":1}}`, `[1]]`, `1 2`, `{"a":{"b":{"c":[[[]]]}}}`, "\t{\r\n}\n", `{"a":1]`, `[1}`,
+	// UTF-8: valid runes of each length, and every way a sequence is not
+	// UTF-8 (a stray continuation, a truncated rune, an overlong form, a
+	// surrogate, past U+10FFFF), in values and in keys.
+	`"é€😀"`, `{"ключ":"значение"}`, "\"\x80\"", "\"\xc3\"", "\"\xe2\x82\"", "\"\xf0\x9f\x98\"",
+	"\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "{\"\xff\":1}", "[\"a\",\"\xfe\"]",
+	"\"\xc3", "\xc3\xa9", "[\xc3\xa9]",
 }
 
 func TestValidJSONMatchesEncodingJSON(t *testing.T) {
@@ -23,7 +34,8 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 		strings.Repeat(`{"a":`, 10001)+"1"+strings.Repeat("}", 10001))
 	// Each byte that a string's word-at-a-time scan must stop at, at every
 	// offset around a word, and bytes it must not stop at.
-	for _, special := range []string{`"`, `\\`, `\"`, `\u0041`, `\x`, "\x00", "\x1f", "\x20", "\x7f", "\x80", "\xff", "\\"} {
+	for _, special := range []string{`"`, `\\`, `\"`, `\u0041`, `\x`, "\x00", "\x1f", "\x20", "\x7f", "\x80", "\xff", "\\",
+		"é", "€", "😀", "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\xed\xa0\x80", "é\xff", "😀😀"} {
 		for off := range 18 {
 			for tail := range 10 {
 				cases = append(cases, `"`+strings.Repeat("a", off)+special+strings.Repeat("b", tail)+`"`,
@@ -41,8 +53,8 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		if got, want := validJSON([]byte(c)), json.Valid([]byte(c)); got != want {
-			t.Errorf("validJSON(%.60q) = %v, encoding/json says %v", c, got, want)
+		if got, want := validJSON([]byte(c)), wantJSON([]byte(c)); got != want {
+			t.Errorf("validJSON(%.60q) = %v, encoding/json and utf8.Valid say %v", c, got, want)
 		}
 	}
 }
@@ -52,8 +64,8 @@ func FuzzValidJSON(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := validJSON(b), json.Valid(b); got != want {
-			t.Fatalf("validJSON(%q) = %v, encoding/json says %v", b, got, want)
+		if got, want := validJSON(b), wantJSON(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, encoding/json and utf8.Valid say %v", b, got, want)
 		}
 	})
 }
@@ -61,14 +73,16 @@ func FuzzValidJSON(f *testing.F) {
 func BenchmarkValidJSON(b *testing.B) {
 	// long is the load generator's payload: a stamp and a long string.
 	long := []byte(`{"t":"00000000000000001234","p":"` + strings.Repeat("x", 66) + `"}`)
+	// utf8 is text that is not ASCII, each of its runes checked.
+	utf8Text := []byte(`{"subject":"Привет, мир","body":"` + strings.Repeat("日本語のテキスト", 6) + `"}`)
 	for _, tc := range []struct {
 		name string
 		fn   func([]byte) bool
-	}{{"docket", validJSON}, {"encoding_json", json.Valid}} {
+	}{{"docket", validJSON}, {"encoding_json", json.Valid}, {"encoding_json+utf8", wantJSON}} {
 		for _, p := range []struct {
 			name string
 			b    []byte
-		}{{"fields", benchPayload}, {"long_string", long}} {
+		}{{"fields", benchPayload}, {"long_string", long}, {"utf8", utf8Text}} {
 			b.Run(tc.name+"/"+p.name, func(b *testing.B) {
 				b.SetBytes(int64(len(p.b)))
 				b.ReportAllocs()

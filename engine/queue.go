@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/docketdb/docket/index"
 )
@@ -494,7 +496,12 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	}
 	msg := f.Err
 	if len(msg) > MaxErrorBytes {
-		msg = strings.ToValidUTF8(msg[:MaxErrorBytes], "")
+		msg = msg[:MaxErrorBytes]
+	}
+	if !utf8.ValidString(msg) {
+		// Cut inside a rune, or not UTF-8 at all: the text is sent back in
+		// answers, which must be UTF-8.
+		msg = strings.ToValidUTF8(msg, "")
 	}
 	if err := q.owns(&l); err != nil {
 		return err
@@ -778,6 +785,18 @@ func (c *core) read(ctx context.Context, fn func()) error {
 	return c.durable(seq)
 }
 
+// locked runs fn under the engine lock, without read's barrier: for the
+// pages of a read that made (or will make) it once.
+func (c *core) locked(fn func()) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	fn()
+	return nil
+}
+
 // Get returns the task with the given id, ErrNotFound if the queue has none.
 func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 	if err := q.check(PermRead); err != nil {
@@ -968,11 +987,138 @@ type QueueInfo struct {
 	Limits Limits
 }
 
+// queueInfo describes iq at now for Queues; false when only forgotten
+// completions are left in it. Call with mu held.
+func (c *core) queueInfo(iq *index.Queue, now int64) (QueueInfo, bool) {
+	k := iq.Key
+	n := c.countsAt(iq, now)
+	if _, set := c.store.Conf(k); n == (Counts{}) && !set {
+		return QueueInfo{}, false
+	}
+	tot := iq.Totals()
+	info := QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n,
+		Totals: Totals{Enqueued: tot.Enqueued, Claimed: tot.Claimed, Completed: tot.Completed,
+			Retried: tot.Retried, DeadLettered: tot.DeadLettered}}
+	if at, ok := iq.OldestReady(now); ok {
+		info.OldestReady = timeOf(at)
+	}
+	return info, true
+}
+
+// namespacePage is how many namespaces readableSpaces visits under one
+// hold of the engine lock.
+const namespacePage = 256
+
+// testHookNamespacePage, when set, is called after each page of
+// namespaces readableSpaces visits under the lock, with their number.
+var testHookNamespacePage func(n int)
+
+// readableSpaces returns, in order, the namespaces that hold a queue (or
+// a queue's settings) and that the caller may read. With a GrantLister
+// Authorizer only the namespaces its grants match are visited; otherwise
+// every one, namespacePage at a time under the lock, and the Authorizer is
+// asked about each outside it.
+func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
+	var out []index.Namespace
+	auth, caller := d.c.opts.Authorizer, *d.caller
+	check := func(page []index.Namespace) {
+		for _, ns := range page {
+			// permit's question without its error, which a caller
+			// refused on most namespaces would make for each.
+			if auth.Allowed(caller, Namespace{ns.Project, ns.Scope}, PermRead)&PermRead != 0 {
+				out = append(out, ns)
+			}
+		}
+	}
+	// walk visits the namespaces from from on while in(ns).
+	walk := func(from index.Namespace, in func(index.Namespace) bool) error {
+		for {
+			page := make([]index.Namespace, 0, namespacePage)
+			more := false
+			err := d.c.locked(func() {
+				d.c.store.NamespacesFrom(from, func(ns index.Namespace) bool {
+					if !in(ns) {
+						return false
+					}
+					if len(page) == namespacePage {
+						more = true
+						return false
+					}
+					page = append(page, ns)
+					return true
+				})
+			})
+			if err != nil {
+				return err
+			}
+			if testHookNamespacePage != nil {
+				testHookNamespacePage(len(page))
+			}
+			check(page)
+			if !more {
+				return nil
+			}
+			last := page[len(page)-1]
+			from = index.Namespace{Project: last.Project, Scope: last.Scope + "\x00"}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	// The pages skip read's barrier: make it once, first, so that no
+	// namespace committed before the call is missed.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := d.c.readBarrier(ctx); err != nil {
+		return nil, err
+	}
+	all := func(index.Namespace) bool { return true }
+	lister, ok := auth.(GrantLister)
+	if !ok {
+		return out, walk(index.Namespace{}, all)
+	}
+	exact := map[index.Namespace]bool{}
+	projects := map[string]bool{}
+	for _, g := range lister.Grants(caller) {
+		switch {
+		case g.Perms&PermRead == 0:
+		case g.Project == "*":
+			return out, walk(index.Namespace{}, all)
+		case g.Scope == "*":
+			projects[g.Project] = true
+		default:
+			exact[index.Namespace{Project: g.Project, Scope: g.Scope}] = true
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(projects)) {
+		if err := walk(index.Namespace{Project: p}, func(ns index.Namespace) bool { return ns.Project == p }); err != nil {
+			return nil, err
+		}
+	}
+	var named []index.Namespace
+	for ns := range exact {
+		if !projects[ns.Project] {
+			named = append(named, ns)
+		}
+	}
+	if testHookNamespacePage != nil {
+		testHookNamespacePage(len(named))
+	}
+	check(named) // namespaces without queues are asked about, and list nothing
+	slices.SortFunc(out, func(a, b index.Namespace) int {
+		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.Scope, b.Scope))
+	})
+	return out, nil
+}
+
 // Totals count what happened to a queue's tasks, as the log recorded it:
 // they survive restarts (the log and snapshots hold them) and never go
 // down. A queue that holds no task is not listed, but its totals are kept
 // for 24 hours after its last task left, so a queue that drains and fills
 // again counts on; after that they are forgotten and start again from 0.
+// Only the 1,024 queues idle most recently keep theirs (older ones are
+// forgotten sooner), so that queue names used once cost no memory.
 // What time does without a write (a timer coming due, a lease expiring) is
 // counted when a commit acts on it: a claim that takes an expired lease
 // counts a retry and a claim, one that dead-letters it a dead letter.
@@ -986,9 +1132,12 @@ type Totals struct {
 
 // Queues lists every queue that holds tasks or has settings (paused, or
 // limited: see Queue.Settings), in namespace and name order. A caller sees
-// only the namespaces it may read: the namespaces are decided
-// first, each with one question to the Authorizer asked outside the engine
-// lock, and only the queues of readable namespaces are counted.
+// only the namespaces it may read: the namespaces are decided first, each
+// with one question to the Authorizer asked outside the engine lock, and
+// only the queues of readable namespaces are visited. The namespaces asked
+// about are those the caller's grants name when the Authorizer lists them
+// (GrantLister, as Policy does), and otherwise every namespace, a page at a
+// time under the lock.
 func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	if d.bad != nil {
 		return nil, d.bad
@@ -996,56 +1145,29 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	if d.caller == nil && d.c.opts.Secure {
 		return nil, d.authorize(Namespace{}, PermRead)
 	}
-	var readable map[index.Namespace]bool
+	var readable []index.Namespace // nil: every one (the program itself)
 	if d.caller != nil {
-		var spaces map[index.Namespace]bool
-		err := d.c.read(ctx, func() {
-			spaces = make(map[index.Namespace]bool)
-			d.c.store.Queues(func(iq *index.Queue) bool {
-				spaces[iq.Key.Namespace] = false
-				return true
-			})
-			d.c.store.Confs(func(c index.QueueConf) bool {
-				spaces[c.Queue.Namespace] = false
-				return true
-			})
-		})
-		if err != nil {
+		var err error
+		if readable, err = d.readableSpaces(ctx); err != nil || len(readable) == 0 {
 			return nil, err
 		}
-		some := false
-		for ins := range spaces {
-			ok := d.permit(Namespace{ins.Project, ins.Scope}, PermRead) == nil
-			spaces[ins] = ok
-			some = some || ok
-		}
-		if !some {
-			return nil, nil
-		}
-		readable = spaces
 	}
 	var out []QueueInfo
 	err := d.c.read(ctx, func() {
 		now := d.c.now()
-		d.c.store.Queues(func(iq *index.Queue) bool {
-			k := iq.Key
-			if readable != nil && !readable[k.Namespace] {
-				return true
+		add := func(iq *index.Queue) bool {
+			if info, ok := d.c.queueInfo(iq, now); ok {
+				out = append(out, info)
 			}
-			n := d.c.countsAt(iq, now)
-			if _, set := d.c.store.Conf(k); n == (Counts{}) && !set {
-				return true // only forgotten completions are left
-			}
-			tot := iq.Totals()
-			info := QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n,
-				Totals: Totals{Enqueued: tot.Enqueued, Claimed: tot.Claimed, Completed: tot.Completed,
-					Retried: tot.Retried, DeadLettered: tot.DeadLettered}}
-			if at, ok := iq.OldestReady(now); ok {
-				info.OldestReady = timeOf(at)
-			}
-			out = append(out, info)
 			return true
-		})
+		}
+		if readable == nil {
+			d.c.store.Queues(add)
+		} else {
+			for _, ns := range readable {
+				d.c.store.QueuesIn(ns, add)
+			}
+		}
 		out = d.c.withSettings(out, readable)
 	})
 	if err != nil {

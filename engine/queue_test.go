@@ -695,6 +695,16 @@ func TestBadInput(t *testing.T) {
 		{"huge delay", "delay", func() error { _, err := q.Enqueue(ctx, Task{Delay: 1<<63 - 1}); return err }},
 		{"negative attempts", "max attempts", func() error { _, err := q.Enqueue(ctx, Task{MaxAttempts: -1}); return err }},
 		{"sub-microsecond backoff", "backoff", func() error { _, err := q.Enqueue(ctx, Task{BackoffBase: time.Nanosecond}); return err }},
+		{"backoff base over max", "backoff base 2s is over backoff max 1s", func() error {
+			_, err := q.Enqueue(ctx, Task{BackoffBase: 2 * time.Second, BackoffMax: time.Second})
+			return err
+		}},
+		{"payload not UTF-8", "payload is not valid UTF-8", func() error { _, err := q.Enqueue(ctx, Task{Payload: []byte("\"a\xffb\"")}); return err }},
+		{"header not UTF-8", "valid UTF-8", func() error {
+			_, err := q.Enqueue(ctx, Task{Headers: map[string]string{"trace": "a\xffb"}})
+			return err
+		}},
+		{"payload key not UTF-8", "payload is not valid UTF-8", func() error { _, err := q.Enqueue(ctx, Task{Payload: []byte("{\"\xc3\":1}")}); return err }},
 		{"too many tasks", "batch", func() error { _, err := q.EnqueueBatch(ctx, make([]Task, MaxBatch+1)); return err }},
 		{"bad task in batch", "task 1", func() error {
 			_, err := q.EnqueueBatch(ctx, []Task{{}, {Payload: []byte("x")}})
@@ -707,6 +717,9 @@ func TestBadInput(t *testing.T) {
 		{"claim zero", "claim max", func() error { _, err := q.Claim(ctx, "w", time.Second, 0); return err }},
 		{"claim too many", "claim max", func() error { _, err := q.Claim(ctx, "w", time.Second, MaxBatch+1); return err }},
 		{"result not JSON", "result", func() error { return errOnly(q.Complete(ctx, Lease{ID: 1}, Done{Result: []byte("x")})) }},
+		{"result not UTF-8", "result is not valid UTF-8", func() error {
+			return errOnly(q.Complete(ctx, Lease{ID: 1}, Done{Result: []byte("[\"\xed\xa0\x80\"]")}))
+		}},
 		{"empty key", "key", func() error { _, err := e.db.KV(ns).Commit(ctx, Set("", nil)); return err }},
 		{"zero op", "zero Op", func() error { _, err := e.db.KV(ns).Commit(ctx, Op{}); return err }},
 		{"too many ops", "ops", func() error { _, err := e.db.KV(ns).Commit(ctx, make([]Op, MaxOps+1)...); return err }},
@@ -733,6 +746,75 @@ func TestBadInput(t *testing.T) {
 	}
 	if after := dump(e.db); after != before {
 		t.Fatalf("bad input changed state:\n%s", after)
+	}
+}
+
+// TestBackoffZeroMaxIsDefault: only a set BackoffMax under a set
+// BackoffBase is refused (TestBadInput); a zero on either side is the
+// default, and equal values are fine.
+func TestBackoffZeroMaxIsDefault(t *testing.T) {
+	e := newEnv(t, true)
+	q := e.q("q")
+	for _, c := range []struct{ base, max, wantBase, wantMax time.Duration }{
+		{time.Hour, 0, time.Hour, time.Minute},
+		{0, 500 * time.Millisecond, time.Second, 500 * time.Millisecond},
+		{time.Second, time.Second, time.Second, time.Second},
+	} {
+		id, err := q.Enqueue(ctx, Task{BackoffBase: c.base, BackoffMax: c.max})
+		if err != nil {
+			t.Fatalf("base %v max %v: %v", c.base, c.max, err)
+		}
+		if i := e.get(q, id.ID); i.BackoffBase != c.wantBase || i.BackoffMax != c.wantMax {
+			t.Fatalf("base %v max %v stored as %v %v", c.base, c.max, i.BackoffBase, i.BackoffMax)
+		}
+	}
+}
+
+// TestInvalidUTF8Refused: JSON that is not UTF-8 inside its strings (which
+// encoding/json.Valid accepts) is refused wherever the engine takes JSON: a
+// payload, a batch's, a follow-up's, a result and progress (headers:
+// TestBadInput). KV values are bytes and keep any bytes, and keys of KV
+// entries and idempotency keys any bytes too (TestHostileInput); a
+// failure's text loses the bytes that are not UTF-8.
+func TestInvalidUTF8Refused(t *testing.T) {
+	e := newEnv(t, true)
+	q := e.q("q")
+	bad := []byte("{\"msg\":\"caf\xe9\"}") // Latin-1 é
+	e.enqueue(q, Task{Payload: []byte(`{"msg":"café"}`)})
+	l := e.claim(q, 1)[0]
+	before := dump(e.db)
+	for name, call := range map[string]func() error{
+		"enqueue": func() error { return errOnly(q.Enqueue(ctx, Task{Payload: bad})) },
+		"batch":   func() error { return errOnly(q.EnqueueBatch(ctx, []Task{{}, {Payload: bad}})) },
+		"follow-up": func() error {
+			return errOnly(q.Complete(ctx, l, Done{FollowUps: []FollowUp{{Queue: "next", Task: Task{Payload: bad}}}}))
+		},
+		"result":   func() error { return errOnly(q.Complete(ctx, l, Done{Result: bad})) },
+		"progress": func() error { return q.Heartbeat(ctx, &l, time.Minute, bad) },
+	} {
+		err := call()
+		wantErr(t, err, ErrInvalid)
+		if !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("%s: %v does not say UTF-8", name, err)
+		}
+	}
+	if dump(e.db) != before {
+		t.Fatal("a refused call changed state")
+	}
+	// The same call with valid text goes through.
+	if err := q.Heartbeat(ctx, &l, time.Minute, []byte(`{"msg":"café ☕"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.KV(ns).Commit(ctx, Set("k", []byte("\xff\xfe"))); err != nil {
+		t.Fatalf("a KV value of arbitrary bytes: %v", err)
+	}
+	// A failure's text is not refused: the bytes that are not UTF-8 are
+	// dropped, as a rune cut at MaxErrorBytes is.
+	if err := q.Fail(ctx, l, Failure{Err: "caf\xe9 \xff\xfeclosed ☕"}); err != nil {
+		t.Fatal(err)
+	}
+	if i := e.get(q, l.ID); i.LastError != "caf closed ☕" {
+		t.Fatalf("stored error %q", i.LastError)
 	}
 }
 

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/docketdb/docket/index"
 )
@@ -130,7 +133,83 @@ type Namespace struct {
 // NS returns the namespace (project, scope).
 func NS(project, scope string) Namespace { return Namespace{Project: project, Scope: scope} }
 
-func (n Namespace) String() string { return n.Project + "/" + n.Scope }
+// String prints the namespace as PROJECT/SCOPE, each part as it is unless
+// it holds a '/', a '"', a character that does not print or bytes that are
+// not UTF-8: then it is quoted as by strconv.Quote, so that no two
+// namespaces print the same (NS("a/b", "c") is "\"a/b\"/c", NS("a", "b/c")
+// is "a/\"b/c\""). ParseNamespace reads it back.
+func (n Namespace) String() string { return quoteNSPart(n.Project) + "/" + quoteNSPart(n.Scope) }
+
+// plainNSPart reports whether s prints as itself in Namespace.String.
+func plainNSPart(s string) bool {
+	for _, r := range s {
+		if r == '/' || r == '"' || r == utf8.RuneError || !strconv.IsPrint(r) {
+			// RuneError: bytes that are not UTF-8, or a U+FFFD, which
+			// is quoted too to keep the test to one branch.
+			return false
+		}
+	}
+	return true
+}
+
+func quoteNSPart(s string) string {
+	if plainNSPart(s) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// ParseNamespace reads a namespace as Namespace.String prints it,
+// PROJECT/SCOPE, where either part may be quoted as a Go string literal
+// (and must be if it holds a '/' or a '"'). ParseNamespace(n.String())
+// returns n for every namespace. It checks the syntax only: the engine
+// checks the names where they are used.
+func ParseNamespace(s string) (Namespace, error) {
+	project, rest, err := nsPart(s, true)
+	if err != nil {
+		return Namespace{}, err
+	}
+	scope, _, err := nsPart(rest, false)
+	if err != nil {
+		return Namespace{}, err
+	}
+	return Namespace{Project: project, Scope: scope}, nil
+}
+
+// nsPart reads one part of a namespace from s: the project up to and past
+// its '/', or the scope to the end.
+func nsPart(s string, project bool) (part, rest string, err error) {
+	what := "scope"
+	if project {
+		what = "project"
+	}
+	if strings.HasPrefix(s, `"`) {
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return "", "", invalid("namespace %s %.64q is not a complete quoted string", what, s)
+		}
+		if part, err = strconv.Unquote(q); err != nil {
+			return "", "", invalid("namespace %s %.64q: %v", what, q, err)
+		}
+		rest = s[len(q):]
+	} else {
+		end := strings.IndexAny(s, `/"`)
+		if end < 0 {
+			end = len(s)
+		}
+		part, rest = s[:end], s[end:]
+	}
+	if project {
+		r, ok := strings.CutPrefix(rest, "/")
+		if !ok {
+			return "", "", invalid("namespace %.64q: want PROJECT/SCOPE (quote a part that holds a '/' or a '\"')", s)
+		}
+		rest = r
+	} else if rest != "" {
+		return "", "", invalid("namespace scope: unexpected %.64q (quote a part that holds a '/' or a '\"')", rest)
+	}
+	return part, rest, nil
+}
 
 func (n Namespace) idx() index.Namespace { return index.Namespace{Project: n.Project, Scope: n.Scope} }
 
@@ -168,7 +247,9 @@ type Task struct {
 	// BackoffBase is the retry delay after the first failed attempt; it
 	// doubles each attempt. 0 means 1 s.
 	BackoffBase time.Duration
-	// BackoffMax caps the retry delay. 0 means 60 s.
+	// BackoffMax caps the retry delay. 0 means 60 s. Set together with
+	// BackoffBase, it must be at least BackoffBase (ErrInvalid otherwise); a
+	// BackoffBase over the default cap is capped at it.
 	BackoffMax time.Duration
 	// IdempotencyKey, if set, makes the enqueue idempotent within the queue:
 	// while a task with this key exists (and for Options.IdempotencyTTL after
@@ -179,7 +260,7 @@ type Task struct {
 	// (see Unique); it excludes IdempotencyKey.
 	Unique *Unique
 	// Headers are small string pairs carried with the task (trace context,
-	// tenant ids). At most MaxHeaders.
+	// tenant ids), in UTF-8. At most MaxHeaders.
 	Headers map[string]string
 
 	// DependsOn are ids of tasks of the namespace (on any of its queues)
@@ -276,7 +357,8 @@ type FollowUp struct {
 
 // Failure describes a failed attempt.
 type Failure struct {
-	// Err is recorded as the task's last error.
+	// Err is recorded as the task's last error: at most MaxErrorBytes of
+	// it, without any bytes that are not UTF-8.
 	Err string
 	// Permanent sends the task to the dead-letter queue at once.
 	Permanent bool

@@ -67,7 +67,8 @@ func checkKey(field, k string) error {
 	return nil
 }
 
-// checkJSON accepts empty or valid JSON of at most max bytes.
+// checkJSON accepts empty or valid JSON of at most max bytes, in valid
+// UTF-8 (inside strings too: the value is sent back inside JSON answers).
 func checkJSON(field string, b []byte, max int) error {
 	if len(b) == 0 {
 		return nil
@@ -76,6 +77,9 @@ func checkJSON(field string, b []byte, max int) error {
 		return invalid("%s is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", field, len(b), max)
 	}
 	if !validJSON(b) {
+		if !utf8.Valid(b) {
+			return invalid("%s is not valid UTF-8 (JSON text must be)", field)
+		}
 		return invalid("%s is not valid JSON", field)
 	}
 	return nil
@@ -162,6 +166,11 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		// Stored in microseconds, it would become 0: the default.
 		return s, invalid("backoff base %v or max %v is under a microsecond", t.BackoffBase, t.BackoffMax)
 	}
+	if t.BackoffMax > 0 && t.BackoffBase > t.BackoffMax {
+		// A zero on either side is the default and is not compared: a base
+		// over the default max is capped at it, as before.
+		return s, invalid("backoff base %v is over backoff max %v", t.BackoffBase, t.BackoffMax)
+	}
 	if t.IdempotencyKey != "" {
 		if err := checkKey("idempotency key", t.IdempotencyKey); err != nil {
 			return s, err
@@ -179,6 +188,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		for k, v := range t.Headers {
 			if k == "" || len(k) > MaxHeaderBytes || len(v) > MaxHeaderBytes {
 				return s, invalid("header %.32q: key must be 1..%d bytes and value at most %d", k, MaxHeaderBytes, MaxHeaderBytes)
+			}
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return s, invalid("header %.32q: key and value must be valid UTF-8", k)
 			}
 			s.headers[k] = v
 			s.size += len(k) + len(v)

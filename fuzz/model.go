@@ -350,6 +350,10 @@ type qTotals struct {
 // holds no task (index.IdleTotalsTTL).
 const idleTotalsTTL = 24 * time.Hour / time.Microsecond
 
+// maxIdleTotals is how many idle queues' totals the engine keeps at most
+// (index.MaxIdleTotals).
+const maxIdleTotals = 1024
+
 // at returns t as it is at Now, nil when it is gone: a due timer is ready;
 // an expired lease is ready again since its deadline (dead on its last
 // attempt), its attempt failed with "lease expired" then; a retained
@@ -424,6 +428,27 @@ func (m *Model) afterBatch() {
 	for _, q := range forget {
 		delete(m.totals, q)
 	}
+	// Then at most index.MaxIdleTotals idle ones are kept, the latest.
+	var idle []QueueKey
+	for q, t := range m.totals {
+		if t.idle != 0 {
+			idle = append(idle, q)
+		}
+	}
+	if len(idle) > maxIdleTotals {
+		slices.SortFunc(idle, func(a, b QueueKey) int {
+			if c := cmpInt(m.totals[a].idle, m.totals[b].idle); c != 0 {
+				return c
+			}
+			if a.less(b) {
+				return -1
+			}
+			return 1
+		})
+		for _, q := range idle[:len(idle)-maxIdleTotals] {
+			delete(m.totals, q)
+		}
+	}
 }
 
 // Len is the number of task records.
@@ -462,7 +487,7 @@ func (m *Model) checkJSON(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if len(b) > m.maxPayload || !json.Valid(b) {
+	if len(b) > m.maxPayload || !json.Valid(b) || !utf8.Valid(b) {
 		return invalid("json %q", b)
 	}
 	return nil
@@ -519,6 +544,9 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 	if err := checkDuration(t.BackoffMax, true); err != nil {
 		return s, err
 	}
+	if t.BackoffMax > 0 && t.BackoffBase > t.BackoffMax {
+		return s, invalid("backoff base %v over max %v", t.BackoffBase, t.BackoffMax)
+	}
 	if t.IdempotencyKey != "" {
 		if err := checkKey(t.IdempotencyKey); err != nil {
 			return s, err
@@ -537,7 +565,7 @@ func (m *Model) checkTask(t engine.Task) (spec, error) {
 		return s, invalid("headers")
 	}
 	for k, v := range t.Headers {
-		if k == "" || len(k) > engine.MaxHeaderBytes || len(v) > engine.MaxHeaderBytes {
+		if k == "" || len(k) > engine.MaxHeaderBytes || len(v) > engine.MaxHeaderBytes || !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return s, invalid("header %q", k)
 		}
 	}
@@ -1224,8 +1252,9 @@ func (m *Model) Fail(q QueueKey, l engine.Lease, f engine.Failure) error {
 	}
 	msg := f.Err
 	if len(msg) > engine.MaxErrorBytes {
-		msg = strings.ToValidUTF8(msg[:engine.MaxErrorBytes], "")
+		msg = msg[:engine.MaxErrorBytes]
 	}
+	msg = strings.ToValidUTF8(msg, "")
 	if err := ownLease(q, l); err != nil {
 		return err
 	}

@@ -192,7 +192,8 @@ func (q *Queue) InFlightAt(now int64) (int, int64) {
 }
 
 // TotalsOf returns the totals of queue k, also while it holds no task
-// (for IdleTotalsTTL after it last held one).
+// (for IdleTotalsTTL after it last held one, while it is among the
+// MaxIdleTotals queues idle least long).
 func (s *Store) TotalsOf(k QueueKey) Totals {
 	if q := s.queues[k]; q != nil {
 		return q.totals

@@ -24,7 +24,8 @@
 //
 // Apply also keeps each queue's Totals (enqueued, claimed, completed,
 // retried, dead-lettered), counted from the transitions it applies; they
-// outlive a queue's indexes for IdleTotalsTTL after its last task leaves.
+// outlive a queue's indexes for IdleTotalsTTL after its last task leaves
+// (for the MaxIdleTotals queues idle least long).
 //
 // Store.Apply is the only way state changes. It reads no clock and no
 // randomness: a Batch carries its own time, and every assertion in it (KV

@@ -201,6 +201,11 @@ type Store struct {
 	idem     *btree.BTreeG[Idem]
 
 	queues map[QueueKey]*Queue
+	// byKey holds the queues of the map in key order, for reads of one
+	// namespace or a page of namespaces (QueuesIn, NamespacesFrom).
+	byKey *btree.BTreeG[*Queue]
+	// keyPivot is the reused search key for byKey (a Queue is large).
+	keyPivot Queue
 	// last is the queue a lookup by key found or made last, nil after it
 	// was dropped: a batch's tasks are mostly of one queue, and their keys
 	// compare faster than they hash. When set it is queues[last.Key].
@@ -245,6 +250,7 @@ func NewStore() *Store {
 		kv:      btree.NewBTreeGOptions(kvLess, noLocks),
 		idem:    btree.NewBTreeGOptions(idemLess, noLocks),
 		queues:  make(map[QueueKey]*Queue),
+		byKey:   btree.NewBTreeGOptions(queueKeyLess, noLocks),
 		idemExp: btree.NewBTreeGOptions(idemExpLess, noLocks),
 		doneExp: btree.NewBTreeGOptions(timeLess, noLocks),
 		totals:  btree.NewBTreeGOptions(totalsLess, noLocks),
@@ -330,6 +336,7 @@ func (s *Store) Intern(k QueueKey) *Queue {
 	if q == nil {
 		q = newQueue(k)
 		s.queues[k] = q
+		s.byKey.Set(q)
 		s.last = q
 		s.fresh = append(s.fresh, q)
 		if rec, ok := s.totals.Get(QueueTotals{Queue: k}); ok {
@@ -380,6 +387,7 @@ func (s *Store) drop(qs []*Queue) {
 	for _, q := range qs {
 		if q.Len() == 0 && s.queues[q.Key] == q {
 			delete(s.queues, q.Key)
+			s.byKey.Delete(q)
 			if s.last == q {
 				s.last = nil
 			}
@@ -394,16 +402,26 @@ func (s *Store) drop(qs []*Queue) {
 }
 
 // forgetIdle deletes, at most max at a time, the totals of queues idle
-// for longer than IdleTotalsTTL.
+// for longer than IdleTotalsTTL, and then those idle longest until at most
+// MaxIdleTotals are left (all of them: the excess is at most what the batch
+// made idle, or what a restore of an older image brought).
 func (s *Store) forgetIdle(max int) {
 	for range max {
 		it, ok := s.idle.Min()
 		if !ok || it.At > s.now-IdleTotalsTTL {
-			return
+			break
 		}
-		s.idle.Delete(it)
-		s.totals.Delete(QueueTotals{Queue: it.Queue})
+		s.forgetTotals(it)
 	}
+	for s.idle.Len() > MaxIdleTotals {
+		it, _ := s.idle.Min()
+		s.forgetTotals(it)
+	}
+}
+
+func (s *Store) forgetTotals(it idleItem) {
+	s.idle.Delete(it)
+	s.totals.Delete(QueueTotals{Queue: it.Queue})
 }
 
 // count records that q's totals changed in the current Apply.
@@ -429,6 +447,52 @@ func (s *Store) Queues(fn func(*Queue) bool) {
 		if !fn(q) {
 			return
 		}
+	}
+}
+
+func queueKeyLess(a, b *Queue) bool { return a.Key.less(b.Key) }
+
+// QueuesIn calls fn for every queue of namespace ns in memory, in name
+// order, until fn returns false.
+func (s *Store) QueuesIn(ns Namespace, fn func(*Queue) bool) {
+	s.keyPivot.Key = QueueKey{Namespace: ns}
+	s.byKey.Ascend(&s.keyPivot, func(q *Queue) bool {
+		return q.Key.Namespace == ns && fn(q)
+	})
+}
+
+// ConfsIn calls fn for every settings record of namespace ns, in queue
+// order, until fn returns false.
+func (s *Store) ConfsIn(ns Namespace, fn func(QueueConf) bool) {
+	s.confs.Ascend(QueueConf{Queue: QueueKey{Namespace: ns}}, func(c QueueConf) bool {
+		return c.Queue.Namespace == ns && fn(c)
+	})
+}
+
+// NamespacesFrom calls fn, in order, for every namespace not before from
+// that has a queue in memory or a settings record, until fn returns false.
+// Each namespace costs two searches, however many queues it has.
+func (s *Store) NamespacesFrom(from Namespace, fn func(Namespace) bool) {
+	for {
+		var next Namespace
+		found := false
+		s.keyPivot.Key = QueueKey{Namespace: from}
+		s.byKey.Ascend(&s.keyPivot, func(q *Queue) bool {
+			next, found = q.Key.Namespace, true
+			return false
+		})
+		s.confs.Ascend(QueueConf{Queue: QueueKey{Namespace: from}}, func(c QueueConf) bool {
+			if !found || c.Queue.Namespace.less(next) {
+				next, found = c.Queue.Namespace, true
+			}
+			return false
+		})
+		if !found || !fn(next) {
+			return
+		}
+		// The namespace right after next in order: its scope followed by
+		// the least byte.
+		from = Namespace{Project: next.Project, Scope: next.Scope + "\x00"}
 	}
 }
 
@@ -745,6 +809,7 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		// Dropped when an earlier batch emptied it; it holds a task again.
 		// (A restore has just interned it.)
 		s.queues[q.Key] = q
+		s.byKey.Set(q)
 		if rec, ok := s.totals.Get(QueueTotals{Queue: q.Key}); ok {
 			q.totals = rec.Totals
 			s.wake(rec)
@@ -984,6 +1049,16 @@ func (s *Store) Verify() error {
 	}
 	if q := s.last; q != nil && s.queues[q.Key] != q {
 		fail("the last queue looked up, %v, is not the store's", q.Key)
+		return err
+	}
+	if s.byKey.Len() != len(s.queues) {
+		fail("%d queues in key order, %d in memory", s.byKey.Len(), len(s.queues))
+		return err
+	}
+	s.byKey.Scan(func(q *Queue) bool {
+		return s.queues[q.Key] == q || fail("queue %v in key order is not the store's", q.Key)
+	})
+	if err != nil {
 		return err
 	}
 	var prev uint64

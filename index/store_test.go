@@ -2,6 +2,7 @@ package index
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -587,5 +588,122 @@ func TestSharedCache(t *testing.T) {
 		if got, want := s.NewTask(&f), f.Task(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("NewTask %+v, Task %+v", got.Fields(), want.Fields())
 		}
+	}
+}
+
+// TestIdleTotalsCapped: past MaxIdleTotals idle queues, Apply forgets the
+// totals of those idle longest (by time, then key), in the batch that makes
+// one too many idle, and a restored image holding more is cut to the bound
+// by the next Apply.
+func TestIdleTotalsCapped(t *testing.T) {
+	s := NewStore()
+	key := func(i int) QueueKey {
+		return QueueKey{Namespace{"p", fmt.Sprintf("s%d", i%7)}, fmt.Sprintf("q%05d", i)}
+	}
+	apply := func(b *Batch) {
+		t.Helper()
+		b.Seq = s.Seq() + 1
+		if out, err := s.Apply(b); err != nil || out.Refused != "" {
+			t.Fatal(out, err)
+		}
+	}
+	// Queue i holds task i+1 from time 2i to 2i+1; queues 0 and 1 go idle
+	// in the same batch (time 1).
+	const n = MaxIdleTotals + 10
+	for i := range n {
+		tk := (&Fields{ID: uint64(i + 1), Queue: s.Intern(key(i)), State: StateReady, MaxAttempts: 5}).Task()
+		apply(&Batch{Now: int64(2 * i), Mutations: []Mutation{{Kind: MutPutTask, Task: tk}}})
+		if i == 0 {
+			continue
+		}
+		del := []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: uint64(i + 1)}}}
+		if i == 1 {
+			del = append(del, Mutation{Kind: MutDeleteTask, Update: TaskUpdate{ID: 1}})
+		}
+		apply(&Batch{Now: int64(2*i + 1), Mutations: del})
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if s.idle.Len() != MaxIdleTotals || s.totals.Len() != MaxIdleTotals {
+		t.Fatalf("%d idle, %d totals records; want %d", s.idle.Len(), s.totals.Len(), MaxIdleTotals)
+	}
+	// The first 10 to go idle are forgotten: queues 0 and 1 (time 3, key
+	// order), then 2..9.
+	for i := range n {
+		_, kept := s.totals.Get(QueueTotals{Queue: key(i)})
+		if kept != (i >= 10) {
+			t.Fatalf("queue %d: kept %v", i, kept)
+		}
+	}
+	// An image with more idle records (from a version without the bound)
+	// restores as it is; the next Apply cuts it to the bound.
+	s2 := NewStore()
+	s2.Restore(1, 1, int64(n+100))
+	for i := range n + 100 {
+		if err := s2.LoadTotals(QueueTotals{Queue: key(i), Totals: Totals{Enqueued: 1}, Idle: int64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s2.Apply(&Batch{Seq: 2, Now: int64(n + 100)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Verify(); err != nil || s2.idle.Len() != MaxIdleTotals {
+		t.Fatalf("%d idle after the first apply: %v", s2.idle.Len(), err)
+	}
+	if _, ok := s2.totals.Get(QueueTotals{Queue: key(n + 99)}); !ok {
+		t.Fatal("the latest idle record was forgotten")
+	}
+}
+
+// TestNamespacesFrom: the namespaces of the queues in memory and of the
+// settings records, each once, in order, from a given one on; QueuesIn and
+// ConfsIn give one namespace's, and a queue emptied and dropped leaves them.
+func TestNamespacesFrom(t *testing.T) {
+	s := NewStore()
+	keys := []QueueKey{
+		{Namespace{"a", "x"}, "q2"}, {Namespace{"a", "x"}, "q1"}, {Namespace{"a", "x0"}, "q"},
+		{Namespace{"a", "x\x00"}, "q"}, {Namespace{"b", ""}, "q"}, {Namespace{"a", "xy"}, "q"},
+	}
+	var muts []Mutation
+	for i, k := range keys {
+		muts = append(muts, Mutation{Kind: MutPutTask, Task: (&Fields{ID: uint64(i + 1), Queue: s.Intern(k), State: StateReady, MaxAttempts: 5}).Task()})
+	}
+	muts = append(muts, Mutation{Kind: MutPutConf, Conf: QueueConf{Queue: QueueKey{Namespace{"a", "w"}, "c"}, Paused: true}},
+		Mutation{Kind: MutPutConf, Conf: QueueConf{Queue: QueueKey{Namespace{"a", "x"}, "c"}, Paused: true}})
+	if out, err := s.Apply(&Batch{Seq: 1, Now: 1, Mutations: muts}); err != nil || out.Refused != "" {
+		t.Fatal(out, err)
+	}
+	list := func(from Namespace, max int) []Namespace {
+		var out []Namespace
+		s.NamespacesFrom(from, func(ns Namespace) bool {
+			out = append(out, ns)
+			return len(out) < max
+		})
+		return out
+	}
+	all := []Namespace{{"a", "w"}, {"a", "x"}, {"a", "x\x00"}, {"a", "x0"}, {"a", "xy"}, {"b", ""}}
+	if got := list(Namespace{}, 100); !reflect.DeepEqual(got, all) {
+		t.Fatalf("namespaces %q, want %q", got, all)
+	}
+	if got := list(Namespace{"a", "x\x00"}, 2); !reflect.DeepEqual(got, all[2:4]) {
+		t.Fatalf("from a/x\\x00: %q", got)
+	}
+	var names []string
+	s.QueuesIn(Namespace{"a", "x"}, func(q *Queue) bool { names = append(names, q.Key.Name); return true })
+	s.ConfsIn(Namespace{"a", "x"}, func(c QueueConf) bool { names = append(names, "conf "+c.Queue.Name); return true })
+	if !reflect.DeepEqual(names, []string{"q1", "q2", "conf c"}) {
+		t.Fatalf("a/x holds %q", names)
+	}
+	// Emptied, b/ and a/x0 are gone from the order.
+	del := []Mutation{{Kind: MutDeleteTask, Update: TaskUpdate{ID: 5}}, {Kind: MutDeleteTask, Update: TaskUpdate{ID: 3}}}
+	if out, err := s.Apply(&Batch{Seq: 2, Now: 2, Mutations: del}); err != nil || out.Refused != "" {
+		t.Fatal(out, err)
+	}
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := list(Namespace{}, 100), []Namespace{{"a", "w"}, {"a", "x"}, {"a", "x\x00"}, {"a", "xy"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after emptying: %q", got)
 	}
 }

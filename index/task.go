@@ -51,6 +51,13 @@ type QueueKey struct {
 	Name string
 }
 
+func (a Namespace) less(b Namespace) bool {
+	if a.Project != b.Project {
+		return a.Project < b.Project
+	}
+	return a.Scope < b.Scope
+}
+
 func (a QueueKey) less(b QueueKey) bool {
 	if a.Project != b.Project {
 		return a.Project < b.Project
@@ -336,7 +343,8 @@ type Totals struct {
 // the queue holds a task, and otherwise the time (Unix micros) it last
 // stopped holding one: the record outlives the queue's indexes, so that a
 // queue that drains and fills again keeps counting, and is forgotten
-// IdleTotalsTTL after it went idle.
+// IdleTotalsTTL after it went idle, or sooner when more than MaxIdleTotals
+// queues are idle and it has been idle longest.
 type QueueTotals struct {
 	Queue QueueKey
 	Totals
@@ -347,6 +355,13 @@ type QueueTotals struct {
 // kept (24 hours, in micros). Part of the state machine: Apply forgets them
 // by it.
 const IdleTotalsTTL = 24 * 3600 * 1_000_000
+
+// MaxIdleTotals is how many idle queues' totals are kept at most: past it,
+// Apply forgets those idle longest first, so that the names of queues that
+// held tasks once cost memory for the most recent of them only, however many
+// there were (a record is about 300 bytes). Part of the state machine, as
+// IdleTotalsTTL.
+const MaxIdleTotals = 1024
 
 func totalsLess(a, b QueueTotals) bool { return a.Queue.less(b.Queue) }
 
