@@ -74,6 +74,9 @@ type core struct {
 	bg       sync.WaitGroup
 	piped    sync.WaitGroup // the pipeline goroutine (pipeline.go)
 	stopBg   chan struct{}
+	// dead writes the log lines about dead-lettered tasks, gathered per
+	// queue (deadlog.go).
+	dead *deadLog
 }
 
 // Open opens (creating if needed) the docket data directory dir, recovering
@@ -143,6 +146,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		slots:    make(chan struct{}, opts.MaxInFlight),
 	}
 	c.plan.c = c
+	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	return &DB{c: c}, nil
 }
 
@@ -167,6 +171,7 @@ func open(dir string, opts Options) (*DB, error) {
 		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
 	c.plan.c = c
+	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	if dir != "" {
 		if err := c.openDir(); err != nil {
 			return nil, err
@@ -689,10 +694,7 @@ func (c *core) report(rep *stepReport, err error) {
 	if err == nil {
 		dead = append(dead, rep.dead...)
 	}
-	for _, d := range dead {
-		c.opts.Logger.Warn("docket: task moved to the dead-letter queue",
-			"id", d.id, "namespace", d.ns.String(), "queue", d.queue, "attempts", d.attempts, "error", d.lastErr)
-	}
+	c.dead.add(dead)
 }
 
 // deadTask is a task the committed batch moved to the dead-letter queue.
@@ -914,6 +916,7 @@ func (d *DB) Close() error {
 	close(c.stopBg)
 	c.bg.Wait()
 	c.piped.Wait()
+	c.dead.close()
 	var err error
 	if c.log != nil {
 		if !failed {
