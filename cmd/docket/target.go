@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/docketdb/docket/cluster"
 	"github.com/docketdb/docket/engine"
 )
 
@@ -140,9 +141,21 @@ func (t *targetFlags) open(ctx context.Context, write bool) (*target, error) {
 }
 
 // openDir opens a data directory, read-only unless write is set. Warnings
-// of the recovery go to w.
-func openDir(w io.Writer, dir string, write bool) (*engine.DB, error) {
+// of the recovery go to w. A cluster node's directory is read offline, as
+// of its raft log (cluster.OpenReadOnly); changes to it go through the
+// cluster.
+func openDir(w io.Writer, dir string, write bool) (engine.API, error) {
 	opts := engine.Options{Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if cluster.IsNodeDir(dir) {
+		if write {
+			return nil, fmt.Errorf("%w: %s is a cluster node's directory: change its tasks through the cluster (-server URL of a node); offline, only reading works", engine.ErrInvalid, dir)
+		}
+		ro, err := cluster.OpenReadOnly(dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		return ro, nil
+	}
 	if !write {
 		return engine.OpenReadOnly(dir, opts)
 	}
