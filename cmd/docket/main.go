@@ -117,6 +117,7 @@ func runCLI(ctx context.Context, c cli, args []string) int {
 			return 2
 		}
 		fmt.Fprintln(stderr, "docket:", message(err))
+		explainLocked(stderr, err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "docket: unknown command %q\n\n", args[0])

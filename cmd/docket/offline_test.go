@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -105,6 +106,24 @@ func TestVerifyRepairDirFlag(t *testing.T) {
 	for _, args := range [][]string{{"verify"}, {"verify", "-dir", dir, dir}, {"repair", dir, dir}, {"repair"}} {
 		if code, _, errs := docket(t, args...); code != 2 || !strings.Contains(errs, "usage") {
 			t.Errorf("%v: exit %d, %q: want a usage error", args, code, errs)
+		}
+	}
+}
+
+// TestLockedDirectorySaysWho: a command refused a directory another process
+// has open names that process and the ways around it.
+func TestLockedDirectorySaysWho(t *testing.T) {
+	dir := dataDir(t)
+	db, err := engine.Open(dir, engine.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, args := range [][]string{{"stats", "-dir", dir}, {"enqueue", "-dir", dir, "{}"}, {"repair", dir}} {
+		code, _, errs := docket(t, args...)
+		if code != 1 || !strings.Contains(errs, "directory locked") || !strings.Contains(errs, fmt.Sprintf("process %d has the directory open", os.Getpid())) ||
+			!strings.Contains(errs, "-server URL") || !strings.Contains(errs, "server.New(db, server.Options{}).Mux()") {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
 		}
 	}
 }
