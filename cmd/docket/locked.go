@@ -26,7 +26,7 @@ func explainLocked(w io.Writer, err error) {
 			who = fmt.Sprintf("process %d", pid)
 		}
 	}
-	fmt.Fprintf(w, "docket: %s has the directory open, and one process at a time can.\n", who)
+	fmt.Fprintf(w, "  %s has it open, and one process at a time can.\n", who)
 	fmt.Fprintln(w, "  If it is 'docket serve', go through it: docket stats -server URL (the URL it printed; -token or $DOCKET_TOKEN with tokens).")
 	fmt.Fprintln(w, "  If it is a program that embeds docket, it can serve the API (and the dashboard) on its own HTTP server:")
 	fmt.Fprintln(w, "    mux := server.New(db, server.Options{}).Mux()")

@@ -121,7 +121,7 @@ func TestLockedDirectorySaysWho(t *testing.T) {
 	defer db.Close()
 	for _, args := range [][]string{{"stats", "-dir", dir}, {"enqueue", "-dir", dir, "{}"}, {"repair", dir}} {
 		code, _, errs := docket(t, args...)
-		if code != 1 || !strings.Contains(errs, "directory locked") || !strings.Contains(errs, fmt.Sprintf("process %d has the directory open", os.Getpid())) ||
+		if code != 1 || !strings.Contains(errs, "directory locked") || !strings.Contains(errs, fmt.Sprintf("process %d has it open", os.Getpid())) ||
 			!strings.Contains(errs, "-server URL") || !strings.Contains(errs, "server.New(db, server.Options{}).Mux()") {
 			t.Errorf("%v: exit %d, %q", args, code, errs)
 		}

@@ -142,12 +142,23 @@ func runGet(ctx context.Context, c cli, args []string) error {
 	if len(ids) != 1 {
 		return usageError{"get: one task id"}
 	}
+	set := map[string]bool{}
+	tf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	t, err := tf.open(ctx, false)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	info, err := t.Queue().Get(ctx, ids[0])
+	var info engine.TaskInfo
+	if set["queue"] {
+		info, err = t.Queue().Get(ctx, ids[0])
+	} else {
+		var ns *engine.Namespace
+		if set["ns"] {
+			ns = &t.ns
+		}
+		info, err = findTask(ctx, t.api, ns, ids[0])
+	}
 	if err != nil {
 		return fmt.Errorf("task %d: %w", ids[0], err)
 	}
@@ -156,6 +167,31 @@ func runGet(ctx context.Context, c cli, args []string) error {
 	}
 	printTask(c.stdout, info)
 	return nil
+}
+
+// findTask looks task id up in every queue the caller can see (of ns only,
+// when given), as the dashboard's search does: ids are unique across the
+// DB, and a task's queue is what a caller may not know.
+func findTask(ctx context.Context, api engine.API, ns *engine.Namespace, id uint64) (engine.TaskInfo, error) {
+	qs, err := api.Queues(ctx)
+	if err != nil {
+		return engine.TaskInfo{}, err
+	}
+	for _, qi := range qs {
+		if ns != nil && qi.Namespace != *ns {
+			continue
+		}
+		info, err := api.Queue(qi.Namespace, qi.Name).Get(ctx, id)
+		if errors.Is(err, engine.ErrNotFound) {
+			continue
+		}
+		return info, err
+	}
+	where := "any queue"
+	if ns != nil {
+		where = "any queue of " + ns.String()
+	}
+	return engine.TaskInfo{}, fmt.Errorf("%w: not in %s (a completed task is kept only while its retention lasts)", engine.ErrNotFound, where)
 }
 
 // outcome is what an action did to each task it was given.
