@@ -40,3 +40,60 @@ func TestGetByIDAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingQueueIsReported: the commands that read or act on a queue's
+// tasks report a queue that holds no task and has no settings as missing,
+// with exit 1, instead of showing it empty; stats does so for its -ns and
+// -queue filters. Pause and enqueue may still start a queue.
+func TestMissingQueueIsReported(t *testing.T) {
+	dir := dataDir(t)
+	for _, args := range [][]string{
+		{"inspect", "-queue", "nosuch"},
+		{"get", "-queue", "nosuch", "1"},
+		{"dead", "-queue", "nosuch"},
+		{"dead", "-queue", "nosuch", "-by-error"},
+		{"dead", "-queue", "nosuch", "-redrive-all"},
+		{"dead", "-queue", "nosuch", "-redrive", "1"},
+		{"cancel", "-queue", "nosuch", "1"},
+		{"cancel", "-queue", "nosuch", "-completed-all"},
+		{"run-now", "-queue", "nosuch", "1"},
+		{"partitions", "-queue", "nosuch"},
+		{"limits", "-queue", "nosuch"},
+		{"stats", "-queue", "nosuch"},
+		{"stats", "-ns", "no/such"},
+		{"stats", "-ns", "no/such", "-queue", "emails"},
+	} {
+		before := tree(t, dir)
+		code, out, errs := docket(t, append(args, "-dir", dir)...)
+		if code != 1 || !strings.Contains(errs, "no queue") || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q: want exit 1 and no queue", args, code, out, errs)
+		}
+		if tree(t, dir) != before {
+			t.Errorf("%v changed the directory", args)
+		}
+	}
+	code, out, errs := docket(t, "stats", "-dir", dir, "-queue", "emails")
+	if code != 0 || !strings.Contains(out, "emails") {
+		t.Errorf("stats -queue emails: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := docket(t, "pause", "-dir", dir, "-queue", "later"); code != 0 {
+		t.Errorf("pause of a queue before its first task: exit %d, %q", code, errs)
+	}
+	if code, _, errs := docket(t, "inspect", "-dir", dir, "-queue", "later"); code != 0 {
+		t.Errorf("inspect of a paused queue without tasks: exit %d, %q", code, errs)
+	}
+}
+
+// TestEnqueueWithoutPayloadSaysSo: an enqueue without a payload (which the
+// engine takes) says it enqueued an empty one; with a payload it does not.
+func TestEnqueueWithoutPayloadSaysSo(t *testing.T) {
+	dir := dataDir(t)
+	code, out, errs := docket(t, "enqueue", "-dir", dir)
+	if code != 0 || !strings.Contains(out, "enqueued on demo/local emails with an empty payload") {
+		t.Errorf("enqueue without a payload: exit %d, %q %q", code, out, errs)
+	}
+	code, out, _ = docket(t, "enqueue", "-dir", dir, `{"a":1}`)
+	if code != 0 || strings.Contains(out, "empty") {
+		t.Errorf("enqueue with a payload: exit %d, %q", code, out)
+	}
+}

@@ -34,8 +34,18 @@ type statsJSON struct {
 
 func runStats(ctx context.Context, c cli, args []string) error {
 	tf := newTargetFlags(c, "stats", wholeDB)
+	nsFlag := tf.fs.String("ns", "", "only the queues of namespace `PROJECT/SCOPE`")
+	queueFlag := tf.fs.String("queue", "", "only the queues of this name")
 	if _, err := tf.parse(args, 0, 0); err != nil {
 		return err
+	}
+	var only *engine.Namespace
+	if *nsFlag != "" {
+		ns, err := parseNS(*nsFlag)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		only = &ns
 	}
 	t, err := tf.open(ctx, false)
 	if err != nil {
@@ -45,6 +55,21 @@ func runStats(ctx context.Context, c cli, args []string) error {
 	qs, err := t.api.Queues(ctx)
 	if err != nil {
 		return err
+	}
+	if only != nil || *queueFlag != "" {
+		qs = slices.DeleteFunc(qs, func(q engine.QueueInfo) bool {
+			return only != nil && q.Namespace != *only || *queueFlag != "" && q.Name != *queueFlag
+		})
+		if len(qs) == 0 {
+			what := "no queue"
+			if *queueFlag != "" {
+				what = fmt.Sprintf("no queue %q", *queueFlag)
+			}
+			if only != nil {
+				what += " in " + only.String()
+			}
+			return fmt.Errorf("%w: %s holds a task or has settings (a typo? 'docket stats' lists the queues)", engine.ErrNotFound, what)
+		}
 	}
 	st, haveStats, err := engineStats(ctx, t.api)
 	if err != nil {
@@ -109,6 +134,9 @@ func runInspect(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	page, err := t.Queue().List(ctx, engine.ListOptions{State: st, Limit: *limit, Cursor: *cursor})
 	if err != nil {
 		return err
@@ -151,6 +179,9 @@ func runGet(ctx context.Context, c cli, args []string) error {
 	defer t.Close()
 	var info engine.TaskInfo
 	if set["queue"] {
+		if err := t.mustExist(ctx); err != nil {
+			return err
+		}
 		info, err = t.Queue().Get(ctx, ids[0])
 	} else {
 		var ns *engine.Namespace
@@ -290,6 +321,9 @@ func runDead(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	q := t.Queue()
 	switch {
 	case *redrive != "":
@@ -575,7 +609,13 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 		fmt.Fprintf(c.stdout, "task %d already holds idempotency key %q: nothing enqueued\n", res.ID, *key)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "task %d enqueued on %s %s\n", res.ID, t.ns, t.queue)
+	if len(task.Payload) == 0 {
+		// No payload is a valid one (the engine takes empty or JSON), but
+		// a forgotten argument looks the same: say what was done.
+		fmt.Fprintf(c.stdout, "task %d enqueued on %s %s with an empty payload\n", res.ID, t.ns, t.queue)
+	} else {
+		fmt.Fprintf(c.stdout, "task %d enqueued on %s %s\n", res.ID, t.ns, t.queue)
+	}
 	if len(task.DependsOn) > 0 {
 		// Dependencies that had completed are satisfied at once: say which
 		// the task waits for.
@@ -606,6 +646,9 @@ func runCancel(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	q := t.Queue()
 	switch {
 	case *completed:
@@ -672,6 +715,9 @@ func runRunNow(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	q := t.Queue()
 	return eachTask(c, *tf.json, ids, "is due now", func(id uint64) error { return q.RunNow(ctx, id) })
 }

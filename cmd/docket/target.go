@@ -106,6 +106,25 @@ type target struct {
 // Queue returns the queue -ns and -queue name.
 func (t *target) Queue() engine.Queue { return t.api.Queue(t.ns, t.queue) }
 
+// mustExist returns an error matching engine.ErrNotFound when the queue
+// -ns and -queue name holds no task and has no settings: a name mistyped,
+// which the commands that read or act on a queue's tasks report (exit 1)
+// rather than show as empty. Pause, resume and limits may set up a queue
+// before its first task; enqueue starts one.
+func (t *target) mustExist(ctx context.Context) error {
+	qs, err := t.api.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		if q.Namespace == t.ns && q.Name == t.queue {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no queue %q in %s: it holds no task and has no settings (a typo? 'docket stats' lists the queues)",
+		engine.ErrNotFound, t.queue, t.ns)
+}
+
 // KV returns the key-value entries of -ns.
 func (t *target) KV() engine.KV { return t.api.KV(t.ns) }
 
