@@ -97,3 +97,38 @@ func TestEnqueueWithoutPayloadSaysSo(t *testing.T) {
 		t.Errorf("enqueue with a payload: exit %d, %q", code, out)
 	}
 }
+
+// TestMissingQueueNeedsRead: a caller who may cancel on a queue but not read
+// it is not told the queue is missing: the cancel goes through.
+func TestMissingQueueNeedsRead(t *testing.T) {
+	db := openMem(t, engine.Options{Authorizer: engine.Policy{
+		"ops": {{Project: demoNS.Project, Scope: demoNS.Scope, Perms: engine.PermAdmin}},
+	}})
+	res, err := db.Queue(demoNS, demoQueue).Enqueue(ctx, engine.Task{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := db.As(engine.Caller{ID: "ops"})
+	code, out, errs, _ := remote(t, ops, "", "cancel", "-server", "http://a", fmt.Sprint(res.ID))
+	if code != 0 || !strings.Contains(out, "cancelled") {
+		t.Errorf("cancel without read: exit %d, %q %q", code, out, errs)
+	}
+	code, _, errs, _ = remote(t, ops, "", "inspect", "-server", "http://a")
+	if code != 1 || !strings.Contains(errs, "permission") {
+		t.Errorf("inspect without read: exit %d, %q: want the permission refusal", code, errs)
+	}
+}
+
+// TestEnqueueBackoffBaseOverMax: a first retry delay over the longest is a
+// usage error, before anything is opened.
+func TestEnqueueBackoffBaseOverMax(t *testing.T) {
+	dir := dataDir(t)
+	before := tree(t, dir)
+	code, _, errs := docket(t, "enqueue", "-dir", dir, "-backoff-base", "2m", "-backoff-max", "1m", "{}")
+	if code != 2 || !strings.Contains(errs, "-backoff-base 2m0s is over -backoff-max 1m0s") {
+		t.Errorf("exit %d, %q", code, errs)
+	}
+	if tree(t, dir) != before {
+		t.Error("the refused enqueue changed the directory")
+	}
+}

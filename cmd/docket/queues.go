@@ -552,6 +552,9 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *backoffBase > 0 && *backoffMax > 0 && *backoffBase > *backoffMax {
+		return usageError{fmt.Sprintf("enqueue: -backoff-base %v is over -backoff-max %v: the first retry delay cannot exceed the longest", *backoffBase, *backoffMax)}
+	}
 	task := engine.Task{Kind: *kind, Delay: *delay, Priority: *priority, MaxAttempts: *maxAttempts,
 		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key, Partition: *partition}
 	if *after != "" {

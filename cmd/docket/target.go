@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -120,6 +121,14 @@ func (t *target) mustExist(ctx context.Context) error {
 		if q.Namespace == t.ns && q.Name == t.queue {
 			return nil
 		}
+	}
+	// The list holds only the namespaces the caller may read: a caller who
+	// may act on the queue without reading it is not told it is missing.
+	if _, err := t.Queue().Counts(ctx); err != nil {
+		if errors.Is(err, engine.ErrPermission) {
+			return nil
+		}
+		return err
 	}
 	return fmt.Errorf("%w: no queue %q in %s: it holds no task and has no settings (a typo? 'docket stats' lists the queues)",
 		engine.ErrNotFound, t.queue, t.ns)
