@@ -132,3 +132,21 @@ func TestEnqueueBackoffBaseOverMax(t *testing.T) {
 		t.Error("the refused enqueue changed the directory")
 	}
 }
+
+// TestTokenRefusesCallerIDsTheEngineRefuses: docket token writes no line
+// for a caller id every call would be refused for (over 255 bytes, a
+// control character); 255 bytes is fine.
+func TestTokenRefusesCallerIDsTheEngineRefuses(t *testing.T) {
+	for _, id := range []string{strings.Repeat("a", 256), "a\u0085b"} {
+		code, out, errs := docket(t, "token", id, "acme/prod:read")
+		if code != 2 || out != "" || !strings.Contains(errs, "caller id") {
+			t.Errorf("token for a %d-byte id: exit %d, %q %q", len(id), code, out, errs)
+		}
+	}
+	if code, out, errs := docket(t, "token", strings.Repeat("a", 255), "acme/prod:read"); code != 0 || !strings.Contains(out, "sha256:") {
+		t.Errorf("token for a 255-byte id: exit %d, %q", code, errs)
+	}
+	if code, out, _ := docket(t, "token", "-h"); code != 0 || !strings.Contains(out, "usage: docket token") {
+		t.Errorf("token -h: exit %d, %q", code, out)
+	}
+}

@@ -40,7 +40,7 @@ func init() {
 	commands = []command{
 		{"demo", "[-dir DIR] [-tasks N]", "run producers and workers on a data directory, with live progress", runDemo},
 		{"serve", "[-dir DIR] [-listen ADDR] [flags]", "serve a data directory over the network (API, dashboard, metrics)", runServe},
-		{"token", "CALLER GRANT...", "make a bearer token and the line of the tokens file that grants it", runToken},
+		{"token", "CALLER GRANT...", "make a bearer token and the line of the tokens file that grants it", runTokenChecked},
 		{"stats", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-json]", "print counts per queue and the engine's counters", runStats},
 		{"top", "[-dir DIR | -server URL] [-once] [-every D]", "show every queue's counts and rates, refreshed live", runTop},
 		{"inspect", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-state S] [-json]", "list the tasks of a queue in one state", runInspect},
