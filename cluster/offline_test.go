@@ -25,24 +25,41 @@ func stoppedMesh(t *testing.T) (dirs []string, hash [32]byte, tasks int) {
 	// then needs both.
 	m := clustertest.NewMesh(t, clustertest.MeshOptions{SegmentSize: 4 << 10,
 		Config: func(c *raft.Config) { c.TrailingLogs = 4 }})
-	l, err := m.WaitLeader(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := within(t, 30*time.Second)
-	api := l.API()
-	for i := range 30 {
-		if _, err := api.Queue(ns, "a").Enqueue(ctx, engine.Task{Payload: fmt.Appendf(nil, `{"n":%d}`, i)}); err != nil {
-			t.Fatal(err)
+	// do runs fn on the leader's API, again on the next leader when
+	// leadership moved under it (the enqueues carry idempotency keys, so a
+	// repeat after an unknown outcome adds nothing).
+	do := func(fn func(api engine.API) error) {
+		t.Helper()
+		for {
+			l, err := m.WaitLeader(10 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = fn(l.API())
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, engine.ErrNotLeader) && !errors.Is(err, engine.ErrOutcomeUnknown) || ctx.Err() != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	ls, err := api.Queue(ns, "a").Claim(ctx, "w", time.Minute, 3)
-	if err != nil || len(ls) != 3 {
-		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	enqueue := func(queue string, task engine.Task) {
+		t.Helper()
+		do(func(api engine.API) error { _, err := api.Queue(ns, queue).Enqueue(ctx, task); return err })
 	}
-	if _, err := api.Queue(ns, "a").Complete(ctx, ls[0], engine.Done{}); err != nil {
-		t.Fatal(err)
+	for i := range 30 {
+		enqueue("a", engine.Task{Payload: fmt.Appendf(nil, `{"n":%d}`, i), IdempotencyKey: fmt.Sprint("a", i)})
 	}
+	do(func(api engine.API) error {
+		ls, err := api.Queue(ns, "a").Claim(ctx, "w", time.Minute, 3)
+		if err != nil || len(ls) == 0 {
+			return fmt.Errorf("claim: %d leases, %w", len(ls), err)
+		}
+		_, err = api.Queue(ns, "a").Complete(ctx, ls[0], engine.Done{})
+		return err
+	})
 	if err := m.Converge(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +67,13 @@ func stoppedMesh(t *testing.T) (dirs []string, hash [32]byte, tasks int) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		if _, err := api.Queue(ns, "b").Enqueue(ctx, engine.Task{Kind: "k", Delay: time.Hour, Payload: fmt.Appendf(nil, `{"b":%d}`, i)}); err != nil {
-			t.Fatal(err)
-		}
+		enqueue("b", engine.Task{Kind: "k", Delay: time.Hour, Payload: fmt.Appendf(nil, `{"b":%d}`, i), IdempotencyKey: fmt.Sprint("b", i)})
 	}
 	if err := m.Converge(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.WaitLeader(10 * time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// A node running on its directory keeps the offline tools out.
