@@ -148,12 +148,15 @@ func (r *NodeReport) Print(w io.Writer) {
 	if len(r.Members) > 0 {
 		fmt.Fprintf(w, "members: %s\n", strings.Join(r.Members, ", "))
 	}
-	if r.Restored != "" {
-		fmt.Fprintf(w, "recovery restores snapshot %s (raft index %d)", r.Restored, r.SnapshotIndex)
-	} else {
-		fmt.Fprintf(w, "recovery starts from an empty state")
+	switch {
+	case r.Restored != "":
+		fmt.Fprintf(w, "recovery restores snapshot %s (raft index %d) and applies the %d commands after it in the log\n",
+			r.Restored, r.SnapshotIndex, r.Applied)
+	case len(r.Snapshots) > 0:
+		fmt.Fprintf(w, "recovery: no snapshot restores, and the node would not start (the log alone replays %d commands)\n", r.Applied)
+	default:
+		fmt.Fprintf(w, "recovery starts from an empty state and applies the %d commands of the log\n", r.Applied)
 	}
-	fmt.Fprintf(w, " and applies the %d commands after it in the log\n", r.Applied)
 	if r.StateErr != nil {
 		fmt.Fprintf(w, "state: BAD: %s\n", r.StateErr)
 	} else if r.LogErr == nil {
