@@ -51,7 +51,7 @@ func TestNodeDirectoryOffline(t *testing.T) {
 		}
 	}
 	code, out, errs := docket(t, "stats", "-dir", dir)
-	if code != 0 || !regexp.MustCompile(`acme/prod\s+a\s+4\s+0\s+1\s`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`acme/prod\s+a\s+4\s+0\s+1\s`).MatchString(out) || !strings.Contains(out, "read offline: the state as of raft index") {
 		t.Errorf("stats: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = docket(t, "inspect", "-dir", dir, "-ns", "acme/prod", "-queue", "a", "-json")

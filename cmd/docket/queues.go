@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/docketdb/docket/cluster"
 	"github.com/docketdb/docket/engine"
 )
 
@@ -113,6 +114,11 @@ func runStats(ctx context.Context, c cli, args []string) error {
 	}
 	if haveStats {
 		fmt.Fprintf(c.stdout, "\n%d tasks held, last commit %d\n", st.Tasks, st.Seq)
+	}
+	if ro, ok := t.api.(*cluster.ReadOnly); ok {
+		r := ro.Report
+		fmt.Fprintf(c.stdout, "a cluster node's directory, read offline: the state as of raft index %d, entries the node had not seen committed included\n",
+			max(r.LastIndex, r.SnapshotIndex))
 	}
 	return nil
 }
