@@ -84,6 +84,10 @@ type NodeReport struct {
 	SnapshotIndex uint64
 	Applied       int
 	Refused       int
+	// NotCommands counts command entries whose bytes are not a docket
+	// command: the node answers them with ErrCorrupt and applies nothing,
+	// as every node does, but a correct leader never writes one.
+	NotCommands int
 	// Members is the newest cluster configuration, from the log or the
 	// snapshot.
 	Members []string
@@ -165,6 +169,9 @@ func (r *NodeReport) Print(w io.Writer) {
 	}
 	if r.Refused > 0 {
 		fmt.Fprintf(w, "%d commands of the log were refused when applied (their callers were told so; not damage)\n", r.Refused)
+	}
+	if r.NotCommands > 0 {
+		fmt.Fprintf(w, "WARNING: %d command entries of the log are not docket commands (each node applies nothing for them)\n", r.NotCommands)
 	}
 }
 
@@ -523,10 +530,14 @@ func replayLog(dir string, db *engine.DB, rep *NodeReport) error {
 		rep.Applied++
 		a := db.ApplyCommand(e.Data)
 		if err := a.Err(); err != nil {
-			if errors.Is(err, engine.ErrFailed) {
+			switch {
+			case errors.Is(err, engine.ErrFailed):
 				return fmt.Errorf("%w: applying it: %w", errEntry, err)
+			case errors.Is(err, engine.ErrCorrupt):
+				rep.NotCommands++
+			default:
+				rep.Refused++
 			}
-			rep.Refused++
 		}
 		return nil
 	})

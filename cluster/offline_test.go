@@ -229,3 +229,32 @@ func TestCheckNotANodeDirectory(t *testing.T) {
 		t.Errorf("the check created %v", entries)
 	}
 }
+
+// TestCheckCountsEntriesThatAreNotCommands: a command entry whose bytes are
+// not a docket command (which every node applies as nothing) is counted and
+// warned about, not taken for damage.
+func TestCheckCountsEntriesThatAreNotCommands(t *testing.T) {
+	m := clustertest.NewMesh(t, clustertest.MeshOptions{Nodes: 1})
+	l, err := m.WaitLeader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Raft().Apply([]byte("not a command"), 10*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.API().Queue(ns, "a").Enqueue(within(t, 10*time.Second), engine.Task{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := cluster.Check(m.Nodes[0].Dir)
+	if err != nil || rep.NotCommands != 1 || rep.Applied != 2 || rep.Tasks != 1 {
+		t.Fatalf("check: %v, %+v", err, rep)
+	}
+	var out strings.Builder
+	rep.Print(&out)
+	if !strings.Contains(out.String(), "WARNING: 1 command entries of the log are not docket commands") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
