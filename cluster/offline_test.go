@@ -239,7 +239,7 @@ func TestCheckCountsEntriesThatAreNotCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Raft().Apply([]byte("not a command"), 10*time.Second).Error(); err != nil {
+	if err := l.Raft().Apply([]byte{1, 0xff, 0xff, 0xff}, 10*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.API().Queue(ns, "a").Enqueue(within(t, 10*time.Second), engine.Task{}); err != nil {
