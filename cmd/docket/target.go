@@ -176,7 +176,7 @@ func openDir(w io.Writer, dir string, write bool) (engine.API, error) {
 	opts := engine.Options{Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if cluster.IsNodeDir(dir) {
 		if write {
-			return nil, fmt.Errorf("%w: %s is a cluster node's directory: change its tasks through the cluster (-server URL of a node); offline, only reading works", engine.ErrInvalid, dir)
+			return nil, fmt.Errorf("%w: %s is a cluster node's directory: changes go through the cluster (-server URL of a node); offline, only reading works", engine.ErrInvalid, dir)
 		}
 		ro, err := cluster.OpenReadOnly(dir, opts)
 		if err != nil {
