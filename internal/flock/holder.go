@@ -21,13 +21,17 @@ func recordHolder(f *os.File) {
 	f.WriteAt([]byte("\n"+pid+strings.Repeat(" ", pidWidth-len(pid))+"\n"), 0)
 }
 
-// Holder returns the id of the process that holds the lock file at path
-// exclusively, as it recorded it, or 0 when none is recorded or the process
-// it names is gone. Call it after Exclusive or Shared reported ErrHeld: a
-// process that took the lock shared, or an older program that does not
-// record itself, leaves the id of an earlier holder, and a process reusing
-// that id would be named.
+// Holder returns the id of a process that holds the lock file at path, or
+// 0 when it cannot tell. On Linux it asks the kernel (/proc/locks), which
+// also knows shared holders; elsewhere, or when the kernel lists none, it
+// reads the id the exclusive holder recorded, unless that process is gone.
+// Call it after Exclusive or Shared reported ErrHeld: a recorded id can be
+// that of an earlier holder when the current one records nothing (a shared
+// lock, an older program), and a process reusing that id would be named.
 func Holder(path string) int {
+	if pid := kernelHolder(path); pid > 0 {
+		return pid
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0
