@@ -153,6 +153,11 @@ func runLimits(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if !changing && !*clearAll {
+		if err := t.mustExist(ctx); err != nil {
+			return err
+		}
+	}
 	q := t.Queue()
 	s, err := q.Settings(ctx)
 	if err != nil {
@@ -266,6 +271,9 @@ func runPartitions(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	page, err := t.Queue().Partitions(ctx, engine.PartitionListOptions{Limit: *limit, Cursor: *cursor})
 	if err != nil {
 		return err

@@ -13,8 +13,8 @@
 //	docket enqueue [PAYLOAD | -] | cancel [-completed] ID... | run-now ID...   act on tasks
 //	docket pause | resume | limits [-max-in-flight N] [-rate N -per D]   a queue's controls
 //	docket kv get|scan|set|delete                     a namespace's key-value entries
-//	docket verify DIR                                 check a directory the way Open would, changing nothing
-//	docket repair [-salvage] DIR                      cut a torn log tail, keeping a copy; -salvage keeps
+//	docket verify [-dir] DIR                          check a directory the way Open (or a cluster node) would, changing nothing
+//	docket repair [-salvage] [-dir] DIR               cut a torn log tail, keeping a copy; -salvage keeps
 //	                                                  the valid part of a damaged log and reports the loss
 //	docket bench [-workload W1,W2] [-durability always] [-json]   load generator
 //	docket version                                    the build's version
@@ -23,7 +23,8 @@
 // The queue commands are written once, over engine.API: with -dir they run
 // on the directory's DB (opened read-only by the commands that only look,
 // which create and change nothing and refuse a directory that is not a
-// docket data directory), with -server on the network client, which
+// docket data directory; a cluster node's directory is read as of its raft
+// log, offline.go in package cluster), with -server on the network client, which
 // implements the same interface (remote.go holds that wiring). -json prints
 // JSON for scripts. Every action of the dashboard (package ui) has its
 // command, so that an operator can do on a live server from a shell what

@@ -40,11 +40,11 @@ func init() {
 	commands = []command{
 		{"demo", "[-dir DIR] [-tasks N]", "run producers and workers on a data directory, with live progress", runDemo},
 		{"serve", "[-dir DIR] [-listen ADDR] [flags]", "serve a data directory over the network (API, dashboard, metrics)", runServe},
-		{"token", "CALLER GRANT...", "make a bearer token and the line of the tokens file that grants it", runToken},
-		{"stats", "[-dir DIR | -server URL] [-json]", "print counts per queue and the engine's counters", runStats},
+		{"token", "CALLER GRANT...", "make a bearer token and the line of the tokens file that grants it", runTokenChecked},
+		{"stats", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-json]", "print counts per queue and the engine's counters", runStats},
 		{"top", "[-dir DIR | -server URL] [-once] [-every D]", "show every queue's counts and rates, refreshed live", runTop},
 		{"inspect", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-state S] [-json]", "list the tasks of a queue in one state", runInspect},
-		{"get", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-json] ID", "show one task: payload, result, attempts and their errors", runGet},
+		{"get", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-json] ID", "show one task (found in any queue unless -queue says which): payload, result, attempts", runGet},
 		{"dead", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-redrive ID,... | -redrive-all | -by-error | -redrive-error TEXT | -delete-error TEXT]", "list, group, redrive or delete the dead-letter queue of a queue", runDead},
 		{"enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", "add a task (payload JSON as an argument, or - for stdin)", runEnqueue},
 		{"cancel", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-completed] ID... | -completed-all", "delete tasks in any state (-completed: only retained completions)", runCancel},
@@ -54,8 +54,8 @@ func init() {
 		{"limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags]", "show or set a queue's in-flight bounds and rate limit", runLimits},
 		{"partitions", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-cursor C]", "list a queue's partitions and their tasks by state", runPartitions},
 		{"kv", "get|scan|set|delete [-dir DIR | -server URL] [-ns P/S] ...", "read and write a namespace's key-value entries", runKV},
-		{"verify", "DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
-		{"repair", "[-salvage] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},
+		{"verify", "[-dir] DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
+		{"repair", "[-salvage] [-dir] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},
 		{"cluster", "[remove ID | transfer [ID] | bench] [-server URL]", "show a cluster's members, leader and indexes; remove a member, move the leadership", runCluster},
 		{"bench", "[-workload W1,W2] [-json]", "run the load generator's workloads and print throughput and latency", runBench},
 		{"version", "", "print the version of docket and of Go it was built with", runVersion},
@@ -117,6 +117,7 @@ func runCLI(ctx context.Context, c cli, args []string) int {
 			return 2
 		}
 		fmt.Fprintln(stderr, "docket:", message(err))
+		explainLocked(stderr, err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "docket: unknown command %q\n\n", args[0])

@@ -92,11 +92,11 @@ func TestHelpAndUsage(t *testing.T) {
 		t.Errorf("unknown command: exit %d, stderr %q", code, errs)
 	}
 	code, out, errs = docket(t, "verify", "-h")
-	if code != 0 || !strings.Contains(out, "usage: docket verify DIR") || errs != "" {
+	if code != 0 || !strings.Contains(out, "usage: docket verify [-dir] DIR") || errs != "" {
 		t.Errorf("verify -h: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	code, out, _ = docket(t, "repair", "--help")
-	if code != 0 || !strings.Contains(out, "usage: docket repair [-salvage] DIR") || !strings.Contains(out, "-salvage") {
+	if code != 0 || !strings.Contains(out, "usage: docket repair [-salvage] [-dir] DIR") || !strings.Contains(out, "-salvage") {
 		t.Errorf("repair --help: exit %d, stdout %q", code, out)
 	}
 	code, _, errs = docket(t, "stats", "-nosuchflag")

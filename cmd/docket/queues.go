@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/docketdb/docket/cluster"
 	"github.com/docketdb/docket/engine"
 )
 
@@ -34,8 +35,18 @@ type statsJSON struct {
 
 func runStats(ctx context.Context, c cli, args []string) error {
 	tf := newTargetFlags(c, "stats", wholeDB)
+	nsFlag := tf.fs.String("ns", "", "only the queues of namespace `PROJECT/SCOPE`")
+	queueFlag := tf.fs.String("queue", "", "only the queues of this name")
 	if _, err := tf.parse(args, 0, 0); err != nil {
 		return err
+	}
+	var only *engine.Namespace
+	if *nsFlag != "" {
+		ns, err := parseNS(*nsFlag)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		only = &ns
 	}
 	t, err := tf.open(ctx, false)
 	if err != nil {
@@ -45,6 +56,21 @@ func runStats(ctx context.Context, c cli, args []string) error {
 	qs, err := t.api.Queues(ctx)
 	if err != nil {
 		return err
+	}
+	if only != nil || *queueFlag != "" {
+		qs = slices.DeleteFunc(qs, func(q engine.QueueInfo) bool {
+			return only != nil && q.Namespace != *only || *queueFlag != "" && q.Name != *queueFlag
+		})
+		if len(qs) == 0 {
+			what := "no queue"
+			if *queueFlag != "" {
+				what = fmt.Sprintf("no queue %q", *queueFlag)
+			}
+			if only != nil {
+				what += " in " + only.String()
+			}
+			return fmt.Errorf("%w: %s holds a task or has settings (a typo? 'docket stats' lists the queues)", engine.ErrNotFound, what)
+		}
 	}
 	st, haveStats, err := engineStats(ctx, t.api)
 	if err != nil {
@@ -89,6 +115,11 @@ func runStats(ctx context.Context, c cli, args []string) error {
 	if haveStats {
 		fmt.Fprintf(c.stdout, "\n%d tasks held, last commit %d\n", st.Tasks, st.Seq)
 	}
+	if ro, ok := t.api.(*cluster.ReadOnly); ok {
+		r := ro.Report
+		fmt.Fprintf(c.stdout, "a cluster node's directory, read offline: the state as of raft index %d, entries the node had not seen committed included\n",
+			max(r.LastIndex, r.SnapshotIndex))
+	}
 	return nil
 }
 
@@ -109,6 +140,9 @@ func runInspect(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	page, err := t.Queue().List(ctx, engine.ListOptions{State: st, Limit: *limit, Cursor: *cursor})
 	if err != nil {
 		return err
@@ -142,12 +176,26 @@ func runGet(ctx context.Context, c cli, args []string) error {
 	if len(ids) != 1 {
 		return usageError{"get: one task id"}
 	}
+	set := map[string]bool{}
+	tf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	t, err := tf.open(ctx, false)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	info, err := t.Queue().Get(ctx, ids[0])
+	var info engine.TaskInfo
+	if set["queue"] {
+		if err := t.mustExist(ctx); err != nil {
+			return err
+		}
+		info, err = t.Queue().Get(ctx, ids[0])
+	} else {
+		var ns *engine.Namespace
+		if set["ns"] {
+			ns = &t.ns
+		}
+		info, err = findTask(ctx, t.api, ns, ids[0])
+	}
 	if err != nil {
 		return fmt.Errorf("task %d: %w", ids[0], err)
 	}
@@ -156,6 +204,31 @@ func runGet(ctx context.Context, c cli, args []string) error {
 	}
 	printTask(c.stdout, info)
 	return nil
+}
+
+// findTask looks task id up in every queue the caller can see (of ns only,
+// when given), as the dashboard's search does: ids are unique across the
+// DB, and a task's queue is what a caller may not know.
+func findTask(ctx context.Context, api engine.API, ns *engine.Namespace, id uint64) (engine.TaskInfo, error) {
+	qs, err := api.Queues(ctx)
+	if err != nil {
+		return engine.TaskInfo{}, err
+	}
+	for _, qi := range qs {
+		if ns != nil && qi.Namespace != *ns {
+			continue
+		}
+		info, err := api.Queue(qi.Namespace, qi.Name).Get(ctx, id)
+		if errors.Is(err, engine.ErrNotFound) {
+			continue
+		}
+		return info, err
+	}
+	where := "any queue"
+	if ns != nil {
+		where = "any queue of " + ns.String()
+	}
+	return engine.TaskInfo{}, fmt.Errorf("%w: not in %s (a completed task is kept only while its retention lasts)", engine.ErrNotFound, where)
 }
 
 // outcome is what an action did to each task it was given.
@@ -254,6 +327,9 @@ func runDead(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	q := t.Queue()
 	switch {
 	case *redrive != "":
@@ -482,6 +558,9 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *backoffBase > 0 && *backoffMax > 0 && *backoffBase > *backoffMax {
+		return usageError{fmt.Sprintf("enqueue: -backoff-base %v is over -backoff-max %v: the first retry delay cannot exceed the longest", *backoffBase, *backoffMax)}
+	}
 	task := engine.Task{Kind: *kind, Delay: *delay, Priority: *priority, MaxAttempts: *maxAttempts,
 		BackoffBase: *backoffBase, BackoffMax: *backoffMax, IdempotencyKey: *key, Partition: *partition}
 	if *after != "" {
@@ -539,7 +618,13 @@ func runEnqueue(ctx context.Context, c cli, args []string) error {
 		fmt.Fprintf(c.stdout, "task %d already holds idempotency key %q: nothing enqueued\n", res.ID, *key)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "task %d enqueued on %s %s\n", res.ID, t.ns, t.queue)
+	if len(task.Payload) == 0 {
+		// No payload is a valid one (the engine takes empty or JSON), but
+		// a forgotten argument looks the same: say what was done.
+		fmt.Fprintf(c.stdout, "task %d enqueued on %s %s with an empty payload\n", res.ID, t.ns, t.queue)
+	} else {
+		fmt.Fprintf(c.stdout, "task %d enqueued on %s %s\n", res.ID, t.ns, t.queue)
+	}
 	if len(task.DependsOn) > 0 {
 		// Dependencies that had completed are satisfied at once: say which
 		// the task waits for.
@@ -570,6 +655,9 @@ func runCancel(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	q := t.Queue()
 	switch {
 	case *completed:
@@ -636,6 +724,9 @@ func runRunNow(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	defer t.Close()
+	if err := t.mustExist(ctx); err != nil {
+		return err
+	}
 	q := t.Queue()
 	return eachTask(c, *tf.json, ids, "is due now", func(id uint64) error { return q.RunNow(ctx, id) })
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/docketdb/docket/cluster"
 	"github.com/docketdb/docket/engine"
 )
 
@@ -105,6 +107,33 @@ type target struct {
 // Queue returns the queue -ns and -queue name.
 func (t *target) Queue() engine.Queue { return t.api.Queue(t.ns, t.queue) }
 
+// mustExist returns an error matching engine.ErrNotFound when the queue
+// -ns and -queue name holds no task and has no settings: a name mistyped,
+// which the commands that read or act on a queue's tasks report (exit 1)
+// rather than show as empty. Pause, resume and limits may set up a queue
+// before its first task; enqueue starts one.
+func (t *target) mustExist(ctx context.Context) error {
+	qs, err := t.api.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		if q.Namespace == t.ns && q.Name == t.queue {
+			return nil
+		}
+	}
+	// The list holds only the namespaces the caller may read: a caller who
+	// may act on the queue without reading it is not told it is missing.
+	if _, err := t.Queue().Counts(ctx); err != nil {
+		if errors.Is(err, engine.ErrPermission) {
+			return nil
+		}
+		return err
+	}
+	return fmt.Errorf("%w: no queue %q in %s: it holds no task and has no settings (a typo? 'docket stats' lists the queues)",
+		engine.ErrNotFound, t.queue, t.ns)
+}
+
 // KV returns the key-value entries of -ns.
 func (t *target) KV() engine.KV { return t.api.KV(t.ns) }
 
@@ -140,9 +169,21 @@ func (t *targetFlags) open(ctx context.Context, write bool) (*target, error) {
 }
 
 // openDir opens a data directory, read-only unless write is set. Warnings
-// of the recovery go to w.
-func openDir(w io.Writer, dir string, write bool) (*engine.DB, error) {
+// of the recovery go to w. A cluster node's directory is read offline, as
+// of its raft log (cluster.OpenReadOnly); changes to it go through the
+// cluster.
+func openDir(w io.Writer, dir string, write bool) (engine.API, error) {
 	opts := engine.Options{Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if cluster.IsNodeDir(dir) {
+		if write {
+			return nil, fmt.Errorf("%w: %s is a cluster node's directory: changes go through the cluster (-server URL of a node); offline, only reading works", engine.ErrInvalid, dir)
+		}
+		ro, err := cluster.OpenReadOnly(dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		return ro, nil
+	}
 	if !write {
 		return engine.OpenReadOnly(dir, opts)
 	}

@@ -10,3 +10,6 @@ func Exclusive(*os.File) error { return nil }
 
 // Shared cannot lock on this platform either.
 func Shared(*os.File) error { return nil }
+
+// alive cannot tell here: a recorded id is taken as it is.
+func alive(int) bool { return true }

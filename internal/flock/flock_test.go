@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -51,5 +52,43 @@ func TestSharedLocksShare(t *testing.T) {
 	}
 	if err := Exclusive(c); !errors.Is(err, ErrHeld) {
 		t.Fatalf("exclusive under shared: %v, want ErrHeld", err)
+	}
+}
+
+// TestExclusiveRecordsHolder: the exclusive holder records its process id,
+// which Holder reads while the lock is held; a shared holder records
+// nothing, and a missing file has no holder.
+func TestExclusiveRecordsHolder(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lock")
+	a, b := open(t, path), open(t, path)
+	if err := Shared(a); err != nil {
+		t.Fatal(err)
+	}
+	// Only the kernel knows a shared holder: it records nothing.
+	want := 0
+	if runtime.GOOS == "linux" {
+		want = os.Getpid()
+	}
+	if pid := Holder(path); pid != want {
+		t.Errorf("holder under a shared lock: %d, want %d", pid, want)
+	}
+	a.Close()
+	if err := Exclusive(b); err != nil {
+		t.Fatal(err)
+	}
+	if pid := Holder(path); pid != os.Getpid() {
+		t.Errorf("holder: %d, want %d", pid, os.Getpid())
+	}
+	b.Close()
+	// An id recorded by a process that is gone names no one.
+	if err := os.WriteFile(path, []byte("\n1073741823\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pid := Holder(path); pid != 0 {
+		t.Errorf("holder recorded by a process that is gone: %d, want 0", pid)
+	}
+	if pid := Holder(filepath.Join(dir, "missing")); pid != 0 {
+		t.Errorf("holder of a missing file: %d", pid)
 	}
 }

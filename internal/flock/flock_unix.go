@@ -10,7 +10,14 @@ import (
 
 // Exclusive takes an exclusive, non-blocking lock on f. It reports ErrHeld
 // when another process (or another open file in this one) holds it.
-func Exclusive(f *os.File) error { return lock(f, syscall.LOCK_EX) }
+// Once it has the lock it records this process's id in f (see Holder).
+func Exclusive(f *os.File) error {
+	if err := lock(f, syscall.LOCK_EX); err != nil {
+		return err
+	}
+	recordHolder(f)
+	return nil
+}
 
 // Shared takes a shared, non-blocking lock on f: readers may share it, an
 // exclusive lock excludes them. It reports ErrHeld when an exclusive lock is
@@ -23,4 +30,11 @@ func lock(f *os.File, how int) error {
 		return ErrHeld
 	}
 	return err
+}
+
+// alive reports whether a process pid exists (signal 0 checks without
+// sending; EPERM is a process of another user).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -9,9 +9,14 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// Exclusive takes an exclusive, non-blocking lock on the first byte of f.
+// Exclusive takes an exclusive, non-blocking lock on the first byte of f,
+// then records this process's id after that byte (see Holder).
 func Exclusive(f *os.File) error {
-	return lock(f, windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY)
+	if err := lock(f, windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY); err != nil {
+		return err
+	}
+	recordHolder(f)
+	return nil
 }
 
 // Shared takes a shared, non-blocking lock on the first byte of f.
@@ -23,4 +28,16 @@ func lock(f *os.File, flags uint32) error {
 		return ErrHeld
 	}
 	return err
+}
+
+// alive reports whether a process pid exists.
+func alive(pid int) bool {
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	if err != nil {
+		return errors.Is(err, windows.ERROR_ACCESS_DENIED)
+	}
+	var code uint32
+	err = windows.GetExitCodeProcess(h, &code)
+	windows.CloseHandle(h)
+	return err == nil && code == 259 // STILL_ACTIVE
 }
