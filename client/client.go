@@ -472,13 +472,11 @@ func (c *Client) fail(ctx context.Context, err error) error {
 	if connect.CodeOf(err) == connect.CodeDeadlineExceeded {
 		// The server gets the deadline in whole milliseconds, so its copy
 		// can pass a moment before the caller's: let the caller's pass too.
+		// Wait for ctx itself, not a timer: on a loaded machine the timer
+		// that ends ctx can run well after its deadline, and after this
+		// answer was read, so ctx.Err() was still nil past the deadline.
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 10*time.Millisecond {
-			t := time.NewTimer(time.Until(dl) + 5*time.Millisecond)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
+			<-ctx.Done()
 		}
 	}
 	if cerr := ctx.Err(); cerr != nil {
