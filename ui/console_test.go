@@ -92,7 +92,10 @@ func TestSetLimitsForm(t *testing.T) {
 	if got := settings(); got != want {
 		t.Fatalf("limits %+v", got)
 	}
-	mustContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs"), `<input name="per" value="1s"`, `<input name="part_per" value="1m0s"`)
+	// A burst equal to the rate (the default) is left empty, so a new rate
+	// brings its own.
+	mustContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs"), `<input name="per" value="1s"`, `<input name="burst" value="100"`,
+		`<input name="part_per" value="1m0s"`, `<input name="part_burst" value=""`)
 	for _, c := range []struct {
 		kv   []string
 		says string

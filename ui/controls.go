@@ -45,8 +45,16 @@ func formOf(l engine.Limits) limitsForm {
 		}
 		return v.String()
 	}
-	return limitsForm{MaxInFlight: n(l.MaxInFlight), Rate: n(l.Rate), Per: d(l.Per), Burst: n(l.Burst),
-		PartMaxInFlight: n(l.PartitionMaxInFlight), PartRate: n(l.PartitionRate), PartPer: d(l.PartitionPer), PartBurst: n(l.PartitionBurst)}
+	// The engine reports the burst in effect; one equal to the rate is the
+	// default, left empty so that a new rate brings its own.
+	burst := func(b, rate int) string {
+		if b == rate {
+			return ""
+		}
+		return n(b)
+	}
+	return limitsForm{MaxInFlight: n(l.MaxInFlight), Rate: n(l.Rate), Per: d(l.Per), Burst: burst(l.Burst, l.Rate),
+		PartMaxInFlight: n(l.PartitionMaxInFlight), PartRate: n(l.PartitionRate), PartPer: d(l.PartitionPer), PartBurst: burst(l.PartitionBurst, l.PartitionRate)}
 }
 
 // parseLimits reads the limits form. Every field is optional (empty is

@@ -138,7 +138,7 @@ func TestErrorGroupsStayGroups(t *testing.T) {
 	}
 	body := e.mustGet("/docket/dead?p=acme&s=prod&q=hooks")
 	mustContain(t, body, "in 5 groups by the shape of their last error", "100 or more distinct messages",
-		`<pre class="err key">order &lt;n&gt;: customer &lt;uuid&gt; not found</pre>`)
+		`<pre class="err shape">order &lt;n&gt;: customer &lt;uuid&gt; not found</pre>`)
 	// The group's "more" link lists its tasks.
 	key := "order <n>: customer <uuid> not found"
 	list := e.mustGet("/docket/queue?p=acme&s=prod&q=hooks&state=dead&group=" + url.QueryEscape(key))

@@ -27,10 +27,13 @@
     if (v < 3600) return Math.floor(v / 60) + "m" + String(Math.floor(v % 60)).padStart(2, "0") + "s";
     return Math.floor(v / 3600) + "h" + String(Math.floor((v % 3600) / 60)).padStart(2, "0") + "m";
   }
+  function chartHeight() {
+    return window.innerWidth < 640 ? 130 : 170;
+  }
   function chartOpts(kind, width) {
     var axis = { stroke: cssVar("--muted", "#59636e"), grid: { stroke: cssVar("--line", "#dde1e6"), width: 1 },
       ticks: { stroke: cssVar("--line", "#dde1e6"), width: 1 } };
-    var base = { width: width, height: 170, cursor: { y: false }, legend: { live: true },
+    var base = { width: width, height: chartHeight(), cursor: { y: false }, legend: { live: true },
       scales: { x: { time: true } }, axes: [Object.assign({}, axis), Object.assign({ size: 56 }, axis)] };
     if (kind === "wait") {
       base.axes[1].values = function (u, vs) { return vs.map(function (v) { return fmtWait(u, v); }); };
@@ -101,7 +104,7 @@
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(function () {
         charts.forEach(function (c) {
-          if (c.plot) c.plot.setSize({ width: c.el.clientWidth || 300, height: 170 });
+          if (c.plot) c.plot.setSize({ width: c.el.clientWidth || 300, height: chartHeight() });
         });
       }, 150);
     });
