@@ -100,7 +100,7 @@ func TestRetryingInBrowser(t *testing.T) {
 			t.Fatalf("retrying tab lacks %q:\n%s", want, text)
 		}
 	}
-	if h := b.text("#tasks thead"); !strings.Contains(h, "Next attempt") {
+	if h := eval[string](b, `document.querySelector("#tasks thead").textContent`); !strings.Contains(h, "Next attempt") {
 		t.Fatalf("retrying tab heading %q", h)
 	}
 }
