@@ -25,14 +25,16 @@ type op struct {
 var ops = map[string]op{
 	"redrive":              {Name: "redrive", Verb: "Redrove", What: "make these dead tasks ready again with a fresh attempt budget"},
 	"redrive-all":          {Name: "redrive-all", Verb: "Redrove", What: "make every dead task of the queue ready again", All: true},
-	"redrive-error":        {Name: "redrive-error", Verb: "Redrove", What: "make every dead task of the queue with this last error ready again", ByErr: true},
-	"delete-error":         {Name: "delete-error", Verb: "Deleted", What: "delete every dead task of the queue with this last error", ByErr: true},
+	"redrive-error":        {Name: "redrive-error", Verb: "Redrove", What: "make every dead task of the queue whose last error has this shape ready again", ByErr: true},
+	"delete-error":         {Name: "delete-error", Verb: "Deleted", What: "delete every dead task of the queue whose last error has this shape", ByErr: true},
+	"delete-dead-all":      {Name: "delete-dead-all", Verb: "Deleted", What: "delete every dead task of the queue", All: true},
 	"cancel":               {Name: "cancel", Verb: "Cancelled", What: "delete these tasks whatever their state; a worker holding one loses its lease"},
 	"run-now":              {Name: "run-now", Verb: "Made due", What: "make these scheduled tasks due now"},
 	"delete-completed":     {Name: "delete-completed", Verb: "Deleted", What: "delete these retained completed tasks and their results"},
 	"delete-completed-all": {Name: "delete-completed-all", Verb: "Deleted", What: "delete every retained completed task of the queue", All: true},
 	"pause":                {Name: "pause", Verb: "Paused", What: "stop workers from claiming tasks of this queue", Queue: true},
 	"resume":               {Name: "resume", Verb: "Resumed", What: "let workers claim tasks of this queue again", Queue: true},
+	"set-limits":           {Name: "set-limits", Verb: "Set the limits of", What: "replace the queue's limits", Queue: true},
 }
 
 // maxBulk bounds the tasks one "every completed task" or "every dead task
@@ -52,6 +54,8 @@ type report struct {
 	Err     string // the error text of a ByErr action
 	// Refused is whether an error was the engine's refusal (ErrPermission).
 	Refused bool
+	// Limits are the limits a set-limits action set, in words.
+	Limits string
 }
 
 func (rq *request) action() {
@@ -111,6 +115,14 @@ func (rq *request) action() {
 			return
 		}
 	}
+	var limits engine.Limits
+	if o.Name == "set-limits" {
+		// The form on the queue page is its own confirmation.
+		if limits, err = parseLimits(f); err != nil {
+			rq.fail(fmt.Errorf("%w. Nothing changed.", err))
+			return
+		}
+	}
 	back := safeBack(rq.d.opts.Prefix, f.Get("back"), ref)
 	q := rq.api.Queue(ref.NS, ref.Name)
 	if f.Get("confirm") != "yes" {
@@ -123,7 +135,7 @@ func (rq *request) action() {
 				return
 			}
 			c.Count = counts.Completed
-			if o.Name == "redrive-all" {
+			if o.Name == "redrive-all" || o.Name == "delete-dead-all" {
 				c.Count = counts.Dead
 			}
 		}
@@ -138,7 +150,10 @@ func (rq *request) action() {
 		rep.Done = n
 		rep.addErr(err)
 	case "delete-completed-all":
-		rep.Done, rep.More, err = deleteCompleted(ctx, q)
+		rep.Done, rep.More, err = deleteAll(ctx, q, engine.Completed)
+		rep.addErr(err)
+	case "delete-dead-all":
+		rep.Done, rep.More, err = deleteAll(ctx, q, engine.Dead)
 		rep.addErr(err)
 	case "redrive-error", "delete-error":
 		act := q.Redrive
@@ -151,6 +166,14 @@ func (rq *request) action() {
 		rep.addErr(q.Pause(ctx))
 	case "resume":
 		rep.addErr(q.Resume(ctx))
+	case "set-limits":
+		if err := q.SetLimits(ctx, limits); errors.Is(err, engine.ErrInvalid) {
+			rq.fail(fmt.Errorf("%w. Nothing changed.", err))
+			return
+		} else {
+			rep.addErr(err)
+		}
+		rep.Limits = limits.String()
 	default:
 		for _, id := range ids {
 			var err error
@@ -220,6 +243,14 @@ func (r *report) addErr(err error) {
 
 func summary(r report) string {
 	switch {
+	case r.Op.Name == "set-limits":
+		switch {
+		case len(r.Errors) > 0:
+			return "Nothing changed."
+		case r.Limits == "":
+			return "Removed the queue's limits."
+		}
+		return "Set the queue's limits: " + r.Limits + "."
 	case r.Op.Queue:
 		if len(r.Errors) == 0 {
 			return r.Op.Verb + " the queue."
@@ -242,13 +273,13 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// deleteCompleted deletes retained completed tasks, at most maxBulk,
-// reading them a page at a time. The engine deletes a completed task with
-// Cancel, as any other.
-func deleteCompleted(ctx context.Context, q engine.Queue) (int, bool, error) {
+// deleteAll deletes the tasks of q in state st (retained completions or
+// dead letters), at most maxBulk, reading them a page at a time. The
+// engine deletes them with Cancel, as any other.
+func deleteAll(ctx context.Context, q engine.Queue, st engine.State) (int, bool, error) {
 	n := 0
 	for n < maxBulk {
-		p, err := q.List(ctx, engine.ListOptions{State: engine.Completed, Limit: min(1000, maxBulk-n)})
+		p, err := q.List(ctx, engine.ListOptions{State: st, Limit: min(1000, maxBulk-n)})
 		if err != nil {
 			return n, false, err
 		}
@@ -266,15 +297,15 @@ func deleteCompleted(ctx context.Context, q engine.Queue) (int, bool, error) {
 		}
 	}
 	c, err := q.Counts(ctx)
-	return n, err == nil && c.Completed > 0, err
+	return n, err == nil && countOf(c, st) > 0, err
 }
 
 // withError runs act (redrive or cancel) on every dead task of q whose last
-// error is exactly text, reading at most maxBulk dead tasks a page at a
+// error has the shape of text (errKey), reading at most maxBulk dead tasks a page at a
 // time; more is true when dead tasks remained unread. Tasks that left the
 // dead state meanwhile are skipped.
 func withError(ctx context.Context, q engine.Queue, text string, act func(context.Context, uint64) error) (n int, more bool, err error) {
-	cursor, read := "", 0
+	cursor, read, key := "", 0, errKey(text)
 	for read < maxBulk {
 		p, err := q.List(ctx, engine.ListOptions{State: engine.Dead, Limit: min(1000, maxBulk-read), Cursor: cursor})
 		if err != nil {
@@ -282,7 +313,7 @@ func withError(ctx context.Context, q engine.Queue, text string, act func(contex
 		}
 		read += len(p.Tasks)
 		for _, t := range p.Tasks {
-			if t.LastError != text {
+			if errKey(t.LastError) != key {
 				continue
 			}
 			err := act(ctx, t.ID)

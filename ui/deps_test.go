@@ -28,7 +28,7 @@ func TestDependenciesShown(t *testing.T) {
 	q := e.mustGet("/docket/queue?p=acme&s=prod&q=merge&state=waiting")
 	mustContain(t, q, `state=waiting" aria-current="page">waiting <span class="n">1</span>`, "<th scope=\"col\">Waits for</th>",
 		fmt.Sprintf(`<a href="/docket/task?p=acme&amp;s=prod&amp;id=%d">%d</a>`, b, b))
-	mustContain(t, e.mustGet("/docket/"), `<li class="card s-waiting"><span class="n">1</span> <span class="l">waiting on others</span>`,
+	mustContain(t, e.mustGet("/docket/"), `<li class="card s-waiting opt"><span class="n">1</span> <span class="l">waiting on others</span>`,
 		`class="f-waiting"`)
 	// Released, the task shows none of it.
 	ls, err := up.Claim(ctx, "w", 60e9, 2)

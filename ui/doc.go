@@ -7,21 +7,30 @@
 // Pages:
 //
 //   - the overview: every queue with its counts by state, the age of its
-//     oldest ready task, enqueue and completion rates, the share of failed
-//     attempts and a chart of the last samples (rates come from sampling
-//     QueueInfo.Totals), and whether it is paused or limited;
-//   - a queue: its tasks by state, paged with the engine's cursors, filtered
-//     by kind, text in the last error or id, in the engine's order or sorted
+//     oldest ready task, its enqueue, completion and failure rates per
+//     second and the share of failed attempts, whether it is paused or
+//     limited, and charts of the last hour for every queue together;
+//   - a queue: charts of its last hour, its limits (an admin sets them in a
+//     form), its tasks by state, retrying apart from scheduled, paged with
+//     the engine's cursors, filtered by kind, text in the last error, error
+//     group, id or the task they wait for, in the engine's order or sorted
 //     by priority, due time or age;
 //   - a task: payload, progress and result pretty-printed, headers, lease,
 //     every failed attempt, a timeline, the task that created it and the
-//     follow-ups it created (when TaskInfo reports them), the tasks it
-//     waits for and what it does if one fails, the waiting tasks that wait
-//     for it; a task is also found by its id alone;
-//   - dead letters grouped by last error;
+//     follow-ups it created (when TaskInfo reports them), and a tree of the
+//     tasks it waits for and of the waiting tasks that wait for it, with
+//     their states;
+//   - dead letters grouped by the shape of their last error (errKey:
+//     numbers, ids, times and quoted values as placeholders), paged;
 //   - a KV browser by prefix;
 //   - the cluster (members, leader, commit and applied indexes, lag) when
 //     Options.Cluster is set.
+//
+// Rates and charts come from sampling QueueInfo.Totals every
+// Options.SampleEvery into a ring per queue kept in memory (an hour by
+// default, at most Options.MaxTrackedQueues queues): a restarted dashboard
+// starts empty. The charts are drawn by uPlot, embedded with its licence,
+// from the JSON the rates path answers.
 //
 // Every page refreshes its live regions about every 1.5 s without a reload.
 //
@@ -31,10 +40,11 @@
 // next page reads on from there); an id is one lookup.
 //
 // The dashboard is read-only unless Options.AllowActions is set. Actions
-// (redrive one, selected, every task with one last error or all; cancel;
-// run now; delete retained completions; pause and resume a queue) are
-// confirmed on a page of their own, report how many tasks they
-// touched, need a CSRF token, and run as the caller that Options.Caller (or
+// (redrive one, selected, every task of an error group or all; delete an
+// error group or every dead task; cancel; run now; delete retained
+// completions; pause and resume a queue; set its limits) are confirmed on
+// a page of their own (the limits form is its own confirmation), report
+// how many tasks they touched, need a CSRF token, and run as the caller that Options.Caller (or
 // Options.Login's token) maps the request to, so the engine's authorizer
 // decides: an action needs the admin permission. Pages show the actions
 // only to a caller who holds it on the namespace (as the API's view
@@ -54,6 +64,6 @@
 //
 // Rendering uses html/template, so every payload, error, header, key and
 // name is escaped; the Content-Security-Policy allows only the dashboard's
-// own script and stylesheet, which are embedded in the binary (no CDN, no
-// build step, works offline).
+// own scripts and stylesheets (its own and uPlot's), which are embedded in
+// the binary (no CDN, no build step, works offline).
 package ui

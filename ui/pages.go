@@ -128,6 +128,48 @@ func refOf(v url.Values) (queueRef, error) {
 
 var states = []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed, engine.Waiting}
 
+// retryingTab is the queue page's tab of the scheduled tasks that wait out
+// a backoff after a failed attempt; the scheduled tab shows the others.
+const retryingTab = "retrying"
+
+// stateTab is one tab of the queue page.
+type stateTab struct {
+	Key   string // the state parameter
+	N     string // its count as shown
+	Title string // what the count means, when it is not exact
+}
+
+// tabsOf returns the queue page's tabs. The engine counts scheduled tasks
+// as one; when counted, the retries among them were counted over the
+// first window read (capped when more were left unread). Otherwise the
+// scheduled tab counts both, and the retrying tab has no count.
+func tabsOf(c engine.Counts, retries int, counted, capped bool, window int) []stateTab {
+	var out []stateTab
+	for _, st := range states {
+		t := stateTab{Key: st.String(), N: group(strconv.Itoa(countOf(c, st)))}
+		if st == engine.Scheduled {
+			r := stateTab{Key: retryingTab}
+			switch {
+			case c.Scheduled == 0:
+				r.N = "0"
+			case !counted:
+				t.Title = "Timers and retries; open a tab to count each"
+			default:
+				t.N, r.N = group(strconv.Itoa(c.Scheduled-retries)), group(strconv.Itoa(retries))
+				if capped {
+					t.N, r.N = "≤"+t.N, "≥"+r.N
+					note := fmt.Sprintf("Counted over the first %s scheduled tasks", group(strconv.Itoa(window)))
+					t.Title, r.Title = note, note
+				}
+			}
+			out = append(out, t, r)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 func parseState(s string) (engine.State, error) {
 	if s == "" {
 		return engine.Ready, nil
@@ -196,9 +238,7 @@ func stateBar(c engine.Counts) []barPart {
 
 func (rq *request) overview() {
 	now := rq.api.Clock().Now()
-	if rq.d.rates.due(now) {
-		rq.d.sample(rq.ctx(), rq.api)
-	}
+	rq.sampleIfDue()
 	qs, err := rq.api.Queues(rq.ctx())
 	if err != nil {
 		rq.fail(err)
@@ -207,6 +247,7 @@ func (rq *request) overview() {
 	rows := make([]overviewRow, 0, len(qs))
 	var sum engine.Counts
 	var flow rates
+	oldest, hasOldest := time.Duration(0), false
 	for _, q := range qs {
 		c := q.Counts
 		row := overviewRow{Ref: queueRef{q.Namespace, q.Name}, Counts: c, Bar: stateBar(c),
@@ -214,6 +255,7 @@ func (rq *request) overview() {
 			Rates: rq.d.rates.rates(q.Namespace, q.Name)}
 		if !q.OldestReady.IsZero() {
 			row.HasOldest, row.OldestReady = true, max(0, now.Sub(q.OldestReady))
+			hasOldest, oldest = true, max(oldest, row.OldestReady)
 		}
 		row.Paused, row.Limits = q.Paused, q.Limits.String()
 		rows = append(rows, row)
@@ -228,19 +270,42 @@ func (rq *request) overview() {
 			flow.Enqueued += row.Rates.Enqueued
 			flow.Completed += row.Rates.Completed
 			flow.Errors += row.Rates.Errors
+			flow.Dead += row.Rates.Dead
 		}
 	}
 	flow.ErrorShare = errorShare(flow.Completed, flow.Errors)
+	_, untracked := rq.d.rates.tracked(engine.Namespace{}, "")
 	rq.render("overview", "Queues", "overview", map[string]any{"Rows": rows, "Sum": sum, "Flow": flow, "Now": now,
-		"Window": rq.d.opts.SampleEvery * time.Duration(rq.d.opts.Samples)})
+		"Window": recent, "Oldest": oldest, "HasOldest": hasOldest, "Untracked": untracked,
+		"MaxTracked": rq.d.opts.MaxTrackedQueues, "SampleEvery": rq.d.opts.SampleEvery})
 }
 
 // filter selects tasks on the queue page.
 type filter struct {
 	Kind, Err string
+	// Group is the shape of the last error (errKey), "" for any.
+	Group string
+	// Retry keeps only the scheduled tasks that wait out a backoff after
+	// a failed attempt (retrying), or only the others (timers).
+	Retry retrySel
 }
 
-func (f filter) active() bool { return f.Kind != "" || f.Err != "" }
+type retrySel int
+
+const (
+	anyTask retrySel = iota
+	onlyRetries
+	noRetries
+)
+
+// retrying reports whether t waits out its backoff after a failed
+// attempt: scheduled, with an attempt spent and its error recorded.
+func retrying(t engine.TaskInfo) bool {
+	return t.State == engine.Scheduled && t.Attempts > 0 && t.LastError != ""
+}
+
+// active is whether the user's filter selects among the tasks.
+func (f filter) active() bool { return f.Kind != "" || f.Err != "" || f.Group != "" }
 
 func (f filter) match(t engine.TaskInfo) bool {
 	if f.Kind != "" && t.Kind != f.Kind {
@@ -248,6 +313,15 @@ func (f filter) match(t engine.TaskInfo) bool {
 	}
 	if f.Err != "" && !strings.Contains(strings.ToLower(t.LastError), strings.ToLower(f.Err)) {
 		return false
+	}
+	if f.Group != "" && errKey(t.LastError) != f.Group {
+		return false
+	}
+	switch f.Retry {
+	case onlyRetries:
+		return retrying(t)
+	case noRetries:
+		return !retrying(t)
 	}
 	return true
 }
@@ -355,6 +429,8 @@ func scan(ctx context.Context, q engine.Queue, st engine.State, cursor string, f
 type queuePage struct {
 	Ref         queueRef
 	State       engine.State
+	Tab         string // the tab shown: a state, or retrying
+	Tabs        []stateTab
 	States      []engine.State
 	Counts      engine.Counts
 	Filter      filter
@@ -370,6 +446,14 @@ type queuePage struct {
 	RunNow      bool
 	Paused      bool
 	Limits      string // the queue's limits in words, "" for none
+	// SampleEvery is the sampling period; Tracked whether the queue's
+	// samples are kept (see Options.MaxTrackedQueues).
+	SampleEvery time.Duration
+	Tracked     bool
+	// Controls are the queue's limits as the form edits them.
+	Controls limitsForm
+	// On is the task whose waiting dependents are listed ("" for none).
+	On, OnNote string
 	// Partitions are the first partitions of the queue (none when its
 	// tasks name none), MorePartitions whether it has more.
 	Partitions     []engine.PartitionInfo
@@ -386,12 +470,28 @@ func (rq *request) queue() {
 		rq.fail(err)
 		return
 	}
-	st, err := parseState(v.Get("state"))
-	if err != nil {
-		rq.fail(err)
-		return
+	tab := v.Get("state")
+	if tab == "" {
+		tab = engine.Ready.String()
 	}
-	f := filter{Kind: v.Get("kind"), Err: v.Get("err")}
+	f := filter{Kind: v.Get("kind"), Err: v.Get("err"), Group: v.Get("group")}
+	if f.Group != "" {
+		f.Group = errKey(f.Group)
+	}
+	var st engine.State
+	switch tab {
+	case retryingTab:
+		// Retries are scheduled tasks: the engine lists them with the timers.
+		st, f.Retry = engine.Scheduled, onlyRetries
+	case engine.Scheduled.String():
+		st, f.Retry = engine.Scheduled, noRetries
+	default:
+		var err error
+		if st, err = parseState(tab); err != nil {
+			rq.fail(err)
+			return
+		}
+	}
 	by := v.Get("sort")
 	if by != "" && !slices.ContainsFunc(sorts, func(s sortOpt) bool { return s.Key == by }) {
 		rq.fail(badInput("unknown sort %q (priority, due or age)", by))
@@ -412,7 +512,22 @@ func (rq *request) queue() {
 		rq.fail(err)
 		return
 	}
-	pg := queuePage{Ref: ref, State: st, States: states, Counts: counts, Filter: f, Sort: by, Sorts: sorts,
+	// Retries are counted on their tab and the scheduled one only, so the
+	// other tabs still read a page at most in the engine's order.
+	retries, capped, counted := 0, false, false
+	if counts.Scheduled > 0 && st == engine.Scheduled && v.Get("id") == "" && v.Get("on") == "" {
+		counted = true
+		res, err := scan(rq.ctx(), q, engine.Scheduled, "", filter{Retry: onlyRetries}, window, window)
+		if err != nil {
+			rq.fail(err)
+			return
+		}
+		retries, capped = len(res.Tasks), res.Capped
+	}
+	rq.sampleIfDue()
+	tracked, _ := rq.d.rates.tracked(ref.NS, ref.Name)
+	pg := queuePage{Ref: ref, State: st, Tab: tab, SampleEvery: rq.d.opts.SampleEvery, Tracked: tracked, Tabs: tabsOf(counts, retries, counted, capped, window), States: states,
+		Counts: counts, Filter: f, Sort: by, Sorts: sorts,
 		EngineOrder: engineOrderLabel(st), First: v.Get("cursor") == "" && off == 0,
 		Now: rq.api.Clock().Now(), RunNow: st == engine.Scheduled}
 	settings, err := q.Settings(rq.ctx())
@@ -420,7 +535,7 @@ func (rq *request) queue() {
 		rq.fail(err)
 		return
 	}
-	pg.Paused, pg.Limits = settings.Paused, settings.Limits.String()
+	pg.Paused, pg.Limits, pg.Controls = settings.Paused, settings.Limits.String(), formOf(settings.Limits)
 	parts, err := q.Partitions(rq.ctx(), engine.PartitionListOptions{Limit: queuePartitions})
 	if err != nil {
 		rq.fail(err)
@@ -433,7 +548,7 @@ func (rq *request) queue() {
 		for k, vs := range v {
 			nv[k] = vs
 		}
-		nv.Set("state", st.String())
+		nv.Set("state", tab)
 		nv.Set("cursor", cursor)
 		nv.Del("off")
 		if off > 0 {
@@ -442,7 +557,21 @@ func (rq *request) queue() {
 		return template.URL(nv.Encode())
 	}
 	page := rq.d.opts.PageSize
+	onText := strings.TrimSpace(v.Get("on"))
 	switch idText := strings.TrimSpace(v.Get("id")); {
+	case onText != "":
+		on, err := parseID(onText)
+		if err != nil {
+			rq.fail(err)
+			return
+		}
+		pg.On, pg.Tab, pg.State, pg.RunNow = onText, engine.Waiting.String(), engine.Waiting, false
+		ts, note, err := rq.waitingFor(q, ref, on, f, page)
+		if err != nil {
+			rq.fail(err)
+			return
+		}
+		pg.Tasks, pg.OnNote = ts, note
 	case idText != "":
 		pg.ID = idText
 		id, err := parseID(idText)
@@ -458,7 +587,10 @@ func (rq *request) queue() {
 			return
 		default:
 			pg.Tasks = []engine.TaskInfo{t}
-			pg.State = t.State
+			pg.State, pg.Tab = t.State, t.State.String()
+			if retrying(t) {
+				pg.Tab = retryingTab
+			}
 		}
 	case by == "" || by == engineOrder(st):
 		// The engine's order: a page, or a filtered page within the window.
@@ -561,6 +693,7 @@ type taskPage struct {
 	Now      time.Time
 	RunNow   bool
 	Deps     depView
+	Tree     depTree
 }
 
 func (rq *request) task() {
@@ -591,9 +724,14 @@ func (rq *request) task() {
 		headers = append(headers, k)
 	}
 	slices.Sort(headers)
+	tree, err := rq.depTreeOf(ref, t)
+	if err != nil {
+		rq.fail(err)
+		return
+	}
 	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", taskPage{
 		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineage{Parent: t.Parent, FollowUps: t.FollowUps},
-		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled, Deps: depViewOf(t),
+		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled, Deps: depViewOf(t), Tree: tree,
 	})
 }
 
@@ -632,16 +770,19 @@ func (rq *request) findTask(id uint64, v url.Values) {
 	rq.fail(fmt.Errorf("%w: no task %d in %s (completed tasks are kept only with RetainCompleted)", engine.ErrNotFound, id, where))
 }
 
-// errorGroup is the dead tasks of a queue that share a last error.
-type errorGroup struct {
-	Error string
-	Count int
-	IDs   []uint64 // the first few, as links
-	Kinds []string
-	Last  time.Time
+// deadPage is what the dead-letter template shows.
+type deadPage struct {
+	Ref     queueRef
+	Counts  engine.Counts
+	Groups  []*errorGroup // this page's
+	NGroups int
+	Scanned int
+	Partial bool // more dead tasks than the scan window
+	Off     int
+	Prev    template.URL
+	Next    template.URL
+	Now     time.Time
 }
-
-const groupIDs = 12
 
 func (rq *request) dead() {
 	v := rq.r.URL.Query()
@@ -649,6 +790,13 @@ func (rq *request) dead() {
 	if err != nil {
 		rq.fail(err)
 		return
+	}
+	off := 0
+	if s := v.Get("g"); s != "" {
+		if off, err = strconv.Atoi(s); err != nil || off < 0 || off%groupsPage != 0 {
+			rq.fail(badInput("group offset %q is not a multiple of %d", s, groupsPage))
+			return
+		}
 	}
 	rq.about(ref.NS)
 	q := rq.api.Queue(ref.NS, ref.Name)
@@ -663,29 +811,24 @@ func (rq *request) dead() {
 		rq.fail(err)
 		return
 	}
-	byErr := map[string]*errorGroup{}
-	var groups []*errorGroup
-	for _, t := range res.Tasks {
-		g := byErr[t.LastError]
-		if g == nil {
-			g = &errorGroup{Error: t.LastError}
-			byErr[t.LastError] = g
-			groups = append(groups, g)
+	groups := groupErrors(res.Tasks)
+	pg := deadPage{Ref: ref, Counts: counts, NGroups: len(groups), Scanned: len(res.Tasks), Partial: res.Next != "",
+		Off: off, Now: rq.api.Clock().Now()}
+	at := func(off int) template.URL {
+		nv := url.Values{"p": {ref.NS.Project}, "s": {ref.NS.Scope}, "q": {ref.Name}}
+		if off > 0 {
+			nv.Set("g", strconv.Itoa(off))
 		}
-		g.Count++
-		g.Last = latest(g.Last, t.UpdatedAt)
-		if len(g.IDs) < groupIDs {
-			g.IDs = append(g.IDs, t.ID)
-		}
-		if t.Kind != "" && !slices.Contains(g.Kinds, t.Kind) && len(g.Kinds) < 5 {
-			g.Kinds = append(g.Kinds, t.Kind)
-		}
+		return template.URL(nv.Encode())
 	}
-	slices.SortStableFunc(groups, func(a, b *errorGroup) int { return cmp.Compare(b.Count, a.Count) })
-	rq.render("dead", "Dead letters · "+ref.String(), "queue", map[string]any{
-		"Ref": ref, "Counts": counts, "Groups": groups, "Scanned": len(res.Tasks), "Partial": res.Next != "",
-		"Now": rq.api.Clock().Now(),
-	})
+	if off > 0 {
+		pg.Prev = at(off - groupsPage)
+	}
+	if off+groupsPage < len(groups) {
+		pg.Next = at(off + groupsPage)
+	}
+	pg.Groups = groups[min(off, len(groups)):min(off+groupsPage, len(groups))]
+	rq.render("dead", "Dead letters · "+ref.String(), "queue", pg)
 }
 
 const kvPage = 100

@@ -184,7 +184,7 @@ func TestRedriveAndDeleteByError(t *testing.T) {
 	tok := e.csrf()
 	form := url.Values{"csrf": {tok}, "op": {"redrive-error"}, "p": {"acme"}, "s": {"prod"}, "q": {"jobs"}, "err": {"x failed"}}
 	mustContain(t, e.mustGet("/docket/dead?p=acme&s=prod&q=jobs"), `<input type="hidden" name="err" value="x failed">`, `value="redrive-error"`, `value="delete-error"`)
-	mustContain(t, e.mustGetPost(form), "with this last error ready again", `<pre class="err">x failed</pre>`, `name="err" value="x failed"`)
+	mustContain(t, e.mustGetPost(form), "whose last error has this shape ready again", `<pre class="err">x failed</pre>`, `name="err" value="x failed"`)
 	if e.state(q, x1) != "dead" {
 		t.Fatal("the confirmation page redrove")
 	}
@@ -258,7 +258,7 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("share(%v) = %q, want %q", in, got, want)
 		}
 	}
-	for in, want := range map[float64]string{0: "0.0", 12.34: "12.3", 1234.5: "1,234"} {
+	for in, want := range map[float64]string{0: "0.00", 0.0833: "0.08", 2.5: "2.50", 12.34: "12.3", 1234.5: "1,234"} {
 		if got := rate(in); got != want {
 			t.Errorf("rate(%v) = %q, want %q", in, got, want)
 		}

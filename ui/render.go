@@ -25,24 +25,26 @@ func parseTemplates(o Options) map[string]*template.Template {
 }
 
 var funcs = template.FuncMap{
-	"pretty":   pretty,
-	"compact":  compact,
-	"ago":      ago,
-	"dur":      dur,
-	"when":     when,
-	"trunc":    trunc,
-	"cut":      cut,
-	"rate":     rate,
-	"share":    share,
-	"num":      func(n int) string { return group(strconv.Itoa(n)) },
-	"num64":    func(n uint64) string { return group(strconv.FormatUint(n, 10)) },
-	"fixed":    func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
-	"spark":    spark,
-	"sparkmax": func(series ...[]float64) float64 { return sparkMax(series...) },
-	"lagbar":   lagBar,
-	"count":    func(c engine.Counts, s engine.State) int { return countOf(c, s) },
-	"query":    query,
-	"sub":      func(a, b int) int { return a - b },
+	"pretty":  pretty,
+	"compact": compact,
+	"ago":     ago,
+	"dur":     dur,
+	"when":    when,
+	"trunc":   trunc,
+	"cut":     cut,
+	"rate":    rate,
+	"share":   share,
+	"num":     func(n int) string { return group(strconv.Itoa(n)) },
+	"num64":   func(n uint64) string { return group(strconv.FormatUint(n, 10)) },
+	"fixed":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
+	"lagbar":  lagBar,
+	"count":   func(c engine.Counts, s engine.State) int { return countOf(c, s) },
+	"query":   query,
+	"sub":     func(a, b int) int { return a - b },
+	"add":     func(a, b int) int { return a + b },
+	"deplist": func(prefix string, ref queueRef, nodes []depNode, more int, rel string) depList {
+		return depList{Prefix: prefix, Ref: ref, Nodes: nodes, More: more, Rel: rel}
+	},
 }
 
 func countOf(c engine.Counts, s engine.State) int {
@@ -103,12 +105,16 @@ func group(digits string) string {
 	return b.String()
 }
 
-// rate shows a per-minute rate with one decimal, or none from 100 up.
+// rate shows a rate with two decimals under 10, one under 100, none from
+// 100 up.
 func rate(f float64) string {
-	if f >= 100 {
+	switch {
+	case f >= 100:
 		return group(strconv.FormatFloat(f, 'f', 0, 64))
+	case f >= 10:
+		return strconv.FormatFloat(f, 'f', 1, 64)
 	}
-	return strconv.FormatFloat(f, 'f', 1, 64)
+	return strconv.FormatFloat(f, 'f', 2, 64)
 }
 
 // share shows a percentage; a negative one means there was nothing to
@@ -182,37 +188,6 @@ func cut(n int, s string) string {
 		return s
 	}
 	return string([]rune(s)[:n])
-}
-
-// spark returns the points of a polyline of vs in a 100×20 box, scaled to
-// the largest value of all the series drawn together.
-func spark(vs []float64, all ...[]float64) string {
-	if len(vs) == 0 {
-		return ""
-	}
-	top := sparkMax(append(all, vs)...)
-	if top == 0 {
-		top = 1
-	}
-	var b strings.Builder
-	for i, v := range vs {
-		x := 100.0
-		if len(vs) > 1 {
-			x = float64(i) * 100 / float64(len(vs)-1)
-		}
-		fmt.Fprintf(&b, "%.1f,%.1f ", x, 19-v/top*18)
-	}
-	return strings.TrimSpace(b.String())
-}
-
-func sparkMax(series ...[]float64) float64 {
-	m := 0.0
-	for _, vs := range series {
-		for _, v := range vs {
-			m = max(m, v)
-		}
-	}
-	return m
 }
 
 // query builds a query string from pairs: query "p" x "s" y.

@@ -152,7 +152,15 @@ func TestEveryViewIsBounded(t *testing.T) {
 	}
 	api := &countingAPI{API: e.db}
 	e.serve(api, Options{AllowActions: true, PageSize: page, ScanWindow: window})
+	tabs := append([]string(nil), retryingTab)
 	for _, st := range states {
+		tabs = append(tabs, st.String())
+	}
+	for _, tab := range tabs {
+		st := engine.Scheduled
+		if tab != retryingTab {
+			st, _ = parseState(tab)
+		}
 		for _, by := range []string{"", "priority", "due", "age"} {
 			for _, f := range []string{"", "&kind=bulk", "&kind=none", "&err=o", "&kind=bulk&err=zzz"} {
 				native := by == "" || by == engineOrder(st)
@@ -160,14 +168,23 @@ func TestEveryViewIsBounded(t *testing.T) {
 				if native && (f == "" || f == "&kind=bulk") {
 					limit = page // a filter every task matches reads no more than a page
 				}
-				path := fmt.Sprintf("/docket/queue?p=acme&s=prod&q=mixed&state=%s&sort=%s%s", st, by, f)
+				rows := page
+				if st == engine.Scheduled {
+					// The scheduled tasks split into timers and retries,
+					// counted over a window, each tab a filtered scan.
+					limit = 2 * window
+					if tab != retryingTab {
+						rows = 0 // every scheduled task here is a retry
+					}
+				}
+				path := fmt.Sprintf("/docket/queue?p=acme&s=prod&q=mixed&state=%s&sort=%s%s", tab, by, f)
 				api.listed.Store(0)
 				body := e.mustGet(path)
 				if got := api.listed.Load(); got > limit {
 					t.Fatalf("%s read %d task records, want at most %d", path, got, limit)
 				}
-				if (f == "" || f == "&kind=bulk") && strings.Count(body, `type="checkbox" name="id"`) != page {
-					t.Fatalf("%s shows %d rows, want %d", path, strings.Count(body, `type="checkbox" name="id"`), page)
+				if (f == "" || f == "&kind=bulk") && strings.Count(body, `type="checkbox" name="id"`) != rows {
+					t.Fatalf("%s shows %d rows, want %d", path, strings.Count(body, `type="checkbox" name="id"`), rows)
 				}
 			}
 		}
@@ -254,53 +271,6 @@ func TestFiltersAndPaging(t *testing.T) {
 	e.kill(q, "bad payload")
 	if got := ids(e.mustGet(base + "&state=dead&err=reset")); got != fmt.Sprint(id) {
 		t.Fatalf("error text filter: %q", got)
-	}
-}
-
-// Rates come from the difference of sampled totals over time, on the
-// engine's clock; a page is robust to totals that stay zero.
-func TestRatesFromSampledTotals(t *testing.T) {
-	e := newEnv(t, Options{})
-	e.enqueue(e.queue("jobs"), engine.Task{})
-	// The engine's own totals (one enqueue) are replaced by the test's.
-	api := &countingAPI{API: e.db, totals: map[string]engine.Totals{"jobs": {}}}
-	e.serve(api, Options{SampleEvery: 5 * time.Second})
-	mustContain(t, e.mustGet("/docket/"), "sampling")
-	e.clock.Advance(5 * time.Second)
-	body := e.mustGet("/docket/")
-	mustContain(t, body, `<td class="num opt">0.0</td><td class="num">0.0</td><td class="num" title="0.0 failed attempts per minute">—</td>`)
-	api.totals["jobs"] = engine.Totals{Enqueued: 60, Claimed: 40, Completed: 30, Retried: 4, DeadLettered: 2}
-	e.clock.Advance(5 * time.Second)
-	body = e.mustGet("/docket/")
-	// 60 enqueued, 30 completed and 6 errors over 10 s: 6 of 36 finished
-	// attempts failed.
-	mustContain(t, body, `<td class="num opt">360</td><td class="num">180</td><td class="num alarm" title="36.0 failed attempts per minute">17%</td>`,
-		`<polyline class="done" points="0.0,19.0 100.0,10.0"/>`, `<li class="card flow"><span class="n">180</span>`, "360 in · 17% failing")
-	// Views within a sampling period do not add samples.
-	before := api.queues.Load()
-	e.mustGet("/docket/")
-	if api.queues.Load() != before+1 {
-		t.Fatalf("a view within the period sampled: %d Queues calls", api.queues.Load()-before)
-	}
-}
-
-func TestSamplerRestartedCountersAndRing(t *testing.T) {
-	s := newSampler(3, time.Second)
-	info := func(c uint64) []engine.QueueInfo {
-		return []engine.QueueInfo{{Namespace: ns, Name: "q", Totals: engine.Totals{Completed: c}}}
-	}
-	for i, c := range []uint64{10, 20, 5, 65} {
-		s.add(t0.Add(time.Duration(i)*time.Minute), info(c))
-	}
-	r := s.rates(ns, "q")
-	// The ring keeps the last 3 samples (20, 5, 65) over 2 minutes; the
-	// drop to 5 is a restart, not a negative rate.
-	if len(r.Spark) != 2 || r.Spark[0] != 0 || r.Spark[1] != 60 || r.Completed != 22.5 || r.Window != 2*time.Minute {
-		t.Fatalf("%+v", r)
-	}
-	s.add(t0.Add(10*time.Minute), nil)
-	if r := s.rates(ns, "q"); r.Known {
-		t.Fatalf("a queue gone from the listing keeps rates: %+v", r)
 	}
 }
 

@@ -77,13 +77,20 @@ type Options struct {
 	// Logger receives errors the dashboard could not show on a page.
 	// Default slog.Default().
 	Logger *slog.Logger
-	// SampleEvery is how often queue totals are sampled for rates. Default
-	// 5 s. Handler samples when pages are viewed; New also samples in the
-	// background.
+	// SampleEvery is how often queue totals are sampled for rates and
+	// charts. Default 5 s. Handler samples when pages are viewed; New also
+	// samples in the background.
 	SampleEvery time.Duration
-	// Samples is how many samples are kept per queue. Default 60 (five
-	// minutes at the default period).
+	// Samples is how many samples are kept per queue, in memory: the
+	// charts' history. Default an hour's worth (720 at the default
+	// period), 48 bytes each. A restarted dashboard starts empty.
 	Samples int
+	// MaxTrackedQueues bounds the queues whose samples are kept (default
+	// DefaultMaxTrackedQueues). Past it, a queue seen for the first time
+	// shows no rates or chart, and the overview says how many are left
+	// out, until a tracked queue has gone unlisted for the history's
+	// length.
+	MaxTrackedQueues int
 	// PageSize is the number of tasks on a queue page. Default 50, at most
 	// 500.
 	PageSize int
@@ -132,6 +139,10 @@ type Member struct {
 	// (zero for the leader itself).
 	LastContact time.Duration
 }
+
+// DefaultMaxTrackedQueues is the default of Options.MaxTrackedQueues: with
+// an hour of samples every 5 s, about 7 MB at most.
+const DefaultMaxTrackedQueues = 200
 
 // Dashboard is the dashboard's handler. Close stops its background sampler.
 type Dashboard struct {
@@ -191,7 +202,10 @@ func build(api engine.API, o Options) *Dashboard {
 		o.SampleEvery = 5 * time.Second
 	}
 	if o.Samples <= 1 {
-		o.Samples = 60
+		o.Samples = max(2, int(time.Hour/o.SampleEvery))
+	}
+	if o.MaxTrackedQueues <= 0 {
+		o.MaxTrackedQueues = DefaultMaxTrackedQueues
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = 50
@@ -217,7 +231,7 @@ func build(api engine.API, o Options) *Dashboard {
 	if _, err := rand.Read(d.secret); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
-	d.rates = newSampler(o.Samples, o.SampleEvery)
+	d.rates = newSampler(o.Samples, o.SampleEvery, o.MaxTrackedQueues)
 	d.tmpl = parseTemplates(o)
 	sub, _ := fs.Sub(staticFS, "static")
 	d.static = http.StripPrefix(o.Prefix+"static/", http.FileServer(http.FS(sub)))
@@ -357,6 +371,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rq.task()
 	case "dead":
 		rq.dead()
+	case "rates":
+		rq.ratesJSON()
 	case "kv":
 		rq.kv()
 	case "cluster":

@@ -96,10 +96,11 @@ func TestScriptInDataIsEscaped(t *testing.T) {
 		fmt.Sprintf("/docket/task?id=%d&%s", id, qq), fmt.Sprintf("/docket/task?id=%d&%s", dead, qq),
 		"/docket/dead?" + qq, "/docket/kv?p=acme&s=prod", "/docket/queue?kind=" + url.QueryEscape(xss) + "&" + qq} {
 		body := e.mustGet(path)
-		if n := strings.Count(body, "<script"); n != 1 {
-			t.Fatalf("%s: %d <script elements, want only the dashboard's own:\n%s", path, n, body)
+		if n := strings.Count(body, "<script"); n != 2 {
+			t.Fatalf("%s: %d <script elements, want only the dashboard's own two:\n%s", path, n, body)
 		}
-		mustContain(t, body, `<script src="/docket/static/app.js" defer></script>`)
+		mustContain(t, body, `<script src="/docket/static/vendor/uplot/uPlot.iife.min.js" defer></script>
+<script src="/docket/static/app.js" defer></script>`)
 	}
 	body := e.mustGet(fmt.Sprintf("/docket/task?id=%d&%s", dead, qq))
 	mustContain(t, body, "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;")
