@@ -1,6 +1,7 @@
 package server
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -16,13 +17,21 @@ import (
 )
 
 // Message size limits. A request holds at most one commit, which the engine
-// bounds at engine.MaxCommitBytes; the allowance above it covers the
-// framing of the largest legal batch (10,000 tasks with 64 headers each).
+// bounds at engine.MaxCommitBytes of what it keeps; the allowance above it
+// is the protobuf framing of the largest legal batch, which the engine
+// does not count: MaxBatch tasks, each with up to MaxHeaders headers (a
+// map entry's tag and lengths: at most 10 bytes) and the tags and lengths
+// of its other fields (at most 128 bytes). A request over it is refused
+// before it is read (by its Content-Length) or as soon as it passes it,
+// and its connection closed; a compressed request is held to it as it
+// inflates. Before a request is built, its lists (packed ones counted by
+// element) are held to the engine's element limits (wire.CheckProto).
+//
 // A reply (a page of tasks, a batch of leases) may hold several payloads
 // per task, hence its larger bound; a reply over it is refused with
 // ResourceExhausted rather than sent.
 const (
-	MaxRequestBytes  = engine.MaxCommitBytes + 8<<20
+	MaxRequestBytes  = engine.MaxCommitBytes + engine.MaxBatch*(engine.MaxHeaders*10+128)
 	MaxResponseBytes = 4 * engine.MaxCommitBytes
 
 	compressMinBytes = 64 << 10
@@ -41,8 +50,11 @@ func (s *Server) register(mux *http.ServeMux) {
 		// messages most calls carry; large pages to a client that asks
 		// for it are still compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
+		// gzip requests inflate within the request limit and a ratio no
+		// request needs, checked as they inflate.
+		connect.WithCompression("gzip", newBoundedGzip, func() connect.Compressor { return gzip.NewWriter(nil) }),
 		connect.WithRecover(s.recovered),
-		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls()}, s.clusterInterceptors()...)...),
+		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls(), s.slots()}, s.clusterInterceptors()...)...),
 	)
 	for _, h := range [...]func() (string, http.Handler){
 		func() (string, http.Handler) { return docketv1connect.NewQueuesHandler(queuesRPC{s}, opts) },
@@ -217,6 +229,9 @@ func (h queuesRPC) ClaimWait(ctx context.Context, req *connect.Request[v1.ClaimW
 	}
 	ls, err := q.ClaimWait(wctx, a.owner, a.lease, a.max)
 	if err != nil {
+		if errors.Is(context.Cause(wctx), errRevoked) {
+			return nil, connect.NewError(connect.CodeUnauthenticated, errRevoked)
+		}
 		if ctx.Err() == nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			return reply(&v1.ClaimWaitResponse{})
 		}
