@@ -50,8 +50,11 @@ func errTooLarge(n int64) *connect.Error {
 // guardedBody is a request's body as the handler reads it: over
 // MaxRequestBytes it fails at once (and the connection is closed after the
 // answer, the rest unread), and it must arrive before the read deadline
-// guardBody set, which it lifts once the body has been read, so that the
-// answer of a long-poll claim is not cut by it.
+// guardBody set. The deadline is lifted once the body has been read whole,
+// so that it does not cut the answer of a long-poll claim; a body that
+// failed keeps it, so that whatever would still read it (the server,
+// looking for the end of a body to reuse the connection) cannot wait for
+// a client that sends nothing.
 type guardedBody struct {
 	body    io.ReadCloser // an http.MaxBytesReader
 	w       http.ResponseWriter
@@ -60,8 +63,8 @@ type guardedBody struct {
 	done    bool
 }
 
-// guardBody sets the read deadline of r's body and returns the body to
-// read it by.
+// guardBody sets the read deadline of r's body, before anything else is
+// done with the request, and returns the body to read it by.
 func (s *Server) guardBody(w http.ResponseWriter, r *http.Request) *guardedBody {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // a writer without deadlines (tests) has none
@@ -73,7 +76,10 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	if err == nil {
 		return n, nil
 	}
-	b.finish()
+	if err == io.EOF {
+		b.finish()
+		return n, err
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -86,12 +92,9 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *guardedBody) Close() error {
-	b.finish()
-	return b.body.Close()
-}
+func (b *guardedBody) Close() error { return b.body.Close() }
 
-// finish lifts the read deadline once the body is read (or failed).
+// finish lifts the read deadline once the body is read.
 func (b *guardedBody) finish() {
 	if !b.done {
 		b.done = true

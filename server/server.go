@@ -172,7 +172,7 @@ var ErrUnauthenticated = errors.New("docket: a valid bearer token is required")
 // call slot is taken once the request has been read (slots).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ci := callInfo{id: s.newRequestID()}
+		ci := callInfo{id: s.newRequestID(), body: s.guardBody(w, r)}
 		w.Header().Set(RequestIDHeader, ci.id)
 		w.Header().Set(LimitsHeader, s.limits)
 		c, h, err := s.caller(r)
@@ -188,7 +188,6 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.refuse(w, r, err)
 			return
 		}
-		ci.body = s.guardBody(w, r)
 		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, ci))
 		r.Body = ci.body
 		next.ServeHTTP(w, r)
