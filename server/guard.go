@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +24,7 @@ import (
 // (Options.BodyTimeout).
 const DefaultBodyTimeout = 10 * time.Second
 
-// Compressed requests: a body may inflate to at most MaxRequestBytes, and,
+// Compressed requests: a body may inflate to at most the request limit, and,
 // beyond its first compressionFreeBytes, to at most maxCompressionRatio
 // times the compressed bytes read so far. Both are checked as the body
 // inflates, so a small body that would inflate to gigabytes is refused
@@ -38,17 +39,17 @@ const (
 // MaxRequestBytes.
 var errRequestTooLarge = errors.New("docket: request too large")
 
-func errTooLarge(n int64) *connect.Error {
+func errTooLarge(n, limit int64) *connect.Error {
 	if n < 0 {
 		return connect.NewError(connect.CodeResourceExhausted,
-			fmt.Errorf("%w: the body is over the limit of %d bytes", errRequestTooLarge, MaxRequestBytes))
+			fmt.Errorf("%w: the body is over the limit of %d bytes (docket serve -max-request)", errRequestTooLarge, limit))
 	}
 	return connect.NewError(connect.CodeResourceExhausted,
-		fmt.Errorf("%w: %d bytes, over the limit of %d", errRequestTooLarge, n, MaxRequestBytes))
+		fmt.Errorf("%w: %d bytes, over the limit of %d (docket serve -max-request)", errRequestTooLarge, n, limit))
 }
 
 // guardedBody is a request's body as the handler reads it: over
-// MaxRequestBytes it fails at once (and the connection is closed after the
+// the request limit it fails at once (and the connection is closed after the
 // answer, the rest unread), and it must arrive before the read deadline
 // guardBody set. The deadline is lifted once the body has been read whole,
 // so that it does not cut the answer of a long-poll claim; a body that
@@ -56,11 +57,53 @@ func errTooLarge(n int64) *connect.Error {
 // looking for the end of a body to reuse the connection) cannot wait for
 // a client that sends nothing.
 type guardedBody struct {
+	s       *Server
+	ctx     context.Context
+	read    int64
+	large   bool          // holds the server's largeBodies slot
 	body    io.ReadCloser // an http.MaxBytesReader
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	limit   int64
 	done    bool
+
+	deadline time.Time
+}
+
+// Large bodies: past its first largeBodyBytes, a body is read only while
+// it holds one of the server's largeBodies slots, so that the bodies held
+// in memory at once, and the processor spent reading them, stay bounded
+// whatever the number of clients sending them. A body waits for a slot
+// until its deadline.
+const (
+	largeBodyBytes = 1 << 20
+	largeBodies    = 1
+)
+
+// waitLarge takes a large-body slot for b.
+func (b *guardedBody) waitLarge() error {
+	t := time.NewTimer(time.Until(b.deadline))
+	defer t.Stop()
+	select {
+	case b.s.large <- struct{}{}:
+		b.large = true
+		return nil
+	case <-t.C:
+		b.w.Header().Set("Connection", "close")
+		return connect.NewError(connect.CodeDeadlineExceeded,
+			fmt.Errorf("docket: the request body did not arrive within %v (docket serve -body-timeout)", b.timeout))
+	case <-b.ctx.Done():
+		return b.ctx.Err()
+	}
+}
+
+// releaseLarge gives the large-body slot back, once.
+func (b *guardedBody) releaseLarge() {
+	if b.large {
+		b.large = false
+		<-b.s.large
+	}
 }
 
 // guardBody sets the read deadline of r's body, before anything else is
@@ -68,14 +111,27 @@ type guardedBody struct {
 func (s *Server) guardBody(w http.ResponseWriter, r *http.Request) *guardedBody {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // a writer without deadlines (tests) has none
-	return &guardedBody{body: http.MaxBytesReader(w, r.Body, MaxRequestBytes), w: w, rc: rc, timeout: s.opts.BodyTimeout}
+	return &guardedBody{s: s, ctx: r.Context(), body: http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), w: w, rc: rc,
+		timeout: s.opts.BodyTimeout, limit: s.opts.MaxRequestBytes, deadline: time.Now().Add(s.opts.BodyTimeout)}
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) {
+	if !b.large && b.read+int64(len(p)) > largeBodyBytes {
+		if b.read >= largeBodyBytes {
+			if err := b.waitLarge(); err != nil {
+				b.done = true // the deadline stays: nothing may wait on this body any more
+				return 0, err
+			}
+		} else {
+			p = p[:largeBodyBytes-b.read]
+		}
+	}
 	n, err := b.body.Read(p)
+	b.read += int64(n)
 	if err == nil {
 		return n, nil
 	}
+	b.releaseLarge()
 	if err == io.EOF {
 		b.finish()
 		return n, err
@@ -83,7 +139,7 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return n, errTooLarge(-1)
+		return n, errTooLarge(-1, b.limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.w.Header().Set("Connection", "close")
 		return n, connect.NewError(connect.CodeDeadlineExceeded,
@@ -92,7 +148,10 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *guardedBody) Close() error { return b.body.Close() }
+func (b *guardedBody) Close() error {
+	b.releaseLarge()
+	return b.body.Close()
+}
 
 // finish lifts the read deadline once the body is read.
 func (b *guardedBody) finish() {
@@ -103,9 +162,10 @@ func (b *guardedBody) finish() {
 }
 
 // boundedGzip is the gzip decompressor of requests: it refuses a body that
-// inflates over MaxRequestBytes, or by more than maxCompressionRatio, as
+// inflates over the request limit, or by more than maxCompressionRatio, as
 // soon as it does, without inflating the rest.
 type boundedGzip struct {
+	max int64 // the request limit
 	zr  gzip.Reader
 	src countingReader
 	out int64
@@ -113,7 +173,9 @@ type boundedGzip struct {
 	err error
 }
 
-func newBoundedGzip() connect.Decompressor { return &boundedGzip{} }
+func newBoundedGzip(max int64) func() connect.Decompressor {
+	return func() connect.Decompressor { return &boundedGzip{max: max} }
+}
 
 func (d *boundedGzip) Reset(r io.Reader) error {
 	br, ok := r.(io.ByteReader)
@@ -138,9 +200,9 @@ func (d *boundedGzip) Read(p []byte) (int, error) {
 	n, err := d.zr.Read(p)
 	d.out += int64(n)
 	switch {
-	case d.out > MaxRequestBytes:
+	case d.out > d.max:
 		d.err = connect.NewError(connect.CodeResourceExhausted,
-			fmt.Errorf("%w: it inflates to more than the limit of %d bytes", errRequestTooLarge, MaxRequestBytes))
+			fmt.Errorf("%w: it inflates to more than the limit of %d bytes (docket serve -max-request)", errRequestTooLarge, d.max))
 	case d.out > compressionFreeBytes && d.out > maxCompressionRatio*d.src.n:
 		d.err = connect.NewError(connect.CodeResourceExhausted,
 			fmt.Errorf("%w: it inflates more than %d-fold, which no request needs (send it uncompressed)", errRequestTooLarge, maxCompressionRatio))

@@ -44,7 +44,7 @@ func gzipBomb(t testing.TB, n int64) []byte {
 // compressed requests that inflate as real ones do.
 func TestGzipBombIsRefusedAsItInflates(t *testing.T) {
 	bomb := gzipBomb(t, 200<<20)
-	d := newBoundedGzip().(*boundedGzip)
+	d := newBoundedGzip(MaxRequestBytes)().(*boundedGzip)
 	if err := d.Reset(bytes.NewBuffer(bomb)); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,10 @@ func TestPackedListsAreHeldToTheElementLimits(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(body, "docket.v1.Task.depends_on holds more than") {
 		t.Fatalf("a packed depends_on of %d elements: %d %s", engine.MaxDependencies+1, code, body)
 	}
-	code, body, _ = post(t, url+"/docket.v1.Queues/Enqueue", "application/proto", bytes.NewReader(packedDependsOn(24<<20)))
+	// With the largest request limit, a 24 MiB list is read, and refused
+	// before it is built.
+	big, _ := newTestServer(t, nil, Options{MaxRequestBytes: MaxRequestBytes})
+	code, body, _ = post(t, rpcServer(t, big)+"/docket.v1.Queues/Enqueue", "application/proto", bytes.NewReader(packedDependsOn(24<<20)))
 	if code != http.StatusBadRequest || !strings.Contains(body, "holds more than") {
 		t.Fatalf("a packed depends_on of 24 Mi elements: %d %.200s", code, body)
 	}
@@ -181,6 +184,27 @@ func TestRequestLimitIsTheLargestLegalRequest(t *testing.T) {
 	}
 	if MaxRequestBytes > engine.MaxCommitBytes+engine.MaxBatch*1024 {
 		t.Fatalf("MaxRequestBytes %d", MaxRequestBytes)
+	}
+	// The default holds the largest single task of the engine's default
+	// payload limit, with every header, dependency and an idempotency key.
+	deps := make([]uint64, engine.MaxDependencies)
+	for i := range deps {
+		deps[i] = 1<<63 + uint64(i)
+	}
+	task.Payload = bytes.Repeat([]byte("x"), 1<<20)
+	task.DependsOn = deps
+	task.IdempotencyKey = strings.Repeat("k", engine.MaxKeyBytes)
+	one := proto.Size(&v1.EnqueueRequest{Namespace: acme, Queue: "q", Task: task})
+	if one*3 > DefaultMaxRequestBytes {
+		t.Fatalf("the largest task is %d bytes; the default limit %d should hold it three times", one, DefaultMaxRequestBytes)
+	}
+	s, _ := newTestServer(t, nil, Options{})
+	if s.opts.MaxRequestBytes != DefaultMaxRequestBytes {
+		t.Fatalf("default request limit %d", s.opts.MaxRequestBytes)
+	}
+	s, _ = newTestServer(t, nil, Options{MaxRequestBytes: 1 << 40})
+	if s.opts.MaxRequestBytes != MaxRequestBytes {
+		t.Fatalf("a request limit over MaxRequestBytes: %d", s.opts.MaxRequestBytes)
 	}
 }
 

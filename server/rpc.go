@@ -17,22 +17,30 @@ import (
 )
 
 // Message size limits. A request holds at most one commit, which the engine
-// bounds at engine.MaxCommitBytes of what it keeps; the allowance above it
-// is the protobuf framing of the largest legal batch, which the engine
-// does not count: MaxBatch tasks, each with up to MaxHeaders headers (a
-// map entry's tag and lengths: at most 10 bytes) and the tags and lengths
-// of its other fields (at most 128 bytes). A request over it is refused
-// before it is read (by its Content-Length) or as soon as it passes it,
-// and its connection closed; a compressed request is held to it as it
-// inflates. Before a request is built, its lists (packed ones counted by
-// element) are held to the engine's element limits (wire.CheckProto).
+// bounds at engine.MaxCommitBytes of what it keeps; MaxRequestBytes adds
+// the protobuf framing of the largest legal batch, which the engine does
+// not count: MaxBatch tasks, each with up to MaxHeaders headers (a map
+// entry's tag and lengths: at most 10 bytes) and the tags and lengths of
+// its other fields (at most 128 bytes). It is the most Options.MaxRequestBytes
+// may be; by default a server takes DefaultMaxRequestBytes, which holds any
+// single task the engine takes with its default payload limit (1 MiB, with
+// 64 headers of 2 KiB, 10,000 dependencies and an idempotency key: about
+// 1.3 MiB) three times over, and keeps what hostile requests can make it
+// hold small: a body being read is held in memory whole, and is read only
+// while no other large one is (guardedBody). A request over the limit is
+// refused before it is read (by its Content-Length) or as soon as it
+// passes it, and its connection closed; a compressed request is held to it
+// as it inflates. Before a request is built, its lists (packed ones
+// counted by element) are held to the engine's element limits
+// (wire.CheckProto).
 //
 // A reply (a page of tasks, a batch of leases) may hold several payloads
 // per task, hence its larger bound; a reply over it is refused with
 // ResourceExhausted rather than sent.
 const (
-	MaxRequestBytes  = engine.MaxCommitBytes + engine.MaxBatch*(engine.MaxHeaders*10+128)
-	MaxResponseBytes = 4 * engine.MaxCommitBytes
+	MaxRequestBytes        = engine.MaxCommitBytes + engine.MaxBatch*(engine.MaxHeaders*10+128)
+	DefaultMaxRequestBytes = 4 << 20
+	MaxResponseBytes       = 4 * engine.MaxCommitBytes
 
 	compressMinBytes = 64 << 10
 )
@@ -44,7 +52,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		connect.WithCodec(wire.ProtoCodec{}),
 		connect.WithCodec(wire.NewJSONCodec(wire.JSONName, true)),
 		connect.WithCodec(wire.NewJSONCodec(wire.JSONCharsetName, true)),
-		connect.WithReadMaxBytes(MaxRequestBytes),
+		connect.WithReadMaxBytes(int(s.opts.MaxRequestBytes)),
 		connect.WithSendMaxBytes(MaxResponseBytes),
 		// gzip costs more CPU than it saves bytes on a LAN for the small
 		// messages most calls carry; large pages to a client that asks
@@ -52,7 +60,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		connect.WithCompressMinBytes(compressMinBytes),
 		// gzip requests inflate within the request limit and a ratio no
 		// request needs, checked as they inflate.
-		connect.WithCompression("gzip", newBoundedGzip, func() connect.Compressor { return gzip.NewWriter(nil) }),
+		connect.WithCompression("gzip", newBoundedGzip(s.opts.MaxRequestBytes), func() connect.Compressor { return gzip.NewWriter(nil) }),
 		connect.WithRecover(s.recovered),
 		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls(), s.slots()}, s.clusterInterceptors()...)...),
 	)

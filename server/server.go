@@ -34,6 +34,11 @@ type Options struct {
 	// MaxWait bounds one long-poll claim; a client asking for longer gets
 	// an empty answer after MaxWait and asks again (default 60 s).
 	MaxWait time.Duration
+	// MaxRequestBytes bounds one request's body, as sent and as it
+	// inflates (DefaultMaxRequestBytes when zero, at most
+	// MaxRequestBytes). A larger request is refused with
+	// ResourceExhausted: a batch that big is split, or the bound raised.
+	MaxRequestBytes int64
 	// BodyTimeout bounds how long the body of a request may take to
 	// arrive, from the end of its headers (DefaultBodyTimeout when zero).
 	// It bounds reading the request only: a long-poll claim's answer may
@@ -61,7 +66,8 @@ type Server struct {
 	log  *slog.Logger
 	errw *connect.ErrorWriter
 
-	limits string // the LimitsHeader's value
+	limits string        // the LimitsHeader's value
+	large  chan struct{} // slots of large bodies being read (guardedBody)
 
 	parkMu sync.Mutex
 	parked map[*parkedCall]struct{} // waiting claims of token holders
@@ -82,6 +88,10 @@ func New(db engine.API, opts Options) *Server {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 60 * time.Second
 	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	opts.MaxRequestBytes = min(opts.MaxRequestBytes, MaxRequestBytes)
 	if opts.BodyTimeout <= 0 {
 		opts.BodyTimeout = DefaultBodyTimeout
 	}
@@ -95,6 +105,7 @@ func New(db engine.API, opts Options) *Server {
 		log:    opts.Logger,
 		errw:   connect.NewErrorWriter(),
 		parked: map[*parkedCall]struct{}{},
+		large:  make(chan struct{}, largeBodies),
 	}
 	s.limits = s.lim.header()
 	if opts.Tokens != nil {
@@ -167,7 +178,7 @@ var ErrUnauthenticated = errors.New("docket: a valid bearer token is required")
 // LimitsHeader), maps the bearer token to a caller, and refuses a missing
 // or unknown one with Unauthenticated (saying nothing about what exists),
 // all before a byte of the body is read. It then bounds the body: its size
-// (MaxRequestBytes, refused at once and the connection closed, without
+// (Options.MaxRequestBytes, refused at once and the connection closed, without
 // reading the rest) and the time it may take to arrive (BodyTimeout). The
 // call slot is taken once the request has been read (slots).
 func (s *Server) authenticate(next http.Handler) http.Handler {
@@ -182,8 +193,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		ci.caller, ci.token = c, h
-		if r.ContentLength > MaxRequestBytes {
-			err := errTooLarge(r.ContentLength)
+		if r.ContentLength > s.opts.MaxRequestBytes {
+			err := errTooLarge(r.ContentLength, s.opts.MaxRequestBytes)
 			s.log.Info("docket: call refused", "req", ci.id, "path", r.URL.Path, "caller", ci.callerID(), "err", err)
 			s.refuse(w, r, err)
 			return
@@ -201,6 +212,7 @@ func (s *Server) slots() connect.Interceptor {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			if b := infoFrom(ctx).body; b != nil {
+				b.releaseLarge()
 				b.finish() // the request is read: its deadline must not cut the answer
 			}
 			if req.Spec().Procedure == docketv1connect.QueuesClaimWaitProcedure {

@@ -59,9 +59,9 @@ Limits: each caller may have -max-calls calls in progress and -max-parked
 blocking claims waiting (a waiting claim counts against -max-parked only);
 every answer says so in its Docket-Limits header ("calls=N, parked=M"), and
 a call over one is refused naming it. A request's body must arrive within
--body-timeout and be at most about 71 MiB, compressed or not (a compressed
-body may inflate at most 32-fold past its first MiB); one over the limit is
-refused as soon as it passes it, and its connection closed.
+-body-timeout and be at most -max-request bytes, sent or inflated (a
+compressed body may inflate at most 32-fold past its first MiB); one over
+the limit is refused as soon as it passes it, and its connection closed.
 
 Logs are structured (slog) on stderr, one line per event, with a request id
 on each refused or failed call; every answer carries its call's id in the
@@ -97,6 +97,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	maxWait := fs.Duration("max-wait", 60*time.Second, "longest a blocking claim waits before it answers empty (the client asks again)")
 	maxCalls := fs.Int("max-calls", server.DefaultMaxCalls, "calls one caller may have in progress at once")
 	maxParked := fs.Int("max-parked", server.DefaultMaxParked, "blocking claims one caller may have waiting at once")
+	maxRequest := fs.Int64("max-request", server.DefaultMaxRequestBytes, fmt.Sprintf("largest request body in bytes, as sent and once inflated (at most %d: one commit of the engine's largest); a batch over it is refused", server.MaxRequestBytes))
 	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive once its headers have (the answer of a blocking claim is not bounded by it)")
 	var allowHosts []string
 	fs.Func("allow-host", "on a loopback -listen, a Host name the server answers to besides localhost, 127.0.0.1 and [::1] (a proxy's name); repeat it or separate names with commas", func(v string) error {
@@ -147,6 +148,9 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			return nil, usageError{fmt.Sprintf("serve: -%s must be at least 1", f.name)}
 		}
 	}
+	if *maxRequest < 1<<20 || *maxRequest > server.MaxRequestBytes {
+		return nil, usageError{fmt.Sprintf("serve: -max-request must be between %d and %d", 1<<20, server.MaxRequestBytes)}
+	}
 	if *uiActions && !*withUI {
 		return nil, usageError{"serve: -ui-actions needs -ui"}
 	}
@@ -186,7 +190,8 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			TokensFile: *tokens, Insecure: *insecure, AllowHosts: allowHosts,
 			Engine: engine.Options{Durability: mode, SyncEvery: *syncEvery, MaxPayloadBytes: *maxPayload,
 				RetainCompleted: *retain, Logger: log},
-			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout, Logger: log},
+			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout,
+				MaxRequestBytes: *maxRequest, Logger: log},
 			Grace:  *grace,
 		},
 		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
