@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -67,6 +68,7 @@ type guardedBody struct {
 	timeout time.Duration
 	limit   int64
 	done    bool
+	over    bool // the body passed the limit
 
 	deadline time.Time
 }
@@ -131,14 +133,15 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	if err == nil {
 		return n, nil
 	}
-	b.releaseLarge()
 	if err == io.EOF {
+		b.releaseLarge()
 		b.finish()
 		return n, err
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
+		b.over = true
 		return n, errTooLarge(-1, b.limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.w.Header().Set("Connection", "close")
@@ -149,8 +152,23 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 }
 
 func (b *guardedBody) Close() error {
-	b.releaseLarge()
+	b.end()
 	return b.body.Close()
+}
+
+// end gives back the large-body slot once the body is done with; the
+// authentication middleware calls it when the call ends, whatever the
+// handler did with the body.
+func (b *guardedBody) end() {
+	if b.over && b.large {
+		// The request was refused and its buffer dropped: collect it
+		// before the next large body is read, so that a client sending
+		// such bodies back to back cannot make the server hold one
+		// buffer per body until the collector comes by itself.
+		runtime.GC()
+	}
+	b.over = false
+	b.releaseLarge()
 }
 
 // finish lifts the read deadline once the body is read.

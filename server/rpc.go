@@ -39,7 +39,7 @@ import (
 // ResourceExhausted rather than sent.
 const (
 	MaxRequestBytes        = engine.MaxCommitBytes + engine.MaxBatch*(engine.MaxHeaders*10+128)
-	DefaultMaxRequestBytes = 4 << 20
+	DefaultMaxRequestBytes = 10 << 20
 	MaxResponseBytes       = 4 * engine.MaxCommitBytes
 
 	compressMinBytes = 64 << 10

@@ -201,6 +201,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, ci))
 		r.Body = ci.body
+		defer ci.body.end()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -192,7 +192,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 				RetainCompleted: *retain, Logger: log},
 			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout,
 				MaxRequestBytes: *maxRequest, Logger: log},
-			Grace:  *grace,
+			Grace: *grace,
 		},
 		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
 		level: level, jsonLog: *logFormat == "json", logw: logw, cluster: cf,
