@@ -100,7 +100,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	maxRequest := fs.Int64("max-request", server.DefaultMaxRequestBytes, fmt.Sprintf("largest request body in bytes, as sent and once inflated (at most %d: one commit of the engine's largest); a batch over it is refused", server.MaxRequestBytes))
 	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive once its headers have (the answer of a blocking claim is not bounded by it)")
 	var allowHosts []string
-	fs.Func("allow-host", "on a loopback -listen, a Host name the server answers to besides localhost, 127.0.0.1 and [::1] (a proxy's name); repeat it or separate names with commas", func(v string) error {
+	fs.Func("allow-host", "on a loopback -listen, a Host `name` the server answers to besides localhost, 127.0.0.1 and [::1] (a proxy's name); repeat it or separate names with commas", func(v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h == "" || strings.ContainsAny(h, "/ ") {
 				return fmt.Errorf("want a host name, got %q", h)
