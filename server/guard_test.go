@@ -43,14 +43,14 @@ func gzipBomb(t testing.TB, n int64) []byte {
 // compressionFreeBytes, not the request limit, and the server still takes
 // compressed requests that inflate as real ones do.
 func TestGzipBombIsRefusedAsItInflates(t *testing.T) {
-	bomb := gzipBomb(t, 200<<20)
+	bomb := gzipBomb(t, 64<<20)
 	d := newBoundedGzip(MaxRequestBytes)().(*boundedGzip)
 	if err := d.Reset(bytes.NewBuffer(bomb)); err != nil {
 		t.Fatal(err)
 	}
 	n, err := io.Copy(io.Discard, d)
 	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "32-fold") {
-		t.Fatalf("a %d-byte gzip of 200 MiB: %v after %d bytes", len(bomb), err, n)
+		t.Fatalf("a %d-byte gzip of 64 MiB: %v after %d bytes", len(bomb), err, n)
 	}
 	if n > compressionFreeBytes+2*inflateChunk || d.src.n > 64<<10 {
 		t.Fatalf("refused after inflating %d bytes from %d: want about %d from a few KiB", n, d.src.n, compressionFreeBytes)
