@@ -24,6 +24,7 @@ import (
 
 	"github.com/docketdb/docket/engine"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 )
 
 // gzipBomb returns a gzip stream of n zero bytes (about n/1000 bytes).
@@ -259,34 +260,50 @@ func TestSlowBodyIsCutAndHoldsNoSlot(t *testing.T) {
 }
 
 // TestBodyTimeoutSparesLongPolls: the body deadline bounds reading the
-// request, not the answer of a waiting claim.
+// request, not the answer of a waiting claim, over HTTP/1.1 and h2c.
 func TestBodyTimeoutSparesLongPolls(t *testing.T) {
 	const bodyTimeout = 100 * time.Millisecond
-	s, db := newTestServer(t, nil, Options{BodyTimeout: bodyTimeout, MaxWait: time.Hour})
-	parked := make(chan struct{}, 1)
-	s.onPark = func() { parked <- struct{}{} }
-	url := rpcServer(t, s)
-	c := newStubs(url, "")
-	got := make(chan error, 1)
-	go func() {
-		res, err := c.q.ClaimWait(context.Background(), connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "lp",
-			Owner: "w", Lease: durationpb.New(time.Minute), Max: 1}))
-		if err == nil && len(res.Msg.Leases) != 1 {
-			err = fmt.Errorf("%d leases", len(res.Msg.Leases))
+	for _, h2c := range []bool{false, true} {
+		s, db := newTestServer(t, nil, Options{BodyTimeout: bodyTimeout, MaxWait: time.Hour})
+		parked := make(chan struct{}, 1)
+		s.onPark = func() { parked <- struct{}{} }
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-		got <- err
-	}()
-	<-parked
-	select {
-	case err := <-got:
-		t.Fatalf("the waiting claim ended: %v", err)
-	case <-time.After(5 * bodyTimeout): // the time the body deadline would have cut it
-	}
-	if _, err := db.Queue(engine.NS("acme", "prod"), "lp").Enqueue(context.Background(), engine.Task{Payload: []byte("1")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("a claim waiting longer than the body timeout: %v", err)
+		hs := NewHTTPServer(s.Mux(), nil)
+		go hs.Serve(ln)
+		t.Cleanup(func() { hs.Close() })
+		var p http.Protocols
+		if h2c {
+			p.SetUnencryptedHTTP2(true)
+		} else {
+			p.SetHTTP1(true)
+		}
+		hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+		defer hc.CloseIdleConnections()
+		c := docketv1connect.NewQueuesClient(hc, "http://"+ln.Addr().String())
+		got := make(chan error, 1)
+		go func() {
+			res, err := c.ClaimWait(context.Background(), connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "lp",
+				Owner: "w", Lease: durationpb.New(time.Minute), Max: 1}))
+			if err == nil && len(res.Msg.Leases) != 1 {
+				err = fmt.Errorf("%d leases", len(res.Msg.Leases))
+			}
+			got <- err
+		}()
+		<-parked
+		select {
+		case err := <-got:
+			t.Fatalf("h2c %v: the waiting claim ended: %v", h2c, err)
+		case <-time.After(5 * bodyTimeout): // the time the body deadline would have cut it
+		}
+		if _, err := db.Queue(engine.NS("acme", "prod"), "lp").Enqueue(context.Background(), engine.Task{Payload: []byte("1")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("h2c %v: a claim waiting longer than the body timeout: %v", h2c, err)
+		}
 	}
 }
 
