@@ -45,12 +45,22 @@
 // node's own state when the request asks for stale reads, and ends a
 // parked ClaimWait when the leadership changes.
 //
-// Hostile input. A request is at most MaxRequestBytes (one commit of the
-// engine's MaxCommitBytes and its framing); before it is decoded, its lists
-// and maps are counted against the engine's limits; what does not decode is
-// InvalidArgument. Headers must arrive within ReadHeaderTimeout, idle
-// connections close after IdleTimeout, and each caller holds at most
-// MaxCalls calls and MaxParked waiting claims.
+// Hostile input. The Host of a request to a loopback server must be one of
+// its own names (HostGuard, against DNS rebinding). A call is
+// authenticated before a byte of its body is read. A body must arrive
+// within BodyTimeout and is at most Options.MaxRequestBytes
+// (DefaultMaxRequestBytes; at most MaxRequestBytes, one commit of the
+// engine's MaxCommitBytes and its framing), as sent and as it inflates
+// (gzip, at most 32-fold past its first MiB); one over it is refused as
+// soon as it passes it and its connection closed, and bodies past their
+// first MiB are read one at a time. Before a request is decoded, its lists
+// (packed ones by element) and maps are counted against the engine's
+// limits; what does not decode is InvalidArgument. Headers must arrive
+// within ReadHeaderTimeout, idle connections close after IdleTimeout, and
+// each caller holds at most MaxCalls calls (taken once the request is
+// read) and MaxParked waiting claims (which hold no call slot); every
+// answer says both in the Docket-Limits header. A reload of the tokens
+// ends the waiting claims of the tokens it revoked.
 //
 // Authentication. A tokens file lists, one per line, the SHA-256 of a bearer
 // token, the caller id it stands for, and the caller's grants:

@@ -33,19 +33,31 @@ func newLimiter(maxCalls, maxParked int) *limiter {
 	return &limiter{maxCalls: maxCalls, maxParked: maxParked, use: map[string]*usage{}}
 }
 
-// errBusy is returned when a caller is at a limit.
+// LimitsHeader is the response header by which the server tells every
+// caller its per-caller limits, as "calls=N, parked=M": how many calls it
+// may have in progress at once (waiting claims aside) and how many claims
+// it may have waiting. A client sizes its own bound by it.
+const LimitsHeader = "Docket-Limits"
+
+// header is the value of the LimitsHeader.
+func (l *limiter) header() string {
+	return fmt.Sprintf("calls=%d, parked=%d", l.maxCalls, l.maxParked)
+}
+
+// errBusy is returned when a caller is at a limit; it names the limit, as
+// the LimitsHeader and the flag of docket serve name it.
 type errBusy struct {
-	what  string
-	limit int
+	what, key, flag string
+	limit           int
 }
 
 func (e errBusy) Error() string {
-	return fmt.Sprintf("docket: too many concurrent %s for this caller (limit %d)", e.what, e.limit)
+	return fmt.Sprintf("docket: too many concurrent %s for this caller (%s=%d, docket serve -%s)", e.what, e.key, e.limit, e.flag)
 }
 
-// acquire takes one call slot (and a parked slot when parked) for caller and
-// returns the function that gives them back.
-func (l *limiter) acquire(caller string, parked bool) (release func(), err error) {
+// acquire takes one call slot for caller and returns the function that
+// gives it back. Waiting claims do not take call slots (acquireParked).
+func (l *limiter) acquire(caller string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u := l.use[caller]
@@ -53,22 +65,16 @@ func (l *limiter) acquire(caller string, parked bool) (release func(), err error
 		u = &usage{}
 	}
 	if u.calls >= l.maxCalls {
-		return nil, errBusy{"calls", l.maxCalls}
-	}
-	if parked && u.parked >= l.maxParked {
-		return nil, errBusy{"waiting claims", l.maxParked}
+		return nil, errBusy{"calls", "calls", "max-calls", l.maxCalls}
 	}
 	u.calls++
-	if parked {
-		u.parked++
-	}
 	l.use[caller] = u
-	return l.releaser(caller, u, 1, b2i(parked)), nil
+	return l.releaser(caller, u, 1, 0), nil
 }
 
-// acquireParked takes a parked slot for a claim about to wait, within a
-// call that already holds its call slot (the authentication middleware
-// took it): a waiting claim is one call, not two.
+// acquireParked takes a parked slot for a claim that may wait. A waiting
+// claim counts against the parked limit only: it holds no call slot, so
+// that a caller's waiting claims can reach MaxParked whatever MaxCalls is.
 func (l *limiter) acquireParked(caller string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -77,7 +83,7 @@ func (l *limiter) acquireParked(caller string) (release func(), err error) {
 		u = &usage{}
 	}
 	if u.parked >= l.maxParked {
-		return nil, errBusy{"waiting claims", l.maxParked}
+		return nil, errBusy{"waiting claims", "parked", "max-parked", l.maxParked}
 	}
 	u.parked++
 	l.use[caller] = u
@@ -99,13 +105,6 @@ func (l *limiter) releaser(caller string, u *usage, calls, parked int) func() {
 			}
 		})
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // callers returns how many callers hold something (for tests).

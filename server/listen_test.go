@@ -171,33 +171,49 @@ func TestLimiterPerCaller(t *testing.T) {
 	l := newLimiter(3, 1)
 	var rel []func()
 	for i := 0; i < 3; i++ {
-		r, err := l.acquire("a", i == 0)
+		r, err := l.acquire("a")
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 		rel = append(rel, r)
 	}
-	if _, err := l.acquire("a", false); err == nil || !strings.Contains(err.Error(), "limit 3") {
+	if _, err := l.acquire("a"); err == nil || !strings.Contains(err.Error(), "calls=3") || !strings.Contains(err.Error(), "-max-calls") {
 		t.Fatalf("4th call of a: %v", err)
 	}
-	if r, err := l.acquire("b", true); err != nil {
+	// A waiting claim holds a parked slot only: a caller at its call
+	// limit may still park one.
+	p, err := l.acquireParked("a")
+	if err != nil {
+		t.Fatalf("a parked claim of a caller at its call limit: %v", err)
+	}
+	if _, err := l.acquireParked("a"); err == nil || !strings.Contains(err.Error(), "parked=1") || !strings.Contains(err.Error(), "-max-parked") {
+		t.Fatalf("2nd parked claim of a: %v", err)
+	}
+	if r, err := l.acquire("b"); err != nil {
 		t.Fatalf("another caller was limited by a: %v", err)
 	} else {
 		r()
 	}
 	rel[2]()
 	rel[2]() // releasing twice gives back one slot only
-	if _, err := l.acquire("a", true); err == nil || !strings.Contains(err.Error(), "waiting claims") {
-		t.Fatalf("2nd parked claim of a: %v", err)
-	}
-	r, err := l.acquire("a", false)
+	r, err := l.acquire("a")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := l.acquire("a"); err == nil {
+		t.Fatal("a slot released twice was given back twice")
 	}
 	r()
 	rel[0]()
 	rel[1]()
+	if n := l.callers(); n != 1 {
+		t.Fatalf("%d callers hold something; want a, with its parked claim", n)
+	}
+	p()
 	if n := l.callers(); n != 0 {
 		t.Fatalf("%d callers kept after every call ended", n)
+	}
+	if h := l.header(); h != "calls=3, parked=1" {
+		t.Fatalf("limits header %q", h)
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -16,14 +17,30 @@ import (
 )
 
 // Message size limits. A request holds at most one commit, which the engine
-// bounds at engine.MaxCommitBytes; the allowance above it covers the
-// framing of the largest legal batch (10,000 tasks with 64 headers each).
+// bounds at engine.MaxCommitBytes of what it keeps; MaxRequestBytes adds
+// the protobuf framing of the largest legal batch, which the engine does
+// not count: MaxBatch tasks, each with up to MaxHeaders headers (a map
+// entry's tag and lengths: at most 10 bytes) and the tags and lengths of
+// its other fields (at most 128 bytes). It is the most Options.MaxRequestBytes
+// may be; by default a server takes DefaultMaxRequestBytes, which holds any
+// single task the engine takes with its default payload limit (1 MiB, with
+// 64 headers of 2 KiB, 10,000 dependencies and an idempotency key: about
+// 1.3 MiB) three times over, and keeps what hostile requests can make it
+// hold small: a body being read is held in memory whole, and is read only
+// while no other large one is (guardedBody). A request over the limit is
+// refused before it is read (by its Content-Length) or as soon as it
+// passes it, and its connection closed; a compressed request is held to it
+// as it inflates. Before a request is built, its lists (packed ones
+// counted by element) are held to the engine's element limits
+// (wire.CheckProto).
+//
 // A reply (a page of tasks, a batch of leases) may hold several payloads
 // per task, hence its larger bound; a reply over it is refused with
 // ResourceExhausted rather than sent.
 const (
-	MaxRequestBytes  = engine.MaxCommitBytes + 8<<20
-	MaxResponseBytes = 4 * engine.MaxCommitBytes
+	MaxRequestBytes        = engine.MaxCommitBytes + engine.MaxBatch*(engine.MaxHeaders*10+128)
+	DefaultMaxRequestBytes = 10 << 20
+	MaxResponseBytes       = 4 * engine.MaxCommitBytes
 
 	compressMinBytes = 64 << 10
 )
@@ -35,14 +52,17 @@ func (s *Server) register(mux *http.ServeMux) {
 		connect.WithCodec(wire.ProtoCodec{}),
 		connect.WithCodec(wire.NewJSONCodec(wire.JSONName, true)),
 		connect.WithCodec(wire.NewJSONCodec(wire.JSONCharsetName, true)),
-		connect.WithReadMaxBytes(MaxRequestBytes),
+		connect.WithReadMaxBytes(int(s.opts.MaxRequestBytes)),
 		connect.WithSendMaxBytes(MaxResponseBytes),
 		// gzip costs more CPU than it saves bytes on a LAN for the small
 		// messages most calls carry; large pages to a client that asks
 		// for it are still compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
+		// gzip requests inflate within the request limit and a ratio no
+		// request needs, checked as they inflate.
+		connect.WithCompression("gzip", newBoundedGzip(s.opts.MaxRequestBytes), func() connect.Compressor { return gzip.NewWriter(nil) }),
 		connect.WithRecover(s.recovered),
-		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls()}, s.clusterInterceptors()...)...),
+		connect.WithInterceptors(append([]connect.Interceptor{s.logCalls(), s.slots()}, s.clusterInterceptors()...)...),
 	)
 	for _, h := range [...]func() (string, http.Handler){
 		func() (string, http.Handler) { return docketv1connect.NewQueuesHandler(queuesRPC{s}, opts) },
@@ -217,6 +237,9 @@ func (h queuesRPC) ClaimWait(ctx context.Context, req *connect.Request[v1.ClaimW
 	}
 	ls, err := q.ClaimWait(wctx, a.owner, a.lease, a.max)
 	if err != nil {
+		if errors.Is(context.Cause(wctx), errRevoked) {
+			return nil, connect.NewError(connect.CodeUnauthenticated, errRevoked)
+		}
 		if ctx.Err() == nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			return reply(&v1.ClaimWaitResponse{})
 		}

@@ -525,30 +525,43 @@ func TestParkedClaimsLimitedPerCaller(t *testing.T) {
 	<-done
 }
 
-// TestParkedClaimIsOneCall: a waiting claim holds one of its caller's call
-// slots and one parked slot, not two call slots.
-func TestParkedClaimIsOneCall(t *testing.T) {
-	s, _ := newTestServer(t, nil, Options{MaxCalls: 2, MaxParked: 2, MaxWait: time.Hour})
-	parked := make(chan struct{}, 2)
+// TestParkedClaimsHoldNoCallSlot: waiting claims count against MaxParked
+// only, so a caller can reach MaxParked whatever MaxCalls is, and its
+// other calls still run.
+func TestParkedClaimsHoldNoCallSlot(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{MaxCalls: 1, MaxParked: 3, MaxWait: time.Hour})
+	parked := make(chan struct{}, 3)
 	s.onPark = func() { parked <- struct{}{} }
 	url := rpcServer(t, s)
 	c := newStubs(url, "")
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	for range 2 {
+	defer cancel()
+	req := func() *connect.Request[v1.ClaimWaitRequest] {
+		return connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1})
+	}
+	done := make(chan error, 3)
+	for range 3 {
 		go func() {
-			_, err := c.q.ClaimWait(ctx, connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "q", Owner: "w",
-				Lease: durationpb.New(time.Minute), Max: 1}))
+			_, err := c.q.ClaimWait(ctx, req())
 			done <- err
 		}()
 	}
-	<-parked
-	<-parked
-	if _, err := c.q.Counts(ctx, connect.NewRequest(&v1.CountsRequest{Namespace: acme, Queue: "q"})); connect.CodeOf(err) != connect.CodeResourceExhausted {
-		t.Fatalf("a third call with two waiting and a limit of two calls: %v", err)
+	for range 3 {
+		select {
+		case <-parked:
+		case err := <-done:
+			t.Fatalf("a waiting claim within -max-parked but beyond -max-calls: %v", err)
+		}
+	}
+	if _, err := c.q.Counts(ctx, connect.NewRequest(&v1.CountsRequest{Namespace: acme, Queue: "q"})); err != nil {
+		t.Fatalf("a call beside three waiting claims with a limit of one call: %v", err)
+	}
+	_, err := c.q.ClaimWait(ctx, req())
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "parked=3") {
+		t.Fatalf("a fourth waiting claim: %v", err)
 	}
 	cancel()
-	for range 2 {
+	for range 3 {
 		if err := <-done; connect.CodeOf(err) != connect.CodeCanceled {
 			t.Fatalf("a cancelled wait: %v", err)
 		}

@@ -27,6 +27,10 @@ type Config struct {
 	TokensFile string
 	// Insecure allows a non-loopback Listen without TLS and tokens.
 	Insecure bool
+	// AllowHosts are the Host names a server on a loopback Listen answers
+	// to besides localhost and the loopback addresses (HostGuard): the
+	// name of a proxy in front of it, the host of its advertised URL.
+	AllowHosts []string
 	// Engine are the options the DB is opened with. With TokensFile, its
 	// Authorizer becomes the tokens table and Secure is set.
 	Engine engine.Options
@@ -132,11 +136,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
+	var h http.Handler = mux
+	if IsLoopback(cfg.Listen) {
+		h = HostGuard(mux, cfg.AllowHosts) // the API and everything Mount added
+	}
 	var hs *http.Server
 	if files != nil {
-		hs = NewHTTPServer(mux, files.Config())
+		hs = NewHTTPServer(h, files.Config())
 	} else {
-		hs = NewHTTPServer(mux, nil)
+		hs = NewHTTPServer(h, nil)
 	}
 	if cfg.Reload != nil {
 		go func() {

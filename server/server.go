@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 )
 
 // Options configure a Server.
@@ -32,6 +34,16 @@ type Options struct {
 	// MaxWait bounds one long-poll claim; a client asking for longer gets
 	// an empty answer after MaxWait and asks again (default 60 s).
 	MaxWait time.Duration
+	// MaxRequestBytes bounds one request's body, as sent and as it
+	// inflates (DefaultMaxRequestBytes when zero, at most
+	// MaxRequestBytes). A larger request is refused with
+	// ResourceExhausted: a batch that big is split, or the bound raised.
+	MaxRequestBytes int64
+	// BodyTimeout bounds how long the body of a request may take to
+	// arrive, from the end of its headers (DefaultBodyTimeout when zero).
+	// It bounds reading the request only: a long-poll claim's answer may
+	// take up to MaxWait.
+	BodyTimeout time.Duration
 	// Logger receives one line per refused or failed call, with the call's
 	// request id as "req", and the server's life events (default
 	// slog.Default()).
@@ -54,6 +66,12 @@ type Server struct {
 	log  *slog.Logger
 	errw *connect.ErrorWriter
 
+	limits string        // the LimitsHeader's value
+	large  chan struct{} // slots of large bodies being read (guardedBody)
+
+	parkMu sync.Mutex
+	parked map[*parkedCall]struct{} // waiting claims of token holders
+
 	draining atomic.Bool
 	drainCtx context.Context // done when Drain starts
 	drain    context.CancelFunc
@@ -61,6 +79,7 @@ type Server struct {
 	reqID    atomic.Uint64
 
 	onPark func() // tests: called when a ClaimWait has parked
+	onCall func() // tests: called when a call has taken its slot
 }
 
 // New returns a server over db. db is usually the *engine.DB the process
@@ -69,15 +88,28 @@ func New(db engine.API, opts Options) *Server {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 60 * time.Second
 	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	opts.MaxRequestBytes = min(opts.MaxRequestBytes, MaxRequestBytes)
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{
-		db:   db,
-		opts: opts,
-		lim:  newLimiter(opts.MaxCalls, opts.MaxParked),
-		log:  opts.Logger,
-		errw: connect.NewErrorWriter(),
+		db:     db,
+		opts:   opts,
+		lim:    newLimiter(opts.MaxCalls, opts.MaxParked),
+		log:    opts.Logger,
+		errw:   connect.NewErrorWriter(),
+		parked: map[*parkedCall]struct{}{},
+		large:  make(chan struct{}, largeBodies),
+	}
+	s.limits = s.lim.header()
+	if opts.Tokens != nil {
+		opts.Tokens.onReload(s.revokeParked)
 	}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	var b [4]byte
@@ -101,7 +133,9 @@ type callerKey struct{}
 // callInfo is what the authentication middleware learned about a call.
 type callInfo struct {
 	caller *engine.Caller // nil: the program itself (no tokens configured)
+	token  tokenHash      // the hash of the caller's bearer token
 	id     string         // request id, in logs and the RequestIDHeader
+	body   *guardedBody   // the request's body
 }
 
 // callerID is the caller's id, "" for the program itself.
@@ -140,31 +174,61 @@ func (s *Server) api(ctx context.Context) (engine.API, error) {
 var ErrUnauthenticated = errors.New("docket: a valid bearer token is required")
 
 // authenticate wraps the RPC handler: it gives the call a request id (in
-// the RequestIDHeader of the answer), maps the bearer token to a caller,
-// refuses a missing or unknown one with Unauthenticated (saying nothing
-// about what exists), and caps the caller's concurrent calls.
+// the RequestIDHeader of the answer) and the caller's limits (the
+// LimitsHeader), maps the bearer token to a caller, and refuses a missing
+// or unknown one with Unauthenticated (saying nothing about what exists),
+// all before a byte of the body is read. It then bounds the body: its size
+// (Options.MaxRequestBytes, refused at once and the connection closed, without
+// reading the rest) and the time it may take to arrive (BodyTimeout). The
+// call slot is taken once the request has been read (slots).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ci := callInfo{id: s.newRequestID()}
+		ci := callInfo{id: s.newRequestID(), body: s.guardBody(w, r)}
 		w.Header().Set(RequestIDHeader, ci.id)
-		c, err := s.Caller(r)
+		w.Header().Set(LimitsHeader, s.limits)
+		c, h, err := s.caller(r)
 		if err != nil {
 			s.log.Info("docket: unauthenticated call", "req", ci.id, "path", r.URL.Path, "remote", r.RemoteAddr)
-			s.writeError(w, r, connect.NewError(connect.CodeUnauthenticated, err))
+			s.refuse(w, r, connect.NewError(connect.CodeUnauthenticated, err))
 			return
 		}
-		limitKey := ""
-		if c != nil {
-			ci.caller, limitKey = c, c.ID
-		}
-		release, err := s.lim.acquire(limitKey, false)
-		if err != nil {
-			s.log.Info("docket: call refused", "req", ci.id, "path", r.URL.Path, "caller", limitKey, "err", err)
-			s.writeError(w, r, connect.NewError(connect.CodeResourceExhausted, err))
+		ci.caller, ci.token = c, h
+		if r.ContentLength > s.opts.MaxRequestBytes {
+			err := errTooLarge(r.ContentLength, s.opts.MaxRequestBytes)
+			s.log.Info("docket: call refused", "req", ci.id, "path", r.URL.Path, "caller", ci.callerID(), "err", err)
+			s.refuse(w, r, err)
 			return
 		}
-		defer release()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, ci)))
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, ci))
+		r.Body = ci.body
+		defer ci.body.end()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// slots is the interceptor that takes one of the caller's call slots for a
+// call whose request has been read, so that a client slow to send its
+// request holds none. A ClaimWait takes a parked slot instead (park).
+func (s *Server) slots() connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if b := infoFrom(ctx).body; b != nil {
+				b.releaseLarge()
+				b.finish() // the request is read: its deadline must not cut the answer
+			}
+			if req.Spec().Procedure == docketv1connect.QueuesClaimWaitProcedure {
+				return next(ctx, req)
+			}
+			release, err := s.lim.acquire(infoFrom(ctx).callerID())
+			if err != nil {
+				return nil, connect.NewError(connect.CodeResourceExhausted, err)
+			}
+			defer release()
+			if s.onCall != nil {
+				s.onCall()
+			}
+			return next(ctx, req)
+		}
 	})
 }
 
@@ -173,10 +237,21 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // ErrUnauthenticated for a missing or unknown token. The dashboard uses it
 // to map its requests the same way.
 func (s *Server) Caller(r *http.Request) (*engine.Caller, error) {
+	c, _, err := s.caller(r)
+	return c, err
+}
+
+// caller is Caller, with the hash of the token.
+func (s *Server) caller(r *http.Request) (*engine.Caller, tokenHash, error) {
 	if s.opts.Tokens == nil {
-		return nil, nil
+		return nil, tokenHash{}, nil
 	}
-	return s.CallerForToken(bearerOf(r))
+	tok := bearerOf(r)
+	c, err := s.CallerForToken(tok)
+	if err != nil {
+		return nil, tokenHash{}, err
+	}
+	return c, hashToken(tok), nil
 }
 
 // CallerForToken is Caller for a token obtained otherwise (a login form).
@@ -207,8 +282,20 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err *connect
 		code = http.StatusUnauthorized
 	case connect.CodeResourceExhausted:
 		code = http.StatusTooManyRequests
+		if errors.Is(err, errRequestTooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
 	}
 	http.Error(w, err.Message(), code)
+}
+
+// refuse answers a call refused before its body was read, and closes the
+// connection after the answer rather than read a body nobody wants.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	if r.ContentLength != 0 && r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	s.writeError(w, r, err)
 }
 
 func bearer(h string) (string, bool) {
@@ -221,30 +308,71 @@ func bearer(h string) (string, bool) {
 
 // park bounds a waiting claim: it takes one of the caller's parked slots and
 // returns a context that ends at the earliest of the call's deadline,
-// MaxWait and the start of a drain. release must be called.
+// MaxWait, the start of a drain, and a reload of the tokens that no longer
+// maps the call's token to its caller (then with errRevoked as its cause).
+// release must be called.
 func (s *Server) park(ctx context.Context, maxWait time.Duration) (context.Context, func(), error) {
 	ci := infoFrom(ctx)
-	key := ""
-	if ci.caller != nil {
-		key = ci.caller.ID
-	}
-	release, err := s.lim.acquireParked(key)
+	release, err := s.lim.acquireParked(ci.callerID())
 	if err != nil {
 		return nil, nil, connect.NewError(connect.CodeResourceExhausted, err)
 	}
 	if maxWait <= 0 || maxWait > s.opts.MaxWait {
 		maxWait = s.opts.MaxWait
 	}
+	ctx, revoke := context.WithCancelCause(ctx)
 	ctx, cancel := context.WithTimeout(ctx, maxWait)
 	stop := context.AfterFunc(s.drainCtx, cancel)
 	if s.drainCtx.Err() != nil {
 		cancel() // draining already: answer at once, not when AfterFunc's goroutine runs
 	}
+	unregister := func() {}
+	if ci.caller != nil && s.opts.Tokens != nil {
+		p := &parkedCall{token: ci.token, caller: ci.caller.ID, revoke: revoke}
+		s.parkMu.Lock()
+		s.parked[p] = struct{}{}
+		s.parkMu.Unlock()
+		unregister = func() {
+			s.parkMu.Lock()
+			delete(s.parked, p)
+			s.parkMu.Unlock()
+		}
+		// A reload between authentication and registration is not missed.
+		if !s.opts.Tokens.holds(p.token, p.caller) {
+			revoke(errRevoked)
+		}
+	}
 	return ctx, func() {
+		unregister()
 		stop()
 		cancel()
+		revoke(nil)
 		release()
 	}, nil
+}
+
+// parkedCall is a waiting claim of a token holder.
+type parkedCall struct {
+	token  tokenHash
+	caller string
+	revoke context.CancelCauseFunc
+}
+
+// errRevoked ends a waiting claim whose token a reload took away (or gave
+// to another caller).
+var errRevoked = errors.New("docket: the call's bearer token was revoked while it waited (the tokens file was reloaded)")
+
+// revokeParked ends the waiting claims whose token no longer stands for
+// their caller; the tokens call it after each reload, before Reload
+// returns, so that no claim of a revoked token is served after it.
+func (s *Server) revokeParked() {
+	s.parkMu.Lock()
+	defer s.parkMu.Unlock()
+	for p := range s.parked {
+		if !s.opts.Tokens.holds(p.token, p.caller) {
+			p.revoke(errRevoked)
+		}
+	}
 }
 
 // Drain starts a clean stop: readiness fails, waiting claims return empty

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -99,36 +100,46 @@ func TestAPIRunsAsTheCaller(t *testing.T) {
 	}
 }
 
+// TestCallLimitPerCaller: a caller's calls beyond MaxCalls are refused
+// with ResourceExhausted naming the limit, and every answer carries the
+// limits in the LimitsHeader.
 func TestCallLimitPerCaller(t *testing.T) {
-	s, _ := newTestServer(t, nil, Options{MaxCalls: 1})
+	s, _ := newTestServer(t, nil, Options{MaxCalls: 1, MaxParked: 7})
 	entered, release := make(chan struct{}), make(chan struct{})
-	ts := httptest.NewServer(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-release
-	})))
-	defer ts.Close()
+	var once sync.Once
+	s.onCall = func() {
+		once.Do(func() {
+			entered <- struct{}{}
+			<-release
+		})
+	}
+	url := rpcServer(t, s)
 	done := make(chan int)
 	go func() {
-		resp, err := http.Post(ts.URL, "application/json", nil)
-		if err != nil {
-			done <- 0
-			return
-		}
-		resp.Body.Close()
-		done <- resp.StatusCode
+		code, _, _ := post(t, url+"/docket.v1.Queues/Counts", "application/json", strings.NewReader("{}"))
+		done <- code
 	}()
 	<-entered
-	resp, err := http.Post(ts.URL, "text/plain", nil)
+	code, body, h := post(t, url+"/docket.v1.Queues/Counts", "application/json", strings.NewReader("{}"))
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "calls=1") || !strings.Contains(body, "-max-calls") {
+		t.Fatalf("second concurrent call: %d %s; want 429 naming the call limit", code, body)
+	}
+	if got := h.Get(LimitsHeader); got != "calls=1, parked=7" {
+		t.Fatalf("%s: %q", LimitsHeader, got)
+	}
+	close(release)
+	if code := <-done; code != http.StatusBadRequest { // the engine refuses an empty namespace
+		t.Fatalf("first call: %d", code)
+	}
+	// Unauthenticated answers carry the limits too.
+	tokens, err := ParseTokens(strings.NewReader(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("second concurrent call: %d; want 429", resp.StatusCode)
-	}
-	close(release)
-	if code := <-done; code != 200 {
-		t.Fatalf("first call: %d", code)
+	s, _ = newTestServer(t, tokens, Options{})
+	code, _, h = post(t, rpcServer(t, s)+"/docket.v1.Queues/Counts", "application/json", strings.NewReader("{}"))
+	if code != http.StatusUnauthorized || h.Get(LimitsHeader) != fmt.Sprintf("calls=%d, parked=%d", DefaultMaxCalls, DefaultMaxParked) {
+		t.Fatalf("unauthenticated: %d, %s %q", code, LimitsHeader, h.Get(LimitsHeader))
 	}
 }
 
@@ -286,33 +297,30 @@ func TestRequestIDs(t *testing.T) {
 		t.Fatal("two servers share the request ids' prefix")
 	}
 	entered, release := make(chan struct{}), make(chan struct{})
-	ts := httptest.NewServer(limited.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-release
-	})))
-	defer ts.Close()
+	var once sync.Once
+	limited.onCall = func() {
+		once.Do(func() {
+			entered <- struct{}{}
+			<-release
+		})
+	}
+	lurl := rpcServer(t, limited)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if resp, err := http.Post(ts.URL, "application/json", nil); err == nil {
-			resp.Body.Close()
-		}
+		post(t, lurl+"/docket.v1.Queues/Counts", "application/json", strings.NewReader(q+`}`))
 	}()
 	<-entered
-	resp, err := http.Post(ts.URL, "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	code, _, h := post(t, lurl+"/docket.v1.Queues/Counts", "application/json", strings.NewReader(q+`}`))
 	close(release)
 	<-done
-	id := resp.Header.Get(RequestIDHeader)
-	if resp.StatusCode != http.StatusTooManyRequests || !strings.HasPrefix(id, limited.boot+"-") {
-		t.Fatalf("the refused call: %d, request id %q", resp.StatusCode, id)
+	id := h.Get(RequestIDHeader)
+	if code != http.StatusTooManyRequests || !strings.HasPrefix(id, limited.boot+"-") {
+		t.Fatalf("the refused call: %d, request id %q", code, id)
 	}
 	for _, m := range logs.lines(t) {
 		if m["req"] == id {
-			if m["msg"] != "docket: call refused" {
+			if m["msg"] != "docket: call failed" || m["code"] != "resource_exhausted" {
 				t.Fatalf("the refused call's log line: %v", m)
 			}
 			return

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine"
@@ -27,14 +28,19 @@ const maxTokensLine = 64 << 10
 // engine.Authorizer, safe for concurrent use, and can be reloaded while
 // calls run: a call sees either the old table or the new one, whole.
 type Tokens struct {
-	path  string
-	table atomic.Pointer[tokenTable]
-	mu    sync.Mutex // serialises Reload
+	path    string
+	table   atomic.Pointer[tokenTable]
+	mu      sync.Mutex // serialises Reload
+	reloads []func()   // called after each reload, under mu
 }
 
+type tokenHash = [sha256.Size]byte
+
+func hashToken(token string) tokenHash { return sha256.Sum256([]byte(token)) }
+
 type tokenTable struct {
-	byHash map[[sha256.Size]byte]string // token hash -> caller id
-	grants engine.Policy                // caller id -> grants
+	byHash map[tokenHash]string // token hash -> caller id
+	grants engine.Policy        // caller id -> grants
 }
 
 // LoadTokens reads the tokens file at path.
@@ -76,7 +82,25 @@ func (t *Tokens) Reload() error {
 		return fmt.Errorf("%w (%s)", err, t.path)
 	}
 	t.table.Store(tab)
+	for _, f := range t.reloads {
+		f()
+	}
 	return nil
+}
+
+// onReload has f called after each successful reload, before Reload
+// returns (a Server ends the waiting claims of revoked tokens).
+func (t *Tokens) onReload(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reloads = append(t.reloads, f)
+}
+
+// holds reports whether the table in force maps the token of hash h to
+// caller.
+func (t *Tokens) holds(h tokenHash, caller string) bool {
+	id, ok := t.table.Load().byHash[h]
+	return ok && id == caller
 }
 
 // Callers returns how many distinct callers the table names.
@@ -87,7 +111,7 @@ func (t *Tokens) Authenticate(token string) (engine.Caller, bool) {
 	if token == "" || len(token) > 4096 {
 		return engine.Caller{}, false
 	}
-	id, ok := t.table.Load().byHash[sha256.Sum256([]byte(token))]
+	id, ok := t.table.Load().byHash[hashToken(token)]
 	return engine.Caller{ID: id}, ok
 }
 
@@ -97,7 +121,7 @@ func (t *Tokens) Allowed(c engine.Caller, ns engine.Namespace, want engine.Perm)
 }
 
 func parseTokens(r io.Reader) (*tokenTable, error) {
-	tab := &tokenTable{byHash: map[[sha256.Size]byte]string{}, grants: engine.Policy{}}
+	tab := &tokenTable{byHash: map[tokenHash]string{}, grants: engine.Policy{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), maxTokensLine)
 	line := 0
@@ -153,14 +177,16 @@ func (tab *tokenTable) addLine(text string) error {
 	return nil
 }
 
+// validCallerID accepts what the engine accepts as a caller id (As), so
+// that a caller the file names is not refused on every call.
 func validCallerID(id string) error {
-	if len(id) > 256 || !utf8.ValidString(id) {
-		return fmt.Errorf("caller id must be valid UTF-8 of at most 256 bytes")
-	}
-	for _, r := range id {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("caller id %q has a control character", id)
-		}
+	switch {
+	case len(id) > engine.MaxNameBytes:
+		return fmt.Errorf("caller id is %d bytes, over the limit of %d", len(id), engine.MaxNameBytes)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("caller id %q is not valid UTF-8", id)
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return fmt.Errorf("caller id %q has a control character", id)
 	}
 	return nil
 }
@@ -206,7 +232,7 @@ var permByName = map[string]engine.Perm{
 // file that maps it to caller with grants.
 func NewToken(caller string, grants ...string) (token, line string, err error) {
 	if err := validCallerID(caller); err != nil || caller == "" || strings.ContainsAny(caller, " \t") {
-		return "", "", fmt.Errorf("%w: caller id %q: must be non-empty, without spaces, UTF-8, at most 256 bytes", ErrTokens, caller)
+		return "", "", fmt.Errorf("%w: caller id %q: must be non-empty, without spaces, UTF-8, at most %d bytes", ErrTokens, caller, engine.MaxNameBytes)
 	}
 	for _, g := range grants {
 		if _, err := ParseGrant(g); err != nil {

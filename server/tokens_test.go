@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -129,5 +130,37 @@ func TestNewTokenRefusesBadInput(t *testing.T) {
 		if _, _, err := NewToken(tc.caller, tc.grants...); !errors.Is(err, ErrTokens) {
 			t.Errorf("NewToken(%q, %q) = %v; want ErrTokens", tc.caller, tc.grants, err)
 		}
+	}
+}
+
+// TestTokensRefuseCallerIDsTheEngineRefuses: a caller id the engine would
+// refuse on every call (over engine.MaxNameBytes, or with a control
+// character) is refused when the file is read, naming the line.
+func TestTokensRefuseCallerIDsTheEngineRefuses(t *testing.T) {
+	_, good, _ := NewToken("ok", "a/b:read")
+	for _, tc := range []struct{ id, want string }{
+		{strings.Repeat("c", engine.MaxNameBytes+1), "256 bytes, over the limit of 255"},
+		{"csi\u009b", "control character"},
+	} {
+		_, err := ParseTokens(strings.NewReader("# callers\n" + good + "\nsha256:" + strings.Repeat("ab", 32) + " " + tc.id + " a/b:read\n"))
+		if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("caller id of %d bytes: %v", len(tc.id), err)
+		}
+		if _, _, err := NewToken(tc.id, "a/b:read"); err == nil {
+			t.Fatalf("NewToken made a token for caller id of %d bytes", len(tc.id))
+		}
+	}
+	id := strings.Repeat("c", engine.MaxNameBytes)
+	tokens, err := ParseTokens(strings.NewReader("sha256:" + strings.Repeat("ab", 32) + " " + id + " a/b:read\n"))
+	if err != nil {
+		t.Fatalf("a caller id of %d bytes: %v", len(id), err)
+	}
+	db, err := engine.OpenInMemory(engine.Options{Authorizer: tokens, Secure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.As(engine.Caller{ID: id}).Queue(engine.NS("a", "b"), "q").Counts(context.Background()); err != nil {
+		t.Fatalf("the engine refuses a caller id the tokens file accepts: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,7 +34,10 @@ JSON over HTTP at /docket.v1.*), /healthz (the process answers), /readyz
 at /ui/, with -metrics Prometheus metrics at /metrics.
 
 Security: on a loopback address (127.0.0.1, ::1, localhost) every call runs
-as the server itself. Any other address is refused unless it has both TLS
+as the server itself, and the server answers only requests addressed to
+localhost, a loopback address, the host of -advertise-url or an -allow-host
+name (421 otherwise), so that no web page can reach it under a name of its
+own (DNS rebinding). Any other address is refused unless it has both TLS
 (-tls-cert, -tls-key) and bearer tokens (-tokens), or -insecure is given.
 With -tokens each call runs as the caller its token maps to, with that
 caller's grants; 'docket token' makes a token and its line of the file.
@@ -50,6 +54,14 @@ follower answers a call it cannot take with the leader's URL, which the
 client follows. -bootstrap founds a cluster on the first node; the others
 -join it. SIGTERM of the leader hands its leadership over first. 'docket
 cluster' shows the members and changes them.
+
+Limits: each caller may have -max-calls calls in progress and -max-parked
+blocking claims waiting (a waiting claim counts against -max-parked only);
+every answer says so in its Docket-Limits header ("calls=N, parked=M"), and
+a call over one is refused naming it. A request's body must arrive within
+-body-timeout and be at most -max-request bytes, sent or inflated (a
+compressed body may inflate at most 32-fold past its first MiB); one over
+the limit is refused as soon as it passes it, and its connection closed.
 
 Logs are structured (slog) on stderr, one line per event, with a request id
 on each refused or failed call; every answer carries its call's id in the
@@ -85,6 +97,18 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	maxWait := fs.Duration("max-wait", 60*time.Second, "longest a blocking claim waits before it answers empty (the client asks again)")
 	maxCalls := fs.Int("max-calls", server.DefaultMaxCalls, "calls one caller may have in progress at once")
 	maxParked := fs.Int("max-parked", server.DefaultMaxParked, "blocking claims one caller may have waiting at once")
+	maxRequest := fs.Int64("max-request", server.DefaultMaxRequestBytes, fmt.Sprintf("largest request body in bytes, as sent and once inflated (at most %d: one commit of the engine's largest); a batch over it is refused", server.MaxRequestBytes))
+	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive once its headers have (the answer of a blocking claim is not bounded by it)")
+	var allowHosts []string
+	fs.Func("allow-host", "on a loopback -listen, a Host `name` the server answers to besides localhost, 127.0.0.1 and [::1] (a proxy's name); repeat it or separate names with commas", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h == "" || strings.ContainsAny(h, "/ ") {
+				return fmt.Errorf("want a host name, got %q", h)
+			}
+			allowHosts = append(allowHosts, h)
+		}
+		return nil
+	})
 	grace := fs.Duration("grace", server.DefaultGrace, "on SIGTERM or SIGINT, how long calls in progress may take before their connections are cut")
 	logLevel := fs.String("log-level", "info", "least important log lines shown: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log lines as text (key=value) or json")
@@ -108,7 +132,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"sync-every", *syncEvery}, {"max-wait", *maxWait}, {"grace", *grace}} {
+	}{{"sync-every", *syncEvery}, {"max-wait", *maxWait}, {"grace", *grace}, {"body-timeout", *bodyTimeout}} {
 		if f.d <= 0 {
 			return nil, usageError{fmt.Sprintf("serve: -%s must be more than 0", f.name)}
 		}
@@ -123,6 +147,9 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 		if f.n < 1 {
 			return nil, usageError{fmt.Sprintf("serve: -%s must be at least 1", f.name)}
 		}
+	}
+	if *maxRequest < 1<<20 || *maxRequest > server.MaxRequestBytes {
+		return nil, usageError{fmt.Sprintf("serve: -max-request must be between %d and %d", 1<<20, server.MaxRequestBytes)}
 	}
 	if *uiActions && !*withUI {
 		return nil, usageError{"serve: -ui-actions needs -ui"}
@@ -152,14 +179,20 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	if err := server.CheckExposure(*listen, haveTLS, *tokens != "", *insecure); err != nil {
 		return nil, usageError{message(err)}
 	}
+	if cf.url != nil && *cf.url != "" {
+		if u, err := url.Parse(*cf.url); err == nil && u.Hostname() != "" {
+			allowHosts = append(allowHosts, u.Hostname()) // clients are sent to it: it must answer to it
+		}
+	}
 	return &serveConfig{
 		Config: server.Config{
 			Dir: *dir, Listen: *listen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *clientCA,
-			TokensFile: *tokens, Insecure: *insecure,
+			TokensFile: *tokens, Insecure: *insecure, AllowHosts: allowHosts,
 			Engine: engine.Options{Durability: mode, SyncEvery: *syncEvery, MaxPayloadBytes: *maxPayload,
 				RetainCompleted: *retain, Logger: log},
-			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, Logger: log},
-			Grace:  *grace,
+			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout,
+				MaxRequestBytes: *maxRequest, Logger: log},
+			Grace: *grace,
 		},
 		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
 		level: level, jsonLog: *logFormat == "json", logw: logw, cluster: cf,

@@ -238,9 +238,9 @@ func TestServeFlags(t *testing.T) {
 	}
 	flags := []string{"-dir", "-listen", "-tls-cert", "-tls-key", "-tls-client-ca", "-tokens", "-insecure",
 		"-durability", "-sync-every", "-max-payload", "-retain-completed", "-ui", "-ui-actions", "-metrics",
-		"-max-wait", "-max-calls", "-max-parked", "-grace", "-log-level", "-log-format",
+		"-max-wait", "-max-calls", "-max-parked", "-max-request", "-body-timeout", "-allow-host", "-grace", "-log-level", "-log-format",
 		"-raft", "-raft-advertise", "-raft-peer", "-bootstrap", "-join", "-join-token", "-id", "-advertise-url"}
-	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id") {
+	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id", "Docket-Limits", "DNS rebinding") {
 		if !strings.Contains(out, f) {
 			t.Errorf("serve -h does not document %s", f)
 		}
@@ -282,6 +282,11 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"-max-wait", "0s"}, "-max-wait must be more than 0"},
 		{[]string{"-grace", "-1s"}, "-grace must be more than 0"},
 		{[]string{"-max-calls", "0"}, "-max-calls must be at least 1"},
+		{[]string{"-body-timeout", "0s"}, "-body-timeout must be more than 0"},
+		{[]string{"-max-request", "1000"}, "-max-request must be between 1048576 and"},
+		{[]string{"-max-request", "100000000"}, "-max-request must be between"},
+		{[]string{"-allow-host", "a/b"}, `want a host name, got "a/b"`},
+		{[]string{"-allow-host", "a,,b"}, `want a host name, got ""`},
 		{[]string{"-max-payload", "0"}, "-max-payload must be at least 1"},
 		{[]string{"-retain-completed", "-1h"}, "-retain-completed"},
 		{[]string{"-ui-actions"}, "-ui-actions needs -ui"},
@@ -315,6 +320,7 @@ func TestParseServe(t *testing.T) {
 		"-dir", "d", "-listen", "127.0.0.1:9", "-tls-cert", "c", "-tls-key", "k", "-tls-client-ca", "ca", "-tokens", "tk",
 		"-durability", "interval", "-sync-every", "5ms", "-max-payload", "2048", "-retain-completed", "1h",
 		"-ui", "-ui-actions", "-metrics", "-max-wait", "7s", "-max-calls", "3", "-max-parked", "4", "-grace", "9s", "-log-level", "warn",
+		"-body-timeout", "3s", "-max-request", "2000000", "-allow-host", "proxy.example,docket.lan", "-allow-host", "other.lan",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -326,14 +332,24 @@ func TestParseServe(t *testing.T) {
 	if e := c.Engine; e.Durability != engine.SyncInterval || e.SyncEvery != 5*time.Millisecond || e.MaxPayloadBytes != 2048 || e.RetainCompleted != time.Hour || e.Logger == nil {
 		t.Errorf("engine options: %+v", e)
 	}
-	if s := c.Server; s.MaxWait != 7*time.Second || s.MaxCalls != 3 || s.MaxParked != 4 || s.Logger == nil {
+	if s := c.Server; s.MaxWait != 7*time.Second || s.MaxCalls != 3 || s.MaxParked != 4 || s.BodyTimeout != 3*time.Second || s.MaxRequestBytes != 2000000 || s.Logger == nil {
 		t.Errorf("server options: %+v", s)
+	}
+	if !slices.Equal(c.AllowHosts, []string{"proxy.example", "docket.lan", "other.lan"}) {
+		t.Errorf("-allow-host: %q", c.AllowHosts)
 	}
 	if c.Grace != 9*time.Second || !sc.ui || !sc.uiActions || !sc.metrics {
 		t.Errorf("grace, ui, metrics: %v %v %v %v", c.Grace, sc.ui, sc.uiActions, sc.metrics)
 	}
 	if sc.log.Enabled(context.Background(), -4) || !sc.log.Enabled(context.Background(), 4) {
 		t.Error("-log-level warn is not in force")
+	}
+	sc, err = parseServe(cli{stdout: io.Discard, stderr: io.Discard}, []string{"-raft", "127.0.0.1:9", "-advertise-url", "http://node1.lan:7070"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sc.AllowHosts, []string{"node1.lan"}) {
+		t.Errorf("with -advertise-url http://node1.lan:7070, the hosts answered to: %q", sc.AllowHosts)
 	}
 }
 
@@ -375,5 +391,40 @@ func TestTokenCommand(t *testing.T) {
 	code, out, _ = docket(t, "token", "ops", "*/*:all")
 	if code != 0 || !strings.Contains(out, "dk_") || !strings.Contains(out, "sha256:") {
 		t.Fatalf("text: %d\n%s", code, out)
+	}
+}
+
+// TestServeAnswersOnlyItsOwnHostNames: on loopback, serve refuses a
+// request addressed to another name (DNS rebinding), on the API and the
+// dashboard alike, and answers the names -allow-host adds; every API
+// answer carries the Docket-Limits header.
+func TestServeAnswersOnlyItsOwnHostNames(t *testing.T) {
+	s := serveInProcess(t, "-ui", "-allow-host", "docket.lan", "-max-calls", "5", "-max-parked", "6")
+	defer s.shutdown(t)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.base, "http://"))
+	for host, want := range map[string]int{"rebound.example:" + port: 421, "docket.lan:" + port: 200, "localhost:" + port: 200} {
+		for _, path := range []string{"/ui/", "/docket.v1.Queues/Counts"} {
+			req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(`{"namespace":{"project":"a","scope":"b"},"queue":"q"}`))
+			if path == "/ui/" {
+				req.Method = "GET"
+			}
+			req.Host = host
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Fatalf("Host %s %s: %d %s; want %d", host, path, resp.StatusCode, body, want)
+			}
+			if want == 421 && !strings.Contains(string(body), "-allow-host") {
+				t.Fatalf("the refusal does not say what to do: %s", body)
+			}
+			if want == 200 && path != "/ui/" && resp.Header.Get(server.LimitsHeader) != "calls=5, parked=6" {
+				t.Fatalf("%s: %q", server.LimitsHeader, resp.Header.Get(server.LimitsHeader))
+			}
+		}
 	}
 }

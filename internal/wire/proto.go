@@ -114,7 +114,15 @@ func checkProto(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 				}
 				counts = append(counts, count{num: num})
 			}
-			counts[i].n++
+			elems := 1
+			if typ == protowire.BytesType && fd.IsList() && packable(fd.Kind()) {
+				v, n := protowire.ConsumeBytes(b)
+				if n < 0 {
+					return protowire.ParseError(n)
+				}
+				elems = packedElements(v, fd.Kind())
+			}
+			counts[i].n += elems
 			if counts[i].n > elementLimit(fd) {
 				return overLimit(fd)
 			}
@@ -137,4 +145,35 @@ func checkProto(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 		b = b[n:]
 	}
 	return nil
+}
+
+// packable reports whether a list of kind k may be sent packed: one field
+// of many elements, each of which counts against the list's limit.
+func packable(k protoreflect.Kind) bool {
+	switch k {
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind, protoreflect.GroupKind:
+		return false
+	}
+	return true
+}
+
+// packedElements counts the elements of packed list bytes v: one per
+// varint (a byte without its high bit ends one), or per fixed-size value.
+func packedElements(v []byte, k protoreflect.Kind) int {
+	switch k {
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return (len(v) + 3) / 4
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return (len(v) + 7) / 8
+	}
+	n := 0
+	for _, c := range v {
+		if c < 0x80 {
+			n++
+		}
+	}
+	if len(v) > 0 && v[len(v)-1] >= 0x80 {
+		n++ // a truncated last varint: proto.Unmarshal refuses it
+	}
+	return n
 }
