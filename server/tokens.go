@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine"
 )
@@ -115,6 +113,12 @@ func (t *Tokens) Authenticate(token string) (engine.Caller, bool) {
 	return engine.Caller{ID: id}, ok
 }
 
+// Grants implements engine.GrantLister with the grants of the table in
+// force, so that DB.Queues answers a caller from its grants.
+func (t *Tokens) Grants(c engine.Caller) []engine.Grant {
+	return t.table.Load().grants.Grants(c)
+}
+
 // Allowed implements engine.Authorizer with the grants of the table in force.
 func (t *Tokens) Allowed(c engine.Caller, ns engine.Namespace, want engine.Perm) engine.Perm {
 	return t.table.Load().grants.Allowed(c, ns, want)
@@ -180,15 +184,7 @@ func (tab *tokenTable) addLine(text string) error {
 // validCallerID accepts what the engine accepts as a caller id (As), so
 // that a caller the file names is not refused on every call.
 func validCallerID(id string) error {
-	switch {
-	case len(id) > engine.MaxNameBytes:
-		return fmt.Errorf("caller id is %d bytes, over the limit of %d", len(id), engine.MaxNameBytes)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("caller id %q is not valid UTF-8", id)
-	case strings.IndexFunc(id, unicode.IsControl) >= 0:
-		return fmt.Errorf("caller id %q has a control character", id)
-	}
-	return nil
+	return engine.Caller{ID: id}.Validate()
 }
 
 // ParseGrant parses PROJECT/SCOPE:PERMS, e.g. "acme/*:enqueue+read".

@@ -164,3 +164,42 @@ func TestTokensRefuseCallerIDsTheEngineRefuses(t *testing.T) {
 		t.Fatalf("the engine refuses a caller id the tokens file accepts: %v", err)
 	}
 }
+
+// TestTokensListGrants: the tokens table lists a caller's grants, so that
+// DB.Queues answers a caller from them (engine.GrantLister): a caller
+// granted one namespace among many sees its queues and no other.
+func TestTokensListGrants(t *testing.T) {
+	_, line, err := NewToken("billing", "acme/prod:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := ParseTokens(strings.NewReader(line + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lister engine.GrantLister = tab
+	if g := lister.Grants(engine.Caller{ID: "billing"}); len(g) != 1 || g[0] != (engine.Grant{Project: "acme", Scope: "prod", Perms: engine.PermRead}) {
+		t.Fatalf("Grants(billing) = %+v", g)
+	}
+	if g := lister.Grants(engine.Caller{ID: "nobody"}); len(g) != 0 {
+		t.Fatalf("Grants(nobody) = %+v", g)
+	}
+	db, err := engine.OpenInMemory(engine.Options{Authorizer: tab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, ns := range []engine.Namespace{engine.NS("acme", "prod"), engine.NS("acme", "dev"), engine.NS("other", "prod")} {
+		if _, err := db.Queue(ns, "q").Enqueue(ctx, engine.Task{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qs, err := db.As(engine.Caller{ID: "billing"}).Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Namespace != engine.NS("acme", "prod") {
+		t.Fatalf("billing's queues: %+v", qs)
+	}
+}
