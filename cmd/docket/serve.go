@@ -78,7 +78,8 @@ thing it prints there, and with -addr-file writes the same line to a file
 url is the API's base URL (a wildcard host as its loopback address), listen
 the address bound, so with port 0 the port picked; ui, metrics, raft (the
 address raft gives its peers) and id (the node's) are there only with -ui,
--metrics and -raft.
+-metrics and -raft. /readyz then says whether it takes calls (a node of a
+cluster does once it knows a leader).
 
 Logs are structured (slog) on stderr, one line per event, with a request id
 on each refused or failed call; every answer carries its call's id in the
