@@ -45,7 +45,10 @@ type Config struct {
 	// (SIGHUP); a file that fails to load leaves the old one in force.
 	Reload <-chan struct{}
 	// Listening, when set, is called with the bound address once the server
-	// accepts calls.
+	// is ready: the listener bound, the DB open (with OpenReplica, the node
+	// started and joined) and every handler mounted. Serving starts as it
+	// returns; a connection made from then on is answered (it waits in the
+	// listener's backlog until then).
 	Listening func(net.Addr)
 	// OpenReplica, when set, makes the server a node of a replicated
 	// docket: it is called instead of engine.Open, with the engine options

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -23,10 +22,8 @@ type cli struct {
 	stdin          io.Reader
 	// dial connects to a live server for -server (dialServer).
 	dial func(ctx context.Context, url, token string) (engine.API, error)
-	// reload, when set, stands in for SIGHUP in serve; listening is told
-	// the address serve listens on.
-	reload    <-chan struct{}
-	listening func(net.Addr)
+	// reload, when set, stands in for SIGHUP in serve.
+	reload <-chan struct{}
 }
 
 type command struct {

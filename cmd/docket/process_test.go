@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,16 +60,16 @@ func docketBinary(t *testing.T) string {
 // proc is a running `docket serve` process.
 type proc struct {
 	cmd    *exec.Cmd
-	log    *logLines
-	base   string // http://127.0.0.1:port, from its "serving" log line
+	log    *logLines // its stderr
+	out    *logLines // its stdout: the ready line, nothing else
+	ready  readyLine
+	base   string // http://127.0.0.1:port, the url of its ready line
 	exited chan struct{}
 	err    error // of Wait, once exited is closed
 }
 
-var servingURL = regexp.MustCompile(`msg="docket: serving".* url=(\S+)`)
-
 // startServe starts `docket serve -listen 127.0.0.1:0 args...` and returns
-// once its log says where it listens.
+// once its ready line says where it listens.
 func startServe(t *testing.T, args ...string) *proc {
 	t.Helper()
 	return startServeOn(t, "127.0.0.1:0", args...)
@@ -79,9 +78,9 @@ func startServe(t *testing.T, args ...string) *proc {
 // startServeOn is startServe listening on addr.
 func startServeOn(t *testing.T, addr string, args ...string) *proc {
 	t.Helper()
-	p := &proc{log: newLogLines(), exited: make(chan struct{})}
+	p := &proc{log: newLogLines(), out: newLogLines(), exited: make(chan struct{})}
 	p.cmd = exec.Command(docketBinary(t), append([]string{"serve", "-listen", addr}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +96,12 @@ func startServeOn(t *testing.T, addr string, args ...string) *proc {
 			<-p.exited
 		}
 	})
-	m := servingURL.FindStringSubmatch(p.waitLog(t, "docket: serving"))
-	if m == nil {
-		t.Fatalf("no address in the log:\n%s", p.log.String())
+	line, ok := p.out.firstLine(p.exited, 30*time.Second)
+	if !ok {
+		t.Fatalf("serve gave no ready line:\n%s", p.log.String())
 	}
-	p.base = m[1]
+	p.ready = parseReadyLine(t, line)
+	p.base = p.ready.URL
 	return p
 }
 

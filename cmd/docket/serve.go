@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,6 +66,21 @@ a call over one is refused naming it. A request's body must arrive within
 compressed body may inflate at most 32-fold past its first MiB); one over
 the limit is refused as soon as it passes it, and its connection closed.
 
+Ready: once it serves (listening, the engine open, with -raft the node
+started and in its cluster), serve prints one JSON line on stdout, the only
+thing it prints there, and with -addr-file writes the same line to a file
+(a temporary file renamed into place; removed again when serve exits):
+
+  {"event":"ready","pid":4242,"url":"http://127.0.0.1:7070",
+   "listen":"127.0.0.1:7070","tls":false,"ui":"http://127.0.0.1:7070/ui/",
+   "metrics":"http://127.0.0.1:7070/metrics","raft":"127.0.0.1:7071","id":"n1"}
+
+url is the API's base URL (a wildcard host as its loopback address), listen
+the address bound, so with port 0 the port picked; ui, metrics, raft (the
+address raft gives its peers) and id (the node's) are there only with -ui,
+-metrics and -raft. /readyz then says whether it takes calls (a node of a
+cluster does once it knows a leader).
+
 Logs are structured (slog) on stderr, one line per event, with a request id
 on each refused or failed call; every answer carries its call's id in the
 Docket-Request-Id header.`
@@ -76,12 +94,13 @@ type serveConfig struct {
 	jsonLog                bool
 	logw                   io.Writer     // where log lines go
 	cluster                *clusterFlags // -raft and the flags of a node of a cluster
+	addrFile               string        // -addr-file: where the ready line is written
 }
 
 func parseServe(c cli, args []string) (*serveConfig, error) {
 	fs := newFlagsFor(c, "serve", "[-dir DIR] [-listen ADDR] [flags]", serveAbout)
 	dir := fs.String("dir", "./docket-data", "data directory to serve (created if missing)")
-	listen := fs.String("listen", "127.0.0.1:7070", "address to listen on, HOST:PORT (port 0 picks a free port; the log says which)")
+	listen := fs.String("listen", "127.0.0.1:7070", "address to listen on, HOST:PORT (port 0 picks a free port; the ready line says which)")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate file (PEM); with -tls-key the server speaks HTTPS only")
 	tlsKey := fs.String("tls-key", "", "TLS private key file (PEM)")
 	clientCA := fs.String("tls-client-ca", "", "CA certificates file (PEM): every client must present a certificate signed by one (mutual TLS)")
@@ -112,6 +131,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	grace := fs.Duration("grace", server.DefaultGrace, "on SIGTERM or SIGINT, how long calls in progress may take before their connections are cut")
 	logLevel := fs.String("log-level", "info", "least important log lines shown: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log lines as text (key=value) or json")
+	addrFile := fs.String("addr-file", "", "once serving, write the ready line (the JSON printed on stdout: URL, bound addresses, pid) to this file, atomically; it is removed when serve exits")
 	cf := addClusterFlags(fs)
 	pos, err := parseMixed(c, fs, args)
 	if err != nil {
@@ -195,7 +215,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			Grace: *grace,
 		},
 		ui: *withUI, uiActions: *uiActions, metrics: *withMetrics, log: log,
-		level: level, jsonLog: *logFormat == "json", logw: logw, cluster: cf,
+		level: level, jsonLog: *logFormat == "json", logw: logw, cluster: cf, addrFile: *addrFile,
 	}, nil
 }
 
@@ -210,7 +230,16 @@ func runServe(ctx context.Context, c cli, args []string) error {
 	if sc.Reload == nil {
 		sc.Reload = hangups(ctx)
 	}
-	sc.Listening = c.listening
+	var af *addrFile
+	if sc.addrFile != "" {
+		// Checked before anything is bound or opened: a path serve cannot
+		// write stops it here.
+		if af, err = openAddrFile(sc.addrFile); err != nil {
+			return err
+		}
+		defer af.remove()
+	}
+	var readyErr error // the addr file not written: serve stops with it
 	var coll *metrics.Collector
 	if sc.metrics {
 		coll = metrics.New(metrics.Options{Logger: sc.log})
@@ -227,6 +256,27 @@ func runServe(ctx context.Context, c cli, args []string) error {
 			}
 			return r, err
 		}
+	}
+	sc.Listening = func(a net.Addr) {
+		line := newReadyLine(a, sc.TLSCert != "", sc.ui, sc.metrics)
+		if rep != nil {
+			line.Raft, line.ID = rep.node.Addr(), rep.node.ID()
+		}
+		b, err := json.Marshal(line)
+		if err != nil {
+			readyErr = err
+			cancel()
+			return
+		}
+		b = append(b, '\n')
+		if af != nil {
+			if err := af.publish(b); err != nil {
+				readyErr = err
+				cancel()
+				return
+			}
+		}
+		c.stdout.Write(b)
 	}
 	var dash *ui.Dashboard
 	sc.Mount = func(db *engine.DB, s *server.Server, mux *http.ServeMux) error {
@@ -266,7 +316,110 @@ func runServe(ctx context.Context, c cli, args []string) error {
 	if dash != nil {
 		dash.Close()
 	}
+	if readyErr != nil {
+		return readyErr
+	}
 	return err
+}
+
+// readyLine is what serve prints on stdout, and writes to -addr-file, once
+// it serves (see serveAbout for the fields).
+type readyLine struct {
+	Event   string `json:"event"` // "ready"
+	PID     int    `json:"pid"`
+	URL     string `json:"url"`
+	Listen  string `json:"listen"`
+	TLS     bool   `json:"tls"`
+	UI      string `json:"ui,omitempty"`
+	Metrics string `json:"metrics,omitempty"`
+	Raft    string `json:"raft,omitempty"`
+	ID      string `json:"id,omitempty"`
+}
+
+// newReadyLine describes a server bound to a. Its URL names a wildcard
+// host by the loopback address of its family, which reaches it from the
+// same machine.
+func newReadyLine(a net.Addr, tls, withUI, withMetrics bool) readyLine {
+	host := a.String()
+	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		lo := net.IPv4(127, 0, 0, 1)
+		if ta.IP.To4() == nil {
+			lo = net.IPv6loopback
+		}
+		host = (&net.TCPAddr{IP: lo, Port: ta.Port}).String()
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	l := readyLine{Event: "ready", PID: os.Getpid(), URL: scheme + "://" + host, Listen: a.String(), TLS: tls}
+	if withUI {
+		l.UI = l.URL + "/ui/"
+	}
+	if withMetrics {
+		l.Metrics = l.URL + "/metrics"
+	}
+	return l
+}
+
+// addrFile is -addr-file: a temporary file made in the file's directory
+// when serve starts (so a path it cannot write stops it before it serves),
+// renamed over the file once serve is ready.
+type addrFile struct {
+	path  string
+	tmp   *os.File
+	wrote []byte // what publish put there
+}
+
+func openAddrFile(path string) (*addrFile, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("serve: -addr-file %s is a directory", path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("serve: -addr-file %s: cannot write in its directory: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil { // an address and a pid: anyone may read them
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("serve: -addr-file %s: %w", path, err)
+	}
+	return &addrFile{path: path, tmp: tmp}, nil
+}
+
+// publish writes b and renames it into place.
+func (f *addrFile) publish(b []byte) error {
+	_, err := f.tmp.Write(b)
+	if cerr := f.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.tmp.Name(), f.path)
+	}
+	if err != nil {
+		os.Remove(f.tmp.Name())
+		return fmt.Errorf("serve: -addr-file %s: %w", f.path, err)
+	}
+	f.wrote = b
+	return nil
+}
+
+// remove takes away what serve wrote: the temporary file if it was never
+// renamed, else the file, unless it no longer holds this server's line (a
+// server started since wrote its own).
+func (f *addrFile) remove() {
+	if f.wrote == nil {
+		f.tmp.Close()
+		os.Remove(f.tmp.Name())
+		return
+	}
+	if b, err := os.ReadFile(f.path); err == nil && bytes.Equal(b, f.wrote) {
+		os.Remove(f.path)
+	}
 }
 
 // hangups delivers on every SIGHUP until ctx ends.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -62,7 +63,9 @@ func (l *logLines) waitFor(t *testing.T, s string) {
 
 // served is a `docket serve` running in-process.
 type served struct {
-	base   string // http://127.0.0.1:port
+	base   string    // http://127.0.0.1:port, the url of its ready line
+	ready  readyLine // the line it printed on stdout
+	out    *logLines // its stdout
 	log    *logLines
 	reload chan struct{}
 	stop   context.CancelFunc
@@ -70,21 +73,24 @@ type served struct {
 }
 
 // serveInProcess runs `docket serve args...` on 127.0.0.1:0 and returns once
-// it accepts calls.
+// it printed its ready line on stdout.
 func serveInProcess(t *testing.T, args ...string) *served {
 	t.Helper()
 	cctx, cancel := context.WithCancel(context.Background())
-	s := &served{log: newLogLines(), reload: make(chan struct{}), stop: cancel, done: make(chan int, 1)}
-	addrc := make(chan net.Addr, 1)
-	c := cli{stdout: io.Discard, stderr: s.log, dial: dialServer, reload: s.reload,
-		listening: func(a net.Addr) { addrc <- a }}
-	go func() { s.done <- runCLI(cctx, c, append([]string{"serve", "-listen", "127.0.0.1:0"}, args...)) }()
-	select {
-	case a := <-addrc:
-		s.base = "http://" + a.String()
-	case code := <-s.done:
-		t.Fatalf("serve exited %d before listening:\n%s", code, s.log.String())
+	s := &served{out: newLogLines(), log: newLogLines(), reload: make(chan struct{}), stop: cancel, done: make(chan int, 1)}
+	c := cli{stdout: s.out, stderr: s.log, dial: dialServer, reload: s.reload}
+	exited := make(chan struct{})
+	go func() {
+		s.done <- runCLI(cctx, c, append([]string{"serve", "-listen", "127.0.0.1:0"}, args...))
+		close(exited)
+	}()
+	line, ok := s.out.firstLine(exited, 30*time.Second)
+	if !ok {
+		cancel()
+		t.Fatalf("serve gave no ready line:\n%s", s.log.String())
 	}
+	s.ready = parseReadyLine(t, line)
+	s.base = s.ready.URL
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -94,6 +100,49 @@ func serveInProcess(t *testing.T, args ...string) *served {
 		}
 	})
 	return s
+}
+
+// firstLine waits for the first whole line written; false if exited is
+// closed or d passes first.
+func (l *logLines) firstLine(exited <-chan struct{}, d time.Duration) (string, bool) {
+	deadline := time.After(d)
+	for {
+		l.mu.Lock()
+		text, wake := l.buf.String(), l.wake
+		l.mu.Unlock()
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			return text[:i+1], true
+		}
+		select {
+		case <-wake:
+		case <-exited:
+			if text := l.String(); strings.Contains(text, "\n") {
+				return text[:strings.IndexByte(text, '\n')+1], true
+			}
+			return "", false
+		case <-deadline:
+			return "", false
+		}
+	}
+}
+
+// parseReadyLine decodes serve's ready line, refusing unknown fields and
+// anything but one JSON object on one line.
+func parseReadyLine(t *testing.T, line string) readyLine {
+	t.Helper()
+	if !strings.HasSuffix(line, "\n") || strings.Count(line, "\n") != 1 {
+		t.Fatalf("the ready line is not one line: %q", line)
+	}
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.DisallowUnknownFields()
+	var r readyLine
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("the ready line %q: %v", line, err)
+	}
+	if r.Event != "ready" || r.URL == "" || r.Listen == "" || r.PID == 0 {
+		t.Fatalf("the ready line lacks a field: %q", line)
+	}
+	return r
 }
 
 // shutdown stops the server as SIGTERM does and returns its exit status.
@@ -239,8 +288,8 @@ func TestServeFlags(t *testing.T) {
 	flags := []string{"-dir", "-listen", "-tls-cert", "-tls-key", "-tls-client-ca", "-tokens", "-insecure",
 		"-durability", "-sync-every", "-max-payload", "-retain-completed", "-ui", "-ui-actions", "-metrics",
 		"-max-wait", "-max-calls", "-max-parked", "-max-request", "-body-timeout", "-allow-host", "-grace", "-log-level", "-log-format",
-		"-raft", "-raft-advertise", "-raft-peer", "-bootstrap", "-join", "-join-token", "-id", "-advertise-url"}
-	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id", "Docket-Limits", "DNS rebinding") {
+		"-addr-file", "-raft", "-raft-advertise", "-raft-peer", "-bootstrap", "-join", "-join-token", "-id", "-advertise-url"}
+	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id", "Docket-Limits", "DNS rebinding", `"event":"ready"`) {
 		if !strings.Contains(out, f) {
 			t.Errorf("serve -h does not document %s", f)
 		}
