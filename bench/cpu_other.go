@@ -4,5 +4,5 @@ package bench
 
 import "time"
 
-// processCPU returns 0 where the process's CPU time is not read.
-func processCPU() time.Duration { return 0 }
+// ProcessCPU returns 0 where the process's CPU time is not read.
+func ProcessCPU() time.Duration { return 0 }

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// processCPU returns the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
+// ProcessCPU returns the CPU time (user and system) the process has used
+// (0 where the platform does not say).
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -198,12 +198,12 @@ type window struct {
 
 func openWindow(d any) window {
 	c, ok := countersOf(d)
-	return window{d: d, start: c, ok: ok, cpu: processCPU()}
+	return window{d: d, start: c, ok: ok, cpu: ProcessCPU()}
 }
 
 func (w window) close(r *Result) {
 	if w.cpu > 0 {
-		r.CPU = processCPU() - w.cpu
+		r.CPU = ProcessCPU() - w.cpu
 	}
 	if !w.ok {
 		return
