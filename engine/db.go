@@ -276,7 +276,7 @@ func replay(store *index.Store, records func(func(seq uint64, data []byte) error
 	dec := index.NewDecoder(store)
 	var b index.Batch
 	err = records(func(seq uint64, data []byte) error {
-		out, err := ApplyLogged(store, dec, &b, seq, data)
+		out, err := applyLogged(store, dec, &b, seq, data)
 		if err != nil {
 			return err
 		}
@@ -288,12 +288,11 @@ func replay(store *index.Store, records func(func(seq uint64, data []byte) error
 	return refused, err
 }
 
-// ApplyLogged decodes data, the bytes logged as record seq, into b (reused)
-// with dec and applies it to store. It is how a follower applies exactly
-// what the leader logged: the outcome says whether the batch applied or was
+// applyLogged decodes data, the bytes logged as record seq, into b (reused)
+// with dec and applies it to store: exactly what was logged. The outcome says whether the batch applied or was
 // refused (and why); an error (wrapping index.ErrCorrupt) means the record
 // is damaged or does not follow store, and store must then be discarded.
-func ApplyLogged(store *index.Store, dec *index.Decoder, b *index.Batch, seq uint64, data []byte) (index.Outcome, error) {
+func applyLogged(store *index.Store, dec *index.Decoder, b *index.Batch, seq uint64, data []byte) (index.Outcome, error) {
 	if err := dec.Batch(data, b); err != nil {
 		return index.Outcome{Seq: seq}, fmt.Errorf("log record %d: %w", seq, err)
 	}
@@ -757,7 +756,7 @@ func (c *core) logAndApply() (uint64, error) {
 		return 0, fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	var data []byte
-	if c.log != nil || c.opts.Tap != nil {
+	if c.log != nil || c.opts.tap != nil {
 		var err error
 		if data, err = c.enc.Batch(b); err != nil {
 			return 0, c.fail(err)
@@ -773,8 +772,8 @@ func (c *core) logAndApply() (uint64, error) {
 	if err != nil {
 		return 0, c.fail(err)
 	}
-	if c.opts.Tap != nil {
-		c.opts.Tap(b.Seq, data)
+	if c.opts.tap != nil {
+		c.opts.tap(b.Seq, data)
 	}
 	if out.Refused != "" {
 		// Check passed a moment ago under the same lock: unreachable, but

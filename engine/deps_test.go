@@ -444,7 +444,7 @@ type batchTap struct {
 
 func (b *batchTap) tap(o *Options) {
 	b.dec = index.NewDecoder(index.NewStore())
-	o.Tap = func(_ uint64, data []byte) {
+	o.tap = func(_ uint64, data []byte) {
 		var batch index.Batch
 		if err := b.dec.Batch(data, &batch); err != nil {
 			panic(err)
@@ -600,7 +600,7 @@ func TestFanOutFanInCrash(t *testing.T) {
 // holds the leader's state, by hash and byte for byte, through fan-out,
 // fan-in, releases and cascading cancels.
 func TestDependenciesFollowerAgrees(t *testing.T) {
-	f := &follower{t: t, r: NewReplica()}
+	f := &follower{t: t, r: newReplica()}
 	e := newEnv(t, true, tapInto(f), func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("q")
 	root, work, sink := fanOut(t, e.db, 50)

@@ -9,17 +9,17 @@ import (
 	"github.com/docketdb/docket/index"
 )
 
-// follower is a Replica fed by a DB's Tap, with the decoded batches kept.
+// follower is a replica fed by a DB's tap, with the decoded batches kept.
 type follower struct {
 	t       *testing.T
-	r       *Replica
+	r       *replica
 	batches []index.Batch
 	err     error
 }
 
 func tapInto(f *follower) func(*Options) {
 	return func(o *Options) {
-		o.Tap = func(seq uint64, data []byte) {
+		o.tap = func(seq uint64, data []byte) {
 			var b index.Batch
 			if err := index.NewDecoder(index.NewStore()).Batch(data, &b); err != nil && f.err == nil {
 				f.err = err
@@ -57,10 +57,10 @@ func (f *follower) same(db *DB, step string) {
 }
 
 // TestFollowerMatchesLeader applies every batch the DB logs to a fresh
-// Replica and compares the state hash and bytes after every call, across a
+// replica and compares the state hash and bytes after every call, across a
 // workload touching every mutation kind, headers included.
 func TestFollowerMatchesLeader(t *testing.T) {
-	f := &follower{t: t, r: NewReplica()}
+	f := &follower{t: t, r: newReplica()}
 	e := newEnv(t, true, tapInto(f), func(o *Options) { o.RetainCompleted = time.Hour; o.IdempotencyTTL = time.Minute })
 	q, q2 := e.q("a"), e.q("b")
 	h := map[string]string{"z": "1", "y": "2", "x": "3", "w": "4", "v": "5", "u": "6"}
@@ -112,7 +112,7 @@ func TestFollowerMatchesLeader(t *testing.T) {
 // TestBatchNowIsThePlanTime: every logged batch carries the time its plan
 // used, and that time never goes backwards though the clock does.
 func TestBatchNowIsThePlanTime(t *testing.T) {
-	f := &follower{t: t, r: NewReplica()}
+	f := &follower{t: t, r: newReplica()}
 	var sc *stepClock
 	e := newEnv(t, false, tapInto(f), func(o *Options) {
 		sc = &stepClock{ManualClock: o.Clock.(*ManualClock)}

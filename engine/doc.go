@@ -58,14 +58,12 @@
 // see index.Store.Now) and the entropy it drew (the seed lease secrets are
 // derived from, see LeaseSecret); planning changes nothing, and a batch is
 // encoded the same way on every node. A batch whose assertions no longer
-// hold when applied is refused: an Outcome, not an error, and it still
+// hold when applied is refused: an outcome, not an error, and it still
 // consumes its sequence number. The live commit path, Open's replay and
 // Check apply batches through one function, so they cannot drift apart.
 //
-// A follower uses Options.Tap (every committed batch's logged bytes, in
-// order) and a Replica (ApplyLogged on a store of its own), and compares
-// DB.StateHash with Replica.StateHash; DB.EncodeState and
-// Replica.RestoreState carry a whole state between nodes.
+// Two DBs that applied the same batches hold the same state: DB.EncodeState
+// writes the same bytes on both, and DB.StateHash is their SHA-256.
 //
 // # Commands, for a replicated DB
 //

@@ -21,7 +21,7 @@ import (
 //     wal's From set to base.from(): damage in records the snapshot covers
 //     does not count;
 //  3. base.decide: does the log continue the snapshot?
-//  4. base.replay: every record after the snapshot through ApplyLogged.
+//  4. base.replay: every record after the snapshot through applyLogged.
 
 // base is where recovery starts.
 type base struct {
@@ -123,7 +123,7 @@ func (b *base) decide(first, last uint64, logger *slog.Logger) error {
 
 // replay applies every record from the one after the snapshot, read by
 // read (wal.Log.Replay, or wal.Scan over a directory left as it is),
-// through the engine's one replay (ApplyLogged, as the live path applies);
+// through the engine's one replay (applyLogged, as the live path applies);
 // refused batches are counted, not damage.
 func (b *base) replay(read func(from uint64, fn func(seq uint64, data []byte) error) error) error {
 	from := b.store.Seq() + 1

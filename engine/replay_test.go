@@ -93,12 +93,12 @@ func TestCheckAgreesWithOpenOnSequence(t *testing.T) {
 	wantErr(t, err, ErrCorrupt)
 }
 
-// TestReplicaRestore: a Replica restored from a DB's encoded state has the
+// TestReplicaRestore: a replica restored from a DB's encoded state has the
 // same hash and follows the DB's next batches.
 func TestReplicaRestore(t *testing.T) {
-	var r *Replica
+	var r *replica
 	e := newEnv(t, true, func(o *Options) {
-		o.Tap = func(seq uint64, data []byte) {
+		o.tap = func(seq uint64, data []byte) {
 			if r != nil {
 				if _, err := r.Apply(seq, data); err != nil {
 					t.Error(err)
@@ -113,7 +113,7 @@ func TestReplicaRestore(t *testing.T) {
 	if err := e.db.EncodeState(&buf); err != nil {
 		t.Fatal(err)
 	}
-	r = NewReplica()
+	r = newReplica()
 	if err := r.RestoreState(&buf); err != nil {
 		t.Fatal(err)
 	}
@@ -123,16 +123,16 @@ func TestReplicaRestore(t *testing.T) {
 		t.Fatalf("restored replica diverged at seq %d", r.Seq())
 	}
 	// Damage is refused, and a failed replica refuses batches.
-	bad := NewReplica()
+	bad := newReplica()
 	wantErr(t, bad.RestoreState(bytes.NewReader([]byte{3, 1, 2, 3})), ErrCorrupt)
 	_, err := bad.Apply(1, []byte{0xc1})
 	wantErr(t, err, ErrCorrupt)
-	wantErr(t, NewReplica().RestoreState(bytes.NewReader(nil)), ErrCorrupt)
+	wantErr(t, newReplica().RestoreState(bytes.NewReader(nil)), ErrCorrupt)
 	// A batch that does not follow the replica's state is damage.
 	var logged []byte
-	e.db.c.opts.Tap = func(_ uint64, data []byte) { logged = bytes.Clone(data) }
+	e.db.c.opts.tap = func(_ uint64, data []byte) { logged = bytes.Clone(data) }
 	e.enqueue(q, Task{})
-	gap := NewReplica()
+	gap := newReplica()
 	_, err = gap.Apply(4, logged)
 	wantErr(t, err, ErrCorrupt)
 	// State is for the program that opened the DB, not for a caller.

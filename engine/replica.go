@@ -12,37 +12,34 @@ import (
 	"github.com/docketdb/docket/snapshot"
 )
 
-// Outcome is what applying one logged batch came to: applied, or refused
-// (Refused says why) because an assertion no longer held. A refusal is a
-// result, not a failure: the batch still consumes its sequence number.
-type Outcome = index.Outcome
-
-// Replica is a copy of a DB's state kept by applying the batches the DB
-// logs, exactly as logged: what a follower of a replicated log runs. Feed it
-// every batch in order (from Options.Tap or the log); StateHash and
-// EncodeState then equal the DB's at the same sequence number. A Replica is
-// not safe for concurrent use.
-type Replica struct {
+// replica is a copy of a DB's state kept by applying the batches the DB
+// logs, exactly as logged: what a follower of the log would run, and what
+// the tests use to check that applying needs nothing but the bytes. Feed it
+// every batch in order (from the tap, see Options.tap, or the log);
+// StateHash and EncodeState then equal the DB's at the same sequence
+// number. A replica is not safe for concurrent use. Tests outside engine
+// reach it through internal/enginetest.
+type replica struct {
 	store  *index.Store
 	dec    *index.Decoder
 	b      index.Batch
 	failed error
 }
 
-// NewReplica returns a Replica of an empty DB.
-func NewReplica() *Replica {
+// newReplica returns a replica of an empty DB.
+func newReplica() *replica {
 	s := index.NewStore()
-	return &Replica{store: s, dec: index.NewDecoder(s)}
+	return &replica{store: s, dec: index.NewDecoder(s)}
 }
 
 // Apply applies data, the bytes logged for batch seq. An error (wrapping
 // ErrCorrupt) means the bytes are damaged or do not follow the replica's
 // state; the replica then refuses everything until restored.
-func (r *Replica) Apply(seq uint64, data []byte) (Outcome, error) {
+func (r *replica) Apply(seq uint64, data []byte) (index.Outcome, error) {
 	if r.failed != nil {
-		return Outcome{Seq: seq}, r.failed
+		return index.Outcome{Seq: seq}, r.failed
 	}
-	out, err := ApplyLogged(r.store, r.dec, &r.b, seq, data)
+	out, err := applyLogged(r.store, r.dec, &r.b, seq, data)
 	if err != nil {
 		r.failed = wrapStorage(err)
 		return out, r.failed
@@ -51,21 +48,21 @@ func (r *Replica) Apply(seq uint64, data []byte) (Outcome, error) {
 }
 
 // Seq is the sequence number of the last batch applied.
-func (r *Replica) Seq() uint64 { return r.store.Seq() }
+func (r *replica) Seq() uint64 { return r.store.Seq() }
 
 // Verify checks every index against the primary records.
-func (r *Replica) Verify() error { return r.store.Verify() }
+func (r *replica) Verify() error { return r.store.Verify() }
 
 // StateHash is the SHA-256 of EncodeState's output.
-func (r *Replica) StateHash() ([sha256.Size]byte, error) { return index.StateHash(r.store.Copy()) }
+func (r *replica) StateHash() ([sha256.Size]byte, error) { return index.StateHash(r.store.Copy()) }
 
 // EncodeState writes the state as snapshot records in their fixed order,
 // each preceded by its length as a uvarint.
-func (r *Replica) EncodeState(w io.Writer) error { return encodeState(r.store.Copy(), w) }
+func (r *replica) EncodeState(w io.Writer) error { return encodeState(r.store.Copy(), w) }
 
 // RestoreState replaces the replica's state with one EncodeState wrote.
 // On error the replica is left failed.
-func (r *Replica) RestoreState(rd io.Reader) error {
+func (r *replica) RestoreState(rd io.Reader) error {
 	s := index.NewStore()
 	dec := index.NewDecoder(s)
 	br := bufio.NewReader(rd)
@@ -134,7 +131,7 @@ func (d *DB) image() (*index.Image, error) {
 }
 
 // StateHash is the SHA-256 of EncodeState's output: two DBs (or a DB and a
-// Replica) with equal hashes hold the same state, sequence number and time
+// follower that applied its log) with equal hashes hold the same state, sequence number and time
 // included.
 func (d *DB) StateHash() ([sha256.Size]byte, error) {
 	if err := d.owner("StateHash"); err != nil {

@@ -16,7 +16,7 @@ import (
 // that took the lock next and waits for the snapshot, and -race reports it
 // (the race detector orders a WaitGroup.Add from zero against a Wait that
 // blocks, not by the real timing). Each round builds that schedule: the
-// enqueue is held inside its commit (by Tap, under the lock) until it is
+// enqueue is held inside its commit (by the tap, under the lock) until it is
 // released and Close is called, and the snapshot it starts is held (by the
 // snapshot lock) until Close waits for it. The enqueuer's goroutine shares
 // nothing with Close but the engine lock, so nothing else orders the two.
@@ -36,7 +36,7 @@ func TestCloseWhileEnqueueing(t *testing.T) {
 func closeWhileEnqueueing(t *testing.T) {
 	committing, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	db, err := Open(t.TempDir(), Options{SnapshotBytes: 1, Durability: SyncNever, Tap: func(uint64, []byte) {
+	db, err := Open(t.TempDir(), Options{SnapshotBytes: 1, Durability: SyncNever, tap: func(uint64, []byte) {
 		once.Do(func() {
 			close(committing)
 			<-proceed

@@ -34,9 +34,6 @@ var storagePkgs = []string{
 // name is a failpoint. TestSurface fails when one is added, and when one
 // is gone but still listed here: the list only shrinks.
 var storageAllowed = map[string]string{
-	"ApplyLogged":       "replays a logged batch onto an index.Store; used by the engine alone",
-	"Outcome":           "alias of index.Outcome, the result of Replica.Apply",
-	"Replica.Apply":     "returns Outcome; Replica follows a DB's logged bytes",
 	"CheckReport.Log":   "Check reports the log's damage as the wal's own report",
 	"Options.Failpoint": "crash tests inject faults by name into the wal and snapshot writes",
 }

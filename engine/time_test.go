@@ -19,7 +19,7 @@ import (
 func TestMassPromotionKeepsPriority(t *testing.T) {
 	var logged []int
 	e := newEnv(t, true, func(o *Options) {
-		o.Tap = func(_ uint64, data []byte) { logged = append(logged, len(data)) }
+		o.tap = func(_ uint64, data []byte) { logged = append(logged, len(data)) }
 	})
 	q := e.q("q")
 	var top []uint64

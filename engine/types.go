@@ -79,14 +79,6 @@ type Options struct {
 	// settles its round, once it is durable); they must be quick.
 	Observer Observer
 
-	// Tap, if set, receives every committed batch as the bytes the log
-	// holds for it (also in memory, where nothing is logged), in sequence
-	// order, right after it is applied. A follower that decodes and applies
-	// them (ApplyLogged, or a Replica) reaches the same state, byte for
-	// byte. Tap runs with the engine's lock held: it must be quick, must not
-	// call the DB, and must copy data to keep it.
-	Tap func(seq uint64, data []byte)
-
 	// Failpoint, if set, is called at named points of the log and snapshot
 	// code; a non-nil error is treated as an I/O error at that point. It
 	// exists for fault-injection tests. Points: "append.write", "sync",
@@ -94,6 +86,14 @@ type Options struct {
 	// "sync.before", "rename.before", "rename.after", "dirsync.after"
 	// (snapshot).
 	Failpoint func(name string) error
+
+	// tap, if set, receives every committed batch as the bytes the log
+	// holds for it (also in memory, where nothing is logged), in sequence
+	// order, right after it is applied: a replica that applies them reaches
+	// the same state, byte for byte. It runs with core.mu held: it must be
+	// quick, must not call the DB, and must copy data to keep it. Only
+	// tests set it (internal/enginetest.Tap from outside engine).
+	tap func(seq uint64, data []byte)
 }
 
 func (o Options) withDefaults() Options {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 )
 
 // maxInstructions bounds a fuzzed program, so one input stays quick.
@@ -30,7 +31,7 @@ func runMetamorphic(t *testing.T, data []byte) {
 	var first []string
 	configs := opsConfigs(data, fuzzing())
 	for i, rc := range configs {
-		sh := &shadow{r: engine.NewReplica()}
+		sh := &shadow{r: enginetest.NewReplica()}
 		r := newRunner(t, rc, programConfig(data[0]), "", sh.tap)
 		// The in-memory run compares the whole state after every call; the
 		// others compare every answer and the sequence number after every
@@ -90,27 +91,27 @@ func fuzzing() bool {
 }
 
 // shadow is a follower: every batch the DB logs reaches it through
-// Options.Tap as the logged bytes, which it decodes and applies to a fresh
-// Replica. After every instruction its state must equal the leader's, by
+// enginetest.Tap as the logged bytes, which it decodes and applies to a
+// fresh replica. After every instruction its state must equal the leader's, by
 // hash and byte for byte: apply is deterministic and needs nothing but the
 // bytes. It keeps following across reopens, as the leader's next batch
 // follows its last.
 type shadow struct {
-	r     *engine.Replica
+	r     enginetest.Replica
 	err   error
 	state bytes.Buffer
 	lead  bytes.Buffer
 }
 
 func (s *shadow) tap(o *engine.Options) {
-	o.Tap = func(seq uint64, data []byte) {
+	enginetest.Tap(o, func(seq uint64, data []byte) {
 		if s.err != nil {
 			return
 		}
 		if _, err := s.r.Apply(seq, data); err != nil {
 			s.err = fmt.Errorf("follower, batch %d: %w", seq, err)
 		}
-	}
+	})
 }
 
 func (s *shadow) check(r *runner) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 )
 
 // replLog is a replicated log inside the process for the "replicated"
@@ -50,7 +51,7 @@ func (m *replMember) Submit(_ context.Context, cmd []byte) (*engine.Applied, err
 func (*replMember) ReadBarrier(context.Context) error { return nil }
 
 // openReplicated opens a three-member log whose member 0 (returned) has
-// opts; the others have opts without a Tap. entries and snap, if set, are
+// opts; the others have opts without its tap. entries and snap, if set, are
 // the log to follow and a snapshot of it: members 0 and 2 restore the
 // snapshot and member 1 replays every entry.
 func openReplicated(opts engine.Options, entries [][]byte, snap []byte) (*replLog, error) {
@@ -58,7 +59,7 @@ func openReplicated(opts engine.Options, entries [][]byte, snap []byte) (*replLo
 	for i := range 3 {
 		o := opts
 		if i > 0 {
-			o.Tap = nil
+			enginetest.Tap(&o, nil)
 		}
 		m := &replMember{log: l}
 		db, err := engine.OpenReplicated(o, m)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 	"github.com/docketdb/docket/worker"
 )
 
@@ -82,7 +83,7 @@ type env struct {
 	sig   *signal // told of every commit, engine event, log record and timer
 }
 
-// newEnv opens an in-memory engine on a manual clock. Every commit (Tap),
+// newEnv opens an in-memory engine on a manual clock. Every commit (enginetest.Tap),
 // engine event (Observer), log record and timer armed on the clock tells
 // e.sig, so that e.eventually re-checks its condition when something
 // happened instead of polling.
@@ -95,13 +96,7 @@ func newEnv(t *testing.T, tweak ...func(*engine.Options)) *env {
 	for _, f := range tweak {
 		f(&opts)
 	}
-	tap := opts.Tap
-	opts.Tap = func(seq uint64, data []byte) {
-		if tap != nil {
-			tap(seq, data)
-		}
-		sig.notify()
-	}
+	enginetest.Tap(&opts, func(uint64, []byte) { sig.notify() })
 	if opts.Observer == nil {
 		opts.Observer = sigObserver{sig}
 	} else {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 	"github.com/docketdb/docket/worker"
 )
 
@@ -92,8 +93,9 @@ func TestPeriodicRestartCatchesUpOnce(t *testing.T) {
 	var e *env
 	run := func() (*engine.DB, *worker.Worker) {
 		t.Helper()
-		db, err := engine.Open(dir, engine.Options{Clock: clock, IdempotencyTTL: -1,
-			Tap: func(uint64, []byte) { sig.notify() }})
+		opts := engine.Options{Clock: clock, IdempotencyTTL: -1}
+		enginetest.Tap(&opts, func(uint64, []byte) { sig.notify() })
+		db, err := engine.Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 	"github.com/docketdb/docket/worker"
 	"github.com/docketdb/docket/worker/metrics"
 )
@@ -31,12 +32,14 @@ func TestCollectorAfterKnownWork(t *testing.T) {
 	clock := engine.NewManualClock(t0)
 	c := metrics.New(metrics.Options{})
 	commits := make(chan struct{}, 1) // a batch was committed since the last look
-	db, err := c.Open(t.TempDir(), engine.Options{Clock: clock, Tap: func(uint64, []byte) {
+	opts := engine.Options{Clock: clock}
+	enginetest.Tap(&opts, func(uint64, []byte) {
 		select {
 		case commits <- struct{}{}:
 		default:
 		}
-	}})
+	})
+	db, err := c.Open(t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
