@@ -51,6 +51,58 @@
 // loads the newest snapshot that verifies and replays the log after it;
 // Check and Repair inspect and mend a directory offline.
 //
+// # Locks
+//
+// The engine's mutexes, outermost first. A lock may be taken while one
+// above it is held, never the other way round; locks on one line are
+// never held together.
+//
+//   - core.snapMu: one snapshot at a time (snapshotNow: the background
+//     snapshot, Checkpoint, Close). It is the one engine lock held across
+//     I/O: the log's SyncGathered (an fsync) before the image is written,
+//     snapshot.Write (its fsyncs and rename), the log's TruncateFront and
+//     snapshot.Prune. Under it core.mu is taken twice, briefly, and never
+//     across that I/O: to take the copy-on-write image and to count the
+//     snapshot. Nothing takes snapMu with core.mu held.
+//   - core.mu: the commit path. It guards the store, the planner and its
+//     batch, the parked ClaimWait calls' wait queues, the counters, closed
+//     and failed, and the open sync round of EnqueueAsync (a syncRound has
+//     no lock of its own: it is written under core.mu until settleRound
+//     takes it off, and its err is set before its done is closed). Under
+//     it the engine takes only the log's append lock (wal.Log.Append
+//     frames the record in memory under the Log's mu: no I/O, no wait), a
+//     Deferred's mu (EnqueueAsync looking up DeferDurable's Deferred) and
+//     the Clock (ManualClock's mu); it writes to the Logger once, when the
+//     engine fails. It closes channels (a woken ClaimWait's) but sends on
+//     none that can block, and it is never held while waiting for the log
+//     (Flush, FlushTo, Sync and SyncGathered run after it is released), for
+//     a slot of Options.MaxInFlight, for the pipeline goroutine or a
+//     background snapshot (Close waits for them after releasing it), nor
+//     while calling the Observer, a Replicator (Submit, ReadBarrier) or a
+//     lease watch's function.
+//   - Deferred.mu: a DeferDurable context's commits; nothing is taken
+//     under it, and Deferred.Wait releases it before it waits for the log.
+//   - parking.mu (the parked ClaimWait calls WaitParked counts), deadLog.mu
+//     (the log lines about dead-lettered tasks), watchSet.mu (lease watches
+//     by task), a leaseWatch's mu: none of them is taken with core.mu held
+//     or while holding one of the others, and none is held while core.mu is
+//     taken. Under parking.mu and deadLog.mu the Clock's lock is taken (to
+//     see whether a parked call's timer fired; to start the flusher's
+//     timer); deadLog.mu is held while the Logger writes, and released
+//     before close waits for the flusher. watchSet.fire runs after the
+//     cancellation has committed, releases watchSet.mu before it takes each
+//     watch's mu, and holds that while the watch's function runs, so that
+//     stop (watchSet.mu, released, then the watch's mu) waits for it.
+//   - ManualClock.mu: innermost. Advance releases it before it sends on the
+//     due timers' channels (each buffered, one slot).
+//
+// Inside the log (package wal), wmu serialises all file I/O and is held
+// across writes and fsyncs; the Log's mu (appends) and smu (the group
+// commit's leader and the failure) are taken under it and held for no I/O.
+// Observer.Synced runs inside the log's sync with wmu held and core.mu not
+// held, so it must not call the DB. A test's tap (internal/enginetest.Tap)
+// runs with core.mu held.
+//
 // # Determinism, for a replicated log
 //
 // Applying a batch needs nothing but its bytes: a batch carries the time its
