@@ -134,6 +134,23 @@ type slots struct {
 	limit   int
 	used    int
 	waiters []chan struct{}
+	// onChange, if set (by a test, through watch), is called with mu held
+	// after every change of used, limit or waiters.
+	onChange func()
+}
+
+// watch sets the function called after every change of s.
+func (s *slots) watch(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = f
+}
+
+// changedLocked tells the watcher of s, if any, that s changed.
+func (s *slots) changedLocked() {
+	if s.onChange != nil {
+		s.onChange()
+	}
 }
 
 // slotWaitError is the error of a call whose context ended while it
@@ -149,11 +166,13 @@ func (s *slots) acquire(ctx context.Context) error {
 	s.mu.Lock()
 	if s.used < s.limit && len(s.waiters) == 0 {
 		s.used++
+		s.changedLocked()
 		s.mu.Unlock()
 		return nil
 	}
 	ch := make(chan struct{})
 	s.waiters = append(s.waiters, ch)
+	s.changedLocked()
 	s.mu.Unlock()
 	select {
 	case <-ch:
@@ -165,12 +184,14 @@ func (s *slots) acquire(ctx context.Context) error {
 	for i, w := range s.waiters {
 		if w == ch {
 			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			s.changedLocked()
 			return &slotWaitError{ctx.Err()}
 		}
 	}
 	// Handed over as ctx ended: give it on.
 	s.used--
 	s.wakeLocked()
+	s.changedLocked()
 	return &slotWaitError{ctx.Err()}
 }
 
@@ -179,6 +200,7 @@ func (s *slots) release() {
 	defer s.mu.Unlock()
 	s.used--
 	s.wakeLocked()
+	s.changedLocked()
 }
 
 func (s *slots) setLimit(n int) {
@@ -189,6 +211,7 @@ func (s *slots) setLimit(n int) {
 	}
 	s.limit = n
 	s.wakeLocked()
+	s.changedLocked()
 }
 
 // wakeLocked hands free slots to waiters, in order.

@@ -30,6 +30,7 @@ type announcing struct {
 	mu       sync.Mutex
 	inflight map[string]int
 	most     map[string]int
+	changes  changes // signalled at every change of inflight
 }
 
 // announced sets the LimitsHeader to v as the answer's headers are
@@ -62,11 +63,13 @@ func (a *announcing) wrap(next http.Handler) http.Handler {
 		a.inflight[r.URL.Path]++
 		a.most[r.URL.Path] = max(a.most[r.URL.Path], a.inflight[r.URL.Path])
 		a.mu.Unlock()
+		a.changes.changed()
 		<-a.release
 		next.ServeHTTP(w, r)
 		a.mu.Lock()
 		a.inflight[r.URL.Path]--
 		a.mu.Unlock()
+		a.changes.changed()
 	})
 }
 
@@ -76,16 +79,32 @@ func (a *announcing) counts(path string) (inflight, most int) {
 	return a.inflight[path], a.most[path]
 }
 
-// waitFor polls cond, which reads state other goroutines change, for up
-// to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// changes is a signal of state other goroutines change: every change
+// sends on it without blocking, so a change made after a receive is never
+// lost (its send finds the buffer free).
+type changes chan struct{}
+
+func newChanges() changes { return make(changes, 1) }
+
+func (c changes) changed() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits, for up to 5 s, until cond holds: it reads cond again at
+// each change c signals.
+func (c changes) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-c:
+		case <-timeout.C:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -105,7 +124,7 @@ func TestClientLearnsTheServersLimits(t *testing.T) {
 	get := docketv1connect.QueuesGetProcedure
 	wait := docketv1connect.QueuesClaimWaitProcedure
 	a := &announcing{v: "calls=2, parked=3", hold: map[string]bool{get: true, wait: true}, release: make(chan struct{}),
-		inflight: map[string]int{}, most: map[string]int{}}
+		inflight: map[string]int{}, most: map[string]int{}, changes: newChanges()}
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, a.wrap)
 	var once sync.Once
 	answer := func() { once.Do(func() { close(a.release) }) }
@@ -114,6 +133,8 @@ func TestClientLearnsTheServersLimits(t *testing.T) {
 	q := c.Queue(ns, "q")
 	id := must(q.Enqueue(ctx, engine.Task{Payload: []byte(`"x"`)}))(t).ID
 	hl := c.hc.Transport.(limited).lim.host(strings.TrimPrefix(srv.url, "http://"))
+	hl.calls.watch(a.changes.changed)
+	hl.parked.watch(a.changes.changed)
 
 	const n = 8
 	var wg sync.WaitGroup
@@ -131,7 +152,7 @@ func TestClientLearnsTheServersLimits(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "2 calls and 3 waiting claims at the server, the others waiting in the client", func() bool {
+	a.changes.waitFor(t, "2 calls and 3 waiting claims at the server, the others waiting in the client", func() bool {
 		calls, _ := a.counts(get)
 		parked, _ := a.counts(wait)
 		return calls == 2 && parked == 3 && hl.calls.waiting() == n-2 && hl.parked.waiting() == n-3
@@ -311,7 +332,10 @@ func TestCallsGiveTheirSlotsBack(t *testing.T) {
 			t.Fatalf("transport %T", tr)
 		}
 		hl := lim.host(strings.TrimPrefix(srv.url, "http://"))
-		waitFor(t, "every slot given back", func() bool {
+		ch := newChanges()
+		hl.calls.watch(ch.changed)
+		hl.parked.watch(ch.changed)
+		ch.waitFor(t, "every slot given back", func() bool {
 			hl.calls.mu.Lock()
 			defer hl.calls.mu.Unlock()
 			hl.parked.mu.Lock()
@@ -330,7 +354,7 @@ func TestACallThatNeverGotASlotWasNotSent(t *testing.T) {
 	db := memDB(t, engine.Options{})
 	get := docketv1connect.QueuesGetProcedure
 	a := &announcing{v: "calls=1, parked=1", hold: map[string]bool{get: true}, release: make(chan struct{}),
-		inflight: map[string]int{}, most: map[string]int{}}
+		inflight: map[string]int{}, most: map[string]int{}, changes: newChanges()}
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, a.wrap)
 	var once sync.Once
 	answer := func() { once.Do(func() { close(a.release) }) }
@@ -339,7 +363,7 @@ func TestACallThatNeverGotASlotWasNotSent(t *testing.T) {
 	q := c.Queue(ns, "q")
 	held := make(chan error, 1)
 	go func() { _, err := q.Get(ctx, 1); held <- err }()
-	waitFor(t, "the held call at the server", func() bool { n, _ := a.counts(get); return n == 1 })
+	a.changes.waitFor(t, "the held call at the server", func() bool { n, _ := a.counts(get); return n == 1 })
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	_, err := q.Enqueue(cctx, engine.Task{IdempotencyKey: "k"})
