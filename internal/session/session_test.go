@@ -1,0 +1,259 @@
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+func call(id uint64, queue string) *v1.Call {
+	return &v1.Call{Id: id, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Queue: queue}}}
+}
+
+func TestFramesRoundTrip(t *testing.T) {
+	var b []byte
+	var err error
+	for i := range 100 {
+		if b, err = AppendFrame(b, call(uint64(i), string(bytes.Repeat([]byte("q"), i*3)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := bufio.NewReaderSize(bytes.NewReader(b), BufSize) // every frame fits: the first read buffers them all
+	var buf []byte
+	for i := range 100 {
+		if i > 0 && !FrameBuffered(r) {
+			t.Fatalf("frame %d: not reported buffered", i)
+		}
+		f, err := ReadFrame(r, 1<<10, buf)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		buf = f
+		var c v1.Call
+		if err := proto.Unmarshal(f, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.GetId() != uint64(i) || len(c.GetEnqueue().GetQueue()) != i*3 {
+			t.Fatalf("frame %d: got id %d, queue of %d bytes", i, c.GetId(), len(c.GetEnqueue().GetQueue()))
+		}
+	}
+	if FrameBuffered(r) {
+		t.Fatal("a frame reported buffered after the last")
+	}
+	if _, err := ReadFrame(r, 1<<10, buf); err != io.EOF {
+		t.Fatalf("at the end: %v, want io.EOF", err)
+	}
+}
+
+// TestReadFrameRefuses checks that each malformed or oversized input is
+// refused with its error, and that an oversized length is refused before
+// its bytes are read or allocated.
+func TestReadFrameRefuses(t *testing.T) {
+	big := binary.AppendUvarint(nil, 1<<40)
+	for _, c := range []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"empty", nil, io.EOF},
+		{"cut length", []byte{0x80}, io.ErrUnexpectedEOF},
+		{"cut body", append(binary.AppendUvarint(nil, 10), 1, 2, 3), io.ErrUnexpectedEOF},
+		{"over the bound", append(binary.AppendUvarint(nil, 1025), make([]byte, 1025)...), ErrFrameTooLarge},
+		{"a huge length, nothing after", big, ErrFrameTooLarge},
+		{"an eleven-byte uvarint", bytes.Repeat([]byte{0xff}, 11), ErrBadFrame},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := &countingReader{r: bytes.NewReader(c.in)}
+			_, err := ReadFrame(bufio.NewReaderSize(src, 16), 1024, nil)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+			if c.want == ErrFrameTooLarge && src.n > 16 {
+				t.Fatalf("read %d bytes of a frame over the bound", src.n)
+			}
+		})
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+func TestReadMessageRefusesGarbage(t *testing.T) {
+	b := binary.AppendUvarint(nil, 3)
+	b = append(b, 0xff, 0xff, 0xff) // not a protobuf message
+	err := ReadMessage(bufio.NewReader(bytes.NewReader(b)), 100, &v1.Hello{})
+	if !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("got %v, want ErrBadFrame", err)
+	}
+}
+
+func TestIsPreface(t *testing.T) {
+	for in, want := range map[string]bool{
+		Preface:                  true,
+		Preface + "rest":         true,
+		"DKT":                    false,
+		"DKT\x02":                false,
+		"POST":                   false,
+		"PRI * HTTP/2.0":         false,
+		"\x16\x03\x01\x00":       false,
+		"GET / HTTP/1.1\r\n\r\n": false,
+	} {
+		if got := IsPreface([]byte(in)); got != want {
+			t.Errorf("IsPreface(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// TestWriterCoalesces sends from many goroutines while the peer reads
+// slowly, and checks that every frame arrives whole, once, and that the
+// frames shared writes.
+func TestWriterCoalesces(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	writes := &countingWriter{w: a}
+	w := NewWriter(writes)
+	const senders, each = 8, 200
+	got := make(chan map[uint64]int, 1)
+	go func() {
+		seen := map[uint64]int{}
+		r := bufio.NewReader(b)
+		for range senders * each {
+			var c v1.Call
+			if err := ReadMessage(r, 1<<10, &c); err != nil {
+				t.Error(err)
+				break
+			}
+			seen[c.GetId()]++
+		}
+		got <- seen
+	}()
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := w.Send(call(uint64(s*each+i), "q")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	seen := <-got
+	if len(seen) != senders*each {
+		t.Fatalf("%d distinct frames arrived, want %d", len(seen), senders*each)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("frame %d arrived %d times", id, n)
+		}
+	}
+	if n := writes.count(); n >= senders*each {
+		t.Fatalf("%d writes for %d frames: none coalesced", n, senders*each)
+	}
+}
+
+type countingWriter struct {
+	w  io.Writer
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.w.Write(p)
+}
+
+func (c *countingWriter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write(p []byte) (int, error) { return 0, f.err }
+
+func TestWriterKeepsTheFirstError(t *testing.T) {
+	boom := errors.New("boom")
+	w := NewWriter(failingWriter{boom})
+	if err := w.Send(call(1, "q")); !errors.Is(err, boom) {
+		t.Fatalf("first send: %v, want boom", err)
+	}
+	if err := w.Send(call(2, "q")); !errors.Is(err, boom) {
+		t.Fatalf("second send: %v, want boom", err)
+	}
+	if err := w.Err(); !errors.Is(err, boom) {
+		t.Fatalf("Err: %v", err)
+	}
+}
+
+func TestWriterRefusesAMessageItCannotEncode(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out)
+	bad := &v1.Call{Id: 1, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Queue: "\xff"}}} // not UTF-8
+	if err := w.Send(bad); err == nil {
+		t.Fatal("a message with invalid UTF-8 was encoded")
+	}
+	if err := w.Send(call(2, "q")); err != nil {
+		t.Fatalf("the next send: %v", err)
+	}
+	var c v1.Call
+	if err := ReadMessage(bufio.NewReader(&out), 100, &c); err != nil || c.GetId() != 2 {
+		t.Fatalf("read %v, %v: want call 2 alone", c.GetId(), err)
+	}
+}
+
+func FuzzReadFrame(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(binary.AppendUvarint(nil, 5))
+	b, _ := AppendFrame(nil, call(7, "queue"))
+	f.Add(b)
+	f.Add(bytes.Repeat([]byte{0xff}, 12))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := bufio.NewReaderSize(bytes.NewReader(in), 16)
+		var buf []byte
+		read := 0
+		for {
+			buffered := FrameBuffered(r)
+			f, err := ReadFrame(r, 64, buf)
+			if err != nil {
+				if buffered {
+					t.Fatalf("a frame reported buffered failed to read: %v", err)
+				}
+				return
+			}
+			if len(f) > 64 {
+				t.Fatalf("a frame of %d bytes passed a bound of 64", len(f))
+			}
+			read += len(f)
+			if read > len(in) {
+				t.Fatalf("read %d bytes of frames from %d bytes", read, len(in))
+			}
+			buf = f
+		}
+	})
+}

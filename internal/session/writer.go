@@ -1,0 +1,111 @@
+package session
+
+import (
+	"io"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// Writer writes frames to a connection for many senders. A sender that
+// finds no write under way writes its frame itself, at once; frames sent
+// while a write is under way are appended to a buffer, and the sender
+// doing that write writes them too, in one write, before it returns. So a
+// lone call costs one system call and no goroutine hop, and under load
+// one write carries every frame that queued behind the last.
+//
+// Once a write fails, the Writer keeps the error: every later Send returns
+// it, and what was buffered is dropped. The caller then closes the
+// connection (which ends the reads of both sides).
+type Writer struct {
+	w io.Writer
+
+	mu      sync.Mutex
+	buf     []byte // frames waiting for the write under way to end
+	spare   []byte // the buffer last written, reused
+	writing bool   // a sender is writing
+	err     error
+	idle    *sync.Cond // signalled when writing turns false
+}
+
+// maxKeep bounds the buffers a Writer keeps between writes; one that grew
+// past it for a burst of large frames is dropped after its write.
+const maxKeep = 1 << 20
+
+// NewWriter returns a Writer to w.
+func NewWriter(w io.Writer) *Writer {
+	x := &Writer{w: w, buf: make([]byte, 0, BufSize), spare: make([]byte, 0, BufSize)}
+	x.idle = sync.NewCond(&x.mu)
+	return x
+}
+
+// Send writes m as a frame, itself or through the sender whose write is
+// under way. It returns once m is written or handed to that sender; an
+// error means m was not (and will not be) written, or an earlier write
+// failed. A message that cannot be encoded fails alone.
+func (x *Writer) Send(m proto.Message) error {
+	x.mu.Lock()
+	if x.err != nil {
+		x.mu.Unlock()
+		return x.err
+	}
+	n := len(x.buf)
+	b, err := AppendFrame(x.buf, m)
+	if err != nil {
+		x.buf = x.buf[:n]
+		x.mu.Unlock()
+		return err
+	}
+	x.buf = b
+	if x.writing {
+		x.mu.Unlock()
+		return nil
+	}
+	return x.flushLocked()
+}
+
+// flushLocked writes the buffer, and what is appended while it writes,
+// until the buffer is empty; it is called with mu held and returns with it
+// released.
+func (x *Writer) flushLocked() error {
+	x.writing = true
+	for len(x.buf) > 0 && x.err == nil {
+		out := x.buf
+		x.buf = x.spare[:0]
+		x.mu.Unlock()
+		_, err := x.w.Write(out)
+		x.mu.Lock()
+		if err != nil {
+			x.err = err
+			x.buf = nil
+		}
+		if cap(out) <= maxKeep {
+			x.spare = out[:0]
+		} else {
+			x.spare = make([]byte, 0, BufSize)
+		}
+	}
+	x.writing = false
+	err := x.err
+	x.idle.Broadcast()
+	x.mu.Unlock()
+	return err
+}
+
+// Err returns the error of a failed write, or nil.
+func (x *Writer) Err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.err
+}
+
+// Wait returns once no write is under way: every frame sent before it
+// was called is written (or failed).
+func (x *Writer) Wait() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for x.writing {
+		x.idle.Wait()
+	}
+	return x.err
+}
