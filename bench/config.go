@@ -16,7 +16,7 @@ import (
 // interface, so the peers module runs them against other queues too; W1P,
 // W7–W9 and WF (fairness between partitions, fair.go) look inside docket
 // and run against it alone.
-var Workloads = []string{"W1", "W1P", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9", "WF"}
+var Workloads = []string{"W1", "W1P", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9", "W10", "WF"}
 
 // DriverWorkloads are the workloads RunDriver accepts.
 var DriverWorkloads = []string{"W1", "W2", "W3", "W4", "W5", "W6", "W6R"}
@@ -133,7 +133,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 		switch c.Workload {
 		case "W7":
 			c.N = 10_000
-		case "W8", "WF":
+		case "W8", "W10", "WF":
 			c.N = 1_000_000
 		default:
 			c.N = 100_000
@@ -146,7 +146,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 		switch c.Workload {
 		case "W2":
 			c.Producers = 16
-		case "W6", "W6R":
+		case "W6", "W6R", "W10":
 			c.Producers = 4
 		default:
 			c.Producers = 1
@@ -154,7 +154,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	}
 	if c.Workers == 0 {
 		switch c.Workload {
-		case "W4", "W5":
+		case "W4", "W5", "W10":
 			c.Workers = 16
 		case "W6", "W6R", "WF":
 			c.Workers = 4
@@ -165,7 +165,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	if c.ClaimBatch == 0 {
 		c.ClaimBatch = 1
 		switch c.Workload {
-		case "W5":
+		case "W5", "W10":
 			c.ClaimBatch = 100
 		case "WF":
 			c.ClaimBatch = 10
@@ -184,13 +184,13 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	if c.Dir == "" {
 		c.Dir = os.TempDir()
 	}
-	if c.InMemory && c.Workload == "W8" {
-		return c, fmt.Errorf("bench: W8 measures recovery from disk and cannot run in memory")
+	if c.InMemory && (c.Workload == "W8" || c.Workload == "W10") {
+		return c, fmt.Errorf("bench: %s measures recovery from disk and cannot run in memory", c.Workload)
 	}
 	if c.Server != "" {
 		c.Remote = true
 	}
-	if c.Remote && (c.Workload == "W8" || c.Workload == "W9" || c.Workload == "WF") {
+	if c.Remote && (c.Workload == "W8" || c.Workload == "W9" || c.Workload == "W10" || c.Workload == "WF") {
 		return c, fmt.Errorf("bench: %s looks inside the engine and cannot run remote: %w", c.Workload, engine.ErrInvalid)
 	}
 	if c.Remote && c.Workload == "W1P" {

@@ -31,6 +31,12 @@
 //	     snapshot and from the log alone (snapshot directory removed)
 //	W9   footprint: live heap per pending task; log bytes per enqueue,
 //	     claim and complete
+//	W10  backlog: N tasks (default 1,000,000) enqueued by Producers with no
+//	     consumer (batches of 100), the enqueue rate, heap and RSS over
+//	     each tenth; peak RSS; disk bytes; reopen time; claim latency with
+//	     the backlog standing (Workers claim and complete one at a time,
+//	     one enqueue per completion, for Duration, default 5 s); then the
+//	     drain rate (Workers claiming ClaimBatch, default 100)
 //	WF   fairness between partitions: the p99 wait (enqueue to claim) of
 //	     100 partitions of 10 ready tasks beside one partition of N ready
 //	     tasks (default 1,000,000), against their wait alone, in one run;
@@ -39,7 +45,7 @@
 // W1–W6R but W1P drive the queue through the Driver interface, so the peers
 // module (bench/peers, a module of its own so that docket never depends
 // on the queues it is compared with) runs the very same code against
-// goqite on SQLite and NATS JetStream. W7–W9 and WF look at docket alone.
+// goqite on SQLite and NATS JetStream. W7–W10 and WF look at docket alone.
 //
 // # Remote mode
 //

@@ -104,6 +104,7 @@ type Result struct {
 	Recovery  *Recovery  `json:"recovery,omitempty"`
 	Footprint *Footprint `json:"footprint,omitempty"`
 	Fairness  *Fairness  `json:"fairness,omitempty"`
+	Filled    *Backlog   `json:"filled,omitempty"` // W10
 }
 
 // GroupCount is one bucket of Result.Groups: Fsyncs fsyncs covered from
@@ -190,7 +191,7 @@ func (r Result) Table(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	line("workload", fmt.Sprintf("%s %s (%s)", r.System, r.Workload, r.Mode))
-	if r.Recovery == nil && r.Footprint == nil {
+	if r.Recovery == nil && r.Footprint == nil && r.Filled == nil {
 		line("tasks", fmt.Sprintf("%d in %v", r.Tasks, r.Elapsed.Round(time.Millisecond)))
 		line("tasks/s", rate(r.TasksPerSec))
 		line("calls/s", fmt.Sprintf("%s (%d calls)", rate(r.CallsPerSec), r.Calls))
@@ -248,6 +249,19 @@ func (r Result) Table(w io.Writer) error {
 			f.HeapBeyondPayload, f.PayloadBytes))
 		line("log/lifecycle", fmt.Sprintf("%.0f bytes: enqueue %.0f, claim %.0f, complete %.0f",
 			f.LogLifecycle, f.LogEnqueue, f.LogClaim, f.LogComplete))
+	}
+	if b := r.Filled; b != nil {
+		line("backlog", fmt.Sprintf("%d tasks of %d bytes, filled in %v (%s/s)", b.Tasks, b.PayloadBytes,
+			b.Fill.Round(time.Millisecond), rate(float64(b.Tasks)/b.Fill.Seconds())))
+		for _, s := range b.Slices {
+			line(fmt.Sprintf("  at %d", s.Held), fmt.Sprintf("%s/s, heap %s, RSS %s", rate(s.PerSec), size(int64(s.HeapBytes)), size(s.RSS)))
+		}
+		line("peak RSS (fill)", size(b.FillPeakRSS))
+		line("heap/task", fmt.Sprintf("%.0f bytes", b.HeapPerTask))
+		line("on disk", size(b.DiskBytes))
+		line("reopen", b.Reopen.Round(time.Millisecond).String())
+		line("standing claim", fmt.Sprintf("%s at %s/s", pct(b.Standing), rate(b.StandingPerSec)))
+		line("drain", fmt.Sprintf("%v (%s/s)", b.Drain.Round(time.Millisecond), rate(b.DrainPerSec)))
 	}
 	if f := r.Fairness; f != nil {
 		verdict := "FAIL"
@@ -347,13 +361,20 @@ func size(b int64) string {
 
 // peakRSS reads the process's peak resident set size (VmHWM); 0 where
 // /proc is not there.
-func peakRSS() int64 {
+func peakRSS() int64 { return procStatus("VmHWM:") }
+
+// currentRSS reads the process's resident set size (VmRSS); 0 where /proc
+// is not there.
+func currentRSS() int64 { return procStatus("VmRSS:") }
+
+// procStatus reads a size in kB from /proc/self/status, in bytes.
+func procStatus(field string) int64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
 				return 0

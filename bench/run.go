@@ -31,6 +31,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return runWithDir(ctx, "docket", cfg, runW8)
 	case "W9":
 		return runWithDir(ctx, "docket", cfg, runW9)
+	case "W10":
+		return runWithDir(ctx, "docket", cfg, runW10)
 	case "WF":
 		return runWithDir(ctx, "docket", cfg, runWF)
 	}

@@ -235,6 +235,41 @@ func TestFootprint(t *testing.T) {
 	}
 }
 
+// TestBacklog runs W10 small: the fill's tenths are each sampled, the
+// reopened queue holds every task, tasks flowed through the standing
+// backlog, and the drain emptied it.
+func TestBacklog(t *testing.T) {
+	cfg := syncNever.config(t, "W10", 5000)
+	cfg.Duration = 50 * time.Millisecond
+	res := run(t, cfg)
+	b := res.Filled
+	if b == nil || b.Tasks != 5000 || len(b.Slices) != 10 {
+		t.Fatalf("backlog %+v", b)
+	}
+	for i, s := range b.Slices {
+		// Producers cross the tenths concurrently: each slice holds at
+		// least its tenth, and no fewer than the one before.
+		if s.Held < int64(i+1)*500 || i > 0 && s.Held < b.Slices[i-1].Held || s.HeapBytes == 0 {
+			t.Fatalf("slice %d: %+v", i, s)
+		}
+	}
+	if last := b.Slices[9].Held; last != 5000 {
+		t.Fatalf("the last slice holds %d tasks, want 5000", last)
+	}
+	if b.DiskBytes < 5000*100 || b.Reopen <= 0 || b.HeapPerTask < 100 {
+		t.Fatalf("disk %d bytes, reopen %v, heap/task %.0f", b.DiskBytes, b.Reopen, b.HeapPerTask)
+	}
+	if b.Standing.Count == 0 || b.StandingPerSec <= 0 {
+		t.Fatalf("standing phase: %+v at %.0f/s", b.Standing, b.StandingPerSec)
+	}
+	if b.DrainPerSec <= 0 {
+		t.Fatalf("drain %+v", b)
+	}
+	if _, err := Run(ctx, memory.config(t, "W10", 10)); err == nil {
+		t.Fatal("W10 in memory ran")
+	}
+}
+
 func TestMeasureFsync(t *testing.T) {
 	res, err := MeasureFsync(t.TempDir(), 50*time.Millisecond)
 	if err != nil {
@@ -247,7 +282,7 @@ func TestMeasureFsync(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
-		{Workload: "W10"},
+		{Workload: "W99"},
 		{Workload: "W1", N: -1},
 		{Workload: "W5", ClaimBatch: engine.MaxBatch + 1},
 		{Workload: "W1", Durability: 7},

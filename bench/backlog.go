@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Backlog is what W10 measured: a queue filled with no consumer, then
+// reopened, then held at a standing backlog while tasks flow through it,
+// then drained.
+type Backlog struct {
+	Tasks        int `json:"tasks"`
+	PayloadBytes int `json:"payload_bytes"`
+	// Slices is the enqueue rate over each tenth of the fill, with the
+	// memory held at its end: whether enqueues slow down as the backlog
+	// grows, and how memory grows with it.
+	Slices []BacklogSlice `json:"slices"`
+	// Fill is the whole fill's time; FillPeakRSS the process's peak
+	// resident set over it (VmHWM); HeapPerTask the live heap at its end
+	// per task held (after a collection).
+	Fill        time.Duration `json:"fill_ns"`
+	FillPeakRSS int64         `json:"fill_peak_rss_bytes"`
+	HeapPerTask float64       `json:"heap_per_task"`
+	// DiskBytes is the data directory's size once the DB is closed.
+	DiskBytes int64 `json:"disk_bytes"`
+	// Reopen is how long Open took on the full directory.
+	Reopen time.Duration `json:"reopen_ns"`
+	// Standing is claim latency while Workers claim and complete one task
+	// at a time and a producer enqueues one task for each completed, so
+	// the backlog stays at Tasks; StandingPerSec is the rate through it.
+	Standing       Percentiles `json:"standing_claim"`
+	StandingPerSec float64     `json:"standing_per_sec"`
+	// DrainPerSec is the rate at which Workers, claiming ClaimBatch tasks
+	// and completing them in one commit, emptied the queue.
+	Drain       time.Duration `json:"drain_ns"`
+	DrainPerSec float64       `json:"drain_per_sec"`
+}
+
+// BacklogSlice is one tenth of W10's fill.
+type BacklogSlice struct {
+	Held      int64   `json:"held"` // tasks in the queue at the slice's end
+	PerSec    float64 `json:"per_sec"`
+	HeapBytes uint64  `json:"heap_bytes"` // runtime.MemStats.HeapAlloc
+	RSS       int64   `json:"rss_bytes"`  // VmRSS
+}
+
+// standingDefault is how long W10's standing phase runs when the config
+// sets no Duration.
+const standingDefault = 5 * time.Second
+
+// runW10 fills a queue with cfg.N tasks of cfg.PayloadBytes from
+// cfg.Producers goroutines (batches of EnqueueBatchSize, so that the fill
+// itself is quick), sampling each tenth; closes and reopens it; runs the
+// standing phase for cfg.Duration; then drains it.
+func runW10(ctx context.Context, cfg Config, dir string, r *Result) error {
+	b := &Backlog{Tasks: cfg.N, PayloadBytes: cfg.PayloadBytes}
+	r.Filled = b
+	d, err := openDocket(cfg, dir, nil)
+	if err != nil {
+		return err
+	}
+	if err := fillBacklog(ctx, cfg, d, b); err != nil {
+		d.Close()
+		return err
+	}
+	if err := d.Close(); err != nil {
+		return err
+	}
+	b.DiskBytes = dirBytes(dir)
+	runtime.GC()
+	start := time.Now()
+	d, err = openDocket(cfg, dir, nil)
+	b.Reopen = time.Since(start)
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	if n := d.db.Stats().Tasks; n != cfg.N {
+		d.Close()
+		return fmt.Errorf("reopen recovered %d tasks, want %d", n, cfg.N)
+	}
+	err = errors.Join(standing(ctx, cfg, d, b), drainBacklog(ctx, cfg, d, b))
+	r.Tasks = int64(cfg.N)
+	r.Elapsed = b.Fill
+	r.TasksPerSec = float64(cfg.N) / b.Fill.Seconds()
+	return errors.Join(err, d.Close())
+}
+
+func fillBacklog(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) error {
+	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
+	defer prog.end()
+	payload := makePayload(cfg.PayloadBytes, 0)
+	batch := make([][]byte, EnqueueBatchSize)
+	for i := range batch {
+		batch[i] = payload
+	}
+	slice := max(int64(cfg.N)/10, 1)
+	var next atomic.Int64 // tasks handed out
+	var done atomic.Int64 // tasks enqueued
+	var mu sync.Mutex
+	last, lastDone := time.Now(), int64(0)
+	sample := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		n := done.Load()
+		now := time.Now()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		s := BacklogSlice{Held: n, HeapBytes: ms.HeapAlloc, RSS: currentRSS()}
+		if dt := now.Sub(last).Seconds(); dt > 0 {
+			s.PerSec = float64(n-lastDone) / dt
+		}
+		b.Slices = append(b.Slices, s)
+		last, lastDone = now, n
+	}
+	resetPeakRSS()
+	start := time.Now()
+	errs := make([]error, cfg.Producers)
+	var wg sync.WaitGroup
+	for p := range cfg.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				hi := next.Add(EnqueueBatchSize)
+				lo := hi - EnqueueBatchSize
+				if lo >= int64(cfg.N) {
+					return
+				}
+				k := min(hi, int64(cfg.N)) - lo
+				if err := d.EnqueueBatch(ctx, batch[:k]); err != nil {
+					errs[p] = err
+					return
+				}
+				prog.done.Add(k)
+				// A producer whose batch crosses a tenth samples it.
+				if n := done.Add(k); n/slice != (n-k)/slice {
+					sample()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.Fill = time.Since(start)
+	b.FillPeakRSS = peakRSS()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.HeapPerTask = float64(ms.HeapAlloc) / float64(max(cfg.N, 1))
+	return nil
+}
+
+// standing holds the backlog at cfg.N for cfg.Duration: cfg.Workers claim
+// and complete one task at a time, and for each completion a producer
+// enqueues one, so the queue neither fills nor empties.
+func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) error {
+	dur := cfg.Duration
+	if dur == 0 {
+		dur = standingDefault
+	}
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	payload := makePayload(cfg.PayloadBytes, 0)
+	refill := make(chan struct{}, cfg.Workers*4)
+	var h lockedHist
+	var through atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, cfg.Workers+1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-refill:
+			}
+			if err := d.Enqueue(context.WithoutCancel(ctx), payload); err != nil {
+				errs[cfg.Workers] = err
+				cancel()
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	for w := range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				ls, err := d.Claim(context.WithoutCancel(ctx), 1, false)
+				if err != nil {
+					errs[w] = err
+					cancel()
+					return
+				}
+				h.record(time.Since(t0))
+				for i := range ls {
+					if err := d.Complete(context.WithoutCancel(ctx), &ls[i]); err != nil {
+						errs[w] = err
+						cancel()
+						return
+					}
+					through.Add(1)
+					select {
+					case refill <- struct{}{}:
+					case <-ctx.Done():
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StandingPerSec = float64(through.Load()) / time.Since(start).Seconds()
+	b.Standing = h.h.percentiles()
+	return errors.Join(errs...)
+}
+
+// drainBacklog empties the queue with cfg.Workers goroutines, each
+// claiming cfg.ClaimBatch tasks and completing them in one commit.
+func drainBacklog(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) error {
+	prog := startProgress(cfg.Progress, label(cfg)+" drain", "tasks completed")
+	defer prog.end()
+	var drained atomic.Int64
+	start := time.Now()
+	errs := make([]error, cfg.Workers)
+	var wg sync.WaitGroup
+	for w := range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ls, err := d.Claim(ctx, cfg.ClaimBatch, false)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				if len(ls) == 0 {
+					return
+				}
+				if err := d.CompleteBatch(ctx, ls); err != nil {
+					errs[w] = err
+					return
+				}
+				drained.Add(int64(len(ls)))
+				prog.done.Add(int64(len(ls)))
+			}
+		}()
+	}
+	wg.Wait()
+	b.Drain = time.Since(start)
+	b.DrainPerSec = float64(drained.Load()) / b.Drain.Seconds()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if n := d.db.Stats().Tasks; n != 0 && drained.Load() < int64(cfg.N) {
+		return fmt.Errorf("drain stopped with %d tasks held, %d drained of %d", n, drained.Load(), cfg.N)
+	}
+	return nil
+}
