@@ -128,6 +128,7 @@ func (s *Store) putDep(d Dep) error {
 		return fmt.Errorf("%w: dependency of %d on %d twice", ErrCorrupt, d.Child, d.Parent)
 	}
 	s.deps.byChild.Set(d)
+	s.useDep(1)
 	s.deps.waits[d.Child]++
 	if first && expiringParent(p, true) {
 		s.deps.expiring.Set(TimeItem{p.LeaseUntil(), p.ID})
@@ -141,6 +142,7 @@ func (s *Store) deleteDep(d Dep) error {
 		return fmt.Errorf("%w: delete of missing dependency of %d on %d", ErrCorrupt, d.Child, d.Parent)
 	}
 	s.deps.byChild.Delete(d)
+	s.useDep(-1)
 	if n := s.deps.waits[d.Child] - 1; n > 0 {
 		s.deps.waits[d.Child] = n
 	} else {

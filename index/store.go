@@ -240,6 +240,13 @@ type Store struct {
 	// an index.
 	sinceQueue *Queue
 	sinceMax   int64
+
+	// usage is what the state costs, nsUsage the same per namespace
+	// (usage.go); lastUse is nsUsage[lastUseNS], the last one changed.
+	usage     Usage
+	nsUsage   map[Namespace]*Usage
+	lastUse   *Usage
+	lastUseNS Namespace
 }
 
 // NewStore returns an empty state.
@@ -692,18 +699,32 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		e := m.KV
 		e.Version = b.Seq
 		e.Value = nonEmpty(e.Value)
-		s.kv.Set(e)
+		if old, ok := s.kv.Set(e); ok {
+			s.useKV(&old, -1)
+		}
+		s.useKV(&e, 1)
 	case MutDeleteKV:
-		s.kv.Delete(m.KV)
+		if old, ok := s.kv.Delete(m.KV); ok {
+			s.useKV(&old, -1)
+		}
 	case MutPutIdem:
-		if old, ok := s.idem.Set(m.Idem); ok && old.Expires != 0 {
+		old, ok := s.idem.Set(m.Idem)
+		if ok {
+			s.useIdem(&old, -1)
+		}
+		s.useIdem(&m.Idem, 1)
+		if ok && old.Expires != 0 {
 			s.idemExp.Delete(idemExpItem{At: old.Expires, Queue: old.Queue, Key: old.Key})
 		}
 		if m.Idem.Expires != 0 {
 			s.idemExp.Set(idemExpItem{At: m.Idem.Expires, Queue: m.Idem.Queue, Key: m.Idem.Key})
 		}
 	case MutDeleteIdem:
-		if old, ok := s.idem.Delete(m.Idem); ok && old.Expires != 0 {
+		old, ok := s.idem.Delete(m.Idem)
+		if ok {
+			s.useIdem(&old, -1)
+		}
+		if ok && old.Expires != 0 {
 			s.idemExp.Delete(idemExpItem{At: old.Expires, Queue: old.Queue, Key: old.Key})
 		}
 	case MutPutConf:
@@ -819,6 +840,7 @@ func (s *Store) indexLoad(t *Task, load bool) {
 		q.partition0() // the unindex of t's old record switched it back
 	}
 	q.counts[t.State]++
+	s.useTask(t, 1)
 	if q.parts != nil {
 		q.parts.indexPart(t)
 	}
@@ -873,6 +895,7 @@ func (s *Store) unindex(t *Task) {
 	q := t.Queue
 	s.sinceQueue = nil
 	q.counts[t.State]--
+	s.useTask(t, -1)
 	if q.counts[t.State] == 0 {
 		s.emptied = append(s.emptied, q)
 	}
@@ -999,6 +1022,7 @@ func (s *Store) LoadKV(e KV) error {
 	if _, dup := s.kv.Load(e); dup {
 		return fmt.Errorf("%w: key %q twice", ErrCorrupt, e.Key)
 	}
+	s.useKV(&e, 1)
 	return nil
 }
 
@@ -1007,6 +1031,7 @@ func (s *Store) LoadIdem(e Idem) error {
 	if _, dup := s.idem.Load(e); dup {
 		return fmt.Errorf("%w: idempotency key %q twice", ErrCorrupt, e.Key)
 	}
+	s.useIdem(&e, 1)
 	if e.Expires != 0 {
 		s.idemExp.Set(idemExpItem{At: e.Expires, Queue: e.Queue, Key: e.Key})
 	}
@@ -1232,6 +1257,9 @@ func (s *Store) Verify() error {
 	}
 	if err == nil {
 		err = s.verifyBuckets()
+	}
+	if err == nil {
+		err = s.verifyUsage()
 	}
 	return err
 }
