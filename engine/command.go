@@ -118,6 +118,12 @@ func (c *core) exec(ctx context.Context, cmd *command, res *cmdResult) error {
 // plan plans cmd with p, writing what the call returns into res. It reads
 // nothing but the state, the command and p.now.
 func (cmd *command) plan(p *planner, res *cmdResult) error {
+	if p.c.repl == nil {
+		// A replicated command was admitted where it was submitted.
+		if err := p.c.admit(cmd); err != nil {
+			return err
+		}
+	}
 	switch cmd.op {
 	case cmdEnqueue:
 		return planEnqueue(p, cmd, res)

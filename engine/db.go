@@ -77,6 +77,10 @@ type core struct {
 	// dead writes the log lines about dead-lettered tasks, gathered per
 	// queue (deadlog.go).
 	dead *deadLog
+	// budget is Options.MaxMemory resolved (0: none), and memWarn the
+	// state of its warnings, guarded by mu (memory.go).
+	budget  int64
+	memWarn memWarn
 }
 
 // Open opens (creating if needed) the docket data directory dir, recovering
@@ -169,6 +173,7 @@ func open(dir string, opts Options) (*DB, error) {
 		stopBg:  make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		slots:   make(chan struct{}, opts.MaxInFlight),
+		budget:  budgetOf(opts.MaxMemory),
 	}
 	c.plan.c = c
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
@@ -1055,6 +1060,7 @@ func (d *DB) Stats() Stats {
 	s := c.stats
 	s.Seq = c.store.Seq()
 	s.Tasks = c.store.Len()
+	s.Memory, s.MemoryBudget = c.store.Usage().Bytes, c.budget
 	c.mu.Unlock()
 	if c.log != nil {
 		ls := c.log.Stats()

@@ -33,6 +33,10 @@ var (
 	// ErrLocked reports a data directory already open in another DB or
 	// process.
 	ErrLocked = errors.New("docket: directory locked")
+	// ErrFull reports a write refused because the state would pass its
+	// memory budget (Options.MaxMemory): nothing was done. Writes that free
+	// state (complete, fail, cancel, delete) are never refused for it.
+	ErrFull = errors.New("docket: memory budget full")
 	// ErrReadOnly reports a write to a DB opened with OpenReadOnly.
 	ErrReadOnly = errors.New("docket: read-only")
 	// ErrNotLeader reports a call a replicated DB could not take because

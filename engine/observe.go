@@ -63,21 +63,24 @@ type Observer interface {
 
 // Stats are counters since Open plus current sizes.
 type Stats struct {
-	Seq          uint64 // last committed batch
-	Tasks        int    // task records held
-	Commits      uint64
-	Enqueued     uint64
-	Claimed      uint64
-	Completed    uint64
-	Retried      uint64
-	DeadLettered uint64
-	Reclaimed    uint64
-	LeaseLost    uint64
-	Denied       uint64
-	LogSyncs     uint64        // fsyncs of the log
-	LogSyncTime  time.Duration // time spent in them
-	LogBytes     uint64        // bytes written to the log
-	Snapshots    uint64
+	Seq   uint64 // last committed batch
+	Tasks int    // task records held
+	// Memory is what the state takes as the memory budget counts it (see
+	// Options.MaxMemory), MemoryBudget that budget (0: none).
+	Memory, MemoryBudget int64
+	Commits              uint64
+	Enqueued             uint64
+	Claimed              uint64
+	Completed            uint64
+	Retried              uint64
+	DeadLettered         uint64
+	Reclaimed            uint64
+	LeaseLost            uint64
+	Denied               uint64
+	LogSyncs             uint64        // fsyncs of the log
+	LogSyncTime          time.Duration // time spent in them
+	LogBytes             uint64        // bytes written to the log
+	Snapshots            uint64
 	// LogGroups counts the fsyncs of the log that made batches durable by
 	// how many each covered (one batch per commit, housekeeping aside):
 	// LogGroups[i] those of a size LogGroupRange(i).

@@ -90,6 +90,10 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 		cmd.seed = c.seeds()
 	}
 	cmd.retain, cmd.idemTTL = c.opts.RetainCompleted.Microseconds(), c.opts.IdempotencyTTL.Microseconds()
+	if err := c.admit(cmd); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	c.mu.Unlock()
 	data, err := cmd.encode()
 	if err != nil {

@@ -73,6 +73,12 @@ type Options struct {
 	// Logger receives warnings (a failed background snapshot, a repaired log
 	// tail). Default: slog.Default().
 	Logger *slog.Logger
+	// MaxMemory bounds the memory the state takes, in bytes: task records
+	// with their payloads and fields, idempotency keys, KV entries and
+	// dependencies (see ErrFull). Default 0: a quarter of the memory of
+	// the machine or of the process's cgroup, whichever is smaller (no
+	// bound where neither can be read); negative: no bound.
+	MaxMemory int64
 	// Observer, if set, is told about commits, task outcomes, fsyncs and
 	// snapshots. Its methods run on the committing goroutine after the
 	// engine's lock is released (for EnqueueAsync, on the goroutine that

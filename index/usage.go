@@ -25,27 +25,27 @@ type Usage struct {
 // Costs of a record beyond its variable fields, in bytes: its struct and
 // its entries in the trees that index it.
 const (
-	taskCost    = 150 // Task, its B-tree entries (by id, by state) and a share of the nodes
+	TaskCost    = 150 // Task, its B-tree entries (by id, by state) and a share of the nodes
 	runCost     = int64(unsafe.Sizeof(Run{})) + 16
-	extraCost   = int64(unsafe.Sizeof(Extra{})) + 16
-	headerCost  = 48 // a map entry with its two string headers
+	ExtraCost   = int64(unsafe.Sizeof(Extra{})) + 16
+	HeaderCost  = 48 // a map entry with its two string headers
 	errorCost   = int64(unsafe.Sizeof(AttemptError{}))
-	kvCost      = int64(unsafe.Sizeof(KV{})) + 32
-	idemCost    = int64(unsafe.Sizeof(Idem{})) + 32
+	KVCost      = int64(unsafe.Sizeof(KV{})) + 32
+	IdemCost    = int64(unsafe.Sizeof(Idem{})) + 32
 	idemExpCost = int64(unsafe.Sizeof(idemExpItem{})) + 8
-	depCost     = 2*int64(unsafe.Sizeof(Dep{})) + 32 // by parent, by child, the count of waits
+	DepCost     = 2*int64(unsafe.Sizeof(Dep{})) + 32 // by parent, by child, the count of waits
 )
 
 // TaskBytes is what a task record costs in Usage.Bytes.
 func TaskBytes(t *Task) int64 {
-	n := int64(taskCost + len(t.Payload))
+	n := int64(TaskCost + len(t.Payload))
 	if r := t.Run; r != nil {
 		n += runCost + int64(len(r.Owner))
 	}
 	if e := t.Extra; e != nil {
-		n += extraCost + int64(len(e.Kind)+len(e.IdemKey)+len(e.LastError)+len(e.Progress)+len(e.Result)+8*len(e.FollowUps))
+		n += ExtraCost + int64(len(e.Kind)+len(e.IdemKey)+len(e.LastError)+len(e.Progress)+len(e.Result)+8*len(e.FollowUps))
 		for k, v := range e.Headers {
-			n += headerCost + int64(len(k)+len(v))
+			n += HeaderCost + int64(len(k)+len(v))
 		}
 		for i := range e.Errors {
 			n += errorCost + int64(len(e.Errors[i].Error))
@@ -56,12 +56,12 @@ func TaskBytes(t *Task) int64 {
 
 // KVBytes is what a KV entry costs in Usage.Bytes.
 func KVBytes(e *KV) int64 {
-	return kvCost + int64(len(e.Project)+len(e.Scope)+len(e.Key)+len(e.Value))
+	return KVCost + int64(len(e.Project)+len(e.Scope)+len(e.Key)+len(e.Value))
 }
 
 // IdemBytes is what an idempotency entry costs in Usage.Bytes.
 func IdemBytes(e *Idem) int64 {
-	n := idemCost + int64(len(e.Key))
+	n := IdemCost + int64(len(e.Key))
 	if e.Expires != 0 {
 		n += idemExpCost
 	}
@@ -123,7 +123,7 @@ func (s *Store) useIdem(e *Idem, sign int64) { s.use(&e.Queue.Namespace, 0, sign
 
 // useDep counts a dependency in the store's usage only: its namespace is
 // its tasks', which a batch may remove before it.
-func (s *Store) useDep(sign int64) { s.usage.Bytes += sign * depCost }
+func (s *Store) useDep(sign int64) { s.usage.Bytes += sign * DepCost }
 
 // verifyUsage recomputes the usage from the records and compares.
 func (s *Store) verifyUsage() error {
@@ -152,7 +152,7 @@ func (s *Store) verifyUsage() error {
 		add(e.Queue.Namespace, 0, IdemBytes(&e))
 		return true
 	})
-	total.Bytes += int64(s.deps.byParent.Len()) * depCost
+	total.Bytes += int64(s.deps.byParent.Len()) * DepCost
 	if total != s.usage {
 		return fmt.Errorf("index: verify: usage %+v, the records make %+v", s.usage, total)
 	}

@@ -31,7 +31,7 @@ func TestUsageFollowsRecords(t *testing.T) {
 	if got := s.NamespaceUsage(qk.Namespace); got != wantP {
 		t.Fatalf("namespace p/s uses %+v, want %+v", got, wantP)
 	}
-	if got := s.NamespaceUsage(other.Namespace); got != wantT || wantT.Bytes < 1000+taskCost {
+	if got := s.NamespaceUsage(other.Namespace); got != wantT || wantT.Bytes < 1000+TaskCost {
 		t.Fatalf("namespace p/t uses %+v, want %+v", got, wantT)
 	}
 	if got := s.Usage(); got != (Usage{Tasks: 2, Bytes: wantP.Bytes + wantT.Bytes}) {

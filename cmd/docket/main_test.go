@@ -160,6 +160,9 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 			if !strings.Contains(out, "3 tasks held") && !strings.Contains(out, `"tasks": 3`) {
 				t.Fatalf("stats: %s", out)
 			}
+			if !strings.Contains(out, "memory: ") && !strings.Contains(out, `"memory_bytes": `) {
+				t.Fatalf("stats shows no memory in use: %s", out)
+			}
 		case "dead":
 			if !strings.Contains(out, "boom") {
 				t.Fatalf("dead: %s", out)

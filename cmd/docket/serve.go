@@ -117,6 +117,12 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	maxCalls := fs.Int("max-calls", server.DefaultMaxCalls, "calls one caller may have in progress at once")
 	maxParked := fs.Int("max-parked", server.DefaultMaxParked, "blocking claims one caller may have waiting at once")
 	maxRequest := fs.Int64("max-request", server.DefaultMaxRequestBytes, fmt.Sprintf("largest request body in bytes, as sent and once inflated (at most %d: one commit of the engine's largest); a batch over it is refused", server.MaxRequestBytes))
+	var maxMemory int64
+	fs.Func("max-memory", "memory `budget` of the state: bytes, or with a unit (512MiB, 4GiB); past it writes that add tasks or KV entries are refused (default: a quarter of the machine's or the cgroup's memory; off: none)", func(v string) error {
+		n, err := parseByteSize(v)
+		maxMemory = n
+		return err
+	})
 	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive once its headers have (the answer of a blocking claim is not bounded by it)")
 	var allowHosts []string
 	fs.Func("allow-host", "on a loopback -listen, a Host `name` the server answers to besides localhost, 127.0.0.1 and [::1] (a proxy's name); repeat it or separate names with commas", func(v string) error {
@@ -209,7 +215,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			Dir: *dir, Listen: *listen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *clientCA,
 			TokensFile: *tokens, Insecure: *insecure, AllowHosts: allowHosts,
 			Engine: engine.Options{Durability: mode, SyncEvery: *syncEvery, MaxPayloadBytes: *maxPayload,
-				RetainCompleted: *retain, Logger: log},
+				RetainCompleted: *retain, MaxMemory: maxMemory, Logger: log},
 			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout,
 				MaxRequestBytes: *maxRequest, Logger: log},
 			Grace: *grace,

@@ -37,6 +37,10 @@ var sentinels = [...]struct {
 	{engine.ErrCorrupt, v1.Sentinel_SENTINEL_CORRUPT, connect.CodeDataLoss},
 	{engine.ErrLocked, v1.Sentinel_SENTINEL_LOCKED, connect.CodeUnavailable},
 	{engine.ErrReadOnly, v1.Sentinel_SENTINEL_READ_ONLY, connect.CodeFailedPrecondition},
+	// A full budget is gRPC's ResourceExhausted; its detail tells it from
+	// the server's per-caller limits, which a client waits out and
+	// retries.
+	{engine.ErrFull, v1.Sentinel_SENTINEL_FULL, connect.CodeResourceExhausted},
 }
 
 // SentinelOf returns the wire name of the sentinel err wraps,

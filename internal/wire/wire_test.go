@@ -222,6 +222,7 @@ func TestSentinelsCrossAsConnectErrors(t *testing.T) {
 		{engine.ErrCorrupt, connect.CodeDataLoss},
 		{engine.ErrLocked, connect.CodeUnavailable},
 		{engine.ErrReadOnly, connect.CodeFailedPrecondition},
+		{engine.ErrFull, connect.CodeResourceExhausted},
 	} {
 		err := fmt.Errorf("%w: task 3 in detail", tc.err)
 		ce := ToConnect(err)

@@ -119,6 +119,7 @@ type Collector struct {
 	commitsDesc, logBytesDesc   *prometheus.Desc
 	logSyncsDesc, snapshotsDesc *prometheus.Desc
 	recordsDesc                 *prometheus.Desc
+	memoryDesc, budgetDesc      *prometheus.Desc
 	latency, handler            *prometheus.HistogramVec
 	fsync, group, snapshot      prometheus.Histogram
 	snapshotBytes               prometheus.Gauge
@@ -157,6 +158,8 @@ func New(opts Options) *Collector {
 	c.logSyncsDesc = desc("log_syncs_total", "Fsyncs of the log since the DB was opened.")
 	c.snapshotsDesc = desc("snapshots_total", "Snapshots written since the DB was opened.")
 	c.recordsDesc = desc("task_records", "Task records held in memory.")
+	c.memoryDesc = desc("memory_bytes", "What the state takes as the memory budget counts it.")
+	c.budgetDesc = desc("memory_budget_bytes", "The memory budget (Options.MaxMemory; 0: none).")
 
 	hopts := func(name, help string, buckets []float64) prometheus.HistogramOpts {
 		return prometheus.HistogramOpts{Namespace: opts.Prefix, Name: name, Help: help,
@@ -415,7 +418,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{c.deniedDesc, c.tasksDesc, c.commitsDesc, c.logBytesDesc,
-		c.logSyncsDesc, c.snapshotsDesc, c.recordsDesc} {
+		c.logSyncsDesc, c.snapshotsDesc, c.recordsDesc, c.memoryDesc, c.budgetDesc} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -500,6 +503,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.logSyncsDesc, prometheus.CounterValue, float64(stats.LogSyncs))
 		ch <- prometheus.MustNewConstMetric(c.snapshotsDesc, prometheus.CounterValue, float64(stats.Snapshots))
 		ch <- prometheus.MustNewConstMetric(c.recordsDesc, prometheus.GaugeValue, float64(stats.Tasks))
+		ch <- prometheus.MustNewConstMetric(c.memoryDesc, prometheus.GaugeValue, float64(stats.Memory))
+		ch <- prometheus.MustNewConstMetric(c.budgetDesc, prometheus.GaugeValue, float64(stats.MemoryBudget))
 	}
 	for _, qi := range qis {
 		n := qi.Counts

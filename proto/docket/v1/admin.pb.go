@@ -357,21 +357,25 @@ func (x *StatsResponse) GetStats() *Stats {
 // Stats are the engine's counters since it was opened plus current sizes
 // (engine.Stats).
 type Stats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Tasks         int64                  `protobuf:"varint,2,opt,name=tasks,proto3" json:"tasks,omitempty"`
-	Commits       uint64                 `protobuf:"varint,3,opt,name=commits,proto3" json:"commits,omitempty"`
-	Enqueued      uint64                 `protobuf:"varint,4,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
-	Claimed       uint64                 `protobuf:"varint,5,opt,name=claimed,proto3" json:"claimed,omitempty"`
-	Completed     uint64                 `protobuf:"varint,6,opt,name=completed,proto3" json:"completed,omitempty"`
-	Retried       uint64                 `protobuf:"varint,7,opt,name=retried,proto3" json:"retried,omitempty"`
-	DeadLettered  uint64                 `protobuf:"varint,8,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
-	Reclaimed     uint64                 `protobuf:"varint,9,opt,name=reclaimed,proto3" json:"reclaimed,omitempty"`
-	LeaseLost     uint64                 `protobuf:"varint,10,opt,name=lease_lost,json=leaseLost,proto3" json:"lease_lost,omitempty"`
-	Denied        uint64                 `protobuf:"varint,11,opt,name=denied,proto3" json:"denied,omitempty"`
-	LogSyncs      uint64                 `protobuf:"varint,12,opt,name=log_syncs,json=logSyncs,proto3" json:"log_syncs,omitempty"`
-	LogBytes      uint64                 `protobuf:"varint,13,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"`
-	Snapshots     uint64                 `protobuf:"varint,14,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Seq          uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tasks        int64                  `protobuf:"varint,2,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	Commits      uint64                 `protobuf:"varint,3,opt,name=commits,proto3" json:"commits,omitempty"`
+	Enqueued     uint64                 `protobuf:"varint,4,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	Claimed      uint64                 `protobuf:"varint,5,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Completed    uint64                 `protobuf:"varint,6,opt,name=completed,proto3" json:"completed,omitempty"`
+	Retried      uint64                 `protobuf:"varint,7,opt,name=retried,proto3" json:"retried,omitempty"`
+	DeadLettered uint64                 `protobuf:"varint,8,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	Reclaimed    uint64                 `protobuf:"varint,9,opt,name=reclaimed,proto3" json:"reclaimed,omitempty"`
+	LeaseLost    uint64                 `protobuf:"varint,10,opt,name=lease_lost,json=leaseLost,proto3" json:"lease_lost,omitempty"`
+	Denied       uint64                 `protobuf:"varint,11,opt,name=denied,proto3" json:"denied,omitempty"`
+	LogSyncs     uint64                 `protobuf:"varint,12,opt,name=log_syncs,json=logSyncs,proto3" json:"log_syncs,omitempty"`
+	LogBytes     uint64                 `protobuf:"varint,13,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"`
+	Snapshots    uint64                 `protobuf:"varint,14,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// What the state takes as the memory budget counts it, and the budget
+	// (0: none); see engine.Options.MaxMemory.
+	Memory        int64 `protobuf:"varint,15,opt,name=memory,proto3" json:"memory,omitempty"`
+	MemoryBudget  int64 `protobuf:"varint,16,opt,name=memory_budget,json=memoryBudget,proto3" json:"memory_budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -500,6 +504,20 @@ func (x *Stats) GetLogBytes() uint64 {
 func (x *Stats) GetSnapshots() uint64 {
 	if x != nil {
 		return x.Snapshots
+	}
+	return 0
+}
+
+func (x *Stats) GetMemory() int64 {
+	if x != nil {
+		return x.Memory
+	}
+	return 0
+}
+
+func (x *Stats) GetMemoryBudget() int64 {
+	if x != nil {
+		return x.MemoryBudget
 	}
 	return 0
 }
@@ -769,7 +787,7 @@ const file_docket_v1_admin_proto_rawDesc = "" +
 	"\rdead_lettered\x18\x05 \x01(\x04R\fdeadLettered\"\x0e\n" +
 	"\fStatsRequest\"7\n" +
 	"\rStatsResponse\x12&\n" +
-	"\x05stats\x18\x01 \x01(\v2\x10.docket.v1.StatsR\x05stats\"\x89\x03\n" +
+	"\x05stats\x18\x01 \x01(\v2\x10.docket.v1.StatsR\x05stats\"\xc6\x03\n" +
 	"\x05Stats\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05tasks\x18\x02 \x01(\x03R\x05tasks\x12\x18\n" +
@@ -786,7 +804,9 @@ const file_docket_v1_admin_proto_rawDesc = "" +
 	"\x06denied\x18\v \x01(\x04R\x06denied\x12\x1b\n" +
 	"\tlog_syncs\x18\f \x01(\x04R\blogSyncs\x12\x1b\n" +
 	"\tlog_bytes\x18\r \x01(\x04R\blogBytes\x12\x1c\n" +
-	"\tsnapshots\x18\x0e \x01(\x04R\tsnapshots\"\x13\n" +
+	"\tsnapshots\x18\x0e \x01(\x04R\tsnapshots\x12\x16\n" +
+	"\x06memory\x18\x0f \x01(\x03R\x06memory\x12#\n" +
+	"\rmemory_budget\x18\x10 \x01(\x03R\fmemoryBudget\"\x13\n" +
 	"\x11CheckpointRequest\"\x14\n" +
 	"\x12CheckpointResponse\"\x0f\n" +
 	"\rVerifyRequest\"\x10\n" +

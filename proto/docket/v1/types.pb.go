@@ -162,6 +162,7 @@ const (
 	Sentinel_SENTINEL_CORRUPT     Sentinel = 8  // engine.ErrCorrupt
 	Sentinel_SENTINEL_LOCKED      Sentinel = 9  // engine.ErrLocked
 	Sentinel_SENTINEL_READ_ONLY   Sentinel = 10 // engine.ErrReadOnly
+	Sentinel_SENTINEL_FULL        Sentinel = 11 // engine.ErrFull (code resource_exhausted)
 )
 
 // Enum value maps for Sentinel.
@@ -178,6 +179,7 @@ var (
 		8:  "SENTINEL_CORRUPT",
 		9:  "SENTINEL_LOCKED",
 		10: "SENTINEL_READ_ONLY",
+		11: "SENTINEL_FULL",
 	}
 	Sentinel_value = map[string]int32{
 		"SENTINEL_UNSPECIFIED": 0,
@@ -191,6 +193,7 @@ var (
 		"SENTINEL_CORRUPT":     8,
 		"SENTINEL_LOCKED":      9,
 		"SENTINEL_READ_ONLY":   10,
+		"SENTINEL_FULL":        11,
 	}
 )
 
@@ -2121,7 +2124,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x10DependencyPolicy\x12\x1c\n" +
 	"\x18DEPENDENCY_POLICY_CANCEL\x10\x00\x12\x1a\n" +
 	"\x16DEPENDENCY_POLICY_WAIT\x10\x01\x12\x19\n" +
-	"\x15DEPENDENCY_POLICY_RUN\x10\x02*\x88\x02\n" +
+	"\x15DEPENDENCY_POLICY_RUN\x10\x02*\x9b\x02\n" +
 	"\bSentinel\x12\x18\n" +
 	"\x14SENTINEL_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SENTINEL_INVALID\x10\x01\x12\x16\n" +
@@ -2134,7 +2137,8 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x10SENTINEL_CORRUPT\x10\b\x12\x13\n" +
 	"\x0fSENTINEL_LOCKED\x10\t\x12\x16\n" +
 	"\x12SENTINEL_READ_ONLY\x10\n" +
-	"::\n" +
+	"\x12\x11\n" +
+	"\rSENTINEL_FULL\x10\v::\n" +
 	"\braw_json\x12\x1d.google.protobuf.FieldOptions\x18\x8d\x8c\x03 \x01(\bR\arawJsonB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (

@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docketdb/docket/index"
+)
+
+// The memory budget (Options.MaxMemory) bounds what the state holds: task
+// records with their payloads and fields, idempotency keys, KV entries and
+// dependencies, as index.Usage estimates them from the records (the same
+// figure on every node and after every restart). A write that would take
+// the state past the budget is refused with ErrFull and changes nothing;
+// writes that free state (complete, fail, cancel, delete, claims) are
+// never refused for it, so a full DB can always be drained.
+//
+// A completion that enqueues follow-ups or writes KV entries adds state
+// as it frees its task: it may use a reserve of an eighth of the budget
+// beyond it, so that a workflow whose steps are queued behind each other
+// keeps moving when producers filled the budget; past the reserve it is
+// refused with ErrFull too, its lease kept (the worker retries it, or the
+// lease expires and the task runs again).
+
+// DefaultMemoryShare is the share of the memory available to the process
+// that the budget takes by default: a quarter, so that the Go heap's
+// collection slack (the heap may reach twice what is live) and the host
+// program fit beside it.
+const DefaultMemoryShare = 4
+
+// memoryReserveShare is the share of the budget completions may use
+// beyond it.
+const memoryReserveShare = 8
+
+// memoryWarnEvery bounds how often the engine logs that the state is
+// above memoryWarnPercent of its budget, and how often it logs refusals.
+const memoryWarnEvery = time.Minute
+
+// memoryWarnPercent is the share of the budget past which the engine logs
+// a warning (once, then at most once a minute while above).
+const memoryWarnPercent = 80
+
+// budgetOf is the budget Options.MaxMemory asks for: the value itself,
+// none for a negative one, and DefaultMemoryShare of what the machine or
+// the cgroup allows for 0 (none where that cannot be read).
+func budgetOf(maxMemory int64) int64 {
+	switch {
+	case maxMemory > 0:
+		return maxMemory
+	case maxMemory < 0:
+		return 0
+	}
+	return availableMemory() / DefaultMemoryShare
+}
+
+// availableMemory is the smaller of the machine's memory and the cgroup's
+// limit, 0 where neither can be read.
+func availableMemory() int64 {
+	var limit int64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
+					limit = kb << 10
+				}
+			}
+		}
+	}
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || n <= 0 { // "max": no limit
+			continue
+		}
+		if limit == 0 || n < limit {
+			limit = n
+		}
+	}
+	return limit
+}
+
+// adds estimates the bytes cmd adds to the state if it is planned as
+// asked, and whether it is a completion (which may use the reserve).
+// Zero means it adds nothing the budget bounds.
+func (cmd *command) adds() (n int64, completion bool) {
+	switch cmd.op {
+	case cmdEnqueue:
+		return specAdds(&cmd.task) + opsAdd(cmd.ops), false
+	case cmdEnqueueBatch:
+		for i := range cmd.tasks {
+			n += specAdds(&cmd.tasks[i])
+		}
+		return n + opsAdd(cmd.ops), false
+	case cmdCommit:
+		return opsAdd(cmd.ops), false
+	case cmdComplete, cmdCompleteClaim:
+		return int64(len(cmd.result)) + opsAdd(cmd.ops), true
+	}
+	return 0, false
+}
+
+func specAdds(s *spec) int64 {
+	n := index.TaskCost + index.ExtraCost + int64(s.size) + index.DepCost*int64(len(s.deps)+len(s.sibs))
+	if s.idem != "" {
+		n += index.IdemCost + int64(len(s.idem))
+	}
+	return n
+}
+
+func opsAdd(ops []vop) int64 {
+	var n int64
+	for i := range ops {
+		switch op := &ops[i]; op.kind {
+		case OpSet:
+			n += index.KVCost + int64(len(op.key)+len(op.value))
+		case OpEnqueue:
+			n += specAdds(&op.spec)
+		}
+	}
+	return n
+}
+
+// admit refuses cmd with ErrFull when what it adds would take the state
+// past the budget (the budget and its reserve, for a completion). It is
+// called with c.mu held: standalone, as the command is planned, so the
+// check and the commit are one step; replicated, on the node that submits
+// the command, before it goes to the log (the followers plan what the
+// log holds, whatever their own budget).
+func (c *core) admit(cmd *command) error {
+	if c.budget <= 0 {
+		return nil
+	}
+	add, completion := cmd.adds()
+	if add == 0 {
+		return nil
+	}
+	used := c.store.Usage().Bytes
+	limit := c.budget
+	if completion {
+		limit += c.budget / memoryReserveShare
+	}
+	if used+add <= limit {
+		c.warnMemory(used + add)
+		return nil
+	}
+	c.memRefused(used, add)
+	return fmt.Errorf("%w: the state holds %s of its memory budget of %s (Options.MaxMemory) and this call would add %s; "+
+		"complete, cancel or delete tasks, or raise the budget", ErrFull, sizeOf(used), sizeOf(c.budget), sizeOf(add))
+}
+
+// memWarn is the state of the memory warnings, under core.mu.
+type memWarn struct {
+	above   time.Time // when the last warning about the share was logged
+	refused time.Time // when the last refusal was logged
+	more    int       // refusals since, not logged yet
+}
+
+func (c *core) warnMemory(used int64) {
+	if used*100 < c.budget*memoryWarnPercent {
+		return
+	}
+	now := c.clock.Now()
+	if !c.memWarn.above.IsZero() && now.Sub(c.memWarn.above) < memoryWarnEvery {
+		return
+	}
+	c.memWarn.above = now
+	c.opts.Logger.Warn("docket: the state is near its memory budget; writes that add to it will be refused past it",
+		"used", used, "budget", c.budget, "percent", used*100/c.budget)
+}
+
+func (c *core) memRefused(used, add int64) {
+	now := c.clock.Now()
+	if !c.memWarn.refused.IsZero() && now.Sub(c.memWarn.refused) < memoryWarnEvery {
+		c.memWarn.more++
+		return
+	}
+	c.opts.Logger.Warn("docket: a write was refused: the memory budget is full",
+		"used", used, "budget", c.budget, "adds", add, "refused_since_last_line", c.memWarn.more)
+	c.memWarn.refused, c.memWarn.more = now, 0
+}
+
+// sizeOf prints a byte count in binary units.
+func sizeOf(n int64) string {
+	const unit = 1 << 10
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

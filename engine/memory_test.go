@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// payloadOf returns a JSON payload of about n bytes.
+func payloadOf(n int) []byte {
+	return []byte(`"` + strings.Repeat("x", n-2) + `"`)
+}
+
+// fill enqueues 1 KiB tasks until the budget refuses one, and returns how
+// many it took.
+func fill(t *testing.T, q Queue) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		_, err := q.Enqueue(ctx, Task{Payload: payloadOf(1024)})
+		if errors.Is(err, ErrFull) {
+			return n
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 10_000 {
+			t.Fatal("the budget never filled")
+		}
+	}
+}
+
+// TestMemoryBudgetRefusesWhatAdds fills a small budget and checks that
+// writes that add state are refused with ErrFull and change nothing,
+// that the state never passes the budget, and that claims, completions,
+// failures, cancels and KV deletes still work, after which enqueues are
+// taken again.
+func TestMemoryBudgetRefusesWhatAdds(t *testing.T) {
+	for _, mem := range []bool{true, false} {
+		t.Run(map[bool]string{true: "memory", false: "disk"}[mem], func(t *testing.T) {
+			const budget = 64 << 10
+			e := newEnv(t, mem, func(o *Options) { o.MaxMemory = budget; o.Logger = quiet })
+			q := e.q("q")
+			kv := e.db.KV(ns)
+			if _, err := kv.Commit(ctx, Set("keep", []byte(`1`))); err != nil {
+				t.Fatal(err)
+			}
+			n := fill(t, q)
+			if n < 20 || n > 64 {
+				t.Fatalf("a budget of 64 KiB took %d tasks of 1 KiB", n)
+			}
+			st := e.db.Stats()
+			if st.MemoryBudget != budget || st.Memory > budget || st.Memory < budget*3/4 {
+				t.Fatalf("stats: %d of %d bytes used", st.Memory, st.MemoryBudget)
+			}
+			before := dump(e.db)
+			_, err := q.Enqueue(ctx, Task{Payload: payloadOf(1024)})
+			if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "64.0 KiB") {
+				t.Fatalf("enqueue past the budget: %v", err)
+			}
+			if _, err := q.EnqueueBatch(ctx, []Task{{Payload: payloadOf(100)}, {Payload: payloadOf(100)}}); !errors.Is(err, ErrFull) {
+				t.Fatalf("batch past the budget: %v", err)
+			}
+			if _, err := q.EnqueueAsync(ctx, Task{Payload: payloadOf(1024)}).Wait(ctx); !errors.Is(err, ErrFull) {
+				t.Fatalf("async enqueue past the budget: %v", err)
+			}
+			if _, err := kv.Commit(ctx, Set("big", payloadOf(4096))); !errors.Is(err, ErrFull) {
+				t.Fatalf("KV set past the budget: %v", err)
+			}
+			if after := dump(e.db); after != before {
+				t.Fatalf("refused writes changed the state:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+
+			// Whatever frees state works.
+			if _, err := kv.Commit(ctx, Delete("keep")); err != nil {
+				t.Fatalf("KV delete when full: %v", err)
+			}
+			ls := e.claim(q, 3)
+			if _, err := q.Complete(ctx, ls[0], Done{}); err != nil {
+				t.Fatalf("complete when full: %v", err)
+			}
+			if err := q.Fail(ctx, ls[1], Failure{Err: "boom", Permanent: true}); err != nil {
+				t.Fatalf("fail when full: %v", err)
+			}
+			if err := q.Cancel(ctx, ls[2].ID+1); err != nil {
+				t.Fatalf("cancel when full: %v", err)
+			}
+			if _, err := q.Enqueue(ctx, Task{Payload: payloadOf(1024)}); err != nil {
+				t.Fatalf("enqueue once freed: %v", err)
+			}
+			if err := e.db.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			if !mem {
+				e.reopen()
+				if st := e.db.Stats(); st.Memory > budget {
+					t.Fatalf("after reopen %d of %d bytes used", st.Memory, budget)
+				}
+			}
+		})
+	}
+}
+
+// TestMemoryCompletionUsesTheReserve: with the budget full, a completion
+// that enqueues a follow-up is taken (from the reserve); once the reserve
+// is spent too it is refused with ErrFull, its lease still held, and the
+// same completion without the follow-up is taken.
+func TestMemoryCompletionUsesTheReserve(t *testing.T) {
+	const budget = 64 << 10
+	e := newEnv(t, true, func(o *Options) { o.MaxMemory = budget; o.Logger = quiet })
+	q := e.q("q")
+	n := fill(t, q)
+	ls := e.claim(q, n)
+	follow := func(l Lease) error {
+		_, err := q.Complete(ctx, l, Done{FollowUps: []FollowUp{{Queue: "next", Task: Task{Payload: payloadOf(4096)}}}})
+		return err
+	}
+	if err := follow(ls[0]); err != nil {
+		t.Fatalf("a completion with a follow-up at a full budget: %v", err)
+	}
+	if st := e.db.Stats(); st.Memory <= budget {
+		t.Fatalf("the follow-up did not use the reserve: %d of %d", st.Memory, budget)
+	}
+	i := 1
+	var err error
+	for ; i < len(ls); i++ {
+		if err = follow(ls[i]); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("completions with follow-ups never ran out of the reserve: %v", err)
+	}
+	if st := e.db.Stats(); st.Memory > budget+budget/memoryReserveShare {
+		t.Fatalf("the reserve was passed: %d bytes used of %d + %d", st.Memory, budget, budget/memoryReserveShare)
+	}
+	if info := e.get(q, ls[i].ID); info.State != InFlight {
+		t.Fatalf("a refused completion left its task %s", info.State)
+	}
+	if _, err := q.Complete(ctx, ls[i], Done{}); err != nil {
+		t.Fatalf("the same completion without the follow-up: %v", err)
+	}
+}
+
+// TestMemoryBudgetOnAReplicatedLog: the node that submits a command
+// admits it against its budget before it goes to the log; the log then
+// holds no refused command, and every member applies what it holds.
+func TestMemoryBudgetOnAReplicatedLog(t *testing.T) {
+	clock := NewManualClock(t0)
+	l := newLocalLog(t, 2, func(i int) Options {
+		o := Options{Clock: clock, MaxMemory: 64 << 10}
+		if i == 1 {
+			o.MaxMemory = -1 // a follower's own budget does not matter
+		}
+		return o
+	})
+	q := l.members[0].db.Queue(ns, "q")
+	n := fill(t, q)
+	entries := l.len()
+	if entries != n {
+		t.Fatalf("%d entries for %d enqueues taken", entries, n)
+	}
+	if _, err := q.Enqueue(ctx, Task{Payload: payloadOf(1024)}); !errors.Is(err, ErrFull) {
+		t.Fatalf("enqueue past the budget: %v", err)
+	}
+	if l.len() != entries {
+		t.Fatal("a refused command reached the log")
+	}
+	l.sameState(t, l.members[0].db, "full")
+}
+
+// TestMemoryWarnings: a warning when the state passes 80% of its budget,
+// not repeated within a minute; a refusal logged at once, the ones after
+// it within a minute counted in the next line.
+func TestMemoryWarnings(t *testing.T) {
+	lines := make(recordsTo, 1024)
+	e := newEnv(t, true, func(o *Options) { o.MaxMemory = 64 << 10; o.Logger = slog.New(lines) })
+	q := e.q("q")
+	fill(t, q)
+	var near, refused []slog.Record
+	for len(lines) > 0 {
+		r := <-lines
+		switch {
+		case strings.Contains(r.Message, "near its memory budget"):
+			near = append(near, r)
+		case strings.Contains(r.Message, "memory budget is full"):
+			refused = append(refused, r)
+		}
+	}
+	if len(near) != 1 || len(refused) != 1 {
+		t.Fatalf("%d warnings near the budget and %d refusals logged, want 1 and 1", len(near), len(refused))
+	}
+	if p := attr(near[0], "percent").Int64(); p < 80 || p > 100 {
+		t.Fatalf("warned at %d%%", p)
+	}
+	for range 3 {
+		q.Enqueue(ctx, Task{Payload: payloadOf(1024)})
+	}
+	if len(lines) != 0 {
+		t.Fatalf("%d lines for refusals within the minute", len(lines))
+	}
+	e.clock.Advance(time.Minute)
+	q.Enqueue(ctx, Task{Payload: payloadOf(1024)})
+	r := <-lines
+	if !strings.Contains(r.Message, "memory budget is full") || attr(r, "refused_since_last_line").Int64() != 3 {
+		t.Fatalf("after a minute: %q with %v refused since", r.Message, attr(r, "refused_since_last_line"))
+	}
+}
+
+func TestBudgetOf(t *testing.T) {
+	if got := budgetOf(12345); got != 12345 {
+		t.Fatalf("budgetOf(12345) = %d", got)
+	}
+	if got := budgetOf(-1); got != 0 {
+		t.Fatalf("budgetOf(-1) = %d, want none", got)
+	}
+	if avail := availableMemory(); avail > 0 && budgetOf(0) != avail/DefaultMemoryShare {
+		t.Fatalf("budgetOf(0) = %d with %d available", budgetOf(0), avail)
+	}
+}
