@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,6 +230,13 @@ func runServe(ctx context.Context, c cli, args []string) error {
 	sc, err := parseServe(c, args)
 	if err != nil {
 		return err
+	}
+	if b := sc.Engine.MaxMemory; b > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// The state stays within its budget (and a completion's reserve);
+		// the collector is told to keep the heap near it, with room for
+		// the server's own buffers, rather than let it double between
+		// collections.
+		debug.SetMemoryLimit(memoryLimitFor(b))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -546,3 +554,9 @@ func runToken(ctx context.Context, c cli, args []string) error {
 	fmt.Fprintf(c.stdout, "# the line for the tokens file (then: kill -HUP the server):\n%s\n", line)
 	return nil
 }
+
+// memoryLimitFor is the Go runtime's soft memory limit docket serve sets
+// for a memory budget of b bytes: the budget, the reserve completions may
+// use beyond it (an eighth), and 64 MiB for everything else the process
+// holds.
+func memoryLimitFor(b int64) int64 { return b + b/8 + 64<<20 }
