@@ -3,8 +3,10 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -200,4 +202,40 @@ func sizeOf(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// NamespaceUsage is what one namespace's state takes, as the memory budget
+// counts it: its tasks, and the bytes of their records with its
+// idempotency keys and KV entries.
+type NamespaceUsage struct {
+	Namespace Namespace
+	Tasks     int
+	Bytes     int64
+}
+
+// Usage returns what each namespace holding anything takes, the largest
+// first, at most max of them (all for max <= 0). Like Stats it is the
+// program's: a view for a caller (As) gets none.
+func (d *DB) Usage(max int) []NamespaceUsage {
+	if d.caller != nil {
+		return nil
+	}
+	c := d.c
+	c.mu.Lock()
+	var out []NamespaceUsage
+	c.store.NamespacesUsage(func(ns index.Namespace, u index.Usage) bool {
+		out = append(out, NamespaceUsage{Namespace: NS(ns.Project, ns.Scope), Tasks: int(u.Tasks), Bytes: u.Bytes})
+		return true
+	})
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b NamespaceUsage) int {
+		if a.Bytes != b.Bytes {
+			return cmp.Compare(b.Bytes, a.Bytes)
+		}
+		return cmp.Or(cmp.Compare(a.Namespace.Project, b.Namespace.Project), cmp.Compare(a.Namespace.Scope, b.Namespace.Scope))
+	})
+	if max > 0 && len(out) > max {
+		out = out[:max]
+	}
+	return out
 }

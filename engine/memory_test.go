@@ -219,3 +219,34 @@ func TestBudgetOf(t *testing.T) {
 		t.Fatalf("budgetOf(0) = %d with %d available", budgetOf(0), avail)
 	}
 }
+
+// TestUsageByNamespace: each namespace's tasks and bytes, largest first,
+// bounded by max, none for a caller's view.
+func TestUsageByNamespace(t *testing.T) {
+	e := newEnv(t, true)
+	small, big := NS("acme", "small"), NS("acme", "big")
+	for range 3 {
+		if _, err := e.db.Queue(small, "q").Enqueue(ctx, Task{Payload: payloadOf(100)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.Queue(big, "q").Enqueue(ctx, Task{Payload: payloadOf(5000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.db.KV(small).Commit(ctx, Set("k", payloadOf(50))); err != nil {
+		t.Fatal(err)
+	}
+	u := e.db.Usage(0)
+	if len(u) != 2 || u[0].Namespace != big || u[1].Namespace != small || u[0].Tasks != 3 || u[1].Tasks != 3 {
+		t.Fatalf("usage %+v", u)
+	}
+	if u[0].Bytes < 15000 || u[1].Bytes < 350 || u[0].Bytes+u[1].Bytes != e.db.Stats().Memory {
+		t.Fatalf("usage %+v against %d in all", u, e.db.Stats().Memory)
+	}
+	if got := e.db.Usage(1); len(got) != 1 || got[0] != u[0] {
+		t.Fatalf("Usage(1) = %+v", got)
+	}
+	if got := e.db.As(Caller{ID: "x"}).Usage(0); got != nil {
+		t.Fatalf("a caller's view sees %+v", got)
+	}
+}
