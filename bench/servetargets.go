@@ -152,8 +152,11 @@ func WriteServeTable(w io.Writer, rs []Result, docket, peer string) error {
 		return dur(r.ServerCPUPerTask)
 	}
 	for _, wl := range ServeWorkloads {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\t%s\t%s\t\t\n", wl, cpu(docket, wl, "always"), cpu(peer, wl, "durable"),
-			cpu(docket, wl, "never"), cpu(peer, wl, "nosync"))
+		a1, a2, n1, n2 := cpu(docket, wl, "always"), cpu(peer, wl, "durable"), cpu(docket, wl, "never"), cpu(peer, wl, "nosync")
+		if a1+a2+n1+n2 == "----" {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\t%s\t%s\t\t\n", wl, a1, a2, n1, n2)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
