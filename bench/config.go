@@ -12,10 +12,10 @@ import (
 )
 
 // Workloads names the workloads Run accepts, in the order they are
-// usually run. W1–W6R (but W1P) drive a queue through the Driver
-// interface, so the peers module runs them against other queues too; W1P,
-// W7–W9 and WF (fairness between partitions, fair.go) look inside docket
-// and run against it alone.
+// usually run. W1–W6R drive a queue through the Driver interface (W1P a
+// Driver that is also a Pipeliner), so the peers module runs them against
+// other queues too; W7–W9 and WF (fairness between partitions, fair.go)
+// look inside docket and run against it alone.
 var Workloads = []string{"W1", "W1P", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9", "WF"}
 
 // DriverWorkloads are the workloads RunDriver accepts.
