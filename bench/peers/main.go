@@ -344,13 +344,13 @@ func buildServers(ctx context.Context, docket, natsServer bool, docketBin, natsB
 	if docket && docketBin == "" {
 		fmt.Fprintf(os.Stderr, "building %s\n", bench.DocketPackage)
 		if out[0], err = bench.GoBuild(ctx, bench.DocketPackage, dir, "docket"); err != nil {
-			return out, err
+			return out, fmt.Errorf("%w(it builds inside the repository's go.work; -docket-bin takes a built docket)", err)
 		}
 	}
 	if natsServer && natsBin == "" {
 		fmt.Fprintf(os.Stderr, "building %s\n", natsServerPackage)
 		if out[1], err = bench.GoBuild(ctx, natsServerPackage, dir, "nats-server"); err != nil {
-			return out, err
+			return out, fmt.Errorf("%w(-nats-bin takes a built nats-server)", err)
 		}
 	}
 	for i, b := range out {
