@@ -12,10 +12,10 @@ import (
 )
 
 // Workloads names the workloads Run accepts, in the order they are
-// usually run. W1–W6R (but W1P) drive a queue through the Driver
-// interface, so the peers module runs them against other queues too; W1P,
-// W7–W9 and WF (fairness between partitions, fair.go) look inside docket
-// and run against it alone.
+// usually run. W1–W6R drive a queue through the Driver interface (W1P a
+// Driver that is also a Pipeliner), so the peers module runs them against
+// other queues too; W7–W10 and WF (fairness between partitions, fair.go)
+// look inside docket and run against it alone.
 var Workloads = []string{"W1", "W1P", "W2", "W3", "W4", "W5", "W6", "W6R", "W7", "W8", "W9", "W10", "WF"}
 
 // DriverWorkloads are the workloads RunDriver accepts.
@@ -88,9 +88,9 @@ type Config struct {
 	// Remote drives docket through its Go client (package client) over a
 	// TCP connection to a server on 127.0.0.1, started in this process
 	// over a fresh DB of the config's mode (in memory, or in a directory
-	// with Durability), instead of calling the DB directly. W8 and W9 look
-	// inside the engine and W1P pipelines its commits: they run in process
-	// only.
+	// with Durability), instead of calling the DB directly. W8, W9 and WF
+	// look inside the engine: they run in process only. W1P pipelines
+	// through the client's EnqueueAsync.
 	Remote bool
 	// NoCoalesce, with Remote, has the client send every call in a
 	// request of its own (client.Options.NoCoalesce), as it did before it
@@ -101,6 +101,13 @@ type Config struct {
 	// bearer token. Each run uses a queue of its own, and its mode is
 	// "server": the server's durability is its own.
 	Server, Token string
+	// ServeBinary, with Remote, is a docket binary whose `serve` each run
+	// starts as a separate process (StartServe) over a fresh data
+	// directory with the run's durability, on a fresh port of 127.0.0.1,
+	// instead of a server in this process; it is stopped at the end of the
+	// run. Such runs report System Serve, and their CPU per task is the
+	// server process's beside this one's (Result.ServerCPU).
+	ServeBinary string
 }
 
 // Mode names the durability the config selects: "memory", or docket's
@@ -193,8 +200,11 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 	if c.Remote && (c.Workload == "W8" || c.Workload == "W9" || c.Workload == "W10" || c.Workload == "WF") {
 		return c, fmt.Errorf("bench: %s looks inside the engine and cannot run remote: %w", c.Workload, engine.ErrInvalid)
 	}
-	if c.Remote && c.Workload == "W1P" {
-		return c, fmt.Errorf("bench: W1P pipelines the engine's commits (the client's EnqueueAsync is one call at a time) and cannot run remote: %w", engine.ErrInvalid)
+	if c.ServeBinary != "" {
+		if c.Server != "" || c.InMemory {
+			return c, fmt.Errorf("bench: a docket serve process (ServeBinary) serves a fresh directory of its own: not with Server or InMemory: %w", engine.ErrInvalid)
+		}
+		c.Remote = true
 	}
 	if c.Durability < engine.SyncAlways || c.Durability > engine.SyncNever {
 		return c, fmt.Errorf("bench: durability %d", c.Durability)

@@ -42,14 +42,15 @@
 //	     tasks (default 1,000,000), against their wait alone, in one run;
 //	     target at most 2x (fair.go)
 //
-// W1–W6R but W1P drive the queue through the Driver interface, so the peers
+// W1–W6R drive the queue through the Driver interface (W1P through a
+// Pipeliner, a Driver that can leave enqueues in flight), so the peers
 // module (bench/peers, a module of its own so that docket never depends
 // on the queues it is compared with) runs the very same code against
 // goqite on SQLite and NATS JetStream. W7–W10 and WF look at docket alone.
 //
 // # Remote mode
 //
-// With Config.Remote, W1–W7 but W1P drive docket through its Go client
+// With Config.Remote, W1–W7 drive docket through its Go client
 // (package client) instead of calling the DB (W4's and W6's completions
 // that claim go through Pipeline.CompleteAndClaim; W7 waits for its
 // claimers to park on the server's DB, or, against a server elsewhere,
@@ -63,6 +64,13 @@
 // checks the remote mode's aims against in-process runs and a peer, and
 // WriteRemote writes what the network costs per workload and per kind of
 // call.
+//
+// With Config.ServeBinary the server is a `docket serve` process of
+// that binary instead (StartServe), started for each run over a fresh
+// directory with the run's durability and stopped at its end; such runs
+// report System Serve and the server process's CPU (Result.ServerCPU).
+// ServeTargets judges them against a peer's server process and against
+// docket in process; WriteServeTable prints the comparison.
 //
 // # Figures
 //

@@ -72,7 +72,24 @@ type docketDriver struct {
 	db *engine.DB
 	// counters reads the queue's totals; nil when there are none.
 	counters func() (Counters, bool)
-	close    func() error
+	// server is the `docket serve` process a run started; nil otherwise.
+	server *Process
+	close  func() error
+}
+
+// ServerCPU is the CPU time the server process has used so far.
+func (d *docketDriver) ServerCPU() (time.Duration, bool) {
+	if d.server == nil {
+		return 0, false
+	}
+	return d.server.CPU(), true
+}
+
+// ServerCPUer is a Driver whose server runs in a process of its own and
+// can say how much CPU time it has used; a run's Result.ServerCPU is its
+// share of it.
+type ServerCPUer interface {
+	ServerCPU() (time.Duration, bool)
 }
 
 var benchNS = engine.NS("bench", "load")
@@ -190,20 +207,34 @@ func countersOf(d any) (Counters, bool) {
 // window records the counters at the start of a measured window and fills
 // the result's share of them at its end.
 type window struct {
-	d     any
-	start Counters
-	ok    bool
-	cpu   time.Duration
+	d         any
+	start     Counters
+	ok        bool
+	cpu       time.Duration
+	serverCPU time.Duration
+	server    ServerCPUer
 }
 
 func openWindow(d any) window {
 	c, ok := countersOf(d)
-	return window{d: d, start: c, ok: ok, cpu: ProcessCPU()}
+	w := window{d: d, start: c, ok: ok, cpu: ProcessCPU()}
+	if s, ok := d.(ServerCPUer); ok {
+		if t, ok := s.ServerCPU(); ok {
+			w.server, w.serverCPU = s, t
+		}
+	}
+	return w
 }
 
 func (w window) close(r *Result) {
 	if w.cpu > 0 {
 		r.CPU = ProcessCPU() - w.cpu
+	}
+	if w.server != nil {
+		if t, ok := w.server.ServerCPU(); ok {
+			r.ServerCPU = t - w.serverCPU
+			r.ServerMeasured = true
+		}
 	}
 	if !w.ok {
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/docketdb/docket/client"
@@ -23,6 +24,9 @@ const (
 
 // remoteSystem is the System of a run through the client.
 func remoteSystem(cfg Config) string {
+	if cfg.ServeBinary != "" {
+		return Serve
+	}
 	if cfg.NoCoalesce {
 		return RemoteSingle
 	}
@@ -40,6 +44,9 @@ const serverCalls = maxInFlightSends + 256
 func openRemote(ctx context.Context, cfg Config, dir string) (*docketDriver, error) {
 	if cfg.Server != "" {
 		return dialServer(ctx, cfg)
+	}
+	if cfg.ServeBinary != "" {
+		return openServe(ctx, cfg, dir)
 	}
 	db, err := openDB(cfg, dir, nil)
 	if err != nil {
@@ -102,6 +109,41 @@ func serveLoopback(db *engine.DB) (url string, stop func() error, err error) {
 		cancel()
 		return <-done
 	}, nil
+}
+
+// openServe starts `docket serve` (cfg.ServeBinary) over a fresh
+// directory in dir with cfg's durability and drives it through the
+// client: its counters are the server's Stats (this run is its only
+// caller), its CPU the process's.
+func openServe(ctx context.Context, cfg Config, dir string) (*docketDriver, error) {
+	calls := fmt.Sprint(serverCalls)
+	p, url, err := StartServe(ctx, cfg.ServeBinary, filepath.Join(dir, "data"), cfg.Durability.String(),
+		"-max-calls", calls, "-max-parked", calls)
+	if err != nil {
+		return nil, err
+	}
+	d, err := dialPair(ctx, url, client.Options{NoCoalesce: cfg.NoCoalesce}, "tasks")
+	if err != nil {
+		return nil, errors.Join(err, p.Stop())
+	}
+	c, err := client.Dial(ctx, url, client.Options{})
+	if err != nil {
+		return nil, errors.Join(err, d.close(), p.Stop())
+	}
+	d.counters = func() (Counters, bool) {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := c.Stats(sctx)
+		if err != nil {
+			return Counters{}, false
+		}
+		return Counters{Commits: s.Commits, Fsyncs: s.LogSyncs, LogBytes: s.LogBytes, Groups: s.LogGroups,
+			SyncTime: s.LogSyncTime, Gathers: s.LogGathers, GatherMisses: s.LogGatherMisses}, true
+	}
+	d.server = p
+	closeClients := d.close
+	d.close = func() error { return errors.Join(closeClients(), c.Close(), p.Stop()) }
+	return d, nil
 }
 
 // dialServer drives a queue of its own on the running server cfg.Server.

@@ -65,6 +65,13 @@ func TestRemoteWorkloads(t *testing.T) {
 			})
 		}
 	}
+	t.Run("W1P/memory", func(t *testing.T) {
+		// One producer's enqueues through the client's EnqueueAsync.
+		res := run(t, remoteMemory.config(t, "W1P", 300))
+		if res.System != Remote || res.Tasks != 300 || res.Latency.Count != 300 || res.Producers != 1 {
+			t.Fatalf("%s: %d tasks, %d timed", res.System, res.Tasks, res.Latency.Count)
+		}
+	})
 	t.Run("W2/always", func(t *testing.T) {
 		res := run(t, remoteAlways.config(t, "W2", 200))
 		if res.Tasks != 200 || res.Fsyncs == 0 || res.Commits != 200 {
@@ -139,13 +146,35 @@ func TestServeLoopback(t *testing.T) {
 }
 
 func TestRemoteConfigErrors(t *testing.T) {
-	for _, w := range []string{"W8", "W9", "W1P"} {
+	for _, w := range []string{"W8", "W9", "WF"} {
 		_, err := Run(ctx, Config{Workload: w, N: 10, Remote: true, Dir: t.TempDir()})
 		if !errors.Is(err, engine.ErrInvalid) {
 			t.Errorf("%s remote: %v, want ErrInvalid", w, err)
 		}
 	}
+	// A docket serve process serves a directory of its own, on disk.
+	for _, cfg := range []Config{
+		{Workload: "W1", N: 10, ServeBinary: "docket", InMemory: true},
+		{Workload: "W1", N: 10, ServeBinary: "docket", Server: "http://127.0.0.1:1"},
+	} {
+		cfg.Dir = t.TempDir()
+		if _, err := Run(ctx, cfg); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", cfg, err)
+		}
+	}
+	// W1P needs a queue that pipelines.
+	_, err := RunDriver(ctx, "plain", Config{Workload: "W1P", N: 10, Durability: engine.SyncNever, Dir: t.TempDir()},
+		func(ctx context.Context, cfg Config, dir string) (Driver[engine.Lease], error) {
+			d, err := openDocket(cfg, dir, nil)
+			return plainDriver{d}, err
+		})
+	if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "pipelines") {
+		t.Errorf("W1P on a queue that does not pipeline: %v", err)
+	}
 }
+
+// plainDriver hides every method beyond Driver's.
+type plainDriver struct{ Driver[engine.Lease] }
 
 func TestTargets(t *testing.T) {
 	r := func(system, w, mode string, tps float64) Result {

@@ -96,6 +96,15 @@ type Result struct {
 	// shared with other work it is steadier than the rates.
 	CPU        time.Duration `json:"cpu_ns,omitempty"`
 	CPUPerTask time.Duration `json:"cpu_per_task_ns,omitempty"`
+	// ServerCPU is, where the server ran as a process of its own (a
+	// ServerCPUer: `docket serve`, a nats-server), the CPU time that
+	// process used in the window, read from /proc at both ends (10 ms
+	// ticks), and ServerMeasured says it was read; ServerCPUPerTask
+	// divides it by Tasks. CPU is then the load generator's and the
+	// client's alone.
+	ServerCPU        time.Duration `json:"server_cpu_ns,omitempty"`
+	ServerCPUPerTask time.Duration `json:"server_cpu_per_task_ns,omitempty"`
+	ServerMeasured   bool          `json:"server_measured,omitempty"`
 
 	// PeakRSS is the process's peak resident set (VmHWM) during the run,
 	// reset at its start where the kernel allows it.
@@ -180,6 +189,9 @@ func (r *Result) finish() {
 	}
 	if r.Tasks > 0 && r.CPU > 0 {
 		r.CPUPerTask = r.CPU / time.Duration(r.Tasks)
+	}
+	if r.Tasks > 0 && r.ServerCPU > 0 {
+		r.ServerCPUPerTask = r.ServerCPU / time.Duration(r.Tasks)
 	}
 	if r.Tasks > 0 && r.LogBytes > 0 {
 		r.BytesPerTask = float64(r.LogBytes) / float64(r.Tasks)
@@ -276,6 +288,9 @@ func (r Result) Table(w io.Writer) error {
 	}
 	if r.CPU > 0 {
 		line("CPU", fmt.Sprintf("%v, %s per task", r.CPU.Round(time.Millisecond), dur(r.CPUPerTask)))
+	}
+	if r.ServerMeasured {
+		line("server CPU", fmt.Sprintf("%v, %s per task (the server's process)", r.ServerCPU.Round(time.Millisecond), dur(r.ServerCPUPerTask)))
 	}
 	if r.PeakRSS > 0 {
 		line("peak RSS", size(r.PeakRSS))

@@ -7,9 +7,12 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/docketdb/docket/engine"
 )
 
 // Run runs one workload against docket and returns what it measured.
@@ -20,6 +23,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	switch cfg.Workload {
 	case "W1P":
+		if cfg.Remote {
+			return RunDriver(ctx, remoteSystem(cfg), cfg, Docket)
+		}
 		return runWithDir(ctx, "docket", cfg, runW1P)
 	case "W7":
 		system := "docket"
@@ -43,10 +49,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return RunDriver(ctx, system, cfg, Docket)
 }
 
-// RunDriver runs one of DriverWorkloads against the queue open makes,
-// reporting it as system.
+// RunDriver runs one of DriverWorkloads, or W1P where the queue is a
+// Pipeliner, against the queue open makes, reporting it as system.
 func RunDriver[J any](ctx context.Context, system string, cfg Config, open Opener[J]) (Result, error) {
-	cfg, err := cfg.withDefaults(DriverWorkloads)
+	cfg, err := cfg.withDefaults(append(slices.Clip(DriverWorkloads), "W1P"))
 	if err != nil {
 		return Result{}, err
 	}
@@ -56,6 +62,12 @@ func RunDriver[J any](ctx context.Context, system string, cfg Config, open Opene
 			return err
 		}
 		switch cfg.Workload {
+		case "W1P":
+			if p, ok := any(d).(Pipeliner); ok {
+				err = pipelined(ctx, cfg, p, d, r)
+			} else {
+				err = fmt.Errorf("W1P needs a queue that pipelines its enqueues (bench.Pipeliner): %w", engine.ErrInvalid)
+			}
 		case "W1", "W2", "W3":
 			err = runEnqueue(ctx, cfg, d, r)
 		case "W4", "W5":
@@ -71,7 +83,7 @@ func RunDriver[J any](ctx context.Context, system string, cfg Config, open Opene
 // result has.
 func runWithDir(ctx context.Context, system string, cfg Config, fn func(context.Context, Config, string, *Result) error) (Result, error) {
 	r := Result{System: system, Workload: cfg.Workload, Mode: cfg.Mode()}
-	if system != "docket" && system != Remote && system != RemoteSingle && r.Mode != "memory" {
+	if system != "docket" && system != Remote && system != RemoteSingle && system != Serve && r.Mode != "memory" {
 		r.Mode = map[bool]string{true: "durable", false: "nosync"}[cfg.Durability == 0]
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "docket-bench-")

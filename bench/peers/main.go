@@ -10,10 +10,15 @@
 // With -systems docket it runs docket alone, and then also accepts the
 // docket-only workloads W7 (wake-up), W8 (recovery) and W9 (footprint).
 //
-// With -remote it compares servers: docket in process, docket through its
-// client over a TCP connection to a server on 127.0.0.1 ("remote"), and
-// NATS JetStream reached over a TCP connection to its server on 127.0.0.1
-// ("nats-tcp"), and prints the network's cost and the remote targets.
+// With -remote it compares servers, each a process of its own on
+// 127.0.0.1: docket's client against `docket serve` ("docket-serve", the
+// binary built from this repository's cmd/docket) and JetStream's client
+// against a nats-server process ("nats-server", built from the
+// nats-server module this one requires), every workload W1–W6R in both
+// durabilities, W2 also in process, and prints the table of ratios and
+// the targets with PASS or FAIL. The systems "remote" (docket's server in
+// this process, on a loopback port) and "nats-tcp" (JetStream embedded,
+// reached over loopback) stay for -systems.
 package main
 
 import (
@@ -24,6 +29,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -38,8 +44,11 @@ import (
 func main() {
 	var (
 		workloads = flag.String("workloads", "W1,W2,W3,W4,W5,W6,W6R", "comma-separated workloads")
-		systems   = flag.String("systems", "docket,goqite,nats,bbolt", "comma-separated systems: docket, remote (docket through its client over loopback), remote-single (the same, every call in a request of its own), goqite, nats, nats-tcp (JetStream over loopback), bbolt (a minimal queue on go.etcd.io/bbolt)")
-		remote    = flag.Bool("remote", false, "compare servers over loopback: -systems defaults to docket,remote,nats-tcp, and the remote targets are checked")
+		systems   = flag.String("systems", "docket,goqite,nats,bbolt", "comma-separated systems: docket, docket-serve (docket's client against a `docket serve` process), nats-server (JetStream's client against a nats-server process), remote (docket through its client to a server in this process, over loopback), remote-single (the same, every call in a request of its own), goqite, nats, nats-tcp (JetStream embedded, over loopback), bbolt (a minimal queue on go.etcd.io/bbolt)")
+		remote    = flag.Bool("remote", false, "compare servers, each a process of its own on 127.0.0.1: -systems defaults to docket,docket-serve,nats-server, -workloads to W1,W1P,W2,W3,W4,W5,W6,W6R, both durabilities unless -durable is given, docket in process only for -local; prints the ratios and the targets with PASS or FAIL")
+		local     = flag.String("local", "W2", "with -remote: the workloads docket also runs in process (W2's target needs it; 'all': every one)")
+		docketBin = flag.String("docket-bin", "", "the docket binary docket-serve starts (default: go build of "+bench.DocketPackage+" into a temporary directory)")
+		natsBin   = flag.String("nats-bin", "", "the nats-server binary nats-server starts (default: go build of "+natsServerPackage+" into a temporary directory)")
 		n         = flag.Int("n", 20_000, "tasks per workload (0: each workload's default); W6 and W6R run for -duration, W7 uses -trials, W8 -recover-n")
 		trials    = flag.Int("trials", 10_000, "wake-up trials of W7")
 		recoverN  = flag.Int("recover-n", 1_000_000, "pending tasks W8 recovers")
@@ -60,6 +69,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	defer runCleanups()
 
 	base := bench.Config{
 		N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
@@ -72,9 +82,26 @@ func main() {
 		base.Progress = os.Stderr
 	}
 	sys := split(*systems)
+	wls := split(strings.ToUpper(*workloads))
 	if *remote && !flagSet("systems") {
-		sys = []string{"docket", bench.Remote, "nats-tcp"}
+		sys = []string{"docket", bench.Serve, "nats-server"}
 	}
+	if *remote && !flagSet("workloads") {
+		wls = slices.Clone(bench.ServeWorkloads)
+	}
+	modes := []bench.Config{base}
+	if *remote && !flagSet("durable") && !*memory {
+		never := base
+		never.Durability = engine.SyncNever
+		modes = []bench.Config{base, never}
+	}
+	locals := map[string]bool{}
+	for _, w := range split(strings.ToUpper(*local)) {
+		locals[w] = true
+	}
+	// inProcess says whether docket in process runs w: with -remote only
+	// the -local workloads.
+	inProcess := func(w string) bool { return !*remote || locals["ALL"] || locals[w] }
 	if *memory {
 		sys = slices.DeleteFunc(sys, func(s string) bool { return s != "docket" && s != bench.Remote && s != bench.RemoteSingle })
 	}
@@ -83,10 +110,16 @@ func main() {
 			fatal(fmt.Errorf("unknown system %q", s))
 		}
 	}
-	wls := split(strings.ToUpper(*workloads))
+	if slices.Contains(sys, bench.Serve) || slices.Contains(sys, "nats-server") {
+		bins, err := buildServers(ctx, slices.Contains(sys, bench.Serve), slices.Contains(sys, "nats-server"), *docketBin, *natsBin)
+		if err != nil {
+			fatal(err)
+		}
+		serveBin, natsServerBin = bins[0], bins[1]
+	}
 
 	fmt.Printf("# %s, %d cores, load average %s, %s, %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(),
-		loadAverage(), modeName(base), flagLine())
+		loadAverage(), modeNames(modes), flagLine())
 	// The raw fsync rate and the floor of a durable call are measured in
 	// the directory of the runs.
 	syncDir := *dir
@@ -105,43 +138,45 @@ func main() {
 	// Remote and durable, each round starts with the floor of a durable
 	// call over HTTP/1.1 (bench.HTTPFloor); the median round's is reported.
 	var floors []bench.HTTPFloor
-	measureFloor := fsyncRes != nil && slices.Contains(sys, bench.Remote) && base.Durability == engine.SyncAlways
+	measureFloor := fsyncRes != nil && slices.Contains(sys, bench.Remote)
 
-	all := map[string][]bench.Result{} // by workload/system
+	all := map[string][]bench.Result{} // by workload/system/mode
 	var order []string
 	for r := range *rounds {
-		if measureFloor {
-			f, err := bench.MeasureHTTPFloor(ctx, syncDir, *fsync)
-			if err != nil {
-				fatal(err)
-			}
-			floors = append(floors, f)
-		}
-		for _, w := range wls {
-			for _, s := range sys {
-				if !slices.Contains(bench.DriverWorkloads, w) && s != "docket" && (s != bench.Remote && s != bench.RemoteSingle || w != "W7") {
-					continue
-				}
-				cfg := base
-				cfg.Workload = w
-				switch w {
-				case "W6", "W6R":
-					cfg.N = 0 // they run for -duration
-				case "W7":
-					cfg.N = *trials
-				case "W8":
-					cfg.N = *recoverN
-				}
-				res, err := runners[s](ctx, cfg)
+		for _, base := range modes {
+			if measureFloor && base.Durability == engine.SyncAlways {
+				f, err := bench.MeasureHTTPFloor(ctx, syncDir, *fsync)
 				if err != nil {
 					fatal(err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d: %s %s %s: %s tasks/s\n", r+1, s, w, res.Mode, short(res.TasksPerSec))
-				key := w + "/" + s
-				if all[key] == nil {
-					order = append(order, key)
+				floors = append(floors, f)
+			}
+			for _, w := range wls {
+				for _, s := range sys {
+					if !runs(s, w) || s == "docket" && !inProcess(w) {
+						continue
+					}
+					cfg := base
+					cfg.Workload = w
+					switch w {
+					case "W6", "W6R":
+						cfg.N = 0 // they run for -duration
+					case "W7":
+						cfg.N = *trials
+					case "W8":
+						cfg.N = *recoverN
+					}
+					res, err := runners[s](ctx, cfg)
+					if err != nil {
+						fatal(err)
+					}
+					fmt.Fprintf(os.Stderr, "round %d: %s %s %s: %s tasks/s\n", r+1, s, w, res.Mode, short(res.TasksPerSec))
+					key := w + "/" + s + "/" + base.Mode()
+					if all[key] == nil {
+						order = append(order, key)
+					}
+					all[key] = append(all[key], res)
 				}
-				all[key] = append(all[key], res)
 			}
 		}
 	}
@@ -163,18 +198,32 @@ func main() {
 			r.Table(os.Stdout)
 		}
 	}
-	if len(sys) > 1 {
-		fmt.Println()
-		writeRatios(os.Stdout, wls, sys, all)
+	var every []bench.Result
+	for _, k := range order {
+		every = append(every, all[k]...)
 	}
-	if ts := boltTargets(all); len(ts) > 0 {
+	if len(sys) > 1 {
+		for _, m := range modes {
+			fmt.Println()
+			if len(modes) > 1 {
+				fmt.Printf("%s:\n", modeName(m))
+			}
+			writeRatios(os.Stdout, wls, sys, byMode(all, m.Mode()))
+		}
+	}
+	if ts := boltTargets(byMode(all, base.Mode())); len(ts) > 0 {
 		fmt.Println("\ntargets:")
 		bench.WritePerfTargets(os.Stdout, ts)
 	}
 	var floor *bench.HTTPFloor
-	var every []bench.Result
-	for _, k := range order {
-		every = append(every, all[k]...)
+	if slices.Contains(sys, bench.Serve) {
+		fmt.Printf("\n%s (docket's client against `docket serve`) and nats-server (JetStream's client against nats-server), each a process on 127.0.0.1:\n", bench.Serve)
+		bench.WriteServeTable(os.Stdout, every, bench.Serve, "nats-server")
+		fmt.Println("\ntargets:")
+		bench.WritePerfTargets(os.Stdout, bench.ServeTargets(every, bench.Serve, "nats-server", bench.ServeCPUBaseline))
+		if bench.ServeCPUBaseline > 0 {
+			fmt.Printf("(the server CPU target compares with the figure recorded in bench/README.md, %v per task, not with a run of the old build)\n", bench.ServeCPUBaseline)
+		}
 	}
 	if slices.Contains(sys, bench.Remote) {
 		fmt.Println("\nremote (through the client over loopback) against in process:")
@@ -238,6 +287,104 @@ var runners = map[string]func(context.Context, bench.Config) (bench.Result, erro
 			return openNATS(ctx, cfg, dir, true)
 		})
 	},
+	bench.Serve: func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		cfg.ServeBinary = serveBin
+		return bench.Run(ctx, cfg)
+	},
+	"nats-server": func(ctx context.Context, cfg bench.Config) (bench.Result, error) {
+		return bench.RunDriver(ctx, "nats-server", cfg, func(ctx context.Context, cfg bench.Config, dir string) (bench.Driver[jetstream.Msg], error) {
+			return openNATSProcess(ctx, natsServerBin, cfg, dir)
+		})
+	},
+}
+
+// serveBin and natsServerBin are the binaries the docket-serve and
+// nats-server systems start.
+var serveBin, natsServerBin string
+
+// natsServerPackage is the nats-server command, in the module this one
+// requires.
+const natsServerPackage = "github.com/nats-io/nats-server/v2"
+
+// pipelines are the systems that run W1P (a producer with many enqueues in
+// flight), and remotes those that run W7 through docket's client.
+var (
+	pipelines = map[string]bool{"docket": true, bench.Remote: true, bench.RemoteSingle: true, bench.Serve: true,
+		"nats": true, "nats-tcp": true, "nats-server": true}
+	remotes = map[string]bool{bench.Remote: true, bench.RemoteSingle: true, bench.Serve: true}
+)
+
+// runs says whether system s runs workload w: every system the driver
+// workloads, W1P those that pipeline, W7 docket's, the rest docket in
+// process alone.
+func runs(s, w string) bool {
+	switch {
+	case slices.Contains(bench.DriverWorkloads, w):
+		return true
+	case w == "W1P":
+		return pipelines[s]
+	case w == "W7":
+		return s == "docket" || remotes[s]
+	}
+	return s == "docket"
+}
+
+// buildServers builds the docket and nats-server binaries the run needs
+// into a temporary directory (removed at exit), unless given.
+func buildServers(ctx context.Context, docket, natsServer bool, docketBin, natsBin string) ([2]string, error) {
+	out := [2]string{docketBin, natsBin}
+	if (!docket || docketBin != "") && (!natsServer || natsBin != "") {
+		return out, nil
+	}
+	dir, err := os.MkdirTemp("", "peers-bin-")
+	if err != nil {
+		return out, err
+	}
+	atExit(func() { os.RemoveAll(dir) })
+	if docket && docketBin == "" {
+		fmt.Fprintf(os.Stderr, "building %s\n", bench.DocketPackage)
+		if out[0], err = bench.GoBuild(ctx, bench.DocketPackage, dir, "docket"); err != nil {
+			return out, fmt.Errorf("%w(it builds inside the repository's go.work; -docket-bin takes a built docket)", err)
+		}
+	}
+	if natsServer && natsBin == "" {
+		fmt.Fprintf(os.Stderr, "building %s\n", natsServerPackage)
+		if out[1], err = bench.GoBuild(ctx, natsServerPackage, dir, "nats-server"); err != nil {
+			return out, fmt.Errorf("%w(-nats-bin takes a built nats-server)", err)
+		}
+	}
+	for i, b := range out {
+		if b != "" {
+			if out[i], err = filepath.Abs(b); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// byMode is the results of all (keyed workload/system/mode) of docket's
+// mode m, keyed workload/system.
+func byMode(all map[string][]bench.Result, m string) map[string][]bench.Result {
+	out := map[string][]bench.Result{}
+	for k, rs := range all {
+		if i := strings.LastIndexByte(k, '/'); i >= 0 && k[i+1:] == m {
+			out[k[:i]] = rs
+		}
+	}
+	return out
+}
+
+var cleanups []func()
+
+// atExit runs f when main returns or fatal exits.
+func atExit(f func()) { cleanups = append(cleanups, f) }
+
+func runCleanups() {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	cleanups = nil
 }
 
 // boltTarget is how many times a minimal bbolt queue's W3 rate docket's
@@ -339,6 +486,14 @@ func split(s string) []string {
 	return out
 }
 
+func modeNames(cs []bench.Config) string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, modeName(c))
+	}
+	return strings.Join(names, ", then ")
+}
+
 func modeName(c bench.Config) string {
 	if c.InMemory {
 		return "docket in memory"
@@ -367,6 +522,7 @@ func short(v float64) string {
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "peers:", err)
+	runCleanups()
 	os.Exit(1)
 }
 

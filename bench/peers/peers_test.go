@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +19,9 @@ import (
 // no fsync so that it takes seconds.
 func TestPeers(t *testing.T) {
 	for name, run := range runners {
+		if name == bench.Serve || name == "nats-server" {
+			continue // they start processes: TestServerProcesses
+		}
 		for _, w := range bench.DriverWorkloads {
 			t.Run(name+"/"+w, func(t *testing.T) {
 				cfg := bench.Config{Workload: w, N: 300, Durability: engine.SyncNever, Dir: t.TempDir()}
@@ -134,5 +140,125 @@ func TestBoltTargets(t *testing.T) {
 	delete(all, "W3/bbolt")
 	if ts := boltTargets(all); len(ts) != 0 {
 		t.Fatalf("without bbolt: %+v", ts)
+	}
+}
+
+// TestPipelined runs W1P on the systems that pipeline without a process
+// of their own, and checks which systems run which workloads.
+func TestPipelined(t *testing.T) {
+	for _, name := range []string{"docket", bench.Remote, "nats", "nats-tcp"} {
+		res, err := runners[name](context.Background(), bench.Config{Workload: "W1P", N: 300, InFlight: 64,
+			Durability: engine.SyncNever, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if res.System != name || res.Tasks != 300 || res.Latency.Count != 300 {
+			t.Fatalf("%s: %d tasks, %d timed", res.System, res.Tasks, res.Latency.Count)
+		}
+	}
+	for _, c := range []struct {
+		system, workload string
+		want             bool
+	}{
+		{"goqite", "W1P", false}, {"bbolt", "W1P", false}, {"nats-server", "W1P", true}, {bench.Serve, "W1P", true},
+		{"nats-server", "W6R", true}, {"nats-server", "W7", false}, {bench.Serve, "W7", true}, {"docket", "W9", true},
+		{bench.Serve, "W9", false},
+	} {
+		if got := runs(c.system, c.workload); got != c.want {
+			t.Errorf("runs(%s, %s) = %v", c.system, c.workload, got)
+		}
+	}
+}
+
+func TestByMode(t *testing.T) {
+	all := map[string][]bench.Result{
+		"W1/docket/always": {{TasksPerSec: 1}}, "W1/docket/never": {{TasksPerSec: 2}},
+		"W2/nats-server/never": {{TasksPerSec: 3}},
+	}
+	got := byMode(all, "never")
+	if len(got) != 2 || got["W1/docket"][0].TasksPerSec != 2 || got["W2/nats-server"][0].TasksPerSec != 3 {
+		t.Fatalf("%v", got)
+	}
+}
+
+// TestNATSConfig: fsync on every write when durable, the server's default
+// otherwise, as the embedded server's SyncAlways; the client URL is read
+// from the ports file.
+func TestNATSConfig(t *testing.T) {
+	durable, lazy := natsConfig("/s", "/p", true), natsConfig("/s", "/p", false)
+	if !strings.Contains(durable, "sync_interval: always") || strings.Contains(lazy, "sync_interval") ||
+		!strings.Contains(lazy, `listen: "127.0.0.1:-1"`) || !strings.Contains(lazy, `store_dir: "/s"`) {
+		t.Fatalf("durable:\n%s\nno fsync:\n%s", durable, lazy)
+	}
+	u, err := natsURL([]byte(`{"nats":["nats://127.0.0.1:4242"]}`))
+	if err != nil || u != "nats://127.0.0.1:4242" {
+		t.Fatalf("%q, %v", u, err)
+	}
+	for _, bad := range []string{`{"nats":["nats://10.0.0.1:4242"]}`, `{"nats":[`, `{}`} {
+		if _, err := natsURL([]byte(bad)); err == nil {
+			t.Errorf("took %s", bad)
+		}
+	}
+}
+
+// TestServerProcesses builds docket and nats-server and runs workloads
+// against each as a process of its own, in both durabilities, at a tiny
+// size; each process is gone when its run returns.
+func TestServerProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds docket and nats-server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	defer runCleanups()
+	bins, err := buildServers(ctx, true, true, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveBin, natsServerBin = bins[0], bins[1]
+	for _, dur := range []engine.Durability{engine.SyncAlways, engine.SyncNever} {
+		for _, name := range []string{bench.Serve, "nats-server"} {
+			for _, w := range []string{"W1", "W1P", "W5", "W6R"} {
+				t.Run(name+"/"+w+"/"+dur.String(), func(t *testing.T) {
+					cfg := bench.Config{Workload: w, N: 200, Durability: dur, Dir: t.TempDir()}
+					if w == "W6R" {
+						cfg.N, cfg.Duration, cfg.OfferedRate = 0, 300*time.Millisecond, 500
+					}
+					res, err := runners[name](ctx, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.System != name || res.Tasks <= 0 || (w != "W6R" && res.Tasks != 200) || !res.ServerMeasured {
+						t.Fatalf("%s: %d tasks, server CPU measured %v", res.System, res.Tasks, res.ServerMeasured)
+					}
+				})
+			}
+		}
+	}
+	// A nats-server stopped with Close is gone; one that cannot start is
+	// an error with what it said.
+	d, err := openNATSProcess(ctx, natsServerBin, bench.Config{Workload: "W1", Durability: engine.SyncNever}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := d.(*natsDriver).proc
+	if err := d.Enqueue(ctx, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("nats-server runs on after Close")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "store"), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openNATSProcess(ctx, natsServerBin, bench.Config{Workload: "W1", Durability: engine.SyncNever}, dir); err == nil ||
+		!strings.Contains(err.Error(), "nats-server exited") {
+		t.Fatalf("a nats-server whose store is a file: %v", err)
 	}
 }

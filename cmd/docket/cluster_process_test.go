@@ -649,6 +649,9 @@ func TestClusterBench(t *testing.T) {
 	if p.Single.Tasks != 300 || p.Three.Tasks != 300 || p.Single.System != "1 node" || p.Three.System != "3 nodes" || p.Ratio <= 0 {
 		t.Fatalf("W2: %+v", p)
 	}
+	if len(res.Targets) != 1 || res.Targets[0].Ratio != p.Ratio || res.Targets[0].Pass != (p.Ratio >= clusterW2Target) {
+		t.Fatalf("targets: %+v", res.Targets)
+	}
 	f := res.Failover
 	if f == nil || f.Failovers != 2 || len(f.Samples) != 2 || f.P50 <= 0 || f.P99 < f.P50 || f.Max != f.P99 {
 		t.Fatalf("failovers: %+v", f)

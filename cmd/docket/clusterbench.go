@@ -31,6 +31,10 @@ three-node cluster under writes, the leader is killed with SIGKILL and the
 time until the next write succeeds is taken, -failovers times (the killed
 node restarts and catches up between kills).
 
+W2 (16 producers on one client, durable) is judged: three nodes are to keep
+at least half of one node's tasks/s, shown with PASS or FAIL (and in -json
+as targets).
+
 Everything shares this machine: the client, the servers and their disks.`
 
 // benchBinary is the docket binary the benchmark runs as its servers:
@@ -40,7 +44,33 @@ var benchBinary = os.Executable
 // clusterBenchResult is what `docket cluster bench -json` prints.
 type clusterBenchResult struct {
 	Workloads []clusterBenchPair `json:"workloads"`
-	Failover  *failoverResult    `json:"failover,omitempty"`
+	// Targets are the cluster's targets the run measured, with PASS or
+	// FAIL (clusterTargets).
+	Targets  []bench.PerfTarget `json:"targets,omitempty"`
+	Failover *failoverResult    `json:"failover,omitempty"`
+}
+
+// clusterW2Target is the least share of one node's durable W2 (16
+// producers on one client) a three-node cluster is to keep.
+const clusterW2Target = 0.5
+
+// clusterTargets judges the pairs: durable W2, three nodes against one,
+// each driven by its producers through one client.
+func clusterTargets(pairs []clusterBenchPair) []bench.PerfTarget {
+	var out []bench.PerfTarget
+	for _, p := range pairs {
+		if p.Single.Workload != "W2" || p.Single.Mode != "durable" || p.Single.TasksPerSec <= 0 {
+			continue
+		}
+		out = append(out, bench.PerfTarget{
+			Name:   fmt.Sprintf("W2 durable, 3 nodes vs 1 (%d producers on one client)", p.Single.Producers),
+			Want:   fmt.Sprintf(">= %.1fx", clusterW2Target),
+			Ratio:  p.Ratio,
+			Pass:   p.Ratio >= clusterW2Target,
+			Figure: fmt.Sprintf("%.0f vs %.0f tasks/s", p.Three.TasksPerSec, p.Single.TasksPerSec),
+		})
+	}
+	return out
 }
 
 type clusterBenchPair struct {
@@ -109,6 +139,7 @@ func runClusterBench(ctx context.Context, c cli, args []string) error {
 			fmt.Fprintf(c.stdout, "%s: 3 nodes at %.0f%% of 1 node's tasks/s\n", w, 100*pair.Ratio)
 		}
 	}
+	out.Targets = clusterTargets(out.Workloads)
 	if *failovers > 0 {
 		f, err := measureFailovers(ctx, bin, *dir, *failovers, c.stderr, *asJSON)
 		if err != nil {
@@ -126,6 +157,12 @@ func runClusterBench(ctx context.Context, c cli, args []string) error {
 		}
 		fmt.Fprintln(c.stdout)
 		if err := bench.WriteTable(c.stdout, rs); err != nil {
+			return err
+		}
+	}
+	if len(out.Targets) > 0 {
+		fmt.Fprintln(c.stdout, "\ntargets:")
+		if err := bench.WritePerfTargets(c.stdout, out.Targets); err != nil {
 			return err
 		}
 	}
