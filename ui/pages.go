@@ -275,7 +275,8 @@ func (rq *request) overview() {
 	}
 	flow.ErrorShare = errorShare(flow.Completed, flow.Errors)
 	_, untracked := rq.d.rates.tracked(engine.Namespace{}, "")
-	rq.render("overview", "Queues", "overview", map[string]any{"Rows": rows, "Sum": sum, "Flow": flow, "Now": now,
+	mem := memoryOf(rq.api)
+	rq.render("overview", "Queues", "overview", map[string]any{"Rows": rows, "Sum": sum, "Flow": flow, "Now": now, "Memory": mem,
 		"Window": recent, "Oldest": oldest, "HasOldest": hasOldest, "Untracked": untracked,
 		"MaxTracked": rq.d.opts.MaxTrackedQueues, "SampleEvery": rq.d.opts.SampleEvery})
 }
@@ -904,4 +905,37 @@ func (rq *request) cluster() {
 type lineage struct {
 	Parent    uint64
 	FollowUps []uint64
+}
+
+// memory is what the overview shows of the state's memory against its
+// budget (engine.Options.MaxMemory), and the namespaces that hold most.
+type memory struct {
+	Known        bool
+	Used, Budget int64
+	Percent      int64
+	Top          []engine.NamespaceUsage
+}
+
+// memTop is how many namespaces the overview lists by memory.
+const memTop = 10
+
+// memoryOf reads the memory of api when it is a DB the program opened
+// (a caller's view, or a client, says nothing of it).
+func memoryOf(api engine.API) memory {
+	st, ok := api.(interface {
+		Stats() engine.Stats
+		Usage(max int) []engine.NamespaceUsage
+	})
+	if !ok {
+		return memory{}
+	}
+	s := st.Stats()
+	if s.Memory == 0 && s.MemoryBudget == 0 {
+		return memory{}
+	}
+	m := memory{Known: true, Used: s.Memory, Budget: s.MemoryBudget, Top: st.Usage(memTop)}
+	if m.Budget > 0 {
+		m.Percent = m.Used * 100 / m.Budget
+	}
+	return m
 }

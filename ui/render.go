@@ -36,6 +36,8 @@ var funcs = template.FuncMap{
 	"share":   share,
 	"num":     func(n int) string { return group(strconv.Itoa(n)) },
 	"num64":   func(n uint64) string { return group(strconv.FormatUint(n, 10)) },
+	"bytes":   humanBytes,
+	"pct":     func(n, of int64) float64 { return 100 * float64(n) / float64(max(of, 1)) },
 	"fixed":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 	"lagbar":  lagBar,
 	"count":   func(c engine.Counts, s engine.State) int { return countOf(c, s) },
@@ -197,4 +199,18 @@ func query(kv ...any) template.URL {
 		v.Set(fmt.Sprint(kv[i]), fmt.Sprint(kv[i+1]))
 	}
 	return template.URL(v.Encode())
+}
+
+// humanBytes prints a byte count in binary units.
+func humanBytes(n int64) string {
+	const unit = 1 << 10
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("KMGTPE"[exp]) + "iB"
 }
