@@ -138,7 +138,6 @@ func TestPresenceBounded(t *testing.T) {
 	}
 }
 
-
 // Reporting needs work, listing read, controlling a schedule admin.
 func TestPresencePermissions(t *testing.T) {
 	e := newEnv(t, true, func(o *Options) {
