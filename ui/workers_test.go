@@ -31,7 +31,7 @@ func TestWorkersPage(t *testing.T) {
 	e.clock.Advance(5 * time.Second)
 	body := e.mustGet("/docket/workers")
 	mustContain(t, body, "box.example", "pid 42", "v1.4.2", ">mail</a> ×8", "1/8", "#"+strconv.FormatUint(id, 10), "attempt 2, for 1m20s",
-		"5 s ago", `class="pill warn">draining`, `aria-current="page">Workers`, "1 process, 1 of 8 handler slots busy")
+		"5 s ago", `class="pill paused draining">draining`, `aria-current="page">Workers`, "1 process, 1 of 8 handler slots busy")
 	e.clock.Advance(30 * time.Second)
 	body = e.mustGet("/docket/workers")
 	mustNotContain(t, body, "box.example")
@@ -66,7 +66,7 @@ func TestPeriodicPage(t *testing.T) {
 		t.Fatalf("pause: %d\n%s", st, body)
 	}
 	body = e.mustGet("/docket/periodic")
-	mustContain(t, body, `class="pill warn">paused`, `value="schedule-resume"`)
+	mustContain(t, body, `class="pill paused">paused`, `value="schedule-resume"`)
 	form.Set("op", "schedule-run")
 	if st, _ := e.post("/docket/action", form); st != http.StatusSeeOther {
 		t.Fatalf("run now: %d", st)
