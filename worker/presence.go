@@ -103,9 +103,14 @@ func (p *presence) loop() {
 		case <-stopping:
 			t.Stop()
 			stopping = nil
-			p.report(ctx, true)
+			p.reportLast(true)
 		case <-w.finished:
 			t.Stop()
+			if stopping != nil {
+				// Stopped before the loop saw it stopping: say so first,
+				// for an API that keeps the last report (see remove).
+				p.reportLast(true)
+			}
 			p.remove()
 			return
 		}
@@ -154,6 +159,14 @@ func (p *presence) report(ctx context.Context, draining bool) {
 		}
 		p.reportSchedule(ctx, s)
 	}
+}
+
+// reportLast reports once more, on a context of its own: the Worker's
+// may be cancelled by now.
+func (p *presence) reportLast(draining bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.w.runCtx), 5*time.Second)
+	defer cancel()
+	p.report(ctx, draining)
 }
 
 func (p *presence) remove() {

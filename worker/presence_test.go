@@ -167,3 +167,25 @@ func TestPeriodicPauseAndRunNow(t *testing.T) {
 		t.Fatalf("tasks = %v", keys)
 	}
 }
+
+// keepsPresence is an API whose RemoveWorker does nothing, as when a
+// process dies before it can remove its presence.
+type keepsPresence struct{ *engine.DB }
+
+func (keepsPresence) RemoveWorker(context.Context, engine.Namespace, string) error { return nil }
+
+// However quickly a Worker stops, its last report says it was draining.
+func TestPresenceLastReportIsDraining(t *testing.T) {
+	for range 20 {
+		e := newEnv(t)
+		w := worker.New(keepsPresence{e.db}, worker.Options{Owner: "w1", Clock: e.clock, PresenceEvery: 5 * time.Second})
+		w.HandleFunc(ns, "q", func(context.Context, *worker.Task) error { return nil }, worker.QueueOptions{})
+		e.start(w)
+		if err := w.Stop(bg); err != nil {
+			t.Fatal(err)
+		}
+		if ws := e.workers(); len(ws) != 1 || !ws[0].Draining {
+			t.Fatalf("after stop: %+v", ws)
+		}
+	}
+}
