@@ -20,6 +20,9 @@ type op struct {
 	All   bool   // acts on a whole state of the queue, not on ids
 	ByErr bool   // acts on the dead tasks whose last error is the form's err
 	Queue bool   // acts on the queue itself
+	// Schedule acts on the periodic schedule the form's schedule names,
+	// of the queue (see scheduleAction).
+	Schedule bool
 }
 
 var ops = map[string]op{
@@ -35,6 +38,9 @@ var ops = map[string]op{
 	"pause":                {Name: "pause", Verb: "Paused", What: "stop workers from claiming tasks of this queue", Queue: true},
 	"resume":               {Name: "resume", Verb: "Resumed", What: "let workers claim tasks of this queue again", Queue: true},
 	"set-limits":           {Name: "set-limits", Verb: "Set the limits of", What: "replace the queue's limits", Queue: true},
+	"schedule-pause":       {Name: "schedule-pause", Verb: "Paused", What: "skip the schedule's ticks until it is resumed", Schedule: true},
+	"schedule-resume":      {Name: "schedule-resume", Verb: "Resumed", What: "enqueue the schedule's ticks again", Schedule: true},
+	"schedule-run":         {Name: "schedule-run", Verb: "Asked to run", What: "enqueue the schedule's task once, now", Schedule: true},
 }
 
 // maxBulk bounds the tasks one "every completed task" or "every dead task
@@ -89,6 +95,10 @@ func (rq *request) action() {
 	if !rq.may(ref.NS) {
 		rq.failWith(http.StatusForbidden, fmt.Errorf("%s lacks admin on %s, which %s needs. Nothing changed.",
 			rq.callerName(), ref.NS, o.Name))
+		return
+	}
+	if o.Schedule {
+		rq.scheduleAction(o, ref)
 		return
 	}
 	var ids []uint64

@@ -375,6 +375,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rq.ratesJSON()
 	case "kv":
 		rq.kv()
+	case "workers":
+		rq.workers()
+	case "periodic":
+		rq.periodic()
 	case "cluster":
 		if d.opts.Cluster == nil {
 			d.fail(w, r, http.StatusNotFound, errors.New("this dashboard has no cluster"))

@@ -188,6 +188,11 @@ func (e *env) worker(opts worker.Options) *worker.Worker {
 	if opts.Owner == "" {
 		opts.Owner = "w1"
 	}
+	if opts.PresenceEvery == 0 {
+		// Presence reports commit and arm timers of their own; the
+		// tests that want them ask for them.
+		opts.PresenceEvery = -1
+	}
 	w := worker.New(e.db, opts)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(bg, 5*time.Second)

@@ -165,11 +165,28 @@ func (p *periodic) step(ctx context.Context) (time.Time, error) {
 		}
 		tick := prev.Unix()
 		enqueue := !absent || prev.Equal(now)
-		ops := make([]engine.Op, 0, 3)
+		ops := make([]engine.Op, 0, 4)
 		if absent {
 			ops = append(ops, engine.IfAbsent(p.key))
 		} else {
 			ops = append(ops, engine.IfVersion(p.key, e.Version))
+		}
+		// A paused schedule (engine.Presence.PauseSchedule) moves on to
+		// the tick without enqueueing it; the commit asserts the pause
+		// state it read.
+		paused := false
+		if enqueue {
+			pauseKey := engine.SchedulePausedPrefix + engine.ScheduleKey(p.queue, p.name)
+			_, perr := p.kv.Get(ctx, pauseKey)
+			switch {
+			case perr == nil:
+				paused, enqueue = true, false
+				ops = append(ops, engine.IfExists(pauseKey))
+			case errors.Is(perr, engine.ErrNotFound):
+				ops = append(ops, engine.IfAbsent(pauseKey))
+			default:
+				return now, perr
+			}
 		}
 		ops = append(ops, engine.Set(p.key, []byte(strconv.FormatInt(tick, 10))))
 		if enqueue {
@@ -178,6 +195,12 @@ func (p *periodic) step(ctx context.Context) (time.Time, error) {
 		res, err := p.kv.Commit(ctx, ops...)
 		if errors.Is(err, engine.ErrConflict) {
 			continue // another runtime moved the schedule on: look again
+		}
+		if err == nil && enqueue {
+			p.w.presence.enqueued(p, prev, res.Enqueued[0].ID, "")
+		}
+		if err == nil && paused {
+			p.w.presence.enqueued(p, prev, 0, "skipped: paused")
 		}
 		if err == nil && enqueue && p.w.log.Enabled(ctx, slog.LevelDebug) {
 			p.w.log.Debug("docket: periodic task enqueued", logQueue, p.queue, "schedule", p.name,

@@ -30,6 +30,9 @@ type runner struct {
 	watch engine.LeaseWatcher // nil if the API cannot tell of cancellations
 	// failures writes the "task failed" lines, aggregated per interval.
 	failures failLog
+
+	smu   sync.Mutex
+	slots []*slot // for the presence reports
 }
 
 // start launches the slots; now anchors their heartbeat grids.
@@ -40,6 +43,9 @@ func (r *runner) start(now time.Time) {
 	r.failures = failLog{w: w, log: r.log}
 	for range r.opts.Concurrency {
 		s := &slot{r: r, poke: make(chan struct{}, 1)}
+		r.smu.Lock()
+		r.slots = append(r.slots, s)
+		r.smu.Unlock()
 		hbCtx, stopHB := context.WithCancel(context.Background())
 		w.wg.Add(2)
 		go s.heartbeats(hbCtx, now)
@@ -57,6 +63,9 @@ type slot struct {
 
 	mu   sync.Mutex
 	held []*Task // the current batch, in claim order; only loop writes it
+	// cur is the task whose handler runs, since curStart; nil between.
+	cur      *Task
+	curStart time.Time
 
 	// poke asks the heartbeat goroutine to beat now: the engine told of a
 	// cancelled task, which the beat will find lost.
@@ -299,7 +308,13 @@ func (s *slot) run(t *Task, last bool) []engine.Lease {
 	if d := r.opts.Timeout; d > 0 {
 		hctx, stop = w.withTimeout(ctx, d, fmt.Errorf("%w after %v: %w", ErrTimeout, d, context.DeadlineExceeded))
 	}
+	s.mu.Lock()
+	s.cur, s.curStart = t, w.clock.Now()
+	s.mu.Unlock()
 	err := r.call(hctx, t)
+	s.mu.Lock()
+	s.cur = nil
+	s.mu.Unlock()
 	cause := context.Cause(hctx)
 	o := outcomeOf(cause, err)
 	// In a batch, a plain completion (nothing to commit but the

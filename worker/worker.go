@@ -31,6 +31,21 @@ type Options struct {
 	// Start's context), before their contexts are cancelled. It is measured
 	// on Clock. Stop's context can only shorten it. Default 30 s.
 	ShutdownGrace time.Duration
+	// PresenceEvery is how often the Worker reports its process (host,
+	// pid, Version, queues, the tasks it runs, whether it is stopping)
+	// and its periodic schedules, when its API keeps them
+	// (engine.Presence: the dashboard's Workers and Periodic pages and
+	// `docket workers` read them). The same reports take the run-now
+	// requests of its schedules. Default DefaultPresenceEvery; negative:
+	// no reports.
+	PresenceEvery time.Duration
+	// PresenceTTL is how long a report stays listed without the next:
+	// a process that dies disappears this long after its last report.
+	// Default the larger of DefaultPresenceTTL and 3 * PresenceEvery.
+	PresenceTTL time.Duration
+	// Version is the version the Worker reports. Default the main
+	// module's version from the build information.
+	Version string
 }
 
 // QueueOptions configure how a queue is worked.
@@ -135,6 +150,8 @@ type Worker struct {
 	err      error         // why the Worker stopped by itself
 
 	draining bool // made for one Drain (drain.go): nothing to shut down
+
+	presence *presence // nil if the API keeps no presence
 }
 
 const (
@@ -253,6 +270,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	// heartbeat grids and the schedules: a clock moved right after Start
 	// returns is then seen by all of them.
 	now := w.clock.Now()
+	w.presence = w.newPresence(now)
 	seen := make([]time.Time, len(w.periodics))
 	for i, p := range w.periodics {
 		var err error
@@ -270,6 +288,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	for i, p := range w.periodics {
 		w.wg.Add(1)
 		go p.loop(w.claimCtx, seen[i])
+	}
+	if p := w.presence; p != nil {
+		p.report(w.runCtx, false)
+		go p.loop()
 	}
 	return nil
 }
@@ -354,6 +376,9 @@ func (w *Worker) shutdown() {
 				<-w.finished
 			}
 			w.runCancel(ErrShutdown)
+			if p := w.presence; p != nil {
+				<-p.done // removed its presence
+			}
 			w.mu.Lock()
 			w.state = stateStopped
 			if w.stopErr == nil {

@@ -50,6 +50,8 @@ func init() {
 		{"resume", "[-dir DIR | -server URL] [-ns P/S] [-queue Q]", "let a paused queue's tasks be claimed again", runResume},
 		{"limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags]", "show or set a queue's in-flight bounds and rate limit", runLimits},
 		{"partitions", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-cursor C]", "list a queue's partitions and their tasks by state", runPartitions},
+		{"workers", "[-dir DIR | -server URL] [-ns P/S] [-json]", "list the worker processes connected: queues, running tasks, heartbeat, draining", runWorkers},
+		{"schedules", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-pause NAME | -resume NAME | -run NAME]", "list the periodic schedules; pause, resume or run one now", runSchedules},
 		{"kv", "get|scan|set|delete [-dir DIR | -server URL] [-ns P/S] ...", "read and write a namespace's key-value entries", runKV},
 		{"verify", "[-dir] DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
 		{"repair", "[-salvage] [-dir] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},

@@ -304,7 +304,8 @@ func TestAxeEveryPage(t *testing.T) {
 		"queue?p=acme&s=prod&q=webhooks&state=retrying", "queue?p=acme&s=prod&q=webhooks",
 		fmt.Sprintf("task?p=acme&s=prod&q=email&id=%d", task), fmt.Sprintf("task?p=acme&s=prod&q=webhooks&id=%d", dead),
 		fmt.Sprintf("task?p=acme&s=prod&q=etl&id=%d", ids.merge),
-		"dead?p=acme&s=prod&q=webhooks", "kv?p=acme&s=prod", "kv", "cluster", "queue?p=acme&s=prod&q=nope&state=bogus"}
+		"dead?p=acme&s=prod&q=webhooks", "kv?p=acme&s=prod", "kv", "cluster", "queue?p=acme&s=prod&q=nope&state=bogus",
+		"workers", "periodic"}
 	for _, scheme := range []string{"light", "dark"} {
 		b.scheme(scheme)
 		for _, path := range paths {

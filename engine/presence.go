@@ -1,0 +1,490 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/docketdb/docket/index"
+)
+
+// The keys of the presence records, in the system area of each namespace.
+// A schedule's keys name its queue and its name, each path-escaped, so
+// that no two schedules share a key.
+const (
+	// WorkerKeyPrefix + worker id: a worker process's presence.
+	WorkerKeyPrefix = ReservedPrefix + "workers/"
+	// ScheduleKeyPrefix + queue + "/" + name: a periodic schedule as its
+	// runtime registered it.
+	ScheduleKeyPrefix = ReservedPrefix + "schedules/"
+	// SchedulePausedPrefix + queue + "/" + name: present while the
+	// schedule is paused.
+	SchedulePausedPrefix = ReservedPrefix + "schedule-paused/"
+	// ScheduleRunPrefix + queue + "/" + name: a request to run the
+	// schedule now, which its runtime consumes.
+	ScheduleRunPrefix = ReservedPrefix + "schedule-run/"
+)
+
+// Bounds of the presence records.
+const (
+	// MaxPresenceBytes bounds one record (a worker or a schedule), encoded.
+	MaxPresenceBytes = 64 << 10
+	// MaxWorkers bounds the live workers of one namespace: a report from
+	// one more is refused, and Workers lists at most this many.
+	MaxWorkers = 1000
+	// MaxSchedules bounds the live schedules of one namespace, as
+	// MaxWorkers does workers.
+	MaxSchedules = 1000
+	// MinPresenceTTL and MaxPresenceTTL bound the time to live of a
+	// report.
+	MinPresenceTTL = time.Second
+	MaxPresenceTTL = 24 * time.Hour
+)
+
+// Presence is implemented by an API that keeps which worker processes are
+// connected and the periodic schedules they run: the dashboard's Workers
+// and Periodic pages and the CLI's `docket workers` and `docket schedules`
+// read it. *DB implements it in process; the client package over the
+// network. Each record lives in the system area of its namespace, so it
+// is durable, and it lives until its time to live (TTL) after its last
+// report: a process that dies without saying so disappears then. An
+// expired record is never listed, and is deleted by the next report in
+// its namespace.
+//
+// Reporting (ReportWorker, RemoveWorker, ReportSchedule) needs PermWork on
+// the namespace; listing needs PermRead; pausing, resuming and running a
+// schedule now need PermAdmin.
+type Presence interface {
+	// ReportWorker records the presence of a worker process in namespace
+	// ns until the clock's now + ttl, replacing its last report. The engine
+	// sets p.Heartbeat and p.Expires.
+	ReportWorker(ctx context.Context, ns Namespace, p WorkerPresence, ttl time.Duration) error
+	// RemoveWorker deletes a worker's presence at once (a clean stop). A
+	// worker with no presence is not an error.
+	RemoveWorker(ctx context.Context, ns Namespace, id string) error
+	// Workers lists the live workers of ns, by id.
+	Workers(ctx context.Context, ns Namespace) ([]WorkerPresence, error)
+
+	// ReportSchedule records a periodic schedule as its runtime runs it,
+	// until now + ttl. The engine sets Updated and Expires, and ignores
+	// Paused and RunRequested (see PauseSchedule and RunSchedule).
+	ReportSchedule(ctx context.Context, ns Namespace, s ScheduleInfo, ttl time.Duration) error
+	// Schedules lists the live schedules of ns, by queue and name, each
+	// with its pause state and any run-now request waiting.
+	Schedules(ctx context.Context, ns Namespace) ([]ScheduleInfo, error)
+	// PauseSchedule stops the schedule's ticks from enqueueing (they are
+	// skipped, not kept for later) until ResumeSchedule; ResumeSchedule
+	// ends the pause. Both are idempotent. ErrNotFound if no live schedule
+	// has the queue and name.
+	PauseSchedule(ctx context.Context, ns Namespace, queue, name string) error
+	ResumeSchedule(ctx context.Context, ns Namespace, queue, name string) error
+	// RunSchedule asks the schedule's runtime to enqueue its task now, once,
+	// whether or not it is paused; the runtime takes the request at its
+	// next report. A second request before then is the same request.
+	// ErrNotFound if no live schedule has the queue and name.
+	RunSchedule(ctx context.Context, ns Namespace, queue, name string) error
+}
+
+var _ Presence = (*DB)(nil)
+
+// WorkerPresence is one worker process, as it reported itself.
+type WorkerPresence struct {
+	// ID names the process's runtime (a worker's Owner); at most
+	// MaxNameBytes.
+	ID       string        `json:"id"`
+	Host     string        `json:"host,omitempty"`
+	PID      int           `json:"pid,omitempty"`
+	Version  string        `json:"version,omitempty"`
+	Started  time.Time     `json:"started,omitzero"`
+	Queues   []WorkerQueue `json:"queues,omitempty"`
+	Running  []RunningTask `json:"running,omitempty"`
+	Draining bool          `json:"draining,omitempty"`
+	// Heartbeat is when the engine took the last report, Expires when
+	// the record stops being listed without another.
+	Heartbeat time.Time `json:"heartbeat"`
+	Expires   time.Time `json:"expires"`
+}
+
+// WorkerQueue is a queue a worker process works, and with how many
+// handlers at once.
+type WorkerQueue struct {
+	Queue       string `json:"queue"`
+	Concurrency int    `json:"concurrency"`
+}
+
+// RunningTask is a task whose handler was running at a worker's report.
+type RunningTask struct {
+	Queue   string    `json:"queue"`
+	ID      uint64    `json:"id"`
+	Kind    string    `json:"kind,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Started time.Time `json:"started"`
+}
+
+// ScheduleInfo is a periodic schedule as its runtime registered it.
+type ScheduleInfo struct {
+	Queue string `json:"queue"`
+	Name  string `json:"name"`
+	Spec  string `json:"spec"`
+	Kind  string `json:"kind,omitempty"`
+	// Worker is the id of the runtime that reported it last.
+	Worker string `json:"worker,omitempty"`
+	// Next is the schedule's next tick; Last the last tick it enqueued
+	// (zero if none yet), LastTask that task's id (0 if unknown).
+	Next     time.Time `json:"next,omitzero"`
+	Last     time.Time `json:"last,omitzero"`
+	LastTask uint64    `json:"last_task,omitempty"`
+	// Outcome is what became of the last enqueued task as its runtime
+	// last saw it ("enqueued", "completed", "failed: ...", "skipped:
+	// paused"), "" if nothing ran yet.
+	Outcome string `json:"outcome,omitempty"`
+	// Paused and RunRequested are kept by the engine, not the report.
+	Paused       bool      `json:"-"`
+	RunRequested bool      `json:"-"`
+	Updated      time.Time `json:"updated"`
+	Expires      time.Time `json:"expires"`
+}
+
+// ScheduleKey returns the key suffix of a schedule: its queue and name,
+// path-escaped, joined by "/".
+func ScheduleKey(queue, name string) string {
+	return url.PathEscape(queue) + "/" + url.PathEscape(name)
+}
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < MinPresenceTTL || ttl > MaxPresenceTTL {
+		return invalid("presence ttl %v is outside %v..%v", ttl, MinPresenceTTL, MaxPresenceTTL)
+	}
+	return nil
+}
+
+func checkText(field, s string, limit int) error {
+	switch {
+	case len(s) > limit:
+		return invalid("%s is %d bytes, over the limit of %d", field, len(s), limit)
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+func (p *WorkerPresence) check() error {
+	if err := checkName("worker id", p.ID); err != nil {
+		return err
+	}
+	if err := checkText("worker host", p.Host, 255); err != nil {
+		return err
+	}
+	if err := checkText("worker version", p.Version, 200); err != nil {
+		return err
+	}
+	if p.PID < 0 {
+		return invalid("worker pid %d is negative", p.PID)
+	}
+	for i, q := range p.Queues {
+		if err := checkName(fmt.Sprintf("worker queue %d", i), q.Queue); err != nil {
+			return err
+		}
+		if q.Concurrency < 0 {
+			return invalid("worker queue %q concurrency %d is negative", q.Queue, q.Concurrency)
+		}
+	}
+	for i, t := range p.Running {
+		if err := checkName(fmt.Sprintf("running task %d queue", i), t.Queue); err != nil {
+			return err
+		}
+		if err := checkText(fmt.Sprintf("running task %d kind", i), t.Kind, MaxNameBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *ScheduleInfo) check() error {
+	if err := checkName("schedule queue", s.Queue); err != nil {
+		return err
+	}
+	if err := checkName("schedule name", s.Name); err != nil {
+		return err
+	}
+	if err := checkText("schedule spec", s.Spec, 1000); err != nil {
+		return err
+	}
+	if err := checkText("schedule kind", s.Kind, MaxNameBytes); err != nil {
+		return err
+	}
+	if err := checkText("schedule worker", s.Worker, MaxNameBytes); err != nil {
+		return err
+	}
+	return checkText("schedule outcome", s.Outcome, 2000)
+}
+
+// sysEntries returns up to limit entries of ns's system area under prefix.
+func (d *DB) sysEntries(ctx context.Context, ns Namespace, prefix string, limit int) ([]index.KV, error) {
+	var out []index.KV
+	err := d.c.read(ctx, func() {
+		d.c.store.ScanKV(ns.idx(), prefix, "", func(e index.KV) bool {
+			if !strings.HasPrefix(e.Key, prefix) {
+				return false
+			}
+			out = append(out, e)
+			return limit <= 0 || len(out) < limit
+		})
+	})
+	return out, err
+}
+
+// sysCommit commits ops on ns's system area, for a call authorized on its
+// own terms.
+func (d *DB) sysCommit(ctx context.Context, ns Namespace, ops ...Op) error {
+	vops, _, _, err := systemSpace.checkOps(ops, d.c.opts.MaxPayloadBytes, nil)
+	if err != nil {
+		return err
+	}
+	cmd := command{op: cmdCommit, ns: ns, ops: vops}
+	var res cmdResult
+	return d.c.exec(ctx, &cmd, &res)
+}
+
+// expiresOf reads the expiry of an encoded record, zero if unreadable.
+func expiresOf(b []byte) time.Time {
+	var v struct {
+		Expires time.Time `json:"expires"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return time.Time{}
+	}
+	return v.Expires
+}
+
+// report writes the record at key and deletes the expired records under
+// prefix, refusing a new record past limit live ones.
+func (d *DB) report(ctx context.Context, ns Namespace, prefix, key string, value []byte, limit int, what string) error {
+	if len(value) > MaxPresenceBytes {
+		return invalid("%s record is %d bytes, over the limit of %d", what, len(value), MaxPresenceBytes)
+	}
+	for range 8 {
+		now := d.Clock().Now()
+		es, err := d.sysEntries(ctx, ns, prefix, 0)
+		if err != nil {
+			return err
+		}
+		ops := []Op{Set(key, value)}
+		live, known := 0, false
+		for _, e := range es {
+			if e.Key == key {
+				known = true
+				continue
+			}
+			if !expiresOf(e.Value).After(now) {
+				ops = append(ops, IfVersion(e.Key, e.Version), Delete(e.Key))
+				continue
+			}
+			live++
+		}
+		if !known && live >= limit {
+			return invalid("namespace %s already has %d live %ss, the limit", ns, live, what)
+		}
+		ops = ops[:min(len(ops), MaxOps)]
+		if len(ops)%2 == 0 { // never cut an assertion from its delete
+			ops = ops[:len(ops)-1]
+		}
+		err = d.sysCommit(ctx, ns, ops...)
+		if errors.Is(err, ErrConflict) {
+			continue // an expired record was reported again: look again
+		}
+		return err
+	}
+	return fmt.Errorf("%w: the %ss of %s keep changing", ErrConflict, what, ns)
+}
+
+// ReportWorker implements Presence.
+func (d *DB) ReportWorker(ctx context.Context, ns Namespace, p WorkerPresence, ttl time.Duration) error {
+	if err := checkNS(ns); err != nil {
+		return err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	if err := p.check(); err != nil {
+		return err
+	}
+	if err := d.authorize(ns, PermWork); err != nil {
+		return err
+	}
+	now := d.Clock().Now().UTC()
+	p.Heartbeat, p.Expires = now, now.Add(ttl)
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return d.report(ctx, ns, WorkerKeyPrefix, WorkerKeyPrefix+p.ID, b, MaxWorkers, "worker")
+}
+
+// RemoveWorker implements Presence.
+func (d *DB) RemoveWorker(ctx context.Context, ns Namespace, id string) error {
+	if err := checkNS(ns); err != nil {
+		return err
+	}
+	if err := checkName("worker id", id); err != nil {
+		return err
+	}
+	if err := d.authorize(ns, PermWork); err != nil {
+		return err
+	}
+	return d.sysCommit(ctx, ns, Delete(WorkerKeyPrefix+id))
+}
+
+// Workers implements Presence.
+func (d *DB) Workers(ctx context.Context, ns Namespace) ([]WorkerPresence, error) {
+	if err := checkNS(ns); err != nil {
+		return nil, err
+	}
+	if err := d.authorize(ns, PermRead); err != nil {
+		return nil, err
+	}
+	now := d.Clock().Now()
+	es, err := d.sysEntries(ctx, ns, WorkerKeyPrefix, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []WorkerPresence{}
+	for _, e := range es {
+		var p WorkerPresence
+		if json.Unmarshal(e.Value, &p) != nil || !p.Expires.After(now) {
+			continue
+		}
+		out = append(out, p)
+		if len(out) == MaxWorkers {
+			break
+		}
+	}
+	return out, nil
+}
+
+// ReportSchedule implements Presence.
+func (d *DB) ReportSchedule(ctx context.Context, ns Namespace, s ScheduleInfo, ttl time.Duration) error {
+	if err := checkNS(ns); err != nil {
+		return err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := d.authorize(ns, PermWork); err != nil {
+		return err
+	}
+	now := d.Clock().Now().UTC()
+	s.Updated, s.Expires = now, now.Add(ttl)
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return d.report(ctx, ns, ScheduleKeyPrefix, ScheduleKeyPrefix+ScheduleKey(s.Queue, s.Name), b, MaxSchedules, "schedule")
+}
+
+// Schedules implements Presence.
+func (d *DB) Schedules(ctx context.Context, ns Namespace) ([]ScheduleInfo, error) {
+	if err := checkNS(ns); err != nil {
+		return nil, err
+	}
+	if err := d.authorize(ns, PermRead); err != nil {
+		return nil, err
+	}
+	now := d.Clock().Now()
+	var es, paused, runs []index.KV
+	err := d.c.read(ctx, func() {
+		scan := func(prefix string, out *[]index.KV) {
+			d.c.store.ScanKV(ns.idx(), prefix, "", func(e index.KV) bool {
+				if !strings.HasPrefix(e.Key, prefix) {
+					return false
+				}
+				*out = append(*out, e)
+				return true
+			})
+		}
+		scan(ScheduleKeyPrefix, &es)
+		scan(SchedulePausedPrefix, &paused)
+		scan(ScheduleRunPrefix, &runs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	has := func(es []index.KV, key string) bool {
+		_, ok := slices.BinarySearchFunc(es, key, func(e index.KV, k string) int { return cmp.Compare(e.Key, k) })
+		return ok
+	}
+	out := []ScheduleInfo{}
+	for _, e := range es {
+		var s ScheduleInfo
+		if json.Unmarshal(e.Value, &s) != nil || !s.Expires.After(now) {
+			continue
+		}
+		k := ScheduleKey(s.Queue, s.Name)
+		s.Paused = has(paused, SchedulePausedPrefix+k)
+		s.RunRequested = has(runs, ScheduleRunPrefix+k)
+		out = append(out, s)
+		if len(out) == MaxSchedules {
+			break
+		}
+	}
+	slices.SortFunc(out, func(a, b ScheduleInfo) int { return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Name, b.Name)) })
+	return out, nil
+}
+
+// scheduleControl checks a control call on a live schedule and commits
+// ops.
+func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name string, ops func(key string) []Op) error {
+	if err := checkNS(ns); err != nil {
+		return err
+	}
+	if err := checkName("schedule queue", queue); err != nil {
+		return err
+	}
+	if err := checkName("schedule name", name); err != nil {
+		return err
+	}
+	if err := d.authorize(ns, PermAdmin); err != nil {
+		return err
+	}
+	k := ScheduleKey(queue, name)
+	var e index.KV
+	var ok bool
+	if err := d.c.read(ctx, func() { e, ok = d.c.store.KV(ns.idx(), ScheduleKeyPrefix+k) }); err != nil {
+		return err
+	}
+	if !ok || !expiresOf(e.Value).After(d.Clock().Now()) {
+		return fmt.Errorf("%w: no live periodic schedule %q on queue %s/%s", ErrNotFound, name, ns, queue)
+	}
+	return d.sysCommit(ctx, ns, ops(k)...)
+}
+
+// PauseSchedule implements Presence.
+func (d *DB) PauseSchedule(ctx context.Context, ns Namespace, queue, name string) error {
+	return d.scheduleControl(ctx, ns, queue, name, func(k string) []Op {
+		return []Op{Set(SchedulePausedPrefix+k, []byte("1"))}
+	})
+}
+
+// ResumeSchedule implements Presence.
+func (d *DB) ResumeSchedule(ctx context.Context, ns Namespace, queue, name string) error {
+	return d.scheduleControl(ctx, ns, queue, name, func(k string) []Op {
+		return []Op{Delete(SchedulePausedPrefix + k)}
+	})
+}
+
+// RunSchedule implements Presence.
+func (d *DB) RunSchedule(ctx context.Context, ns Namespace, queue, name string) error {
+	return d.scheduleControl(ctx, ns, queue, name, func(k string) []Op {
+		return []Op{Set(ScheduleRunPrefix+k, []byte(d.Clock().Now().UTC().Format(time.RFC3339Nano)))}
+	})
+}
