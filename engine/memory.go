@@ -22,6 +22,9 @@ import (
 // writes that free state (complete, fail, cancel, delete, claims) are
 // never refused for it, so a full DB can always be drained.
 //
+// Writes to a namespace's system area (worker presence, schedules) may use
+// the same reserve.
+//
 // A completion that enqueues follow-ups or writes KV entries adds state
 // as it frees its task: it may use a reserve of an eighth of the budget
 // beyond it, so that a workflow whose steps are queued behind each other
@@ -103,11 +106,25 @@ func (cmd *command) adds() (n int64, completion bool) {
 		}
 		return n + opsAdd(cmd.ops), false
 	case cmdCommit:
-		return opsAdd(cmd.ops), false
+		// The system area (worker presence, schedules, a periodic task's
+		// last tick) is written by the runtime that drains the queues: it
+		// may use the reserve, so that workers stay visible and schedules
+		// keep their place while the budget is full.
+		return opsAdd(cmd.ops), systemOnly(cmd.ops)
 	case cmdComplete, cmdCompleteClaim:
 		return int64(len(cmd.result)) + opsAdd(cmd.ops), true
 	}
 	return 0, false
+}
+
+// systemOnly reports whether every write of ops is to the system area.
+func systemOnly(ops []vop) bool {
+	for i := range ops {
+		if ops[i].kind == OpEnqueue || !strings.HasPrefix(ops[i].key, ReservedPrefix) {
+			return false
+		}
+	}
+	return len(ops) > 0
 }
 
 func specAdds(s *spec) int64 {

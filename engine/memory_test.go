@@ -250,3 +250,21 @@ func TestUsageByNamespace(t *testing.T) {
 		t.Fatalf("a caller's view sees %+v", got)
 	}
 }
+
+// TestMemoryPresenceUsesTheReserve: with the budget full, a worker still
+// reports its presence (from the reserve), and a user's KV write is
+// refused.
+func TestMemoryPresenceUsesTheReserve(t *testing.T) {
+	e := newEnv(t, true, func(o *Options) { o.MaxMemory = 64 << 10; o.Logger = quiet })
+	fill(t, e.q("q"))
+	if _, err := e.db.KV(ns).Commit(ctx, Set("user", payloadOf(2048))); !errors.Is(err, ErrFull) {
+		t.Fatalf("a user's KV write at a full budget: %v", err)
+	}
+	if err := e.db.ReportWorker(ctx, ns, WorkerPresence{ID: "w1", Host: "h", PID: 1}, time.Minute); err != nil {
+		t.Fatalf("a worker's presence at a full budget: %v", err)
+	}
+	ws, err := e.db.Workers(ctx, ns)
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("workers %+v, %v", ws, err)
+	}
+}
