@@ -206,7 +206,7 @@ func BenchmarkCoalesce(b *testing.B) {
 						next.ServeHTTP(w, r)
 					})
 				})
-				c, err := Dial(ctx, srv.url, Options{NoCoalesce: single})
+				c, err := Dial(ctx, srv.url, Options{Transport: map[bool]Transport{true: TransportUnary}[single]})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -129,7 +129,7 @@ func TestClientLearnsTheServersLimits(t *testing.T) {
 	var once sync.Once
 	answer := func() { once.Do(func() { close(a.release) }) }
 	t.Cleanup(answer) // before the server stops
-	c := dial(t, srv.url, Options{NoCoalesce: true})
+	c := dial(t, srv.url, Options{Transport: TransportUnary})
 	q := c.Queue(ns, "q")
 	id := must(q.Enqueue(ctx, engine.Task{Payload: []byte(`"x"`)}))(t).ID
 	hl := c.hc.Transport.(limited).lim.host(strings.TrimPrefix(srv.url, "http://"))
@@ -300,7 +300,7 @@ func TestCallsGiveTheirSlotsBack(t *testing.T) {
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
-	for _, o := range []Options{{}, {NoCoalesce: true}, {JSON: true}, {HTTPClient: &http.Client{}}} {
+	for _, o := range []Options{{}, {Transport: TransportUnary}, {JSON: true}, {HTTPClient: &http.Client{}}} {
 		c := dial(t, srv.url, o)
 		q := c.Queue(ns, "q")
 		var wg sync.WaitGroup
