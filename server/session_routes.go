@@ -60,7 +60,7 @@ func to[Req, Res proto.Message](name protoreflect.Name, proc string, run func(co
 // routes maps each Call field number to its route: every call a session
 // serves is the unary call's function, with the same decoding, engine call
 // and errors.
-func (s *Server) buildRoutes() map[protoreflect.FieldNumber]route {
+func (s *Server) buildRoutes() map[protoreflect.FieldNumber]*route {
 	rs := []route{
 		to("enqueue", docketv1connect.QueuesEnqueueProcedure, s.runEnqueue),
 		to("enqueue_batch", docketv1connect.QueuesEnqueueBatchProcedure, s.runEnqueueBatch),
@@ -90,8 +90,9 @@ func (s *Server) buildRoutes() map[protoreflect.FieldNumber]route {
 		to("partitions", docketv1connect.ControlsPartitionsProcedure, s.runPartitions),
 		to("queues", docketv1connect.AdminQueuesProcedure, s.runQueues),
 	}
-	m := make(map[protoreflect.FieldNumber]route, len(rs))
-	for _, r := range rs {
+	m := make(map[protoreflect.FieldNumber]*route, len(rs))
+	for i := range rs {
+		r := &rs[i]
 		if _, dup := m[r.in.Number()]; dup {
 			panic(fmt.Sprintf("docket: session route %q twice", r.in.Name()))
 		}
