@@ -62,17 +62,34 @@ func IsPreface(b []byte) bool {
 // At a frame's boundary the end of r is io.EOF; within a frame it is
 // io.ErrUnexpectedEOF.
 func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
+	n, err := ReadLen(r, max)
+	if err != nil {
+		return nil, err
+	}
+	return ReadBody(r, n, buf)
+}
+
+// ReadLen reads the length of a frame from r: ReadFrame's first half, for
+// a reader that decides what to do before the frame's bytes are read. A
+// length over max is ErrFrameTooLarge.
+func ReadLen(r *bufio.Reader, max int) (int, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, err
+			return 0, err
 		}
-		return nil, fmt.Errorf("%w: %v", ErrBadFrame, err)
+		return 0, fmt.Errorf("%w: %v", ErrBadFrame, err)
 	}
 	if n > uint64(max) {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrFrameTooLarge, n, max)
+		return 0, fmt.Errorf("%w: %d bytes, at most %d", ErrFrameTooLarge, n, max)
 	}
-	if uint64(cap(buf)) < n {
+	return int(n), nil
+}
+
+// ReadBody reads the n bytes of a frame whose length ReadLen read, in buf
+// when it is large enough. The end of r is io.ErrUnexpectedEOF.
+func ReadBody(r *bufio.Reader, n int, buf []byte) ([]byte, error) {
+	if cap(buf) < n {
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
