@@ -330,7 +330,7 @@ func TestALongPollCutByItsDeadlineStays(t *testing.T) {
 	})
 	t.Cleanup(func() { close(ended) }) // before the server stops
 	other := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, nil)
-	c := dial(t, srv.url+","+other.url, Options{})
+	c := dial(t, srv.url+","+other.url, Options{Transport: TransportUnary})
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	_, err := c.Queue(engine.NS("acme", "prod"), "q").ClaimWait(cctx, "w", time.Minute, 1)

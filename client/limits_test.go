@@ -198,7 +198,7 @@ func TestAServersRefusalForALimitIsSaid(t *testing.T) {
 				errors.New("docket: too many concurrent calls for this caller (limit 256)")))
 		})
 	})
-	c := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	c := dial(t, srv.url, Options{Transport: TransportUnary, MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	refuse.Store(true)
 	_, err := c.Queue(engine.NS("acme", "prod"), "q").Enqueue(ctx, engine.Task{})
 	wantErr(t, "a call refused for a limit", err, ErrOverLimit)
@@ -359,7 +359,7 @@ func TestACallThatNeverGotASlotWasNotSent(t *testing.T) {
 	var once sync.Once
 	answer := func() { once.Do(func() { close(a.release) }) }
 	t.Cleanup(answer)
-	c := dial(t, srv.url, Options{})
+	c := dial(t, srv.url, Options{Transport: TransportUnary})
 	q := c.Queue(ns, "q")
 	held := make(chan error, 1)
 	go func() { _, err := q.Get(ctx, 1); held <- err }()

@@ -60,7 +60,7 @@ func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.O
 		return p
 	}
 	h := c.sessionHost(c.r.eps.current())
-	conn, err := h.get(ctx)
+	conn, err := h.get(ctx, c.opts.CallTimeout)
 	if err == nil {
 		err = h.calls.acquire(ctx)
 	}

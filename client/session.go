@@ -131,9 +131,11 @@ func (c *Client) useSession(ctx context.Context) bool {
 	return !engine.StaleReads(ctx) || c.opts.StaleReads
 }
 
-// get returns the open connection, dialing one if there is none; ctx
-// bounds the wait, not the dial, which others may be waiting for too.
-func (h *sessionHost) get(ctx context.Context) (*sessionConn, error) {
+// get returns the open connection, dialing one if there is none; ctx and
+// bound (if not 0) bound the wait, not the dial, which others may be
+// waiting for too. A wait cut by bound (a server that accepts connections
+// and does not answer) sent nothing, and moves the call on.
+func (h *sessionHost) get(ctx context.Context, bound time.Duration) (*sessionConn, error) {
 	h.mu.Lock()
 	if until := h.noSession; until != 0 && h.c.now().UnixNano() < until {
 		h.mu.Unlock()
@@ -151,10 +153,18 @@ func (h *sessionHost) get(ctx context.Context) (*sessionConn, error) {
 		go h.dialing(d)
 	}
 	h.mu.Unlock()
+	var timeout <-chan time.Time
+	if bound > 0 {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-d.done:
 	case <-ctx.Done():
 		return nil, unsentError{ctx.Err()}
+	case <-timeout:
+		return nil, &notSentError{fmt.Errorf("no answer to the session's Hello within %v", bound)}
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -481,7 +491,7 @@ func replyError(r *v1.Reply) error {
 // not sent and goes as a unary RPC.
 func (c *Client) sessionTry(ctx context.Context, base string, call *v1.Call, parked bool, bound time.Duration) (*v1.Reply, error) {
 	h := c.sessionHost(base)
-	conn, err := h.get(ctx)
+	conn, err := h.get(ctx, bound)
 	if err != nil {
 		return nil, err
 	}

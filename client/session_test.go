@@ -363,18 +363,29 @@ func TestSessionRefusedHello(t *testing.T) {
 func TestSessionFallsBackToUnary(t *testing.T) {
 	db := memDB(t, engine.Options{})
 	var enqueues atomic.Int32
-	srv := serve(t, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == docketv1connect.QueuesEnqueueProcedure {
-				enqueues.Add(1)
-			}
-			next.ServeHTTP(w, r)
-		})
-	})
+	mux := server.New(db, server.Options{Logger: quiet}).Mux()
+	// An HTTP server alone, as a server of an older build is: no sessions.
+	hs := server.NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == docketv1connect.QueuesEnqueueProcedure {
+			enqueues.Add(1)
+		}
+		mux.ServeHTTP(w, r)
+	}), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	srv := struct{ url string }{"http://" + ln.Addr().String()}
 	c := dial(t, srv.url, Options{})
 	q := c.Queue(engine.NS("acme", "prod"), "q")
+	// The server answers the preface and Hello at once (their CR LF ends
+	// its request line), long before its header timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	for range 3 {
-		if _, err := q.Enqueue(context.Background(), engine.Task{}); err != nil {
+		if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -181,7 +181,7 @@ func TestAsksForNoCompression(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	c := dial(t, srv.url, Options{})
+	c := dial(t, srv.url, Options{Transport: TransportUnary})
 	q := c.Queue(ns, "q")
 	// An answer beyond the server's threshold for compression.
 	payload := []byte(`"` + strings.Repeat("x", 1000) + `"`)
