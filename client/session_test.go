@@ -3,10 +3,14 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -491,4 +495,123 @@ func TestEnqueueAsyncPipelines(t *testing.T) {
 	if _, n := f.count(); n != 3 {
 		t.Fatalf("%d calls at the server, want 3", n)
 	}
+}
+
+// TestSessionCarriesTheAPI: against the server, every call of engine.API
+// goes on the session (no RPC of the Queues, KV, Controls or Pipeline
+// services reaches its HTTP routes), with the same outcomes as the unary
+// transport and the DB in process.
+func TestSessionCarriesTheAPI(t *testing.T) {
+	var rpcs atomic.Int32
+	countRPCs := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasPrefix(r.URL.Path, "/docket.v1.Admin/") {
+				rpcs.Add(1)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	local := exercise(t, memDB(t, engine.Options{}))
+	srv := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, countRPCs)
+	c := dial(t, srv.url, Options{})
+	if got := exercise(t, c); !slices.Equal(local, got) {
+		t.Fatalf("in process:\n%s\non a session:\n%s", strings.Join(local, "\n"), strings.Join(got, "\n"))
+	}
+	if n := rpcs.Load(); n != 0 {
+		t.Fatalf("%d calls went as RPCs", n)
+	}
+	h := c.sessionHost(srv.url)
+	h.mu.Lock()
+	open := h.conn != nil
+	h.mu.Unlock()
+	if !open {
+		t.Fatal("no session open")
+	}
+	unary := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, countRPCs)
+	if got := exercise(t, dial(t, unary.url, Options{Transport: TransportUnary})); !slices.Equal(local, got) {
+		t.Fatalf("in process:\n%s\nas RPCs:\n%s", strings.Join(local, "\n"), strings.Join(got, "\n"))
+	}
+	if rpcs.Load() == 0 {
+		t.Fatal("TransportUnary made no RPC")
+	}
+}
+
+// TestSessionOverTLS: under TLS the session is chosen by ALPN, on the
+// server's one port.
+func TestSessionOverTLS(t *testing.T) {
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.StartTLS() // for its certificate
+	cert := ts.TLS.Certificates
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	ts.Close()
+	db := memDB(t, engine.Options{})
+	s := server.New(db, server.Options{Logger: quiet})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Serve(ctx, s, server.NewHTTPServer(s.Mux(), &tls.Config{Certificates: cert}), ln, 5*time.Second)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	url := "https://" + ln.Addr().String()
+	c := dial(t, url, Options{TLS: &tls.Config{RootCAs: roots, ServerName: "example.com"}})
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	e, err := q.Enqueue(context.Background(), engine.Task{Payload: []byte(`"x"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := must(db.Queue(engine.NS("acme", "prod"), "q").Get(context.Background(), e.ID))(t); string(got.Payload) != `"x"` {
+		t.Fatalf("task %+v", got)
+	}
+	h := c.sessionHost(url)
+	h.mu.Lock()
+	conn := h.conn
+	h.mu.Unlock()
+	if conn == nil {
+		t.Fatal("no session open")
+	}
+	if p := conn.nc.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != session.ALPN {
+		t.Fatalf("negotiated %q", p)
+	}
+}
+
+// TestSessionPipelinesAgainstTheServer: many EnqueueAsync in flight from
+// one goroutine against the server, keyed ones deduplicated, and a
+// ClaimWait that Close ends with ErrClosed.
+func TestSessionPipelinesAgainstTheServer(t *testing.T) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	db := memDB(t, engine.Options{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
+	c := dial(t, srv.url, Options{})
+	q := c.Queue(ns, "q")
+	const n = 500
+	ps := make([]*engine.Pending, 0, 2*n)
+	for i := range n {
+		ps = append(ps, q.EnqueueAsync(ctx, engine.Task{IdempotencyKey: fmt.Sprint(i)}))
+	}
+	for i := range n {
+		ps = append(ps, q.EnqueueAsync(ctx, engine.Task{IdempotencyKey: fmt.Sprint(i)}))
+	}
+	for i, p := range ps {
+		e, err := p.Wait(ctx)
+		if err != nil || e.Deduplicated != (i >= n) {
+			t.Fatalf("enqueue %d: %+v, %v", i, e, err)
+		}
+	}
+	if got := must(db.Queue(ns, "q").Counts(ctx))(t); got.Ready != n {
+		t.Fatalf("counts %+v", got)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := c.Queue(ns, "empty").ClaimWait(ctx, "w", time.Minute, 1); got <- err }()
+	h := c.sessionHost(srv.url)
+	ch := newChanges()
+	h.parked.watch(ch.changed)
+	ch.waitFor(t, "the ClaimWait in flight", func() bool { h.parked.mu.Lock(); defer h.parked.mu.Unlock(); return h.parked.used == 1 })
+	c.Close()
+	wantErr(t, "a wait when the client closes", <-got, engine.ErrClosed)
 }
