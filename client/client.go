@@ -81,7 +81,7 @@ type Options struct {
 	// its leadership. Writes always go to the leader.
 	StaleReads bool
 	// MaxConns bounds the connections the client keeps to one server for
-	// its calls (DefaultMaxConns); a call beyond them waits for one to be
+	// its unary calls (DefaultMaxConns; a session is one connection); a call beyond them waits for one to be
 	// free, where more at once would only be refused by the server's own
 	// bound on a caller's calls. Besides, the client bounds the calls it
 	// has in progress to a server by the limits the server announces in

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/docketdb/docket/engine"
@@ -345,7 +346,15 @@ type pendingCall struct {
 // the error of a message that cannot be encoded).
 func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint64, error) {
 	id := s.next.Add(1)
-	call.Id = id
+	call.Id = id // before its size is taken: the frame's length uses the size cached
+	if max := s.welcome.GetMaxFrameBytes(); max > 0 {
+		// A frame over the server's bound would end the session, and
+		// with it every call in flight: refused here, unsent.
+		if n := (proto.MarshalOptions{}).Size(call); uint64(n) > max {
+			return 0, connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("docket: the call is %d bytes, over the server's limit of %d on a session's frame", n, max))
+		}
+	}
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err

@@ -615,3 +615,23 @@ func TestSessionPipelinesAgainstTheServer(t *testing.T) {
 	c.Close()
 	wantErr(t, "a wait when the client closes", <-got, engine.ErrClosed)
 }
+
+// TestSessionRefusesAFrameOverTheBound: a call larger than the server's
+// bound on a frame (Welcome.max_frame_bytes) is refused in the client,
+// unsent, and the session goes on.
+func TestSessionRefusesAFrameOverTheBound(t *testing.T) {
+	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 1, false)) })
+	f.welcome.MaxFrameBytes = 200
+	c := dial(t, f.url, Options{})
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	_, err := q.Enqueue(context.Background(), engine.Task{Payload: []byte(`"` + strings.Repeat("x", 300) + `"`)})
+	if err == nil || errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "over the server's limit") {
+		t.Fatalf("a call over the frame bound: %v", err)
+	}
+	if _, err := q.Enqueue(context.Background(), engine.Task{}); err != nil {
+		t.Fatal(err)
+	}
+	if s, calls := f.count(); s != 1 || calls != 1 {
+		t.Fatalf("%d sessions, %d calls; want the small call alone on the one session", s, calls)
+	}
+}
