@@ -87,7 +87,6 @@ type sess struct {
 	frame []byte // the reader's frame buffer
 }
 
-
 // sbatch is the calls of one read, run and waiting to be answered.
 type sbatch struct {
 	deferred *engine.Deferred
@@ -154,7 +153,6 @@ func (ss *sessions) each(f func(*sess)) {
 // ServeSession serves a session on conn, whose preface (in cleartext) has
 // been read, and returns when it ended; it closes conn.
 func (s *Server) ServeSession(conn net.Conn) {
-	defer conn.Close()
 	x := &sess{
 		s:       s,
 		conn:    conn,
@@ -169,9 +167,11 @@ func (s *Server) ServeSession(conn net.Conn) {
 		waits:   map[uint64]context.CancelFunc{},
 	}
 	if !s.sessions.add(x) {
+		conn.Close()
 		return
 	}
 	defer s.sessions.remove(x)
+	defer conn.Close()
 	if !x.handshake() {
 		return
 	}
@@ -458,10 +458,11 @@ func (x *sess) run(calls []scall) error {
 	if !par {
 		dctx, b.deferred = engine.DeferDurable(x.ctx)
 	}
+calls:
 	for _, sc := range calls {
 		if sc.refused != nil {
 			if !x.slot() {
-				return nil
+				break
 			}
 			b.results = append(b.results, sresult{id: sc.id, err: sc.refused})
 			continue
@@ -473,7 +474,7 @@ func (x *sess) run(calls []scall) error {
 			continue
 		}
 		if !x.slot() {
-			return nil
+			break
 		}
 		var rt *route
 		if fd != nil {
@@ -506,7 +507,7 @@ func (x *sess) run(calls []scall) error {
 				release()
 				x.unslot()
 				x.calls.Done()
-				return nil
+				break calls
 			}
 			go func(id uint64) {
 				defer x.calls.Done()
