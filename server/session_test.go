@@ -59,6 +59,7 @@ func dialRaw(t testing.TB, addr string) *testSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a test that would hang fails
 	if _, err := c.Write([]byte(session.Preface)); err != nil {
 		t.Fatal(err)
 	}
