@@ -85,6 +85,7 @@ type sess struct {
 	waits  map[uint64]context.CancelFunc // ClaimWaits by call id, for Abandon
 
 	frame []byte // the reader's frame buffer
+	large bool   // the reader holds the server's large body slot
 }
 
 // sbatch is the calls of one read, run and waiting to be answered.
@@ -298,6 +299,7 @@ func (x *sess) serve() {
 func (x *sess) read() error {
 	s := x.s
 	deadline := false
+	defer x.releaseLarge()
 	for !x.stopping.Load() {
 		if deadline {
 			x.conn.SetReadDeadline(time.Time{})
@@ -326,7 +328,9 @@ func (x *sess) read() error {
 				break
 			}
 		}
-		if err := x.run(calls); err != nil {
+		err := x.run(calls)
+		x.releaseLarge()
+		if err != nil {
 			return err
 		}
 	}
@@ -342,15 +346,18 @@ func (x *sess) readCall() (scall, error) {
 	if err != nil {
 		return scall{}, err
 	}
-	if n > largeBodyBytes {
-		if err := x.waitLarge(); err != nil {
-			return scall{}, err
-		}
-		defer func() { <-s.large }()
-	}
 	buf := x.frame
-	if cap(buf) > keepFrameBuf {
-		buf = nil
+	if n > largeBodyBytes {
+		// Read only while no other large frame or body is, and held
+		// until the call has run (read releases it); the one frame under
+		// the slot is allocated whole, as an HTTP body would be.
+		if !x.large {
+			if err := x.waitLarge(); err != nil {
+				return scall{}, err
+			}
+			x.large = true
+		}
+		buf = make([]byte, n)
 	}
 	b, err := session.ReadBody(x.br, n, buf)
 	if err != nil {
@@ -406,6 +413,14 @@ func callID(b []byte) (uint64, bool) {
 		b = b[n:]
 	}
 	return id, true
+}
+
+// releaseLarge gives back the large body slot, if the reader holds it.
+func (x *sess) releaseLarge() {
+	if x.large {
+		x.large = false
+		<-x.s.large
+	}
 }
 
 // waitLarge takes the server's large body slot, waiting at most
