@@ -502,8 +502,14 @@ calls:
 		}
 		req := c.ProtoReflect().Get(fd).Message().Interface()
 		if fd == claimWaitFld {
+			// Registered here, not on its goroutine, so that an Abandon
+			// read right after it finds it.
+			actx, abandon := context.WithCancel(context.Background())
+			x.waitMu.Lock()
+			x.waits[c.Id] = abandon
+			x.waitMu.Unlock()
 			x.calls.Add(1)
-			go x.claimWait(c.Id, rt, req)
+			go x.claimWait(c.Id, rt, req, actx, abandon)
 			continue
 		}
 		release, err := s.lim.acquire(x.ci.callerID())
@@ -629,13 +635,9 @@ func (x *sess) itemError(r *sresult) *v1.ItemError {
 
 // claimWait runs a ClaimWait on its own goroutine, ended by the session's
 // Abandon of its id as well as by what ends a unary one's wait.
-func (x *sess) claimWait(id uint64, rt *route, req proto.Message) {
+func (x *sess) claimWait(id uint64, rt *route, req proto.Message, actx context.Context, abandon context.CancelFunc) {
 	defer x.calls.Done()
-	actx, abandon := context.WithCancel(context.Background())
 	defer abandon()
-	x.waitMu.Lock()
-	x.waits[id] = abandon
-	x.waitMu.Unlock()
 	defer func() {
 		x.waitMu.Lock()
 		delete(x.waits, id)

@@ -271,6 +271,11 @@ func TestSessionClaimWait(t *testing.T) {
 	if r := ts.mustRecv(); r.GetId() != 4 {
 		t.Fatalf("abandoning no call answers nothing: %v", r)
 	}
+	// An Abandon read with its ClaimWait, in one batch, ends it.
+	ts = dialWithCalls(t, addr, wait(5, "b"), &v1.Call{Id: 5, Call: &v1.Call_Abandon{Abandon: &v1.Abandon{}}})
+	if r := ts.mustRecv(); r.GetId() != 5 || r.GetClaimWait() == nil {
+		t.Fatalf("a claim abandoned at once: %v", r)
+	}
 }
 
 // TestSessionFrameRefusals: a frame over the request limit, a length of

@@ -218,7 +218,9 @@ func TestSessionOnAReplicatedDB(t *testing.T) {
 	log.db = db
 	t.Cleanup(func() { db.Close() })
 	c := &testCluster{leaderURL: "http://leader.example", changed: make(chan struct{})}
-	s := New(db, Options{Cluster: c, Logger: slog.New(slog.DiscardHandler)})
+	s := New(db, Options{Cluster: c, Logger: slog.New(slog.DiscardHandler), MaxWait: time.Hour})
+	parked := make(chan struct{}, 1)
+	s.onPark = func() { parked <- struct{}{} }
 	addr, _ := serveSessions(t, s)
 	var calls []proto.Message
 	for i := range n {
@@ -235,12 +237,22 @@ func TestSessionOnAReplicatedDB(t *testing.T) {
 		t.Fatalf("the %d calls of one read ran one after another on a replicated DB", n)
 	}
 
+	// A waiting claim ends when the leadership changes, answered with the
+	// new leader.
+	ts.send(&v1.Call{Id: 50, Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+		Namespace: sessNS, Queue: "empty", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}})
+	<-parked
+	c.bump("http://new-leader.example")
+	if r := ts.mustRecv(); r.GetId() != 50 || r.GetError().GetLeader() != "http://new-leader.example" {
+		t.Fatalf("a waiting claim when the leadership changed: %v", r)
+	}
+
 	log.mu.Lock()
 	log.notLeader = true
 	log.mu.Unlock()
 	ts.send(enqueueCall(100, "r"))
 	r := ts.mustRecv()
-	if e := r.GetError(); e.GetLeader() != "http://leader.example" || e.GetUnavailable() == "" {
+	if e := r.GetError(); e.GetLeader() != "http://new-leader.example" || e.GetUnavailable() == "" {
 		t.Fatalf("a write on a follower: %v", r)
 	}
 	get := &v1.Call{Id: 101, Call: &v1.Call_Counts{Counts: &v1.CountsRequest{Namespace: sessNS, Queue: "r"}}}
