@@ -85,8 +85,8 @@ type sess struct {
 	waits  map[uint64]context.CancelFunc // ClaimWaits by call id, for Abandon
 
 	frame []byte // the reader's frame buffer
+	large bool   // the reader holds the server's large body slot
 }
-
 
 // sbatch is the calls of one read, run and waiting to be answered.
 type sbatch struct {
@@ -154,7 +154,6 @@ func (ss *sessions) each(f func(*sess)) {
 // ServeSession serves a session on conn, whose preface (in cleartext) has
 // been read, and returns when it ended; it closes conn.
 func (s *Server) ServeSession(conn net.Conn) {
-	defer conn.Close()
 	x := &sess{
 		s:       s,
 		conn:    conn,
@@ -169,9 +168,11 @@ func (s *Server) ServeSession(conn net.Conn) {
 		waits:   map[uint64]context.CancelFunc{},
 	}
 	if !s.sessions.add(x) {
+		conn.Close()
 		return
 	}
 	defer s.sessions.remove(x)
+	defer conn.Close()
 	if !x.handshake() {
 		return
 	}
@@ -298,6 +299,7 @@ func (x *sess) serve() {
 func (x *sess) read() error {
 	s := x.s
 	deadline := false
+	defer x.releaseLarge()
 	for !x.stopping.Load() {
 		if deadline {
 			x.conn.SetReadDeadline(time.Time{})
@@ -326,7 +328,9 @@ func (x *sess) read() error {
 				break
 			}
 		}
-		if err := x.run(calls); err != nil {
+		err := x.run(calls)
+		x.releaseLarge()
+		if err != nil {
 			return err
 		}
 	}
@@ -342,15 +346,18 @@ func (x *sess) readCall() (scall, error) {
 	if err != nil {
 		return scall{}, err
 	}
-	if n > largeBodyBytes {
-		if err := x.waitLarge(); err != nil {
-			return scall{}, err
-		}
-		defer func() { <-s.large }()
-	}
 	buf := x.frame
-	if cap(buf) > keepFrameBuf {
-		buf = nil
+	if n > largeBodyBytes {
+		// Read only while no other large frame or body is, and held
+		// until the call has run (read releases it); the one frame under
+		// the slot is allocated whole, as an HTTP body would be.
+		if !x.large {
+			if err := x.waitLarge(); err != nil {
+				return scall{}, err
+			}
+			x.large = true
+		}
+		buf = make([]byte, n)
 	}
 	b, err := session.ReadBody(x.br, n, buf)
 	if err != nil {
@@ -408,6 +415,14 @@ func callID(b []byte) (uint64, bool) {
 	return id, true
 }
 
+// releaseLarge gives back the large body slot, if the reader holds it.
+func (x *sess) releaseLarge() {
+	if x.large {
+		x.large = false
+		<-x.s.large
+	}
+}
+
 // waitLarge takes the server's large body slot, waiting at most
 // BodyTimeout.
 func (x *sess) waitLarge() error {
@@ -458,10 +473,11 @@ func (x *sess) run(calls []scall) error {
 	if !par {
 		dctx, b.deferred = engine.DeferDurable(x.ctx)
 	}
+calls:
 	for _, sc := range calls {
 		if sc.refused != nil {
 			if !x.slot() {
-				return nil
+				break
 			}
 			b.results = append(b.results, sresult{id: sc.id, err: sc.refused})
 			continue
@@ -473,7 +489,7 @@ func (x *sess) run(calls []scall) error {
 			continue
 		}
 		if !x.slot() {
-			return nil
+			break
 		}
 		var rt *route
 		if fd != nil {
@@ -486,8 +502,14 @@ func (x *sess) run(calls []scall) error {
 		}
 		req := c.ProtoReflect().Get(fd).Message().Interface()
 		if fd == claimWaitFld {
+			// Registered here, not on its goroutine, so that an Abandon
+			// read right after it finds it.
+			actx, abandon := context.WithCancel(context.Background())
+			x.waitMu.Lock()
+			x.waits[c.Id] = abandon
+			x.waitMu.Unlock()
 			x.calls.Add(1)
-			go x.claimWait(c.Id, rt, req)
+			go x.claimWait(c.Id, rt, req, actx, abandon)
 			continue
 		}
 		release, err := s.lim.acquire(x.ci.callerID())
@@ -506,7 +528,7 @@ func (x *sess) run(calls []scall) error {
 				release()
 				x.unslot()
 				x.calls.Done()
-				return nil
+				break calls
 			}
 			go func(id uint64) {
 				defer x.calls.Done()
@@ -613,13 +635,9 @@ func (x *sess) itemError(r *sresult) *v1.ItemError {
 
 // claimWait runs a ClaimWait on its own goroutine, ended by the session's
 // Abandon of its id as well as by what ends a unary one's wait.
-func (x *sess) claimWait(id uint64, rt *route, req proto.Message) {
+func (x *sess) claimWait(id uint64, rt *route, req proto.Message, actx context.Context, abandon context.CancelFunc) {
 	defer x.calls.Done()
-	actx, abandon := context.WithCancel(context.Background())
 	defer abandon()
-	x.waitMu.Lock()
-	x.waits[id] = abandon
-	x.waitMu.Unlock()
 	defer func() {
 		x.waitMu.Lock()
 		delete(x.waits, id)

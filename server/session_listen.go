@@ -52,8 +52,10 @@ func (l *sessionListener) accept() {
 				time.Sleep(tempDelay)
 				continue
 			}
-			l.err = err
-			l.once.Do(func() { close(l.done) })
+			l.once.Do(func() {
+				l.err = err
+				close(l.done)
+			})
 			return
 		}
 		tempDelay = 0

@@ -20,7 +20,7 @@ import (
 // serveSessions serves s on a loopback listener with Serve (cleartext)
 // until the test ends, and returns its address and a function that stops
 // it and returns Serve's error.
-func serveSessions(t *testing.T, s *Server) (addr string, stop func() error) {
+func serveSessions(t testing.TB, s *Server) (addr string, stop func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,6 +59,7 @@ func dialRaw(t testing.TB, addr string) *testSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a test that would hang fails
 	if _, err := c.Write([]byte(session.Preface)); err != nil {
 		t.Fatal(err)
 	}

@@ -87,17 +87,29 @@ func ReadLen(r *bufio.Reader, max int) (int, error) {
 }
 
 // ReadBody reads the n bytes of a frame whose length ReadLen read, in buf
-// when it is large enough. The end of r is io.ErrUnexpectedEOF.
+// when it is large enough. The end of r is io.ErrUnexpectedEOF. A frame
+// larger than buf is read into a buffer that grows as its bytes arrive,
+// so that what a peer makes the reader hold is what it sent, not what its
+// length announced.
 func ReadBody(r *bufio.Reader, n int, buf []byte) ([]byte, error) {
 	if cap(buf) < n {
-		buf = make([]byte, n)
+		buf = make([]byte, 0, min(n, BufSize))
 	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
 		}
-		return nil, err
+		k, err := r.Read(buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+k]
+		if err != nil && len(buf) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }

@@ -346,3 +346,28 @@ func TestWriterBoundsWhatQueues(t *testing.T) {
 		t.Fatalf("wrote %d bytes, want %d", g.n, len(one)+len(big)+len(three))
 	}
 }
+
+// TestReadBodyHoldsWhatArrived: a frame that announces more bytes than
+// arrive makes the reader allocate about what arrived, not the length it
+// announced.
+func TestReadBodyHoldsWhatArrived(t *testing.T) {
+	src := append(binary.AppendUvarint(nil, 8<<20), bytes.Repeat([]byte{1}, 1000)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := bufio.NewReaderSize(bytes.NewReader(src), BufSize)
+	_, err := ReadFrame(r, 16<<20, nil)
+	runtime.ReadMemStats(&after)
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("a frame cut short: %v", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("%d bytes allocated for a frame of which 1,000 bytes came", got)
+	}
+	// A whole large frame still reads.
+	big := bytes.Repeat([]byte{7}, 3<<20+5)
+	src = append(binary.AppendUvarint(nil, uint64(len(big))), big...)
+	b, err := ReadFrame(bufio.NewReaderSize(bytes.NewReader(src), BufSize), 16<<20, nil)
+	if err != nil || !bytes.Equal(b, big) {
+		t.Fatalf("a large frame: %d bytes, %v", len(b), err)
+	}
+}
