@@ -635,3 +635,23 @@ func TestSessionRefusesAFrameOverTheBound(t *testing.T) {
 		t.Fatalf("%d sessions, %d calls; want the small call alone on the one session", s, calls)
 	}
 }
+
+// TestSessionCallTimeoutBoundsATry: a server whose session takes calls
+// and never answers costs a call one CallTimeout, after which a keyed
+// enqueue moves on to the next server, and an unkeyed one is
+// ErrOutcomeUnknown.
+func TestSessionCallTimeoutBoundsATry(t *testing.T) {
+	paused := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {})
+	live := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 9, false)) })
+	c := dial(t, paused.url+","+live.url, fastRetries(Options{CallTimeout: 100 * time.Millisecond}))
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	if e, err := q.Enqueue(context.Background(), engine.Task{IdempotencyKey: "k"}); err != nil || e.ID != 9 {
+		t.Fatalf("a keyed enqueue, paused server first: %+v, %v", e, err)
+	}
+	if _, n := paused.count(); n != 1 {
+		t.Fatalf("%d calls reached the paused server, want 1", n)
+	}
+	c2 := dial(t, paused.url+","+live.url, fastRetries(Options{CallTimeout: 100 * time.Millisecond}))
+	_, err := c2.Queue(engine.NS("acme", "prod"), "q").Enqueue(context.Background(), engine.Task{})
+	wantErr(t, "an unkeyed enqueue, paused server first", err, ErrOutcomeUnknown)
+}
