@@ -655,3 +655,29 @@ func TestSessionCallTimeoutBoundsATry(t *testing.T) {
 	_, err := c2.Queue(engine.NS("acme", "prod"), "q").Enqueue(context.Background(), engine.Task{})
 	wantErr(t, "an unkeyed enqueue, paused server first", err, ErrOutcomeUnknown)
 }
+
+// TestSessionClaimWaitAcrossAStop: a server that stops ends a waiting
+// claim on its session; the client asks again, finds no server, and says
+// so, never as a closed client.
+func TestSessionClaimWaitAcrossAStop(t *testing.T) {
+	db := memDB(t, engine.Options{})
+	srv := serve(t, db, "127.0.0.1:0", server.Options{MaxWait: time.Hour}, nil)
+	c := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	got := make(chan error, 1)
+	h := c.sessionHost(srv.url)
+	ch := newChanges()
+	h.parked.watch(ch.changed)
+	go func() {
+		_, err := c.Queue(engine.NS("acme", "prod"), "q").ClaimWait(context.Background(), "w", time.Minute, 1)
+		got <- err
+	}()
+	ch.waitFor(t, "the ClaimWait in flight", func() bool { h.parked.mu.Lock(); defer h.parked.mu.Unlock(); return h.parked.used == 1 })
+	srv.stop()
+	err := <-got
+	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a wait whose server stopped: %v", err)
+	}
+	if errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("a server going away looks like a closed client: %v", err)
+	}
+}
