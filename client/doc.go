@@ -78,7 +78,9 @@
 // Against a server that does not speak sessions (an older build: TLS
 // without the protocol, or an HTTP answer to the preface), the client
 // makes each call a unary RPC (connect over HTTP) and asks the server for
-// a session again a minute later. Options.Transport = TransportUnary
+// a session again a minute later. A server that the environment reaches
+// through an HTTP proxy (HTTP_PROXY, HTTPS_PROXY) gets unary RPCs, through
+// the proxy. Options.Transport = TransportUnary
 // makes every call a unary RPC; so do Options.HTTPClient and
 // Options.JSON. The operator's calls (Stats, Checkpoint, Verify, Health,
 // the cluster's) are always unary RPCs, as is a call whose context asks

@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -117,10 +119,28 @@ func (c *Client) sessionHost(base string) *sessionHost {
 		h = &sessionHost{c: c, base: base}
 		h.calls.limit = DefaultMaxConns
 		h.parked.limit = DefaultMaxConns / 2
+		if proxied(base) {
+			h.noSession = math.MaxInt64 // the proxy speaks HTTP: unary calls, through it
+		}
 		c.sessions[base] = h
 	}
 	return h
 }
+
+// proxied reports whether the environment (HTTP_PROXY, HTTPS_PROXY,
+// NO_PROXY) sends calls to base through a proxy, as the unary transport
+// does.
+func proxied(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	p, err := proxyFor(&http.Request{URL: u})
+	return err == nil && p != nil
+}
+
+// proxyFor is the unary transport's choice of proxy; tests replace it.
+var proxyFor = http.ProxyFromEnvironment
 
 // useSession reports whether a call made with ctx goes on a session.
 func (c *Client) useSession(ctx context.Context) bool {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -679,5 +680,25 @@ func TestSessionClaimWaitAcrossAStop(t *testing.T) {
 	}
 	if errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("a server going away looks like a closed client: %v", err)
+	}
+}
+
+// TestSessionNotThroughAProxy: a server reached through an HTTP proxy (as
+// the environment says) gets unary calls, through the proxy.
+func TestSessionNotThroughAProxy(t *testing.T) {
+	proxy, _ := url.Parse("http://proxy.invalid:3128")
+	proxyFor = func(r *http.Request) (*url.URL, error) {
+		if r.URL.Hostname() == "docket.example" {
+			return proxy, nil
+		}
+		return nil, nil
+	}
+	t.Cleanup(func() { proxyFor = http.ProxyFromEnvironment })
+	c := &Client{sessions: map[string]*sessionHost{}, now: time.Now}
+	if _, err := c.sessionHost("http://docket.example:7070").get(context.Background(), 0); !errors.Is(err, errNoSession) {
+		t.Fatalf("a server behind a proxy: %v, want errNoSession", err)
+	}
+	if h := c.sessionHost("http://127.0.0.1:7070"); h.noSession != 0 {
+		t.Fatal("a server reached directly is not given sessions")
 	}
 }
