@@ -278,7 +278,7 @@ func TestSessionCutAfterWrite(t *testing.T) {
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
 		mu.Lock()
 		defer mu.Unlock()
-		key := c.GetEnqueue().GetTask().GetIdempotencyKey()
+		key := c.GetEnqueue().GetTask().GetIdempotencyKey() + "|" + string(c.GetEnqueue().GetTask().GetPayload())
 		id, seen := keys[key]
 		if !seen {
 			id = uint64(len(keys) + 1)
@@ -306,6 +306,17 @@ func TestSessionCutAfterWrite(t *testing.T) {
 	}
 	if _, calls := f.count(); calls != 3 {
 		t.Fatalf("%d calls in all; the unkeyed enqueue was repeated", calls)
+	}
+	// The same through EnqueueAsync, whose repeats run on a goroutine of
+	// their own.
+	e, err = q.EnqueueAsync(context.Background(), engine.Task{IdempotencyKey: "k2"}).Wait(context.Background())
+	if err != nil || !e.Deduplicated || e.ID != 3 {
+		t.Fatalf("a keyed async enqueue cut after it was written: %+v, %v; want task 3 deduplicated", e, err)
+	}
+	_, err = q.EnqueueAsync(context.Background(), engine.Task{Payload: []byte("1")}).Wait(context.Background())
+	wantErr(t, "an unkeyed async enqueue cut after it was written", err, ErrOutcomeUnknown)
+	if _, calls := f.count(); calls != 6 {
+		t.Fatalf("%d calls in all, want 6", calls)
 	}
 }
 
