@@ -324,23 +324,30 @@ func TestCallsGiveTheirSlotsBack(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		var lim *limits
-		switch tr := c.hc.Transport.(type) {
-		case limited:
-			lim = tr.lim
-		default:
-			t.Fatalf("transport %T", tr)
+		var calls, parked *slots
+		if c.opts.Transport == TransportSession {
+			h := c.sessionHost(srv.url)
+			calls, parked = &h.calls, &h.parked
+		} else {
+			var lim *limits
+			switch tr := c.hc.Transport.(type) {
+			case limited:
+				lim = tr.lim
+			default:
+				t.Fatalf("transport %T", tr)
+			}
+			hl := lim.host(strings.TrimPrefix(srv.url, "http://"))
+			calls, parked = &hl.calls, &hl.parked
 		}
-		hl := lim.host(strings.TrimPrefix(srv.url, "http://"))
 		ch := newChanges()
-		hl.calls.watch(ch.changed)
-		hl.parked.watch(ch.changed)
+		calls.watch(ch.changed)
+		parked.watch(ch.changed)
 		ch.waitFor(t, "every slot given back", func() bool {
-			hl.calls.mu.Lock()
-			defer hl.calls.mu.Unlock()
-			hl.parked.mu.Lock()
-			defer hl.parked.mu.Unlock()
-			return hl.calls.used == 0 && hl.parked.used == 0
+			calls.mu.Lock()
+			defer calls.mu.Unlock()
+			parked.mu.Lock()
+			defer parked.mu.Unlock()
+			return calls.used == 0 && parked.used == 0
 		})
 	}
 }
