@@ -92,9 +92,9 @@ type Config struct {
 	// look inside the engine: they run in process only. W1P pipelines
 	// through the client's EnqueueAsync.
 	Remote bool
-	// NoCoalesce, with Remote, has the client send every call in a
-	// request of its own (client.Options.NoCoalesce), as it did before it
-	// coalesced concurrent calls; such runs report System RemoteSingle.
+	// NoCoalesce, with Remote, has the client send every call as a
+	// unary RPC of its own (client.TransportUnary) instead of on a
+	// session; such runs report System RemoteSingle.
 	NoCoalesce bool
 	// Server, if set, is the URL of a running docket server to drive
 	// instead of one started here (it implies Remote); Token is its

@@ -15,7 +15,7 @@ import (
 )
 
 // Remote is the name runs through the client report as their System;
-// RemoteSingle that of runs whose client sends every call alone
+// RemoteSingle that of runs whose client sends every call as a unary RPC
 // (Config.NoCoalesce).
 const (
 	Remote       = "remote"
@@ -31,6 +31,14 @@ func remoteSystem(cfg Config) string {
 		return RemoteSingle
 	}
 	return Remote
+}
+
+// transport is the client's transport for cfg.
+func transport(cfg Config) client.Transport {
+	if cfg.NoCoalesce {
+		return client.TransportUnary
+	}
+	return client.TransportSession
 }
 
 // serverCalls bounds the calls the server started for a remote run lets
@@ -56,7 +64,7 @@ func openRemote(ctx context.Context, cfg Config, dir string) (*docketDriver, err
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	d, err := dialPair(ctx, url, client.Options{NoCoalesce: cfg.NoCoalesce}, "tasks")
+	d, err := dialPair(ctx, url, client.Options{Transport: transport(cfg)}, "tasks")
 	if err != nil {
 		return nil, errors.Join(err, stop(), db.Close())
 	}
@@ -151,7 +159,7 @@ func openServe(ctx context.Context, cfg Config, dir string) (*docketDriver, erro
 // answer: with tokens they need admin on */*.
 func dialServer(ctx context.Context, cfg Config) (*docketDriver, error) {
 	name := fmt.Sprintf("bench-%s-%d", cfg.Workload, time.Now().UnixNano())
-	d, err := dialPair(ctx, cfg.Server, client.Options{Token: cfg.Token, NoCoalesce: cfg.NoCoalesce}, name)
+	d, err := dialPair(ctx, cfg.Server, client.Options{Token: cfg.Token, Transport: transport(cfg)}, name)
 	if err != nil {
 		return nil, err
 	}

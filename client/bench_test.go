@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,74 +165,101 @@ func BenchmarkTransport(b *testing.B) {
 	}
 }
 
-// BenchmarkCoalesce measures 16 callers enqueueing through one client to
-// a server on loopback, and one caller ("lone"), with coalescing
-// ("coalesce") and without ("single"), in memory and at SyncAlways:
-// cpu-µs/op is the CPU of the whole process per enqueue, requests/op the
-// HTTP requests per enqueue.
-func BenchmarkCoalesce(b *testing.B) {
+// BenchmarkSession compares the two transports of a client to a server on
+// loopback (in memory, so the network and the codecs are what is timed):
+// "lone" is one caller making one Enqueue at a time (p50-µs is the median
+// call); "async1024" keeps 1,024 enqueues in flight, from one goroutine
+// through EnqueueAsync on the session, and from 1,024 goroutines on the
+// unary transport, whose EnqueueAsync is synchronous. cpu-µs/op is the
+// CPU of the whole process (client and server) per enqueue.
+func BenchmarkSession(b *testing.B) {
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
-	payload := []byte(`{"to":"a@b","n":42,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
-	for _, tc := range []struct{ disk, lone bool }{{false, false}, {true, false}, {false, true}} {
-		disk := tc.disk
-		for _, single := range []bool{true, false} {
-			name := "memory"
-			if disk {
-				name = "always"
+	payload := []byte(`{"to":"a@b","n":42,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
+	const inflight = 1024
+	for _, tr := range []struct {
+		name string
+		t    Transport
+	}{{"session", TransportSession}, {"unary", TransportUnary}} {
+		queue := func(b *testing.B) (engine.Queue, *Client) {
+			db, err := engine.OpenInMemory(engine.Options{Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
 			}
-			if tc.lone {
-				name += "/lone"
+			b.Cleanup(func() { db.Close() })
+			srv := serve(b, db, "127.0.0.1:0", server.Options{MaxCalls: 2 * inflight}, nil)
+			c, err := Dial(ctx, srv.url, Options{Transport: tr.t})
+			if err != nil {
+				b.Fatal(err)
 			}
-			if single {
-				name += "/single"
-			} else {
-				name += "/coalesce"
+			b.Cleanup(func() { c.Close() })
+			q := c.Queue(ns, "bench")
+			if _, err := q.Enqueue(ctx, engine.Task{}); err != nil { // the session opened
+				b.Fatal(err)
 			}
-			b.Run(name, func(b *testing.B) {
-				var db *engine.DB
-				var err error
-				if disk {
-					db, err = engine.Open(b.TempDir(), engine.Options{Logger: quiet})
-				} else {
-					db, err = engine.OpenInMemory(engine.Options{Logger: quiet})
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { db.Close() })
-				var requests atomic.Int64
-				srv := serve(b, db, "127.0.0.1:0", server.Options{}, func(next http.Handler) http.Handler {
-					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-						requests.Add(1)
-						next.ServeHTTP(w, r)
-					})
-				})
-				c, err := Dial(ctx, srv.url, Options{NoCoalesce: single})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { c.Close() })
-				q := c.Queue(ns, "bench")
-				b.ReportAllocs()
-				if tc.lone {
-					b.SetParallelism(1)
-				} else {
-					b.SetParallelism(8) // 16 callers on 2 cores
-				}
-				c0, r0 := processCPU(), requests.Load()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if _, err := q.Enqueue(ctx, engine.Task{Payload: payload}); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
-				b.ReportMetric(float64(requests.Load()-r0)/float64(b.N), "requests/op")
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
-			})
+			return q, c
 		}
+		b.Run(tr.name+"/lone", func(b *testing.B) {
+			q, _ := queue(b)
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			c0 := processCPU()
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				if _, err := q.Enqueue(ctx, engine.Task{Payload: payload}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
+		})
+		b.Run(tr.name+"/async1024", func(b *testing.B) {
+			q, _ := queue(b)
+			b.ReportAllocs()
+			c0 := processCPU()
+			b.ResetTimer()
+			if tr.t == TransportSession {
+				ring := make([]*engine.Pending, 0, inflight)
+				wait := func(p *engine.Pending) {
+					if _, err := p.Wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range b.N {
+					if len(ring) == inflight {
+						wait(ring[i%inflight])
+						ring[i%inflight] = q.EnqueueAsync(ctx, engine.Task{Payload: payload})
+						continue
+					}
+					ring = append(ring, q.EnqueueAsync(ctx, engine.Task{Payload: payload}))
+				}
+				for _, p := range ring {
+					wait(p)
+				}
+			} else {
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range inflight {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							if _, err := q.EnqueueAsync(ctx, engine.Task{Payload: payload}).Wait(ctx); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		})
 	}
 }

@@ -81,7 +81,7 @@ type Options struct {
 	// its leadership. Writes always go to the leader.
 	StaleReads bool
 	// MaxConns bounds the connections the client keeps to one server for
-	// its calls (DefaultMaxConns); a call beyond them waits for one to be
+	// its unary calls (DefaultMaxConns; a session is one connection); a call beyond them waits for one to be
 	// free, where more at once would only be refused by the server's own
 	// bound on a caller's calls. Besides, the client bounds the calls it
 	// has in progress to a server by the limits the server announces in
@@ -96,14 +96,13 @@ type Options struct {
 	// polls have connections of their own, so that parked claims never
 	// hold up other calls. Not used with HTTPClient.
 	MaxConns int
-	// NoCoalesce sends every call in a request of its own. By default the
-	// calls of one kind (Enqueue, Complete, Fail, Heartbeat,
-	// CompleteAndClaim) that goroutines of the client make to a server at
-	// the same time share requests (see the package documentation): a
-	// call goes out at once when none of its kind is in flight, and those
-	// made while one is go out together when it returns, each with its
-	// own result, error and retries.
-	NoCoalesce bool
+	// Transport chooses how the calls of engine.API travel (see the
+	// package documentation): TransportSession, the default, carries them
+	// on one connection to each server, many in flight; TransportUnary
+	// makes each an RPC of its own. The calls go as RPCs whatever this
+	// says with HTTPClient or JSON set, and the operator's calls (Stats,
+	// Health, the cluster's) always do.
+	Transport Transport
 }
 
 // Client is docket's API over the network: engine.API (queues, KV, the
@@ -123,13 +122,11 @@ type Client struct {
 	close   context.CancelFunc
 	now     func() time.Time // time.Now; tests move it
 
-	// The calls that are coalesced (coalesce.go).
-	enqueues       *coalescer[v1.EnqueueRequest, v1.EnqueueResponse]
-	completes      *coalescer[v1.CompleteRequest, v1.CompleteResponse]
-	fails          *coalescer[v1.FailRequest, v1.FailResponse]
-	heartbeats     *coalescer[v1.HeartbeatRequest, v1.HeartbeatResponse]
-	completeClaims *coalescer[v1.CompleteAndClaimRequest, v1.CompleteAndClaimResponse]
-	gathered       func(waiting int) // tests: a call joined the calls gathering
+	// sessions are the session state of each server (session.go), by
+	// base URL, under mu; async bounds the asynchronous enqueues in
+	// flight (EnqueueAsync).
+	sessions map[string]*sessionHost
+	async    chan struct{}
 }
 
 var _ engine.API = (*Client)(nil)
@@ -175,12 +172,14 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 		opts.PollWait = DefaultPollWait
 	}
 	c := &Client{
-		opts:   opts,
-		hc:     opts.HTTPClient,
-		pollHC: opts.HTTPClient,
-		r:      &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
-		stubs:  map[string]*stubs{},
-		now:    time.Now,
+		opts:     opts,
+		hc:       opts.HTTPClient,
+		pollHC:   opts.HTTPClient,
+		r:        &retrier{eps: eps, maxRetries: opts.MaxRetries, base: opts.BackoffBase, max: opts.BackoffMax, sleep: sleepCtx},
+		stubs:    map[string]*stubs{},
+		sessions: map[string]*sessionHost{},
+		async:    make(chan struct{}, engine.DefaultMaxInFlight),
+		now:      time.Now,
 		copts: []connect.ClientOption{
 			connect.WithReadMaxBytes(4 * engine.MaxCommitBytes),
 			connect.WithSendMaxBytes(engine.MaxCommitBytes + 8<<20),
@@ -218,8 +217,10 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 		poll.Transport = limited{next: next, lim: lim, parked: true}
 		c.hc, c.pollHC = &hc, &poll
 	}
+	if opts.HTTPClient != nil || opts.JSON {
+		c.opts.Transport = TransportUnary
+	}
 	c.closing, c.close = context.WithCancel(context.Background())
-	c.coalescers()
 	if _, err := c.Health(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -234,6 +235,7 @@ func (c *Client) Close() error {
 		return fmt.Errorf("%w: the client is already closed", engine.ErrClosed)
 	}
 	c.close()
+	c.closeSessions()
 	if c.ownHC {
 		c.hc.CloseIdleConnections()
 		c.pollHC.CloseIdleConnections()
@@ -283,7 +285,7 @@ func (c *Client) KV(ns engine.Namespace) engine.KV {
 // Queues lists every queue that holds tasks or has settings that the
 // caller may read.
 func (c *Client) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
-	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Queues, &v1.QueuesRequest{})
+	res, err := invoke(ctx, c, true, opQueues, adminOf, docketv1connect.AdminClient.Queues, &v1.QueuesRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +299,7 @@ func (c *Client) Queues(ctx context.Context) ([]engine.QueueInfo, error) {
 // Stats returns the server's engine counters (engine.DB.Stats). With
 // tokens it needs the admin permission on every namespace (*/*).
 func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
-	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Stats, &v1.StatsRequest{})
+	res, err := invoke(ctx, c, true, noSession[v1.StatsRequest, v1.StatsResponse](), adminOf, docketv1connect.AdminClient.Stats, &v1.StatsRequest{})
 	if err != nil {
 		return engine.Stats{}, err
 	}
@@ -307,7 +309,7 @@ func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
 // Checkpoint makes the server write a snapshot and truncate its log
 // (engine.DB.Checkpoint). Admin on */*, as Stats.
 func (c *Client) Checkpoint(ctx context.Context) error {
-	_, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Checkpoint, &v1.CheckpointRequest{})
+	_, err := invoke(ctx, c, true, noSession[v1.CheckpointRequest, v1.CheckpointResponse](), adminOf, docketv1connect.AdminClient.Checkpoint, &v1.CheckpointRequest{})
 	return err
 }
 
@@ -315,7 +317,7 @@ func (c *Client) Checkpoint(ctx context.Context) error {
 // (engine.DB.Verify); damage returns an error wrapping engine.ErrCorrupt.
 // Admin on */*, as Stats.
 func (c *Client) Verify(ctx context.Context) error {
-	_, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Verify, &v1.VerifyRequest{})
+	_, err := invoke(ctx, c, true, noSession[v1.VerifyRequest, v1.VerifyResponse](), adminOf, docketv1connect.AdminClient.Verify, &v1.VerifyRequest{})
 	return err
 }
 
@@ -328,7 +330,7 @@ type Health struct {
 
 // Health asks the current server whether it takes calls.
 func (c *Client) Health(ctx context.Context) (Health, error) {
-	res, err := invoke(ctx, c, true, adminOf, docketv1connect.AdminClient.Health, &v1.HealthRequest{})
+	res, err := invoke(ctx, c, true, noSession[v1.HealthRequest, v1.HealthResponse](), adminOf, docketv1connect.AdminClient.Health, &v1.HealthRequest{})
 	if err != nil {
 		return Health{}, err
 	}
@@ -372,22 +374,43 @@ var errClosed = fmt.Errorf("%w: the client is closed", engine.ErrClosed)
 
 // invoke makes one call: on the current server, again on transient
 // failures when repeatable allows it (see the package documentation), and
-// returns the server's answer or the error rebuilt as the engine's.
-func invoke[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, pick func(*stubs) S,
+// returns the server's answer or the error rebuilt as the engine's. The
+// call goes on the server's session when op is set and the client uses
+// sessions, else as the unary RPC rpc.
+func invoke[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, op *sessionOp[Req, Res], pick func(*stubs) S,
 	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
-	res, _, err := invokeBounded(ctx, c, repeatable, c.opts.CallTimeout, pick, rpc, msg)
+	res, _, err := invokeBounded(ctx, c, repeatable, c.opts.CallTimeout, op, pick, rpc, msg)
 	return res, err
 }
 
 // invokeBounded is invoke with a bound on each try of a call whose context
 // has no deadline; retried says whether an earlier try was sent and got no
 // answer (so the call may have taken effect before the answer came).
-func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, bound time.Duration, pick func(*stubs) S,
+func invokeBounded[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, bound time.Duration, op *sessionOp[Req, Res], pick func(*stubs) S,
 	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (res *Res, retried bool, err error) {
 	if err := c.usable(ctx); err != nil {
 		return nil, false, err
 	}
+	return invokeAfter(ctx, c, repeatable, bound, op, pick, rpc, msg, nil)
+}
+
+// invokeAfter is invokeBounded for a call whose first try was made
+// elsewhere (an asynchronous enqueue) and failed with first, if not nil.
+func invokeAfter[S, Req, Res any](ctx context.Context, c *Client, repeatable bool, bound time.Duration, op *sessionOp[Req, Res], pick func(*stubs) S,
+	rpc func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req, first error) (res *Res, retried bool, err error) {
+	sess := op != nil && op.wrap != nil && c.useSession(ctx)
 	res, retried, err = tries(ctx, c, repeatable, func(ctx context.Context, base string) (*Res, error) {
+		if first != nil {
+			err := first
+			first = nil
+			return nil, err
+		}
+		if sess {
+			res, err := op.try(ctx, c, base, msg, bound)
+			if !errors.Is(err, errNoSession) {
+				return res, err
+			}
+		}
 		return try(ctx, c, pick(c.stub(base)), bound, rpc, msg)
 	})
 	if err != nil {

@@ -581,7 +581,7 @@ func TestLostAnswers(t *testing.T) {
 	var cuts atomic.Int32
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, cutAnswers(&cuts,
 		"/docket.v1.Queues/Enqueue", "/docket.v1.Queues/Complete", "/docket.v1.Queues/Cancel", "/docket.v1.Queues/Get"))
-	c := dial(t, srv.url, Options{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	c := dial(t, srv.url, Options{Transport: TransportUnary, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	q := c.Queue(ns, "q")
 	local := db.Queue(ns, "q")
 
@@ -678,12 +678,12 @@ func TestClaimWaitAcrossDrainAndClose(t *testing.T) {
 	db := memDB(t, engine.Options{})
 	polls := make(chan struct{}, 100)
 	srv := serve(t, db, "127.0.0.1:0", server.Options{MaxWait: time.Hour}, arrivals(polls))
-	c := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	c := dial(t, srv.url, Options{Transport: TransportUnary, MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	q := c.Queue(ns, "q")
 
 	// Short polls: an empty answer is followed by another poll, so the
 	// wait goes on until work comes.
-	short := dial(t, srv.url, Options{PollWait: 5 * time.Millisecond})
+	short := dial(t, srv.url, Options{Transport: TransportUnary, PollWait: 5 * time.Millisecond})
 	got := make(chan error, 1)
 	go func() {
 		ls, err := short.Queue(ns, "q").ClaimWait(ctx, "w", time.Minute, 1)
@@ -707,7 +707,7 @@ func TestClaimWaitAcrossDrainAndClose(t *testing.T) {
 
 	// A drain ends a waiting claim; the client asks again, finds no server
 	// that takes it, and says so.
-	c2 := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	c2 := dial(t, srv.url, Options{Transport: TransportUnary, MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	go func() { _, err := c2.Queue(ns, "q").ClaimWait(ctx, "w", time.Minute, 1); got <- err }()
 	<-polls
 	srv.stop()

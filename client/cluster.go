@@ -39,7 +39,7 @@ func clusterOf(s *stubs) docketv1connect.ClusterClient { return s.cluster }
 // node answers from its own state; a standalone server answers with
 // Unimplemented. With tokens it needs read on every namespace (*/*).
 func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
-	res, err := invoke(ctx, c, true, clusterOf, docketv1connect.ClusterClient.Status, &v1.ClusterStatusRequest{})
+	res, err := invoke(ctx, c, true, noSession[v1.ClusterStatusRequest, v1.ClusterStatusResponse](), clusterOf, docketv1connect.ClusterClient.Status, &v1.ClusterStatusRequest{})
 	if err != nil {
 		return ClusterStatus{}, err
 	}
@@ -57,7 +57,7 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 // call follows the leader and returns once the new configuration is
 // committed, which needs the new node running. Admin on */*, as Stats.
 func (c *Client) Join(ctx context.Context, id, raftAddr, url string) error {
-	_, err := invoke(ctx, c, true, clusterOf, docketv1connect.ClusterClient.Join,
+	_, err := invoke(ctx, c, true, noSession[v1.JoinRequest, v1.JoinResponse](), clusterOf, docketv1connect.ClusterClient.Join,
 		&v1.JoinRequest{Id: id, RaftAddress: raftAddr, Url: url})
 	return err
 }
@@ -65,7 +65,7 @@ func (c *Client) Join(ctx context.Context, id, raftAddr, url string) error {
 // Remove removes the node id from the cluster, on the leader; removing an
 // id that is not a member does nothing. Admin on */*.
 func (c *Client) Remove(ctx context.Context, id string) error {
-	_, err := invoke(ctx, c, true, clusterOf, docketv1connect.ClusterClient.Remove, &v1.RemoveRequest{Id: id})
+	_, err := invoke(ctx, c, true, noSession[v1.RemoveRequest, v1.RemoveResponse](), clusterOf, docketv1connect.ClusterClient.Remove, &v1.RemoveRequest{Id: id})
 	return err
 }
 
@@ -73,7 +73,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 // or to the most up-to-date follower when id is "", and returns the new
 // leader's id. Admin on */*.
 func (c *Client) TransferLeadership(ctx context.Context, id string) (string, error) {
-	res, err := invoke(ctx, c, false, clusterOf, docketv1connect.ClusterClient.TransferLeadership,
+	res, err := invoke(ctx, c, false, noSession[v1.TransferLeadershipRequest, v1.TransferLeadershipResponse](), clusterOf, docketv1connect.ClusterClient.TransferLeadership,
 		&v1.TransferLeadershipRequest{Id: id})
 	if err != nil {
 		return "", err

@@ -150,7 +150,7 @@ func TestALostAnswerIsNeverUnavailable(t *testing.T) {
 					}
 					return one
 				}
-				return dial(t, p.url+","+refused, Options{NoCoalesce: true})
+				return dial(t, p.url+","+refused, Options{Transport: TransportUnary})
 			}
 
 			type call struct {
@@ -262,7 +262,7 @@ func TestAPausedNodeCostsOneTry(t *testing.T) {
 	})
 	t.Run("a try cut by the deadline moves on", func(t *testing.T) {
 		p := newFaultProxy(t, srv.addr)
-		c := dial(t, p.url+","+srv.url, Options{})
+		c := dial(t, p.url+","+srv.url, Options{Transport: TransportUnary}) // the unary path: the session's is in session_test.go
 		q := c.Queue(ns, "q")
 		p.mode.Store(pauseAnswers)
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -278,10 +278,9 @@ func TestAPausedNodeCostsOneTry(t *testing.T) {
 	})
 }
 
-// TestAPausedNodeCostsGatheredCallsOneTry: calls gathered behind one in
-// flight to a paused node go out together, and their request is bounded
-// by CallTimeout too, not by the latest of their deadlines.
-func TestAPausedNodeCostsGatheredCallsOneTry(t *testing.T) {
+// TestAPausedNodeCostsConcurrentCallsOneTry: calls in flight together to
+// a paused node are each bounded by CallTimeout, not by their deadlines.
+func TestAPausedNodeCostsConcurrentCallsOneTry(t *testing.T) {
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -289,15 +288,13 @@ func TestAPausedNodeCostsGatheredCallsOneTry(t *testing.T) {
 	p := newFaultProxy(t, srv.addr)
 	c := dial(t, p.url+","+srv.url, Options{CallTimeout: 300 * time.Millisecond})
 	q := c.Queue(ns, "q")
-	gathered := make(chan int, 100)
-	c.gathered = func(n int) { gathered <- n }
 	p.mode.Store(pauseAnswers)
 	cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
 	const n = 5
 	errs := make(chan error, n)
 	enqueue := func(i int) {
-		_, err := q.Enqueue(cctx, engine.Task{IdempotencyKey: fmt.Sprintf("gathered-%d", i)})
+		_, err := q.Enqueue(cctx, engine.Task{IdempotencyKey: fmt.Sprintf("concurrent-%d", i)})
 		errs <- err
 	}
 	for i := range n {
@@ -305,11 +302,8 @@ func TestAPausedNodeCostsGatheredCallsOneTry(t *testing.T) {
 	}
 	for range n {
 		if err := <-errs; err != nil {
-			t.Errorf("a gathered keyed enqueue with a deadline, paused node first: %v", err)
+			t.Errorf("a concurrent keyed enqueue with a deadline, paused node first: %v", err)
 		}
-	}
-	if len(gathered) == 0 {
-		t.Fatal("no call gathered behind another")
 	}
 }
 
@@ -336,7 +330,7 @@ func TestALongPollCutByItsDeadlineStays(t *testing.T) {
 	})
 	t.Cleanup(func() { close(ended) }) // before the server stops
 	other := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, nil)
-	c := dial(t, srv.url+","+other.url, Options{})
+	c := dial(t, srv.url+","+other.url, Options{Transport: TransportUnary})
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	_, err := c.Queue(engine.NS("acme", "prod"), "q").ClaimWait(cctx, "w", time.Minute, 1)

@@ -45,8 +45,8 @@
 //
 // Limits. A server bounds what one caller (one token) has in progress at
 // once: calls (docket serve -max-calls) and waiting claims (-max-parked),
-// and announces both in every answer (the Docket-Limits header, "calls=N,
-// parked=M"). The client bounds its own calls to each server by them: a
+// and announces both when a session opens (Welcome) and in every unary
+// answer (the Docket-Limits header, "calls=N, parked=M"). The client bounds its own calls to each server by them: a
 // call beyond the bound waits in the client for a slot (within its
 // context) instead of being refused, and waiting claims are bounded apart
 // from the other calls, so that claims waiting for work never hold up a
@@ -55,27 +55,37 @@
 // call is tried again with backoff, and if every try is refused its error
 // matches ErrOverLimit (and ErrUnavailable).
 //
-// Coalescing. Concurrent calls of one kind (Enqueue, Complete, Fail,
-// Heartbeat, CompleteAndClaim) that goroutines of a client make to one
-// server share requests, as committers share a log's fsync: a call goes
-// out at once, alone, when none of its kind is in flight to the server;
-// those made while one is in flight gather and go out together, in one
-// request of the server's Each calls (docket.v1.Pipeline), when it returns
-// (a full request, 256 calls or about 8 MiB, goes at once; a call over 256
-// KiB always goes alone; at most four requests of a kind are in flight to
-// a server). No timer is involved: a lone caller waits for nothing, and
-// many callers pay one HTTP round trip per request instead of one each,
-// which on a small machine is most of a remote call's CPU. Each call keeps
-// its own semantics: the server runs it as it would alone (its
-// validation, permissions, idempotency key, commit), its result or error
-// is its own and is the error it would have got alone, and the items of a
-// request are not one transaction. Each call honours its context: one
-// whose context ends before its request goes out leaves it and returns
-// the context's error; once sent, it is handled as a call alone cut after
-// sending (repeated only when that is safe, as above). Against a server
-// of an older build, which has no Each calls, the client makes the calls
-// alone, and tries an Each call again a minute later (the server may have
-// been upgraded). Options.NoCoalesce turns coalescing off.
+// Transport. The calls of engine.API (queues, KV, the queue controls,
+// the list of queues) go on a session: one long-lived connection to each
+// server, on its API port (TCP after a 4-byte preface, or TLS with the
+// ALPN protocol "docket/1"), carrying the calls of every goroutine of the
+// client as frames, many in flight, each answered by its id as soon as
+// its outcome is known, in any order (see proto/docket/v1/session.proto).
+// A lone call costs one write and one read; under load one write carries
+// the frames of every call that queued behind the last, so concurrent
+// callers share system calls and round trips without waiting for one
+// another. EnqueueAsync leaves its call in flight and returns a Pending
+// at once, so one goroutine can keep many enqueues in flight (at most
+// engine.DefaultMaxInFlight, and the server's bound on a caller's calls).
+// Each call keeps its own semantics: the server runs it as the unary RPC,
+// and its result or error is the one the RPC would have got. When a
+// session's connection breaks, every call in flight on it was sent
+// without an answer (repeated when that is harmless, as above, else
+// ErrOutcomeUnknown), and the next call opens a new session, with the
+// client's backoff. A ClaimWait whose context ends asks the server to end
+// its wait (Abandon), and returns any lease the server took as it ended.
+//
+// Against a server that does not speak sessions (an older build: TLS
+// without the protocol, or an HTTP answer to the preface), the client
+// makes each call a unary RPC (connect over HTTP) and asks the server for
+// a session again a minute later. A server that the environment reaches
+// through an HTTP proxy (HTTP_PROXY, HTTPS_PROXY) gets unary RPCs, through
+// the proxy. Options.Transport = TransportUnary
+// makes every call a unary RPC; so do Options.HTTPClient and
+// Options.JSON. The operator's calls (Stats, Checkpoint, Verify, Health,
+// the cluster's) are always unary RPCs, as is a call whose context asks
+// for stale reads (engine.WithStaleReads) on a client without
+// Options.StaleReads.
 //
 // Workers. The worker runtime keeps going across a server's restart: it
 // tries claims and the commits of outcomes again, with backoff, while they

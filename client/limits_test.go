@@ -129,7 +129,7 @@ func TestClientLearnsTheServersLimits(t *testing.T) {
 	var once sync.Once
 	answer := func() { once.Do(func() { close(a.release) }) }
 	t.Cleanup(answer) // before the server stops
-	c := dial(t, srv.url, Options{NoCoalesce: true})
+	c := dial(t, srv.url, Options{Transport: TransportUnary})
 	q := c.Queue(ns, "q")
 	id := must(q.Enqueue(ctx, engine.Task{Payload: []byte(`"x"`)}))(t).ID
 	hl := c.hc.Transport.(limited).lim.host(strings.TrimPrefix(srv.url, "http://"))
@@ -198,7 +198,7 @@ func TestAServersRefusalForALimitIsSaid(t *testing.T) {
 				errors.New("docket: too many concurrent calls for this caller (limit 256)")))
 		})
 	})
-	c := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	c := dial(t, srv.url, Options{Transport: TransportUnary, MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	refuse.Store(true)
 	_, err := c.Queue(engine.NS("acme", "prod"), "q").Enqueue(ctx, engine.Task{})
 	wantErr(t, "a call refused for a limit", err, ErrOverLimit)
@@ -300,7 +300,7 @@ func TestCallsGiveTheirSlotsBack(t *testing.T) {
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
-	for _, o := range []Options{{}, {NoCoalesce: true}, {JSON: true}, {HTTPClient: &http.Client{}}} {
+	for _, o := range []Options{{}, {Transport: TransportUnary}, {JSON: true}, {HTTPClient: &http.Client{}}} {
 		c := dial(t, srv.url, o)
 		q := c.Queue(ns, "q")
 		var wg sync.WaitGroup
@@ -324,23 +324,30 @@ func TestCallsGiveTheirSlotsBack(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		var lim *limits
-		switch tr := c.hc.Transport.(type) {
-		case limited:
-			lim = tr.lim
-		default:
-			t.Fatalf("transport %T", tr)
+		var calls, parked *slots
+		if c.opts.Transport == TransportSession {
+			h := c.sessionHost(srv.url)
+			calls, parked = &h.calls, &h.parked
+		} else {
+			var lim *limits
+			switch tr := c.hc.Transport.(type) {
+			case limited:
+				lim = tr.lim
+			default:
+				t.Fatalf("transport %T", tr)
+			}
+			hl := lim.host(strings.TrimPrefix(srv.url, "http://"))
+			calls, parked = &hl.calls, &hl.parked
 		}
-		hl := lim.host(strings.TrimPrefix(srv.url, "http://"))
 		ch := newChanges()
-		hl.calls.watch(ch.changed)
-		hl.parked.watch(ch.changed)
+		calls.watch(ch.changed)
+		parked.watch(ch.changed)
 		ch.waitFor(t, "every slot given back", func() bool {
-			hl.calls.mu.Lock()
-			defer hl.calls.mu.Unlock()
-			hl.parked.mu.Lock()
-			defer hl.parked.mu.Unlock()
-			return hl.calls.used == 0 && hl.parked.used == 0
+			calls.mu.Lock()
+			defer calls.mu.Unlock()
+			parked.mu.Lock()
+			defer parked.mu.Unlock()
+			return calls.used == 0 && parked.used == 0
 		})
 	}
 }
@@ -359,7 +366,7 @@ func TestACallThatNeverGotASlotWasNotSent(t *testing.T) {
 	var once sync.Once
 	answer := func() { once.Do(func() { close(a.release) }) }
 	t.Cleanup(answer)
-	c := dial(t, srv.url, Options{})
+	c := dial(t, srv.url, Options{Transport: TransportUnary})
 	q := c.Queue(ns, "q")
 	held := make(chan error, 1)
 	go func() { _, err := q.Get(ctx, 1); held <- err }()

@@ -56,7 +56,7 @@ func repeatableOps(tasks []engine.Task, ops []engine.Op) bool {
 // op) has an idempotency key and the ops write no KV entry; a repeat that
 // finds the first try's task returns its id with Deduplicated set.
 func (q *queue) Enqueue(ctx context.Context, t engine.Task, ops ...engine.Op) (engine.Enqueued, error) {
-	res, _, err := q.c.enqueues.call(ctx, repeatableOps([]engine.Task{t}, ops),
+	res, err := invoke(ctx, q.c, repeatableOps([]engine.Task{t}, ops), opEnqueue, queuesOf, docketv1connect.QueuesClient.Enqueue,
 		&v1.EnqueueRequest{Namespace: q.pb, Queue: q.name, Task: wire.PBTask(t), Ops: wire.PBOps(ops)})
 	if err != nil {
 		return engine.Enqueued{}, err
@@ -66,7 +66,7 @@ func (q *queue) Enqueue(ctx context.Context, t engine.Task, ops ...engine.Op) (e
 
 // EnqueueBatch is repeated as Enqueue is, when every task has a key.
 func (q *queue) EnqueueBatch(ctx context.Context, tasks []engine.Task, ops ...engine.Op) ([]engine.Enqueued, error) {
-	res, err := invoke(ctx, q.c, repeatableOps(tasks, ops), queuesOf, docketv1connect.QueuesClient.EnqueueBatch,
+	res, err := invoke(ctx, q.c, repeatableOps(tasks, ops), opEnqueueBatch, queuesOf, docketv1connect.QueuesClient.EnqueueBatch,
 		&v1.EnqueueBatchRequest{Namespace: q.pb, Queue: q.name, Tasks: wire.PBTasks(tasks), Ops: wire.PBOps(ops)})
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []engine.Task, ops ...en
 // held by nobody until they expire. The error then matches
 // ErrOutcomeUnknown.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]engine.Lease, error) {
-	res, err := invoke(ctx, q.c, false, claimOf, (*connect.Client[v1.ClaimRequest, wire.LeaseList]).CallUnary,
+	res, err := invoke(ctx, q.c, false, opClaim, claimOf, (*connect.Client[v1.ClaimRequest, wire.LeaseList]).CallUnary,
 		&v1.ClaimRequest{Namespace: q.pb, Queue: q.name, Owner: owner, Lease: wire.PBDuration(lease), Max: wire.Int32(max)})
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 	// the client gives up on the connection.
 	bound := c.opts.PollWait + 15*time.Second
 	for {
-		res, _, err := invokeBounded(wctx, c, false, bound, claimWaitOf, (*connect.Client[v1.ClaimWaitRequest, wire.LeaseList]).CallUnary, req)
+		res, _, err := invokeBounded(wctx, c, false, bound, opClaimWait, claimWaitOf, (*connect.Client[v1.ClaimWaitRequest, wire.LeaseList]).CallUnary, req)
 		switch {
 		case err == nil && len(res.Leases) > 0:
 			return res.Leases, nil
@@ -121,15 +121,9 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 // fenced runs a fenced call, which is repeated after a lost answer: the
 // lease's token makes a repeat do nothing once the first try took effect.
 // That repeat answers ErrLeaseLost, which the error then says.
-func fenced[Req, Res any](ctx context.Context, q *queue,
+func fenced[Req, Res any](ctx context.Context, q *queue, op *sessionOp[Req, Res],
 	rpc func(docketv1connect.QueuesClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
-	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, queuesOf, rpc, msg)
-	return res, fencedErr(err, retried)
-}
-
-// fencedEach is fenced for a call that is coalesced.
-func fencedEach[Req, Res any](ctx context.Context, co *coalescer[Req, Res], msg *Req) (*Res, error) {
-	res, retried, err := co.call(ctx, true, msg)
+	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, op, queuesOf, rpc, msg)
 	return res, fencedErr(err, retried)
 }
 
@@ -145,7 +139,7 @@ func (q *queue) Complete(ctx context.Context, l engine.Lease, d engine.Done) (en
 	if err := l.CheckQueue(q.ns, q.name); err != nil {
 		return engine.TxResult{}, err
 	}
-	res, err := fencedEach(ctx, q.c.completes,
+	res, err := fenced(ctx, q, opComplete, docketv1connect.QueuesClient.Complete,
 		&v1.CompleteRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Done: wire.PBDone(d)})
 	if err != nil {
 		return engine.TxResult{}, err
@@ -162,7 +156,7 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []engine.Lease) ([]err
 		}
 	}
 	refs := wire.PBLeaseRefs(leases)
-	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, queuesOf, docketv1connect.QueuesClient.CompleteBatch,
+	res, retried, err := invokeBounded(ctx, q.c, true, q.c.opts.CallTimeout, opCompleteBatch, queuesOf, docketv1connect.QueuesClient.CompleteBatch,
 		&v1.CompleteBatchRequest{Namespace: q.pb, Queue: q.name, Leases: refs})
 	if err != nil {
 		return nil, err
@@ -185,7 +179,7 @@ func (q *queue) Fail(ctx context.Context, l engine.Lease, f engine.Failure) erro
 	if err := l.CheckQueue(q.ns, q.name); err != nil {
 		return err
 	}
-	_, err := fencedEach(ctx, q.c.fails,
+	_, err := fenced(ctx, q, opFail, docketv1connect.QueuesClient.Fail,
 		&v1.FailRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Failure: wire.PBFailure(f)})
 	return err
 }
@@ -199,7 +193,7 @@ func (q *queue) Heartbeat(ctx context.Context, l *engine.Lease, extend time.Dura
 	if err := l.CheckQueue(q.ns, q.name); err != nil {
 		return err
 	}
-	res, err := fencedEach(ctx, q.c.heartbeats,
+	res, err := fenced(ctx, q, opHeartbeat, docketv1connect.QueuesClient.Heartbeat,
 		&v1.HeartbeatRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(*l), Extend: wire.PBDuration(extend), Progress: progress})
 	if err != nil {
 		return err
@@ -218,28 +212,28 @@ func (q *queue) Snooze(ctx context.Context, l engine.Lease, d time.Duration) err
 	if err := l.CheckQueue(q.ns, q.name); err != nil {
 		return err
 	}
-	_, err := fenced(ctx, q, docketv1connect.QueuesClient.Snooze,
+	_, err := fenced(ctx, q, opSnooze, docketv1connect.QueuesClient.Snooze,
 		&v1.SnoozeRequest{Namespace: q.pb, Queue: q.name, Lease: wire.PBLeaseRef(l), Delay: wire.PBDuration(d)})
 	return err
 }
 
 // Cancel is not repeated after a lost answer (ErrOutcomeUnknown).
 func (q *queue) Cancel(ctx context.Context, id uint64) error {
-	_, err := invoke(ctx, q.c, false, queuesOf, docketv1connect.QueuesClient.Cancel,
+	_, err := invoke(ctx, q.c, false, opCancel, queuesOf, docketv1connect.QueuesClient.Cancel,
 		&v1.CancelRequest{Namespace: q.pb, Queue: q.name, Id: id})
 	return err
 }
 
 // Redrive is not repeated after a lost answer (ErrOutcomeUnknown).
 func (q *queue) Redrive(ctx context.Context, id uint64) error {
-	_, err := invoke(ctx, q.c, false, queuesOf, docketv1connect.QueuesClient.Redrive,
+	_, err := invoke(ctx, q.c, false, opRedrive, queuesOf, docketv1connect.QueuesClient.Redrive,
 		&v1.RedriveRequest{Namespace: q.pb, Queue: q.name, Id: id})
 	return err
 }
 
 // RedriveAll is not repeated after a lost answer (ErrOutcomeUnknown).
 func (q *queue) RedriveAll(ctx context.Context) (int, error) {
-	res, err := invoke(ctx, q.c, false, queuesOf, docketv1connect.QueuesClient.RedriveAll,
+	res, err := invoke(ctx, q.c, false, opRedriveAll, queuesOf, docketv1connect.QueuesClient.RedriveAll,
 		&v1.RedriveAllRequest{Namespace: q.pb, Queue: q.name})
 	if err != nil {
 		return 0, err
@@ -249,13 +243,13 @@ func (q *queue) RedriveAll(ctx context.Context) (int, error) {
 
 // RunNow is not repeated after a lost answer (ErrOutcomeUnknown).
 func (q *queue) RunNow(ctx context.Context, id uint64) error {
-	_, err := invoke(ctx, q.c, false, queuesOf, docketv1connect.QueuesClient.RunNow,
+	_, err := invoke(ctx, q.c, false, opRunNow, queuesOf, docketv1connect.QueuesClient.RunNow,
 		&v1.RunNowRequest{Namespace: q.pb, Queue: q.name, Id: id})
 	return err
 }
 
 func (q *queue) Get(ctx context.Context, id uint64) (engine.TaskInfo, error) {
-	res, err := invoke(ctx, q.c, true, queuesOf, docketv1connect.QueuesClient.Get,
+	res, err := invoke(ctx, q.c, true, opGet, queuesOf, docketv1connect.QueuesClient.Get,
 		&v1.GetRequest{Namespace: q.pb, Queue: q.name, Id: id})
 	if err != nil {
 		return engine.TaskInfo{}, err
@@ -264,7 +258,7 @@ func (q *queue) Get(ctx context.Context, id uint64) (engine.TaskInfo, error) {
 }
 
 func (q *queue) List(ctx context.Context, o engine.ListOptions) (engine.Page, error) {
-	res, err := invoke(ctx, q.c, true, queuesOf, docketv1connect.QueuesClient.List,
+	res, err := invoke(ctx, q.c, true, opList, queuesOf, docketv1connect.QueuesClient.List,
 		&v1.ListRequest{Namespace: q.pb, Queue: q.name, State: v1.State(o.State), Limit: wire.Int32(o.Limit), Cursor: o.Cursor})
 	if err != nil {
 		return engine.Page{}, err
@@ -280,7 +274,7 @@ func (q *queue) List(ctx context.Context, o engine.ListOptions) (engine.Page, er
 }
 
 func (q *queue) Counts(ctx context.Context) (engine.Counts, error) {
-	res, err := invoke(ctx, q.c, true, queuesOf, docketv1connect.QueuesClient.Counts,
+	res, err := invoke(ctx, q.c, true, opCounts, queuesOf, docketv1connect.QueuesClient.Counts,
 		&v1.CountsRequest{Namespace: q.pb, Queue: q.name})
 	if err != nil {
 		return engine.Counts{}, err
@@ -300,7 +294,7 @@ var _ engine.KV = (*kv)(nil)
 func (k *kv) Namespace() engine.Namespace { return k.ns }
 
 func (k *kv) Get(ctx context.Context, key string) (engine.Entry, error) {
-	res, err := invoke(ctx, k.c, true, kvOf, docketv1connect.KVClient.Get, &v1.KVGetRequest{Namespace: k.pb, Key: key})
+	res, err := invoke(ctx, k.c, true, opKVGet, kvOf, docketv1connect.KVClient.Get, &v1.KVGetRequest{Namespace: k.pb, Key: key})
 	if err != nil {
 		return engine.Entry{}, err
 	}
@@ -308,7 +302,7 @@ func (k *kv) Get(ctx context.Context, key string) (engine.Entry, error) {
 }
 
 func (k *kv) Scan(ctx context.Context, o engine.ScanOptions) ([]engine.Entry, error) {
-	res, err := invoke(ctx, k.c, true, kvOf, docketv1connect.KVClient.Scan,
+	res, err := invoke(ctx, k.c, true, opKVScan, kvOf, docketv1connect.KVClient.Scan,
 		&v1.KVScanRequest{Namespace: k.pb, Prefix: o.Prefix, Start: o.Start, End: o.End, Limit: wire.Int32(o.Limit)})
 	if err != nil {
 		return nil, err
@@ -323,7 +317,7 @@ func (k *kv) Scan(ctx context.Context, o engine.ScanOptions) ([]engine.Entry, er
 // Commit is repeated after a lost answer only when it writes no KV entry
 // and every enqueue in it has an idempotency key (see Enqueue).
 func (k *kv) Commit(ctx context.Context, ops ...engine.Op) (engine.TxResult, error) {
-	res, err := invoke(ctx, k.c, repeatableOps(nil, ops), kvOf, docketv1connect.KVClient.Commit,
+	res, err := invoke(ctx, k.c, repeatableOps(nil, ops), opKVCommit, kvOf, docketv1connect.KVClient.Commit,
 		&v1.KVCommitRequest{Namespace: k.pb, Ops: wire.PBOps(ops)})
 	if err != nil {
 		return engine.TxResult{}, err

@@ -254,8 +254,11 @@ const (
 )
 
 func classify(err error) failure {
-	if errors.Is(err, errNoAnswer) {
+	if errors.Is(err, errNoAnswer) || errors.Is(err, errSessionLost) {
 		return maybeSent
+	}
+	if errors.As(err, new(*notSentError)) {
+		return notSent
 	}
 	if errors.As(err, new(*slotWaitError)) || overLimit(err) {
 		return busy

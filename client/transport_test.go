@@ -128,7 +128,7 @@ func TestMaxConns(t *testing.T) {
 		}
 	}()
 	const maxConns, claimers, burst = 3, 5, 60
-	c := dial(t, "http://"+ln.Addr().String(), Options{MaxConns: maxConns, PollWait: time.Minute})
+	c := dial(t, "http://"+ln.Addr().String(), Options{MaxConns: maxConns, PollWait: time.Minute, Transport: TransportUnary})
 	q := c.Queue(engine.NS("acme", "prod"), "emails")
 
 	got := make(chan error, claimers)
@@ -181,7 +181,7 @@ func TestAsksForNoCompression(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	c := dial(t, srv.url, Options{})
+	c := dial(t, srv.url, Options{Transport: TransportUnary})
 	q := c.Queue(ns, "q")
 	// An answer beyond the server's threshold for compression.
 	payload := []byte(`"` + strings.Repeat("x", 1000) + `"`)

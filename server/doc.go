@@ -31,6 +31,53 @@
 // MaxEachItems items, and is answered once every item's outcome is as
 // durable as the single call's answer would be.
 //
+// Sessions. The Go client sends its calls over sessions
+// (proto/docket/v1/session.proto, framing in internal/session): one
+// long-lived connection on the API port carrying many calls in flight,
+// answered in any order. In cleartext the listener (Serve) reads a new
+// connection's first bytes on the connection's own goroutine, within
+// BodyTimeout, and hands one that begins with the preface "DKT" 0x01 to the
+// session server, every other to net/http with its bytes put back; under
+// TLS a client asks for the ALPN protocol "docket/1" instead. Each side
+// then writes frames: a uvarint length and one protobuf message. The
+// client's first frame is a Hello (within BodyTimeout, at most 16 KiB):
+// the protocol version (1), the bearer token, whether to read stale on a
+// node of a cluster, the client's name. The server answers with a Welcome
+// (the session's id, the caller's MaxCalls and MaxParked, the largest frame
+// it reads: Options.MaxRequestBytes), or refuses the Hello with a Reply of
+// id 0 carrying the error (Unauthenticated, Unimplemented for another
+// version) and closes. Then the client writes Calls (an id of its choice
+// and one request of the Queues, KV, Controls or Pipeline services or
+// Admin.Queues) and the server Replies (the id and the response, or the
+// ItemError the unary call would have been answered with).
+//
+// Each Call runs as the unary call would (the same function, on the
+// caller's view, so the same validation, permissions, limits and errors)
+// and takes one of the caller's MaxCalls slots until it is answered; one
+// past the limit is answered ResourceExhausted. The server reads a frame,
+// then every whole frame already buffered, and runs that batch in order
+// with its durability waits deferred to one wait for the batch
+// (engine.DeferDurable), so that the batch's commits share one sync of
+// the log; the next batch is read and run while that sync is awaited, and
+// the replies are written once it is done. On a replicated DB, where each
+// commit waits for the replicated log, a batch's calls run at once (64 at
+// most per session). A ClaimWait waits on its own (a MaxParked slot, the
+// unary call's bounds, drain and revocation) and is answered when its wait
+// ends; an Abandon with its id ends the wait early, answered with what it
+// has. The session ends when a frame cannot be read: its length is not a
+// uvarint, it is over the limit (checked before anything is allocated),
+// it does not parse, or its bytes stop arriving for BodyTimeout once its
+// first came; frames over 1 MiB are read only with the large-body slot an
+// HTTP body would take. A call over the engine's element limits fails
+// alone (InvalidArgument), as the unary request would. Replies must be
+// taken by the client: a write that makes no progress for 30 s ends the
+// session. When Serve stops (and when a reload of the tokens revokes the
+// session's token) the session reads no more calls, answers those it read
+// (waiting claims end empty on a drain, Unauthenticated on a revocation),
+// and closes; a call that was sent and not answered has an unknown
+// outcome. A call's request id in the logs is the session's id, "-", and
+// the call's id.
+//
 // Request ids. Every call gets an id, a random prefix per Server and a
 // counter (unique across restarts), sent back in the Docket-Request-Id
 // header of its answer and logged as "req" on every line about the call:

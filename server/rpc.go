@@ -160,54 +160,63 @@ type queuesRPC struct{ s *Server }
 var _ docketv1connect.QueuesHandler = queuesRPC{}
 
 func (h queuesRPC) Enqueue(ctx context.Context, req *connect.Request[v1.EnqueueRequest]) (*connect.Response[v1.EnqueueResponse], error) {
-	m := req.Msg
+	return answer(h.s.runEnqueue(ctx, req.Msg))
+}
+
+func (s *Server) runEnqueue(ctx context.Context, m *v1.EnqueueRequest) (*v1.EnqueueResponse, error) {
 	t, ops, err := decodeEnqueue(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	res, err := q.Enqueue(ctx, t, ops...)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.EnqueueResponse{Enqueued: wire.PBEnqueued(res)[0]})
+	return &v1.EnqueueResponse{Enqueued: wire.PBEnqueued(res)[0]}, nil
 }
 
 func (h queuesRPC) EnqueueBatch(ctx context.Context, req *connect.Request[v1.EnqueueBatchRequest]) (*connect.Response[v1.EnqueueBatchResponse], error) {
-	m := req.Msg
+	return answer(h.s.runEnqueueBatch(ctx, req.Msg))
+}
+
+func (s *Server) runEnqueueBatch(ctx context.Context, m *v1.EnqueueBatchRequest) (*v1.EnqueueBatchResponse, error) {
 	ts, ops, err := decodeEnqueueBatch(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	res, err := q.EnqueueBatch(ctx, ts, ops...)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.EnqueueBatchResponse{Enqueued: wire.PBEnqueued(res...)})
+	return &v1.EnqueueBatchResponse{Enqueued: wire.PBEnqueued(res...)}, nil
 }
 
 func (h queuesRPC) Claim(ctx context.Context, req *connect.Request[v1.ClaimRequest]) (*connect.Response[v1.ClaimResponse], error) {
-	m := req.Msg
+	return answer(h.s.runClaim(ctx, req.Msg))
+}
+
+func (s *Server) runClaim(ctx context.Context, m *v1.ClaimRequest) (*v1.ClaimResponse, error) {
 	a, err := decodeClaim(m.GetOwner(), m.GetLease(), m.GetMax())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	ls, err := q.Claim(ctx, a.owner, a.lease, a.max)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.ClaimResponse{Leases: wire.PBLeases(ls)})
+	return &v1.ClaimResponse{Leases: wire.PBLeases(ls)}, nil
 }
 
 // ClaimWait parks the call in the engine's own wait (woken by an enqueue, a
@@ -216,25 +225,31 @@ func (h queuesRPC) Claim(ctx context.Context, req *connect.Request[v1.ClaimReque
 // wait the server ends (its bound, or a drain) answers with no leases; one
 // the caller ends answers with the caller's context error.
 func (h queuesRPC) ClaimWait(ctx context.Context, req *connect.Request[v1.ClaimWaitRequest]) (*connect.Response[v1.ClaimWaitResponse], error) {
-	m := req.Msg
+	return answer(h.s.runClaimWait(ctx, req.Msg))
+}
+
+// runClaimWait runs a ClaimWait call. A session's call may also be ended
+// by its Abandon (abandonOf(ctx)), which answers as the server's own end
+// of the wait does: with what it has.
+func (s *Server) runClaimWait(ctx context.Context, m *v1.ClaimWaitRequest) (*v1.ClaimWaitResponse, error) {
 	a, wait, err := decodeClaimWait(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	if h.s.Draining() {
+	if s.Draining() {
 		return nil, unavailable("draining")
 	}
-	wctx, release, err := h.s.park(ctx, wait)
+	wctx, release, err := s.park(ctx, wait)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	defer release()
-	if h.s.onPark != nil {
-		h.s.onPark()
+	if s.onPark != nil {
+		s.onPark()
 	}
 	ls, err := q.ClaimWait(wctx, a.owner, a.lease, a.max)
 	if err != nil {
@@ -242,11 +257,11 @@ func (h queuesRPC) ClaimWait(ctx context.Context, req *connect.Request[v1.ClaimW
 			return nil, connect.NewError(connect.CodeUnauthenticated, errRevoked)
 		}
 		if ctx.Err() == nil && wctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return reply(&v1.ClaimWaitResponse{})
+			return &v1.ClaimWaitResponse{}, nil
 		}
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.ClaimWaitResponse{Leases: wire.PBLeases(ls)})
+	return &v1.ClaimWaitResponse{Leases: wire.PBLeases(ls)}, nil
 }
 
 func (h queuesRPC) Complete(ctx context.Context, req *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
@@ -271,16 +286,19 @@ func (s *Server) runComplete(ctx context.Context, m *v1.CompleteRequest) (*v1.Co
 }
 
 func (h queuesRPC) CompleteBatch(ctx context.Context, req *connect.Request[v1.CompleteBatchRequest]) (*connect.Response[v1.CompleteBatchResponse], error) {
-	m := req.Msg
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	return answer(h.s.runCompleteBatch(ctx, req.Msg))
+}
+
+func (s *Server) runCompleteBatch(ctx context.Context, m *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error) {
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	errs, err := q.CompleteBatch(ctx, decodeCompleteBatch(m))
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.CompleteBatchResponse{Errors: wire.PBErrors(errs)})
+	return &v1.CompleteBatchResponse{Errors: wire.PBErrors(errs)}, nil
 }
 
 func (h queuesRPC) Fail(ctx context.Context, req *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {
@@ -324,111 +342,119 @@ func (s *Server) runHeartbeat(ctx context.Context, m *v1.HeartbeatRequest) (*v1.
 }
 
 func (h queuesRPC) Snooze(ctx context.Context, req *connect.Request[v1.SnoozeRequest]) (*connect.Response[v1.SnoozeResponse], error) {
-	m := req.Msg
-	l, d, err := decodeSnooze(m)
-	if err != nil {
-		return nil, fail(err)
-	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
-	if err != nil {
-		return nil, fail(err)
-	}
-	if err := q.Snooze(ctx, l, d); err != nil {
-		return nil, fail(err)
-	}
-	return reply(&v1.SnoozeResponse{})
+	return answer(h.s.runSnooze(ctx, req.Msg))
 }
 
-// onID runs one of the calls that name a task by id.
-func (h queuesRPC) onID(ctx context.Context, ns *v1.Namespace, queue string, f func(engine.Queue) error) error {
-	q, err := h.s.queue(ctx, ns, queue)
-	if err == nil {
-		err = f(q)
-	}
+func (s *Server) runSnooze(ctx context.Context, m *v1.SnoozeRequest) (*v1.SnoozeResponse, error) {
+	l, d, err := decodeSnooze(m)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	return nil
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	if err := q.Snooze(ctx, l, d); err != nil {
+		return nil, err
+	}
+	return &v1.SnoozeResponse{}, nil
+}
+
+// onQueue runs f on the queue a request names, and answers out once f
+// succeeded.
+func onQueue[T any](ctx context.Context, s *Server, ns *v1.Namespace, queue string, out *T, f func(engine.Queue) error) (*T, error) {
+	q, err := s.queue(ctx, ns, queue)
+	if err != nil {
+		return nil, err
+	}
+	if err := f(q); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (h queuesRPC) Cancel(ctx context.Context, req *connect.Request[v1.CancelRequest]) (*connect.Response[v1.CancelResponse], error) {
-	m := req.Msg
-	if err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.Cancel(ctx, m.GetId()) }); err != nil {
-		return nil, err
-	}
-	return reply(&v1.CancelResponse{})
+	return answer(h.s.runCancel(ctx, req.Msg))
+}
+
+func (s *Server) runCancel(ctx context.Context, m *v1.CancelRequest) (*v1.CancelResponse, error) {
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.CancelResponse{}, func(q engine.Queue) error { return q.Cancel(ctx, m.GetId()) })
 }
 
 func (h queuesRPC) Redrive(ctx context.Context, req *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
-	m := req.Msg
-	if err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.Redrive(ctx, m.GetId()) }); err != nil {
-		return nil, err
-	}
-	return reply(&v1.RedriveResponse{})
+	return answer(h.s.runRedrive(ctx, req.Msg))
+}
+
+func (s *Server) runRedrive(ctx context.Context, m *v1.RedriveRequest) (*v1.RedriveResponse, error) {
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.RedriveResponse{}, func(q engine.Queue) error { return q.Redrive(ctx, m.GetId()) })
 }
 
 func (h queuesRPC) RunNow(ctx context.Context, req *connect.Request[v1.RunNowRequest]) (*connect.Response[v1.RunNowResponse], error) {
-	m := req.Msg
-	if err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.RunNow(ctx, m.GetId()) }); err != nil {
-		return nil, err
-	}
-	return reply(&v1.RunNowResponse{})
+	return answer(h.s.runRunNow(ctx, req.Msg))
+}
+
+func (s *Server) runRunNow(ctx context.Context, m *v1.RunNowRequest) (*v1.RunNowResponse, error) {
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.RunNowResponse{}, func(q engine.Queue) error { return q.RunNow(ctx, m.GetId()) })
 }
 
 func (h queuesRPC) RedriveAll(ctx context.Context, req *connect.Request[v1.RedriveAllRequest]) (*connect.Response[v1.RedriveAllResponse], error) {
-	m := req.Msg
-	var n int
-	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
-		n, err = q.RedriveAll(ctx)
+	return answer(h.s.runRedriveAll(ctx, req.Msg))
+}
+
+func (s *Server) runRedriveAll(ctx context.Context, m *v1.RedriveAllRequest) (*v1.RedriveAllResponse, error) {
+	out := &v1.RedriveAllResponse{}
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), out, func(q engine.Queue) error {
+		n, err := q.RedriveAll(ctx)
+		out.Count = int64(n)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return reply(&v1.RedriveAllResponse{Count: int64(n)})
 }
 
 func (h queuesRPC) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
-	m := req.Msg
-	var t engine.TaskInfo
-	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
-		t, err = q.Get(ctx, m.GetId())
+	return answer(h.s.runGet(ctx, req.Msg))
+}
+
+func (s *Server) runGet(ctx context.Context, m *v1.GetRequest) (*v1.GetResponse, error) {
+	out := &v1.GetResponse{}
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), out, func(q engine.Queue) error {
+		t, err := q.Get(ctx, m.GetId())
+		if err == nil {
+			out.Task = wire.PBTaskInfo(t)
+		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return reply(&v1.GetResponse{Task: wire.PBTaskInfo(t)})
 }
 
 func (h queuesRPC) List(ctx context.Context, req *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
-	m := req.Msg
-	var p engine.Page
-	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
-		p, err = q.List(ctx, decodeList(m))
-		return err
+	return answer(h.s.runList(ctx, req.Msg))
+}
+
+func (s *Server) runList(ctx context.Context, m *v1.ListRequest) (*v1.ListResponse, error) {
+	out := &v1.ListResponse{}
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), out, func(q engine.Queue) error {
+		p, err := q.List(ctx, decodeList(m))
+		if err != nil {
+			return err
+		}
+		out.Tasks, out.Next = make([]*v1.TaskInfo, len(p.Tasks)), p.Next
+		for i, t := range p.Tasks {
+			out.Tasks[i] = wire.PBTaskInfo(t)
+		}
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	out := &v1.ListResponse{Tasks: make([]*v1.TaskInfo, len(p.Tasks)), Next: p.Next}
-	for i, t := range p.Tasks {
-		out.Tasks[i] = wire.PBTaskInfo(t)
-	}
-	return reply(out)
 }
 
 func (h queuesRPC) Counts(ctx context.Context, req *connect.Request[v1.CountsRequest]) (*connect.Response[v1.CountsResponse], error) {
-	m := req.Msg
-	var c engine.Counts
-	err := h.onID(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
-		c, err = q.Counts(ctx)
+	return answer(h.s.runCounts(ctx, req.Msg))
+}
+
+func (s *Server) runCounts(ctx context.Context, m *v1.CountsRequest) (*v1.CountsResponse, error) {
+	out := &v1.CountsResponse{}
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), out, func(q engine.Queue) error {
+		c, err := q.Counts(ctx)
+		out.Counts = wire.PBCounts(c)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return reply(&v1.CountsResponse{Counts: wire.PBCounts(c)})
 }
 
 type kvRPC struct{ s *Server }
@@ -436,47 +462,59 @@ type kvRPC struct{ s *Server }
 var _ docketv1connect.KVHandler = kvRPC{}
 
 func (h kvRPC) Get(ctx context.Context, req *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error) {
-	kv, err := h.s.kv(ctx, req.Msg.GetNamespace())
+	return answer(h.s.runKVGet(ctx, req.Msg))
+}
+
+func (s *Server) runKVGet(ctx context.Context, m *v1.KVGetRequest) (*v1.KVGetResponse, error) {
+	kv, err := s.kv(ctx, m.GetNamespace())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	e, err := kv.Get(ctx, req.Msg.GetKey())
+	e, err := kv.Get(ctx, m.GetKey())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.KVGetResponse{Entry: wire.PBEntry(e)})
+	return &v1.KVGetResponse{Entry: wire.PBEntry(e)}, nil
 }
 
 func (h kvRPC) Scan(ctx context.Context, req *connect.Request[v1.KVScanRequest]) (*connect.Response[v1.KVScanResponse], error) {
-	kv, err := h.s.kv(ctx, req.Msg.GetNamespace())
+	return answer(h.s.runKVScan(ctx, req.Msg))
+}
+
+func (s *Server) runKVScan(ctx context.Context, m *v1.KVScanRequest) (*v1.KVScanResponse, error) {
+	kv, err := s.kv(ctx, m.GetNamespace())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	es, err := kv.Scan(ctx, decodeScan(req.Msg))
+	es, err := kv.Scan(ctx, decodeScan(m))
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	out := &v1.KVScanResponse{Entries: make([]*v1.Entry, len(es))}
 	for i, e := range es {
 		out.Entries[i] = wire.PBEntry(e)
 	}
-	return reply(out)
+	return out, nil
 }
 
 func (h kvRPC) Commit(ctx context.Context, req *connect.Request[v1.KVCommitRequest]) (*connect.Response[v1.KVCommitResponse], error) {
-	ops, err := decodeCommit(req.Msg)
+	return answer(h.s.runKVCommit(ctx, req.Msg))
+}
+
+func (s *Server) runKVCommit(ctx context.Context, m *v1.KVCommitRequest) (*v1.KVCommitResponse, error) {
+	ops, err := decodeCommit(m)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	kv, err := h.s.kv(ctx, req.Msg.GetNamespace())
+	kv, err := s.kv(ctx, m.GetNamespace())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	res, err := kv.Commit(ctx, ops...)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	return reply(&v1.KVCommitResponse{Result: wire.PBTxResult(res)})
+	return &v1.KVCommitResponse{Result: wire.PBTxResult(res)}, nil
 }
 
 type adminRPC struct{ s *Server }
@@ -510,20 +548,24 @@ func (s *Server) admin(ctx context.Context, call string) (dbAdmin, error) {
 	return a, nil
 }
 
-func (h adminRPC) Queues(ctx context.Context, _ *connect.Request[v1.QueuesRequest]) (*connect.Response[v1.QueuesResponse], error) {
-	api, err := h.s.api(ctx)
+func (h adminRPC) Queues(ctx context.Context, req *connect.Request[v1.QueuesRequest]) (*connect.Response[v1.QueuesResponse], error) {
+	return answer(h.s.runQueues(ctx, req.Msg))
+}
+
+func (s *Server) runQueues(ctx context.Context, _ *v1.QueuesRequest) (*v1.QueuesResponse, error) {
+	api, err := s.api(ctx)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	qs, err := api.Queues(ctx)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	out := &v1.QueuesResponse{Queues: make([]*v1.QueueInfo, len(qs))}
 	for i, q := range qs {
 		out.Queues[i] = wire.PBQueueInfo(q)
 	}
-	return reply(out)
+	return out, nil
 }
 
 func (h adminRPC) Stats(ctx context.Context, _ *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error) {

@@ -17,68 +17,62 @@ type controlsRPC struct{ s *Server }
 
 var _ docketv1connect.ControlsHandler = controlsRPC{}
 
-// onQueue runs fn on the queue a request names.
-func (h controlsRPC) onQueue(ctx context.Context, ns *v1.Namespace, name string, fn func(engine.Queue) error) error {
-	q, err := h.s.queue(ctx, ns, name)
-	if err == nil {
-		err = fn(q)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	return nil
+func (h controlsRPC) Pause(ctx context.Context, req *connect.Request[v1.PauseRequest]) (*connect.Response[v1.PauseResponse], error) {
+	return answer(h.s.runPause(ctx, req.Msg))
 }
 
-func (h controlsRPC) Pause(ctx context.Context, req *connect.Request[v1.PauseRequest]) (*connect.Response[v1.PauseResponse], error) {
-	m := req.Msg
-	if err := h.onQueue(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.Pause(ctx) }); err != nil {
-		return nil, err
-	}
-	return reply(&v1.PauseResponse{})
+func (s *Server) runPause(ctx context.Context, m *v1.PauseRequest) (*v1.PauseResponse, error) {
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.PauseResponse{}, func(q engine.Queue) error { return q.Pause(ctx) })
 }
 
 func (h controlsRPC) Resume(ctx context.Context, req *connect.Request[v1.ResumeRequest]) (*connect.Response[v1.ResumeResponse], error) {
-	m := req.Msg
-	if err := h.onQueue(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.Resume(ctx) }); err != nil {
-		return nil, err
-	}
-	return reply(&v1.ResumeResponse{})
+	return answer(h.s.runResume(ctx, req.Msg))
+}
+
+func (s *Server) runResume(ctx context.Context, m *v1.ResumeRequest) (*v1.ResumeResponse, error) {
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.ResumeResponse{}, func(q engine.Queue) error { return q.Resume(ctx) })
 }
 
 func (h controlsRPC) SetLimits(ctx context.Context, req *connect.Request[v1.SetLimitsRequest]) (*connect.Response[v1.SetLimitsResponse], error) {
-	m := req.Msg
+	return answer(h.s.runSetLimits(ctx, req.Msg))
+}
+
+func (s *Server) runSetLimits(ctx context.Context, m *v1.SetLimitsRequest) (*v1.SetLimitsResponse, error) {
 	l, err := wire.Limits(m.GetLimits())
 	if err != nil {
-		return nil, fail(err)
-	}
-	if err := h.onQueue(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) error { return q.SetLimits(ctx, l) }); err != nil {
 		return nil, err
 	}
-	return reply(&v1.SetLimitsResponse{})
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.SetLimitsResponse{}, func(q engine.Queue) error { return q.SetLimits(ctx, l) })
 }
 
 func (h controlsRPC) Settings(ctx context.Context, req *connect.Request[v1.SettingsRequest]) (*connect.Response[v1.SettingsResponse], error) {
-	m := req.Msg
-	var s engine.QueueSettings
-	err := h.onQueue(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
-		s, err = q.Settings(ctx)
+	return answer(h.s.runSettings(ctx, req.Msg))
+}
+
+func (s *Server) runSettings(ctx context.Context, m *v1.SettingsRequest) (*v1.SettingsResponse, error) {
+	out := &v1.SettingsResponse{}
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), out, func(q engine.Queue) error {
+		st, err := q.Settings(ctx)
+		out.Settings = wire.PBSettings(st)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return reply(&v1.SettingsResponse{Settings: wire.PBSettings(s)})
 }
 
 func (h controlsRPC) Partitions(ctx context.Context, req *connect.Request[v1.PartitionsRequest]) (*connect.Response[v1.PartitionsResponse], error) {
-	m := req.Msg
-	var p engine.PartitionPage
-	err := h.onQueue(ctx, m.GetNamespace(), m.GetQueue(), func(q engine.Queue) (err error) {
-		p, err = q.Partitions(ctx, engine.PartitionListOptions{Limit: int(m.GetLimit()), Cursor: m.GetCursor()})
+	return answer(h.s.runPartitions(ctx, req.Msg))
+}
+
+func (s *Server) runPartitions(ctx context.Context, m *v1.PartitionsRequest) (*v1.PartitionsResponse, error) {
+	var out *v1.PartitionsResponse
+	_, err := onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &struct{}{}, func(q engine.Queue) error {
+		p, err := q.Partitions(ctx, engine.PartitionListOptions{Limit: int(m.GetLimit()), Cursor: m.GetCursor()})
+		if err == nil {
+			out = wire.PBPartitions(p)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return reply(wire.PBPartitions(p))
+	return out, nil
 }

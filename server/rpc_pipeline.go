@@ -40,14 +40,17 @@ func (s *Server) runCompleteAndClaim(ctx context.Context, m *v1.CompleteAndClaim
 }
 
 func (h pipelineRPC) HeartbeatBatch(ctx context.Context, req *connect.Request[v1.HeartbeatBatchRequest]) (*connect.Response[v1.HeartbeatBatchResponse], error) {
-	m := req.Msg
+	return answer(h.s.runHeartbeatBatch(ctx, req.Msg))
+}
+
+func (s *Server) runHeartbeatBatch(ctx context.Context, m *v1.HeartbeatBatchRequest) (*v1.HeartbeatBatchResponse, error) {
 	extend, err := wire.Duration("extend", m.GetExtend())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	q, err := h.s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	refs := m.GetLeases()
 	ls := make([]engine.Lease, len(refs))
@@ -58,7 +61,7 @@ func (h pipelineRPC) HeartbeatBatch(ctx context.Context, req *connect.Request[v1
 	}
 	errs, err := q.HeartbeatBatch(ctx, ptrs, extend)
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
 	out := &v1.HeartbeatBatchResponse{Errors: make([]*v1.Error, len(errs))}
 	for i, e := range errs {
@@ -67,5 +70,5 @@ func (h pipelineRPC) HeartbeatBatch(ctx context.Context, req *connect.Request[v1
 			out.Deadline = wire.PBTime(ls[i].Deadline)
 		}
 	}
-	return reply(out)
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
@@ -78,6 +79,9 @@ type Server struct {
 	boot     string // random, per Server: request ids differ across restarts
 	reqID    atomic.Uint64
 
+	routes   map[protoreflect.FieldNumber]*route // a session's calls (session_routes.go)
+	sessions sessions
+
 	onPark func() // tests: called when a ClaimWait has parked
 	onCall func() // tests: called when a call has taken its slot
 }
@@ -108,6 +112,7 @@ func New(db engine.API, opts Options) *Server {
 		large:  make(chan struct{}, largeBodies),
 	}
 	s.limits = s.lim.header()
+	s.routes = s.buildRoutes()
 	if opts.Tokens != nil {
 		opts.Tokens.onReload(s.revokeParked)
 	}
@@ -326,6 +331,11 @@ func (s *Server) park(ctx context.Context, maxWait time.Duration) (context.Conte
 	if s.drainCtx.Err() != nil {
 		cancel() // draining already: answer at once, not when AfterFunc's goroutine runs
 	}
+	if a := abandonOf(ctx); a != nil { // a session's Abandon of the call
+		stopAbandon := context.AfterFunc(a, cancel)
+		prev := stop
+		stop = func() bool { prev(); return stopAbandon() }
+	}
 	unregister := func() {}
 	if ci.caller != nil && s.opts.Tokens != nil {
 		p := &parkedCall{token: ci.token, caller: ci.caller.ID, revoke: revoke}
@@ -367,12 +377,20 @@ var errRevoked = errors.New("docket: the call's bearer token was revoked while i
 // returns, so that no claim of a revoked token is served after it.
 func (s *Server) revokeParked() {
 	s.parkMu.Lock()
-	defer s.parkMu.Unlock()
 	for p := range s.parked {
 		if !s.opts.Tokens.holds(p.token, p.caller) {
 			p.revoke(errRevoked)
 		}
 	}
+	s.parkMu.Unlock()
+	// A session whose token was revoked reads no more calls, answers
+	// those it read, and closes.
+	s.sessions.each(func(x *sess) {
+		if ci := x.auth.Load(); ci != nil && ci.caller != nil && !s.opts.Tokens.holds(ci.token, ci.caller.ID) {
+			x.log.Info("docket: session closed: its bearer token was revoked", "req", x.id, "caller", ci.callerID())
+			x.stop()
+		}
+	})
 }
 
 // Drain starts a clean stop: readiness fails, waiting claims return empty

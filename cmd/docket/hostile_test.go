@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +23,9 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/docketdb/docket/internal/session"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 )
@@ -124,6 +127,81 @@ func postRaw(ctx context.Context, hc *http.Client, url, contentType, encoding st
 	resp.Body.Close()
 }
 
+type attack struct {
+	name string
+	run  func(ctx context.Context) *sync.WaitGroup
+}
+
+// hostileSession opens a session on addr (the preface and a Hello) and
+// writes b after it, then reads what the server answers until it closes
+// the session or ctx ends.
+func hostileSession(ctx context.Context, addr string, b []byte) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	hello, _ := session.AppendFrame([]byte(session.Preface), &v1.Hello{Version: session.Version})
+	if _, err := c.Write(append(hello, b...)); err != nil {
+		return
+	}
+	io.Copy(io.Discard, c)
+}
+
+// sessionAttacks are the attacks on the session transport.
+func sessionAttacks(addr string) []attack {
+	garbage := append(binary.AppendUvarint(nil, 64), bytes.Repeat([]byte{0xff}, 64)...)
+	var parked []byte
+	for i := range 4096 {
+		parked, _ = session.AppendFrame(parked, &v1.Call{Id: uint64(i + 1), Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+			Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Queue: "empty", Owner: "w",
+			Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}})
+	}
+	// An Enqueue call whose task depends on 8 Mi tasks, in one packed
+	// field: within the frame limit, over the element limits.
+	deps := hostilePackedDeps(8 << 20)
+	packed := protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1), 10, protowire.BytesType)
+	packed = protowire.AppendBytes(packed, deps)
+	packed = append(binary.AppendUvarint(nil, uint64(len(packed))), packed...)
+	large, _ := session.AppendFrame(nil, &v1.Call{Id: 1, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{
+		Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Key: strings.Repeat("k", 9<<20)}}})
+	return []attack{
+		{"sessions: frames of garbage x8", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 8, func(ctx context.Context) { hostileSession(ctx, addr, garbage) })
+		}},
+		{"sessions: a 1 GiB frame length x8", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 8, func(ctx context.Context) { hostileSession(ctx, addr, binary.AppendUvarint(nil, 1<<30)) })
+		}},
+		{"sessions: 64 that never send their hello", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 64, func(ctx context.Context) {
+				c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				stop := context.AfterFunc(ctx, func() { c.Close() })
+				defer stop()
+				c.Write([]byte(session.Preface))
+				io.Copy(io.Discard, c)
+			})
+		}},
+		{"sessions: 64 frames that never finish", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 64, func(ctx context.Context) { hostileSession(ctx, addr, append(binary.AppendUvarint(nil, 1<<20), 1)) })
+		}},
+		{"sessions: 4,096 waiting claims x2", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 2, func(ctx context.Context) { hostileSession(ctx, addr, parked) })
+		}},
+		{"sessions: packed depends_on of 8 Mi one-byte varints", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 1, func(ctx context.Context) { hostileSession(ctx, addr, packed) })
+		}},
+		{"sessions: 9 MiB frames x4", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 4, func(ctx context.Context) { hostileSession(ctx, addr, bytes.Repeat(large, 4)) })
+		}},
+	}
+}
+
 // TestHostileInputsProcess runs each attack on the server's input against
 // a `docket serve` process, while a victim enqueues, and holds the
 // server's peak RSS and the victim's p99 to their bounds.
@@ -170,10 +248,6 @@ func TestHostileInputsProcess(t *testing.T) {
 	attackHTTP := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer attackHTTP.CloseIdleConnections()
 
-	type attack struct {
-		name string
-		run  func(ctx context.Context) *sync.WaitGroup
-	}
 	attacks := []attack{
 		{fmt.Sprintf("gzip bomb (%d KiB inflating to 200 MiB) x6 at once", len(bomb)>>10), func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 6, func(ctx context.Context) {
@@ -215,6 +289,7 @@ func TestHostileInputsProcess(t *testing.T) {
 			})
 		}},
 	}
+	attacks = append(attacks, sessionAttacks(strings.TrimPrefix(p.base, "http://"))...)
 	var report []string
 	// measure runs attack a once and returns the server's peak RSS above
 	// its RSS before, and the victim's p99 and failures.

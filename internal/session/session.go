@@ -62,25 +62,54 @@ func IsPreface(b []byte) bool {
 // At a frame's boundary the end of r is io.EOF; within a frame it is
 // io.ErrUnexpectedEOF.
 func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
+	n, err := ReadLen(r, max)
+	if err != nil {
+		return nil, err
+	}
+	return ReadBody(r, n, buf)
+}
+
+// ReadLen reads the length of a frame from r: ReadFrame's first half, for
+// a reader that decides what to do before the frame's bytes are read. A
+// length over max is ErrFrameTooLarge.
+func ReadLen(r *bufio.Reader, max int) (int, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, err
+			return 0, err
 		}
-		return nil, fmt.Errorf("%w: %v", ErrBadFrame, err)
+		return 0, fmt.Errorf("%w: %v", ErrBadFrame, err)
 	}
 	if n > uint64(max) {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrFrameTooLarge, n, max)
+		return 0, fmt.Errorf("%w: %d bytes, at most %d", ErrFrameTooLarge, n, max)
 	}
-	if uint64(cap(buf)) < n {
-		buf = make([]byte, n)
+	return int(n), nil
+}
+
+// ReadBody reads the n bytes of a frame whose length ReadLen read, in buf
+// when it is large enough. The end of r is io.ErrUnexpectedEOF. A frame
+// larger than buf is read into a buffer that grows as its bytes arrive,
+// so that what a peer makes the reader hold is what it sent, not what its
+// length announced.
+func ReadBody(r *bufio.Reader, n int, buf []byte) ([]byte, error) {
+	if cap(buf) < n {
+		buf = make([]byte, 0, min(n, BufSize))
 	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
 		}
-		return nil, err
+		k, err := r.Read(buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+k]
+		if err != nil && len(buf) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	v1 "github.com/docketdb/docket/proto/docket/v1"
@@ -256,4 +258,116 @@ func FuzzReadFrame(f *testing.F) {
 			buf = f
 		}
 	})
+}
+
+// gateWriter blocks its first Write until release is closed.
+type gateWriter struct {
+	release  chan struct{}
+	mu       sync.Mutex
+	first    bool
+	returned bool // the first Write returned
+	n        int
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	first := !g.first
+	g.first = true
+	g.mu.Unlock()
+	if first {
+		<-g.release
+	}
+	g.mu.Lock()
+	g.returned = true
+	g.n += len(p)
+	g.mu.Unlock()
+	return len(p), nil
+}
+
+// TestWriterBoundsWhatQueues checks that a sender finding maxPending bytes
+// queued behind a write waits for that write instead of queueing more, and
+// that SendFrames writes frames encoded beforehand, in order.
+func TestWriterBoundsWhatQueues(t *testing.T) {
+	g := &gateWriter{release: make(chan struct{})}
+	w := NewWriter(g)
+	first := make(chan error, 1)
+	go func() { first <- w.Send(call(1, "q")) }()
+	// Once the first sender writes, frames queue behind it.
+	for {
+		w.mu.Lock()
+		writing := w.writing
+		w.mu.Unlock()
+		if writing {
+			break
+		}
+		runtime.Gosched()
+	}
+	var big []byte
+	for len(big) < maxPending {
+		var err error
+		if big, err = AppendFrame(big, call(2, string(bytes.Repeat([]byte("q"), 60000)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.SendFrames(big); err != nil { // queued at once: under the bound when it came
+		t.Fatal(err)
+	}
+	third := make(chan bool, 1)
+	var thirdDone atomic.Bool
+	go func() {
+		w.Send(call(3, "q"))
+		thirdDone.Store(true)
+		g.mu.Lock()
+		third <- g.returned
+		g.mu.Unlock()
+	}()
+	for !thirdDone.Load() { // the third sender returns, or waits for room
+		w.mu.Lock()
+		waiting := w.waiting
+		w.mu.Unlock()
+		if waiting > 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(g.release)
+	if !<-third {
+		t.Fatal("a sender past the bound queued its frame before the write under way ended")
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	w.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	one, _ := AppendFrame(nil, call(1, "q"))
+	three, _ := AppendFrame(nil, call(3, "q"))
+	if g.n != len(one)+len(big)+len(three) {
+		t.Fatalf("wrote %d bytes, want %d", g.n, len(one)+len(big)+len(three))
+	}
+}
+
+// TestReadBodyHoldsWhatArrived: a frame that announces more bytes than
+// arrive makes the reader allocate about what arrived, not the length it
+// announced.
+func TestReadBodyHoldsWhatArrived(t *testing.T) {
+	src := append(binary.AppendUvarint(nil, 8<<20), bytes.Repeat([]byte{1}, 1000)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := bufio.NewReaderSize(bytes.NewReader(src), BufSize)
+	_, err := ReadFrame(r, 16<<20, nil)
+	runtime.ReadMemStats(&after)
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("a frame cut short: %v", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("%d bytes allocated for a frame of which 1,000 bytes came", got)
+	}
+	// A whole large frame still reads.
+	big := bytes.Repeat([]byte{7}, 3<<20+5)
+	src = append(binary.AppendUvarint(nil, uint64(len(big))), big...)
+	b, err := ReadFrame(bufio.NewReaderSize(bytes.NewReader(src), BufSize), 16<<20, nil)
+	if err != nil || !bytes.Equal(b, big) {
+		t.Fatalf("a large frame: %d bytes, %v", len(b), err)
+	}
 }

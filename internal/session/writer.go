@@ -14,6 +14,10 @@ import (
 // lone call costs one system call and no goroutine hop, and under load
 // one write carries every frame that queued behind the last.
 //
+// The bytes queued behind a write under way are bounded (maxPending): a
+// sender past the bound waits for that write, so that a peer that does not
+// read cannot make the Writer hold more.
+//
 // Once a write fails, the Writer keeps the error: every later Send returns
 // it, and what was buffered is dropped. The caller then closes the
 // connection (which ends the reads of both sides).
@@ -25,12 +29,17 @@ type Writer struct {
 	spare   []byte // the buffer last written, reused
 	writing bool   // a sender is writing
 	err     error
-	idle    *sync.Cond // signalled when writing turns false
+	idle    *sync.Cond // signalled when writing turns false, and when the buffer is taken to be written
+	waiting int        // senders waiting for room (tests)
 }
 
 // maxKeep bounds the buffers a Writer keeps between writes; one that grew
 // past it for a burst of large frames is dropped after its write.
 const maxKeep = 1 << 20
+
+// maxPending bounds the bytes queued behind a write under way; a sender
+// finding more waits until that write ends.
+const maxPending = 4 << 20
 
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
@@ -45,9 +54,9 @@ func NewWriter(w io.Writer) *Writer {
 // failed. A message that cannot be encoded fails alone.
 func (x *Writer) Send(m proto.Message) error {
 	x.mu.Lock()
-	if x.err != nil {
+	if err := x.roomLocked(); err != nil {
 		x.mu.Unlock()
-		return x.err
+		return err
 	}
 	n := len(x.buf)
 	b, err := AppendFrame(x.buf, m)
@@ -64,6 +73,33 @@ func (x *Writer) Send(m proto.Message) error {
 	return x.flushLocked()
 }
 
+// SendFrames is Send for frames already encoded (AppendFrame): b holds
+// whole frames, written together, in order.
+func (x *Writer) SendFrames(b []byte) error {
+	x.mu.Lock()
+	if err := x.roomLocked(); err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	x.buf = append(x.buf, b...)
+	if x.writing {
+		x.mu.Unlock()
+		return nil
+	}
+	return x.flushLocked()
+}
+
+// roomLocked waits, with mu held, while the bytes queued behind a write
+// under way are over maxPending, and returns the Writer's error.
+func (x *Writer) roomLocked() error {
+	for x.writing && len(x.buf) >= maxPending && x.err == nil {
+		x.waiting++
+		x.idle.Wait()
+		x.waiting--
+	}
+	return x.err
+}
+
 // flushLocked writes the buffer, and what is appended while it writes,
 // until the buffer is empty; it is called with mu held and returns with it
 // released.
@@ -72,6 +108,7 @@ func (x *Writer) flushLocked() error {
 	for len(x.buf) > 0 && x.err == nil {
 		out := x.buf
 		x.buf = x.spare[:0]
+		x.idle.Broadcast() // room for the senders waiting in roomLocked
 		x.mu.Unlock()
 		_, err := x.w.Write(out)
 		x.mu.Lock()

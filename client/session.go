@@ -1,0 +1,600 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/session"
+	"github.com/docketdb/docket/internal/wire"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// This file is the session transport: the calls of engine.API as frames on
+// one long-lived connection per server (internal/session,
+// proto/docket/v1/session.proto), many in flight, each answered by its id
+// in any order.
+
+// Transport chooses how a client carries its calls (Options.Transport).
+type Transport int
+
+const (
+	// TransportSession, the default, carries the calls of engine.API on
+	// a session: one connection to each server, many calls in flight.
+	// Against a server that does not speak it the client uses the unary
+	// RPCs instead (and asks again a minute later).
+	TransportSession Transport = iota
+	// TransportUnary makes every call an RPC of its own (connect over
+	// HTTP), as curl or another language would.
+	TransportUnary
+)
+
+const (
+	// noSessionFor is how long calls to a server that did not speak the
+	// session protocol go as unary RPCs before the client asks again: a
+	// server upgraded in place gets sessions within it.
+	noSessionFor = time.Minute
+	// sessionDialTimeout bounds the connection and the Hello's answer.
+	sessionDialTimeout = 10 * time.Second
+	// abandonWait bounds how long a ClaimWait whose context ended waits
+	// for the answer to its Abandon, which brings any lease the server
+	// took as the wait ended.
+	abandonWait = time.Second
+	// maxReplyBytes bounds a Reply frame, as the unary path bounds an
+	// answer.
+	maxReplyBytes = 4 * engine.MaxCommitBytes
+)
+
+// errNoSession is what a try learns when the server does not speak the
+// session protocol: the call goes as a unary RPC instead.
+var errNoSession = errors.New("docket: the server does not speak the session protocol")
+
+// errSessionLost is the error of a call written to a session whose
+// connection ended before its answer came: it may have been taken.
+var errSessionLost = errors.New("docket: the session's connection ended before the answer")
+
+// notSentError is the error of a try that never reached the server: the
+// session could not be opened, or was already broken when the call was
+// to be written.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return "docket: session not open: " + e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// unsentError is the error of a try whose context ended before it was
+// sent: nothing was done, and the call returns the context's error.
+type unsentError struct{ err error }
+
+func (e unsentError) Error() string { return e.err.Error() }
+func (e unsentError) Unwrap() error { return e.err }
+
+// helloCRLF is appended to the Hello as an unknown field (number 15, two
+// bytes: CR LF), which a session server ignores: an HTTP/1.1 server that
+// reads the preface and the Hello as a request line then finds the line's
+// end and answers 400 at once, instead of waiting for its header timeout.
+var helloCRLF = []byte{15<<3 | 2, 2, '\r', '\n'}
+
+// sessionHost is the session state of one server: its connection, the
+// bounds of the calls in flight on it, and whether it speaks sessions.
+type sessionHost struct {
+	c    *Client
+	base string
+	// calls bounds the calls in flight, parked the waiting claims
+	// (ClaimWait), apart: Welcome.max_calls and max_parked.
+	calls, parked slots
+
+	mu        sync.Mutex
+	conn      *sessionConn // nil when none is open
+	dial      *sessionDial // the dial under way, nil when none
+	noSession int64        // the client's clock's nanoseconds until which calls go unary (0: never)
+}
+
+// sessionDial is a dial under way; done is closed when it ends.
+type sessionDial struct {
+	done chan struct{}
+	conn *sessionConn
+	err  error
+}
+
+// sessionHost returns the session state of the server at base.
+func (c *Client) sessionHost(base string) *sessionHost {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.sessions[base]
+	if h == nil {
+		h = &sessionHost{c: c, base: base}
+		h.calls.limit = DefaultMaxConns
+		h.parked.limit = DefaultMaxConns / 2
+		if proxied(base) {
+			h.noSession = math.MaxInt64 // the proxy speaks HTTP: unary calls, through it
+		}
+		c.sessions[base] = h
+	}
+	return h
+}
+
+// proxied reports whether the environment (HTTP_PROXY, HTTPS_PROXY,
+// NO_PROXY) sends calls to base through a proxy, as the unary transport
+// does.
+func proxied(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	p, err := proxyFor(&http.Request{URL: u})
+	return err == nil && p != nil
+}
+
+// proxyFor is the unary transport's choice of proxy; tests replace it.
+var proxyFor = http.ProxyFromEnvironment
+
+// useSession reports whether a call made with ctx goes on a session.
+func (c *Client) useSession(ctx context.Context) bool {
+	if c.opts.Transport != TransportSession {
+		return false
+	}
+	// A session's reads are stale or not as a whole (Hello.stale_reads):
+	// a call that asks for stale reads alone goes as an RPC.
+	return !engine.StaleReads(ctx) || c.opts.StaleReads
+}
+
+// get returns the open connection, dialing one if there is none; ctx and
+// bound (if not 0) bound the wait, not the dial, which others may be
+// waiting for too. A wait cut by bound (a server that accepts connections
+// and does not answer) sent nothing, and moves the call on.
+func (h *sessionHost) get(ctx context.Context, bound time.Duration) (*sessionConn, error) {
+	h.mu.Lock()
+	if until := h.noSession; until != 0 && h.c.now().UnixNano() < until {
+		h.mu.Unlock()
+		return nil, errNoSession
+	}
+	if h.conn != nil {
+		conn := h.conn
+		h.mu.Unlock()
+		return conn, nil
+	}
+	d := h.dial
+	if d == nil {
+		d = &sessionDial{done: make(chan struct{})}
+		h.dial = d
+		go h.dialing(d)
+	}
+	h.mu.Unlock()
+	var timeout <-chan time.Time
+	if bound > 0 {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		return nil, unsentError{ctx.Err()}
+	case <-timeout:
+		return nil, &notSentError{fmt.Errorf("no answer to the session's Hello within %v", bound)}
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return d.conn, nil
+}
+
+// dialing opens a session for d.
+func (h *sessionHost) dialing(d *sessionDial) {
+	ctx, cancel := context.WithTimeout(h.c.closing, sessionDialTimeout)
+	defer cancel()
+	conn, err := h.open(ctx)
+	h.mu.Lock()
+	h.dial = nil
+	switch {
+	case errors.Is(err, errNoSession):
+		h.noSession = h.c.now().Add(noSessionFor).UnixNano()
+	case err == nil && h.c.closed.Load():
+		conn.nc.Close()
+		err = &notSentError{errClosed}
+	case err == nil:
+		h.conn = conn
+	}
+	h.mu.Unlock()
+	d.conn, d.err = conn, err
+	close(d.done)
+	if err == nil {
+		go conn.read()
+	}
+}
+
+// open dials the server and opens a session: the preface (cleartext) or
+// ALPN (TLS), the Hello, the Welcome. errNoSession means that the server
+// does not speak sessions; a refused Hello is the server's error.
+func (h *sessionHost) open(ctx context.Context) (*sessionConn, error) {
+	u, err := url.Parse(h.base)
+	if err != nil {
+		return nil, &notSentError{err}
+	}
+	host := u.Host
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			host = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			host = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	var nc net.Conn
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	if u.Scheme == "https" {
+		cfg := h.c.opts.TLS.Clone()
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		cfg.NextProtos = []string{session.ALPN}
+		if cfg.ServerName == "" {
+			cfg.ServerName = u.Hostname()
+		}
+		tc, err := (&tls.Dialer{NetDialer: dialer, Config: cfg}).DialContext(ctx, "tcp", host)
+		if err != nil {
+			if strings.Contains(err.Error(), "no application protocol") {
+				return nil, errNoSession
+			}
+			return nil, &notSentError{err}
+		}
+		nc = tc
+		if tc.(*tls.Conn).ConnectionState().NegotiatedProtocol != session.ALPN {
+			nc.Close()
+			return nil, errNoSession
+		}
+	} else {
+		if nc, err = dialer.DialContext(ctx, "tcp", host); err != nil {
+			return nil, &notSentError{err}
+		}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	conn, err := h.hello(ctx, nc, u.Scheme != "https")
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// hello writes the preface (when cleartext) and the Hello, and reads the
+// server's answer.
+func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*sessionConn, error) {
+	dl := time.Now().Add(sessionDialTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	nc.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	var b []byte
+	if preface {
+		b = append(b, session.Preface...)
+	}
+	hello, err := proto.Marshal(&v1.Hello{Version: session.Version, Token: h.c.opts.Token,
+		StaleReads: h.c.opts.StaleReads, Client: "docket-go"})
+	if err != nil {
+		return nil, &notSentError{err}
+	}
+	hello = append(hello, helloCRLF...)
+	b = append(b, protowireLen(len(hello))...)
+	b = append(b, hello...)
+	if _, err := nc.Write(b); err != nil {
+		return nil, &notSentError{err}
+	}
+	br := bufio.NewReaderSize(nc, session.BufSize)
+	if p, err := br.Peek(5); err == nil && string(p) == "HTTP/" {
+		return nil, errNoSession // an HTTP server answered the preface
+	}
+	frame, err := session.ReadFrame(br, session.MaxHelloBytes, nil)
+	if err != nil {
+		if preface && (errors.Is(err, session.ErrFrameTooLarge) || errors.Is(err, session.ErrBadFrame)) {
+			return nil, errNoSession // not a session server
+		}
+		return nil, &notSentError{err}
+	}
+	var w v1.Welcome
+	if err := proto.Unmarshal(frame, &w); err != nil || w.GetVersion() == 0 {
+		var r v1.Reply
+		if err := proto.Unmarshal(frame, &r); err == nil && r.GetId() == 0 && r.GetError() != nil {
+			return nil, wire.ItemError(r.GetError()) // the Hello was refused
+		}
+		return nil, &notSentError{fmt.Errorf("%w: the server's first frame is neither a Welcome nor a refusal", session.ErrBadFrame)}
+	}
+	if w.GetVersion() != session.Version {
+		return nil, &notSentError{fmt.Errorf("docket: the server speaks session version %d, not %d", w.GetVersion(), session.Version)}
+	}
+	nc.SetDeadline(time.Time{})
+	if n := w.GetMaxCalls(); n > 0 {
+		h.calls.setLimit(int(n))
+	}
+	if n := w.GetMaxParked(); n > 0 {
+		h.parked.setLimit(int(n))
+	}
+	return &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}}, nil
+}
+
+// protowireLen is n as a uvarint.
+func protowireLen(n int) []byte {
+	var b []byte
+	for v := uint64(n); ; v >>= 7 {
+		if v < 0x80 {
+			return append(b, byte(v))
+		}
+		b = append(b, byte(v)|0x80)
+	}
+}
+
+// sessionConn is one open session.
+type sessionConn struct {
+	h       *sessionHost
+	nc      net.Conn
+	br      *bufio.Reader
+	w       *session.Writer
+	welcome *v1.Welcome
+	next    atomic.Uint64 // the last call id used
+
+	mu      sync.Mutex
+	pending map[uint64]*pendingCall
+	err     error // why the connection ended; nil while open
+	closing bool  // the client is closed: end once nothing is pending
+}
+
+// pendingCall is a call written and not answered; deliver is told its
+// reply or the connection's end, once.
+type pendingCall struct {
+	deliver func(*v1.Reply, error)
+}
+
+// send writes call with a fresh id, to be answered through deliver, and
+// returns the id. A call that was not written returns a notSentError (or
+// the error of a message that cannot be encoded).
+func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint64, error) {
+	id := s.next.Add(1)
+	call.Id = id // before its size is taken: the frame's length uses the size cached
+	if max := s.welcome.GetMaxFrameBytes(); max > 0 {
+		// A frame over the server's bound would end the session, and
+		// with it every call in flight: refused here, unsent.
+		if n := (proto.MarshalOptions{}).Size(call); uint64(n) > max {
+			return 0, connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("docket: the call is %d bytes, over the server's limit of %d on a session's frame", n, max))
+		}
+	}
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return 0, &notSentError{err}
+	}
+	s.pending[id] = &pendingCall{deliver: deliver}
+	s.mu.Unlock()
+	if err := s.w.Send(call); err != nil {
+		if s.w.Err() == nil {
+			s.remove(id) // this message alone could not be encoded
+			return 0, err
+		}
+		// The write failed: the frame may be on its way. The connection
+		// ends, and with it every call in flight, this one included.
+		s.fail(err)
+		return id, nil
+	}
+	return id, nil
+}
+
+// remove forgets call id (its caller stopped waiting).
+func (s *sessionConn) remove(id uint64) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	end := s.closing && len(s.pending) == 0
+	s.mu.Unlock()
+	if end {
+		s.nc.Close()
+	}
+}
+
+// abandon asks the server to end call id's wait.
+func (s *sessionConn) abandon(id uint64) {
+	s.w.Send(&v1.Call{Id: id, Call: &v1.Call_Abandon{Abandon: &v1.Abandon{}}}) // a failure ends the connection: the reader tells
+}
+
+// read matches the server's replies to the calls in flight, until the
+// connection ends.
+func (s *sessionConn) read() {
+	var buf []byte
+	for {
+		f, err := session.ReadFrame(s.br, maxReplyBytes, buf)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		buf = f
+		r := new(v1.Reply)
+		if err := proto.Unmarshal(f, r); err != nil {
+			s.fail(fmt.Errorf("%w: %v", session.ErrBadFrame, err))
+			return
+		}
+		s.mu.Lock()
+		p := s.pending[r.GetId()]
+		delete(s.pending, r.GetId())
+		end := s.closing && len(s.pending) == 0
+		s.mu.Unlock()
+		if p != nil {
+			p.deliver(r, nil)
+		}
+		if end {
+			s.nc.Close()
+		}
+	}
+}
+
+// fail ends the connection: every call in flight learns that it may
+// have been taken, and the next call opens a new session.
+func (s *sessionConn) fail(cause error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = cause
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	s.nc.Close()
+	h := s.h
+	h.mu.Lock()
+	if h.conn == s {
+		h.conn = nil
+	}
+	h.mu.Unlock()
+	err := fmt.Errorf("%w: %w", errSessionLost, cause)
+	for _, p := range pending {
+		p.deliver(nil, err)
+	}
+}
+
+// shutdown ends the connection once no call is in flight (Client.Close).
+func (s *sessionConn) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	end := len(s.pending) == 0
+	s.mu.Unlock()
+	if end {
+		s.nc.Close()
+	}
+}
+
+// closeSessions ends the client's sessions as their calls finish.
+func (c *Client) closeSessions() {
+	c.mu.Lock()
+	hosts := make([]*sessionHost, 0, len(c.sessions))
+	for _, h := range c.sessions {
+		hosts = append(hosts, h)
+	}
+	c.mu.Unlock()
+	for _, h := range hosts {
+		h.mu.Lock()
+		conn := h.conn
+		h.conn = nil
+		h.mu.Unlock()
+		if conn != nil {
+			conn.shutdown()
+		}
+	}
+}
+
+// reply is what a call over a session got: its reply, or the error that
+// ended it.
+type reply struct {
+	r   *v1.Reply
+	err error
+}
+
+// replyError is the error a reply carries, rebuilt as the unary call's
+// answer would be, or nil.
+func replyError(r *v1.Reply) error {
+	if e := r.GetError(); e != nil {
+		return wire.ItemError(e)
+	}
+	return nil
+}
+
+// sessionTry is one try of call on the session to base, bounded by bound
+// (or what is left of ctx's deadline, if less), as try is for a unary
+// call. parked marks a waiting claim: it takes a parked slot, and a ctx
+// that ends while it waits sends Abandon. errNoSession means the call was
+// not sent and goes as a unary RPC.
+func (c *Client) sessionTry(ctx context.Context, base string, call *v1.Call, parked bool, bound time.Duration) (*v1.Reply, error) {
+	h := c.sessionHost(base)
+	conn, err := h.get(ctx, bound)
+	if err != nil {
+		return nil, err
+	}
+	sl := &h.calls
+	if parked {
+		sl = &h.parked
+	}
+	if err := sl.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer sl.release()
+	ch := make(chan reply, 1)
+	id, err := conn.send(call, func(r *v1.Reply, err error) { ch <- reply{r, err} })
+	if err != nil {
+		return nil, err
+	}
+	var timeout <-chan time.Time
+	if dl, ok := ctx.Deadline(); bound > 0 && (!ok || time.Until(dl) > bound) {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case r := <-ch:
+		return r.r, firstErr(r.err, replyError(r.r))
+	case <-timeout:
+		conn.remove(id)
+		return nil, fmt.Errorf("%w within %v", errNoAnswer, bound)
+	case <-ctx.Done():
+	}
+	if parked {
+		// The server answers an abandoned wait at once, with any lease it
+		// took as the wait ended: better the caller's than nobody's.
+		conn.abandon(id)
+		t := time.NewTimer(abandonWait)
+		defer t.Stop()
+		select {
+		case r := <-ch:
+			if r.err == nil && replyError(r.r) == nil {
+				return r.r, nil
+			}
+		case <-t.C:
+		}
+	}
+	conn.remove(id)
+	return nil, ctx.Err()
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sessionOp is how one call of engine.API goes on a session: wrap makes
+// the Call of a request, unwrap takes the answer from a Reply (nil when
+// the Reply holds another kind).
+type sessionOp[Req, Res any] struct {
+	wrap   func(*Req) *v1.Call
+	unwrap func(*v1.Reply) *Res
+	parked bool // a waiting claim
+}
+
+func (op *sessionOp[Req, Res]) try(ctx context.Context, c *Client, base string, msg *Req, bound time.Duration) (*Res, error) {
+	r, err := c.sessionTry(ctx, base, op.wrap(msg), op.parked, bound)
+	if err != nil {
+		return nil, err
+	}
+	res := op.unwrap(r)
+	if res == nil {
+		return nil, fmt.Errorf("docket: the server answered call %d with %T", r.GetId(), r.GetReply())
+	}
+	return res, nil
+}

@@ -1,0 +1,678 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/session"
+	"github.com/docketdb/docket/internal/wire"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// This file serves sessions (proto/docket/v1/session.proto): many calls in
+// flight on one connection, answered in any order. The reader of a session
+// reads a frame (waiting as long as the client likes between frames), then
+// every whole frame already buffered, and runs that batch: in order, on a
+// standalone DB with one engine.DeferDurable context, so that the batch's
+// commits share one sync of the log; then it hands the batch to the
+// session's answerer, which waits for that sync and writes the replies
+// while the reader goes on with the next batch. A ClaimWait waits on a
+// goroutine of its own and answers when it ends; on a replicated DB (whose
+// commits wait for the replicated log inside each call) every call does.
+
+// Session bounds.
+const (
+	// sessionInFlight bounds the calls of one session read and not yet
+	// answered; past it the reader stops reading until one is answered.
+	sessionInFlight = 4096
+	// sessionParallel bounds the calls of one session that run at once
+	// on a replicated DB.
+	sessionParallel = eachParallel
+	// sessionPipeline is how many batches the reader may run ahead of the
+	// answerer's waits for the log.
+	sessionPipeline = 2
+	// sessionWriteTimeout bounds one write of replies to a client: one
+	// that takes none of it for that long loses its session.
+	sessionWriteTimeout = 30 * time.Second
+	// keepFrameBuf bounds the frame buffer a reader keeps between frames.
+	keepFrameBuf = 64 << 10
+)
+
+// errSessionEnded is the cause of a session's context once its reader
+// stopped.
+var errSessionEnded = errors.New("docket: the session ended")
+
+// sess is one session on one connection.
+type sess struct {
+	s    *Server
+	conn net.Conn
+	br   *bufio.Reader
+	w    *session.Writer
+	id   string
+	ci   callInfo
+	auth atomic.Pointer[callInfo] // ci once authenticated, for a reload of the tokens
+	log  *slog.Logger
+
+	ctx    context.Context // the calls' context: the caller, stale reads
+	cancel context.CancelCauseFunc
+
+	stopping atomic.Bool   // stop was called: read no more calls
+	stopped  chan struct{} // closed by stop
+	stopOnce sync.Once
+
+	slots   chan struct{} // calls in flight (sessionInFlight)
+	par     chan struct{} // calls running at once on a replicated DB
+	answers chan *sbatch  // batches waiting for their sync, to answer
+	calls   sync.WaitGroup
+
+	waitMu sync.Mutex
+	waits  map[uint64]context.CancelFunc // ClaimWaits by call id, for Abandon
+
+	frame []byte // the reader's frame buffer
+	large bool   // the reader holds the server's large body slot
+}
+
+// sbatch is the calls of one read, run and waiting to be answered.
+type sbatch struct {
+	deferred *engine.Deferred
+	results  []sresult
+}
+
+// sresult is one call's outcome.
+type sresult struct {
+	id      uint64
+	rt      *route // nil: refused before it was routed
+	res     proto.Message
+	err     error
+	release func() // the caller's call slot, nil if none
+}
+
+type abandonKey struct{}
+
+// abandonOf returns the context whose end ends a session ClaimWait's wait
+// as the server's own end of it does (park).
+func abandonOf(ctx context.Context) context.Context {
+	a, _ := ctx.Value(abandonKey{}).(context.Context)
+	return a
+}
+
+// sessions tracks the sessions being served, so that none outlives Serve.
+type sessions struct {
+	mu     sync.Mutex
+	all    map[*sess]struct{}
+	closed bool // Serve is stopping: no new session
+	wg     sync.WaitGroup
+}
+
+// add registers x, or reports false once the server stopped taking sessions.
+func (ss *sessions) add(x *sess) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return false
+	}
+	if ss.all == nil {
+		ss.all = map[*sess]struct{}{}
+	}
+	ss.all[x] = struct{}{}
+	ss.wg.Add(1)
+	return true
+}
+
+func (ss *sessions) remove(x *sess) {
+	ss.mu.Lock()
+	delete(ss.all, x)
+	ss.mu.Unlock()
+	ss.wg.Done()
+}
+
+// each calls f for every session being served.
+func (ss *sessions) each(f func(*sess)) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for x := range ss.all {
+		f(x)
+	}
+}
+
+// ServeSession serves a session on conn, whose preface (in cleartext) has
+// been read, and returns when it ended; it closes conn.
+func (s *Server) ServeSession(conn net.Conn) {
+	x := &sess{
+		s:       s,
+		conn:    conn,
+		br:      bufio.NewReaderSize(conn, session.BufSize),
+		w:       session.NewWriter(&deadlineWriter{conn}),
+		id:      s.newRequestID(),
+		log:     s.log,
+		stopped: make(chan struct{}),
+		slots:   make(chan struct{}, sessionInFlight),
+		par:     make(chan struct{}, sessionParallel),
+		answers: make(chan *sbatch, sessionPipeline),
+		waits:   map[uint64]context.CancelFunc{},
+	}
+	if !s.sessions.add(x) {
+		conn.Close()
+		return
+	}
+	defer s.sessions.remove(x)
+	defer conn.Close()
+	if !x.handshake() {
+		return
+	}
+	x.serve()
+}
+
+// deadlineWriter writes to a connection, each write within
+// sessionWriteTimeout.
+type deadlineWriter struct{ c net.Conn }
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	d.c.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
+	return d.c.Write(p)
+}
+
+// refuseSession answers a Hello with err (a Reply of id 0).
+func (x *sess) refuseSession(err error) {
+	ce := wire.ToConnect(err)
+	x.log.Info("docket: session refused", "req", x.id, "remote", x.conn.RemoteAddr().String(), "code", ce.Code().String(), "err", err)
+	x.w.Send(&v1.Reply{Reply: &v1.Reply_Error{Error: wire.PBItemError(ce)}})
+}
+
+// handshake reads the Hello (within BodyTimeout), authenticates its token
+// and answers with a Welcome; false means the session is refused.
+func (x *sess) handshake() bool {
+	s := x.s
+	x.conn.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	var hello v1.Hello
+	if err := session.ReadMessage(x.br, session.MaxHelloBytes, &hello); err != nil {
+		x.log.Info("docket: session ended before its hello", "req", x.id, "remote", x.conn.RemoteAddr().String(), "err", readErr(err, s.opts.BodyTimeout))
+		return false
+	}
+	x.conn.SetReadDeadline(time.Time{})
+	if hello.GetVersion() != session.Version {
+		x.refuseSession(connect.NewError(connect.CodeUnimplemented,
+			fmt.Errorf("docket: session version %d is not served here (version %d is)", hello.GetVersion(), session.Version)))
+		return false
+	}
+	ci := callInfo{id: x.id}
+	if s.opts.Tokens != nil {
+		c, ok := s.opts.Tokens.Authenticate(hello.GetToken())
+		if !ok {
+			x.refuseSession(connect.NewError(connect.CodeUnauthenticated, ErrUnauthenticated))
+			return false
+		}
+		ci.caller, ci.token = &c, hashToken(hello.GetToken())
+	}
+	x.ci = ci
+	x.auth.Store(&x.ci)
+	ctx := context.WithValue(context.Background(), callerKey{}, ci)
+	if hello.GetStaleReads() && s.opts.Cluster != nil {
+		ctx = engine.WithStaleReads(ctx)
+	}
+	x.ctx, x.cancel = context.WithCancelCause(ctx)
+	// A reload between the check above and now is not missed: the session
+	// is registered (sessions.add) before the check below.
+	if ci.caller != nil && !s.opts.Tokens.holds(ci.token, ci.caller.ID) {
+		x.refuseSession(connect.NewError(connect.CodeUnauthenticated, ErrUnauthenticated))
+		return false
+	}
+	err := x.w.Send(&v1.Welcome{
+		Version:       session.Version,
+		Session:       x.id,
+		MaxCalls:      uint32(s.lim.maxCalls),
+		MaxParked:     uint32(s.lim.maxParked),
+		MaxFrameBytes: uint64(s.opts.MaxRequestBytes),
+	})
+	if err != nil {
+		return false
+	}
+	x.log.Debug("docket: session opened", "req", x.id, "remote", x.conn.RemoteAddr().String(),
+		"caller", ci.callerID(), "client", hello.GetClient())
+	return true
+}
+
+// readErr names what went wrong reading a session.
+func readErr(err error, timeout time.Duration) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("docket: a frame did not arrive within %v (docket serve -body-timeout)", timeout)
+	}
+	return err
+}
+
+// stop makes the reader stop reading calls; what was read is answered,
+// then the session closes. It does not block.
+func (x *sess) stop() {
+	x.stopOnce.Do(func() {
+		x.stopping.Store(true)
+		close(x.stopped)
+		x.conn.SetReadDeadline(time.Unix(1, 0)) // wakes the reader
+	})
+}
+
+// serve runs the session's reader until the client closes, a frame is
+// refused, or stop; then it answers what was read and closes.
+func (x *sess) serve() {
+	s := x.s
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range x.answers {
+			x.answer(b)
+		}
+	}()
+	err := x.read()
+	switch {
+	case x.stopping.Load():
+		// A clean stop (shutdown, a revoked token): answer what was read.
+	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+		x.cancel(errSessionEnded)
+	default:
+		x.log.Info("docket: session ended", "req", x.id, "remote", x.conn.RemoteAddr().String(),
+			"caller", x.ci.callerID(), "err", readErr(err, s.opts.BodyTimeout))
+		x.cancel(errSessionEnded)
+	}
+	close(x.answers)
+	<-done
+	x.calls.Wait()
+	x.w.Wait()
+	x.cancel(errSessionEnded)
+}
+
+// read reads and runs batches of calls until it cannot.
+func (x *sess) read() error {
+	s := x.s
+	deadline := false
+	defer x.releaseLarge()
+	for !x.stopping.Load() {
+		if deadline {
+			x.conn.SetReadDeadline(time.Time{})
+			deadline = false
+			if x.stopping.Load() { // stop's deadline may have just been lifted
+				return nil
+			}
+		}
+		if _, err := x.br.Peek(1); err != nil { // idle: as long as the client likes
+			return err
+		}
+		if !session.FrameBuffered(x.br) {
+			// The rest of a frame that began must arrive within
+			// BodyTimeout.
+			x.conn.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+			deadline = true
+		}
+		var calls []scall
+		for {
+			c, err := x.readCall()
+			if err != nil {
+				return err
+			}
+			calls = append(calls, c)
+			if !session.FrameBuffered(x.br) {
+				break
+			}
+		}
+		err := x.run(calls)
+		x.releaseLarge()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readCall reads and decodes one frame: a Call, held to the request limit
+// (and, past its first MiB, read only while holding the server's large
+// body slot) and to the engine's element limits before it is built.
+func (x *sess) readCall() (scall, error) {
+	s := x.s
+	n, err := session.ReadLen(x.br, int(s.opts.MaxRequestBytes))
+	if err != nil {
+		return scall{}, err
+	}
+	buf := x.frame
+	if n > largeBodyBytes {
+		// Read only while no other large frame or body is, and held
+		// until the call has run (read releases it); the one frame under
+		// the slot is allocated whole, as an HTTP body would be.
+		if !x.large {
+			if err := x.waitLarge(); err != nil {
+				return scall{}, err
+			}
+			x.large = true
+		}
+		buf = make([]byte, n)
+	}
+	b, err := session.ReadBody(x.br, n, buf)
+	if err != nil {
+		return scall{}, err
+	}
+	if cap(b) <= keepFrameBuf {
+		x.frame = b
+	}
+	if err := wire.CheckProto(b, callDesc); err != nil {
+		id, ok := callID(b)
+		if !ok {
+			return scall{}, fmt.Errorf("%w: %v", session.ErrBadFrame, err)
+		}
+		// A well-formed call over the engine's limits fails alone, as a
+		// unary request would.
+		return scall{id: id, refused: connect.NewError(connect.CodeInvalidArgument, err)}, nil
+	}
+	c := new(v1.Call)
+	if err := proto.Unmarshal(b, c); err != nil {
+		return scall{}, fmt.Errorf("%w: %v", session.ErrBadFrame, err)
+	}
+	return scall{id: c.GetId(), c: c}, nil
+}
+
+// scall is a call read: decoded, or refused before it was.
+type scall struct {
+	id      uint64
+	c       *v1.Call
+	refused error
+}
+
+// callID returns the id of a Call's bytes that are well-formed protobuf at
+// their top level.
+func callID(b []byte) (uint64, bool) {
+	var id uint64
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, false
+			}
+			id = v
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+	}
+	return id, true
+}
+
+// releaseLarge gives back the large body slot, if the reader holds it.
+func (x *sess) releaseLarge() {
+	if x.large {
+		x.large = false
+		<-x.s.large
+	}
+}
+
+// waitLarge takes the server's large body slot, waiting at most
+// BodyTimeout.
+func (x *sess) waitLarge() error {
+	t := time.NewTimer(x.s.opts.BodyTimeout)
+	defer t.Stop()
+	select {
+	case x.s.large <- struct{}{}:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("docket: a frame of over %d bytes waited %v for the server to read it (docket serve -body-timeout)",
+			largeBodyBytes, x.s.opts.BodyTimeout)
+	case <-x.stopped:
+		return net.ErrClosed
+	}
+}
+
+// slot takes one of the session's in-flight slots, waiting for one to be
+// given back if need be; false means the session is stopping.
+func (x *sess) slot() bool {
+	select {
+	case x.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case x.slots <- struct{}{}:
+		return true
+	case <-x.stopped:
+		return false
+	}
+}
+
+func (x *sess) unslot() { <-x.slots }
+
+// replicated reports whether the DB's commits wait for durability inside
+// each call (engine.DeferDurable defers nothing).
+func (s *Server) replicated() bool {
+	r, ok := s.db.(interface{ Replicated() bool })
+	return ok && r.Replicated()
+}
+
+// run runs a batch of calls.
+func (x *sess) run(calls []scall) error {
+	s := x.s
+	b := &sbatch{}
+	dctx := x.ctx
+	par := s.replicated()
+	if !par {
+		dctx, b.deferred = engine.DeferDurable(x.ctx)
+	}
+calls:
+	for _, sc := range calls {
+		if sc.refused != nil {
+			if !x.slot() {
+				break
+			}
+			b.results = append(b.results, sresult{id: sc.id, err: sc.refused})
+			continue
+		}
+		c := sc.c
+		fd := c.ProtoReflect().WhichOneof(callOneof)
+		if fd == abandonField {
+			x.abandon(c.Id)
+			continue
+		}
+		if !x.slot() {
+			break
+		}
+		var rt *route
+		if fd != nil {
+			rt = s.routes[fd.Number()]
+		}
+		if rt == nil {
+			b.results = append(b.results, sresult{id: c.Id, err: connect.NewError(connect.CodeUnimplemented,
+				errors.New("docket: a call this server does not know (an empty or newer Call)"))})
+			continue
+		}
+		req := c.ProtoReflect().Get(fd).Message().Interface()
+		if fd == claimWaitFld {
+			// Registered here, not on its goroutine, so that an Abandon
+			// read right after it finds it.
+			actx, abandon := context.WithCancel(context.Background())
+			x.waitMu.Lock()
+			x.waits[c.Id] = abandon
+			x.waitMu.Unlock()
+			x.calls.Add(1)
+			go x.claimWait(c.Id, rt, req, actx, abandon)
+			continue
+		}
+		release, err := s.lim.acquire(x.ci.callerID())
+		if err != nil {
+			b.results = append(b.results, sresult{id: c.Id, rt: rt, err: connect.NewError(connect.CodeResourceExhausted, err)})
+			continue
+		}
+		if s.onCall != nil {
+			s.onCall()
+		}
+		if par {
+			x.calls.Add(1)
+			select {
+			case x.par <- struct{}{}:
+			case <-x.stopped:
+				release()
+				x.unslot()
+				x.calls.Done()
+				break calls
+			}
+			go func(id uint64) {
+				defer x.calls.Done()
+				res, err := x.call(x.ctx, id, rt, req)
+				release()
+				<-x.par
+				x.send(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
+			}(c.Id)
+			continue
+		}
+		res, err := x.call(dctx, c.Id, rt, req)
+		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, release: release})
+	}
+	if len(b.results) == 0 {
+		return nil
+	}
+	x.answers <- b
+	return nil
+}
+
+// call runs one call's route, a panic recovered as Internal.
+func (x *sess) call(ctx context.Context, id uint64, rt *route, req proto.Message) (res proto.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			x.log.Error("docket: panic in a call", "req", x.reqID(id), "procedure", rt.proc, "panic", p)
+			res, err = nil, connect.NewError(connect.CodeInternal, errors.New("docket: internal error"))
+		}
+	}()
+	return rt.run(ctx, req)
+}
+
+func (x *sess) reqID(id uint64) string { return x.id + "-" + strconv.FormatUint(id, 10) }
+
+// answer waits for a batch's commits to be durable and sends its replies.
+func (x *sess) answer(b *sbatch) {
+	if b.deferred != nil {
+		if werr := b.deferred.Wait(); werr != nil {
+			for i := range b.results {
+				r := &b.results[i]
+				if r.rt != nil && (r.err == nil || restsOnLog(r.err)) {
+					r.res, r.err = nil, werr // the answer rested on the log, which failed
+				}
+			}
+		}
+	}
+	x.send(b)
+}
+
+// send writes a batch's replies, then gives back its slots.
+func (x *sess) send(b *sbatch) {
+	var out []byte
+	for i := range b.results {
+		r := &b.results[i]
+		out = x.appendReply(out, r)
+		if r.release != nil {
+			r.release()
+		}
+	}
+	x.w.SendFrames(out)
+	for range b.results {
+		x.unslot()
+	}
+}
+
+// appendReply appends r's Reply to out as a frame.
+func (x *sess) appendReply(out []byte, r *sresult) []byte {
+	rep := &v1.Reply{Id: r.id}
+	if r.err == nil {
+		rep.ProtoReflect().Set(r.rt.out, protoreflect.ValueOfMessage(r.res.ProtoReflect()))
+		if n := proto.Size(rep); n > MaxResponseBytes {
+			r.err = connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("docket: the answer is %d bytes, over the limit of %d (ask for a smaller page)", n, MaxResponseBytes))
+		}
+	}
+	if r.err != nil {
+		rep.Reply = &v1.Reply_Error{Error: x.itemError(r)}
+	}
+	b, err := session.AppendFrame(out, rep)
+	if err != nil {
+		r.err = connect.NewError(connect.CodeInternal, fmt.Errorf("docket: the answer cannot be encoded: %v", err))
+		b, _ = session.AppendFrame(out, &v1.Reply{Id: r.id, Reply: &v1.Reply_Error{Error: x.itemError(r)}})
+	}
+	return b
+}
+
+// itemError is the answer of a call that failed with r.err, as the unary
+// call's would be (with the leader's URL on a node of a cluster that is
+// not the leader), logged as that call's failure would be.
+func (x *sess) itemError(r *sresult) *v1.ItemError {
+	ce := wire.ToConnect(r.err)
+	if x.s.opts.Cluster != nil {
+		if rce, ok := x.s.redirect(ce).(*connect.Error); ok {
+			ce = rce
+		}
+	}
+	proc := ""
+	if r.rt != nil {
+		proc = r.rt.proc
+	}
+	x.log.Log(x.ctx, failureLevel(ce), "docket: call failed", "req", x.reqID(r.id), "procedure", proc,
+		"caller", x.ci.callerID(), "code", ce.Code().String(), "err", ce)
+	return wire.PBItemError(ce)
+}
+
+// claimWait runs a ClaimWait on its own goroutine, ended by the session's
+// Abandon of its id as well as by what ends a unary one's wait.
+func (x *sess) claimWait(id uint64, rt *route, req proto.Message, actx context.Context, abandon context.CancelFunc) {
+	defer x.calls.Done()
+	defer abandon()
+	defer func() {
+		x.waitMu.Lock()
+		delete(x.waits, id)
+		x.waitMu.Unlock()
+	}()
+	ctx := context.WithValue(x.ctx, abandonKey{}, actx)
+	var changed atomic.Bool
+	if c := x.s.opts.Cluster; c != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		ch, done := c.LeaderChanged(), make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-ch:
+				changed.Store(true)
+				cancel()
+			case <-done:
+			}
+		}()
+	}
+	res, err := x.call(ctx, id, rt, req)
+	if err != nil && changed.Load() && x.ctx.Err() == nil && connect.CodeOf(wire.ToConnect(err)) == connect.CodeCanceled {
+		err = fmt.Errorf("%w: the leadership changed while the claim waited", engine.ErrNotLeader)
+	}
+	x.send(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
+}
+
+// abandon ends the wait of the session's ClaimWait id, if it waits.
+func (x *sess) abandon(id uint64) {
+	x.waitMu.Lock()
+	f := x.waits[id]
+	x.waitMu.Unlock()
+	if f != nil {
+		f()
+	}
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
+)
+
+// route is how a session serves one kind of Call: the unary call's own
+// function, and where its request and response sit in Call and Reply.
+type route struct {
+	proc string // the unary call's procedure, for the logs
+	// run runs the call's request and returns its response.
+	run func(context.Context, proto.Message) (proto.Message, error)
+	// in is the Call's field of the request, out the Reply's of the
+	// response (the same number).
+	in, out protoreflect.FieldDescriptor
+}
+
+var (
+	callDesc     = (&v1.Call{}).ProtoReflect().Descriptor()
+	replyDesc    = (&v1.Reply{}).ProtoReflect().Descriptor()
+	callOneof    = callDesc.Oneofs().ByName("call")
+	replyOneof   = replyDesc.Oneofs().ByName("reply")
+	abandonField = callDesc.Fields().ByName("abandon")
+	claimWaitFld = callDesc.Fields().ByName("claim_wait")
+	replyError   = replyDesc.Fields().ByName("error")
+)
+
+// to is the route of a Call's field name to run, the function of the unary
+// call procedure. It panics (at New) when the field, its Reply field or the
+// types do not match, so that a schema change cannot be half served.
+func to[Req, Res proto.Message](name protoreflect.Name, proc string, run func(context.Context, Req) (Res, error)) route {
+	in := callDesc.Fields().ByName(name)
+	if in == nil || in.ContainingOneof() != callOneof {
+		panic(fmt.Sprintf("docket: session route %q: no such Call field", name))
+	}
+	out := replyDesc.Fields().ByNumber(in.Number())
+	var req Req
+	var res Res
+	if out == nil || out.ContainingOneof() != replyOneof ||
+		in.Message().FullName() != req.ProtoReflect().Descriptor().FullName() ||
+		out.Message().FullName() != res.ProtoReflect().Descriptor().FullName() {
+		panic(fmt.Sprintf("docket: session route %q: its Reply field or types do not match", name))
+	}
+	return route{proc: proc, in: in, out: out, run: func(ctx context.Context, m proto.Message) (proto.Message, error) {
+		r, err := run(ctx, m.(Req))
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}
+}
+
+// routes maps each Call field number to its route: every call a session
+// serves is the unary call's function, with the same decoding, engine call
+// and errors.
+func (s *Server) buildRoutes() map[protoreflect.FieldNumber]*route {
+	rs := []route{
+		to("enqueue", docketv1connect.QueuesEnqueueProcedure, s.runEnqueue),
+		to("enqueue_batch", docketv1connect.QueuesEnqueueBatchProcedure, s.runEnqueueBatch),
+		to("claim", docketv1connect.QueuesClaimProcedure, s.runClaim),
+		to("claim_wait", docketv1connect.QueuesClaimWaitProcedure, s.runClaimWait),
+		to("complete", docketv1connect.QueuesCompleteProcedure, s.runComplete),
+		to("complete_batch", docketv1connect.QueuesCompleteBatchProcedure, s.runCompleteBatch),
+		to("fail", docketv1connect.QueuesFailProcedure, s.runFail),
+		to("heartbeat", docketv1connect.QueuesHeartbeatProcedure, s.runHeartbeat),
+		to("snooze", docketv1connect.QueuesSnoozeProcedure, s.runSnooze),
+		to("cancel", docketv1connect.QueuesCancelProcedure, s.runCancel),
+		to("redrive", docketv1connect.QueuesRedriveProcedure, s.runRedrive),
+		to("redrive_all", docketv1connect.QueuesRedriveAllProcedure, s.runRedriveAll),
+		to("run_now", docketv1connect.QueuesRunNowProcedure, s.runRunNow),
+		to("get", docketv1connect.QueuesGetProcedure, s.runGet),
+		to("list", docketv1connect.QueuesListProcedure, s.runList),
+		to("counts", docketv1connect.QueuesCountsProcedure, s.runCounts),
+		to("complete_and_claim", docketv1connect.PipelineCompleteAndClaimProcedure, s.runCompleteAndClaim),
+		to("heartbeat_batch", docketv1connect.PipelineHeartbeatBatchProcedure, s.runHeartbeatBatch),
+		to("kv_get", docketv1connect.KVGetProcedure, s.runKVGet),
+		to("kv_scan", docketv1connect.KVScanProcedure, s.runKVScan),
+		to("kv_commit", docketv1connect.KVCommitProcedure, s.runKVCommit),
+		to("pause", docketv1connect.ControlsPauseProcedure, s.runPause),
+		to("resume", docketv1connect.ControlsResumeProcedure, s.runResume),
+		to("set_limits", docketv1connect.ControlsSetLimitsProcedure, s.runSetLimits),
+		to("settings", docketv1connect.ControlsSettingsProcedure, s.runSettings),
+		to("partitions", docketv1connect.ControlsPartitionsProcedure, s.runPartitions),
+		to("queues", docketv1connect.AdminQueuesProcedure, s.runQueues),
+	}
+	m := make(map[protoreflect.FieldNumber]*route, len(rs))
+	for i := range rs {
+		r := &rs[i]
+		if _, dup := m[r.in.Number()]; dup {
+			panic(fmt.Sprintf("docket: session route %q twice", r.in.Name()))
+		}
+		m[r.in.Number()] = r
+	}
+	return m
+}

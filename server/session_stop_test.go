@@ -1,0 +1,300 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/session"
+	"github.com/docketdb/docket/internal/wire"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// dialWithCalls opens a session and sends calls in the same write as its
+// Hello, so that the server finds them all buffered once it has read the
+// Hello: one batch.
+func dialWithCalls(t *testing.T, addr string, calls ...proto.Message) *testSession {
+	t.Helper()
+	ts := dialRaw(t, addr)
+	ts.send(append([]proto.Message{&v1.Hello{Version: session.Version}}, calls...)...)
+	var w v1.Welcome
+	if err := session.ReadMessage(ts.br, session.MaxHelloBytes, &w); err != nil {
+		t.Fatalf("welcome: %v", err)
+	}
+	return ts
+}
+
+// durableSessions serves a DB with a directory, whose syncs fail while
+// failSyncs is set.
+func durableSessions(t *testing.T, dir string) (addr string, db *engine.DB, failSyncs *atomic.Bool, stop func() error) {
+	t.Helper()
+	failSyncs = new(atomic.Bool)
+	db, err := engine.Open(dir, engine.Options{
+		Logger: slog.New(slog.DiscardHandler),
+		Failpoint: func(name string) error {
+			if name == "sync" && failSyncs.Load() {
+				return errors.New("disk gone")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	addr, stop = serveSessions(t, New(db, Options{Logger: slog.New(slog.DiscardHandler)}))
+	return addr, db, failSyncs, stop
+}
+
+// TestSessionBatchSharesOneSync: the calls of one read commit one by one
+// and wait for the log once; when that sync fails, every call whose
+// answer rested on it gets the failure, and one refused for its arguments
+// keeps its own answer.
+func TestSessionBatchSharesOneSync(t *testing.T) {
+	addr, db, failSyncs, _ := durableSessions(t, t.TempDir())
+	const n = 50
+	var calls []proto.Message
+	for i := range n {
+		calls = append(calls, enqueueCall(uint64(i+1), "q"))
+	}
+	syncs := db.Stats().LogSyncs
+	ts := dialWithCalls(t, addr, calls...)
+	got := ts.recvAll(n)
+	for id, r := range got {
+		if r.GetEnqueue() == nil {
+			t.Fatalf("call %d: %v", id, r)
+		}
+	}
+	if d := db.Stats().LogSyncs - syncs; d != 1 {
+		t.Fatalf("%d syncs for %d enqueues of one read, want 1", d, n)
+	}
+
+	failSyncs.Store(true)
+	ts = dialWithCalls(t, addr,
+		enqueueCall(1, "q"),
+		&v1.Call{Id: 2, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Namespace: sessNS, Queue: ""}}},
+		enqueueCall(3, "q"))
+	got = ts.recvAll(3)
+	for _, id := range []uint64{1, 3} {
+		if e := got[id].GetError(); e == nil || !errorsContain(e, "disk gone") {
+			t.Fatalf("call %d after the sync failed: %v", id, got[id])
+		}
+	}
+	if e := got[2].GetError(); wire.ItemError(e).Code() != connect.CodeInvalidArgument {
+		t.Fatalf("an invalid call keeps its own answer: %v", got[2])
+	}
+}
+
+func errorsContain(e *v1.ItemError, s string) bool {
+	return e != nil && strings.Contains(e.GetMessage(), s)
+}
+
+// TestSessionShutdown: Serve's clean stop answers a session's waiting
+// claim (empty, as a drain does) and its calls in flight, then closes the
+// session, and returns only once it is closed.
+func TestSessionShutdown(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
+	parked := make(chan struct{}, 1)
+	s.onPark = func() { parked <- struct{}{} }
+	addr, stop := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	ts.send(&v1.Call{Id: 1, Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+		Namespace: sessNS, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}})
+	<-parked
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s.sessions.mu.Lock()
+	left := len(s.sessions.all)
+	s.sessions.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d sessions outlive Serve", left)
+	}
+	r := ts.mustRecv()
+	if r.GetId() != 1 || r.GetClaimWait() == nil {
+		t.Fatalf("the waiting claim at the stop: %v", r)
+	}
+	if _, err := ts.recv(); err == nil {
+		t.Fatal("the session outlives Serve")
+	}
+}
+
+// TestSessionStopUnderLoad: sessions sending enqueues while the server
+// stops (and the DB closes) see their sessions end; every enqueue that
+// was acknowledged is in the DB when it is opened again.
+func TestSessionStopUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	addr, db, _, stop := durableSessions(t, dir)
+	var mu sync.Mutex
+	var acked []uint64
+	var wg sync.WaitGroup
+	started := make(chan struct{}, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := dialWithCalls(t, addr)
+			var next uint64
+			go func() {
+				for i := 0; i < 2000; i++ {
+					var b []byte
+					for range 16 {
+						next++
+						b, _ = session.AppendFrame(b, enqueueCall(next, "load"))
+					}
+					if _, err := ts.conn.Write(b); err != nil {
+						return
+					}
+				}
+			}()
+			first := true
+			for {
+				r, err := ts.recv()
+				if err != nil {
+					return
+				}
+				if id := r.GetEnqueue().GetEnqueued().GetId(); id != 0 {
+					mu.Lock()
+					acked = append(acked, id)
+					mu.Unlock()
+				}
+				if first {
+					first = false
+					started <- struct{}{}
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-started
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := engine.Open(dir, engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	q := db2.Queue(engine.NS("p", "s"), "load")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acked) == 0 {
+		t.Fatal("nothing acknowledged")
+	}
+	for _, id := range acked {
+		if _, err := q.Get(context.Background(), id); err != nil {
+			t.Fatalf("acknowledged task %d: %v", id, err)
+		}
+	}
+	t.Logf("%d acknowledged enqueues, all there after the stop", len(acked))
+}
+
+// TestSessionOnAReplicatedDB: on a replicated DB (no deferred waits) the
+// calls of one read run at once, not one after another; a follower
+// answers with the leader's URL; stale reads are served when the Hello
+// asks for them.
+func TestSessionOnAReplicatedDB(t *testing.T) {
+	const n = 8
+	log := &gatedLog{testLog: &testLog{}, n: n, gate: make(chan struct{})}
+	db, err := engine.OpenReplicated(engine.Options{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.db = db
+	t.Cleanup(func() { db.Close() })
+	c := &testCluster{leaderURL: "http://leader.example", changed: make(chan struct{})}
+	s := New(db, Options{Cluster: c, Logger: slog.New(slog.DiscardHandler), MaxWait: time.Hour})
+	parked := make(chan struct{}, 1)
+	s.onPark = func() { parked <- struct{}{} }
+	addr, _ := serveSessions(t, s)
+	var calls []proto.Message
+	for i := range n {
+		calls = append(calls, enqueueCall(uint64(i+1), "r"))
+	}
+	ts := dialWithCalls(t, addr, calls...)
+	got := ts.recvAll(n)
+	for id, r := range got {
+		if r.GetEnqueue() == nil {
+			t.Fatalf("call %d: %v", id, r)
+		}
+	}
+	if log.timedOut.Load() {
+		t.Fatalf("the %d calls of one read ran one after another on a replicated DB", n)
+	}
+
+	// A waiting claim ends when the leadership changes, answered with the
+	// new leader.
+	ts.send(&v1.Call{Id: 50, Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+		Namespace: sessNS, Queue: "empty", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}})
+	<-parked
+	c.bump("http://new-leader.example")
+	if r := ts.mustRecv(); r.GetId() != 50 || r.GetError().GetLeader() != "http://new-leader.example" {
+		t.Fatalf("a waiting claim when the leadership changed: %v", r)
+	}
+
+	log.mu.Lock()
+	log.notLeader = true
+	log.mu.Unlock()
+	ts.send(enqueueCall(100, "r"))
+	r := ts.mustRecv()
+	if e := r.GetError(); e.GetLeader() != "http://new-leader.example" || e.GetUnavailable() == "" {
+		t.Fatalf("a write on a follower: %v", r)
+	}
+	get := &v1.Call{Id: 101, Call: &v1.Call_Counts{Counts: &v1.CountsRequest{Namespace: sessNS, Queue: "r"}}}
+	ts.send(get)
+	if r := ts.mustRecv(); r.GetError().GetLeader() == "" {
+		t.Fatalf("a linearizable read on a follower: %v", r)
+	}
+	stale := dialWithCalls(t, addr) // no stale reads asked for
+	stale.send(get)
+	if r := stale.mustRecv(); r.GetError() == nil {
+		t.Fatalf("a read on a follower without stale reads: %v", r)
+	}
+	stale = dialRaw(t, addr)
+	stale.send(&v1.Hello{Version: session.Version, StaleReads: true}, get)
+	var w v1.Welcome
+	if err := session.ReadMessage(stale.br, session.MaxHelloBytes, &w); err != nil {
+		t.Fatal(err)
+	}
+	if r := stale.mustRecv(); r.GetCounts().GetCounts().GetReady() != n {
+		t.Fatalf("a stale read on a follower: %v", r)
+	}
+}
+
+// gatedLog holds each of the first n submits until all n have come (or a
+// bound passed: then they ran one after another).
+type gatedLog struct {
+	*testLog
+	n         int32
+	submitted atomic.Int32
+	gate      chan struct{}
+	timedOut  atomic.Bool
+}
+
+func (g *gatedLog) Submit(ctx context.Context, cmd []byte) (*engine.Applied, error) {
+	if k := g.submitted.Add(1); k == g.n {
+		close(g.gate)
+	} else if k < g.n {
+		select {
+		case <-g.gate:
+		case <-time.After(5 * time.Second):
+			g.timedOut.Store(true)
+		}
+	}
+	return g.testLog.Submit(ctx, cmd)
+}

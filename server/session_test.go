@@ -1,0 +1,185 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/session"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// serveSessions serves s on a loopback listener with Serve (cleartext)
+// until the test ends, and returns its address and a function that stops
+// it and returns Serve's error.
+func serveSessions(t testing.TB, s *Server) (addr string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := NewHTTPServer(s.Mux(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, s, hs, ln, 10*time.Second) }()
+	var once bool
+	var serr error
+	stop = func() error {
+		if !once {
+			once = true
+			cancel()
+			serr = <-served
+		}
+		return serr
+	}
+	t.Cleanup(func() { stop() })
+	return ln.Addr().String(), stop
+}
+
+// testSession is a client's end of a session, raw.
+type testSession struct {
+	t    testing.TB
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+// dialRaw connects to addr and writes the preface.
+func dialRaw(t testing.TB, addr string) *testSession {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a test that would hang fails
+	if _, err := c.Write([]byte(session.Preface)); err != nil {
+		t.Fatal(err)
+	}
+	return &testSession{t: t, conn: c, br: bufio.NewReaderSize(c, session.BufSize)}
+}
+
+// dialSession opens a session with token and returns it with the Welcome.
+func dialSession(t testing.TB, addr, token string) (*testSession, *v1.Welcome) {
+	t.Helper()
+	ts := dialRaw(t, addr)
+	ts.send(&v1.Hello{Version: session.Version, Token: token, Client: "test"})
+	var w v1.Welcome
+	if err := session.ReadMessage(ts.br, session.MaxHelloBytes, &w); err != nil {
+		t.Fatalf("welcome: %v", err)
+	}
+	return ts, &w
+}
+
+func (ts *testSession) send(ms ...proto.Message) {
+	ts.t.Helper()
+	var b []byte
+	for _, m := range ms {
+		var err error
+		if b, err = session.AppendFrame(b, m); err != nil {
+			ts.t.Fatal(err)
+		}
+	}
+	if _, err := ts.conn.Write(b); err != nil {
+		ts.t.Fatal(err)
+	}
+}
+
+// recv reads one Reply; io.EOF (or a reset) when the server closed.
+func (ts *testSession) recv() (*v1.Reply, error) {
+	var r v1.Reply
+	if err := session.ReadMessage(ts.br, MaxResponseBytes+16, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (ts *testSession) mustRecv() *v1.Reply {
+	ts.t.Helper()
+	r, err := ts.recv()
+	if err != nil {
+		ts.t.Fatalf("reply: %v", err)
+	}
+	return r
+}
+
+// recvAll reads n replies and returns them by id.
+func (ts *testSession) recvAll(n int) map[uint64]*v1.Reply {
+	ts.t.Helper()
+	out := map[uint64]*v1.Reply{}
+	for range n {
+		r := ts.mustRecv()
+		if _, dup := out[r.GetId()]; dup {
+			ts.t.Fatalf("two replies for call %d", r.GetId())
+		}
+		out[r.GetId()] = r
+	}
+	return out
+}
+
+// closed reports whether the server closed the session (the next read
+// ends), reading at most a few replies before.
+func (ts *testSession) closed() error {
+	for range 100 {
+		if _, err := ts.recv(); err != nil {
+			return err
+		}
+	}
+	return errors.New("the session is still open")
+}
+
+func enqueueCall(id uint64, queue string) *v1.Call {
+	return &v1.Call{Id: id, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{
+		Namespace: &v1.Namespace{Project: "p", Scope: "s"}, Queue: queue,
+		Task: &v1.Task{Payload: []byte(`"x"`)},
+	}}}
+}
+
+func TestSessionServesCalls(t *testing.T) {
+	s, db := newTestServer(t, nil, Options{})
+	addr, _ := serveSessions(t, s)
+	ts, w := dialSession(t, addr, "")
+	if w.GetVersion() != session.Version || w.GetSession() == "" || w.GetMaxCalls() != DefaultMaxCalls ||
+		w.GetMaxParked() != DefaultMaxParked || w.GetMaxFrameBytes() != DefaultMaxRequestBytes {
+		t.Fatalf("welcome %v", w)
+	}
+	const n = 100
+	var calls []proto.Message
+	for i := range n {
+		calls = append(calls, enqueueCall(uint64(i+1), "q"))
+	}
+	calls = append(calls, &v1.Call{Id: n + 1, Call: &v1.Call_Counts{Counts: &v1.CountsRequest{
+		Namespace: &v1.Namespace{Project: "p", Scope: "s"}, Queue: "q"}}})
+	ts.send(calls...)
+	got := ts.recvAll(n + 1)
+	for i := range n {
+		if r := got[uint64(i+1)]; r.GetEnqueue().GetEnqueued().GetId() == 0 {
+			t.Fatalf("call %d: %v", i+1, r)
+		}
+	}
+	c, err := db.Queue(engine.NS("p", "s"), "q").Counts(context.Background())
+	if err != nil || c.Ready != n {
+		t.Fatalf("counts %+v %v", c, err)
+	}
+	_ = got[n+1].GetCounts()
+	if got[n+1].GetError() != nil {
+		t.Fatalf("counts call: %v", got[n+1])
+	}
+	// The unary API is still served on the same port.
+	st := newStubs("http://"+addr, "")
+	res, err := st.q.Counts(context.Background(), connect.NewRequest(&v1.CountsRequest{Namespace: &v1.Namespace{Project: "p", Scope: "s"}, Queue: "q"}))
+	if err != nil || res.Msg.GetCounts().GetReady() != n {
+		t.Fatalf("unary beside sessions: %v %v", res, err)
+	}
+	ts.conn.(*net.TCPConn).CloseWrite()
+	if _, err := ts.recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the client's end: %v, want EOF", err)
+	}
+}
