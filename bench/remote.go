@@ -130,7 +130,7 @@ func openServe(ctx context.Context, cfg Config, dir string) (*docketDriver, erro
 	if err != nil {
 		return nil, err
 	}
-	d, err := dialPair(ctx, url, client.Options{NoCoalesce: cfg.NoCoalesce}, "tasks")
+	d, err := dialPair(ctx, url, client.Options{Transport: transport(cfg)}, "tasks")
 	if err != nil {
 		return nil, errors.Join(err, p.Stop())
 	}

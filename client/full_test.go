@@ -21,7 +21,7 @@ func TestAFullBudgetCrossesTheNetwork(t *testing.T) {
 	db := &countingDB{DB: memDB(t, engine.Options{MaxMemory: 32 << 10})}
 	calls := &db.enqueues
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
-	c := dial(t, srv.url, Options{NoCoalesce: true})
+	c := dial(t, srv.url, Options{})
 	q := c.Queue(engine.NS("acme", "prod"), "q")
 	ctx := context.Background()
 	payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
