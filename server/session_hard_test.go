@@ -85,6 +85,14 @@ func TestSessionOverTLS(t *testing.T) {
 	if err != nil || res.Msg.GetCounts().GetReady() != 1 {
 		t.Fatalf("HTTPS beside sessions: %v %v", res, err)
 	}
+	resp, err := hc.Get("https://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("HTTPS clients get %s, not HTTP/2, beside sessions", resp.Proto)
+	}
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatal(err)
