@@ -298,3 +298,32 @@ func (g *gatedLog) Submit(ctx context.Context, cmd []byte) (*engine.Applied, err
 	}
 	return g.testLog.Submit(ctx, cmd)
 }
+
+// TestSessionDrainEndsWaitingClaims: Drain answers a session's waiting
+// claim at once (no leases) and refuses new ones as the unary call does;
+// the session goes on.
+func TestSessionDrainEndsWaitingClaims(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
+	parked := make(chan struct{}, 1)
+	s.onPark = func() { parked <- struct{}{} }
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	wait := func(id uint64) *v1.Call {
+		return &v1.Call{Id: id, Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+			Namespace: sessNS, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}}
+	}
+	ts.send(wait(1))
+	<-parked
+	s.Drain()
+	if r := ts.mustRecv(); r.GetId() != 1 || r.GetClaimWait() == nil {
+		t.Fatalf("the waiting claim at the drain: %v", r)
+	}
+	ts.send(wait(2), enqueueCall(3, "q"))
+	got := ts.recvAll(2)
+	if e := got[2].GetError(); wire.ItemError(e).Code() != connect.CodeUnavailable || e.GetUnavailable() != "draining" {
+		t.Fatalf("a claim while draining: %v", got[2])
+	}
+	if got[3].GetEnqueue() == nil {
+		t.Fatalf("an enqueue while draining: %v", got[3])
+	}
+}
