@@ -200,6 +200,9 @@ func (x *sess) refuseSession(err error) {
 func (x *sess) handshake() bool {
 	s := x.s
 	x.conn.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	if x.stopping.Load() { // stop's deadline may have just been replaced
+		return false
+	}
 	var hello v1.Hello
 	if err := session.ReadMessage(x.br, session.MaxHelloBytes, &hello); err != nil {
 		x.log.Info("docket: session ended before its hello", "req", x.id, "remote", x.conn.RemoteAddr().String(), "err", readErr(err, s.opts.BodyTimeout))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,5 +327,41 @@ func TestSessionDrainEndsWaitingClaims(t *testing.T) {
 	}
 	if got[3].GetEnqueue() == nil {
 		t.Fatalf("an enqueue while draining: %v", got[3])
+	}
+}
+
+// TestSessionStopDoesNotWaitForAHello: a clean stop ends a session still
+// waiting for its Hello at once, not when its BodyTimeout or the grace
+// period passes.
+func TestSessionStopDoesNotWaitForAHello(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{BodyTimeout: time.Hour})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, s, NewHTTPServer(s.Mux(), nil), ln, time.Hour) }()
+	ts := dialRaw(t, ln.Addr().String()) // the preface, no Hello
+	for { // until the session is being served
+		s.sessions.mu.Lock()
+		n := len(s.sessions.all)
+		s.sessions.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve waits for a session's Hello at its stop")
+	}
+	if _, err := ts.recv(); err == nil {
+		t.Fatal("the session outlives Serve")
 	}
 }
