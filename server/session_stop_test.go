@@ -343,7 +343,8 @@ func TestSessionStopDoesNotWaitForAHello(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- Serve(ctx, s, NewHTTPServer(s.Mux(), nil), ln, time.Hour) }()
 	ts := dialRaw(t, ln.Addr().String()) // the preface, no Hello
-	for {                                // until the session is being served
+	// Wait until the session is being served.
+	for {
 		s.sessions.mu.Lock()
 		n := len(s.sessions.all)
 		s.sessions.mu.Unlock()
