@@ -38,9 +38,6 @@ import (
 
 // Session bounds.
 const (
-	// sessionInFlight bounds the calls of one session read and not yet
-	// answered; past it the reader stops reading until one is answered.
-	sessionInFlight = 4096
 	// sessionParallel bounds the calls of one session that run at once
 	// on a replicated DB.
 	sessionParallel = eachParallel
@@ -53,6 +50,11 @@ const (
 	// keepFrameBuf bounds the frame buffer a reader keeps between frames.
 	keepFrameBuf = 64 << 10
 )
+
+// sessionInFlight bounds the calls of one session read and not yet
+// answered; past it the reader stops reading until one is answered (a
+// variable for tests).
+var sessionInFlight = 4096
 
 // errSessionEnded is the cause of a session's context once its reader
 // stopped.

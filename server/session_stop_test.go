@@ -366,3 +366,43 @@ func TestSessionStopDoesNotWaitForAHello(t *testing.T) {
 		t.Fatal("the session outlives Serve")
 	}
 }
+
+// TestSessionInFlightBound: a session reads no more calls while
+// sessionInFlight of its calls are unanswered: past the bound, waiting
+// claims are not even read until a drain answers the first ones (and the
+// later ones, read then, are refused for the drain).
+func TestSessionInFlightBound(t *testing.T) {
+	defer func(n int) { sessionInFlight = n }(sessionInFlight)
+	sessionInFlight = 16
+	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
+	parked := make(chan struct{}, 64)
+	s.onPark = func() { parked <- struct{}{} }
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	const n = 20
+	var calls []proto.Message
+	for i := range n {
+		calls = append(calls, &v1.Call{Id: uint64(i + 1), Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+			Namespace: sessNS, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}})
+	}
+	ts.send(calls...)
+	for range 16 {
+		<-parked
+	}
+	s.Drain()
+	got := ts.recvAll(n)
+	var empty, draining int
+	for id, r := range got {
+		switch {
+		case r.GetClaimWait() != nil:
+			empty++
+		case r.GetError().GetUnavailable() == "draining":
+			draining++
+		default:
+			t.Fatalf("claim %d: %v", id, r)
+		}
+	}
+	if empty != 16 || draining != n-16 || len(parked) != 0 {
+		t.Fatalf("%d claims waited, %d refused for the drain, %d more parked; want 16 and %d and 0", empty, draining, len(parked), n-16)
+	}
+}
