@@ -38,9 +38,6 @@ import (
 
 // Session bounds.
 const (
-	// sessionInFlight bounds the calls of one session read and not yet
-	// answered; past it the reader stops reading until one is answered.
-	sessionInFlight = 4096
 	// sessionParallel bounds the calls of one session that run at once
 	// on a replicated DB.
 	sessionParallel = eachParallel
@@ -53,6 +50,11 @@ const (
 	// keepFrameBuf bounds the frame buffer a reader keeps between frames.
 	keepFrameBuf = 64 << 10
 )
+
+// sessionInFlight bounds the calls of one session read and not yet
+// answered; past it the reader stops reading until one is answered (a
+// variable for tests).
+var sessionInFlight = 4096
 
 // errSessionEnded is the cause of a session's context once its reader
 // stopped.
@@ -200,6 +202,9 @@ func (x *sess) refuseSession(err error) {
 func (x *sess) handshake() bool {
 	s := x.s
 	x.conn.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	if x.stopping.Load() { // stop's deadline may have just been replaced
+		return false
+	}
 	var hello v1.Hello
 	if err := session.ReadMessage(x.br, session.MaxHelloBytes, &hello); err != nil {
 		x.log.Info("docket: session ended before its hello", "req", x.id, "remote", x.conn.RemoteAddr().String(), "err", readErr(err, s.opts.BodyTimeout))

@@ -85,6 +85,14 @@ func TestSessionOverTLS(t *testing.T) {
 	if err != nil || res.Msg.GetCounts().GetReady() != 1 {
 		t.Fatalf("HTTPS beside sessions: %v %v", res, err)
 	}
+	resp, err := hc.Get("https://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("HTTPS clients get %s, not HTTP/2, beside sessions", resp.Proto)
+	}
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatal(err)
@@ -407,5 +415,30 @@ func TestSessionRevokedToken(t *testing.T) {
 	b.send(enqueueCall(1, "q"))
 	if r := b.mustRecv(); r.GetEnqueue() == nil {
 		t.Fatalf("another caller's session: %v", r)
+	}
+}
+
+// TestSessionLogsCallsAsUnary: a failed call of a session is logged once,
+// as the unary call's failure is, with the request id session-call.
+func TestSessionLogsCallsAsUnary(t *testing.T) {
+	var logs logBuffer
+	s, _ := newTestServer(t, nil, Options{Logger: logs.logger()})
+	addr, _ := serveSessions(t, s)
+	ts, w := dialSession(t, addr, "")
+	ts.send(&v1.Call{Id: 41, Call: &v1.Call_Get{Get: &v1.GetRequest{Namespace: sessNS, Queue: "q", Id: 999}}})
+	if r := ts.mustRecv(); wire.ItemError(r.GetError()).Code() != connect.CodeNotFound {
+		t.Fatalf("%v", r)
+	}
+	n := 0
+	for _, l := range logs.lines(t) {
+		if l["msg"] == "docket: call failed" {
+			n++
+			if l["req"] != w.GetSession()+"-41" || l["procedure"] != docketv1connect.QueuesGetProcedure || l["code"] != "not_found" {
+				t.Fatalf("logged %v", l)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the failure was logged %d times", n)
 	}
 }

@@ -133,6 +133,16 @@ func (s *Server) serveALPN(hs *http.Server) {
 	if !slices.Contains(cfg.NextProtos, session.ALPN) {
 		cfg.NextProtos = append(cfg.NextProtos, session.ALPN)
 	}
+	if hs.Protocols == nil {
+		// A TLSNextProto without "h2" would turn HTTP/2 off: say what
+		// the server served before the session's entry was added.
+		var p http.Protocols
+		p.SetHTTP1(true)
+		if _, h2 := hs.TLSNextProto["h2"]; hs.TLSNextProto == nil || h2 {
+			p.SetHTTP2(true)
+		}
+		hs.Protocols = &p
+	}
 	if hs.TLSNextProto == nil {
 		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,4 +299,110 @@ func (g *gatedLog) Submit(ctx context.Context, cmd []byte) (*engine.Applied, err
 		}
 	}
 	return g.testLog.Submit(ctx, cmd)
+}
+
+// TestSessionDrainEndsWaitingClaims: Drain answers a session's waiting
+// claim at once (no leases) and refuses new ones as the unary call does;
+// the session goes on.
+func TestSessionDrainEndsWaitingClaims(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
+	parked := make(chan struct{}, 1)
+	s.onPark = func() { parked <- struct{}{} }
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	wait := func(id uint64) *v1.Call {
+		return &v1.Call{Id: id, Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+			Namespace: sessNS, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}}
+	}
+	ts.send(wait(1))
+	<-parked
+	s.Drain()
+	if r := ts.mustRecv(); r.GetId() != 1 || r.GetClaimWait() == nil {
+		t.Fatalf("the waiting claim at the drain: %v", r)
+	}
+	ts.send(wait(2), enqueueCall(3, "q"))
+	got := ts.recvAll(2)
+	if e := got[2].GetError(); wire.ItemError(e).Code() != connect.CodeUnavailable || e.GetUnavailable() != "draining" {
+		t.Fatalf("a claim while draining: %v", got[2])
+	}
+	if got[3].GetEnqueue() == nil {
+		t.Fatalf("an enqueue while draining: %v", got[3])
+	}
+}
+
+// TestSessionStopDoesNotWaitForAHello: a clean stop ends a session still
+// waiting for its Hello at once, not when its BodyTimeout or the grace
+// period passes.
+func TestSessionStopDoesNotWaitForAHello(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{BodyTimeout: time.Hour})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, s, NewHTTPServer(s.Mux(), nil), ln, time.Hour) }()
+	ts := dialRaw(t, ln.Addr().String()) // the preface, no Hello
+	// Wait until the session is being served.
+	for {
+		s.sessions.mu.Lock()
+		n := len(s.sessions.all)
+		s.sessions.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve waits for a session's Hello at its stop")
+	}
+	if _, err := ts.recv(); err == nil {
+		t.Fatal("the session outlives Serve")
+	}
+}
+
+// TestSessionInFlightBound: a session reads no more calls while
+// sessionInFlight of its calls are unanswered: past the bound, waiting
+// claims are not even read until a drain answers the first ones (and the
+// later ones, read then, are refused for the drain).
+func TestSessionInFlightBound(t *testing.T) {
+	defer func(n int) { sessionInFlight = n }(sessionInFlight)
+	sessionInFlight = 16
+	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
+	parked := make(chan struct{}, 64)
+	s.onPark = func() { parked <- struct{}{} }
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	const n = 20
+	var calls []proto.Message
+	for i := range n {
+		calls = append(calls, &v1.Call{Id: uint64(i + 1), Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+			Namespace: sessNS, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}})
+	}
+	ts.send(calls...)
+	for range 16 {
+		<-parked
+	}
+	s.Drain()
+	got := ts.recvAll(n)
+	var empty, draining int
+	for id, r := range got {
+		switch {
+		case r.GetClaimWait() != nil:
+			empty++
+		case r.GetError().GetUnavailable() == "draining":
+			draining++
+		default:
+			t.Fatalf("claim %d: %v", id, r)
+		}
+	}
+	if empty != 16 || draining != n-16 || len(parked) != 0 {
+		t.Fatalf("%d claims waited, %d refused for the drain, %d more parked; want 16 and %d and 0", empty, draining, len(parked), n-16)
+	}
 }
