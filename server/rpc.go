@@ -70,6 +70,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		func() (string, http.Handler) { return docketv1connect.NewAdminHandler(adminRPC{s}, opts) },
 		func() (string, http.Handler) { return docketv1connect.NewControlsHandler(controlsRPC{s}, opts) },
 		func() (string, http.Handler) { return docketv1connect.NewPipelineHandler(pipelineRPC{s}, opts) },
+		func() (string, http.Handler) { return docketv1connect.NewSearchHandler(searchRPC{s}, opts) },
 	} {
 		path, handler := h()
 		mux.Handle(path, s.authenticate(handler))
