@@ -20,6 +20,7 @@ type op struct {
 	All   bool   // acts on a whole state of the queue, not on ids
 	ByErr bool   // acts on the dead tasks whose last error is the form's err
 	Queue bool   // acts on the queue itself
+	Bulk  bool   // acts on every task a filter selects (search.go)
 }
 
 var ops = map[string]op{
@@ -35,6 +36,10 @@ var ops = map[string]op{
 	"pause":                {Name: "pause", Verb: "Paused", What: "stop workers from claiming tasks of this queue", Queue: true},
 	"resume":               {Name: "resume", Verb: "Resumed", What: "let workers claim tasks of this queue again", Queue: true},
 	"set-limits":           {Name: "set-limits", Verb: "Set the limits of", What: "replace the queue's limits", Queue: true},
+	"bulk-retry":           {Name: "bulk-retry", Bulk: true},
+	"bulk-cancel":          {Name: "bulk-cancel", Bulk: true},
+	"bulk-run-now":         {Name: "bulk-run-now", Bulk: true},
+	"bulk-delete":          {Name: "bulk-delete", Bulk: true},
 }
 
 // maxBulk bounds the tasks one "every completed task" or "every dead task
@@ -89,6 +94,10 @@ func (rq *request) action() {
 	if !rq.may(ref.NS) {
 		rq.failWith(http.StatusForbidden, fmt.Errorf("%s lacks admin on %s, which %s needs. Nothing changed.",
 			rq.callerName(), ref.NS, o.Name))
+		return
+	}
+	if o.Bulk {
+		rq.bulk(o, ref, f)
 		return
 	}
 	var ids []uint64
