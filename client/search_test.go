@@ -60,7 +60,9 @@ func exerciseSearch(t *testing.T, api engine.API) []string {
 // TestSearchOverTheClient: search and bulk actions answer the same over
 // the network as in process, errors included.
 func TestSearchOverTheClient(t *testing.T) {
-	clock := func() engine.Options { return engine.Options{Clock: engine.NewManualClock(time.Unix(1_900_000_000, 0))} }
+	clock := func() engine.Options {
+		return engine.Options{Clock: engine.NewManualClock(time.Unix(1_900_000_000, 0))}
+	}
 	local := exerciseSearch(t, memDB(t, clock()))
 	srv := serve(t, memDB(t, clock()), "127.0.0.1:0", server.Options{}, nil)
 	remote := exerciseSearch(t, dial(t, srv.url, Options{}))

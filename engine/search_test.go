@@ -235,7 +235,7 @@ func TestSearchReachesPastAnyWindow(t *testing.T) {
 	e := newEnv(t, true)
 	q := e.q("q")
 	batch := make([]Task, 1000)
-	for range 3 * searchChunk / len(batch) {
+	for range 12 { // 12,000 records: three chunks a walk
 		if _, err := q.EnqueueBatch(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestSearchReachesPastAnyWindow(t *testing.T) {
 func TestSearchReleasesLockBetweenChunks(t *testing.T) {
 	e := newEnv(t, true)
 	q := e.q("q")
-	tasks := make([]Task, 2*searchChunk+10)
+	tasks := make([]Task, 9000) // three chunks
 	for i := range tasks {
 		tasks[i].Kind = "k"
 	}
