@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,30 @@ func TestBulkNeedsAdminOverTheClient(t *testing.T) {
 	must(reader.Search(context.Background(), engine.SearchOptions{Count: true}))(t)
 	_, err := reader.Bulk(context.Background(), engine.Filter{}, engine.BulkCancel)
 	wantErr(t, "reader's bulk", err, engine.ErrPermission)
+}
+
+// partialAPI serves a DB whose bulk actions stop with an error after
+// acting on some tasks.
+type partialAPI struct{ engine.API }
+
+func (a partialAPI) Queue(ns engine.Namespace, name string) engine.Queue {
+	return partialQueue{a.API.Queue(ns, name)}
+}
+
+type partialQueue struct{ engine.Queue }
+
+func (partialQueue) Bulk(context.Context, engine.Filter, engine.BulkAction) (engine.BulkResult, error) {
+	return engine.BulkResult{Done: 3}, fmt.Errorf("%w: the engine stopped", engine.ErrFailed)
+}
+
+// TestBulkStoppedSaysWhatWasDone: a bulk action that fails after acting
+// on tasks says how many, with the engine's sentinel.
+func TestBulkStoppedSaysWhatWasDone(t *testing.T) {
+	srv := serve(t, partialAPI{memDB(t, engine.Options{})}, "127.0.0.1:0", server.Options{}, nil)
+	q := dial(t, srv.url, Options{}).Queue(engine.NS("acme", "prod"), "q")
+	_, err := q.Bulk(context.Background(), engine.Filter{}, engine.BulkCancel)
+	wantErr(t, "stopped bulk", err, engine.ErrFailed)
+	if !strings.Contains(err.Error(), "bulk cancel stopped after acting on 3 tasks") {
+		t.Fatalf("error %q does not say what was done", err)
+	}
 }
