@@ -140,6 +140,7 @@ type stubs struct {
 	controls docketv1connect.ControlsClient
 	pipe     docketv1connect.PipelineClient
 	presence docketv1connect.PresenceClient
+	search   docketv1connect.SearchClient
 	// claim and claimWait read their replies straight into engine leases
 	// (wire.LeaseCodec).
 	claim     *connect.Client[v1.ClaimRequest, wire.LeaseList]
@@ -361,6 +362,7 @@ func (c *Client) stub(base string) *stubs {
 			controls: docketv1connect.NewControlsClient(c.hc, base, c.copts...),
 			pipe:     docketv1connect.NewPipelineClient(c.hc, base, c.copts...),
 			presence: docketv1connect.NewPresenceClient(c.hc, base, c.copts...),
+			search:   docketv1connect.NewSearchClient(c.hc, base, c.copts...),
 			claim:    connect.NewClient[v1.ClaimRequest, wire.LeaseList](c.hc, base+docketv1connect.QueuesClaimProcedure, leases...),
 			claimWait: connect.NewClient[v1.ClaimWaitRequest, wire.LeaseList](c.pollHC, base+docketv1connect.QueuesClaimWaitProcedure,
 				leases...),

@@ -61,6 +61,8 @@ var (
 	opGet    = sop(func(m *v1.GetRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Get{Get: m}} }, (*v1.Reply).GetGet)
 	opList   = sop(func(m *v1.ListRequest) *v1.Call { return &v1.Call{Call: &v1.Call_List{List: m}} }, (*v1.Reply).GetList)
 	opCounts = sop(func(m *v1.CountsRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Counts{Counts: m}} }, (*v1.Reply).GetCounts)
+	opSearch = sop(func(m *v1.SearchRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Search{Search: m}} }, (*v1.Reply).GetSearch)
+	opBulk   = sop(func(m *v1.BulkRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Bulk{Bulk: m}} }, (*v1.Reply).GetBulk)
 
 	opCompleteAndClaim = sop(func(m *v1.CompleteAndClaimRequest) *v1.Call {
 		return &v1.Call{Call: &v1.Call_CompleteAndClaim{CompleteAndClaim: m}}

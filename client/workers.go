@@ -14,14 +14,11 @@ var _ engine.Presence = (*Client)(nil)
 
 func presenceOf(s *stubs) docketv1connect.PresenceClient { return s.presence }
 
-// unaryOnly is the session op of a call that sessions do not carry: it
-// goes as a unary RPC.
-func unaryOnly[Req, Res any]() *sessionOp[Req, Res] { return nil }
 
 // ReportWorker is repeated after a lost answer: a report replaces the last
 // one.
 func (c *Client) ReportWorker(ctx context.Context, ns engine.Namespace, p engine.WorkerPresence, ttl time.Duration) error {
-	_, err := invoke(ctx, c, true, unaryOnly[v1.ReportWorkerRequest, v1.ReportWorkerResponse](), presenceOf, docketv1connect.PresenceClient.ReportWorker,
+	_, err := invoke(ctx, c, true, noSession[v1.ReportWorkerRequest, v1.ReportWorkerResponse](), presenceOf, docketv1connect.PresenceClient.ReportWorker,
 		&v1.ReportWorkerRequest{Namespace: wire.PBNamespace(ns), Worker: wire.PBWorker(p), Ttl: wire.PBDuration(ttl)})
 	return err
 }
@@ -29,14 +26,14 @@ func (c *Client) ReportWorker(ctx context.Context, ns engine.Namespace, p engine
 // RemoveWorker is repeated after a lost answer: removing what is gone
 // changes nothing.
 func (c *Client) RemoveWorker(ctx context.Context, ns engine.Namespace, id string) error {
-	_, err := invoke(ctx, c, true, unaryOnly[v1.RemoveWorkerRequest, v1.RemoveWorkerResponse](), presenceOf, docketv1connect.PresenceClient.RemoveWorker,
+	_, err := invoke(ctx, c, true, noSession[v1.RemoveWorkerRequest, v1.RemoveWorkerResponse](), presenceOf, docketv1connect.PresenceClient.RemoveWorker,
 		&v1.RemoveWorkerRequest{Namespace: wire.PBNamespace(ns), Id: id})
 	return err
 }
 
 // Workers lists the live worker processes of ns.
 func (c *Client) Workers(ctx context.Context, ns engine.Namespace) ([]engine.WorkerPresence, error) {
-	res, err := invoke(ctx, c, true, unaryOnly[v1.WorkersRequest, v1.WorkersResponse](), presenceOf, docketv1connect.PresenceClient.Workers,
+	res, err := invoke(ctx, c, true, noSession[v1.WorkersRequest, v1.WorkersResponse](), presenceOf, docketv1connect.PresenceClient.Workers,
 		&v1.WorkersRequest{Namespace: wire.PBNamespace(ns)})
 	if err != nil {
 		return nil, err
@@ -54,14 +51,14 @@ func (c *Client) Workers(ctx context.Context, ns engine.Namespace) ([]engine.Wor
 
 // ReportSchedule is repeated after a lost answer, as ReportWorker.
 func (c *Client) ReportSchedule(ctx context.Context, ns engine.Namespace, s engine.ScheduleInfo, ttl time.Duration) error {
-	_, err := invoke(ctx, c, true, unaryOnly[v1.ReportScheduleRequest, v1.ReportScheduleResponse](), presenceOf, docketv1connect.PresenceClient.ReportSchedule,
+	_, err := invoke(ctx, c, true, noSession[v1.ReportScheduleRequest, v1.ReportScheduleResponse](), presenceOf, docketv1connect.PresenceClient.ReportSchedule,
 		&v1.ReportScheduleRequest{Namespace: wire.PBNamespace(ns), Schedule: wire.PBSchedule(s), Ttl: wire.PBDuration(ttl)})
 	return err
 }
 
 // Schedules lists the live periodic schedules of ns.
 func (c *Client) Schedules(ctx context.Context, ns engine.Namespace) ([]engine.ScheduleInfo, error) {
-	res, err := invoke(ctx, c, true, unaryOnly[v1.SchedulesRequest, v1.SchedulesResponse](), presenceOf, docketv1connect.PresenceClient.Schedules,
+	res, err := invoke(ctx, c, true, noSession[v1.SchedulesRequest, v1.SchedulesResponse](), presenceOf, docketv1connect.PresenceClient.Schedules,
 		&v1.SchedulesRequest{Namespace: wire.PBNamespace(ns)})
 	if err != nil {
 		return nil, err
@@ -80,14 +77,14 @@ func (c *Client) Schedules(ctx context.Context, ns engine.Namespace) ([]engine.S
 // PauseSchedule is repeated after a lost answer: pausing a paused schedule
 // changes nothing.
 func (c *Client) PauseSchedule(ctx context.Context, ns engine.Namespace, queue, name string) error {
-	_, err := invoke(ctx, c, true, unaryOnly[v1.ScheduleRequest, v1.ScheduleResponse](), presenceOf, docketv1connect.PresenceClient.PauseSchedule,
+	_, err := invoke(ctx, c, true, noSession[v1.ScheduleRequest, v1.ScheduleResponse](), presenceOf, docketv1connect.PresenceClient.PauseSchedule,
 		&v1.ScheduleRequest{Namespace: wire.PBNamespace(ns), Queue: queue, Name: name})
 	return err
 }
 
 // ResumeSchedule is repeated after a lost answer, as PauseSchedule.
 func (c *Client) ResumeSchedule(ctx context.Context, ns engine.Namespace, queue, name string) error {
-	_, err := invoke(ctx, c, true, unaryOnly[v1.ScheduleRequest, v1.ScheduleResponse](), presenceOf, docketv1connect.PresenceClient.ResumeSchedule,
+	_, err := invoke(ctx, c, true, noSession[v1.ScheduleRequest, v1.ScheduleResponse](), presenceOf, docketv1connect.PresenceClient.ResumeSchedule,
 		&v1.ScheduleRequest{Namespace: wire.PBNamespace(ns), Queue: queue, Name: name})
 	return err
 }
@@ -96,7 +93,7 @@ func (c *Client) ResumeSchedule(ctx context.Context, ns engine.Namespace, queue,
 // taken the request in between, and a repeat would run the schedule
 // twice): that is ErrOutcomeUnknown.
 func (c *Client) RunSchedule(ctx context.Context, ns engine.Namespace, queue, name string) error {
-	_, err := invoke(ctx, c, false, unaryOnly[v1.ScheduleRequest, v1.ScheduleResponse](), presenceOf, docketv1connect.PresenceClient.RunSchedule,
+	_, err := invoke(ctx, c, false, noSession[v1.ScheduleRequest, v1.ScheduleResponse](), presenceOf, docketv1connect.PresenceClient.RunSchedule,
 		&v1.ScheduleRequest{Namespace: wire.PBNamespace(ns), Queue: queue, Name: name})
 	return err
 }

@@ -120,6 +120,15 @@ type Queue interface {
 	Get(ctx context.Context, id uint64) (TaskInfo, error)
 	// List returns a page of the queue's tasks in one state, as of now.
 	List(ctx context.Context, o ListOptions) (Page, error)
+	// Search returns a page of the queue's tasks that a Filter selects
+	// (state, kind, error text, partition, header, id range, enqueue
+	// time), over the whole queue in id order, and on request how many
+	// it selects in all. It needs PermRead.
+	Search(ctx context.Context, o SearchOptions) (SearchPage, error)
+	// Bulk retries, cancels, runs now or deletes every task of the queue
+	// that f selects, in commits of a bounded size, and says how many it
+	// acted on and how many it skipped, and why. It needs PermAdmin.
+	Bulk(ctx context.Context, f Filter, a BulkAction) (BulkResult, error)
 	// Counts returns how many tasks the queue holds in each state, as of
 	// now.
 	Counts(ctx context.Context) (Counts, error)

@@ -43,12 +43,13 @@ type command struct {
 	result    []byte // cmdComplete, cmdCompleteClaim
 	progress  []byte // cmdHeartbeat, when hasProg
 	hasProg   bool
-	errMsg    string // cmdFail
-	permanent bool   // cmdFail
-	delay     int64  // cmdFail: retry after; cmdSnooze: the snooze (micros)
-	id        uint64 // cmdCancel, cmdRedrive, cmdRunNow
-	paused    bool   // cmdSetPaused
-	limits    Limits // cmdSetLimits
+	errMsg    string   // cmdFail
+	permanent bool     // cmdFail
+	delay     int64    // cmdFail: retry after; cmdSnooze: the snooze (micros)
+	id        uint64   // cmdCancel, cmdRedrive, cmdRunNow
+	paused    bool     // cmdSetPaused
+	limits    Limits   // cmdSetLimits
+	bulk      bulkArgs // cmdBulk (search.go)
 }
 
 // cmdOp is a command's operation. Part of the replicated log's format.
@@ -73,12 +74,13 @@ const (
 
 	cmdCompleteClaim  cmdOp = 20 // queue_batch.go; from version 2 on
 	cmdHeartbeatBatch cmdOp = 21 // from version 2 on
+	cmdBulk           cmdOp = 22 // search.go; from version 4 on
 )
 
 var cmdNames = [...]string{1: "enqueue", 2: "enqueue batch", 3: "claim", 4: "complete", 5: "complete batch",
 	6: "fail", 7: "heartbeat", 8: "snooze", 9: "cancel", 10: "redrive", 11: "redrive all", 12: "run now",
 	13: "commit", 14: "set paused", 15: "set limits",
-	cmdCompleteClaim: "complete and claim", cmdHeartbeatBatch: "heartbeat batch"}
+	cmdCompleteClaim: "complete and claim", cmdHeartbeatBatch: "heartbeat batch", cmdBulk: "bulk"}
 
 func (o cmdOp) String() string {
 	if int(o) < len(cmdNames) && cmdNames[o] != "" {
@@ -97,7 +99,10 @@ type cmdResult struct {
 	due      int64      // cmdClaim with wait and nothing leased: next timer or lease (0: none)
 	errs     []error    // cmdCompleteBatch, cmdHeartbeatBatch: one per lease
 	deadline int64      // cmdHeartbeat, cmdHeartbeatBatch: the new lease deadline
-	n        int        // cmdRedriveAll: tasks redriven
+	n        int        // cmdRedriveAll: tasks redriven; cmdBulk: tasks acted on
+	next     uint64     // cmdBulk: the id the next walk starts from, 0 when done
+	skips    [nSkip]int // cmdBulk: tasks left as they were, by reason
+	ids      []uint64   // cmdBulk: tasks removed while in flight (their lease watches fire)
 }
 
 func (cmd *command) key() index.QueueKey {
@@ -165,6 +170,8 @@ func (cmd *command) plan(p *planner, res *cmdResult) error {
 		return planCompleteClaim(p, cmd, res)
 	case cmdHeartbeatBatch:
 		return planHeartbeatBatch(p, cmd, res)
+	case cmdBulk:
+		return planBulk(p, cmd, res)
 	}
 	return invalid("command %d", cmd.op)
 }

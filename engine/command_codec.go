@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -41,6 +43,11 @@ import (
 //	                partitionBurst (version 4; partitionPer in micros)
 //	complete and claim  fence result [vop...] owner lease max  (version 2 on)
 //	heartbeat batch     [fence...] extend                      (version 2 on)
+//	bulk                action from scan [state...] retrying kind error
+//	                    partition headerKey headerValue minID maxID
+//	                    since before                           (version 2 on;
+//	                    since and before in Unix micros, the lowest and
+//	                    highest int64 for no bound)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
@@ -84,7 +91,7 @@ const (
 func (cmd *command) version() uint64 {
 	v := cmd.task.version()
 	switch cmd.op {
-	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch:
+	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch, cmdBulk:
 		v = max(v, cmdVersion2)
 	}
 	if cmd.op == cmdSetLimits && (cmd.limits.PartitionMaxInFlight != 0 || cmd.limits.PartitionRate != 0) {
@@ -218,6 +225,33 @@ func (cmd *command) encode() ([]byte, error) {
 			e.fence(&cmd.fences[i])
 		}
 		e.int(cmd.lease)
+	case cmdBulk:
+		b := &cmd.bulk
+		f := &b.filter
+		e.uint(uint64(b.action))
+		e.uint(b.from)
+		e.int(int64(b.scan))
+		e.array(len(f.States))
+		for _, st := range f.States {
+			e.uint(uint64(st))
+		}
+		e.uint(uint64(f.Retrying))
+		e.str(f.Kind)
+		e.str(f.Error)
+		e.str(f.Partition)
+		e.str(f.HeaderKey)
+		e.str(f.HeaderValue)
+		e.uint(f.MinID)
+		e.uint(f.MaxID)
+		since, before := int64(math.MinInt64), int64(math.MaxInt64)
+		if !f.EnqueuedSince.IsZero() {
+			since = f.EnqueuedSince.UnixMicro()
+		}
+		if !f.EnqueuedBefore.IsZero() {
+			before = f.EnqueuedBefore.UnixMicro()
+		}
+		e.int(since)
+		e.int(before)
 	default:
 		return nil, fmt.Errorf("%w: command %d", ErrInvalid, cmd.op)
 	}
@@ -442,6 +476,12 @@ func decodeCommand(data []byte, cmd *command) error {
 		if d.err == nil && cmd.lease < 1 {
 			d.fail(fmt.Errorf("heartbeat batch extending by %d µs", cmd.lease))
 		}
+	case cmdBulk:
+		if d.ver == cmdVersion1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+			break
+		}
+		d.bulk(&cmd.bulk)
 	default:
 		d.fail(fmt.Errorf("unknown operation %d", cmd.op))
 	}
@@ -452,6 +492,37 @@ func decodeCommand(data []byte, cmd *command) error {
 		return fmt.Errorf("%w: %w: %w", ErrCorrupt, errCommand, d.err)
 	}
 	return nil
+}
+
+func (d *cmdDecoder) bulk(b *bulkArgs) {
+	f := &b.filter
+	b.action = BulkAction(d.uint())
+	b.from = d.uint()
+	b.scan = int(d.small())
+	if n := d.array(8); n > 0 {
+		f.States = make([]State, n)
+		for i := range f.States {
+			f.States[i] = State(d.small())
+		}
+	}
+	f.Retrying = Retrying(d.small())
+	f.Kind, f.Error, f.Partition = d.str(), d.str(), d.str()
+	f.HeaderKey, f.HeaderValue = d.str(), d.str()
+	f.MinID, f.MaxID = d.uint(), d.uint()
+	if since := d.int(); since != math.MinInt64 {
+		f.EnqueuedSince = time.UnixMicro(since).UTC()
+	}
+	if before := d.int(); before != math.MaxInt64 {
+		f.EnqueuedBefore = time.UnixMicro(before).UTC()
+	}
+	if d.err != nil {
+		return
+	}
+	if !b.action.valid() || b.from == 0 || b.scan < 1 || b.scan > MaxBatch {
+		d.fail(fmt.Errorf("bulk %s from %d scanning %d", b.action, b.from, b.scan))
+		return
+	}
+	d.fail(f.Validate())
 }
 
 func (d *cmdDecoder) fail(err error) {

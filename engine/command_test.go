@@ -76,6 +76,11 @@ func versionedSamples() []versionedSample {
 		{2, command{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}, owner: "w", lease: 1, max: 1, seed: 2}},
 		{2, command{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000}},
 		{2, command{op: cmdEnqueue, task: unique, ops: ops[:1]}},
+		{2, command{op: cmdBulk, bulk: bulkArgs{action: BulkCancel, from: 1, scan: bulkScan}}},
+		{2, command{op: cmdBulk, bulk: bulkArgs{action: BulkRetry, from: 17, scan: 1, filter: Filter{
+			States: []State{Dead, Scheduled}, Retrying: OnlyRetrying, Kind: "k", Error: "Boom", Partition: "p",
+			HeaderKey: "h", HeaderValue: "v", MinID: 3, MaxID: 90,
+			EnqueuedSince: time.UnixMicro(1_700_000_000_000_001).UTC(), EnqueuedBefore: time.UnixMicro(1_800_000_000_000_000).UTC()}}}},
 		{2, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique}}},
 		{2, command{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}}},
 		// Version 3: tasks with dependencies or a dependency policy,

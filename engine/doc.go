@@ -4,7 +4,9 @@
 // Open a directory (or OpenInMemory) to get a DB. Queues live in (project, scope)
 // namespaces: DB.Queue returns a handle with Enqueue, EnqueueAsync, Claim,
 // ClaimWait, Complete, CompleteAndClaim, Fail, Heartbeat, HeartbeatBatch,
-// Snooze, Cancel, Redrive, Get, List and Counts;
+// Snooze, Cancel, Redrive, Get, List, Counts, and Search and Bulk over the
+// whole queue (search.go: a filter walked in id order, a few thousand
+// records per hold of the lock);
 // DB.KV returns a handle on the namespace's keys with Get, Scan and Commit,
 // whose ops (Set, Delete, IfVersion, IfExists, IfAbsent, Enqueue) commit
 // together or not at all. A task may wait for other tasks of its namespace
@@ -121,7 +123,8 @@
 //
 // Every write call (Enqueue, EnqueueBatch, EnqueueAsync, Claim, Complete,
 // CompleteBatch, CompleteAndClaim, Fail, Heartbeat, HeartbeatBatch, Snooze,
-// Cancel, Redrive, RedriveAll, RunNow, Pause, Resume, SetLimits, KV.Commit)
+// Cancel, Redrive, RedriveAll, RunNow, Bulk (one command per bounded walk),
+// Pause, Resume, SetLimits, KV.Commit)
 // is a command: its operation and validated arguments, planned against the
 // state at a given time with a given entropy seed. A standalone DB plans
 // it at once and logs the batch it gives. A DB opened

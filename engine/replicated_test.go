@@ -327,6 +327,11 @@ func script(api API, clock *ManualClock) []struct {
 			info, gerr := dq2.Get(ctx, c.ID)
 			return show(res, err) + show(next, nil) + show(info.State, gerr)
 		}},
+		{"search", func() string { return show(dq.Search(ctx, SearchOptions{Count: true, Newest: true})) }},
+		{"bulk run now", func() string { return show(dq.Bulk(ctx, Filter{States: []State{Scheduled}}, BulkRunNow)) }},
+		{"bulk cancel", func() string { return show(api.Queue(ns, "deps2").Bulk(ctx, Filter{}, BulkCancel)) }},
+		{"bulk retry", func() string { return show(api.Queue(ns, "q").Bulk(ctx, Filter{}, BulkRetry)) }},
+		{"bulk invalid", func() string { return show(dq.Bulk(ctx, Filter{MinID: 5, MaxID: 1}, BulkDelete)) }},
 		{"queues", func() string { return show(api.Queues(ctx)) }},
 	}
 }

@@ -647,6 +647,9 @@ type txn struct {
 	idem   map[idemKey]uint64 // keys enqueued earlier in this commit
 	ending []uint64           // tasks this commit ends (their keys move to a new task)
 	muts   []func(seq uint64)
+	// touched are the tasks this commit puts or deletes (a bulk action's
+	// walk stops at one).
+	touched map[uint64]bool
 	// parent is the task this commit completes: the tasks it enqueues are
 	// its follow-ups, listed in done when the completion is kept.
 	parent uint64
@@ -758,6 +761,7 @@ func (m *Model) housekeep() {
 // put stores rec as part of the commit.
 func (x *txn) put(rec *Rec) {
 	m := x.m
+	x.touch(rec.ID)
 	x.mut(func(uint64) {
 		m.tasks[rec.ID] = rec
 		if rec.ID >= m.NextID {
@@ -768,6 +772,7 @@ func (x *txn) put(rec *Rec) {
 
 func (x *txn) del(id uint64) {
 	m := x.m
+	x.touch(id)
 	x.mut(func(uint64) { delete(m.tasks, id) })
 }
 

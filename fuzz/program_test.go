@@ -62,11 +62,12 @@ const (
 	opRead
 	opControl
 	opDepend
+	opBulk
 	numOps
 )
 
 var opNames = [numOps]string{"enqueue", "batch", "claim", "complete", "fail", "heartbeat", "snooze", "cancel",
-	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "control", "depend"}
+	"redrive", "kv", "advance", "checkpoint", "reopen", "forged", "invalid", "read", "control", "depend", "bulk"}
 
 // program is a byte string read as instructions of opSize bytes; the first
 // byte configures the DB (see programConfig).
@@ -774,6 +775,8 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		r.control(a)
 	case opDepend:
 		r.depend(a)
+	case opBulk:
+		r.bulk(a)
 	}
 	if r.fullCheck && !r.failed {
 		r.checkStatePaged("after "+opNames[code], engine.MaxBatch)
@@ -1238,7 +1241,7 @@ func genProgram(rng *rand.Rand, n int, weights [numOps]int, cfg byte) []byte {
 var workload = [numOps]int{
 	opEnqueue: 14, opBatch: 4, opClaim: 14, opComplete: 10, opFail: 6, opHeartbeat: 4, opSnooze: 2,
 	opCancel: 2, opRedrive: 2, opKV: 5, opAdvance: 6, opCheckpoint: 1, opReopen: 1, opForged: 3,
-	opInvalid: 1, opRead: 3, opControl: 2, opDepend: 6,
+	opInvalid: 1, opRead: 3, opControl: 2, opDepend: 6, opBulk: 2,
 }
 
 // listFiles returns the regular files under dir (relative paths).
@@ -1255,4 +1258,47 @@ func listFiles(dir string) ([]string, error) {
 		return nil
 	})
 	return out, err
+}
+
+// bulk searches a queue with a filter the bytes choose, or acts on every
+// task it selects, in the engine and in the model: the same ids, the same
+// counts and reasons.
+func (r *runner) bulk(a [opSize - 1]byte) {
+	q := queues[a[0]&3]
+	var f engine.Filter
+	for i, st := range []engine.State{engine.Ready, engine.Scheduled, engine.InFlight, engine.Dead, engine.Completed, engine.Waiting} {
+		if a[1]>>i&1 != 0 {
+			f.States = append(f.States, st)
+		}
+	}
+	f.Retrying = engine.Retrying(a[2] & 3 % 3)
+	if a[2]&4 != 0 {
+		f.Kind = "job"
+	}
+	if a[2]&8 != 0 {
+		f.Error = []string{"LEASE", "forged"}[a[2]>>4&1]
+	}
+	if a[3]&0x80 != 0 {
+		f.MinID = uint64(a[3] & 0x3f)
+	}
+	if a[4]&4 != 0 {
+		p, gerr := r.q(q).Search(ctx, engine.SearchOptions{Filter: f, Limit: engine.MaxBatch, Count: true})
+		want, werr := r.m.Search(q, f)
+		var got []uint64
+		for _, t := range p.Tasks {
+			got = append(got, t.ID)
+		}
+		desc := fmt.Sprintf("search %s %+v", q, f)
+		if r.record(desc, gerr, werr, fmt.Sprint(got)) && (!slices.Equal(got, want) || p.Count != len(want)) {
+			r.fatalf("%s: %v count %d, model %v", desc, got, p.Count, want)
+		}
+		return
+	}
+	act := engine.BulkAction(1 + a[4]&3)
+	got, gerr := r.q(q).Bulk(ctx, f, act)
+	want, werr := r.m.Bulk(q, f, act)
+	desc := fmt.Sprintf("bulk %s %s %+v", act, q, f)
+	if r.record(desc, gerr, werr, fmt.Sprint(got)) && fmt.Sprint(got) != fmt.Sprint(want) {
+		r.fatalf("%s: %+v, model %+v", desc, got, want)
+	}
 }

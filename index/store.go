@@ -1272,3 +1272,15 @@ func nonEmpty(b []byte) []byte {
 	}
 	return b
 }
+
+// TasksFrom calls fn with the tasks of every queue in id order from id
+// from on (ascending, from included), or down from it (desc), until fn
+// returns false.
+func (s *Store) TasksFrom(from uint64, desc bool, fn func(*Task) bool) {
+	pivot := &Task{ID: from} // fn may look tasks up, which moves s.pivot
+	if desc {
+		s.tasks.Descend(pivot, fn)
+		return
+	}
+	s.tasks.Ascend(pivot, fn)
+}

@@ -657,7 +657,8 @@ func TestEveryProcedureAnswers(t *testing.T) {
 }
 
 // TestSchemaCoversTheEngineAPI: every method of engine.Queue has the RPC
-// of the same name in Queues, (the queue controls) Controls or Pipeline
+// of the same name in Queues, (the queue controls) Controls, Pipeline or
+// (search and bulk actions) Search
 // (EnqueueAsync is Queues.Enqueue over the network), every method of
 // engine.KV in KV, and engine.API's Queues is served by Admin (Queue, KV,
 // Clock and Close are the client's own).
@@ -665,7 +666,8 @@ func TestSchemaCoversTheEngineAPI(t *testing.T) {
 	services := func(names ...string) []protoreflect.ServiceDescriptor {
 		var out []protoreflect.ServiceDescriptor
 		for _, fd := range []protoreflect.FileDescriptor{v1.File_docket_v1_queues_proto, v1.File_docket_v1_kv_proto,
-			v1.File_docket_v1_admin_proto, v1.File_docket_v1_controls_proto, v1.File_docket_v1_pipeline_proto} {
+			v1.File_docket_v1_admin_proto, v1.File_docket_v1_controls_proto, v1.File_docket_v1_pipeline_proto,
+			v1.File_docket_v1_search_proto} {
 			for _, n := range names {
 				if sd := fd.Services().ByName(protoreflect.Name(n)); sd != nil {
 					out = append(out, sd)
@@ -680,7 +682,7 @@ func TestSchemaCoversTheEngineAPI(t *testing.T) {
 		local    []string
 		alias    map[string]string
 	}{
-		{reflect.TypeFor[engine.Queue](), services("Queues", "Controls", "Pipeline"), []string{"Namespace", "Name"},
+		{reflect.TypeFor[engine.Queue](), services("Queues", "Controls", "Pipeline", "Search"), []string{"Namespace", "Name"},
 			map[string]string{"EnqueueAsync": "Enqueue"}},
 		{reflect.TypeFor[engine.KV](), services("KV"), []string{"Namespace"}, nil},
 		{reflect.TypeFor[engine.API](), services("Admin"), []string{"Queue", "KV", "Clock", "Close"}, nil},

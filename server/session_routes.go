@@ -78,6 +78,8 @@ func (s *Server) buildRoutes() map[protoreflect.FieldNumber]*route {
 		to("get", docketv1connect.QueuesGetProcedure, s.runGet),
 		to("list", docketv1connect.QueuesListProcedure, s.runList),
 		to("counts", docketv1connect.QueuesCountsProcedure, s.runCounts),
+		to("search", docketv1connect.SearchSearchProcedure, s.runSearch),
+		to("bulk", docketv1connect.SearchBulkProcedure, s.runBulk),
 		to("complete_and_claim", docketv1connect.PipelineCompleteAndClaimProcedure, s.runCompleteAndClaim),
 		to("heartbeat_batch", docketv1connect.PipelineHeartbeatBatchProcedure, s.runHeartbeatBatch),
 		to("kv_get", docketv1connect.KVGetProcedure, s.runKVGet),

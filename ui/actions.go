@@ -23,6 +23,7 @@ type op struct {
 	// Schedule acts on the periodic schedule the form's schedule names,
 	// of the queue (see scheduleAction).
 	Schedule bool
+	Bulk     bool // acts on every task a filter selects (search.go)
 }
 
 var ops = map[string]op{
@@ -41,6 +42,10 @@ var ops = map[string]op{
 	"schedule-pause":       {Name: "schedule-pause", Verb: "Paused", What: "skip the schedule's ticks until it is resumed", Schedule: true},
 	"schedule-resume":      {Name: "schedule-resume", Verb: "Resumed", What: "enqueue the schedule's ticks again", Schedule: true},
 	"schedule-run":         {Name: "schedule-run", Verb: "Asked to run", What: "enqueue the schedule's task once, now", Schedule: true},
+	"bulk-retry":           {Name: "bulk-retry", Bulk: true},
+	"bulk-cancel":          {Name: "bulk-cancel", Bulk: true},
+	"bulk-run-now":         {Name: "bulk-run-now", Bulk: true},
+	"bulk-delete":          {Name: "bulk-delete", Bulk: true},
 }
 
 // maxBulk bounds the tasks one "every completed task" or "every dead task
@@ -99,6 +104,10 @@ func (rq *request) action() {
 	}
 	if o.Schedule {
 		rq.scheduleAction(o, ref)
+		return
+	}
+	if o.Bulk {
+		rq.bulk(o, ref, f)
 		return
 	}
 	var ids []uint64
@@ -284,30 +293,12 @@ func plural(n int, one, many string) string {
 }
 
 // deleteAll deletes the tasks of q in state st (retained completions or
-// dead letters), at most maxBulk, reading them a page at a time. The
-// engine deletes them with Cancel, as any other.
+// dead letters): the engine's bulk delete, over the whole queue, in
+// commits of a bounded size. Nothing is left for another run, so more is
+// always false.
 func deleteAll(ctx context.Context, q engine.Queue, st engine.State) (int, bool, error) {
-	n := 0
-	for n < maxBulk {
-		p, err := q.List(ctx, engine.ListOptions{State: st, Limit: min(1000, maxBulk-n)})
-		if err != nil {
-			return n, false, err
-		}
-		if len(p.Tasks) == 0 {
-			return n, false, nil
-		}
-		for _, t := range p.Tasks {
-			if err := q.Cancel(ctx, t.ID); err != nil && !errors.Is(err, engine.ErrNotFound) {
-				return n, false, err
-			}
-			n++
-		}
-		if p.Next == "" {
-			return n, false, nil
-		}
-	}
-	c, err := q.Counts(ctx)
-	return n, err == nil && countOf(c, st) > 0, err
+	r, err := q.Bulk(ctx, engine.Filter{States: []engine.State{st}}, engine.BulkDelete)
+	return r.Done, false, err
 }
 
 // withError runs act (redrive or cancel) on every dead task of q whose last

@@ -42,17 +42,24 @@ func TestRetryingTab(t *testing.T) {
 	mustContain(t, e.mustGet(fmt.Sprintf("/docket/queue?p=acme&s=prod&q=jobs&id=%d", retry)), `state=retrying" aria-current="page"`)
 }
 
-// TestRetryingCountIsWindowed: past the scan window, the counts say they
-// are bounds.
-func TestRetryingCountIsWindowed(t *testing.T) {
+// TestRetryingCountIsExact: past the scan window, the engine still counts
+// the retries and the timers exactly, over the whole queue.
+func TestRetryingCountIsExact(t *testing.T) {
 	e := newEnv(t, Options{ScanWindow: 3, PageSize: 2})
 	q := e.queue("jobs")
 	for range 5 {
 		e.enqueue(q, engine.Task{Delay: time.Hour})
 	}
+	e.enqueue(q, engine.Task{MaxAttempts: 3})
+	ls, err := q.Claim(ctx, "w", time.Minute, 1)
+	if err != nil || len(ls) != 1 {
+		t.Fatal(ls, err)
+	}
+	if err := q.Fail(ctx, ls[0], engine.Failure{Err: "later", RetryAfter: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	body := e.mustGet("/docket/queue?p=acme&s=prod&q=jobs&state=retrying")
-	mustContain(t, body, `title="Counted over the first 3 scheduled tasks">retrying <span class="n">≥0</span>`,
-		`scheduled <span class="n">≤5</span>`)
+	mustContain(t, body, `>retrying <span class="n">1</span>`, `>scheduled <span class="n">5</span>`)
 }
 
 func limitsPost(tok string, kv ...string) url.Values {

@@ -172,7 +172,8 @@ func TestErrorGroupsStayGroups(t *testing.T) {
 }
 
 // TestDeleteAllDead: the dead-letter page's "Delete all" confirms with the
-// count, then deletes every dead task of the queue and nothing else.
+// count, then deletes every dead task of the queue and nothing else, in
+// one commit (the engine's bulk delete), not one commit a task.
 func TestDeleteAllDead(t *testing.T) {
 	e := newEnv(t, Options{AllowActions: true})
 	q := e.queue("jobs")
@@ -185,7 +186,11 @@ func TestDeleteAllDead(t *testing.T) {
 		t.Fatalf("the confirmation deleted: %s", s)
 	}
 	form.Set("confirm", "yes")
+	commits := e.db.Stats().Commits
 	mustContain(t, e.mustGetPost(form), "Deleted 7 tasks.")
+	if n := e.db.Stats().Commits - commits; n != 1 {
+		t.Fatalf("deleting 7 dead tasks took %d commits, want 1", n)
+	}
 	c, _ := q.Counts(ctx)
 	if c.Dead != 0 || e.state(q, ready) != "ready" {
 		t.Fatalf("after: %+v, ready task %s", c, e.state(q, ready))

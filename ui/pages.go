@@ -289,6 +289,9 @@ type filter struct {
 	// Retry keeps only the scheduled tasks that wait out a backoff after
 	// a failed attempt (retrying), or only the others (timers).
 	Retry retrySel
+	// search is the rest of the page's filter (partition, header, ids,
+	// age), for the views that read a window rather than search.
+	search *engine.Filter
 }
 
 type retrySel int
@@ -318,6 +321,9 @@ func (f filter) match(t engine.TaskInfo) bool {
 	if f.Group != "" && errKey(t.LastError) != f.Group {
 		return false
 	}
+	if f.search != nil && !matchInfo(f.search, t) {
+		return false
+	}
 	switch f.Retry {
 	case onlyRetries:
 		return retrying(t)
@@ -336,6 +342,7 @@ var sorts = []sortOpt{
 	{"priority", "priority, highest first"},
 	{"due", "due time, soonest first"},
 	{"age", "age, oldest first"},
+	{"newest", "age, newest first"},
 }
 
 // engineOrder is the sort the engine's listing of st already is: those
@@ -459,6 +466,15 @@ type queuePage struct {
 	// tasks name none), MorePartitions whether it has more.
 	Partitions     []engine.PartitionInfo
 	MorePartitions bool
+	// Search is the filter the engine runs over the whole queue; Matched
+	// says it did and Matches how many tasks it selects. Bulk carries it
+	// to the bulk actions (BulkButtons), bounded by the highest id and
+	// the time of the count.
+	Search      search
+	Matched     bool
+	Matches     int
+	Bulk        search
+	BulkButtons []bulkButton
 }
 
 // queuePartitions is how many partitions the queue page shows.
@@ -476,6 +492,7 @@ func (rq *request) queue() {
 		tab = engine.Ready.String()
 	}
 	f := filter{Kind: v.Get("kind"), Err: v.Get("err"), Group: v.Get("group")}
+	srch := searchOf(v, tab)
 	if f.Group != "" {
 		f.Group = errKey(f.Group)
 	}
@@ -514,21 +531,23 @@ func (rq *request) queue() {
 		return
 	}
 	// Retries are counted on their tab and the scheduled one only, so the
-	// other tabs still read a page at most in the engine's order.
+	// other tabs walk the queue only for a filter. The engine counts them
+	// over the whole queue.
 	retries, capped, counted := 0, false, false
 	if counts.Scheduled > 0 && st == engine.Scheduled && v.Get("id") == "" && v.Get("on") == "" {
 		counted = true
-		res, err := scan(rq.ctx(), q, engine.Scheduled, "", filter{Retry: onlyRetries}, window, window)
+		res, err := q.Search(rq.ctx(), engine.SearchOptions{Limit: 1, Count: true,
+			Filter: engine.Filter{States: []engine.State{engine.Scheduled}, Retrying: engine.OnlyRetrying}})
 		if err != nil {
 			rq.fail(err)
 			return
 		}
-		retries, capped = len(res.Tasks), res.Capped
+		retries = res.Count
 	}
 	rq.sampleIfDue()
 	tracked, _ := rq.d.rates.tracked(ref.NS, ref.Name)
 	pg := queuePage{Ref: ref, State: st, Tab: tab, SampleEvery: rq.d.opts.SampleEvery, Tracked: tracked, Tabs: tabsOf(counts, retries, counted, capped, window), States: states,
-		Counts: counts, Filter: f, Sort: by, Sorts: sorts,
+		Counts: counts, Filter: f, Search: srch, Sort: by, Sorts: sorts,
 		EngineOrder: engineOrderLabel(st), First: v.Get("cursor") == "" && off == 0,
 		Now: rq.api.Clock().Now(), RunNow: st == engine.Scheduled}
 	settings, err := q.Settings(rq.ctx())
@@ -558,6 +577,26 @@ func (rq *request) queue() {
 		return template.URL(nv.Encode())
 	}
 	page := rq.d.opts.PageSize
+	ef, err := srch.filter(pg.Now)
+	if err != nil {
+		rq.fail(err)
+		return
+	}
+	f.search = &ef
+	if srch.active() && v.Get("id") == "" && v.Get("on") == "" {
+		// How many match in the whole queue, and the bulk actions on them.
+		res, err := q.Search(rq.ctx(), engine.SearchOptions{Filter: ef, Limit: 1, Count: true})
+		if err != nil {
+			rq.fail(err)
+			return
+		}
+		pg.Matched, pg.Matches = true, res.Count
+		if res.Count > 0 && rq.chrome(0).actions {
+			bs := srch
+			bs.At, bs.Upto = strconv.FormatInt(pg.Now.UnixMicro(), 10), strconv.FormatUint(res.MaxID, 10)
+			pg.Bulk, pg.BulkButtons = bs, bulkButtons(tab)
+		}
+	}
 	onText := strings.TrimSpace(v.Get("on"))
 	switch idText := strings.TrimSpace(v.Get("id")); {
 	case onText != "":
@@ -592,6 +631,17 @@ func (rq *request) queue() {
 			if retrying(t) {
 				pg.Tab = retryingTab
 			}
+		}
+	case f.Group == "" && (by == "age" || by == "newest" || srch.active() && by == ""):
+		// The engine searches the whole queue, in id order.
+		res, err := q.Search(rq.ctx(), engine.SearchOptions{Filter: ef, Newest: by == "newest", Limit: page, Cursor: cursor})
+		if err != nil {
+			rq.fail(err)
+			return
+		}
+		pg.Tasks = res.Tasks
+		if res.Next != "" {
+			pg.Next = next(res.Next, 0)
 		}
 	case by == "" || by == engineOrder(st):
 		// The engine's order: a page, or a filtered page within the window.

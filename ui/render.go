@@ -13,7 +13,7 @@ import (
 	"github.com/docketdb/docket/engine"
 )
 
-var pages = []string{"overview", "queue", "task", "dead", "kv", "workers", "periodic", "cluster", "confirm", "report", "login", "error"}
+var pages = []string{"overview", "queue", "task", "dead", "kv", "workers", "periodic", "cluster", "confirm", "report", "login", "error", "bulk", "bulkreport"}
 
 func parseTemplates(o Options) map[string]*template.Template {
 	base := template.Must(template.New("layout").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))

@@ -75,8 +75,13 @@ func TestLargeQueueBoundedWork(t *testing.T) {
 	if rows := strings.Count(body, `type="checkbox" name="id"`); rows != 50 {
 		t.Fatalf("second page has %d rows", rows)
 	}
-	body = check("filter matching nothing", base+"&kind=none", 2000, "Read 2000 tasks (the scan window) and found 0 matching")
-	check("filter matching nothing, read on", next(body), 2000)
+	// A filter runs in the engine over the whole queue (Search, which
+	// lists nothing through List) and says how many match.
+	body = check("filter matching nothing", base+"&kind=none", 0, "0 tasks match in the whole queue")
+	if strings.Contains(body, `rel="next"`) {
+		t.Fatal("a search that matched nothing has a next page")
+	}
+	check("filter matching all", base+"&kind=bulk", 0, group(fmt.Sprint(n))+" tasks match in the whole queue")
 	for _, by := range []string{"", "priority", "due", "age"} {
 		for _, f := range []string{"", "&kind=none", "&kind=bulk", "&err=timeout", "&kind=bulk&err=timeout"} {
 			limit := int64(2000)
@@ -90,7 +95,10 @@ func TestLargeQueueBoundedWork(t *testing.T) {
 			}
 		}
 	}
-	body = check("sorted by age", base+"&sort=age", 2000, "Sorted within a window of 2000 tasks read")
+	body = check("sorted by age", base+"&sort=age", 0)
+	if strings.Contains(body, "Sorted within a window") {
+		t.Fatal("oldest first is sorted within a window, not over the queue")
+	}
 	if rows := strings.Count(body, `type="checkbox" name="id"`); rows != 50 {
 		t.Fatalf("sorted page has %d rows", rows)
 	}
@@ -196,8 +204,9 @@ func TestEveryViewIsBounded(t *testing.T) {
 	}
 }
 
-// A sort the engine does not keep is applied to one window at a time, and
-// its pages walk that window before the next.
+// Oldest first (and newest first) is over the whole queue; a sort the
+// engine does not keep (due time, for ready tasks) is applied to one
+// window at a time, and its pages walk that window before the next.
 func TestWindowedSort(t *testing.T) {
 	e := newEnv(t, Options{PageSize: 2, ScanWindow: 4})
 	q := e.queue("jobs")
@@ -207,27 +216,35 @@ func TestWindowedSort(t *testing.T) {
 	}
 	rowsRE := regexp.MustCompile(`task\?p=acme&amp;q=jobs&amp;s=prod&amp;id=(\d+)"`)
 	nextRE := regexp.MustCompile(`href="/docket/queue\?([^"]+)" rel="next"`)
-	path := "/docket/queue?p=acme&s=prod&q=jobs&sort=age"
-	var pages []string
-	for range 5 {
-		body := e.mustGet(path)
-		var ids []string
-		for _, m := range rowsRE.FindAllStringSubmatch(body, -1) {
-			ids = append(ids, m[1])
+	walk := func(path string) string {
+		var pages []string
+		for range 5 {
+			body := e.mustGet(path)
+			var ids []string
+			for _, m := range rowsRE.FindAllStringSubmatch(body, -1) {
+				ids = append(ids, m[1])
+			}
+			pages = append(pages, strings.Join(ids, " "))
+			m := nextRE.FindStringSubmatch(body)
+			if m == nil {
+				break
+			}
+			path = "/docket/queue?" + strings.ReplaceAll(m[1], "&amp;", "&")
 		}
-		pages = append(pages, strings.Join(ids, " "))
-		m := nextRE.FindStringSubmatch(body)
-		if m == nil {
-			break
-		}
-		path = "/docket/queue?" + strings.ReplaceAll(m[1], "&amp;", "&")
+		return strings.Join(pages, " | ")
 	}
-	// Priority order is 6 5 4 3 | 2 1; each window of 4 is sorted oldest first.
-	if got := strings.Join(pages, " | "); got != "3 4 | 5 6 | 1 2" {
-		t.Fatalf("pages %q", got)
+	if got := walk("/docket/queue?p=acme&s=prod&q=jobs&sort=age"); got != "1 2 | 3 4 | 5 6" {
+		t.Fatalf("oldest first: pages %q", got)
 	}
-	mustContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs&sort=age"), "Sorted within a window of 4 tasks read")
-	if st, _ := e.get("/docket/queue?p=acme&s=prod&q=jobs&sort=age&off=4"); st != http.StatusBadRequest {
+	if got := walk("/docket/queue?p=acme&s=prod&q=jobs&sort=newest"); got != "6 5 | 4 3 | 2 1" {
+		t.Fatalf("newest first: pages %q", got)
+	}
+	// Priority order is 6 5 4 3 | 2 1; each window of 4 is sorted by due time.
+	if got := walk("/docket/queue?p=acme&s=prod&q=jobs&sort=due"); got != "3 4 | 5 6 | 1 2" {
+		t.Fatalf("due: pages %q", got)
+	}
+	mustContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs&sort=due"), "Sorted within a window of 4 tasks read")
+	if st, _ := e.get("/docket/queue?p=acme&s=prod&q=jobs&sort=due&off=4"); st != http.StatusBadRequest {
 		t.Fatalf("an offset past the window: %d", st)
 	}
 }
@@ -256,14 +273,21 @@ func TestFiltersAndPaging(t *testing.T) {
 	if got := ids(e.mustGet(base)); got != "6 5" {
 		t.Fatalf("first page %q", got)
 	}
-	if got := ids(e.mustGet(base + "&kind=a")); got != "5 3" {
+	// A filter searches the whole queue, oldest first, and counts.
+	body := e.mustGet(base + "&kind=a")
+	if got := ids(body); got != "1 3" {
 		t.Fatalf("kind a: %q", got)
 	}
-	if got := ids(e.mustGet(base + "&kind=a&sort=age")); got != "3 5" {
-		t.Fatalf("kind a by age: %q", got)
+	mustContain(t, body, "3 tasks match in the whole queue")
+	if got := ids(e.mustGet(base + "&kind=a&sort=newest")); got != "5 3" {
+		t.Fatalf("kind a newest first: %q", got)
 	}
-	body := e.mustGet(base + "&kind=zzz")
-	mustContain(t, body, "Read 4 tasks (the scan window) and found 0 matching", "rel=\"next\"")
+	// In the engine's priority order, the filter reads a window.
+	if got := ids(e.mustGet(base + "&kind=a&sort=priority")); got != "5 3" {
+		t.Fatalf("kind a by priority: %q", got)
+	}
+	body = e.mustGet(base + "&kind=zzz")
+	mustContain(t, body, "0 tasks match in the whole queue")
 	if got := ids(e.mustGet(base + "&id=4")); got != "4" {
 		t.Fatalf("by id: %q", got)
 	}

@@ -526,6 +526,9 @@ func TestWriteCommandsNeedADocketDirectory(t *testing.T) {
 			{"pause"},
 			{"resume"},
 			{"limits", "-rate", "1", "-per", "1s"},
+			{"bulk", "-action", "cancel", "-yes"},
+			{"bulk", "-action", "retry"},
+			{"search", "-count"},
 		} {
 			code, _, errs := docket(t, append(args, "-dir", d)...)
 			if code != 1 || strings.Count(errs, "docket:") != 1 {

@@ -42,6 +42,8 @@ func init() {
 		{"top", "[-dir DIR | -server URL] [-once] [-every D]", "show every queue's counts and rates, refreshed live", runTop},
 		{"inspect", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-state S] [-json]", "list the tasks of a queue in one state", runInspect},
 		{"get", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-json] ID", "show one task (found in any queue unless -queue says which): payload, result, attempts", runGet},
+		{"search", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [filter flags] [-newest] [-count] [-json]", "search a whole queue by state, kind, error text, partition, header, ids and age, and count the matches", runSearch},
+		{"bulk", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] -action retry|cancel|run-now|delete [filter flags] [-yes]", "retry, cancel, run now or delete every task a filter selects (counts first; acts with -yes)", runBulk},
 		{"dead", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-redrive ID,... | -redrive-all | -by-error | -redrive-error TEXT | -delete-error TEXT]", "list, group, redrive or delete the dead-letter queue of a queue", runDead},
 		{"enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", "add a task (payload JSON as an argument, or - for stdin)", runEnqueue},
 		{"cancel", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-completed] ID... | -completed-all", "delete tasks in any state (-completed: only retained completions)", runCancel},

@@ -203,6 +203,8 @@ type Call struct {
 	//	*Call_Get
 	//	*Call_List
 	//	*Call_Counts
+	//	*Call_Search
+	//	*Call_Bulk
 	//	*Call_CompleteAndClaim
 	//	*Call_HeartbeatBatch
 	//	*Call_KvGet
@@ -416,6 +418,24 @@ func (x *Call) GetCounts() *CountsRequest {
 	return nil
 }
 
+func (x *Call) GetSearch() *SearchRequest {
+	if x != nil {
+		if x, ok := x.Call.(*Call_Search); ok {
+			return x.Search
+		}
+	}
+	return nil
+}
+
+func (x *Call) GetBulk() *BulkRequest {
+	if x != nil {
+		if x, ok := x.Call.(*Call_Bulk); ok {
+			return x.Bulk
+		}
+	}
+	return nil
+}
+
 func (x *Call) GetCompleteAndClaim() *CompleteAndClaimRequest {
 	if x != nil {
 		if x, ok := x.Call.(*Call_CompleteAndClaim); ok {
@@ -590,6 +610,14 @@ type Call_Counts struct {
 	Counts *CountsRequest `protobuf:"bytes,25,opt,name=counts,proto3,oneof"`
 }
 
+type Call_Search struct {
+	Search *SearchRequest `protobuf:"bytes,26,opt,name=search,proto3,oneof"`
+}
+
+type Call_Bulk struct {
+	Bulk *BulkRequest `protobuf:"bytes,27,opt,name=bulk,proto3,oneof"`
+}
+
 type Call_CompleteAndClaim struct {
 	CompleteAndClaim *CompleteAndClaimRequest `protobuf:"bytes,30,opt,name=complete_and_claim,json=completeAndClaim,proto3,oneof"`
 }
@@ -667,6 +695,10 @@ func (*Call_Get) isCall_Call() {}
 func (*Call_List) isCall_Call() {}
 
 func (*Call_Counts) isCall_Call() {}
+
+func (*Call_Search) isCall_Call() {}
+
+func (*Call_Bulk) isCall_Call() {}
 
 func (*Call_CompleteAndClaim) isCall_Call() {}
 
@@ -751,6 +783,8 @@ type Reply struct {
 	//	*Reply_Get
 	//	*Reply_List
 	//	*Reply_Counts
+	//	*Reply_Search
+	//	*Reply_Bulk
 	//	*Reply_CompleteAndClaim
 	//	*Reply_HeartbeatBatch
 	//	*Reply_KvGet
@@ -964,6 +998,24 @@ func (x *Reply) GetCounts() *CountsResponse {
 	return nil
 }
 
+func (x *Reply) GetSearch() *SearchResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*Reply_Search); ok {
+			return x.Search
+		}
+	}
+	return nil
+}
+
+func (x *Reply) GetBulk() *BulkResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*Reply_Bulk); ok {
+			return x.Bulk
+		}
+	}
+	return nil
+}
+
 func (x *Reply) GetCompleteAndClaim() *CompleteAndClaimResponse {
 	if x != nil {
 		if x, ok := x.Reply.(*Reply_CompleteAndClaim); ok {
@@ -1135,6 +1187,14 @@ type Reply_Counts struct {
 	Counts *CountsResponse `protobuf:"bytes,25,opt,name=counts,proto3,oneof"`
 }
 
+type Reply_Search struct {
+	Search *SearchResponse `protobuf:"bytes,26,opt,name=search,proto3,oneof"`
+}
+
+type Reply_Bulk struct {
+	Bulk *BulkResponse `protobuf:"bytes,27,opt,name=bulk,proto3,oneof"`
+}
+
 type Reply_CompleteAndClaim struct {
 	CompleteAndClaim *CompleteAndClaimResponse `protobuf:"bytes,30,opt,name=complete_and_claim,json=completeAndClaim,proto3,oneof"`
 }
@@ -1213,6 +1273,10 @@ func (*Reply_List) isReply_Reply() {}
 
 func (*Reply_Counts) isReply_Reply() {}
 
+func (*Reply_Search) isReply_Reply() {}
+
+func (*Reply_Bulk) isReply_Reply() {}
+
 func (*Reply_CompleteAndClaim) isReply_Reply() {}
 
 func (*Reply_HeartbeatBatch) isReply_Reply() {}
@@ -1239,7 +1303,7 @@ var File_docket_v1_session_proto protoreflect.FileDescriptor
 
 const file_docket_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x17docket/v1/session.proto\x12\tdocket.v1\x1a\x15docket/v1/admin.proto\x1a\x18docket/v1/controls.proto\x1a\x12docket/v1/kv.proto\x1a\x18docket/v1/pipeline.proto\x1a\x16docket/v1/queues.proto\"p\n" +
+	"\x17docket/v1/session.proto\x12\tdocket.v1\x1a\x15docket/v1/admin.proto\x1a\x18docket/v1/controls.proto\x1a\x12docket/v1/kv.proto\x1a\x18docket/v1/pipeline.proto\x1a\x16docket/v1/queues.proto\x1a\x16docket/v1/search.proto\"p\n" +
 	"\x05Hello\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x1f\n" +
@@ -1252,7 +1316,7 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"\tmax_calls\x18\x03 \x01(\rR\bmaxCalls\x12\x1d\n" +
 	"\n" +
 	"max_parked\x18\x04 \x01(\rR\tmaxParked\x12&\n" +
-	"\x0fmax_frame_bytes\x18\x05 \x01(\x04R\rmaxFrameBytes\"\xe0\f\n" +
+	"\x0fmax_frame_bytes\x18\x05 \x01(\x04R\rmaxFrameBytes\"\xc2\r\n" +
 	"\x04Call\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
 	"\aabandon\x18\x02 \x01(\v2\x12.docket.v1.AbandonH\x00R\aabandon\x125\n" +
@@ -1274,7 +1338,9 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"\arun_now\x18\x16 \x01(\v2\x18.docket.v1.RunNowRequestH\x00R\x06runNow\x12)\n" +
 	"\x03get\x18\x17 \x01(\v2\x15.docket.v1.GetRequestH\x00R\x03get\x12,\n" +
 	"\x04list\x18\x18 \x01(\v2\x16.docket.v1.ListRequestH\x00R\x04list\x122\n" +
-	"\x06counts\x18\x19 \x01(\v2\x18.docket.v1.CountsRequestH\x00R\x06counts\x12R\n" +
+	"\x06counts\x18\x19 \x01(\v2\x18.docket.v1.CountsRequestH\x00R\x06counts\x122\n" +
+	"\x06search\x18\x1a \x01(\v2\x18.docket.v1.SearchRequestH\x00R\x06search\x12,\n" +
+	"\x04bulk\x18\x1b \x01(\v2\x16.docket.v1.BulkRequestH\x00R\x04bulk\x12R\n" +
 	"\x12complete_and_claim\x18\x1e \x01(\v2\".docket.v1.CompleteAndClaimRequestH\x00R\x10completeAndClaim\x12K\n" +
 	"\x0fheartbeat_batch\x18\x1f \x01(\v2 .docket.v1.HeartbeatBatchRequestH\x00R\x0eheartbeatBatch\x120\n" +
 	"\x06kv_get\x18( \x01(\v2\x17.docket.v1.KVGetRequestH\x00R\x05kvGet\x123\n" +
@@ -1290,7 +1356,7 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"partitions\x122\n" +
 	"\x06queues\x18< \x01(\v2\x18.docket.v1.QueuesRequestH\x00R\x06queuesB\x06\n" +
 	"\x04call\"\t\n" +
-	"\aAbandon\"\xfb\f\n" +
+	"\aAbandon\"\xdf\r\n" +
 	"\x05Reply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\x05error\x18\x02 \x01(\v2\x14.docket.v1.ItemErrorH\x00R\x05error\x126\n" +
@@ -1312,7 +1378,9 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"\arun_now\x18\x16 \x01(\v2\x19.docket.v1.RunNowResponseH\x00R\x06runNow\x12*\n" +
 	"\x03get\x18\x17 \x01(\v2\x16.docket.v1.GetResponseH\x00R\x03get\x12-\n" +
 	"\x04list\x18\x18 \x01(\v2\x17.docket.v1.ListResponseH\x00R\x04list\x123\n" +
-	"\x06counts\x18\x19 \x01(\v2\x19.docket.v1.CountsResponseH\x00R\x06counts\x12S\n" +
+	"\x06counts\x18\x19 \x01(\v2\x19.docket.v1.CountsResponseH\x00R\x06counts\x123\n" +
+	"\x06search\x18\x1a \x01(\v2\x19.docket.v1.SearchResponseH\x00R\x06search\x12-\n" +
+	"\x04bulk\x18\x1b \x01(\v2\x17.docket.v1.BulkResponseH\x00R\x04bulk\x12S\n" +
 	"\x12complete_and_claim\x18\x1e \x01(\v2#.docket.v1.CompleteAndClaimResponseH\x00R\x10completeAndClaim\x12L\n" +
 	"\x0fheartbeat_batch\x18\x1f \x01(\v2!.docket.v1.HeartbeatBatchResponseH\x00R\x0eheartbeatBatch\x121\n" +
 	"\x06kv_get\x18( \x01(\v2\x18.docket.v1.KVGetResponseH\x00R\x05kvGet\x124\n" +
@@ -1364,45 +1432,49 @@ var file_docket_v1_session_proto_goTypes = []any{
 	(*GetRequest)(nil),               // 18: docket.v1.GetRequest
 	(*ListRequest)(nil),              // 19: docket.v1.ListRequest
 	(*CountsRequest)(nil),            // 20: docket.v1.CountsRequest
-	(*CompleteAndClaimRequest)(nil),  // 21: docket.v1.CompleteAndClaimRequest
-	(*HeartbeatBatchRequest)(nil),    // 22: docket.v1.HeartbeatBatchRequest
-	(*KVGetRequest)(nil),             // 23: docket.v1.KVGetRequest
-	(*KVScanRequest)(nil),            // 24: docket.v1.KVScanRequest
-	(*KVCommitRequest)(nil),          // 25: docket.v1.KVCommitRequest
-	(*PauseRequest)(nil),             // 26: docket.v1.PauseRequest
-	(*ResumeRequest)(nil),            // 27: docket.v1.ResumeRequest
-	(*SetLimitsRequest)(nil),         // 28: docket.v1.SetLimitsRequest
-	(*SettingsRequest)(nil),          // 29: docket.v1.SettingsRequest
-	(*PartitionsRequest)(nil),        // 30: docket.v1.PartitionsRequest
-	(*QueuesRequest)(nil),            // 31: docket.v1.QueuesRequest
-	(*ItemError)(nil),                // 32: docket.v1.ItemError
-	(*EnqueueResponse)(nil),          // 33: docket.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 34: docket.v1.EnqueueBatchResponse
-	(*ClaimResponse)(nil),            // 35: docket.v1.ClaimResponse
-	(*ClaimWaitResponse)(nil),        // 36: docket.v1.ClaimWaitResponse
-	(*CompleteResponse)(nil),         // 37: docket.v1.CompleteResponse
-	(*CompleteBatchResponse)(nil),    // 38: docket.v1.CompleteBatchResponse
-	(*FailResponse)(nil),             // 39: docket.v1.FailResponse
-	(*HeartbeatResponse)(nil),        // 40: docket.v1.HeartbeatResponse
-	(*SnoozeResponse)(nil),           // 41: docket.v1.SnoozeResponse
-	(*CancelResponse)(nil),           // 42: docket.v1.CancelResponse
-	(*RedriveResponse)(nil),          // 43: docket.v1.RedriveResponse
-	(*RedriveAllResponse)(nil),       // 44: docket.v1.RedriveAllResponse
-	(*RunNowResponse)(nil),           // 45: docket.v1.RunNowResponse
-	(*GetResponse)(nil),              // 46: docket.v1.GetResponse
-	(*ListResponse)(nil),             // 47: docket.v1.ListResponse
-	(*CountsResponse)(nil),           // 48: docket.v1.CountsResponse
-	(*CompleteAndClaimResponse)(nil), // 49: docket.v1.CompleteAndClaimResponse
-	(*HeartbeatBatchResponse)(nil),   // 50: docket.v1.HeartbeatBatchResponse
-	(*KVGetResponse)(nil),            // 51: docket.v1.KVGetResponse
-	(*KVScanResponse)(nil),           // 52: docket.v1.KVScanResponse
-	(*KVCommitResponse)(nil),         // 53: docket.v1.KVCommitResponse
-	(*PauseResponse)(nil),            // 54: docket.v1.PauseResponse
-	(*ResumeResponse)(nil),           // 55: docket.v1.ResumeResponse
-	(*SetLimitsResponse)(nil),        // 56: docket.v1.SetLimitsResponse
-	(*SettingsResponse)(nil),         // 57: docket.v1.SettingsResponse
-	(*PartitionsResponse)(nil),       // 58: docket.v1.PartitionsResponse
-	(*QueuesResponse)(nil),           // 59: docket.v1.QueuesResponse
+	(*SearchRequest)(nil),            // 21: docket.v1.SearchRequest
+	(*BulkRequest)(nil),              // 22: docket.v1.BulkRequest
+	(*CompleteAndClaimRequest)(nil),  // 23: docket.v1.CompleteAndClaimRequest
+	(*HeartbeatBatchRequest)(nil),    // 24: docket.v1.HeartbeatBatchRequest
+	(*KVGetRequest)(nil),             // 25: docket.v1.KVGetRequest
+	(*KVScanRequest)(nil),            // 26: docket.v1.KVScanRequest
+	(*KVCommitRequest)(nil),          // 27: docket.v1.KVCommitRequest
+	(*PauseRequest)(nil),             // 28: docket.v1.PauseRequest
+	(*ResumeRequest)(nil),            // 29: docket.v1.ResumeRequest
+	(*SetLimitsRequest)(nil),         // 30: docket.v1.SetLimitsRequest
+	(*SettingsRequest)(nil),          // 31: docket.v1.SettingsRequest
+	(*PartitionsRequest)(nil),        // 32: docket.v1.PartitionsRequest
+	(*QueuesRequest)(nil),            // 33: docket.v1.QueuesRequest
+	(*ItemError)(nil),                // 34: docket.v1.ItemError
+	(*EnqueueResponse)(nil),          // 35: docket.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 36: docket.v1.EnqueueBatchResponse
+	(*ClaimResponse)(nil),            // 37: docket.v1.ClaimResponse
+	(*ClaimWaitResponse)(nil),        // 38: docket.v1.ClaimWaitResponse
+	(*CompleteResponse)(nil),         // 39: docket.v1.CompleteResponse
+	(*CompleteBatchResponse)(nil),    // 40: docket.v1.CompleteBatchResponse
+	(*FailResponse)(nil),             // 41: docket.v1.FailResponse
+	(*HeartbeatResponse)(nil),        // 42: docket.v1.HeartbeatResponse
+	(*SnoozeResponse)(nil),           // 43: docket.v1.SnoozeResponse
+	(*CancelResponse)(nil),           // 44: docket.v1.CancelResponse
+	(*RedriveResponse)(nil),          // 45: docket.v1.RedriveResponse
+	(*RedriveAllResponse)(nil),       // 46: docket.v1.RedriveAllResponse
+	(*RunNowResponse)(nil),           // 47: docket.v1.RunNowResponse
+	(*GetResponse)(nil),              // 48: docket.v1.GetResponse
+	(*ListResponse)(nil),             // 49: docket.v1.ListResponse
+	(*CountsResponse)(nil),           // 50: docket.v1.CountsResponse
+	(*SearchResponse)(nil),           // 51: docket.v1.SearchResponse
+	(*BulkResponse)(nil),             // 52: docket.v1.BulkResponse
+	(*CompleteAndClaimResponse)(nil), // 53: docket.v1.CompleteAndClaimResponse
+	(*HeartbeatBatchResponse)(nil),   // 54: docket.v1.HeartbeatBatchResponse
+	(*KVGetResponse)(nil),            // 55: docket.v1.KVGetResponse
+	(*KVScanResponse)(nil),           // 56: docket.v1.KVScanResponse
+	(*KVCommitResponse)(nil),         // 57: docket.v1.KVCommitResponse
+	(*PauseResponse)(nil),            // 58: docket.v1.PauseResponse
+	(*ResumeResponse)(nil),           // 59: docket.v1.ResumeResponse
+	(*SetLimitsResponse)(nil),        // 60: docket.v1.SetLimitsResponse
+	(*SettingsResponse)(nil),         // 61: docket.v1.SettingsResponse
+	(*PartitionsResponse)(nil),       // 62: docket.v1.PartitionsResponse
+	(*QueuesResponse)(nil),           // 63: docket.v1.QueuesResponse
 }
 var file_docket_v1_session_proto_depIdxs = []int32{
 	3,  // 0: docket.v1.Call.abandon:type_name -> docket.v1.Abandon
@@ -1422,50 +1494,54 @@ var file_docket_v1_session_proto_depIdxs = []int32{
 	18, // 14: docket.v1.Call.get:type_name -> docket.v1.GetRequest
 	19, // 15: docket.v1.Call.list:type_name -> docket.v1.ListRequest
 	20, // 16: docket.v1.Call.counts:type_name -> docket.v1.CountsRequest
-	21, // 17: docket.v1.Call.complete_and_claim:type_name -> docket.v1.CompleteAndClaimRequest
-	22, // 18: docket.v1.Call.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchRequest
-	23, // 19: docket.v1.Call.kv_get:type_name -> docket.v1.KVGetRequest
-	24, // 20: docket.v1.Call.kv_scan:type_name -> docket.v1.KVScanRequest
-	25, // 21: docket.v1.Call.kv_commit:type_name -> docket.v1.KVCommitRequest
-	26, // 22: docket.v1.Call.pause:type_name -> docket.v1.PauseRequest
-	27, // 23: docket.v1.Call.resume:type_name -> docket.v1.ResumeRequest
-	28, // 24: docket.v1.Call.set_limits:type_name -> docket.v1.SetLimitsRequest
-	29, // 25: docket.v1.Call.settings:type_name -> docket.v1.SettingsRequest
-	30, // 26: docket.v1.Call.partitions:type_name -> docket.v1.PartitionsRequest
-	31, // 27: docket.v1.Call.queues:type_name -> docket.v1.QueuesRequest
-	32, // 28: docket.v1.Reply.error:type_name -> docket.v1.ItemError
-	33, // 29: docket.v1.Reply.enqueue:type_name -> docket.v1.EnqueueResponse
-	34, // 30: docket.v1.Reply.enqueue_batch:type_name -> docket.v1.EnqueueBatchResponse
-	35, // 31: docket.v1.Reply.claim:type_name -> docket.v1.ClaimResponse
-	36, // 32: docket.v1.Reply.claim_wait:type_name -> docket.v1.ClaimWaitResponse
-	37, // 33: docket.v1.Reply.complete:type_name -> docket.v1.CompleteResponse
-	38, // 34: docket.v1.Reply.complete_batch:type_name -> docket.v1.CompleteBatchResponse
-	39, // 35: docket.v1.Reply.fail:type_name -> docket.v1.FailResponse
-	40, // 36: docket.v1.Reply.heartbeat:type_name -> docket.v1.HeartbeatResponse
-	41, // 37: docket.v1.Reply.snooze:type_name -> docket.v1.SnoozeResponse
-	42, // 38: docket.v1.Reply.cancel:type_name -> docket.v1.CancelResponse
-	43, // 39: docket.v1.Reply.redrive:type_name -> docket.v1.RedriveResponse
-	44, // 40: docket.v1.Reply.redrive_all:type_name -> docket.v1.RedriveAllResponse
-	45, // 41: docket.v1.Reply.run_now:type_name -> docket.v1.RunNowResponse
-	46, // 42: docket.v1.Reply.get:type_name -> docket.v1.GetResponse
-	47, // 43: docket.v1.Reply.list:type_name -> docket.v1.ListResponse
-	48, // 44: docket.v1.Reply.counts:type_name -> docket.v1.CountsResponse
-	49, // 45: docket.v1.Reply.complete_and_claim:type_name -> docket.v1.CompleteAndClaimResponse
-	50, // 46: docket.v1.Reply.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchResponse
-	51, // 47: docket.v1.Reply.kv_get:type_name -> docket.v1.KVGetResponse
-	52, // 48: docket.v1.Reply.kv_scan:type_name -> docket.v1.KVScanResponse
-	53, // 49: docket.v1.Reply.kv_commit:type_name -> docket.v1.KVCommitResponse
-	54, // 50: docket.v1.Reply.pause:type_name -> docket.v1.PauseResponse
-	55, // 51: docket.v1.Reply.resume:type_name -> docket.v1.ResumeResponse
-	56, // 52: docket.v1.Reply.set_limits:type_name -> docket.v1.SetLimitsResponse
-	57, // 53: docket.v1.Reply.settings:type_name -> docket.v1.SettingsResponse
-	58, // 54: docket.v1.Reply.partitions:type_name -> docket.v1.PartitionsResponse
-	59, // 55: docket.v1.Reply.queues:type_name -> docket.v1.QueuesResponse
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	21, // 17: docket.v1.Call.search:type_name -> docket.v1.SearchRequest
+	22, // 18: docket.v1.Call.bulk:type_name -> docket.v1.BulkRequest
+	23, // 19: docket.v1.Call.complete_and_claim:type_name -> docket.v1.CompleteAndClaimRequest
+	24, // 20: docket.v1.Call.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchRequest
+	25, // 21: docket.v1.Call.kv_get:type_name -> docket.v1.KVGetRequest
+	26, // 22: docket.v1.Call.kv_scan:type_name -> docket.v1.KVScanRequest
+	27, // 23: docket.v1.Call.kv_commit:type_name -> docket.v1.KVCommitRequest
+	28, // 24: docket.v1.Call.pause:type_name -> docket.v1.PauseRequest
+	29, // 25: docket.v1.Call.resume:type_name -> docket.v1.ResumeRequest
+	30, // 26: docket.v1.Call.set_limits:type_name -> docket.v1.SetLimitsRequest
+	31, // 27: docket.v1.Call.settings:type_name -> docket.v1.SettingsRequest
+	32, // 28: docket.v1.Call.partitions:type_name -> docket.v1.PartitionsRequest
+	33, // 29: docket.v1.Call.queues:type_name -> docket.v1.QueuesRequest
+	34, // 30: docket.v1.Reply.error:type_name -> docket.v1.ItemError
+	35, // 31: docket.v1.Reply.enqueue:type_name -> docket.v1.EnqueueResponse
+	36, // 32: docket.v1.Reply.enqueue_batch:type_name -> docket.v1.EnqueueBatchResponse
+	37, // 33: docket.v1.Reply.claim:type_name -> docket.v1.ClaimResponse
+	38, // 34: docket.v1.Reply.claim_wait:type_name -> docket.v1.ClaimWaitResponse
+	39, // 35: docket.v1.Reply.complete:type_name -> docket.v1.CompleteResponse
+	40, // 36: docket.v1.Reply.complete_batch:type_name -> docket.v1.CompleteBatchResponse
+	41, // 37: docket.v1.Reply.fail:type_name -> docket.v1.FailResponse
+	42, // 38: docket.v1.Reply.heartbeat:type_name -> docket.v1.HeartbeatResponse
+	43, // 39: docket.v1.Reply.snooze:type_name -> docket.v1.SnoozeResponse
+	44, // 40: docket.v1.Reply.cancel:type_name -> docket.v1.CancelResponse
+	45, // 41: docket.v1.Reply.redrive:type_name -> docket.v1.RedriveResponse
+	46, // 42: docket.v1.Reply.redrive_all:type_name -> docket.v1.RedriveAllResponse
+	47, // 43: docket.v1.Reply.run_now:type_name -> docket.v1.RunNowResponse
+	48, // 44: docket.v1.Reply.get:type_name -> docket.v1.GetResponse
+	49, // 45: docket.v1.Reply.list:type_name -> docket.v1.ListResponse
+	50, // 46: docket.v1.Reply.counts:type_name -> docket.v1.CountsResponse
+	51, // 47: docket.v1.Reply.search:type_name -> docket.v1.SearchResponse
+	52, // 48: docket.v1.Reply.bulk:type_name -> docket.v1.BulkResponse
+	53, // 49: docket.v1.Reply.complete_and_claim:type_name -> docket.v1.CompleteAndClaimResponse
+	54, // 50: docket.v1.Reply.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchResponse
+	55, // 51: docket.v1.Reply.kv_get:type_name -> docket.v1.KVGetResponse
+	56, // 52: docket.v1.Reply.kv_scan:type_name -> docket.v1.KVScanResponse
+	57, // 53: docket.v1.Reply.kv_commit:type_name -> docket.v1.KVCommitResponse
+	58, // 54: docket.v1.Reply.pause:type_name -> docket.v1.PauseResponse
+	59, // 55: docket.v1.Reply.resume:type_name -> docket.v1.ResumeResponse
+	60, // 56: docket.v1.Reply.set_limits:type_name -> docket.v1.SetLimitsResponse
+	61, // 57: docket.v1.Reply.settings:type_name -> docket.v1.SettingsResponse
+	62, // 58: docket.v1.Reply.partitions:type_name -> docket.v1.PartitionsResponse
+	63, // 59: docket.v1.Reply.queues:type_name -> docket.v1.QueuesResponse
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_session_proto_init() }
@@ -1478,6 +1554,7 @@ func file_docket_v1_session_proto_init() {
 	file_docket_v1_kv_proto_init()
 	file_docket_v1_pipeline_proto_init()
 	file_docket_v1_queues_proto_init()
+	file_docket_v1_search_proto_init()
 	file_docket_v1_session_proto_msgTypes[2].OneofWrappers = []any{
 		(*Call_Abandon)(nil),
 		(*Call_Enqueue)(nil),
@@ -1496,6 +1573,8 @@ func file_docket_v1_session_proto_init() {
 		(*Call_Get)(nil),
 		(*Call_List)(nil),
 		(*Call_Counts)(nil),
+		(*Call_Search)(nil),
+		(*Call_Bulk)(nil),
 		(*Call_CompleteAndClaim)(nil),
 		(*Call_HeartbeatBatch)(nil),
 		(*Call_KvGet)(nil),
@@ -1526,6 +1605,8 @@ func file_docket_v1_session_proto_init() {
 		(*Reply_Get)(nil),
 		(*Reply_List)(nil),
 		(*Reply_Counts)(nil),
+		(*Reply_Search)(nil),
+		(*Reply_Bulk)(nil),
 		(*Reply_CompleteAndClaim)(nil),
 		(*Reply_HeartbeatBatch)(nil),
 		(*Reply_KvGet)(nil),
