@@ -326,7 +326,9 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 	if n := w.GetMaxParked(); n > 0 {
 		h.parked.setLimit(int(n))
 	}
-	return &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}}, nil
+	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}}
+	sc.w.OnFail(sc.fail) // a write left to the Writer's goroutine failed: the connection ends
+	return sc, nil
 }
 
 // protowireLen is n as a uvarint.
@@ -382,8 +384,13 @@ func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint6
 		return 0, &notSentError{err}
 	}
 	s.pending[id] = &pendingCall{deliver: deliver}
+	lone := len(s.pending) == 1
 	s.mu.Unlock()
-	if err := s.w.Send(call); err != nil {
+	send := s.w.SendLater // other calls in flight: this one may wait for the next write of several
+	if lone {
+		send = s.w.Send // written at once, without a goroutine's hop
+	}
+	if err := send(call); err != nil {
 		if s.w.Err() == nil {
 			s.remove(id) // this message alone could not be encoded
 			return 0, err

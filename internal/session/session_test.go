@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -369,5 +370,61 @@ func TestReadBodyHoldsWhatArrived(t *testing.T) {
 	b, err := ReadFrame(bufio.NewReaderSize(bytes.NewReader(src), BufSize), 16<<20, nil)
 	if err != nil || !bytes.Equal(b, big) {
 		t.Fatalf("a large frame: %d bytes, %v", len(b), err)
+	}
+}
+
+// TestSendLaterCoalescesAPipelinedSender: one goroutine sending call
+// after call with SendLater has them written in fewer writes than calls,
+// whole and in order; Wait returns once they are written; a failed write
+// left to the Writer's goroutine is told to OnFail.
+func TestSendLaterCoalescesAPipelinedSender(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	writes := &countingWriter{w: a}
+	w := NewWriter(writes)
+	const n = 2000
+	got := make(chan error, 1)
+	go func() {
+		r := bufio.NewReader(b)
+		for i := range n {
+			var c v1.Call
+			if err := ReadMessage(r, 1<<10, &c); err != nil {
+				got <- err
+				return
+			}
+			if c.GetId() != uint64(i) {
+				got <- fmt.Errorf("frame %d has id %d", i, c.GetId())
+				return
+			}
+		}
+		got <- nil
+	}()
+	for i := range n {
+		if err := w.SendLater(call(uint64(i), "q")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if k := writes.count(); k >= n {
+		t.Fatalf("%d writes for %d frames sent one after another: none coalesced", k, n)
+	}
+
+	boom := errors.New("boom")
+	f := NewWriter(failingWriter{boom})
+	failed := make(chan error, 1)
+	f.OnFail(func(err error) { failed <- err })
+	if err := f.SendLater(call(1, "q")); err != nil {
+		t.Fatalf("SendLater returned the write's error itself: %v", err)
+	}
+	if err := <-failed; !errors.Is(err, boom) {
+		t.Fatalf("OnFail got %v", err)
+	}
+	if err := f.SendLater(call(2, "q")); !errors.Is(err, boom) {
+		t.Fatalf("a SendLater after the failure: %v", err)
 	}
 }

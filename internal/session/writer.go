@@ -28,9 +28,22 @@ type Writer struct {
 	buf     []byte // frames waiting for the write under way to end
 	spare   []byte // the buffer last written, reused
 	writing bool   // a sender is writing
+	kicked  bool   // a flushLater goroutine is on its way
 	err     error
 	idle    *sync.Cond // signalled when writing turns false, and when the buffer is taken to be written
 	waiting int        // senders waiting for room (tests)
+	// failed, if set, is told of the error of a write SendLater left to
+	// the Writer's goroutine, which no sender sees.
+	failed func(error)
+}
+
+// OnFail sets f to be called, once, with the error of a failed write that
+// no sender returned (one SendLater left to the Writer's goroutine): the
+// owner then closes the connection.
+func (x *Writer) OnFail(f func(error)) {
+	x.mu.Lock()
+	x.failed = f
+	x.mu.Unlock()
 }
 
 // maxKeep bounds the buffers a Writer keeps between writes; one that grew
@@ -71,6 +84,51 @@ func (x *Writer) Send(m proto.Message) error {
 		return nil
 	}
 	return x.flushLocked()
+}
+
+// SendLater is Send for a sender that has other calls in flight: m is
+// appended to the buffer and written by a goroutine of the Writer, which
+// by the time it runs usually finds more frames to write with it, rather
+// than by the sender, who goes on at once. A sender that writes call after
+// call (a pipelined producer) thus pays a system call per batch of calls,
+// not per call. A lone call should use Send: it is written without the
+// goroutine's hop.
+func (x *Writer) SendLater(m proto.Message) error {
+	x.mu.Lock()
+	if err := x.roomLocked(); err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	n := len(x.buf)
+	b, err := AppendFrame(x.buf, m)
+	if err != nil {
+		x.buf = x.buf[:n]
+		x.mu.Unlock()
+		return err
+	}
+	x.buf = b
+	if !x.writing && !x.kicked {
+		x.kicked = true
+		go x.flushLater()
+	}
+	x.mu.Unlock()
+	return nil
+}
+
+// flushLater writes what SendLater left, unless a sender is writing (it
+// writes it too) or has written it already.
+func (x *Writer) flushLater() {
+	x.mu.Lock()
+	x.kicked = false
+	if x.writing || len(x.buf) == 0 {
+		x.idle.Broadcast()
+		x.mu.Unlock()
+		return
+	}
+	failed := x.failed
+	if err := x.flushLocked(); err != nil && failed != nil {
+		failed(err)
+	}
 }
 
 // SendFrames is Send for frames already encoded (AppendFrame): b holds
@@ -141,7 +199,7 @@ func (x *Writer) Err() error {
 func (x *Writer) Wait() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for x.writing {
+	for x.writing || x.kicked {
 		x.idle.Wait()
 	}
 	return x.err
