@@ -14,7 +14,6 @@ var _ engine.Presence = (*Client)(nil)
 
 func presenceOf(s *stubs) docketv1connect.PresenceClient { return s.presence }
 
-
 // ReportWorker is repeated after a lost answer: a report replaces the last
 // one.
 func (c *Client) ReportWorker(ctx context.Context, ns engine.Namespace, p engine.WorkerPresence, ttl time.Duration) error {

@@ -123,13 +123,14 @@ func TestIsPreface(t *testing.T) {
 	}
 }
 
-// TestWriterCoalesces sends from many goroutines while the peer reads
-// slowly, and checks that every frame arrives whole, once, and that the
-// frames shared writes.
+// TestWriterCoalesces: while one sender's write is under way (held until
+// the others are done), the frames of seven other senders queue behind it
+// and leave in the writes that follow; every frame arrives whole, once.
 func TestWriterCoalesces(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
-	writes := &countingWriter{w: a}
+	gate, entered := make(chan struct{}), make(chan struct{})
+	writes := &countingWriter{w: a, gate: gate, entered: entered}
 	w := NewWriter(writes)
 	const senders, each = 8, 200
 	got := make(chan map[uint64]int, 1)
@@ -146,8 +147,11 @@ func TestWriterCoalesces(t *testing.T) {
 		}
 		got <- seen
 	}()
+	first := make(chan error, 1)
+	go func() { first <- w.Send(call(0, "q")) }()
+	<-entered // the first write is under way, held
 	var wg sync.WaitGroup
-	for s := range senders {
+	for s := 1; s < senders; s++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -159,7 +163,17 @@ func TestWriterCoalesces(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	wg.Wait() // every frame of theirs handed to the writing sender
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	queued := writes.count()
+	for i := 1; i < each; i++ {
+		if err := w.Send(call(uint64(i), "q")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := w.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -172,21 +186,30 @@ func TestWriterCoalesces(t *testing.T) {
 			t.Fatalf("frame %d arrived %d times", id, n)
 		}
 	}
-	if n := writes.count(); n >= senders*each {
-		t.Fatalf("%d writes for %d frames: none coalesced", n, senders*each)
+	if queued > 2 {
+		t.Fatalf("%d writes carried the first frame and the %d queued behind it", queued, (senders-1)*each)
 	}
 }
 
 type countingWriter struct {
-	w  io.Writer
-	mu sync.Mutex
-	n  int
+	w       io.Writer
+	gate    chan struct{} // if set, the first write waits for it to close
+	entered chan struct{} // if set, closed as the first write starts
+	mu      sync.Mutex
+	n       int
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.n++
+	first := c.n == 1
 	c.mu.Unlock()
+	if first && c.entered != nil {
+		close(c.entered)
+	}
+	if first && c.gate != nil {
+		<-c.gate
+	}
 	return c.w.Write(p)
 }
 
