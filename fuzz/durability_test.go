@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 )
 
 // gate is a failpoint hook that parks the first caller reaching name until
@@ -206,8 +207,9 @@ func TestRefusalsRestOnDurableState(t *testing.T) {
 func checkDurableAnswer(t *testing.T, c durabilityCase) {
 	g := newGate("append.write")
 	dir := scratchDir(t)
-	db, err := engine.Open(dir, engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet,
-		Clock: engine.NewManualClock(t0), Failpoint: g.failpoint})
+	opts := engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet, Clock: engine.NewManualClock(t0)}
+	enginetest.Failpoint(&opts, g.failpoint)
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,14 +264,14 @@ func TestCheckpointReportsLogFailure(t *testing.T) {
 	for _, point := range []string{"truncate", "sync"} {
 		t.Run(point, func(t *testing.T) {
 			var armed sync.Map
-			db, err := engine.Open(scratchDir(t), engine.Options{SnapshotBytes: -1, Logger: quiet,
-				Durability: engine.SyncNever, Clock: engine.NewManualClock(t0),
-				Failpoint: func(name string) error {
-					if _, ok := armed.Load(name); ok {
-						return errors.New("injected " + name + " failure")
-					}
-					return nil
-				}})
+			opts := engine.Options{SnapshotBytes: -1, Logger: quiet, Durability: engine.SyncNever, Clock: engine.NewManualClock(t0)}
+			enginetest.Failpoint(&opts, func(name string) error {
+				if _, ok := armed.Load(name); ok {
+					return errors.New("injected " + name + " failure")
+				}
+				return nil
+			})
+			db, err := engine.Open(scratchDir(t), opts)
 			if err != nil {
 				t.Fatal(err)
 			}

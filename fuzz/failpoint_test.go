@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
 
 // The failpoints of the log and of snapshot writing (engine.Options).
@@ -140,13 +143,16 @@ func TestGroupCommitFsyncFailure(t *testing.T) {
 		var failedAt atomic.Int64 // unix nanos of the injected failure
 		var syncs atomic.Int32
 		dir := scratchDir(t)
-		db, err := engine.Open(dir, engine.Options{Logger: quiet, SnapshotBytes: -1, Failpoint: func(name string) error {
-			if name == "sync" && syncs.Add(1) == int32(20+10*round) {
+		// Fail the log's nth fsync.
+		opts := engine.Options{Logger: quiet, SnapshotBytes: -1}
+		enginetest.FS(&opts, errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if op.Kind == errorfs.OpSync && inDir(filepath.ToSlash(op.Path), filepath.ToSlash(dir)+"/wal") && syncs.Add(1) == int32(20+10*round) {
 				failedAt.Store(time.Now().UnixNano())
 				return errInjected
 			}
 			return nil
-		}})
+		})))
+		db, err := engine.Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

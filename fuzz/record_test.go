@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 )
 
 // A recording is one run of a program under SyncAlways with snapshots only
@@ -84,7 +85,7 @@ func record(tb testing.TB, o recordOptions) *recording {
 	hits := map[string]int{}
 	rec.r = newRunner(tb, rc, rec.cfg, "", func(opts *engine.Options) {
 		opts.SyncEvery = time.Hour // SyncInterval: no background fsync during the run
-		opts.Failpoint = func(name string) error {
+		enginetest.Failpoint(opts, func(name string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if rec.r == nil {
@@ -100,7 +101,7 @@ func record(tb testing.TB, o recordOptions) *recording {
 				}
 			}
 			return nil
-		}
+		})
 	})
 	r := rec.r
 	r.faults = o.inject != nil
