@@ -17,7 +17,6 @@ import (
 
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/enginetest"
-	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
 
@@ -145,7 +144,7 @@ func TestGroupCommitFsyncFailure(t *testing.T) {
 		dir := scratchDir(t)
 		// Fail the log's nth fsync.
 		opts := engine.Options{Logger: quiet, SnapshotBytes: -1}
-		enginetest.FS(&opts, errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		enginetest.FS(&opts, errorfs.Wrap(fsOf(dir), errorfs.InjectorFunc(func(op errorfs.Op) error {
 			if op.Kind == errorfs.OpSync && inDir(filepath.ToSlash(op.Path), filepath.ToSlash(dir)+"/wal") && syncs.Add(1) == int32(20+10*round) {
 				failedAt.Store(time.Now().UnixNano())
 				return errInjected
@@ -186,7 +185,7 @@ func TestGroupCommitFsyncFailure(t *testing.T) {
 		if failedAt.Load() == 0 {
 			t.Fatal("the injected fsync failure never happened")
 		}
-		db, err = engine.Open(dir, engine.Options{Logger: quiet, SnapshotBytes: -1})
+		db, err = openDB(dir, engine.Options{Logger: quiet, SnapshotBytes: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -309,7 +309,7 @@ func openDB(dir string, opts engine.Options) (*engine.DB, error) {
 	if dir == "" {
 		return engine.OpenInMemory(opts)
 	}
-	return engine.Open(dir, opts)
+	return engine.Open(dir, withFS(dir, opts))
 }
 
 // TestOpsConfigs: the seeds and the corpus run in every configuration; a

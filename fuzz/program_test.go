@@ -7,13 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -115,33 +114,6 @@ var metamorphic = []runConfig{
 	{name: "never/default", dur: engine.SyncNever},
 	{name: "never/tiny", dur: engine.SyncNever, snapBytes: 1, segBytes: 300},
 }
-
-// scratchDir returns a fresh directory removed after the test, on a tmpfs
-// (/dev/shm) when one with room is available: the crash tests open
-// thousands of directories and would otherwise spend their time in fsync.
-// DOCKET_FUZZ_TMPDIR overrides the location.
-func scratchDir(tb testing.TB) string {
-	tb.Helper()
-	base := os.Getenv("DOCKET_FUZZ_TMPDIR")
-	if base == "" {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs("/dev/shm", &st); err == nil && st.Type == tmpfsMagic && st.Bavail*uint64(st.Bsize) > 256<<20 {
-			base = "/dev/shm"
-		}
-	}
-	if base == "" {
-		return tb.TempDir()
-	}
-	dir, err := os.MkdirTemp(base, "docket-fuzz-")
-	if err != nil {
-		return tb.TempDir()
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// tmpfsMagic is TMPFS_MAGIC from linux/magic.h.
-const tmpfsMagic = 0x01021994
 
 // runner executes a program against an engine and the model side by side.
 type runner struct {
@@ -1244,7 +1216,7 @@ var workload = [numOps]int{
 // listFiles returns the regular files under dir (relative paths).
 func listFiles(dir string) ([]string, error) {
 	var out []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	err := fs.WalkDir(walkFS{fsOf(dir)}, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

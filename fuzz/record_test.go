@@ -309,8 +309,8 @@ func (rec *recording) checkImage(tb testing.TB, dir string, im image, ack, appli
 	opts := engine.Options{Clock: rec.clock, SnapshotBytes: -1, Logger: quiet}
 	rec.cfg.Apply(&opts)
 	// verify first: Open cuts a torn tail, verify must judge it as it is.
-	crep, cerr := engine.Check(dir)
-	db, err := engine.Open(dir, opts)
+	cseq, cerr := checkDir(dir)
+	db, err := openDB(dir, opts)
 	if err != nil {
 		tb.Fatalf("%s: open: %v", what, err)
 	}
@@ -319,9 +319,9 @@ func (rec *recording) checkImage(tb testing.TB, dir string, im image, ack, appli
 		db.Close()
 		tb.Fatalf("%s: read: %v", what, err)
 	}
-	if cerr != nil || crep.Seq != v.Seq {
+	if cerr != nil || cseq != v.Seq {
 		db.Close()
-		tb.Fatalf("%s: Open recovered batch %d, but Check says batch %d, %v", what, v.Seq, crep.Seq, cerr)
+		tb.Fatalf("%s: Open recovered batch %d, but Check says batch %d, %v", what, v.Seq, cseq, cerr)
 	}
 	switch {
 	case v.Seq != want:

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"io/fs"
 	"maps"
@@ -188,6 +189,25 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	}
 	delete(od.children, ob)
 	nd.children[nb] = n
+	return nil
+}
+
+// RemoveAll removes name and everything under it, as os.RemoveAll does;
+// a missing name is not an error.
+func (m *MemFS) RemoveAll(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, base, err := m.walk("removeall", name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return &fs.PathError{Op: "removeall", Path: name, Err: fs.ErrInvalid}
+	}
+	delete(d.children, base)
 	return nil
 }
 
