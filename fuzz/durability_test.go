@@ -77,6 +77,7 @@ var qa = func(db *engine.DB) engine.Queue { return db.Queue(nsProd, "a") }
 // tells the caller the task exists; an assertion-only transaction returns
 // the version it checked.
 func TestAnswersRestOnDurableState(t *testing.T) {
+	t.Parallel()
 	for _, c := range []durabilityCase{{
 		name:  "deduplicated enqueue",
 		setup: func(*testing.T, *engine.DB) any { return nil },
@@ -129,7 +130,10 @@ func TestAnswersRestOnDurableState(t *testing.T) {
 			return err == nil && n.Ready == 1
 		},
 	}} {
-		t.Run(c.name, func(t *testing.T) { checkDurableAnswer(t, c) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			checkDurableAnswer(t, c)
+		})
 	}
 }
 
@@ -139,6 +143,7 @@ func TestAnswersRestOnDurableState(t *testing.T) {
 // (ErrLeaseLost), the key exists (ErrConflict) - while after the crash the
 // task, the lease or the absence of the key is back.
 func TestRefusalsRestOnDurableState(t *testing.T) {
+	t.Parallel()
 	claimOne := func(t *testing.T, db *engine.DB) any {
 		if _, err := qa(db).Enqueue(ctx, engine.Task{}); err != nil {
 			t.Fatal(err)
@@ -197,7 +202,10 @@ func TestRefusalsRestOnDurableState(t *testing.T) {
 			return err == nil
 		},
 	}} {
-		t.Run(c.name, func(t *testing.T) { checkDurableAnswer(t, c) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			checkDurableAnswer(t, c)
+		})
 	}
 }
 
@@ -258,8 +266,10 @@ func checkDurableAnswer(t *testing.T, c durabilityCase) {
 // the log's error without ErrFailed, although the engine is failed from
 // then on.
 func TestCheckpointReportsLogFailure(t *testing.T) {
+	t.Parallel()
 	for _, point := range []string{"truncate", "sync"} {
 		t.Run(point, func(t *testing.T) {
+			t.Parallel()
 			var armed sync.Map
 			opts := engine.Options{SnapshotBytes: -1, Logger: quiet, Durability: engine.SyncNever, Clock: engine.NewManualClock(t0)}
 			enginetest.Failpoint(&opts, func(name string) error {

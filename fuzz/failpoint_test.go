@@ -42,6 +42,7 @@ func faultWorkload() recordOptions {
 // the engine left it - and the state must be the model's after some prefix
 // of the calls that includes every acknowledged one.
 func TestFailpoints(t *testing.T) {
+	t.Parallel()
 	clean := record(t, faultWorkload())
 	hits := map[string]int{}
 	for _, e := range clean.events {
@@ -57,7 +58,10 @@ func TestFailpoints(t *testing.T) {
 			if testing.Short() && h != 1 && h != hits[name] {
 				continue
 			}
-			t.Run(fmt.Sprintf("%s/%d", name, h), func(t *testing.T) { checkFailpoint(t, name, h) })
+			t.Run(fmt.Sprintf("%s/%d", name, h), func(t *testing.T) {
+				t.Parallel()
+				checkFailpoint(t, name, h)
+			})
 			total++
 		}
 	}
@@ -138,6 +142,7 @@ func checkFailStop(t *testing.T, r *runner) {
 // starts after it may succeed, and every commit that did report success is
 // there after reopening.
 func TestGroupCommitFsyncFailure(t *testing.T) {
+	t.Parallel()
 	for round := range 5 {
 		var failedAt atomic.Int64 // unix nanos of the injected failure
 		var syncs atomic.Int32

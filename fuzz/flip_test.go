@@ -140,6 +140,7 @@ func (b *flipBase) checkFlip(t testing.TB, dir, file string, off int, bit uint) 
 // segment and snapshot of a directory with two snapshots and a log over
 // several segments.
 func TestBitFlips(t *testing.T) {
+	t.Parallel()
 	b := sharedFlipBase(t)
 	dir := scratchDir(t)
 	outcomes := map[string]int{}

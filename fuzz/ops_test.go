@@ -25,6 +25,7 @@ const maxInstructions = 160
 // the histories to be identical.
 func runMetamorphic(t *testing.T, data []byte) {
 	t.Helper()
+	t.Parallel() // the seed corpus side by side; no effect while fuzzing
 	if len(data) == 0 {
 		return
 	}
