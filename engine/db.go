@@ -196,7 +196,7 @@ func (c *core) fs() vfs.FS { return vfs.Or(c.opts.fs) }
 
 func (c *core) openDir() (err error) {
 	fsys := c.fs()
-	if err := fsync.MkdirAllFS(fsys, c.dir); err != nil {
+	if err := fsync.MkdirAllFS(fsys, c.dir, 0o755); err != nil {
 		return err
 	}
 	lock, err := fsys.OpenFile(filepath.Join(c.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
@@ -220,7 +220,7 @@ func (c *core) openDir() (err error) {
 			lock.Close()
 		}
 	}()
-	if err := fsync.MkdirAllFS(fsys, c.snapDir()); err != nil {
+	if err := fsync.MkdirAllFS(fsys, c.snapDir(), 0o755); err != nil {
 		return err
 	}
 	if err := snapshot.RemoveTempFS(fsys, c.snapDir()); err != nil {

@@ -69,10 +69,10 @@ func WriteFileFS(fsys vfs.FS, path string, data []byte, perm os.FileMode) error 
 // MkdirAll creates dir and any missing parents, syncing the parent of each
 // directory it creates so that a power loss cannot lose the directory that
 // holds acknowledged data. A dir that exists as a file is an error.
-func MkdirAll(dir string) error { return MkdirAllFS(vfs.Default, dir) }
+func MkdirAll(dir string) error { return MkdirAllFS(vfs.Default, dir, 0o755) }
 
-// MkdirAllFS is MkdirAll on fsys.
-func MkdirAllFS(fsys vfs.FS, dir string) error {
+// MkdirAllFS is MkdirAll on fsys, creating directories with perm.
+func MkdirAllFS(fsys vfs.FS, dir string, perm os.FileMode) error {
 	dir = filepath.Clean(dir)
 	if st, err := fsys.Stat(dir); err == nil {
 		if !st.IsDir() {
@@ -82,11 +82,11 @@ func MkdirAllFS(fsys vfs.FS, dir string) error {
 	}
 	parent := filepath.Dir(dir)
 	if parent != dir {
-		if err := MkdirAllFS(fsys, parent); err != nil {
+		if err := MkdirAllFS(fsys, parent, perm); err != nil {
 			return err
 		}
 	}
-	if err := fsys.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := fsys.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	return DirFS(fsys, parent)
