@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +102,89 @@ func checkFailpoint(t *testing.T, name string, hit int) {
 	r.db.Close()
 	r.db = nil
 	rec.checkImage(t, dir, capture(t, r.dir), r.ackSeq, r.m.Seq, fmt.Sprintf("reopen after %s #%d failed", name, hit), false)
+}
+
+// TestFailEveryOp fails, in a run of its own, each file operation that
+// changes the data directory while the recorded workload runs (every
+// write, fsync, creation, rename, removal and truncation of the log and
+// the snapshots), whatever the point is named: the failpoints mark some
+// of them, this covers them all. A failed log operation must stop the
+// engine (fail-stop, unless it was the removal of a temporary file, which
+// is best effort); a failed snapshot step is reported to the Checkpoint or
+// Close that hit it. Then the directory is reopened as it was at the
+// failing moment and as the engine left it, as TestFailpoints does.
+func TestFailEveryOp(t *testing.T) {
+	t.Parallel()
+	kinds := map[string]int{}
+	total := 0
+	o := faultWorkload()
+	o.lean = true
+	o.injectOp = func(op errorfs.Op, n int) bool {
+		kinds[op.Kind.String()]++
+		total = n
+		return false
+	}
+	record(t, o)
+	if total < 100 {
+		t.Fatalf("the workload makes only %d file operations", total)
+	}
+	// With -short, every 25th operation and the last.
+	stride := shortOr("", 1, 25)
+	swept := 0
+	for n := 1; n <= total; n++ {
+		if n%stride != 1%stride && n != total {
+			continue
+		}
+		swept++
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			checkFailOp(t, n)
+		})
+	}
+	t.Logf("%d of %d file operations failed in turn: %v", swept, total, kinds)
+}
+
+func checkFailOp(t *testing.T, n int) {
+	o := faultWorkload()
+	o.lean = true
+	var failed errorfs.Op
+	o.injectOp = func(op errorfs.Op, i int) bool {
+		if i == n {
+			failed = op
+			return true
+		}
+		return false
+	}
+	rec := record(t, o)
+	r := rec.r
+	e := rec.injected
+	if e == nil {
+		t.Fatalf("the run never reached operation %d", n)
+	}
+	rel := strings.TrimPrefix(filepath.ToSlash(failed.Path), r.dir+"/")
+	quiet := failed.Kind == errorfs.OpRemove && (strings.HasSuffix(rel, ".TEMP") || strings.HasSuffix(rel, ".tmp"))
+	switch {
+	case quiet:
+	case inDir(rel, "wal") || rel == "wal":
+		if !r.failed {
+			t.Fatalf("the engine went on after a failed log operation (%s %s, %s)", failed.Kind, rel, e.desc)
+		}
+		if !r.closeFailed {
+			checkFailStop(t, r)
+		}
+	case inDir(rel, "snap") || rel == "snap":
+		if r.snapshotFailures == 0 && !r.failed {
+			t.Fatalf("no call reported the failed snapshot operation %s %s (%s)", failed.Kind, rel, e.desc)
+		}
+	}
+	if !r.failed {
+		r.checkState("after the failed operation")
+	}
+	dir := scratchDir(t)
+	rec.checkImage(t, dir, e.img, e.ack, e.applied, "crash at "+e.where(), false)
+	r.db.Close()
+	r.db = nil
+	rec.checkImage(t, dir, capture(t, r.dir), r.ackSeq, r.m.Seq, fmt.Sprintf("reopen after %s %s failed", failed.Kind, rel), false)
 }
 
 // checkFailStop requires every kind of call to fail with ErrFailed.

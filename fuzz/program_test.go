@@ -13,10 +13,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // The vocabulary programs draw from: small, so that calls collide on the
@@ -153,13 +156,24 @@ type runner struct {
 	afterOp func(i int)
 	// onOpen, if set, runs after every Open.
 	onOpen func()
+	// fsys, if set, is the file system the DB is opened on (instead of
+	// the one its directory is on).
+	fsys vfs.FS
+	// opening is set while Open runs.
+	opening atomic.Bool
 }
 
 // newRunner opens a DB for rc (in dir, or a scratch dir when dir is "")
 // with a model configured like it.
 func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*engine.Options)) *runner {
 	tb.Helper()
-	r := &runner{tb: tb, rc: rc, cfg: cfg, clock: engine.NewManualClock(t0), fullCheck: true}
+	return newRunnerFS(tb, rc, cfg, dir, nil, tweak)
+}
+
+// newRunnerFS is newRunner opening the DB on fsys, if set.
+func newRunnerFS(tb testing.TB, rc runConfig, cfg Config, dir string, fsys vfs.FS, tweak func(*engine.Options)) *runner {
+	tb.Helper()
+	r := &runner{tb: tb, rc: rc, cfg: cfg, clock: engine.NewManualClock(t0), fullCheck: true, fsys: fsys}
 	r.m = NewModel(cfg, t0)
 	r.opts = engine.Options{Clock: r.clock, Durability: rc.dur, SnapshotBytes: rc.snapBytes,
 		SegmentBytes: rc.segBytes, Logger: quiet}
@@ -195,7 +209,17 @@ func (r *runner) open() {
 		r.repl, r.db = l, l.members[0].db
 		return
 	}
-	db, err := openDB(r.dir, r.opts)
+	r.opening.Store(true)
+	var db *engine.DB
+	var err error
+	if r.fsys != nil {
+		opts := r.opts
+		enginetest.FS(&opts, r.fsys)
+		db, err = engine.Open(r.dir, opts)
+	} else {
+		db, err = openDB(r.dir, r.opts)
+	}
+	r.opening.Store(false)
 	if err != nil {
 		r.fatalf("open: %v", err)
 	}
