@@ -5,6 +5,7 @@ package fuzz
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,25 +13,27 @@ import (
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/enginetest"
 	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
 
-// gate is a failpoint hook that parks the first caller reaching name until
-// released, so a test can act while a commit is stuck at that point.
+// gate is an errorfs injector that parks the first operation match
+// accepts, once armed, until released, so a test can act while a commit
+// is stuck at that point.
 type gate struct {
-	name    string
+	match   func(errorfs.Op) bool
 	mu      sync.Mutex
 	armed   bool
 	reached chan struct{}
 	release chan struct{}
 }
 
-func newGate(name string) *gate {
-	return &gate{name: name, reached: make(chan struct{}), release: make(chan struct{})}
+func newGate(match func(errorfs.Op) bool) *gate {
+	return &gate{match: match, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gate) failpoint(name string) error {
+func (g *gate) MaybeError(op errorfs.Op) error {
 	g.mu.Lock()
-	park := g.armed && name == g.name
+	park := g.armed && g.match(op)
 	if park {
 		g.armed = false
 	}
@@ -48,8 +51,8 @@ func (g *gate) arm() {
 	g.mu.Unlock()
 }
 
-// The tests below park a commit at "append.write" - applied in memory, not
-// yet written to the log - and make a second call meanwhile. Whatever the
+// The tests below park a commit at its first write to the log - applied in
+// memory, not yet written - and make a second call meanwhile. Whatever the
 // second call answers must survive a crash at the moment it returns: if it
 // answered from the parked commit's state without waiting for it to be
 // durable, a crash then takes back what the caller was told.
@@ -210,11 +213,11 @@ func TestRefusalsRestOnDurableState(t *testing.T) {
 }
 
 func checkDurableAnswer(t *testing.T, c durabilityCase) {
-	g := newGate("append.write")
 	dir := scratchDir(t)
+	g := newGate(func(op errorfs.Op) bool { return op.Kind == errorfs.OpWrite && strings.HasPrefix(op.Path, dir+"/wal/") })
 	opts := engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet, Clock: engine.NewManualClock(t0)}
-	enginetest.Failpoint(&opts, g.failpoint)
-	db, err := openDB(dir, opts)
+	enginetest.FS(&opts, errorfs.Wrap(scratch, g))
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
