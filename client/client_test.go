@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 	"github.com/docketdb/docket/server"
 	"github.com/docketdb/docket/worker"
 )
@@ -511,12 +514,14 @@ func TestFailedAndReadOnlyServers(t *testing.T) {
 	ns := engine.NS("acme", "prod")
 	dir := filepath.Join(t.TempDir(), "data")
 	var failing atomic.Bool
-	db, err := engine.Open(dir, engine.Options{Logger: quiet, Failpoint: func(name string) error {
-		if failing.Load() && name == "sync" {
+	opts := engine.Options{Logger: quiet}
+	enginetest.FS(&opts, errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && op.Kind == errorfs.OpSync && strings.Contains(op.Path, "wal") {
 			return errors.New("disk on fire")
 		}
 		return nil
-	}})
+	})))
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

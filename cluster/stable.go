@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/wal"
 )
 
@@ -50,6 +51,10 @@ type StableOptions struct {
 	//	"rename"  the new file is fsynced, not yet renamed over the old one
 	//	"dir"     renamed, the directory not yet fsynced
 	Failpoint func(name string) error
+
+	// FS is the file system the store is on; nil is the operating
+	// system's. Tests run it on one that can crash or fail operations.
+	FS vfs.FS
 }
 
 // StableStore is raft's stable storage (current term, last vote) in one small
@@ -71,15 +76,19 @@ var _ raft.StableStore = (*StableStore)(nil)
 // its checksum or does not decode is refused with an error wrapping
 // wal.ErrCorrupt: a lost term or vote could let this node vote twice.
 func OpenStableStore(path string, opts StableOptions) (*StableStore, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+	opts.FS = vfs.Or(opts.FS)
+	fsys := opts.FS
+	// Each directory created is synced into its parent: a power loss must
+	// not take the directory, and the term and vote in it, with it.
+	if err := fsync.MkdirAllFS(fsys, filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: stable store %s: %w", path, err)
 	}
 	// A temporary file is a Set that never completed.
-	if err := os.Remove(path + ".tmp"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := fsys.Remove(path + ".tmp"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("cluster: stable store %s: %w", path, err)
 	}
 	s := &StableStore{path: path, opts: opts, kv: map[string][]byte{}}
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(fsys, path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return s, nil
@@ -136,7 +145,8 @@ func (s *StableStore) GetUint64(key []byte) (uint64, error) {
 // write replaces the file with b, durably.
 func (s *StableStore) write(b []byte) error {
 	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	fsys := s.opts.FS
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
 	if err != nil {
 		return err
 	}
@@ -158,13 +168,13 @@ func (s *StableStore) write(b []byte) error {
 	if err := s.failpoint("rename"); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, s.path); err != nil {
+	if err := fsys.Rename(tmp, s.path); err != nil {
 		return err
 	}
 	if err := s.failpoint("dir"); err != nil {
 		return err
 	}
-	return fsync.Dir(filepath.Dir(s.path))
+	return fsync.DirFS(fsys, filepath.Dir(s.path))
 }
 
 func (s *StableStore) failpoint(name string) error {

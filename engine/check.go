@@ -9,6 +9,7 @@ import (
 
 	"github.com/docketdb/docket/index"
 	"github.com/docketdb/docket/internal/flock"
+	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
@@ -74,9 +75,12 @@ func (r CheckReport) Print(w io.Writer) {
 // fall back to, damaged log records a snapshot covers) is listed in the
 // report's Snapshots and Log.Covered. After the replay every index is
 // checked against the records.
-func Check(dir string) (CheckReport, error) {
+func Check(dir string) (CheckReport, error) { return checkFS(vfs.Default, dir) }
+
+// checkFS is Check on fsys.
+func checkFS(fsys vfs.FS, dir string) (CheckReport, error) {
 	rep := CheckReport{Dir: dir}
-	b, lrep, err := recoverInPlace(dir, nil, true)
+	b, lrep, err := recoverInPlace(fsys, dir, nil, true)
 	rep.Log = lrep
 	if b != nil {
 		rep.Snapshots = b.snaps
@@ -97,7 +101,7 @@ func Check(dir string) (CheckReport, error) {
 
 // lockDir takes the directory's lock for an offline change.
 func lockDir(dir string) (*os.File, error) {
-	if err := isDocketDir(dir); err != nil {
+	if err := isDocketDir(vfs.Default, dir); err != nil {
 		return nil, err
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
@@ -126,7 +130,7 @@ func Repair(dir string) (string, error) {
 	if err := snapshot.RemoveTemp(filepath.Join(dir, "snap")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	b, err := loadBase(filepath.Join(dir, "snap"), nil, false)
+	b, err := loadBase(vfs.Default, filepath.Join(dir, "snap"), nil, false)
 	if err != nil {
 		return "", err
 	}
@@ -208,7 +212,7 @@ func Salvage(dir string) (SalvageReport, error) {
 	if err := snapshot.RemoveTemp(filepath.Join(dir, "snap")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return rep, err
 	}
-	b, err := loadBase(filepath.Join(dir, "snap"), nil, false)
+	b, err := loadBase(vfs.Default, filepath.Join(dir, "snap"), nil, false)
 	if err != nil {
 		return rep, err
 	}
@@ -250,7 +254,7 @@ func Salvage(dir string) (SalvageReport, error) {
 		}
 	}
 	rep.Tasks, rep.NewTasks = len(tasks), len(created)
-	if _, _, err := recoverInPlace(dir, nil, false); err != nil {
+	if _, _, err := recoverInPlace(vfs.Default, dir, nil, false); err != nil {
 		return rep, fmt.Errorf("salvaged, but the directory still does not recover: %w", err)
 	}
 	return rep, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/docketdb/docket/index"
 	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
@@ -43,7 +44,7 @@ type core struct {
 	seeds     func() uint64
 	applySeed uint64
 	dir       string
-	lock      *os.File
+	lock      vfs.File
 	log       *wal.Log // nil in memory and read-only
 	// readOnly refuses every write (OpenReadOnly).
 	readOnly bool
@@ -110,16 +111,17 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: empty data directory", ErrInvalid)
 	}
-	if err := isDocketDir(dir); err != nil {
+	fsys := vfs.Or(opts.fs)
+	if err := isDocketDir(fsys, dir); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
 	if opts.Authorizer == nil {
 		opts.Authorizer = denyAll{}
 	}
-	var lock *os.File
-	if f, err := os.Open(filepath.Join(dir, "LOCK")); err == nil {
-		if err := flock.Shared(f); err != nil {
+	var lock vfs.File
+	if f, err := fsys.Open(filepath.Join(dir, "LOCK")); err == nil {
+		if err := fsys.Lock(f, false); err != nil {
 			f.Close()
 			if errors.Is(err, flock.ErrHeld) {
 				return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
@@ -130,7 +132,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	b, _, err := recoverInPlace(dir, opts.Logger, false)
+	b, _, err := recoverInPlace(fsys, dir, opts.Logger, false)
 	if err != nil {
 		if lock != nil {
 			lock.Close()
@@ -194,15 +196,19 @@ func open(dir string, opts Options) (*DB, error) {
 func (c *core) snapDir() string { return filepath.Join(c.dir, "snap") }
 func (c *core) walDir() string  { return filepath.Join(c.dir, "wal") }
 
+// fs is the file system the DB's files are on.
+func (c *core) fs() vfs.FS { return vfs.Or(c.opts.fs) }
+
 func (c *core) openDir() (err error) {
-	if err := fsync.MkdirAll(c.dir); err != nil {
+	fsys := c.fs()
+	if err := fsync.MkdirAllFS(fsys, c.dir, 0o755); err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(filepath.Join(c.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := fsys.OpenFile(filepath.Join(c.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
-	if err := flock.Exclusive(lock); err != nil {
+	if err := fsys.Lock(lock, true); err != nil {
 		lock.Close()
 		if errors.Is(err, flock.ErrHeld) {
 			return fmt.Errorf("%w: %s", ErrLocked, c.dir)
@@ -219,10 +225,10 @@ func (c *core) openDir() (err error) {
 			lock.Close()
 		}
 	}()
-	if err := fsync.MkdirAll(c.snapDir()); err != nil {
+	if err := fsync.MkdirAllFS(fsys, c.snapDir(), 0o755); err != nil {
 		return err
 	}
-	if err := snapshot.RemoveTemp(c.snapDir()); err != nil {
+	if err := snapshot.RemoveTempFS(fsys, c.snapDir()); err != nil {
 		return err
 	}
 	// Validating the log reads every record of it, which takes about as
@@ -231,17 +237,17 @@ func (c *core) openDir() (err error) {
 	// used (it does not read), wal.Open validates again from the right
 	// place.
 	from := uint64(1)
-	if infos, err := snapshot.List(c.snapDir()); err == nil && len(infos) > 0 {
+	if infos, err := snapshot.ListFS(fsys, c.snapDir()); err == nil && len(infos) > 0 {
 		from = infos[0].Seq + 1
 	}
 	validated := make(chan *wal.Validation, 1)
-	go func() { validated <- wal.Validate(c.walDir(), from) }()
-	b, err := loadBase(c.snapDir(), c.opts.Logger, false)
+	go func() { validated <- wal.ValidateFS(fsys, c.walDir(), from) }()
+	b, err := loadBase(fsys, c.snapDir(), c.opts.Logger, false)
 	v := <-validated // read no file after Open returns
 	if err != nil {
 		return err
 	}
-	wopts := wal.Options{SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.Failpoint, From: b.from(), Validated: v}
+	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint, From: b.from(), Validated: v}
 	if c.opts.Durability == SyncNever {
 		// Spare space makes fsyncs cheaper; with none on the commit path,
 		// writing it ahead would only double the bytes written.
@@ -333,9 +339,9 @@ func (c *core) logRepairs(rep wal.RepairReport) {
 	}
 }
 
-func readSnapshot(path string) (*index.Store, error) {
+func readSnapshot(fsys vfs.FS, path string) (*index.Store, error) {
 	return loadSnapshot(path, func(fn func([]byte) error) (uint64, error) {
-		seq, _, err := snapshot.Read(path, fn)
+		seq, _, err := snapshot.ReadFS(fsys, path, fn)
 		return seq, err
 	})
 }
@@ -998,7 +1004,8 @@ func (c *core) snapshotNow(closing bool) error {
 }
 
 func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
-	infos, err := snapshot.List(c.snapDir())
+	fsys := c.fs()
+	infos, err := snapshot.ListFS(fsys, c.snapDir())
 	if err != nil {
 		return snapshot.Info{}, err
 	}
@@ -1011,7 +1018,7 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	if err := c.log.SyncGathered(img.Seq); err != nil {
 		return snapshot.Info{}, c.failLocked(err)
 	}
-	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.Failpoint}, func(w *snapshot.Writer) error {
+	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.failpoint, FS: fsys}, func(w *snapshot.Writer) error {
 		return index.WriteImage(img, index.NewEncoder(), w.Add)
 	})
 	if err != nil {
@@ -1019,7 +1026,7 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	}
 	// Keep two snapshots, and the log back to the older one, so that an
 	// unreadable newest snapshot can fall back to the previous plus the log.
-	infos, err = snapshot.List(c.snapDir())
+	infos, err = snapshot.ListFS(fsys, c.snapDir())
 	if err != nil {
 		return info, err
 	}
@@ -1028,7 +1035,7 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 			return info, c.failLocked(err)
 		}
 	}
-	return info, snapshot.Prune(c.snapDir(), 2)
+	return info, snapshot.PruneFS(fsys, c.snapDir(), 2)
 }
 
 // Clock returns the clock the DB reads, so code built on it (a worker

@@ -300,7 +300,7 @@ func TestConcurrentClaimCompleteExactlyOnce(t *testing.T) {
 func TestFsyncFailureStopsTheEngine(t *testing.T) {
 	var fail sync.Map
 	e := newEnv(t, false, func(o *Options) {
-		o.Failpoint = func(name string) error {
+		o.failpoint = func(name string) error {
 			if _, ok := fail.Load(name); ok {
 				return errors.New("injected " + name + " failure")
 			}
@@ -439,7 +439,7 @@ func TestIntervalSyncFailureStopsTheEngine(t *testing.T) {
 	var failing atomic.Bool
 	e := newEnv(t, false, func(o *Options) {
 		o.Durability, o.SyncEvery = SyncInterval, time.Hour
-		o.Failpoint = func(name string) error {
+		o.failpoint = func(name string) error {
 			if name == "sync" && failing.Load() {
 				return errors.New("injected sync failure")
 			}

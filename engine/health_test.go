@@ -24,7 +24,7 @@ func TestErrReportsClosed(t *testing.T) {
 
 func TestErrReportsFailure(t *testing.T) {
 	var broken atomic.Bool
-	db, err := Open(t.TempDir(), Options{Failpoint: func(name string) error {
+	db, err := Open(t.TempDir(), Options{failpoint: func(name string) error {
 		if broken.Load() && name == "append.write" {
 			return errors.New("disk on fire")
 		}

@@ -75,7 +75,7 @@ func gated(t *testing.T, tweak ...func(*Options)) (*env, *syncGate) {
 	var gate *syncGate
 	e := newEnv(t, false, append(tweak, func(o *Options) {
 		o.Logger = quiet
-		o.Failpoint = func(name string) error {
+		o.failpoint = func(name string) error {
 			mu.Lock()
 			g := gate
 			mu.Unlock()

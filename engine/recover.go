@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
@@ -40,9 +40,9 @@ type base struct {
 // that fails to verify is passed over (logged); any other error (permission,
 // I/O) stops recovery as it is: it says nothing about the data. all reads
 // every snapshot, for a report.
-func loadBase(snapDir string, logger *slog.Logger, all bool) (*base, error) {
+func loadBase(fsys vfs.FS, snapDir string, logger *slog.Logger, all bool) (*base, error) {
 	b := &base{}
-	infos, err := snapshot.List(snapDir)
+	infos, err := snapshot.ListFS(fsys, snapDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func loadBase(snapDir string, logger *slog.Logger, all bool) (*base, error) {
 			break
 		}
 		sc := SnapshotCheck{Path: info.Path, Seq: info.Seq}
-		store, err := readSnapshot(info.Path)
+		store, err := readSnapshot(fsys, info.Path)
 		if err != nil && !isCorrupt(err) {
 			return nil, err
 		}
@@ -135,8 +135,8 @@ func (b *base) replay(read func(from uint64, fn func(seq uint64, data []byte) er
 // isDocketDir reports whether dir looks like a data directory Open made: it
 // holds a wal or snap directory. Read-only commands refuse anything else
 // rather than read (or worse, make) a docket directory inside it.
-func isDocketDir(dir string) error {
-	st, err := os.Stat(dir)
+func isDocketDir(fsys vfs.FS, dir string) error {
+	st, err := fsys.Stat(dir)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func isDocketDir(dir string) error {
 		return fmt.Errorf("%w: %s is not a directory", ErrInvalid, dir)
 	}
 	for _, sub := range []string{"wal", "snap"} {
-		st, err := os.Stat(filepath.Join(dir, sub))
+		st, err := fsys.Stat(filepath.Join(dir, sub))
 		if err == nil && st.IsDir() {
 			return nil
 		}
@@ -158,23 +158,23 @@ func isDocketDir(dir string) error {
 // recoverInPlace runs recovery over dir without changing a byte of it, the
 // way Open would (a torn tail is left in place and not read). It returns the
 // base with the replayed state and what the log check found.
-func recoverInPlace(dir string, logger *slog.Logger, allSnaps bool) (*base, wal.CheckReport, error) {
-	if err := isDocketDir(dir); err != nil {
+func recoverInPlace(fsys vfs.FS, dir string, logger *slog.Logger, allSnaps bool) (*base, wal.CheckReport, error) {
+	if err := isDocketDir(fsys, dir); err != nil {
 		return nil, wal.CheckReport{}, err
 	}
-	b, err := loadBase(filepath.Join(dir, "snap"), logger, allSnaps)
+	b, err := loadBase(fsys, filepath.Join(dir, "snap"), logger, allSnaps)
 	if err != nil {
 		return nil, wal.CheckReport{}, err
 	}
 	walDir := filepath.Join(dir, "wal")
 	noLog := false
-	if _, err := os.Stat(walDir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := fsys.Stat(walDir); errors.Is(err, fs.ErrNotExist) {
 		noLog = true // Open would create an empty log
 	}
 	var rep wal.CheckReport
 	if noLog {
 		rep = wal.CheckReport{FirstSeq: 1}
-	} else if rep, err = wal.CheckFrom(walDir, b.from()); err != nil {
+	} else if rep, err = wal.CheckFromFS(fsys, walDir, b.from()); err != nil {
 		return b, rep, wrapStorage(err)
 	}
 	if err := b.decide(rep.FirstSeq, rep.LastSeq, logger); err != nil {
@@ -184,7 +184,7 @@ func recoverInPlace(dir string, logger *slog.Logger, allSnaps bool) (*base, wal.
 		return b, rep, nil
 	}
 	err = b.replay(func(from uint64, fn func(uint64, []byte) error) error {
-		return wal.Scan(walDir, from, fn)
+		return wal.ScanFS(fsys, walDir, from, fn)
 	})
 	return b, rep, err
 }

@@ -51,7 +51,7 @@ func (a *Applied) Err() error { return a.err }
 // Options that decide a plan (RetainCompleted, IdempotencyTTL) travel
 // with each command from the node that submitted it, so a node configured
 // otherwise still applies the same batches; Durability, SyncEvery,
-// SnapshotBytes, SegmentBytes and Failpoint are the log's business and are
+// SnapshotBytes and SegmentBytes are the log's business and are
 // ignored. The Observer and Stats of every node count every command the
 // node applies, whichever node submitted it.
 func OpenReplicated(opts Options, log Replicator) (*DB, error) {

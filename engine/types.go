@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // Durability says when a commit is acknowledged relative to the disk.
@@ -85,13 +86,16 @@ type Options struct {
 	// settles its round, once it is durable); they must be quick.
 	Observer Observer
 
-	// Failpoint, if set, is called at named points of the log and snapshot
-	// code; a non-nil error is treated as an I/O error at that point. It
-	// exists for fault-injection tests. Points: "append.write", "sync",
-	// "sync.after", "segment.create", "truncate" (log); "write.middle",
-	// "sync.before", "rename.before", "rename.after", "dirsync.after"
-	// (snapshot).
-	Failpoint func(name string) error
+	// fs is the file system the DB's files are on; nil is the operating
+	// system's. Only tests set it (internal/enginetest.FS), to run on a
+	// memory file system that can crash or on one that fails chosen
+	// operations.
+	fs vfs.FS
+	// failpoint, if set, is called at named points of the log and
+	// snapshot code; a non-nil error is treated as an I/O error at that
+	// point (see wal.Options.Failpoint and snapshot.Options.Failpoint).
+	// Only tests set it (internal/enginetest.Failpoint).
+	failpoint func(name string) error
 
 	// tap, if set, receives every committed batch as the bytes the log
 	// holds for it (also in memory, where nothing is logged), in sequence

@@ -141,6 +141,7 @@ func boundaries(b image, spans []span) map[int]bool {
 // -crash-continue-every cuts it then runs more instructions on the
 // recovered DB, crashes again mid-write and recovers again.
 func TestCrashEveryByte(t *testing.T) {
+	t.Parallel()
 	rec := recordCrash(t)
 	dir := scratchDir(t)
 	rng := rand.New(rand.NewPCG(*crashSeed, 3))
@@ -208,6 +209,7 @@ func TestCrashEveryByte(t *testing.T) {
 // to the log after every instruction of the recorded run: recovery must
 // drop it and find exactly the records before it, never a phantom one.
 func TestCrashTails(t *testing.T) {
+	t.Parallel()
 	rec := recordCrash(t)
 	dir := scratchDir(t)
 	rng := rand.New(rand.NewPCG(*crashSeed, 5))
@@ -260,6 +262,7 @@ func randBytes(rng *rand.Rand, n int) []byte {
 // at each step of writing a snapshot, of truncating the log - and after
 // every instruction: what a SIGKILL at that moment leaves.
 func TestCrashAtFailpoints(t *testing.T) {
+	t.Parallel()
 	rec := recordCrash(t)
 	dir := scratchDir(t)
 	byName := map[string]int{}
@@ -284,6 +287,7 @@ func TestCrashAtFailpoints(t *testing.T) {
 // since their directory's last fsync missing. Nothing acknowledged may be
 // lost and nothing that never happened may appear.
 func TestPowerLoss(t *testing.T) {
+	t.Parallel()
 	rec := recordCrash(t)
 	dir := scratchDir(t)
 	n := 0
@@ -309,8 +313,10 @@ func TestPowerLoss(t *testing.T) {
 // still lose nothing acknowledged. Every failpoint and every instruction is
 // a crash point.
 func TestCrashWithoutSync(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []engine.Durability{engine.SyncNever, engine.SyncInterval} {
 		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
 			rec := record(t, recordOptions{seed: *crashSeed + 1, ops: shortOr("crash-ops", 150, 40), segBytes: 1024, weights: crashWorkload,
 				cfg: 0x09, dur: mode})
 			dir := scratchDir(t)

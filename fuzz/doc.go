@@ -35,8 +35,9 @@
 //     recovery with every acknowledged call.
 //   - durability_test.go checks that no answer (a deduplicated enqueue, an
 //     assertion-only commit, a read, a refusal) rests on a commit a crash
-//     can still take back, and (with strace) that a data directory Open
-//     creates is itself made durable.
+//     can still take back, and (on the strict memory file system, crashed
+//     after Open and after every acknowledged write) that a data directory
+//     Open creates is itself made durable.
 //   - kill_test.go runs producers and workers in a child process killed with
 //     SIGKILL at random moments and checks the queue as a whole: nothing
 //     acknowledged lost, nothing never enqueued present, nothing completed
@@ -52,8 +53,8 @@
 //	go test ./fuzz -run TestBitFlips -flip-every=1
 //	go test ./fuzz -run '^$' -fuzz '^FuzzOps$' -fuzztime=10m
 //
-// Scratch directories go to /dev/shm when it is a tmpfs with room, because
-// the crash tests open thousands of directories and fsync would dominate;
-// DOCKET_FUZZ_TMPDIR overrides the location. TestDiskFull mounts a small
-// tmpfs of its own and skips where that is not permitted.
+// Scratch directories live on a file system in memory (internal/vfs),
+// because the crash tests open, copy and cut thousands of directories;
+// the kill tests run on a real disk. TestDiskFull mounts a small tmpfs of
+// its own and skips where that is not permitted.
 package fuzz

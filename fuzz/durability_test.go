@@ -5,34 +5,35 @@ package fuzz
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
 
-// gate is a failpoint hook that parks the first caller reaching name until
-// released, so a test can act while a commit is stuck at that point.
+// gate is an errorfs injector that parks the first operation match
+// accepts, once armed, until released, so a test can act while a commit
+// is stuck at that point.
 type gate struct {
-	name    string
+	match   func(errorfs.Op) bool
 	mu      sync.Mutex
 	armed   bool
 	reached chan struct{}
 	release chan struct{}
 }
 
-func newGate(name string) *gate {
-	return &gate{name: name, reached: make(chan struct{}), release: make(chan struct{})}
+func newGate(match func(errorfs.Op) bool) *gate {
+	return &gate{match: match, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gate) failpoint(name string) error {
+func (g *gate) MaybeError(op errorfs.Op) error {
 	g.mu.Lock()
-	park := g.armed && name == g.name
+	park := g.armed && g.match(op)
 	if park {
 		g.armed = false
 	}
@@ -50,8 +51,8 @@ func (g *gate) arm() {
 	g.mu.Unlock()
 }
 
-// The tests below park a commit at "append.write" - applied in memory, not
-// yet written to the log - and make a second call meanwhile. Whatever the
+// The tests below park a commit at its first write to the log - applied in
+// memory, not yet written - and make a second call meanwhile. Whatever the
 // second call answers must survive a crash at the moment it returns: if it
 // answered from the parked commit's state without waiting for it to be
 // durable, a crash then takes back what the caller was told.
@@ -79,6 +80,7 @@ var qa = func(db *engine.DB) engine.Queue { return db.Queue(nsProd, "a") }
 // tells the caller the task exists; an assertion-only transaction returns
 // the version it checked.
 func TestAnswersRestOnDurableState(t *testing.T) {
+	t.Parallel()
 	for _, c := range []durabilityCase{{
 		name:  "deduplicated enqueue",
 		setup: func(*testing.T, *engine.DB) any { return nil },
@@ -131,7 +133,10 @@ func TestAnswersRestOnDurableState(t *testing.T) {
 			return err == nil && n.Ready == 1
 		},
 	}} {
-		t.Run(c.name, func(t *testing.T) { checkDurableAnswer(t, c) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			checkDurableAnswer(t, c)
+		})
 	}
 }
 
@@ -141,6 +146,7 @@ func TestAnswersRestOnDurableState(t *testing.T) {
 // (ErrLeaseLost), the key exists (ErrConflict) - while after the crash the
 // task, the lease or the absence of the key is back.
 func TestRefusalsRestOnDurableState(t *testing.T) {
+	t.Parallel()
 	claimOne := func(t *testing.T, db *engine.DB) any {
 		if _, err := qa(db).Enqueue(ctx, engine.Task{}); err != nil {
 			t.Fatal(err)
@@ -199,15 +205,19 @@ func TestRefusalsRestOnDurableState(t *testing.T) {
 			return err == nil
 		},
 	}} {
-		t.Run(c.name, func(t *testing.T) { checkDurableAnswer(t, c) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			checkDurableAnswer(t, c)
+		})
 	}
 }
 
 func checkDurableAnswer(t *testing.T, c durabilityCase) {
-	g := newGate("append.write")
 	dir := scratchDir(t)
-	db, err := engine.Open(dir, engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet,
-		Clock: engine.NewManualClock(t0), Failpoint: g.failpoint})
+	g := newGate(func(op errorfs.Op) bool { return op.Kind == errorfs.OpWrite && strings.HasPrefix(op.Path, dir+"/wal/") })
+	opts := engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet, Clock: engine.NewManualClock(t0)}
+	enginetest.FS(&opts, errorfs.Wrap(scratch, g))
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +253,7 @@ func checkDurableAnswer(t *testing.T, c durabilityCase) {
 	}
 	crashDir := scratchDir(t)
 	img.materialize(t, crashDir)
-	crashed, err := engine.Open(crashDir, engine.Options{Logger: quiet, SnapshotBytes: -1})
+	crashed, err := openDB(crashDir, engine.Options{Logger: quiet, SnapshotBytes: -1})
 	if err != nil {
 		t.Fatalf("open the crash image: %v", err)
 	}
@@ -259,17 +269,19 @@ func checkDurableAnswer(t *testing.T, c durabilityCase) {
 // the log's error without ErrFailed, although the engine is failed from
 // then on.
 func TestCheckpointReportsLogFailure(t *testing.T) {
+	t.Parallel()
 	for _, point := range []string{"truncate", "sync"} {
 		t.Run(point, func(t *testing.T) {
+			t.Parallel()
 			var armed sync.Map
-			db, err := engine.Open(scratchDir(t), engine.Options{SnapshotBytes: -1, Logger: quiet,
-				Durability: engine.SyncNever, Clock: engine.NewManualClock(t0),
-				Failpoint: func(name string) error {
-					if _, ok := armed.Load(name); ok {
-						return errors.New("injected " + name + " failure")
-					}
-					return nil
-				}})
+			opts := engine.Options{SnapshotBytes: -1, Logger: quiet, Durability: engine.SyncNever, Clock: engine.NewManualClock(t0)}
+			enginetest.Failpoint(&opts, func(name string) error {
+				if _, ok := armed.Load(name); ok {
+					return errors.New("injected " + name + " failure")
+				}
+				return nil
+			})
+			db, err := openDB(scratchDir(t), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,89 +310,67 @@ func TestCheckpointReportsLogFailure(t *testing.T) {
 	}
 }
 
-// envStraceChild makes the test binary open a new data directory, enqueue
-// one task and exit, for TestNewDataDirIsDurable to trace.
-const envStraceChild = "DOCKET_STRACE_CHILD_DIR"
-
 // TestNewDataDirIsDurable: when Open creates the data directory, the
-// directory entry itself must be fsynced (by fsyncing its parent) before
-// anything written inside it is acknowledged; otherwise a power loss can
-// take the whole directory, and every acknowledged write with it. wal
-// fsyncs the parent of every directory it creates, but the engine creates
-// the data directory first, so wal finds it existing. The test traces a
-// child process with strace and skips where strace or ptrace is missing.
+// directory entry itself must be made durable (by syncing its parent)
+// before anything written inside it is acknowledged; otherwise a power
+// loss can take the whole directory, and every acknowledged write with it.
+// wal syncs the parent of every directory it creates, but the engine
+// creates the data directory first, so wal finds it existing. On the
+// strict memory file system, a power loss right after Open and after each
+// acknowledged write, with small segments and snapshots so that segments
+// are started and the log truncated, must keep every acknowledged write.
 func TestNewDataDirIsDurable(t *testing.T) {
-	if dir := os.Getenv(envStraceChild); dir != "" {
-		db, err := engine.Open(dir, engine.Options{Logger: quiet})
-		if err != nil {
-			fmt.Println("open:", err)
-			os.Exit(1)
-		}
-		if _, err := db.Queue(nsProd, "a").Enqueue(ctx, engine.Task{}); err != nil {
-			fmt.Println("enqueue:", err)
-			os.Exit(1)
-		}
-		fmt.Println("acknowledged")
-		os.Exit(0) // no Close: killed right after the acknowledgement
+	t.Parallel()
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/parent", 0o755); err != nil {
+		t.Fatal(err)
 	}
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is not installed")
-	}
-	parent := t.TempDir()
-	dir := filepath.Join(parent, "data")
-	trace := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(strace, "-f", "-qq", "-e", "trace=mkdir,mkdirat,open,openat,fsync,fdatasync,close", "-o", trace,
-		os.Args[0], "-test.run=^TestNewDataDirIsDurable$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envStraceChild+"="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "acknowledged") {
-		t.Skipf("cannot trace a child process (%v): %s", err, out)
-	}
-	raw, err := os.ReadFile(trace)
+	root, err := mem.Open("/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, synced := false, false
-	fds := map[string]string{}     // fd -> path (threads share one table)
-	pending := map[string]string{} // thread -> path of an unfinished open
-	for _, line := range strings.Split(string(raw), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		pid, call := f[0], strings.Join(f[1:], " ")
-		path := ""
-		if i := strings.Index(call, `"`); i >= 0 {
-			if j := strings.Index(call[i+1:], `"`); j >= 0 {
-				path = call[i+1 : i+1+j]
-			}
-		}
-		result := ""
-		if i := strings.LastIndex(call, "= "); i >= 0 {
-			result = strings.Fields(call[i+2:])[0]
-		}
-		switch {
-		case strings.HasPrefix(call, "mkdir") && path == dir && result == "0":
-			created = true
-		case strings.HasPrefix(call, "open") && strings.Contains(call, "<unfinished"):
-			pending[pid] = path
-		case strings.HasPrefix(call, "<... open") && pending[pid] != "":
-			fds[result] = pending[pid]
-			delete(pending, pid)
-		case strings.HasPrefix(call, "open"):
-			fds[result] = path
-		case strings.HasPrefix(call, "fsync(") || strings.HasPrefix(call, "fdatasync("):
-			fd := strings.TrimSuffix(strings.SplitN(strings.TrimPrefix(strings.TrimPrefix(call, "fsync("), "fdatasync("), ")", 2)[0], " <unfinished ...>")
-			if fds[fd] == parent && created {
-				synced = true
-			}
-		}
+	if err := root.Sync(); err != nil { // the parent exists durably; data does not yet
+		t.Fatal(err)
 	}
-	if !created {
-		t.Fatalf("the trace shows no creation of %s", dir)
+	root.Close()
+	const dir = "/parent/data"
+	opts := engine.Options{Logger: quiet, Durability: engine.SyncAlways, SegmentBytes: 512, SnapshotBytes: 2 << 10}
+	enginetest.FS(&opts, mem)
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !synced {
-		t.Fatalf("Open created %s and acknowledged a write inside it without ever fsyncing %s: a power loss can lose the whole data directory", dir, parent)
+	defer db.Close()
+	// crashed opens the file system as a power loss now leaves it and
+	// returns how many tasks it holds.
+	crashed := func() int {
+		t.Helper()
+		o := engine.Options{Logger: quiet, SnapshotBytes: -1}
+		enginetest.FS(&o, mem.CrashClone())
+		db, err := engine.Open(dir, o)
+		if err != nil {
+			t.Fatalf("open after a power loss: %v", err)
+		}
+		defer db.Close()
+		n, err := db.Queue(nsProd, "a").Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Verify(); err != nil {
+			t.Fatal(err)
+		}
+		return n.Ready
+	}
+	if n := crashed(); n != 0 {
+		t.Fatalf("a power loss right after Open: %d tasks, want none", n)
+	}
+	for i := 1; i <= 40; i++ {
+		if _, err := db.Queue(nsProd, "a").Enqueue(ctx, engine.Task{Payload: []byte(fmt.Sprintf(`{"i":%d,"pad":"%0100d"}`, i, 0))}); err != nil {
+			t.Fatal(err)
+		}
+		if n := crashed(); n < i {
+			t.Fatalf("a power loss after %d acknowledged enqueues left %d tasks: Open created %s without syncing %s, or a write was acknowledged before it was durable",
+				i, n, dir, "/parent")
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
 
 // The failpoints of the log and of snapshot writing (engine.Options).
@@ -40,6 +43,7 @@ func faultWorkload() recordOptions {
 // the engine left it - and the state must be the model's after some prefix
 // of the calls that includes every acknowledged one.
 func TestFailpoints(t *testing.T) {
+	t.Parallel()
 	clean := record(t, faultWorkload())
 	hits := map[string]int{}
 	for _, e := range clean.events {
@@ -55,7 +59,10 @@ func TestFailpoints(t *testing.T) {
 			if testing.Short() && h != 1 && h != hits[name] {
 				continue
 			}
-			t.Run(fmt.Sprintf("%s/%d", name, h), func(t *testing.T) { checkFailpoint(t, name, h) })
+			t.Run(fmt.Sprintf("%s/%d", name, h), func(t *testing.T) {
+				t.Parallel()
+				checkFailpoint(t, name, h)
+			})
 			total++
 		}
 	}
@@ -97,6 +104,89 @@ func checkFailpoint(t *testing.T, name string, hit int) {
 	rec.checkImage(t, dir, capture(t, r.dir), r.ackSeq, r.m.Seq, fmt.Sprintf("reopen after %s #%d failed", name, hit), false)
 }
 
+// TestFailEveryOp fails, in a run of its own, each file operation that
+// changes the data directory while the recorded workload runs (every
+// write, fsync, creation, rename, removal and truncation of the log and
+// the snapshots), whatever the point is named: the failpoints mark some
+// of them, this covers them all. A failed log operation must stop the
+// engine (fail-stop, unless it was the removal of a temporary file, which
+// is best effort); a failed snapshot step is reported to the Checkpoint or
+// Close that hit it. Then the directory is reopened as it was at the
+// failing moment and as the engine left it, as TestFailpoints does.
+func TestFailEveryOp(t *testing.T) {
+	t.Parallel()
+	kinds := map[string]int{}
+	total := 0
+	o := faultWorkload()
+	o.lean = true
+	o.injectOp = func(op errorfs.Op, n int) bool {
+		kinds[op.Kind.String()]++
+		total = n
+		return false
+	}
+	record(t, o)
+	if total < 100 {
+		t.Fatalf("the workload makes only %d file operations", total)
+	}
+	// With -short, every 25th operation and the last.
+	stride := shortOr("", 1, 25)
+	swept := 0
+	for n := 1; n <= total; n++ {
+		if n%stride != 1%stride && n != total {
+			continue
+		}
+		swept++
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			checkFailOp(t, n)
+		})
+	}
+	t.Logf("%d of %d file operations failed in turn: %v", swept, total, kinds)
+}
+
+func checkFailOp(t *testing.T, n int) {
+	o := faultWorkload()
+	o.lean = true
+	var failed errorfs.Op
+	o.injectOp = func(op errorfs.Op, i int) bool {
+		if i == n {
+			failed = op
+			return true
+		}
+		return false
+	}
+	rec := record(t, o)
+	r := rec.r
+	e := rec.injected
+	if e == nil {
+		t.Fatalf("the run never reached operation %d", n)
+	}
+	rel := strings.TrimPrefix(filepath.ToSlash(failed.Path), r.dir+"/")
+	quiet := failed.Kind == errorfs.OpRemove && (strings.HasSuffix(rel, ".TEMP") || strings.HasSuffix(rel, ".tmp"))
+	switch {
+	case quiet:
+	case inDir(rel, "wal") || rel == "wal":
+		if !r.failed {
+			t.Fatalf("the engine went on after a failed log operation (%s %s, %s)", failed.Kind, rel, e.desc)
+		}
+		if !r.closeFailed {
+			checkFailStop(t, r)
+		}
+	case inDir(rel, "snap") || rel == "snap":
+		if r.snapshotFailures == 0 && !r.failed {
+			t.Fatalf("no call reported the failed snapshot operation %s %s (%s)", failed.Kind, rel, e.desc)
+		}
+	}
+	if !r.failed {
+		r.checkState("after the failed operation")
+	}
+	dir := scratchDir(t)
+	rec.checkImage(t, dir, e.img, e.ack, e.applied, "crash at "+e.where(), false)
+	r.db.Close()
+	r.db = nil
+	rec.checkImage(t, dir, capture(t, r.dir), r.ackSeq, r.m.Seq, fmt.Sprintf("reopen after %s %s failed", failed.Kind, rel), false)
+}
+
 // checkFailStop requires every kind of call to fail with ErrFailed.
 func checkFailStop(t *testing.T, r *runner) {
 	t.Helper()
@@ -136,17 +226,21 @@ func checkFailStop(t *testing.T, r *runner) {
 // starts after it may succeed, and every commit that did report success is
 // there after reopening.
 func TestGroupCommitFsyncFailure(t *testing.T) {
+	t.Parallel()
 	for round := range 5 {
 		var failedAt atomic.Int64 // unix nanos of the injected failure
 		var syncs atomic.Int32
 		dir := scratchDir(t)
-		db, err := engine.Open(dir, engine.Options{Logger: quiet, SnapshotBytes: -1, Failpoint: func(name string) error {
-			if name == "sync" && syncs.Add(1) == int32(20+10*round) {
+		// Fail the log's nth fsync.
+		opts := engine.Options{Logger: quiet, SnapshotBytes: -1}
+		enginetest.FS(&opts, errorfs.Wrap(fsOf(dir), errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if op.Kind == errorfs.OpSync && inDir(filepath.ToSlash(op.Path), filepath.ToSlash(dir)+"/wal") && syncs.Add(1) == int32(20+10*round) {
 				failedAt.Store(time.Now().UnixNano())
 				return errInjected
 			}
 			return nil
-		}})
+		})))
+		db, err := engine.Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +274,7 @@ func TestGroupCommitFsyncFailure(t *testing.T) {
 		if failedAt.Load() == 0 {
 			t.Fatal("the injected fsync failure never happened")
 		}
-		db, err = engine.Open(dir, engine.Options{Logger: quiet, SnapshotBytes: -1})
+		db, err = openDB(dir, engine.Options{Logger: quiet, SnapshotBytes: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

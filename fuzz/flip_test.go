@@ -93,8 +93,8 @@ func (b *flipBase) checkFlip(t testing.TB, dir, file string, off int, bit uint) 
 	opts := engine.Options{Clock: engine.NewManualClock(t0), SnapshotBytes: -1, Logger: quiet}
 	b.rec.cfg.Apply(&opts)
 	// verify must agree with Open about every damaged directory.
-	crep, cerr := engine.Check(dir)
-	db, err := engine.Open(dir, opts)
+	cseq, cerr := checkDir(dir)
+	db, err := openDB(dir, opts)
 	if (err == nil) != (cerr == nil) {
 		if db != nil {
 			db.Close()
@@ -121,8 +121,8 @@ func (b *flipBase) checkFlip(t testing.TB, dir, file string, off int, bit uint) 
 	if err := db.Verify(); err != nil {
 		t.Fatalf("%s: verify: %v", what(), err)
 	}
-	if crep.Seq != v.Seq {
-		t.Fatalf("%s: Open recovered batch %d, Check batch %d", what(), v.Seq, crep.Seq)
+	if cseq != v.Seq {
+		t.Fatalf("%s: Open recovered batch %d, Check batch %d", what(), v.Seq, cseq)
 	}
 	switch v.Seq {
 	case b.last:
@@ -140,6 +140,7 @@ func (b *flipBase) checkFlip(t testing.TB, dir, file string, off int, bit uint) 
 // segment and snapshot of a directory with two snapshots and a log over
 // several segments.
 func TestBitFlips(t *testing.T) {
+	t.Parallel()
 	b := sharedFlipBase(t)
 	dir := scratchDir(t)
 	outcomes := map[string]int{}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // This file reads the on-disk formats as wal/doc.go and snapshot/doc.go
@@ -107,7 +109,7 @@ func capture(tb testing.TB, dir string) image {
 		tb.Fatalf("capture %s: %v", dir, err)
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(dir, f))
+		b, err := vfs.ReadFile(fsOf(dir), filepath.Join(dir, f))
 		if err != nil {
 			tb.Fatalf("capture %s: %v", dir, err)
 		}
@@ -184,20 +186,23 @@ func (im image) clone() image {
 // materialize makes dir hold exactly the files of im.
 func (im image) materialize(tb testing.TB, dir string) {
 	tb.Helper()
-	if err := os.RemoveAll(dir); err != nil {
+	fsys := fsOf(dir)
+	if onScratch(dir) {
+		scratch.RemoveAll(dir)
+	} else if err := os.RemoveAll(dir); err != nil {
 		tb.Fatal(err)
 	}
 	for _, d := range []string{"wal", "snap"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+		if err := fsys.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	for name, b := range im {
 		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := fsys.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			tb.Fatal(err)
 		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+		if err := writeFile(fsys, p, b); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -25,6 +25,7 @@ const maxInstructions = 160
 // the histories to be identical.
 func runMetamorphic(t *testing.T, data []byte) {
 	t.Helper()
+	t.Parallel() // the seed corpus side by side; no effect while fuzzing
 	if len(data) == 0 {
 		return
 	}
@@ -309,7 +310,7 @@ func openDB(dir string, opts engine.Options) (*engine.DB, error) {
 	if dir == "" {
 		return engine.OpenInMemory(opts)
 	}
-	return engine.Open(dir, opts)
+	return engine.Open(dir, withFS(dir, opts))
 }
 
 // TestOpsConfigs: the seeds and the corpus run in every configuration; a

@@ -7,17 +7,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // The vocabulary programs draw from: small, so that calls collide on the
@@ -117,33 +119,6 @@ var metamorphic = []runConfig{
 	{name: "never/tiny", dur: engine.SyncNever, snapBytes: 1, segBytes: 300},
 }
 
-// scratchDir returns a fresh directory removed after the test, on a tmpfs
-// (/dev/shm) when one with room is available: the crash tests open
-// thousands of directories and would otherwise spend their time in fsync.
-// DOCKET_FUZZ_TMPDIR overrides the location.
-func scratchDir(tb testing.TB) string {
-	tb.Helper()
-	base := os.Getenv("DOCKET_FUZZ_TMPDIR")
-	if base == "" {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs("/dev/shm", &st); err == nil && st.Type == tmpfsMagic && st.Bavail*uint64(st.Bsize) > 256<<20 {
-			base = "/dev/shm"
-		}
-	}
-	if base == "" {
-		return tb.TempDir()
-	}
-	dir, err := os.MkdirTemp(base, "docket-fuzz-")
-	if err != nil {
-		return tb.TempDir()
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// tmpfsMagic is TMPFS_MAGIC from linux/magic.h.
-const tmpfsMagic = 0x01021994
-
 // runner executes a program against an engine and the model side by side.
 type runner struct {
 	tb    testing.TB
@@ -182,13 +157,24 @@ type runner struct {
 	afterOp func(i int)
 	// onOpen, if set, runs after every Open.
 	onOpen func()
+	// fsys, if set, is the file system the DB is opened on (instead of
+	// the one its directory is on).
+	fsys vfs.FS
+	// opening is set while Open runs.
+	opening atomic.Bool
 }
 
 // newRunner opens a DB for rc (in dir, or a scratch dir when dir is "")
 // with a model configured like it.
 func newRunner(tb testing.TB, rc runConfig, cfg Config, dir string, tweak func(*engine.Options)) *runner {
 	tb.Helper()
-	r := &runner{tb: tb, rc: rc, cfg: cfg, clock: engine.NewManualClock(t0), fullCheck: true}
+	return newRunnerFS(tb, rc, cfg, dir, nil, tweak)
+}
+
+// newRunnerFS is newRunner opening the DB on fsys, if set.
+func newRunnerFS(tb testing.TB, rc runConfig, cfg Config, dir string, fsys vfs.FS, tweak func(*engine.Options)) *runner {
+	tb.Helper()
+	r := &runner{tb: tb, rc: rc, cfg: cfg, clock: engine.NewManualClock(t0), fullCheck: true, fsys: fsys}
 	r.m = NewModel(cfg, t0)
 	r.opts = engine.Options{Clock: r.clock, Durability: rc.dur, SnapshotBytes: rc.snapBytes,
 		SegmentBytes: rc.segBytes, Logger: quiet}
@@ -224,7 +210,17 @@ func (r *runner) open() {
 		r.repl, r.db = l, l.members[0].db
 		return
 	}
-	db, err := openDB(r.dir, r.opts)
+	r.opening.Store(true)
+	var db *engine.DB
+	var err error
+	if r.fsys != nil {
+		opts := r.opts
+		enginetest.FS(&opts, r.fsys)
+		db, err = engine.Open(r.dir, opts)
+	} else {
+		db, err = openDB(r.dir, r.opts)
+	}
+	r.opening.Store(false)
 	if err != nil {
 		r.fatalf("open: %v", err)
 	}
@@ -1247,7 +1243,7 @@ var workload = [numOps]int{
 // listFiles returns the regular files under dir (relative paths).
 func listFiles(dir string) ([]string, error) {
 	var out []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	err := fs.WalkDir(walkFS{fsOf(dir)}, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
 
 // A recording is one run of a program under SyncAlways with snapshots only
@@ -60,6 +64,10 @@ type recordOptions struct {
 	// inject, if set, is asked at every failpoint (with how many times that
 	// point was passed, this time included) whether to fail it.
 	inject func(name string, hit int) bool
+	// injectOp, if set, is asked at every file operation that changes the
+	// data directory while the DB is open (not while Open runs), with how
+	// many came so far, this one included, whether to fail it.
+	injectOp func(op errorfs.Op, n int) bool
 	// lean captures the directory only where inject fails a point, not at
 	// every failpoint and instruction.
 	lean bool
@@ -82,9 +90,29 @@ func record(tb testing.TB, o recordOptions) *recording {
 	rc := runConfig{name: fmt.Sprintf("record/%s/seed=%d", o.dur, o.seed), dur: o.dur, snapBytes: -1, segBytes: o.segBytes}
 	var mu sync.Mutex // failpoints run on the committing goroutine; keep the race detector informed
 	hits := map[string]int{}
-	rec.r = newRunner(tb, rc, rec.cfg, "", func(opts *engine.Options) {
+	var fsys vfs.FS
+	if o.injectOp != nil {
+		nOps := 0
+		fsys = errorfs.Wrap(scratch, errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if !changes(op.Kind) {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if rec.r == nil || rec.r.opening.Load() {
+				return nil
+			}
+			nOps++
+			if !o.injectOp(op, nOps) {
+				return nil
+			}
+			rec.injected = rec.event(op.Kind.String() + " " + strings.TrimPrefix(op.Path, rec.r.dir+"/"))
+			return &fs.PathError{Op: op.Kind.String(), Path: op.Path, Err: errInjected}
+		}))
+	}
+	rec.r = newRunnerFS(tb, rc, rec.cfg, "", fsys, func(opts *engine.Options) {
 		opts.SyncEvery = time.Hour // SyncInterval: no background fsync during the run
-		opts.Failpoint = func(name string) error {
+		enginetest.Failpoint(opts, func(name string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if rec.r == nil {
@@ -100,10 +128,10 @@ func record(tb testing.TB, o recordOptions) *recording {
 				}
 			}
 			return nil
-		}
+		})
 	})
 	r := rec.r
-	r.faults = o.inject != nil
+	r.faults = o.inject != nil || o.injectOp != nil
 	rec.views[0], rec.models[0] = r.view().String(), r.m.Clone()
 	r.m.OnBatch = func(m *Model) {
 		rec.views[m.Seq] = m.View(queues, allNS).String()
@@ -136,6 +164,17 @@ func record(tb testing.TB, o recordOptions) *recording {
 }
 
 var errInjected = errors.New("injected I/O error")
+
+// changes reports whether an operation of kind k changes what a file
+// system holds: the ones an op sweep fails.
+func changes(k errorfs.OpKind) bool {
+	switch k {
+	case errorfs.OpCreate, errorfs.OpWrite, errorfs.OpSync, errorfs.OpDirSync, errorfs.OpTruncate,
+		errorfs.OpRename, errorfs.OpRemove, errorfs.OpMkdir:
+		return true
+	}
+	return false
+}
 
 // event captures the directory now, with its power-loss variants, and then
 // updates what is durable according to what the failpoint says happened.
@@ -308,8 +347,8 @@ func (rec *recording) checkImage(tb testing.TB, dir string, im image, ack, appli
 	opts := engine.Options{Clock: rec.clock, SnapshotBytes: -1, Logger: quiet}
 	rec.cfg.Apply(&opts)
 	// verify first: Open cuts a torn tail, verify must judge it as it is.
-	crep, cerr := engine.Check(dir)
-	db, err := engine.Open(dir, opts)
+	cseq, cerr := checkDir(dir)
+	db, err := openDB(dir, opts)
 	if err != nil {
 		tb.Fatalf("%s: open: %v", what, err)
 	}
@@ -318,9 +357,9 @@ func (rec *recording) checkImage(tb testing.TB, dir string, im image, ack, appli
 		db.Close()
 		tb.Fatalf("%s: read: %v", what, err)
 	}
-	if cerr != nil || crep.Seq != v.Seq {
+	if cerr != nil || cseq != v.Seq {
 		db.Close()
-		tb.Fatalf("%s: Open recovered batch %d, but Check says batch %d, %v", what, v.Seq, crep.Seq, cerr)
+		tb.Fatalf("%s: Open recovered batch %d, but Check says batch %d, %v", what, v.Seq, cseq, cerr)
 	}
 	switch {
 	case v.Seq != want:

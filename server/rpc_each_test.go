@@ -20,6 +20,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
+	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 	"github.com/docketdb/docket/internal/wire"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
@@ -353,15 +356,14 @@ func TestEachItemThatPanicsFailsAlone(t *testing.T) {
 func durableServer(t *testing.T) (url string, db *engine.DB, failSyncs *atomic.Bool) {
 	t.Helper()
 	failSyncs = new(atomic.Bool)
-	db, err := engine.Open(t.TempDir(), engine.Options{
-		Logger: slog.New(slog.DiscardHandler),
-		Failpoint: func(name string) error {
-			if name == "sync" && failSyncs.Load() {
-				return errors.New("disk gone")
-			}
-			return nil
-		},
-	})
+	opts := engine.Options{Logger: slog.New(slog.DiscardHandler)}
+	enginetest.FS(&opts, errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpSync && strings.Contains(op.Path, "wal") && failSyncs.Load() {
+			return errors.New("disk gone")
+		}
+		return nil
+	})))
+	db, err := engine.Open(t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

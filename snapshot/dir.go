@@ -4,18 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // List returns the snapshot files in dir, newest (highest seq) first. Temp
 // files, directories and names not of the form "snap-<20 digits>.snap" are
 // ignored. List only reads the directory; it does not validate the files.
-func List(dir string) ([]Info, error) {
-	entries, err := os.ReadDir(dir)
+func List(dir string) ([]Info, error) { return ListFS(vfs.Default, dir) }
+
+// ListFS is List on fsys.
+func ListFS(fsys vfs.FS, dir string) ([]Info, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +46,14 @@ func List(dir string) ([]Info, error) {
 // right if the log still holds everything; keeping two leaves an older image
 // for an operator to fall back on if the newest is ever damaged. Prune must
 // not run concurrently with Write on the same dir.
-func Prune(dir string, keep int) error {
+func Prune(dir string, keep int) error { return PruneFS(vfs.Default, dir, keep) }
+
+// PruneFS is Prune on fsys.
+func PruneFS(fsys vfs.FS, dir string, keep int) error {
 	if keep < 0 {
 		return fmt.Errorf("snapshot: Prune: keep must be >= 0, got %d", keep)
 	}
-	infos, err := List(dir)
+	infos, err := ListFS(fsys, dir)
 	if err != nil {
 		return err
 	}
@@ -55,19 +61,19 @@ func Prune(dir string, keep int) error {
 	removed := false
 	if len(infos) > keep {
 		for _, in := range infos[keep:] {
-			if err := os.Remove(in.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := fsys.Remove(in.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			} else {
 				removed = true
 			}
 		}
 	}
-	n, err := removeTemps(dir)
+	n, err := removeTemps(fsys, dir)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if removed || n > 0 {
-		if err := fsync.Dir(dir); err != nil {
+		if err := fsync.DirFS(fsys, dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -76,20 +82,23 @@ func Prune(dir string, keep int) error {
 
 // RemoveTemp removes temp files left in dir by a Write that crashed or
 // failed before its rename. It is meant to run on open, before any Write.
-func RemoveTemp(dir string) error {
-	n, err := removeTemps(dir)
+func RemoveTemp(dir string) error { return RemoveTempFS(vfs.Default, dir) }
+
+// RemoveTempFS is RemoveTemp on fsys.
+func RemoveTempFS(fsys vfs.FS, dir string) error {
+	n, err := removeTemps(fsys, dir)
 	if n > 0 {
 		// Not needed for correctness (a temp file that comes back is removed
 		// again next time), but keeps the directory from churning on disk.
-		if serr := fsync.Dir(dir); serr != nil {
+		if serr := fsync.DirFS(fsys, dir); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}
 	return err
 }
 
-func removeTemps(dir string) (int, error) {
-	entries, err := os.ReadDir(dir)
+func removeTemps(fsys vfs.FS, dir string) (int, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return 0, err
 	}
@@ -99,7 +108,7 @@ func removeTemps(dir string) (int, error) {
 		if _, ok := parseName(e.Name(), tmpExt); !ok || !e.Type().IsRegular() {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}

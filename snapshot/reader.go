@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // maxReadBuf bounds the read buffer; records that fit in it are handed to fn
@@ -29,7 +30,12 @@ const maxReadBuf = 1 << 20
 // file and byte offset. An error from fn is returned as is and stops the read.
 // On error seq and n are zero.
 func Read(path string, fn func(rec []byte) error) (seq uint64, n int, err error) {
-	f, err := os.Open(path)
+	return ReadFS(vfs.Default, path, fn)
+}
+
+// ReadFS is Read on fsys.
+func ReadFS(fsys vfs.FS, path string, fn func(rec []byte) error) (seq uint64, n int, err error) {
+	f, err := fsys.Open(path)
 	if err != nil {
 		return 0, 0, err
 	}

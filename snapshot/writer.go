@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // writeBufSize batches the many small records of a snapshot into few large
@@ -47,6 +48,9 @@ type Options struct {
 	//     not yet fsynced.
 	//   - "dirsync.after": the directory is fsynced; the snapshot is durable.
 	Failpoint func(name string) error
+
+	// FS is the file system to write on; nil is the operating system's.
+	FS vfs.FS
 }
 
 func (o *Options) fail(name string) error {
@@ -161,7 +165,8 @@ func Write(dir string, seq uint64, opts Options, fill func(w *Writer) error) (In
 	tmp := filepath.Join(dir, fileName(seq, tmpExt))
 	final := filepath.Join(dir, fileName(seq, snapExt))
 
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	fsys := vfs.Or(opts.FS)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return Info{}, err
 	}
@@ -175,7 +180,7 @@ func Write(dir string, seq uint64, opts Options, fill func(w *Writer) error) (In
 			f.Close()
 		}
 		if !renamed {
-			os.Remove(tmp)
+			fsys.Remove(tmp)
 		}
 	}()
 
@@ -214,14 +219,14 @@ func Write(dir string, seq uint64, opts Options, fill func(w *Writer) error) (In
 	if err := opts.fail(fpRenameBefore); err != nil {
 		return Info{}, err
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := fsys.Rename(tmp, final); err != nil {
 		return Info{}, err
 	}
 	renamed = true
 	if err := opts.fail(fpRenameAfter); err != nil {
 		return Info{}, err
 	}
-	if err := fsync.Dir(dir); err != nil {
+	if err := fsync.DirFS(fsys, dir); err != nil {
 		return Info{}, err
 	}
 	if err := opts.fail(fpDirsyncAfter); err != nil {

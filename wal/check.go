@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // CheckReport describes a log directory as Open would find it.
@@ -72,7 +73,12 @@ func Check(dir string) (CheckReport, error) { return CheckFrom(dir, 0) }
 // snapshot: damage in them is listed in Covered instead of refused, as Open
 // with Options.From does.
 func CheckFrom(dir string, from uint64) (CheckReport, error) {
-	s, err := scan(dir, from)
+	return CheckFromFS(vfs.Default, dir, from)
+}
+
+// CheckFromFS is CheckFrom on fsys.
+func CheckFromFS(fsys vfs.FS, dir string, from uint64) (CheckReport, error) {
+	s, err := scan(fsys, dir, from)
 	if s == nil {
 		return CheckReport{}, err
 	}
@@ -84,6 +90,7 @@ func CheckFrom(dir string, from uint64) (CheckReport, error) {
 // so that it can run beside other work, such as loading the snapshot that
 // decides Options.From.
 type Validation struct {
+	fs   vfs.FS
 	dir  string
 	from uint64
 	s    *scanState // nil if the log was not found sound
@@ -95,8 +102,13 @@ type Validation struct {
 // the log sound; otherwise Open validates as usual. Nothing may change dir
 // in between: the caller must be the one holding it.
 func Validate(dir string, from uint64) *Validation {
-	v := &Validation{dir: dir, from: from}
-	if s, err := scan(dir, from); err == nil {
+	return ValidateFS(vfs.Default, dir, from)
+}
+
+// ValidateFS is Validate on fsys.
+func ValidateFS(fsys vfs.FS, dir string, from uint64) *Validation {
+	v := &Validation{fs: fsys, dir: dir, from: from}
+	if s, err := scan(fsys, dir, from); err == nil {
 		v.s = s
 	}
 	return v
@@ -104,8 +116,8 @@ func Validate(dir string, from uint64) *Validation {
 
 // reuse returns v's scan when it stands for validating dir from from, or
 // nil. A Validation is used at most once.
-func (v *Validation) reuse(dir string, from uint64) *scanState {
-	if v == nil || v.s == nil || v.dir != dir || v.from != from {
+func (v *Validation) reuse(fsys vfs.FS, dir string, from uint64) *scanState {
+	if v == nil || v.s == nil || v.fs != fsys || v.dir != dir || v.from != from {
 		return nil
 	}
 	s := v.s
@@ -131,9 +143,9 @@ type layout struct {
 // (its load), including how it finishes a truncation that a crash
 // interrupted, but changes nothing. Agreeing with it keeps a directory
 // written by either one readable by the other.
-func readLayout(dir string) (layout, error) {
+func readLayout(fsys vfs.FS, dir string) (layout, error) {
 	var lay layout
-	entries, err := os.ReadDir(dir) // sorted by name, as tidwall/wal's listing is
+	entries, err := fsys.ReadDir(dir) // sorted by name, as tidwall/wal's listing is
 	if err != nil {
 		return lay, err
 	}
@@ -205,8 +217,8 @@ type scanState struct {
 // scan validates every segment in dir. On corruption it returns the state
 // with report.Corrupt set and the matching error; on other errors, no state.
 // Damage confined to records below from is listed in report.Covered.
-func scan(dir string, from uint64) (*scanState, error) {
-	lay, err := readLayout(dir)
+func scan(fsys vfs.FS, dir string, from uint64) (*scanState, error) {
+	lay, err := readLayout(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +244,7 @@ func scan(dir string, from uint64) (*scanState, error) {
 				return s, r.Corrupt.err()
 			}
 		}
-		buf, err = readInto(buf[:0], seg.path)
+		buf, err = readInto(fsys, buf[:0], seg.path)
 		if err != nil {
 			return nil, err
 		}
@@ -306,8 +318,8 @@ func allZero(b []byte) bool { return len(bytes.TrimLeft(b, "\x00")) == 0 }
 // readInto reads the file at path into buf, grown as needed, and returns
 // it: a scan of many segments then allocates one segment's worth, not the
 // whole log's.
-func readInto(buf []byte, path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readInto(fsys vfs.FS, buf []byte, path string) ([]byte, error) {
+	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // faultFS stands in for Options.openFile: the files it opens are real, but
@@ -52,16 +54,16 @@ func (ffs *faultFS) open(name string, flag int, perm fs.FileMode) (segmentFile, 
 	if ffs.hit(name, op) != "" {
 		return nil, &fs.PathError{Op: op, Path: name, Err: errInjected}
 	}
-	f, err := os.OpenFile(name, flag, perm)
+	f, err := vfs.Default.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
 	return &faultFile{f: f, ffs: ffs}, nil
 }
 
-// faultFile does not embed *os.File, so that io.Copy goes through Write.
+// faultFile does not embed the file, so that io.Copy goes through Write.
 type faultFile struct {
-	f   *os.File
+	f   vfs.File
 	ffs *faultFS
 }
 
@@ -106,7 +108,7 @@ func (f *faultFile) Datasync() error {
 	if f.ffs.hit(f.f.Name(), "sync") != "" {
 		return errInjected
 	}
-	return datasync(f.f)
+	return f.f.Datasync()
 }
 
 func (f *faultFile) Sync() error {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/bits"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is
@@ -34,6 +34,11 @@ type Options struct {
 	// SegmentSize is the size in bytes at which the tail segment is closed
 	// and a new one started. Default DefaultSegmentSize.
 	SegmentSize int
+
+	// FS is the file system the Log works on; nil is the operating
+	// system's (vfs.Default). Tests run the Log on a memory file system
+	// that can crash, or on one that fails chosen operations.
+	FS vfs.FS
 
 	// Failpoint, if set, is called at named points; a non-nil error is treated
 	// exactly as if the I/O at that point had failed, so the Log becomes
@@ -71,7 +76,7 @@ type Options struct {
 	// that one found the log sound with the same From.
 	Validated *Validation
 
-	// openFile opens every file the Log writes (os.OpenFile by default);
+	// openFile opens every file the Log writes (FS.OpenFile by default);
 	// tests replace it to make writes, fsyncs and creations fail.
 	openFile func(name string, flag int, perm fs.FileMode) (segmentFile, error)
 	// gathering, if set, is told of each timed wait of a gathering leader
@@ -214,13 +219,17 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.Preallocate == 0 {
 		opts.Preallocate = DefaultPreallocate
 	}
-	if err := createDir(dir); err != nil {
+	fsys := vfs.Or(opts.FS)
+	opts.FS = fsys
+	if err := createDir(fsys, dir); err != nil {
 		return nil, fmt.Errorf("wal: create %s: %w", dir, err)
 	}
 	if opts.openFile == nil {
-		opts.openFile = openOSFile
+		opts.openFile = func(name string, flag int, perm fs.FileMode) (segmentFile, error) {
+			return fsys.OpenFile(name, flag, perm)
+		}
 	}
-	s, rep, err := recoverScanned(dir, opts.From, opts.Validated)
+	s, rep, err := recoverScanned(fsys, dir, opts.From, opts.Validated)
 	opts.Validated = nil // used up; the Log keeps opts
 	if err != nil {
 		return nil, err
@@ -261,7 +270,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		// same file succeed without the lost pages being on disk.
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
-	if err := fsync.Dir(dir); err != nil {
+	if err := fsync.DirFS(fsys, dir); err != nil {
 		l.closeFile()
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
@@ -574,7 +583,7 @@ func (l *Log) writePending() error {
 		if err := l.failpoint("segment.create"); err != nil {
 			return l.fail("create segment", err)
 		}
-		if err := fsync.Dir(l.dir); err != nil {
+		if err := fsync.DirFS(l.opts.FS, l.dir); err != nil {
 			return l.fail("create segment", err)
 		}
 	}
@@ -666,7 +675,7 @@ func (l *Log) Replay(from uint64, fn func(seq uint64, data []byte) error) error 
 
 	r := entryReader{size: replayBufSize}
 	for i, p := range parts {
-		f, err := os.Open(p.path)
+		f, err := l.opts.FS.Open(p.path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return errTruncated(seq)
 		}
@@ -687,7 +696,7 @@ func (l *Log) Replay(from uint64, fn func(seq uint64, data []byte) error) error 
 
 // replaySegment is Replay's work in segment p, open as f: the records from
 // *seq to last or to the end of the segment, advancing *seq.
-func (l *Log) replaySegment(r *entryReader, f *os.File, p *segment, seq *uint64, last uint64, fn func(uint64, []byte) error) error {
+func (l *Log) replaySegment(r *entryReader, f vfs.File, p *segment, seq *uint64, last uint64, fn func(uint64, []byte) error) error {
 	at, off := p.first, int64(0)
 	if p.indexed && *seq > p.first {
 		m := (*seq - p.first) / markEvery
@@ -725,7 +734,7 @@ func (l *Log) replaySegment(r *entryReader, f *os.File, p *segment, seq *uint64,
 // locate turns a record that failed to decode during Replay into an error
 // that names the file and offset, by validating the directory again.
 func (l *Log) locate(seq uint64, why string) error {
-	s, err := scan(l.dir, l.opts.From)
+	s, err := scan(l.opts.FS, l.dir, l.opts.From)
 	if err != nil {
 		return err
 	}
@@ -761,7 +770,7 @@ func (l *Log) TruncateFront(seq uint64) error {
 	if err := l.failpoint("truncate"); err != nil {
 		return l.fail("truncate", err)
 	}
-	if err := fsync.Dir(l.dir); err != nil {
+	if err := fsync.DirFS(l.opts.FS, l.dir); err != nil {
 		return l.fail("truncate", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 const (
@@ -48,23 +49,19 @@ func Repair(dir string) (RepairReport, error) { return RepairFrom(dir, 0) }
 // snapshot: damage confined to them is left in place and reported in
 // Covered, as Open with Options.From does.
 func RepairFrom(dir string, from uint64) (RepairReport, error) {
-	_, rep, err := recoverDir(dir, from)
+	_, rep, err := recoverScanned(vfs.Default, dir, from, nil)
 	return rep, err
 }
 
-// recoverDir validates dir and then, only if it is sound, resolves what a
-// crash left behind, fsyncing everything it changes.
-func recoverDir(dir string, from uint64) (*scanState, RepairReport, error) {
-	return recoverScanned(dir, from, nil)
-}
-
-// recoverScanned is recoverDir reusing v, when it is a sound validation of
-// dir with the same from, instead of validating again.
-func recoverScanned(dir string, from uint64, v *Validation) (*scanState, RepairReport, error) {
-	s := v.reuse(dir, from)
+// recoverScanned validates dir and then, only if it is sound, resolves what
+// a crash left behind, fsyncing everything it changes. It reuses v, when it
+// is a sound validation of dir with the same from, instead of validating
+// again.
+func recoverScanned(fsys vfs.FS, dir string, from uint64, v *Validation) (*scanState, RepairReport, error) {
+	s := v.reuse(fsys, dir, from)
 	if s == nil {
 		var err error
-		if s, err = scan(dir, from); err != nil {
+		if s, err = scan(fsys, dir, from); err != nil {
 			return nil, RepairReport{}, err
 		}
 	}
@@ -72,14 +69,14 @@ func recoverScanned(dir string, from uint64, v *Validation) (*scanState, RepairR
 	// Deletions before renames, as tidwall/wal orders them: renaming first
 	// could leave old segments overlapping the renamed one after a crash.
 	for _, p := range append(s.layout.remove, s.layout.temps...) {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, RepairReport{}, err
 		}
 		changed = true
 	}
 	for _, seg := range s.layout.segs {
 		if seg.path != seg.final {
-			if err := os.Rename(seg.path, seg.final); err != nil {
+			if err := fsys.Rename(seg.path, seg.final); err != nil {
 				return nil, RepairReport{}, err
 			}
 			changed = true
@@ -89,7 +86,7 @@ func recoverScanned(dir string, from uint64, v *Validation) (*scanState, RepairR
 	rep := RepairReport{FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Records: r.Records, Covered: r.Covered}
 	if r.Torn != nil {
 		seg := s.layout.segs[len(s.layout.segs)-1].final
-		broken, err := cutTail(seg, r.Torn.Offset)
+		broken, err := cutTail(fsys, seg, r.Torn.Offset)
 		if err != nil {
 			return nil, RepairReport{}, err
 		}
@@ -99,7 +96,7 @@ func recoverScanned(dir string, from uint64, v *Validation) (*scanState, RepairR
 		changed = true
 	}
 	if changed {
-		if err := fsync.Dir(dir); err != nil {
+		if err := fsync.DirFS(fsys, dir); err != nil {
 			return nil, RepairReport{}, err
 		}
 	}
@@ -108,12 +105,12 @@ func recoverScanned(dir string, from uint64, v *Validation) (*scanState, RepairR
 
 // cutTail copies the segment at path aside and truncates it to size, syncing
 // both files. The caller syncs the directory.
-func cutTail(path string, size int64) (broken string, err error) {
-	broken, err = copyAside(path)
+func cutTail(fsys vfs.FS, path string, size int64) (broken string, err error) {
+	broken, err = copyAside(fsys, path)
 	if err != nil {
 		return "", fmt.Errorf("wal: keep a copy of %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := fsys.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return "", err
 	}
@@ -130,16 +127,16 @@ func cutTail(path string, size int64) (broken string, err error) {
 
 // copyAside copies path to a fresh <path>.broken file, never overwriting an
 // earlier copy: each one is evidence of a separate crash.
-func copyAside(path string) (string, error) {
-	src, err := os.Open(path)
+func copyAside(fsys vfs.FS, path string) (string, error) {
+	src, err := fsys.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer src.Close()
 	name := path + brokenSuffix
-	var dst *os.File
+	var dst vfs.File
 	for i := 1; ; i++ {
-		dst, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+		dst, err = fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 		if !errors.Is(err, fs.ErrExist) || i > 1000 {
 			break
 		}
@@ -162,10 +159,10 @@ func copyAside(path string) (string, error) {
 // createDir makes dir if it is missing and fsyncs the parent of every
 // directory it creates, so that a crash cannot lose the log's directory
 // after records in it were acknowledged.
-func createDir(dir string) error {
+func createDir(fsys vfs.FS, dir string) error {
 	var missing []string
 	for d := filepath.Clean(dir); ; {
-		fi, err := os.Stat(d)
+		fi, err := fsys.Stat(d)
 		if err == nil {
 			if !fi.IsDir() {
 				return fmt.Errorf("%s is not a directory", d)
@@ -185,11 +182,11 @@ func createDir(dir string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(dir, dirPerm); err != nil {
+	if err := fsys.MkdirAll(dir, dirPerm); err != nil {
 		return err
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		if err := fsync.Dir(filepath.Dir(missing[i])); err != nil {
+		if err := fsync.DirFS(fsys, filepath.Dir(missing[i])); err != nil {
 			return err
 		}
 	}

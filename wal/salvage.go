@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
-	"os"
 	"sort"
 	"strconv"
 
 	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // SalvageReport says what Salvage did.
@@ -52,9 +52,14 @@ type Record struct {
 // when the valid prefix would end before from-1: the records the snapshot
 // needs next would be gone. It must not run while the log is open.
 func Salvage(dir string, from uint64) (SalvageReport, error) {
-	s, err := scan(dir, from)
+	return SalvageFS(vfs.Default, dir, from)
+}
+
+// SalvageFS is Salvage on fsys.
+func SalvageFS(fsys vfs.FS, dir string, from uint64) (SalvageReport, error) {
+	s, err := scan(fsys, dir, from)
 	if err == nil {
-		rep, err := RepairFrom(dir, from)
+		_, rep, err := recoverScanned(fsys, dir, from, nil)
 		return SalvageReport{RepairReport: rep}, err
 	}
 	if s == nil || s.report.Corrupt == nil {
@@ -79,13 +84,13 @@ func Salvage(dir string, from uint64) (SalvageReport, error) {
 	// Finish an interrupted truncation first, as recoverDir does; it only
 	// touches segments Open would not read.
 	for _, p := range append(s.layout.remove, s.layout.temps...) {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return SalvageReport{}, err
 		}
 	}
 	for _, seg := range s.layout.segs {
 		if seg.path != seg.final {
-			if err := os.Rename(seg.path, seg.final); err != nil {
+			if err := fsys.Rename(seg.path, seg.final); err != nil {
 				return SalvageReport{}, err
 			}
 		}
@@ -93,7 +98,7 @@ func Salvage(dir string, from uint64) (SalvageReport, error) {
 	out := SalvageReport{Damage: &d, LostFirst: keepLast + 1, LostLast: keepLast + 1}
 	found := map[uint64][]byte{}
 	for i, seg := range s.layout.segs[bad:] {
-		buf, err := os.ReadFile(seg.final)
+		buf, err := vfs.ReadFile(fsys, seg.final)
 		if err != nil {
 			return SalvageReport{}, err
 		}
@@ -118,23 +123,23 @@ func Salvage(dir string, from uint64) (SalvageReport, error) {
 
 	for i, seg := range s.layout.segs[bad:] {
 		if i == 0 && (d.Offset > 0 || bad == 0) {
-			broken, err := cutTail(seg.final, d.Offset)
+			broken, err := cutTail(fsys, seg.final, d.Offset)
 			if err != nil {
 				return SalvageReport{}, err
 			}
 			out.Kept = append(out.Kept, broken)
 			continue
 		}
-		moved, err := moveAside(seg.final)
+		moved, err := moveAside(fsys, seg.final)
 		if err != nil {
 			return SalvageReport{}, err
 		}
 		out.Kept = append(out.Kept, moved)
 	}
-	if err := fsync.Dir(dir); err != nil {
+	if err := fsync.DirFS(fsys, dir); err != nil {
 		return SalvageReport{}, err
 	}
-	after, err := scan(dir, from)
+	after, err := scan(fsys, dir, from)
 	if err != nil {
 		return out, fmt.Errorf("wal: salvage: the kept log still does not verify: %w", err)
 	}
@@ -168,10 +173,10 @@ func verified(buf []byte, off int64, min uint64, found map[uint64][]byte) {
 }
 
 // moveAside renames path to a fresh <path>.broken name and returns it.
-func moveAside(path string) (string, error) {
+func moveAside(fsys vfs.FS, path string) (string, error) {
 	name := path + brokenSuffix
 	for i := 1; ; i++ {
-		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+		if _, err := fsys.Lstat(name); errors.Is(err, fs.ErrNotExist) {
 			break
 		} else if err != nil {
 			return "", err
@@ -181,5 +186,5 @@ func moveAside(path string) (string, error) {
 		}
 		name = path + brokenSuffix + "." + strconv.Itoa(i)
 	}
-	return name, os.Rename(path, name)
+	return name, fsys.Rename(path, name)
 }

@@ -2,7 +2,8 @@ package wal
 
 import (
 	"fmt"
-	"os"
+
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // Scan calls fn for every record with seq >= from, in order, reading the
@@ -13,7 +14,12 @@ import (
 // records before from does not stop it (see CheckFrom). data is valid only
 // during the call.
 func Scan(dir string, from uint64, fn func(seq uint64, data []byte) error) error {
-	s, err := scan(dir, from)
+	return ScanFS(vfs.Default, dir, from, fn)
+}
+
+// ScanFS is Scan on fsys.
+func ScanFS(fsys vfs.FS, dir string, from uint64, fn func(seq uint64, data []byte) error) error {
+	s, err := scan(fsys, dir, from)
 	if err != nil {
 		return err
 	}
@@ -22,7 +28,7 @@ func Scan(dir string, from uint64, fn func(seq uint64, data []byte) error) error
 		if i+1 < len(segs) && segs[i+1].first <= from {
 			continue // nothing in it is wanted
 		}
-		buf, err := os.ReadFile(seg.path)
+		buf, err := vfs.ReadFile(fsys, seg.path)
 		if err != nil {
 			return err
 		}

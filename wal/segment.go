@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // This file is the segment store under the Log: the files of the Files
@@ -56,19 +57,6 @@ type segmentFile interface {
 	Datasync() error
 	Truncate(size int64) error
 	Close() error
-}
-
-// osFile is a segmentFile on the operating system's file.
-type osFile struct{ *os.File }
-
-func (f osFile) Datasync() error { return datasync(f.File) }
-
-func openOSFile(name string, flag int, perm fs.FileMode) (segmentFile, error) {
-	f, err := os.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return osFile{f}, nil
 }
 
 // Flags for opening a tail segment. Appends are written at the end of the
@@ -240,7 +228,7 @@ func (l *Log) cycle(next uint64) error {
 // entryReader reads the entries of one segment file in order, from a given
 // offset up to the end of what the Log knows the file holds.
 type entryReader struct {
-	f    *os.File
+	f    vfs.File
 	off  int64 // offset of the next entry
 	end  int64 // offset past the last entry
 	size int   // read-ahead
@@ -250,7 +238,7 @@ type entryReader struct {
 }
 
 // reset makes r read f's entries from off up to end.
-func (r *entryReader) reset(f *os.File, off, end int64) {
+func (r *entryReader) reset(f vfs.File, off, end int64) {
 	r.f, r.off, r.end = f, off, end
 	r.sr = *io.NewSectionReader(f, off, end-off)
 	if r.br == nil {
@@ -348,7 +336,7 @@ func (l *Log) position(seq uint64, index bool) (*segment, fault, error) {
 	switch {
 	case c.seg != s:
 		l.dropCursor()
-		f, err := os.Open(s.path)
+		f, err := l.opts.FS.Open(s.path)
 		if err != nil {
 			return nil, faultNone, err
 		}
@@ -410,7 +398,7 @@ func (l *Log) index(s *segment) (fault, error) {
 // a truncation rewrites. It returns the bytes written.
 func (l *Log) atomicWrite(name string, src io.Reader) (int64, error) {
 	temp := name + tempSuffix
-	defer os.Remove(temp) // gone already once renamed
+	defer l.opts.FS.Remove(temp) // gone already once renamed
 	f, err := l.opts.openFile(temp, os.O_CREATE|os.O_RDWR|os.O_TRUNC, filePerm)
 	if err != nil {
 		return 0, err
@@ -425,7 +413,7 @@ func (l *Log) atomicWrite(name string, src io.Reader) (int64, error) {
 	if err != nil {
 		return n, err
 	}
-	return n, os.Rename(temp, name)
+	return n, l.opts.FS.Rename(temp, name)
 }
 
 // truncateFront removes every record before seq, first < seq <= last+1,
@@ -460,11 +448,11 @@ func (l *Log) truncateFront(seq uint64) error {
 		}
 	}
 	for _, s := range l.segs[:i+1] {
-		if err := os.Remove(s.path); err != nil {
+		if err := l.opts.FS.Remove(s.path); err != nil {
 			return err
 		}
 	}
-	if err := os.Rename(name+startSuffix, name); err != nil {
+	if err := l.opts.FS.Rename(name+startSuffix, name); err != nil {
 		return err
 	}
 	s := &segment{first: seq, path: name, size: n}
@@ -507,11 +495,11 @@ func (l *Log) truncateBack(seq uint64) error {
 		return err
 	}
 	for _, s := range l.segs[i:] {
-		if err := os.Remove(s.path); err != nil {
+		if err := l.opts.FS.Remove(s.path); err != nil {
 			return err
 		}
 	}
-	if err := os.Rename(s.path+endSuffix, s.path); err != nil {
+	if err := l.opts.FS.Rename(s.path+endSuffix, s.path); err != nil {
 		return err
 	}
 	l.segs = append(l.segs[:i:i], &segment{first: s.first, path: s.path})

@@ -107,7 +107,7 @@ func (l *Log) TruncateBack(seq uint64) error {
 	if l.synced.Load() > seq {
 		l.synced.Store(seq)
 	}
-	if err := fsync.Dir(l.dir); err != nil {
+	if err := fsync.DirFS(l.opts.FS, l.dir); err != nil {
 		return l.fail("truncate back", err)
 	}
 	return nil
@@ -144,16 +144,16 @@ func (l *Log) Reset(next uint64) error {
 	if err := l.closeFile(); err != nil {
 		return l.fail("reset", err)
 	}
-	lay, err := readLayout(l.dir)
+	lay, err := readLayout(l.opts.FS, l.dir)
 	if err != nil {
 		return l.fail("reset", err)
 	}
 	for _, s := range slices.Backward(lay.segs) {
-		if err := os.Remove(s.path); err != nil {
+		if err := l.opts.FS.Remove(s.path); err != nil {
 			return l.fail("reset", err)
 		}
 	}
-	if err := fsync.Dir(l.dir); err != nil {
+	if err := fsync.DirFS(l.opts.FS, l.dir); err != nil {
 		return l.fail("reset", err)
 	}
 	if err := l.failpoint("reset.remove"); err != nil {
@@ -168,7 +168,7 @@ func (l *Log) Reset(next uint64) error {
 	if err := f.Sync(); err != nil {
 		return l.fail("reset", err)
 	}
-	if err := fsync.Dir(l.dir); err != nil {
+	if err := fsync.DirFS(l.opts.FS, l.dir); err != nil {
 		return l.fail("reset", err)
 	}
 	l.segs = []*segment{{first: next, path: path, indexed: true}}

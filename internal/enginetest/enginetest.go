@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/vfs"
 )
 
 // Tap sets in opts, which must be a *engine.Options, a function that
@@ -18,6 +19,24 @@ import (
 // it is applied; f nil removes it. f runs with the engine's lock held: it
 // must be quick, must not call the DB, and must copy data to keep it.
 var Tap func(opts any, f func(seq uint64, data []byte))
+
+// FS sets in opts, which must be a *engine.Options, the file system the
+// DB's files are on: a vfs.MemFS to crash it in memory, an errorfs to fail
+// chosen operations. nil is the operating system's.
+var FS func(opts any, fsys vfs.FS)
+
+// Failpoint sets in opts, which must be a *engine.Options, a function
+// called at named points of the log and snapshot code (see
+// wal.Options.Failpoint and snapshot.Options.Failpoint); a non-nil error
+// is treated as an I/O error at that point. Points: "append.write",
+// "sync", "sync.after", "segment.create", "truncate", "truncate.back",
+// "reset.remove" (log); "write.middle", "sync.before", "rename.before",
+// "rename.after", "dirsync.after" (snapshot).
+var Failpoint func(opts any, f func(name string) error)
+
+// Check runs engine.Check on the data directory dir of fsys and returns
+// the sequence number it recovers to.
+var Check func(fsys vfs.FS, dir string) (seq uint64, err error)
 
 // NewReplica returns a Replica of an empty DB.
 var NewReplica func() Replica
