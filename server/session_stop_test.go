@@ -17,7 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/enginetest"
 	"github.com/docketdb/docket/internal/session"
+	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 	"github.com/docketdb/docket/internal/wire"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
@@ -41,15 +44,14 @@ func dialWithCalls(t *testing.T, addr string, calls ...proto.Message) *testSessi
 func durableSessions(t *testing.T, dir string) (addr string, db *engine.DB, failSyncs *atomic.Bool, stop func() error) {
 	t.Helper()
 	failSyncs = new(atomic.Bool)
-	db, err := engine.Open(dir, engine.Options{
-		Logger: slog.New(slog.DiscardHandler),
-		Failpoint: func(name string) error {
-			if name == "sync" && failSyncs.Load() {
-				return errors.New("disk gone")
-			}
-			return nil
-		},
-	})
+	opts := engine.Options{Logger: slog.New(slog.DiscardHandler)}
+	enginetest.FS(&opts, errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpSync && strings.Contains(op.Path, "wal") && failSyncs.Load() {
+			return errors.New("disk gone")
+		}
+		return nil
+	})))
+	db, err := engine.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
