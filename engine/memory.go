@@ -127,8 +127,13 @@ func systemOnly(ops []vop) bool {
 	return len(ops) > 0
 }
 
+// specAdds is what a task of s adds: its record as index.TaskBytes counts
+// it (s.size holds its variable fields' lengths), a map entry per header,
+// its idempotency key and dependencies, and the lease record its first
+// claim adds, so that claiming what the budget admitted stays within it.
 func specAdds(s *spec) int64 {
-	n := index.TaskCost + index.ExtraCost + int64(s.size) + index.DepCost*int64(len(s.deps)+len(s.sibs))
+	n := index.TaskCost + index.ExtraCost + int64(s.size) + index.DepCost*int64(len(s.deps)+len(s.sibs)) +
+		index.HeaderCost*int64(len(s.headers)) + index.RunCost
 	if s.idem != "" {
 		n += index.IdemCost + int64(len(s.idem))
 	}

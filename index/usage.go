@@ -26,7 +26,7 @@ type Usage struct {
 // its entries in the trees that index it.
 const (
 	TaskCost    = 150 // Task, its B-tree entries (by id, by state) and a share of the nodes
-	runCost     = int64(unsafe.Sizeof(Run{})) + 16
+	RunCost     = int64(unsafe.Sizeof(Run{})) + 16
 	ExtraCost   = int64(unsafe.Sizeof(Extra{})) + 16
 	HeaderCost  = 48 // a map entry with its two string headers
 	errorCost   = int64(unsafe.Sizeof(AttemptError{}))
@@ -40,7 +40,7 @@ const (
 func TaskBytes(t *Task) int64 {
 	n := int64(TaskCost + len(t.Payload))
 	if r := t.Run; r != nil {
-		n += runCost + int64(len(r.Owner))
+		n += RunCost + int64(len(r.Owner))
 	}
 	if e := t.Extra; e != nil {
 		n += ExtraCost + int64(len(e.Kind)+len(e.IdemKey)+len(e.LastError)+len(e.Progress)+len(e.Result)+8*len(e.FollowUps))
