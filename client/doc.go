@@ -72,7 +72,13 @@
 // session's connection breaks, every call in flight on it was sent
 // without an answer (repeated when that is harmless, as above, else
 // ErrOutcomeUnknown), and the next call opens a new session, with the
-// client's backoff. A ClaimWait whose context ends asks the server to end
+// client's backoff. A server that stops says so first (GoingAway), naming
+// the last call it read: the calls sent after it were not run, and go
+// again as never sent (to the next server, or to this one once it is
+// back), unkeyed enqueues and claims too; the client sends nothing more
+// on that connection. Each call carries what is left of its deadline (or
+// the try's bound, if less), which bounds the call on the server as the
+// unary call's timeout header does. A ClaimWait whose context ends asks the server to end
 // its wait (Abandon), and returns any lease the server took as it ended.
 //
 // Against a server that does not speak sessions (an older build: TLS

@@ -67,6 +67,10 @@ var errNoSession = errors.New("docket: the server does not speak the session pro
 // connection ended before its answer came: it may have been taken.
 var errSessionLost = errors.New("docket: the session's connection ended before the answer")
 
+// errGoingAway is the cause of a call that a server going away (it is
+// stopping) did not read: it was not run, and may go elsewhere.
+var errGoingAway = errors.New("docket: the server is going away and did not read the call")
+
 // notSentError is the error of a try that never reached the server: the
 // session could not be opened, or was already broken when the call was
 // to be written.
@@ -355,6 +359,7 @@ type sessionConn struct {
 	pending map[uint64]*pendingCall
 	err     error // why the connection ended; nil while open
 	closing bool  // the client is closed: end once nothing is pending
+	away    bool  // the server is going away: send nothing, end once nothing is pending
 }
 
 // pendingCall is a call written and not answered; deliver is told its
@@ -378,8 +383,11 @@ func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint6
 		}
 	}
 	s.mu.Lock()
-	if s.err != nil {
+	if s.err != nil || s.away {
 		err := s.err
+		if err == nil {
+			err = errGoingAway
+		}
 		s.mu.Unlock()
 		return 0, &notSentError{err}
 	}
@@ -407,7 +415,7 @@ func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint6
 func (s *sessionConn) remove(id uint64) {
 	s.mu.Lock()
 	delete(s.pending, id)
-	end := s.closing && len(s.pending) == 0
+	end := (s.closing || s.away) && len(s.pending) == 0
 	s.mu.Unlock()
 	if end {
 		s.nc.Close()
@@ -435,10 +443,16 @@ func (s *sessionConn) read() {
 			s.fail(fmt.Errorf("%w: %v", session.ErrBadFrame, err))
 			return
 		}
+		if r.GetId() == 0 {
+			if g := r.GetGoingAway(); g != nil {
+				s.goingAway(g.GetLastCallId())
+			}
+			continue // a Reply of id 0 answers no call: one of a newer server is ignored
+		}
 		s.mu.Lock()
 		p := s.pending[r.GetId()]
 		delete(s.pending, r.GetId())
-		end := s.closing && len(s.pending) == 0
+		end := (s.closing || s.away) && len(s.pending) == 0
 		s.mu.Unlock()
 		if p != nil {
 			p.deliver(r, nil)
@@ -446,6 +460,42 @@ func (s *sessionConn) read() {
 		if end {
 			s.nc.Close()
 		}
+	}
+}
+
+// goingAway handles the server's GoingAway: no call is sent on the
+// connection any more (the next call opens a new session), every call in
+// flight of an id above last was not read and fails as not sent (the
+// retrier sends it again, elsewhere or later), and the calls the server
+// read wait for their answers; the connection ends once none is left.
+func (s *sessionConn) goingAway(last uint64) {
+	s.mu.Lock()
+	if s.err != nil || s.away {
+		s.mu.Unlock()
+		return
+	}
+	s.away = true
+	var unread []*pendingCall
+	for id, p := range s.pending {
+		if id > last {
+			unread = append(unread, p)
+			delete(s.pending, id)
+		}
+	}
+	end := len(s.pending) == 0
+	s.mu.Unlock()
+	h := s.h
+	h.mu.Lock()
+	if h.conn == s {
+		h.conn = nil
+	}
+	h.mu.Unlock()
+	err := &notSentError{errGoingAway}
+	for _, p := range unread {
+		p.deliver(nil, err)
+	}
+	if end {
+		s.nc.Close()
 	}
 }
 
@@ -539,6 +589,7 @@ func (c *Client) sessionTry(ctx context.Context, base string, call *v1.Call, par
 		return nil, err
 	}
 	defer sl.release()
+	call.TimeoutMicros = callTimeout(ctx, bound)
 	ch := make(chan reply, 1)
 	id, err := conn.send(call, func(r *v1.Reply, err error) { ch <- reply{r, err} })
 	if err != nil {
@@ -574,6 +625,24 @@ func (c *Client) sessionTry(ctx context.Context, base string, call *v1.Call, par
 	}
 	conn.remove(id)
 	return nil, ctx.Err()
+}
+
+// callTimeout is a call's Call.timeout_micros: what is left of ctx's
+// deadline, or bound if less (0: neither), as a unary call's
+// Connect-Timeout-Ms header would say; at least 1 (a deadline that just
+// passed is the server's to answer).
+func callTimeout(ctx context.Context, bound time.Duration) uint64 {
+	d := bound
+	dl, ok := ctx.Deadline()
+	if ok {
+		if left := time.Until(dl); d <= 0 || left < d {
+			d = left
+		}
+	}
+	if !ok && d <= 0 {
+		return 0
+	}
+	return uint64(max(d.Microseconds(), 1))
 }
 
 func firstErr(errs ...error) error {

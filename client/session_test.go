@@ -713,3 +713,102 @@ func TestSessionNotThroughAProxy(t *testing.T) {
 		t.Fatal("a server reached directly is not given sessions")
 	}
 }
+
+// TestSessionGoingAway: a server that stops reads no more calls and says
+// which it read (GoingAway); the calls it did not read fail as never
+// sent, and go to the next server, unkeyed enqueues too, while the one it
+// read is answered where it was sent.
+func TestSessionGoingAway(t *testing.T) {
+	const n = 6
+	var mu sync.Mutex
+	var read []*v1.Call
+	going := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
+		mu.Lock()
+		defer mu.Unlock()
+		read = append(read, c)
+		if len(read) < n {
+			return
+		}
+		// Every call was written; the server read the first alone.
+		first := read[0].GetId()
+		for _, c := range read[1:] {
+			first = min(first, c.GetId())
+		}
+		sc.reply(&v1.Reply{Reply: &v1.Reply_GoingAway{GoingAway: &v1.GoingAway{LastCallId: first}}})
+		sc.reply(enqueued(first, 1, false))
+		sc.nc.Close()
+	})
+	live := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 9, false)) })
+	c := dial(t, going.url+","+live.url, fastRetries(Options{}))
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	ids := make(chan uint64, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := q.Enqueue(context.Background(), engine.Task{})
+			if err != nil {
+				t.Errorf("an unkeyed enqueue on a server going away: %v", err)
+				return
+			}
+			ids <- e.ID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	got := map[uint64]int{}
+	for id := range ids {
+		got[id]++
+	}
+	if got[1] != 1 || got[9] != n-1 {
+		t.Fatalf("tasks %v; want 1 answered by the server going away, %d by the next", got, n-1)
+	}
+	if _, calls := live.count(); calls != n-1 {
+		t.Fatalf("%d calls at the next server, want %d", calls, n-1)
+	}
+}
+
+// TestSessionGoingAwayEndsSending: after a GoingAway the client sends
+// nothing more on that connection; the next call opens a new session.
+func TestSessionGoingAwayEndsSending(t *testing.T) {
+	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
+		if sc.n == 1 {
+			sc.reply(&v1.Reply{Reply: &v1.Reply_GoingAway{GoingAway: &v1.GoingAway{LastCallId: c.GetId()}}})
+		}
+		sc.reply(enqueued(c.GetId(), uint64(sc.n), false))
+	})
+	c := dial(t, f.url, fastRetries(Options{}))
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	for i, want := range []uint64{1, 2} {
+		e, err := q.Enqueue(context.Background(), engine.Task{})
+		if err != nil || e.ID != want {
+			t.Fatalf("enqueue %d: %+v, %v; want session %d's answer", i, e, err, want)
+		}
+	}
+	if s, calls := f.count(); s != 2 || calls != 2 {
+		t.Fatalf("%d sessions, %d calls; want the second call on a new session", s, calls)
+	}
+}
+
+// TestSessionCallCarriesItsDeadline: a call sends what is left of its
+// context's deadline, or the try's bound (Options.CallTimeout) if less.
+func TestSessionCallCarriesItsDeadline(t *testing.T) {
+	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 1, false)) })
+	c := dial(t, f.url, Options{CallTimeout: time.Hour})
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(context.Background(), engine.Task{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.call(0).GetTimeoutMicros(); got == 0 || got > uint64(time.Minute/time.Microsecond) {
+		t.Fatalf("a call with a minute left sent timeout_micros=%d", got)
+	}
+	if got := f.call(1).GetTimeoutMicros(); got <= uint64(time.Minute/time.Microsecond) || got > uint64(time.Hour/time.Microsecond) {
+		t.Fatalf("a call without a deadline, bounded by an hour, sent timeout_micros=%d", got)
+	}
+}

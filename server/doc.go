@@ -72,10 +72,16 @@
 // alone (InvalidArgument), as the unary request would. Replies must be
 // taken by the client: a write that makes no progress for 30 s ends the
 // session. When Serve stops (and when a reload of the tokens revokes the
-// session's token) the session reads no more calls, answers those it read
+// session's token) the session reads no more calls, sends a GoingAway (a
+// Reply of id 0, which a client that knows no call 0 ignores) naming the
+// highest id of a call it read and runs (the calls of higher ids were not
+// run: the client may send them again elsewhere), answers those it read
 // (waiting claims end empty on a drain, Unauthenticated on a revocation),
-// and closes; a call that was sent and not answered has an unknown
-// outcome. A call's request id in the logs is the session's id, "-", and
+// and closes; a call of a lower id that was not answered (the grace ran
+// out) has an unknown outcome. A Call's timeout_micros (what is left of
+// the client's deadline) bounds the call from when it is read, as the
+// unary call's Connect-Timeout-Ms header does; a call whose time ran out
+// before it ran is answered DeadlineExceeded without running. A call's request id in the logs is the session's id, "-", and
 // the call's id.
 //
 // Request ids. Every call gets an id, a random prefix per Server and a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -88,6 +89,7 @@ type sess struct {
 
 	frame []byte // the reader's frame buffer
 	large bool   // the reader holds the server's large body slot
+	last  uint64 // the highest id of a call the reader ran or answered (GoingAway)
 }
 
 // sbatch is the calls of one read, run and waiting to be answered.
@@ -285,7 +287,10 @@ func (x *sess) serve() {
 	err := x.read()
 	switch {
 	case x.stopping.Load():
-		// A clean stop (shutdown, a revoked token): answer what was read.
+		// A clean stop (shutdown, a revoked token): tell the client which
+		// calls were not read, so that it may send them again elsewhere,
+		// and answer what was read.
+		x.w.Send(&v1.Reply{Reply: &v1.Reply_GoingAway{GoingAway: &v1.GoingAway{LastCallId: x.last}}})
 	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 		x.cancel(errSessionEnded)
 	default:
@@ -384,14 +389,31 @@ func (x *sess) readCall() (scall, error) {
 	if err := proto.Unmarshal(b, c); err != nil {
 		return scall{}, fmt.Errorf("%w: %v", session.ErrBadFrame, err)
 	}
-	return scall{id: c.GetId(), c: c}, nil
+	sc := scall{id: c.GetId(), c: c}
+	if t := c.GetTimeoutMicros(); t > 0 {
+		sc.deadline = time.Now().Add(time.Duration(min(t, uint64(math.MaxInt64/1000))) * time.Microsecond)
+	}
+	return sc, nil
 }
 
 // scall is a call read: decoded, or refused before it was.
 type scall struct {
-	id      uint64
-	c       *v1.Call
-	refused error
+	id       uint64
+	c        *v1.Call
+	refused  error
+	deadline time.Time // from Call.timeout_micros, zero for none
+}
+
+// errCallTimedOut answers a call whose time ran out before it ran.
+var errCallTimedOut = connect.NewError(connect.CodeDeadlineExceeded,
+	errors.New("docket: the call's deadline passed before it ran"))
+
+// withDeadline bounds ctx by the call's deadline, if it has one.
+func (sc *scall) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if sc.deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, sc.deadline)
 }
 
 // callID returns the id of a Call's bytes that are well-formed protobuf at
@@ -484,6 +506,7 @@ calls:
 			if !x.slot() {
 				break
 			}
+			x.last = max(x.last, sc.id)
 			b.results = append(b.results, sresult{id: sc.id, err: sc.refused})
 			continue
 		}
@@ -496,6 +519,7 @@ calls:
 		if !x.slot() {
 			break
 		}
+		x.last = max(x.last, c.Id)
 		var rt *route
 		if fd != nil {
 			rt = s.routes[fd.Number()]
@@ -503,6 +527,12 @@ calls:
 		if rt == nil {
 			b.results = append(b.results, sresult{id: c.Id, err: connect.NewError(connect.CodeUnimplemented,
 				errors.New("docket: a call this server does not know (an empty or newer Call)"))})
+			continue
+		}
+		if !sc.deadline.IsZero() && !time.Now().Before(sc.deadline) {
+			// Its time ran out before it ran (waiting behind others of
+			// its batch, or for a slot): answered without running.
+			b.results = append(b.results, sresult{id: c.Id, rt: rt, err: errCallTimedOut})
 			continue
 		}
 		req := c.ProtoReflect().Get(fd).Message().Interface()
@@ -514,7 +544,7 @@ calls:
 			x.waits[c.Id] = abandon
 			x.waitMu.Unlock()
 			x.calls.Add(1)
-			go x.claimWait(c.Id, rt, req, actx, abandon)
+			go x.claimWait(c.Id, sc, rt, req, actx, abandon)
 			continue
 		}
 		release, err := s.lim.acquire(x.ci.callerID())
@@ -535,16 +565,20 @@ calls:
 				x.calls.Done()
 				break calls
 			}
-			go func(id uint64) {
+			go func(id uint64, sc scall) {
 				defer x.calls.Done()
-				res, err := x.call(x.ctx, id, rt, req)
+				ctx, cancel := sc.withDeadline(x.ctx)
+				res, err := x.call(ctx, id, rt, req)
+				cancel()
 				release()
 				<-x.par
 				x.send(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
-			}(c.Id)
+			}(c.Id, sc)
 			continue
 		}
-		res, err := x.call(dctx, c.Id, rt, req)
+		ctx, cancel := sc.withDeadline(dctx)
+		res, err := x.call(ctx, c.Id, rt, req)
+		cancel()
 		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, release: release})
 	}
 	if len(b.results) == 0 {
@@ -640,7 +674,7 @@ func (x *sess) itemError(r *sresult) *v1.ItemError {
 
 // claimWait runs a ClaimWait on its own goroutine, ended by the session's
 // Abandon of its id as well as by what ends a unary one's wait.
-func (x *sess) claimWait(id uint64, rt *route, req proto.Message, actx context.Context, abandon context.CancelFunc) {
+func (x *sess) claimWait(id uint64, sc scall, rt *route, req proto.Message, actx context.Context, abandon context.CancelFunc) {
 	defer x.calls.Done()
 	defer abandon()
 	defer func() {
@@ -648,7 +682,8 @@ func (x *sess) claimWait(id uint64, rt *route, req proto.Message, actx context.C
 		delete(x.waits, id)
 		x.waitMu.Unlock()
 	}()
-	ctx := context.WithValue(x.ctx, abandonKey{}, actx)
+	ctx, cancel := sc.withDeadline(context.WithValue(x.ctx, abandonKey{}, actx))
+	defer cancel()
 	var changed atomic.Bool
 	if c := x.s.opts.Cluster; c != nil {
 		var cancel context.CancelFunc

@@ -14,7 +14,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -440,5 +442,52 @@ func TestSessionLogsCallsAsUnary(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("the failure was logged %d times", n)
+	}
+}
+
+// TestSessionCallDeadline: a call's timeout_micros bounds it as the unary
+// call's Connect-Timeout-Ms does: a ClaimWait that would wait an hour
+// ends within its deadline; a call whose time ran out before it ran is
+// answered DeadlineExceeded and changes nothing.
+func TestSessionCallDeadline(t *testing.T) {
+	s, db := newTestServer(t, nil, Options{MaxWait: time.Hour})
+	// Once hold is set, the next call holds the reader until a
+	// millisecond has passed.
+	var hold atomic.Bool
+	s.onCall = func() {
+		if hold.Swap(false) {
+			for t0 := time.Now(); time.Since(t0) < time.Millisecond; {
+				runtime.Gosched()
+			}
+		}
+	}
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	ts.conn.SetDeadline(time.Now().Add(20 * time.Second)) // not the hour: the test fails, not hangs
+	ts.send(&v1.Call{Id: 1, TimeoutMicros: uint64(50 * time.Millisecond / time.Microsecond),
+		Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+			Namespace: sessNS, Queue: "a", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1,
+			MaxWait: durationpb.New(time.Hour)}}})
+	r := ts.mustRecv()
+	if r.GetId() != 1 || len(r.GetClaimWait().GetLeases()) != 0 && r.GetError() == nil {
+		t.Fatalf("a ClaimWait past its deadline: %v", r)
+	}
+
+	// The first call of the batch holds the reader until the second's
+	// microsecond has passed.
+	hold.Store(true)
+	late := enqueueCall(3, "late")
+	late.TimeoutMicros = 1
+	ts.send(enqueueCall(2, "q"), late)
+	got := ts.recvAll(2)
+	if got[2].GetEnqueue() == nil {
+		t.Fatalf("the call without a deadline: %v", got[2])
+	}
+	if e := got[3].GetError(); e == nil || wire.ItemError(e).Code() != connect.CodeDeadlineExceeded {
+		t.Fatalf("a call whose deadline passed before it ran: %v", got[3])
+	}
+	n, err := db.Queue(engine.NS("p", "s"), "late").Counts(context.Background())
+	if err != nil || n.Ready != 0 {
+		t.Fatalf("the late call ran: %+v, %v", n, err)
 	}
 }

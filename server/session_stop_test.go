@@ -408,3 +408,45 @@ func TestSessionInFlightBound(t *testing.T) {
 		t.Fatalf("%d claims waited, %d refused for the drain, %d more parked; want 16 and %d and 0", empty, draining, len(parked), n-16)
 	}
 }
+
+// TestSessionGoingAway: a session whose server stops while a batch runs
+// sends GoingAway naming the last call it read, answers that call, and
+// does not run the calls written after it.
+func TestSessionGoingAway(t *testing.T) {
+	s, db := newTestServer(t, nil, Options{})
+	running, proceed := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	s.onCall = func() {
+		if !first.Swap(true) {
+			close(running)
+			<-proceed
+		}
+	}
+	addr, stop := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	ts.send(enqueueCall(1, "q"))
+	<-running
+	ts.send(enqueueCall(2, "q"), enqueueCall(3, "q")) // written, not read: the reader runs call 1
+	s.sessions.each(func(x *sess) { x.stop() })
+	close(proceed)
+	r := ts.mustRecv()
+	if r.GetId() != 1 || r.GetEnqueue() == nil {
+		t.Fatalf("the call read before the stop: %v", r)
+	}
+	if err := ts.closed(); err == nil {
+		t.Fatal("the session outlives its stop")
+	}
+	if ts.away == nil || ts.away.GetLastCallId() != 1 {
+		t.Fatalf("GoingAway %v; want last_call_id 1", ts.away)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.Queue(engine.NS("p", "s"), "q").Counts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Ready != 1 {
+		t.Fatalf("%+v; want the one call read enqueued, not those after it", n)
+	}
+}

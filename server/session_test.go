@@ -49,6 +49,7 @@ type testSession struct {
 	t    testing.TB
 	conn net.Conn
 	br   *bufio.Reader
+	away *v1.GoingAway // the server's GoingAway, once recv read it
 }
 
 // dialRaw connects to addr and writes the preface.
@@ -92,13 +93,23 @@ func (ts *testSession) send(ms ...proto.Message) {
 	}
 }
 
-// recv reads one Reply; io.EOF (or a reset) when the server closed.
+// recv reads one Reply; io.EOF (or a reset) when the server closed. A
+// GoingAway is kept in ts.away, not returned.
 func (ts *testSession) recv() (*v1.Reply, error) {
-	var r v1.Reply
-	if err := session.ReadMessage(ts.br, MaxResponseBytes+16, &r); err != nil {
-		return nil, err
+	for {
+		var r v1.Reply
+		if err := session.ReadMessage(ts.br, MaxResponseBytes+16, &r); err != nil {
+			return nil, err
+		}
+		if g := r.GetGoingAway(); g != nil && r.GetId() == 0 {
+			if ts.away != nil {
+				ts.t.Errorf("a second GoingAway: %v", g)
+			}
+			ts.away = g
+			continue
+		}
+		return &r, nil
 	}
-	return &r, nil
 }
 
 func (ts *testSession) mustRecv() *v1.Reply {

@@ -184,6 +184,12 @@ func (x *Welcome) GetMaxFrameBytes() uint64 {
 type Call struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The time the call may take, in microseconds from when the server
+	// reads it (0: no bound but the server's own), as the unary call's
+	// Connect-Timeout-Ms header: the client sends what is left of the
+	// call's deadline. A call whose time has run out before it runs is
+	// answered DeadlineExceeded without running.
+	TimeoutMicros uint64 `protobuf:"varint,3,opt,name=timeout_micros,json=timeoutMicros,proto3" json:"timeout_micros,omitempty"`
 	// Types that are valid to be assigned to Call:
 	//
 	//	*Call_Abandon
@@ -254,6 +260,13 @@ func (*Call) Descriptor() ([]byte, []int) {
 func (x *Call) GetId() uint64 {
 	if x != nil {
 		return x.Id
+	}
+	return 0
+}
+
+func (x *Call) GetTimeoutMicros() uint64 {
+	if x != nil {
+		return x.TimeoutMicros
 	}
 	return 0
 }
@@ -760,13 +773,16 @@ func (*Abandon) Descriptor() ([]byte, []int) {
 }
 
 // Reply answers the call of the same id: its response, or the error the
-// unary call would have been answered with.
+// unary call would have been answered with. A Reply of id 0 answers no
+// call: before the Welcome it refuses the Hello (error); after it, it is
+// a GoingAway (a client that knows no call 0 ignores it).
 type Reply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Types that are valid to be assigned to Reply:
 	//
 	//	*Reply_Error
+	//	*Reply_GoingAway
 	//	*Reply_Enqueue
 	//	*Reply_EnqueueBatch
 	//	*Reply_Claim
@@ -849,6 +865,15 @@ func (x *Reply) GetError() *ItemError {
 	if x != nil {
 		if x, ok := x.Reply.(*Reply_Error); ok {
 			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *Reply) GetGoingAway() *GoingAway {
+	if x != nil {
+		if x, ok := x.Reply.(*Reply_GoingAway); ok {
+			return x.GoingAway
 		}
 	}
 	return nil
@@ -1123,6 +1148,12 @@ type Reply_Error struct {
 	Error *ItemError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
 }
 
+type Reply_GoingAway struct {
+	// The server reads no more calls of this session (it is stopping):
+	// it answers those it read, then closes. A Reply of id 0.
+	GoingAway *GoingAway `protobuf:"bytes,3,opt,name=going_away,json=goingAway,proto3,oneof"`
+}
+
 type Reply_Enqueue struct {
 	Enqueue *EnqueueResponse `protobuf:"bytes,10,opt,name=enqueue,proto3,oneof"`
 }
@@ -1241,6 +1272,8 @@ type Reply_Queues struct {
 
 func (*Reply_Error) isReply_Reply() {}
 
+func (*Reply_GoingAway) isReply_Reply() {}
+
 func (*Reply_Enqueue) isReply_Reply() {}
 
 func (*Reply_EnqueueBatch) isReply_Reply() {}
@@ -1299,6 +1332,57 @@ func (*Reply_Partitions) isReply_Reply() {}
 
 func (*Reply_Queues) isReply_Reply() {}
 
+// GoingAway tells a client that the server read the session's last call:
+// no call of an id above last_call_id was read or run, so the client may
+// send those again elsewhere (or on a new session later) as never sent;
+// the calls it read are answered before the connection closes. The
+// client sends no more calls on the session.
+type GoingAway struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The highest id of a call the server read and runs or answered (0:
+	// none).
+	LastCallId    uint64 `protobuf:"varint,1,opt,name=last_call_id,json=lastCallId,proto3" json:"last_call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GoingAway) Reset() {
+	*x = GoingAway{}
+	mi := &file_docket_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GoingAway) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GoingAway) ProtoMessage() {}
+
+func (x *GoingAway) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GoingAway.ProtoReflect.Descriptor instead.
+func (*GoingAway) Descriptor() ([]byte, []int) {
+	return file_docket_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GoingAway) GetLastCallId() uint64 {
+	if x != nil {
+		return x.LastCallId
+	}
+	return 0
+}
+
 var File_docket_v1_session_proto protoreflect.FileDescriptor
 
 const file_docket_v1_session_proto_rawDesc = "" +
@@ -1316,9 +1400,10 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"\tmax_calls\x18\x03 \x01(\rR\bmaxCalls\x12\x1d\n" +
 	"\n" +
 	"max_parked\x18\x04 \x01(\rR\tmaxParked\x12&\n" +
-	"\x0fmax_frame_bytes\x18\x05 \x01(\x04R\rmaxFrameBytes\"\xc2\r\n" +
+	"\x0fmax_frame_bytes\x18\x05 \x01(\x04R\rmaxFrameBytes\"\xe9\r\n" +
 	"\x04Call\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
+	"\x0etimeout_micros\x18\x03 \x01(\x04R\rtimeoutMicros\x12.\n" +
 	"\aabandon\x18\x02 \x01(\v2\x12.docket.v1.AbandonH\x00R\aabandon\x125\n" +
 	"\aenqueue\x18\n" +
 	" \x01(\v2\x19.docket.v1.EnqueueRequestH\x00R\aenqueue\x12E\n" +
@@ -1356,10 +1441,12 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"partitions\x122\n" +
 	"\x06queues\x18< \x01(\v2\x18.docket.v1.QueuesRequestH\x00R\x06queuesB\x06\n" +
 	"\x04call\"\t\n" +
-	"\aAbandon\"\xdf\r\n" +
+	"\aAbandon\"\x96\x0e\n" +
 	"\x05Reply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x14.docket.v1.ItemErrorH\x00R\x05error\x126\n" +
+	"\x05error\x18\x02 \x01(\v2\x14.docket.v1.ItemErrorH\x00R\x05error\x125\n" +
+	"\n" +
+	"going_away\x18\x03 \x01(\v2\x14.docket.v1.GoingAwayH\x00R\tgoingAway\x126\n" +
 	"\aenqueue\x18\n" +
 	" \x01(\v2\x1a.docket.v1.EnqueueResponseH\x00R\aenqueue\x12F\n" +
 	"\renqueue_batch\x18\v \x01(\v2\x1f.docket.v1.EnqueueBatchResponseH\x00R\fenqueueBatch\x120\n" +
@@ -1395,7 +1482,10 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"partitions\x186 \x01(\v2\x1d.docket.v1.PartitionsResponseH\x00R\n" +
 	"partitions\x123\n" +
 	"\x06queues\x18< \x01(\v2\x19.docket.v1.QueuesResponseH\x00R\x06queuesB\a\n" +
-	"\x05replyB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"\x05reply\"-\n" +
+	"\tGoingAway\x12 \n" +
+	"\flast_call_id\x18\x01 \x01(\x04R\n" +
+	"lastCallIdB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_session_proto_rawDescOnce sync.Once
@@ -1409,139 +1499,141 @@ func file_docket_v1_session_proto_rawDescGZIP() []byte {
 	return file_docket_v1_session_proto_rawDescData
 }
 
-var file_docket_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_docket_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_docket_v1_session_proto_goTypes = []any{
 	(*Hello)(nil),                    // 0: docket.v1.Hello
 	(*Welcome)(nil),                  // 1: docket.v1.Welcome
 	(*Call)(nil),                     // 2: docket.v1.Call
 	(*Abandon)(nil),                  // 3: docket.v1.Abandon
 	(*Reply)(nil),                    // 4: docket.v1.Reply
-	(*EnqueueRequest)(nil),           // 5: docket.v1.EnqueueRequest
-	(*EnqueueBatchRequest)(nil),      // 6: docket.v1.EnqueueBatchRequest
-	(*ClaimRequest)(nil),             // 7: docket.v1.ClaimRequest
-	(*ClaimWaitRequest)(nil),         // 8: docket.v1.ClaimWaitRequest
-	(*CompleteRequest)(nil),          // 9: docket.v1.CompleteRequest
-	(*CompleteBatchRequest)(nil),     // 10: docket.v1.CompleteBatchRequest
-	(*FailRequest)(nil),              // 11: docket.v1.FailRequest
-	(*HeartbeatRequest)(nil),         // 12: docket.v1.HeartbeatRequest
-	(*SnoozeRequest)(nil),            // 13: docket.v1.SnoozeRequest
-	(*CancelRequest)(nil),            // 14: docket.v1.CancelRequest
-	(*RedriveRequest)(nil),           // 15: docket.v1.RedriveRequest
-	(*RedriveAllRequest)(nil),        // 16: docket.v1.RedriveAllRequest
-	(*RunNowRequest)(nil),            // 17: docket.v1.RunNowRequest
-	(*GetRequest)(nil),               // 18: docket.v1.GetRequest
-	(*ListRequest)(nil),              // 19: docket.v1.ListRequest
-	(*CountsRequest)(nil),            // 20: docket.v1.CountsRequest
-	(*SearchRequest)(nil),            // 21: docket.v1.SearchRequest
-	(*BulkRequest)(nil),              // 22: docket.v1.BulkRequest
-	(*CompleteAndClaimRequest)(nil),  // 23: docket.v1.CompleteAndClaimRequest
-	(*HeartbeatBatchRequest)(nil),    // 24: docket.v1.HeartbeatBatchRequest
-	(*KVGetRequest)(nil),             // 25: docket.v1.KVGetRequest
-	(*KVScanRequest)(nil),            // 26: docket.v1.KVScanRequest
-	(*KVCommitRequest)(nil),          // 27: docket.v1.KVCommitRequest
-	(*PauseRequest)(nil),             // 28: docket.v1.PauseRequest
-	(*ResumeRequest)(nil),            // 29: docket.v1.ResumeRequest
-	(*SetLimitsRequest)(nil),         // 30: docket.v1.SetLimitsRequest
-	(*SettingsRequest)(nil),          // 31: docket.v1.SettingsRequest
-	(*PartitionsRequest)(nil),        // 32: docket.v1.PartitionsRequest
-	(*QueuesRequest)(nil),            // 33: docket.v1.QueuesRequest
-	(*ItemError)(nil),                // 34: docket.v1.ItemError
-	(*EnqueueResponse)(nil),          // 35: docket.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 36: docket.v1.EnqueueBatchResponse
-	(*ClaimResponse)(nil),            // 37: docket.v1.ClaimResponse
-	(*ClaimWaitResponse)(nil),        // 38: docket.v1.ClaimWaitResponse
-	(*CompleteResponse)(nil),         // 39: docket.v1.CompleteResponse
-	(*CompleteBatchResponse)(nil),    // 40: docket.v1.CompleteBatchResponse
-	(*FailResponse)(nil),             // 41: docket.v1.FailResponse
-	(*HeartbeatResponse)(nil),        // 42: docket.v1.HeartbeatResponse
-	(*SnoozeResponse)(nil),           // 43: docket.v1.SnoozeResponse
-	(*CancelResponse)(nil),           // 44: docket.v1.CancelResponse
-	(*RedriveResponse)(nil),          // 45: docket.v1.RedriveResponse
-	(*RedriveAllResponse)(nil),       // 46: docket.v1.RedriveAllResponse
-	(*RunNowResponse)(nil),           // 47: docket.v1.RunNowResponse
-	(*GetResponse)(nil),              // 48: docket.v1.GetResponse
-	(*ListResponse)(nil),             // 49: docket.v1.ListResponse
-	(*CountsResponse)(nil),           // 50: docket.v1.CountsResponse
-	(*SearchResponse)(nil),           // 51: docket.v1.SearchResponse
-	(*BulkResponse)(nil),             // 52: docket.v1.BulkResponse
-	(*CompleteAndClaimResponse)(nil), // 53: docket.v1.CompleteAndClaimResponse
-	(*HeartbeatBatchResponse)(nil),   // 54: docket.v1.HeartbeatBatchResponse
-	(*KVGetResponse)(nil),            // 55: docket.v1.KVGetResponse
-	(*KVScanResponse)(nil),           // 56: docket.v1.KVScanResponse
-	(*KVCommitResponse)(nil),         // 57: docket.v1.KVCommitResponse
-	(*PauseResponse)(nil),            // 58: docket.v1.PauseResponse
-	(*ResumeResponse)(nil),           // 59: docket.v1.ResumeResponse
-	(*SetLimitsResponse)(nil),        // 60: docket.v1.SetLimitsResponse
-	(*SettingsResponse)(nil),         // 61: docket.v1.SettingsResponse
-	(*PartitionsResponse)(nil),       // 62: docket.v1.PartitionsResponse
-	(*QueuesResponse)(nil),           // 63: docket.v1.QueuesResponse
+	(*GoingAway)(nil),                // 5: docket.v1.GoingAway
+	(*EnqueueRequest)(nil),           // 6: docket.v1.EnqueueRequest
+	(*EnqueueBatchRequest)(nil),      // 7: docket.v1.EnqueueBatchRequest
+	(*ClaimRequest)(nil),             // 8: docket.v1.ClaimRequest
+	(*ClaimWaitRequest)(nil),         // 9: docket.v1.ClaimWaitRequest
+	(*CompleteRequest)(nil),          // 10: docket.v1.CompleteRequest
+	(*CompleteBatchRequest)(nil),     // 11: docket.v1.CompleteBatchRequest
+	(*FailRequest)(nil),              // 12: docket.v1.FailRequest
+	(*HeartbeatRequest)(nil),         // 13: docket.v1.HeartbeatRequest
+	(*SnoozeRequest)(nil),            // 14: docket.v1.SnoozeRequest
+	(*CancelRequest)(nil),            // 15: docket.v1.CancelRequest
+	(*RedriveRequest)(nil),           // 16: docket.v1.RedriveRequest
+	(*RedriveAllRequest)(nil),        // 17: docket.v1.RedriveAllRequest
+	(*RunNowRequest)(nil),            // 18: docket.v1.RunNowRequest
+	(*GetRequest)(nil),               // 19: docket.v1.GetRequest
+	(*ListRequest)(nil),              // 20: docket.v1.ListRequest
+	(*CountsRequest)(nil),            // 21: docket.v1.CountsRequest
+	(*SearchRequest)(nil),            // 22: docket.v1.SearchRequest
+	(*BulkRequest)(nil),              // 23: docket.v1.BulkRequest
+	(*CompleteAndClaimRequest)(nil),  // 24: docket.v1.CompleteAndClaimRequest
+	(*HeartbeatBatchRequest)(nil),    // 25: docket.v1.HeartbeatBatchRequest
+	(*KVGetRequest)(nil),             // 26: docket.v1.KVGetRequest
+	(*KVScanRequest)(nil),            // 27: docket.v1.KVScanRequest
+	(*KVCommitRequest)(nil),          // 28: docket.v1.KVCommitRequest
+	(*PauseRequest)(nil),             // 29: docket.v1.PauseRequest
+	(*ResumeRequest)(nil),            // 30: docket.v1.ResumeRequest
+	(*SetLimitsRequest)(nil),         // 31: docket.v1.SetLimitsRequest
+	(*SettingsRequest)(nil),          // 32: docket.v1.SettingsRequest
+	(*PartitionsRequest)(nil),        // 33: docket.v1.PartitionsRequest
+	(*QueuesRequest)(nil),            // 34: docket.v1.QueuesRequest
+	(*ItemError)(nil),                // 35: docket.v1.ItemError
+	(*EnqueueResponse)(nil),          // 36: docket.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 37: docket.v1.EnqueueBatchResponse
+	(*ClaimResponse)(nil),            // 38: docket.v1.ClaimResponse
+	(*ClaimWaitResponse)(nil),        // 39: docket.v1.ClaimWaitResponse
+	(*CompleteResponse)(nil),         // 40: docket.v1.CompleteResponse
+	(*CompleteBatchResponse)(nil),    // 41: docket.v1.CompleteBatchResponse
+	(*FailResponse)(nil),             // 42: docket.v1.FailResponse
+	(*HeartbeatResponse)(nil),        // 43: docket.v1.HeartbeatResponse
+	(*SnoozeResponse)(nil),           // 44: docket.v1.SnoozeResponse
+	(*CancelResponse)(nil),           // 45: docket.v1.CancelResponse
+	(*RedriveResponse)(nil),          // 46: docket.v1.RedriveResponse
+	(*RedriveAllResponse)(nil),       // 47: docket.v1.RedriveAllResponse
+	(*RunNowResponse)(nil),           // 48: docket.v1.RunNowResponse
+	(*GetResponse)(nil),              // 49: docket.v1.GetResponse
+	(*ListResponse)(nil),             // 50: docket.v1.ListResponse
+	(*CountsResponse)(nil),           // 51: docket.v1.CountsResponse
+	(*SearchResponse)(nil),           // 52: docket.v1.SearchResponse
+	(*BulkResponse)(nil),             // 53: docket.v1.BulkResponse
+	(*CompleteAndClaimResponse)(nil), // 54: docket.v1.CompleteAndClaimResponse
+	(*HeartbeatBatchResponse)(nil),   // 55: docket.v1.HeartbeatBatchResponse
+	(*KVGetResponse)(nil),            // 56: docket.v1.KVGetResponse
+	(*KVScanResponse)(nil),           // 57: docket.v1.KVScanResponse
+	(*KVCommitResponse)(nil),         // 58: docket.v1.KVCommitResponse
+	(*PauseResponse)(nil),            // 59: docket.v1.PauseResponse
+	(*ResumeResponse)(nil),           // 60: docket.v1.ResumeResponse
+	(*SetLimitsResponse)(nil),        // 61: docket.v1.SetLimitsResponse
+	(*SettingsResponse)(nil),         // 62: docket.v1.SettingsResponse
+	(*PartitionsResponse)(nil),       // 63: docket.v1.PartitionsResponse
+	(*QueuesResponse)(nil),           // 64: docket.v1.QueuesResponse
 }
 var file_docket_v1_session_proto_depIdxs = []int32{
 	3,  // 0: docket.v1.Call.abandon:type_name -> docket.v1.Abandon
-	5,  // 1: docket.v1.Call.enqueue:type_name -> docket.v1.EnqueueRequest
-	6,  // 2: docket.v1.Call.enqueue_batch:type_name -> docket.v1.EnqueueBatchRequest
-	7,  // 3: docket.v1.Call.claim:type_name -> docket.v1.ClaimRequest
-	8,  // 4: docket.v1.Call.claim_wait:type_name -> docket.v1.ClaimWaitRequest
-	9,  // 5: docket.v1.Call.complete:type_name -> docket.v1.CompleteRequest
-	10, // 6: docket.v1.Call.complete_batch:type_name -> docket.v1.CompleteBatchRequest
-	11, // 7: docket.v1.Call.fail:type_name -> docket.v1.FailRequest
-	12, // 8: docket.v1.Call.heartbeat:type_name -> docket.v1.HeartbeatRequest
-	13, // 9: docket.v1.Call.snooze:type_name -> docket.v1.SnoozeRequest
-	14, // 10: docket.v1.Call.cancel:type_name -> docket.v1.CancelRequest
-	15, // 11: docket.v1.Call.redrive:type_name -> docket.v1.RedriveRequest
-	16, // 12: docket.v1.Call.redrive_all:type_name -> docket.v1.RedriveAllRequest
-	17, // 13: docket.v1.Call.run_now:type_name -> docket.v1.RunNowRequest
-	18, // 14: docket.v1.Call.get:type_name -> docket.v1.GetRequest
-	19, // 15: docket.v1.Call.list:type_name -> docket.v1.ListRequest
-	20, // 16: docket.v1.Call.counts:type_name -> docket.v1.CountsRequest
-	21, // 17: docket.v1.Call.search:type_name -> docket.v1.SearchRequest
-	22, // 18: docket.v1.Call.bulk:type_name -> docket.v1.BulkRequest
-	23, // 19: docket.v1.Call.complete_and_claim:type_name -> docket.v1.CompleteAndClaimRequest
-	24, // 20: docket.v1.Call.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchRequest
-	25, // 21: docket.v1.Call.kv_get:type_name -> docket.v1.KVGetRequest
-	26, // 22: docket.v1.Call.kv_scan:type_name -> docket.v1.KVScanRequest
-	27, // 23: docket.v1.Call.kv_commit:type_name -> docket.v1.KVCommitRequest
-	28, // 24: docket.v1.Call.pause:type_name -> docket.v1.PauseRequest
-	29, // 25: docket.v1.Call.resume:type_name -> docket.v1.ResumeRequest
-	30, // 26: docket.v1.Call.set_limits:type_name -> docket.v1.SetLimitsRequest
-	31, // 27: docket.v1.Call.settings:type_name -> docket.v1.SettingsRequest
-	32, // 28: docket.v1.Call.partitions:type_name -> docket.v1.PartitionsRequest
-	33, // 29: docket.v1.Call.queues:type_name -> docket.v1.QueuesRequest
-	34, // 30: docket.v1.Reply.error:type_name -> docket.v1.ItemError
-	35, // 31: docket.v1.Reply.enqueue:type_name -> docket.v1.EnqueueResponse
-	36, // 32: docket.v1.Reply.enqueue_batch:type_name -> docket.v1.EnqueueBatchResponse
-	37, // 33: docket.v1.Reply.claim:type_name -> docket.v1.ClaimResponse
-	38, // 34: docket.v1.Reply.claim_wait:type_name -> docket.v1.ClaimWaitResponse
-	39, // 35: docket.v1.Reply.complete:type_name -> docket.v1.CompleteResponse
-	40, // 36: docket.v1.Reply.complete_batch:type_name -> docket.v1.CompleteBatchResponse
-	41, // 37: docket.v1.Reply.fail:type_name -> docket.v1.FailResponse
-	42, // 38: docket.v1.Reply.heartbeat:type_name -> docket.v1.HeartbeatResponse
-	43, // 39: docket.v1.Reply.snooze:type_name -> docket.v1.SnoozeResponse
-	44, // 40: docket.v1.Reply.cancel:type_name -> docket.v1.CancelResponse
-	45, // 41: docket.v1.Reply.redrive:type_name -> docket.v1.RedriveResponse
-	46, // 42: docket.v1.Reply.redrive_all:type_name -> docket.v1.RedriveAllResponse
-	47, // 43: docket.v1.Reply.run_now:type_name -> docket.v1.RunNowResponse
-	48, // 44: docket.v1.Reply.get:type_name -> docket.v1.GetResponse
-	49, // 45: docket.v1.Reply.list:type_name -> docket.v1.ListResponse
-	50, // 46: docket.v1.Reply.counts:type_name -> docket.v1.CountsResponse
-	51, // 47: docket.v1.Reply.search:type_name -> docket.v1.SearchResponse
-	52, // 48: docket.v1.Reply.bulk:type_name -> docket.v1.BulkResponse
-	53, // 49: docket.v1.Reply.complete_and_claim:type_name -> docket.v1.CompleteAndClaimResponse
-	54, // 50: docket.v1.Reply.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchResponse
-	55, // 51: docket.v1.Reply.kv_get:type_name -> docket.v1.KVGetResponse
-	56, // 52: docket.v1.Reply.kv_scan:type_name -> docket.v1.KVScanResponse
-	57, // 53: docket.v1.Reply.kv_commit:type_name -> docket.v1.KVCommitResponse
-	58, // 54: docket.v1.Reply.pause:type_name -> docket.v1.PauseResponse
-	59, // 55: docket.v1.Reply.resume:type_name -> docket.v1.ResumeResponse
-	60, // 56: docket.v1.Reply.set_limits:type_name -> docket.v1.SetLimitsResponse
-	61, // 57: docket.v1.Reply.settings:type_name -> docket.v1.SettingsResponse
-	62, // 58: docket.v1.Reply.partitions:type_name -> docket.v1.PartitionsResponse
-	63, // 59: docket.v1.Reply.queues:type_name -> docket.v1.QueuesResponse
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	6,  // 1: docket.v1.Call.enqueue:type_name -> docket.v1.EnqueueRequest
+	7,  // 2: docket.v1.Call.enqueue_batch:type_name -> docket.v1.EnqueueBatchRequest
+	8,  // 3: docket.v1.Call.claim:type_name -> docket.v1.ClaimRequest
+	9,  // 4: docket.v1.Call.claim_wait:type_name -> docket.v1.ClaimWaitRequest
+	10, // 5: docket.v1.Call.complete:type_name -> docket.v1.CompleteRequest
+	11, // 6: docket.v1.Call.complete_batch:type_name -> docket.v1.CompleteBatchRequest
+	12, // 7: docket.v1.Call.fail:type_name -> docket.v1.FailRequest
+	13, // 8: docket.v1.Call.heartbeat:type_name -> docket.v1.HeartbeatRequest
+	14, // 9: docket.v1.Call.snooze:type_name -> docket.v1.SnoozeRequest
+	15, // 10: docket.v1.Call.cancel:type_name -> docket.v1.CancelRequest
+	16, // 11: docket.v1.Call.redrive:type_name -> docket.v1.RedriveRequest
+	17, // 12: docket.v1.Call.redrive_all:type_name -> docket.v1.RedriveAllRequest
+	18, // 13: docket.v1.Call.run_now:type_name -> docket.v1.RunNowRequest
+	19, // 14: docket.v1.Call.get:type_name -> docket.v1.GetRequest
+	20, // 15: docket.v1.Call.list:type_name -> docket.v1.ListRequest
+	21, // 16: docket.v1.Call.counts:type_name -> docket.v1.CountsRequest
+	22, // 17: docket.v1.Call.search:type_name -> docket.v1.SearchRequest
+	23, // 18: docket.v1.Call.bulk:type_name -> docket.v1.BulkRequest
+	24, // 19: docket.v1.Call.complete_and_claim:type_name -> docket.v1.CompleteAndClaimRequest
+	25, // 20: docket.v1.Call.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchRequest
+	26, // 21: docket.v1.Call.kv_get:type_name -> docket.v1.KVGetRequest
+	27, // 22: docket.v1.Call.kv_scan:type_name -> docket.v1.KVScanRequest
+	28, // 23: docket.v1.Call.kv_commit:type_name -> docket.v1.KVCommitRequest
+	29, // 24: docket.v1.Call.pause:type_name -> docket.v1.PauseRequest
+	30, // 25: docket.v1.Call.resume:type_name -> docket.v1.ResumeRequest
+	31, // 26: docket.v1.Call.set_limits:type_name -> docket.v1.SetLimitsRequest
+	32, // 27: docket.v1.Call.settings:type_name -> docket.v1.SettingsRequest
+	33, // 28: docket.v1.Call.partitions:type_name -> docket.v1.PartitionsRequest
+	34, // 29: docket.v1.Call.queues:type_name -> docket.v1.QueuesRequest
+	35, // 30: docket.v1.Reply.error:type_name -> docket.v1.ItemError
+	5,  // 31: docket.v1.Reply.going_away:type_name -> docket.v1.GoingAway
+	36, // 32: docket.v1.Reply.enqueue:type_name -> docket.v1.EnqueueResponse
+	37, // 33: docket.v1.Reply.enqueue_batch:type_name -> docket.v1.EnqueueBatchResponse
+	38, // 34: docket.v1.Reply.claim:type_name -> docket.v1.ClaimResponse
+	39, // 35: docket.v1.Reply.claim_wait:type_name -> docket.v1.ClaimWaitResponse
+	40, // 36: docket.v1.Reply.complete:type_name -> docket.v1.CompleteResponse
+	41, // 37: docket.v1.Reply.complete_batch:type_name -> docket.v1.CompleteBatchResponse
+	42, // 38: docket.v1.Reply.fail:type_name -> docket.v1.FailResponse
+	43, // 39: docket.v1.Reply.heartbeat:type_name -> docket.v1.HeartbeatResponse
+	44, // 40: docket.v1.Reply.snooze:type_name -> docket.v1.SnoozeResponse
+	45, // 41: docket.v1.Reply.cancel:type_name -> docket.v1.CancelResponse
+	46, // 42: docket.v1.Reply.redrive:type_name -> docket.v1.RedriveResponse
+	47, // 43: docket.v1.Reply.redrive_all:type_name -> docket.v1.RedriveAllResponse
+	48, // 44: docket.v1.Reply.run_now:type_name -> docket.v1.RunNowResponse
+	49, // 45: docket.v1.Reply.get:type_name -> docket.v1.GetResponse
+	50, // 46: docket.v1.Reply.list:type_name -> docket.v1.ListResponse
+	51, // 47: docket.v1.Reply.counts:type_name -> docket.v1.CountsResponse
+	52, // 48: docket.v1.Reply.search:type_name -> docket.v1.SearchResponse
+	53, // 49: docket.v1.Reply.bulk:type_name -> docket.v1.BulkResponse
+	54, // 50: docket.v1.Reply.complete_and_claim:type_name -> docket.v1.CompleteAndClaimResponse
+	55, // 51: docket.v1.Reply.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchResponse
+	56, // 52: docket.v1.Reply.kv_get:type_name -> docket.v1.KVGetResponse
+	57, // 53: docket.v1.Reply.kv_scan:type_name -> docket.v1.KVScanResponse
+	58, // 54: docket.v1.Reply.kv_commit:type_name -> docket.v1.KVCommitResponse
+	59, // 55: docket.v1.Reply.pause:type_name -> docket.v1.PauseResponse
+	60, // 56: docket.v1.Reply.resume:type_name -> docket.v1.ResumeResponse
+	61, // 57: docket.v1.Reply.set_limits:type_name -> docket.v1.SetLimitsResponse
+	62, // 58: docket.v1.Reply.settings:type_name -> docket.v1.SettingsResponse
+	63, // 59: docket.v1.Reply.partitions:type_name -> docket.v1.PartitionsResponse
+	64, // 60: docket.v1.Reply.queues:type_name -> docket.v1.QueuesResponse
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_session_proto_init() }
@@ -1589,6 +1681,7 @@ func file_docket_v1_session_proto_init() {
 	}
 	file_docket_v1_session_proto_msgTypes[4].OneofWrappers = []any{
 		(*Reply_Error)(nil),
+		(*Reply_GoingAway)(nil),
 		(*Reply_Enqueue)(nil),
 		(*Reply_EnqueueBatch)(nil),
 		(*Reply_Claim)(nil),
@@ -1625,7 +1718,7 @@ func file_docket_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_session_proto_rawDesc), len(file_docket_v1_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
