@@ -217,3 +217,19 @@ func TestQuotaOnAReplicatedLog(t *testing.T) {
 		t.Fatalf("enqueue past the quota on the other member: %v", err)
 	}
 }
+
+// BenchmarkEnqueueWithQuota is BenchmarkEnqueueInMemory on a namespace
+// with a quota: what admitting against it costs.
+func BenchmarkEnqueueWithQuota(b *testing.B) {
+	db := benchDB(b, "", SyncAlways)
+	if err := db.SetQuota(ctx, ns, Quota{MaxTasks: 1 << 30, MaxBytes: 1 << 50}); err != nil {
+		b.Fatal(err)
+	}
+	q := db.Queue(ns, "q")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := q.Enqueue(ctx, Task{Payload: benchPayload}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
