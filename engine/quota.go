@@ -15,7 +15,8 @@ import (
 // namespaces do not notice. As with the budget, writes that free state are
 // never refused, and completions with follow-ups and writes to the system
 // area (worker presence, schedules) may use a reserve of an eighth of the
-// quota beyond it.
+// quota beyond it. A completion that writes nothing but its result is a
+// write that frees state: no quota refuses it.
 //
 // The quota is a record in the namespace's system area (QuotaKey): it is
 // durable, replicated with the rest of the state, and every node reads
@@ -170,6 +171,12 @@ func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
 	ns := cmd.ns.idx()
 	q := c.quotaOf(ns)
 	if q == (Quota{}) || cmd.onlyQuota() {
+		return nil
+	}
+	if completion && cmd.op != cmdCommit && len(cmd.ops) == 0 {
+		// A completion that writes nothing but its result frees its task:
+		// a quota lowered below what the namespace holds must not stop
+		// its workers from draining it.
 		return nil
 	}
 	tasks := cmd.tasksAdded()

@@ -126,6 +126,31 @@ func TestQuotaBytes(t *testing.T) {
 	}
 }
 
+// TestQuotaCompletionsWithResultsDrain: a quota lowered far below what a
+// namespace holds still lets its workers complete their tasks with
+// results (retained), which frees them; a completion with a follow-up is
+// refused past the reserve.
+func TestQuotaCompletionsWithResultsDrain(t *testing.T) {
+	e := newEnv(t, true, func(o *Options) { o.RetainCompleted = time.Hour })
+	q := e.q("q")
+	for range 8 {
+		e.enqueue(q, Task{})
+	}
+	ls := e.claim(q, 8)
+	if err := e.db.SetQuota(ctx, ns, Quota{MaxTasks: 1, MaxBytes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := q.Complete(ctx, ls[0], Done{FollowUps: []FollowUp{{Queue: "next", Task: Task{}}}})
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("a follow-up far past the quota: %v", err)
+	}
+	for _, l := range ls {
+		if _, err := q.Complete(ctx, l, Done{Result: payloadOf(1000)}); err != nil {
+			t.Fatalf("a completion with a result past the quota: %v", err)
+		}
+	}
+}
+
 // TestQuotaSurvivesReopen: the quota is state, kept across a restart.
 func TestQuotaSurvivesReopen(t *testing.T) {
 	e := newEnv(t, false)
