@@ -141,6 +141,7 @@ type stubs struct {
 	pipe     docketv1connect.PipelineClient
 	presence docketv1connect.PresenceClient
 	search   docketv1connect.SearchClient
+	quotas   docketv1connect.QuotasClient
 	// claim and claimWait read their replies straight into engine leases
 	// (wire.LeaseCodec).
 	claim     *connect.Client[v1.ClaimRequest, wire.LeaseList]
@@ -363,6 +364,7 @@ func (c *Client) stub(base string) *stubs {
 			pipe:     docketv1connect.NewPipelineClient(c.hc, base, c.copts...),
 			presence: docketv1connect.NewPresenceClient(c.hc, base, c.copts...),
 			search:   docketv1connect.NewSearchClient(c.hc, base, c.copts...),
+			quotas:   docketv1connect.NewQuotasClient(c.hc, base, c.copts...),
 			claim:    connect.NewClient[v1.ClaimRequest, wire.LeaseList](c.hc, base+docketv1connect.QueuesClaimProcedure, leases...),
 			claimWait: connect.NewClient[v1.ClaimWaitRequest, wire.LeaseList](c.pollHC, base+docketv1connect.QueuesClaimWaitProcedure,
 				leases...),

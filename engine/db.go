@@ -82,6 +82,9 @@ type core struct {
 	// state of its warnings, guarded by mu (memory.go).
 	budget  int64
 	memWarn memWarn
+	// quotas holds the namespaces' quotas as last parsed, guarded by mu
+	// (quota.go).
+	quotas map[index.Namespace]quotaCache
 }
 
 // Open opens (creating if needed) the docket data directory dir, recovering

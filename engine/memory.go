@@ -160,11 +160,14 @@ func opsAdd(ops []vop) int64 {
 // the command, before it goes to the log (the followers plan what the
 // log holds, whatever their own budget).
 func (c *core) admit(cmd *command) error {
-	if c.budget <= 0 {
-		return nil
-	}
 	add, completion := cmd.adds()
 	if add == 0 {
+		return nil
+	}
+	if err := c.admitQuota(cmd, add, completion); err != nil {
+		return err
+	}
+	if c.budget <= 0 {
 		return nil
 	}
 	used := c.store.Usage().Bytes

@@ -72,6 +72,7 @@ func (s *Server) register(mux *http.ServeMux) {
 		func() (string, http.Handler) { return docketv1connect.NewPipelineHandler(pipelineRPC{s}, opts) },
 		func() (string, http.Handler) { return docketv1connect.NewPresenceHandler(presenceRPC{s}, opts) },
 		func() (string, http.Handler) { return docketv1connect.NewSearchHandler(searchRPC{s}, opts) },
+		func() (string, http.Handler) { return docketv1connect.NewQuotasHandler(quotasRPC{s}, opts) },
 	} {
 		path, handler := h()
 		mux.Handle(path, s.authenticate(handler))

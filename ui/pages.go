@@ -275,7 +275,7 @@ func (rq *request) overview() {
 	}
 	flow.ErrorShare = errorShare(flow.Completed, flow.Errors)
 	_, untracked := rq.d.rates.tracked(engine.Namespace{}, "")
-	mem := memoryOf(rq.api)
+	mem := memoryOf(rq.ctx(), rq.api)
 	rq.render("overview", "Queues", "overview", map[string]any{"Rows": rows, "Sum": sum, "Flow": flow, "Now": now, "Memory": mem,
 		"Window": recent, "Oldest": oldest, "HasOldest": hasOldest, "Untracked": untracked,
 		"MaxTracked": rq.d.opts.MaxTrackedQueues, "SampleEvery": rq.d.opts.SampleEvery})
@@ -958,12 +958,20 @@ type lineage struct {
 }
 
 // memory is what the overview shows of the state's memory against its
-// budget (engine.Options.MaxMemory), and the namespaces that hold most.
+// budget (engine.Options.MaxMemory), and the namespaces that hold most
+// with their quotas (engine.Quotas).
 type memory struct {
 	Known        bool
 	Used, Budget int64
 	Percent      int64
-	Top          []engine.NamespaceUsage
+	Top          []memRow
+	Quotas       bool // some namespace of Top has a quota
+}
+
+// memRow is a namespace's usage and its quota (zero: none).
+type memRow struct {
+	engine.NamespaceUsage
+	Quota engine.Quota
 }
 
 // memTop is how many namespaces the overview lists by memory.
@@ -971,7 +979,7 @@ const memTop = 10
 
 // memoryOf reads the memory of api when it is a DB the program opened
 // (a caller's view, or a client, says nothing of it).
-func memoryOf(api engine.API) memory {
+func memoryOf(ctx context.Context, api engine.API) memory {
 	st, ok := api.(interface {
 		Stats() engine.Stats
 		Usage(max int) []engine.NamespaceUsage
@@ -983,7 +991,17 @@ func memoryOf(api engine.API) memory {
 	if s.Memory == 0 && s.MemoryBudget == 0 {
 		return memory{}
 	}
-	m := memory{Known: true, Used: s.Memory, Budget: s.MemoryBudget, Top: st.Usage(memTop)}
+	m := memory{Known: true, Used: s.Memory, Budget: s.MemoryBudget}
+	qs, _ := api.(engine.Quotas)
+	for _, u := range st.Usage(memTop) {
+		r := memRow{NamespaceUsage: u}
+		if qs != nil {
+			if q, _, err := qs.Quota(ctx, u.Namespace); err == nil && q != (engine.Quota{}) {
+				r.Quota, m.Quotas = q, true
+			}
+		}
+		m.Top = append(m.Top, r)
+	}
 	if m.Budget > 0 {
 		m.Percent = m.Used * 100 / m.Budget
 	}

@@ -54,6 +54,7 @@ func init() {
 		{"partitions", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-cursor C]", "list a queue's partitions and their tasks by state", runPartitions},
 		{"workers", "[-dir DIR | -server URL] [-ns P/S] [-json]", "list the worker processes connected: queues, running tasks, heartbeat, draining", runWorkers},
 		{"schedules", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-pause NAME | -resume NAME | -run NAME]", "list the periodic schedules; pause, resume or run one now", runSchedules},
+		{"quota", "[-dir DIR | -server URL] [-ns P/S] [-tasks N] [-bytes SIZE] [-json]", "show or set a namespace's quota of tasks and bytes, with what it holds", runQuota},
 		{"kv", "get|scan|set|delete [-dir DIR | -server URL] [-ns P/S] ...", "read and write a namespace's key-value entries", runKV},
 		{"verify", "[-dir] DIR", "check a data directory the way Open would, without changing it; exit 1 if Open would refuse it", runVerify},
 		{"repair", "[-salvage] [-dir] DIR", "cut a torn log tail the way Open does, after keeping a copy; -salvage also drops a damaged log end", runRepair},
