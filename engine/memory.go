@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/bytesize"
 )
 
 // The memory budget (Options.MaxMemory) bounds what the state holds: task
@@ -181,7 +182,7 @@ func (c *core) admit(cmd *command) error {
 	}
 	c.memRefused(used, add)
 	return fmt.Errorf("%w: the state holds %s of its memory budget of %s (Options.MaxMemory) and this call would add %s; "+
-		"complete, cancel or delete tasks, or raise the budget", ErrFull, sizeOf(used), sizeOf(c.budget), sizeOf(add))
+		"complete, cancel or delete tasks, or raise the budget", ErrFull, bytesize.Format(used), bytesize.Format(c.budget), bytesize.Format(add))
 }
 
 // memWarn is the state of the memory warnings, under core.mu.
@@ -213,20 +214,6 @@ func (c *core) memRefused(used, add int64) {
 	c.opts.Logger.Warn("docket: a write was refused: the memory budget is full",
 		"used", used, "budget", c.budget, "adds", add, "refused_since_last_line", c.memWarn.more)
 	c.memWarn.refused, c.memWarn.more = now, 0
-}
-
-// sizeOf prints a byte count in binary units.
-func sizeOf(n int64) string {
-	const unit = 1 << 10
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // NamespaceUsage is what one namespace's state takes, as the memory budget

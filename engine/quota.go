@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/bytesize"
 )
 
 // A quota bounds what one namespace's state may hold, as the memory budget
@@ -192,7 +193,7 @@ func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
 	}
 	if q.MaxBytes > 0 && add > 0 && u.Bytes+add > maxBytes {
 		return fmt.Errorf("%w: namespace %s holds %s of its quota of %s and this call would add %s; "+
-			"complete, cancel or delete tasks, or raise the quota", ErrFull, cmd.ns, sizeOf(u.Bytes), sizeOf(q.MaxBytes), sizeOf(add))
+			"complete, cancel or delete tasks, or raise the quota", ErrFull, cmd.ns, bytesize.Format(u.Bytes), bytesize.Format(q.MaxBytes), bytesize.Format(add))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/bytesize"
 )
 
 var pages = []string{"overview", "queue", "task", "dead", "kv", "workers", "periodic", "cluster", "confirm", "report", "login", "error", "bulk", "bulkreport"}
@@ -36,7 +37,7 @@ var funcs = template.FuncMap{
 	"share":   share,
 	"num":     func(n int) string { return group(strconv.Itoa(n)) },
 	"num64":   func(n uint64) string { return group(strconv.FormatUint(n, 10)) },
-	"bytes":   humanBytes,
+	"bytes":   bytesize.Format,
 	"pct":     func(n, of int64) float64 { return 100 * float64(n) / float64(max(of, 1)) },
 	"fixed":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 	"lagbar":  lagBar,
@@ -199,18 +200,4 @@ func query(kv ...any) template.URL {
 		v.Set(fmt.Sprint(kv[i]), fmt.Sprint(kv[i+1]))
 	}
 	return template.URL(v.Encode())
-}
-
-// humanBytes prints a byte count in binary units.
-func humanBytes(n int64) string {
-	const unit = 1 << 10
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("KMGTPE"[exp]) + "iB"
 }

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/docketdb/docket/cluster"
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/bytesize"
 )
 
 type statsJSON struct {
@@ -119,10 +119,10 @@ func runStats(ctx context.Context, c cli, args []string) error {
 	if haveStats {
 		fmt.Fprintf(c.stdout, "\n%d tasks held, last commit %d\n", st.Tasks, st.Seq)
 		if st.MemoryBudget > 0 {
-			fmt.Fprintf(c.stdout, "memory: %s of a budget of %s (%d%%)\n", humanBytes(st.Memory), humanBytes(st.MemoryBudget),
+			fmt.Fprintf(c.stdout, "memory: %s of a budget of %s (%d%%)\n", bytesize.Format(st.Memory), bytesize.Format(st.MemoryBudget),
 				st.Memory*100/st.MemoryBudget)
 		} else if st.Memory > 0 {
-			fmt.Fprintf(c.stdout, "memory: %s, no budget\n", humanBytes(st.Memory))
+			fmt.Fprintf(c.stdout, "memory: %s, no budget\n", bytesize.Format(st.Memory))
 		}
 	}
 	if ro, ok := t.api.(*cluster.ReadOnly); ok {
@@ -739,45 +739,4 @@ func runRunNow(ctx context.Context, c cli, args []string) error {
 	}
 	q := t.Queue()
 	return eachTask(c, *tf.json, ids, "is due now", func(id uint64) error { return q.RunNow(ctx, id) })
-}
-
-// humanBytes prints a byte count in binary units.
-func humanBytes(n int64) string {
-	const unit = 1 << 10
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// parseByteSize reads a byte count: a number of bytes, or a number with a
-// binary unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB are taken as the same);
-// "off" is -1 (no bound).
-func parseByteSize(v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	if s == "off" {
-		return -1, nil
-	}
-	mult := int64(1)
-	for i, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		short := u[:1] + "B"
-		if t, ok := strings.CutSuffix(s, u); ok {
-			s, mult = strings.TrimSpace(t), int64(1)<<(10*(i+1))
-			break
-		}
-		if t, ok := strings.CutSuffix(s, short); ok {
-			s, mult = strings.TrimSpace(t), int64(1)<<(10*(i+1))
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("want a size in bytes such as 268435456, 256MiB or 4GiB, or off; got %q", v)
-	}
-	return n * mult, nil
 }

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/bytesize"
 )
 
 // A namespace's quota (engine.Quotas): the tasks and bytes its state may
@@ -57,7 +58,7 @@ func runQuota(ctx context.Context, c cli, args []string) error {
 		maxTasks = n
 	}
 	if set["bytes"] {
-		n, err := parseByteSize(*size)
+		n, err := bytesize.Parse(*size)
 		if err != nil {
 			return usageError{"quota: -bytes: " + err.Error()}
 		}
@@ -104,7 +105,7 @@ func runQuota(ctx context.Context, c cli, args []string) error {
 	fmt.Fprintf(tw, "NAMESPACE\tTASKS\tBYTES\n")
 	fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ns,
 		ofQuota(strconv.Itoa(u.Tasks), strconv.Itoa(q.MaxTasks), int64(u.Tasks), int64(q.MaxTasks)),
-		ofQuota(humanBytes(u.Bytes), humanBytes(q.MaxBytes), u.Bytes, q.MaxBytes))
+		ofQuota(bytesize.Format(u.Bytes), bytesize.Format(q.MaxBytes), u.Bytes, q.MaxBytes))
 	return tw.Flush()
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/bytesize"
 	"github.com/docketdb/docket/server"
 	"github.com/docketdb/docket/ui"
 	"github.com/docketdb/docket/worker/metrics"
@@ -120,7 +121,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	maxRequest := fs.Int64("max-request", server.DefaultMaxRequestBytes, fmt.Sprintf("largest request body in bytes, as sent and once inflated (at most %d: one commit of the engine's largest); a batch over it is refused", server.MaxRequestBytes))
 	var maxMemory int64
 	fs.Func("max-memory", "memory `budget` of the state: bytes, or with a unit (512MiB, 4GiB); past it writes that add tasks or KV entries are refused (default: a quarter of the machine's or the cgroup's memory; off: none)", func(v string) error {
-		n, err := parseByteSize(v)
+		n, err := bytesize.Parse(v)
 		maxMemory = n
 		return err
 	})
