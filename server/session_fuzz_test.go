@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -147,4 +146,3 @@ func TestSessionSlowFrame(t *testing.T) {
 	}
 }
 
-var _ = proto.Marshal
