@@ -145,4 +145,3 @@ func TestSessionSlowFrame(t *testing.T) {
 		t.Fatalf("a frame sent a byte at a time for %v was read: %v", time.Duration(len(frame))*20*time.Millisecond, r)
 	}
 }
-
