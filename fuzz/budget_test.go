@@ -76,6 +76,9 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 	kv := db.KV(ns)
 	var leases []engine.Lease
 	followed := false // a completion with follow-ups ran: it may use the reserve
+	// gathered is what failures added (an attempt's error kept on its
+	// task), which the budget does not refuse (README "Memory").
+	var gathered int64
 	payload := func(n byte) []byte { return []byte(`"` + strings.Repeat("x", int(n)*8) + `"`) }
 	for i := 1; i+2 < len(prog) && i < 3*400; i += 3 {
 		op, a, b := prog[i]%7, prog[i+1], prog[i+2]
@@ -157,7 +160,10 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 			t.Fatalf("step %d: %s: %v", i/3, desc, err)
 		}
 		_ = frees
-		limit := budget
+		if op == 5 && err == nil && after.Memory > before.Memory {
+			gathered += after.Memory - before.Memory
+		}
+		limit := budget + gathered
 		if followed {
 			limit += reserve
 		}
