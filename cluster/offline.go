@@ -18,7 +18,7 @@ import (
 
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/flock"
-	"github.com/docketdb/docket/snapshot"
+	"github.com/docketdb/docket/internal/snapshot"
 	"github.com/docketdb/docket/wal"
 	"github.com/hashicorp/raft"
 )

@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/docketdb/docket/index"
 	"github.com/docketdb/docket/internal/flock"
+	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/internal/snapshot"
 	"github.com/docketdb/docket/internal/vfs"
-	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
 

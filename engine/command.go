@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // A command is one write call of the API as data: the operation and its

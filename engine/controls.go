@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // Queue controls: pause and resume, a bound on the tasks in flight and a

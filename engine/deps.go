@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // DependencyPolicy says what a waiting task does when a task it depends on

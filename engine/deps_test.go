@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 func mustEnqueue(t *testing.T, q Queue, task Task) uint64 {

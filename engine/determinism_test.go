@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // follower is a replica fed by a DB's tap, with the decoded batches kept.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 var (

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docketdb/docket/index"
 	"github.com/docketdb/docket/internal/bytesize"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // The memory budget (Options.MaxMemory) bounds what the state holds: task

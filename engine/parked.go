@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // This file tells a test when a ClaimWait is parked, so that it can move a

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // Fair scheduling by partition. A task may name a partition of its queue

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // buckets returns the partition bucket records of the DB's state.

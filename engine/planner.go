@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // planner builds one batch under the engine lock. It reads the state and

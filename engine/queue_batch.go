@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // This file holds the calls that do in one commit what would otherwise

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/docketdb/docket/index"
 	"github.com/docketdb/docket/internal/bytesize"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // A quota bounds what one namespace's state may hold, as the memory budget

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/internal/snapshot"
 	"github.com/docketdb/docket/internal/vfs"
-	"github.com/docketdb/docket/snapshot"
 	"github.com/docketdb/docket/wal"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // damageBase builds a crashed data directory: enqueues 1..20, a snapshot at

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/wal"
 )
 

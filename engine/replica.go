@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/docketdb/docket/index"
-	"github.com/docketdb/docket/snapshot"
+	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/internal/snapshot"
 )
 
 // replica is a copy of a DB's state kept by applying the batches the DB

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 
-	"github.com/docketdb/docket/index"
-	"github.com/docketdb/docket/snapshot"
+	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/internal/snapshot"
 )
 
 // Replicator is the replicated log a DB opened with OpenReplicated commits

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // heapInUse is the live heap after two collections.

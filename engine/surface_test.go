@@ -24,9 +24,9 @@ const enginePath = "github.com/docketdb/docket/engine"
 // storagePkgs are the packages whose types the public API of engine should
 // not show: they are how the engine stores its state, not what it offers.
 var storagePkgs = []string{
-	"github.com/docketdb/docket/index",
+	"github.com/docketdb/docket/internal/index",
 	"github.com/docketdb/docket/wal",
-	"github.com/docketdb/docket/snapshot",
+	"github.com/docketdb/docket/internal/snapshot",
 }
 
 // storageAllowed is the public API that still shows storage today: every

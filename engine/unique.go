@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // Unique makes an enqueue unique by content (what River calls UniqueOpts

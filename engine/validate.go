@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // Limits on what a call may ask for. Each is checked before anything is

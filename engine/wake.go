@@ -3,7 +3,7 @@ package engine
 import (
 	"slices"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 )
 
 // This file decides which parked ClaimWait calls a commit wakes: as many as

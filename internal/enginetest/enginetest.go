@@ -9,7 +9,7 @@ package enginetest
 import (
 	"io"
 
-	"github.com/docketdb/docket/index"
+	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vfs"
 )
 
