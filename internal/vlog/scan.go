@@ -64,9 +64,43 @@ type event struct {
 // fn for each event. A record whose header is intact but whose value fails
 // its checksum is skipped by its length. After a damaged header it looks
 // for the next offset where an intact header starts and goes on from
-// there. The tail is torn when nothing intact follows and it is shorter
-// than a header, all zeros, or a record whose value runs past the end.
+// there. Damage after which no intact record follows is the torn tail.
 func scanFile(r io.ReaderAt, size int64, fn func(ev event) error) error {
+	// Damage is held back until an intact record follows it; at the end
+	// of the file it is the torn tail: a crash during a write can leave a
+	// whole header followed by zeros, which fails as a damaged value.
+	var held []event
+	flush := func(torn bool) error {
+		if torn && len(held) > 0 {
+			// One torn tail, from the first damage to the end.
+			ev := held[0]
+			ev.torn, ev.size = true, size-ev.off
+			held = append(held[:0], ev)
+		}
+		for _, ev := range held {
+			if err := fn(ev); err != nil {
+				return err
+			}
+		}
+		held = held[:0]
+		return nil
+	}
+	if err := scanEvents(r, size, func(ev event) error {
+		if ev.err != nil {
+			held = append(held, ev)
+			return nil
+		}
+		if err := flush(false); err != nil {
+			return err
+		}
+		return fn(ev)
+	}); err != nil {
+		return err
+	}
+	return flush(true)
+}
+
+func scanEvents(r io.ReaderAt, size int64, fn func(ev event) error) error {
 	br := &blockReader{r: r, size: size}
 	off := int64(0)
 	for off < size {
@@ -81,13 +115,6 @@ func scanFile(r io.ReaderAt, size int64, fn func(ev event) error) error {
 				return err
 			}
 			ev := event{off: off, size: next - off, err: herr}
-			if next == size {
-				zero, err := allZero(br, off)
-				if err != nil {
-					return err
-				}
-				ev.torn = zero || size-off < HeaderSize
-			}
 			if err := fn(ev); err != nil {
 				return err
 			}
@@ -96,7 +123,7 @@ func scanFile(r io.ReaderAt, size int64, fn func(ev event) error) error {
 		}
 		end := off + HeaderSize + int64(h.len)
 		if end > size {
-			return fn(event{off: off, h: h, size: size - off, torn: true, hdrOK: true,
+			return fn(event{off: off, h: h, size: size - off, hdrOK: true,
 				err: fmt.Errorf("value of %d bytes cut by the end of the file at %d", h.len, size)})
 		}
 		rec, err := br.bytes(off, int(end-off))
@@ -126,21 +153,4 @@ func resync(br *blockReader, off int64) (int64, error) {
 		}
 	}
 	return br.size, nil
-}
-
-// allZero reports whether the file holds only zeros from off to its end.
-func allZero(br *blockReader, off int64) (bool, error) {
-	for off < br.size {
-		b, err := br.bytes(off, blockSize)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range b {
-			if c != 0 {
-				return false, nil
-			}
-		}
-		off += int64(len(b))
-	}
-	return true, nil
 }

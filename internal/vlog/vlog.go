@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,7 +136,15 @@ func Open(dir string, o Options) (*Log, error) {
 	if o.FileSize == 0 {
 		o.FileSize = DefaultFileSize
 	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		// A directory a power loss can undo would take synced files with it.
+		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := syncDir(fsys, filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, err
 	}
 	ents, err := fsys.ReadDir(dir)
@@ -301,8 +310,10 @@ func (l *Log) write(chunks []chunk, handles []*file) error {
 	return nil
 }
 
-func (l *Log) syncDir() error {
-	d, err := l.fs.Open(l.dir)
+func (l *Log) syncDir() error { return syncDir(l.fs, l.dir) }
+
+func syncDir(fsys vfs.FS, dir string) error {
+	d, err := fsys.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -510,6 +521,8 @@ func (l *Log) Compact(n uint32, live func(owner uint64, kind Kind, r Ref) bool) 
 	err = scanFile(fh, size, func(ev event) error {
 		r := Ref{File: n, Off: ev.off, Len: ev.h.len}
 		switch {
+		case ev.torn && ev.hdrOK && live(ev.h.owner, ev.h.kind, r):
+			return corruptf(n, ev.off, "live %s of owner %d cut by the end of the file", ev.h.kind, ev.h.owner)
 		case ev.torn:
 			return nil
 		case ev.err != nil && !ev.hdrOK:
