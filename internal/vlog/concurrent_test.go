@@ -1,0 +1,232 @@
+package vlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/docketdb/docket/internal/vfs/errorfs"
+)
+
+// gate parks the first read of one file once armed, until released.
+type gate struct {
+	path    string
+	armed   atomic.Bool
+	parked  chan struct{}
+	release chan struct{}
+}
+
+func newGate(path string) *gate {
+	return &gate{path: path, parked: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) MaybeError(op errorfs.Op) error {
+	if op.Kind == errorfs.OpRead && op.Path == g.path && g.armed.CompareAndSwap(true, false) {
+		close(g.parked)
+		<-g.release
+	}
+	return nil
+}
+
+// TestRemoveWaitsForRead: a Remove of a file a Read is reading waits for
+// it; the Read returns the right bytes, Reads begun after Remove fail with
+// ErrMissing, and the file goes once the Read ends.
+func TestRemoveWaitsForRead(t *testing.T) {
+	t.Parallel()
+	m := newMem(t)
+	g := newGate(dir + "/" + fileName(0))
+	l := open(t, errorfs.Wrap(m, g), 600)
+	defer l.Close()
+	es := appendN(t, l, 1, 20)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if es[1].ref.File != 0 || es[len(es)-1].ref.File == 0 {
+		t.Fatal("want file 0 old")
+	}
+	waiting := make(chan struct{})
+	l.removeWaiting = func(uint32) { close(waiting) }
+
+	g.armed.Store(true)
+	readDone := make(chan error)
+	go func() {
+		got, err := l.Read(es[0].ref, es[0].owner, kindOf(es[0].owner), nil)
+		if err == nil && !bytes.Equal(got, value(es[0].owner)) {
+			err = errors.New("wrong bytes")
+		}
+		readDone <- err
+	}()
+	<-g.parked
+	removeDone := make(chan error, 1)
+	go func() { removeDone <- l.Remove(0) }()
+	select {
+	case <-waiting:
+	case err := <-removeDone:
+		t.Fatalf("Remove returned %v during a Read of the file", err)
+	}
+	if _, ok := m.Files(dir)[fileName(0)]; !ok {
+		t.Fatal("file removed during a Read")
+	}
+	if _, err := l.Read(es[1].ref, es[1].owner, kindOf(es[1].owner), nil); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Read begun after Remove: %v, want ErrMissing", err)
+	}
+	close(g.release)
+	if err := <-readDone; err != nil {
+		t.Fatalf("Read during Remove: %v", err)
+	}
+	if err := <-removeDone; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Files(dir)[fileName(0)]; ok {
+		t.Fatal("file still there after Remove")
+	}
+	for _, fi := range l.Files() {
+		if fi.Num == 0 {
+			t.Fatal("Files lists the removed file")
+		}
+	}
+}
+
+// TestCompactOnline parks Compact in its read of the file it compacts:
+// Appends, Syncs and Reads, of that file too, go on meanwhile.
+func TestCompactOnline(t *testing.T) {
+	t.Parallel()
+	m := newMem(t)
+	g := newGate(dir + "/" + fileName(1))
+	l := open(t, errorfs.Wrap(m, g), 2000)
+	defer l.Close()
+	e := scene(t, l)
+	g.armed.Store(true)
+	type result struct {
+		moves []Move
+		err   error
+	}
+	done := make(chan result)
+	go func() {
+		moves, err := l.Compact(1, e.live)
+		done <- result{moves, err}
+	}()
+	<-g.parked
+	more := appendN(t, l, 100, 130)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := readBack(l, append(more, e.entries()...)); err != nil {
+		t.Fatalf("during Compact: %v", err)
+	}
+	close(g.release)
+	res := <-done
+	if res.err != nil || len(res.moves) == 0 {
+		t.Fatalf("Compact: %d moves, %v", len(res.moves), res.err)
+	}
+	e.apply(res.moves)
+	if err := l.Remove(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := readBack(l, append(more, e.entries()...)); err != nil {
+		t.Fatalf("after Compact: %v", err)
+	}
+}
+
+// TestConcurrent runs appends with syncs, reads and compaction with
+// removal at once (go test -race): every read returns its value, or
+// ErrMissing for a ref whose file was removed after the engine moved it,
+// in which case the new ref reads back.
+func TestConcurrent(t *testing.T) {
+	t.Parallel()
+	m := newMem(t)
+	l := open(t, m, 3000)
+	defer l.Close()
+	e := scene(t, l)
+	rounds := 40
+	if testing.Short() {
+		rounds = 15
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	stop := make(chan struct{})
+	wg.Add(3)
+	go func() { // the committer: new values, synced, then published
+		defer wg.Done()
+		defer close(stop)
+		for i := range rounds {
+			var es []entry
+			for o := uint64(1000 + 10*i); o < uint64(1010+10*i); o++ {
+				r, err := l.Append(o, kindOf(o), value(o))
+				if err != nil {
+					errs <- err
+					return
+				}
+				es = append(es, entry{o, r})
+			}
+			if err := l.Sync(); err != nil {
+				errs <- err
+				return
+			}
+			e.mu.Lock()
+			for _, en := range es {
+				e.refs[en.owner] = en.ref
+			}
+			e.mu.Unlock()
+		}
+	}()
+	go func() { // a reader of everything
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for owner, r := range e.snapshot() {
+				for {
+					got, err := l.Read(r, owner, kindOf(owner), nil)
+					if errors.Is(err, ErrMissing) {
+						e.mu.Lock()
+						moved := e.refs[owner]
+						e.mu.Unlock()
+						if moved != r {
+							r = moved
+							continue
+						}
+					}
+					if err == nil && !bytes.Equal(got, value(owner)) {
+						err = errors.New("wrong bytes")
+					}
+					if err != nil {
+						errs <- fmt.Errorf("owner %d at %v: %w", owner, r, err)
+						return
+					}
+					break
+				}
+			}
+		}
+	}()
+	go func() { // the compactor
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			files := l.Files()
+			n := files[0].Num
+			if err := compactAndRemove(l, e, n); err != nil {
+				errs <- fmt.Errorf("compacting %d: %w", n, err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := readBack(l, e.entries()); err != nil {
+		t.Fatal(err)
+	}
+}
