@@ -63,7 +63,10 @@
 //     old file is intact, and the copies already written are dead records
 //     that compacting their own file later reclaims. Compact runs beside
 //     Append, Sync and Read. A damaged live record makes it fail with
-//     ErrCorrupt instead of dropping the value.
+//     ErrCorrupt instead of dropping the value. Its live function must
+//     count as live the values of commits not yet applied: the engine
+//     compacts only files below a Head it read after applying every commit
+//     that appended before it.
 //   - Remove waits for the Reads, Scans and Compacts of the file that are
 //     running; Reads that begin after it fail with ErrMissing. It refuses
 //     the head (ErrActive). A removal a crash undoes leaves a file the

@@ -103,6 +103,9 @@ type chunk struct {
 	data []byte
 }
 
+// maxSpare is the largest append buffer kept from one Sync to the next.
+const maxSpare = 4 << 20
+
 // Log is a value log. Its methods are safe for concurrent use.
 type Log struct {
 	fs       vfs.FS
@@ -115,6 +118,7 @@ type Log struct {
 	gone    *sync.Cond // signalled when a file's last reader leaves
 	files   map[uint32]*file
 	pending []chunk
+	spare   []byte // a written chunk's buffer, for the next one
 	head    pos // where the next record goes
 	synced  pos // everything before it is durable
 	failed  error
@@ -230,7 +234,8 @@ func (l *Log) Append(owner uint64, kind Kind, val []byte) (Ref, error) {
 	}
 	r := Ref{File: l.head.file, Off: l.head.off, Len: uint32(len(val))}
 	if n := len(l.pending); n == 0 || l.pending[n-1].file != r.File {
-		l.pending = append(l.pending, chunk{file: r.File, off: r.Off})
+		l.pending = append(l.pending, chunk{file: r.File, off: r.Off, data: l.spare})
+		l.spare = nil
 	}
 	c := &l.pending[len(l.pending)-1]
 	c.data = appendRecord(c.data, owner, kind, val)
@@ -277,6 +282,9 @@ func (l *Log) Sync() error {
 		handles[i].synced = c.off + int64(len(c.data))
 	}
 	l.synced = upto
+	if n := len(chunks); n > 0 && cap(chunks[n-1].data) <= maxSpare {
+		l.spare = chunks[n-1].data[:0]
+	}
 	l.mu.Unlock()
 	return nil
 }
@@ -409,6 +417,14 @@ func (l *Log) Read(r Ref, owner uint64, kind Kind, dst []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
+// Head returns the number of the file appends go to now. Files numbered
+// below it take no more appends.
+func (l *Log) Head() uint32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head.file
+}
+
 // Files lists the files of the log by number.
 func (l *Log) Files() []FileInfo {
 	l.mu.Lock()
@@ -486,6 +502,12 @@ const compactBatch = 4 << 20
 // own file is compacted. A damaged record for which live returns true, or
 // a damaged header, makes Compact fail with ErrCorrupt: it never drops a
 // value silently.
+//
+// live must return true for every value the engine may still refer to,
+// including one appended by a commit not yet applied to its index:
+// Compact cannot tell such a value from a dead one. The engine compacts
+// only files every commit appending to which has been applied, such as
+// files numbered below the Head it read once those commits were applied.
 func (l *Log) Compact(n uint32, live func(owner uint64, kind Kind, r Ref) bool) ([]Move, error) {
 	l.mu.Lock()
 	if err := l.usable(); err != nil {
