@@ -119,8 +119,8 @@ type Log struct {
 	files   map[uint32]*file
 	pending []chunk
 	spare   []byte // a written chunk's buffer, for the next one
-	head    pos // where the next record goes
-	synced  pos // everything before it is durable
+	head    pos    // where the next record goes
+	synced  pos    // everything before it is durable
 	failed  error
 	closed  bool
 
