@@ -635,14 +635,23 @@ func (l *Log) Remove(n uint32) error {
 	if f.f != nil {
 		f.f.Close()
 	}
-	err := l.fs.Remove(l.path(n))
-	if err == nil {
-		err = l.syncDir()
+	if err := l.fs.Remove(l.path(n)); err != nil {
+		// The file stays, readable, for Remove to try again.
+		h, oerr := l.fs.Open(l.path(n))
+		l.mu.Lock()
+		if oerr == nil {
+			f.f, f.removed = h, false
+		} else {
+			delete(l.files, n)
+		}
+		l.mu.Unlock()
+		return err
 	}
 	l.mu.Lock()
 	delete(l.files, n)
 	l.mu.Unlock()
-	return err
+	// A removal a crash undoes leaves a file no ref points into.
+	return l.syncDir()
 }
 
 func (l *Log) undoRemove(f *file) {
