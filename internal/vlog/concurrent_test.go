@@ -251,3 +251,38 @@ func TestConcurrent(t *testing.T) {
 	}
 	t.Logf("%d files compacted", compacted.Load())
 }
+
+// TestCloseWaitsForRead: Close lets a running Read finish; calls after it
+// fail with ErrClosed.
+func TestCloseWaitsForRead(t *testing.T) {
+	t.Parallel()
+	m := newMem(t)
+	g := newGate(dir + "/" + fileName(0))
+	l := open(t, errorfs.Wrap(m, g), 0)
+	es := appendN(t, l, 1, 3)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	readDone := make(chan error)
+	go func() {
+		got, err := l.Read(es[0].ref, es[0].owner, kindOf(es[0].owner), nil)
+		if err == nil && !bytes.Equal(got, value(es[0].owner)) {
+			err = errors.New("wrong bytes")
+		}
+		readDone <- err
+	}()
+	<-g.parked
+	closeDone := make(chan error)
+	go func() { closeDone <- l.Close() }()
+	close(g.release)
+	if err := <-readDone; err != nil {
+		t.Fatalf("Read during Close: %v", err)
+	}
+	if err := <-closeDone; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Read(es[1].ref, es[1].owner, kindOf(es[1].owner), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Read after Close: %v, want ErrClosed", err)
+	}
+}

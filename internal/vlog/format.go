@@ -131,6 +131,15 @@ func decodeHeader(b []byte) (header, error) {
 	return h, nil
 }
 
+// validHeader is decodeHeader's verdict without its error, for resync to
+// try every offset cheaply.
+func validHeader(b []byte) bool {
+	return len(b) >= HeaderSize &&
+		crc32.Checksum(b[8:HeaderSize], crcTable) == binary.LittleEndian.Uint32(b[4:]) &&
+		b[8] == recordVersion && Kind(b[9]).valid() &&
+		binary.LittleEndian.Uint32(b[18:]) <= MaxValueSize
+}
+
 // checkValue reports whether rec, a whole record whose header h decoded,
 // matches its checksum.
 func checkValue(h header, rec []byte) error {

@@ -99,3 +99,16 @@ func TestSeedsDecode(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHeader: validHeader agrees with decodeHeader on every input.
+func FuzzHeader(f *testing.F) {
+	for _, b := range seedFiles() {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, err := decodeHeader(b)
+		if (err == nil) != validHeader(b) {
+			t.Fatalf("decodeHeader: %v, validHeader: %v", err, validHeader(b))
+		}
+	})
+}

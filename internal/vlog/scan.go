@@ -148,7 +148,7 @@ func resync(br *blockReader, off int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if _, err := decodeHeader(b); err == nil {
+		if validHeader(b) {
 			return off, nil
 		}
 	}

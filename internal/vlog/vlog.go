@@ -111,6 +111,7 @@ type Log struct {
 	fs       vfs.FS
 	dir      string
 	fileSize int64
+	maxValue int // MaxValueSize, lowered by tests
 
 	syncMu sync.Mutex // one Sync at a time
 
@@ -155,7 +156,7 @@ func Open(dir string, o Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{fs: fsys, dir: dir, fileSize: o.FileSize, files: map[uint32]*file{}}
+	l := &Log{fs: fsys, dir: dir, fileSize: o.FileSize, maxValue: MaxValueSize, files: map[uint32]*file{}}
 	l.gone = sync.NewCond(&l.mu)
 	var last uint32
 	for _, e := range ents {
@@ -217,8 +218,8 @@ func (l *Log) Append(owner uint64, kind Kind, val []byte) (Ref, error) {
 	if !kind.valid() {
 		return Ref{}, fmt.Errorf("%w: unknown kind %d", ErrBadRef, kind)
 	}
-	if len(val) > MaxValueSize {
-		return Ref{}, fmt.Errorf("%w: value of %d bytes over the maximum %d", ErrBadRef, len(val), MaxValueSize)
+	if len(val) > l.maxValue {
+		return Ref{}, fmt.Errorf("%w: value of %d bytes over the maximum %d", ErrBadRef, len(val), l.maxValue)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
