@@ -115,7 +115,7 @@ func TestBadInput(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	e := es[1] // owner 2, 74 bytes
+	e := es[1]       // owner 2, 74 bytes
 	l.maxValue = 100 // as MaxValueSize, without a GiB in the test
 	cases := []struct {
 		name string
