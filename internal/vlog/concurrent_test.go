@@ -13,18 +13,31 @@ import (
 
 // gate parks the first read of one file once armed, until released.
 type gate struct {
-	path    string
+	kind    errorfs.OpKind
+	path    string // "" for any
 	armed   atomic.Bool
 	parked  chan struct{}
 	release chan struct{}
 }
 
-func newGate(path string) *gate {
-	return &gate{path: path, parked: make(chan struct{}), release: make(chan struct{})}
+func newGate(path string) *gate { return newGateOn(errorfs.OpRead, path) }
+
+func newGateOn(kind errorfs.OpKind, path string) *gate {
+	return &gate{kind: kind, path: path, parked: make(chan struct{}), release: make(chan struct{})}
+}
+
+// gates asks each gate in turn.
+type gates []*gate
+
+func (gs gates) MaybeError(op errorfs.Op) error {
+	for _, g := range gs {
+		g.MaybeError(op)
+	}
+	return nil
 }
 
 func (g *gate) MaybeError(op errorfs.Op) error {
-	if op.Kind == errorfs.OpRead && op.Path == g.path && g.armed.CompareAndSwap(true, false) {
+	if op.Kind == g.kind && (g.path == "" || op.Path == g.path) && g.armed.CompareAndSwap(true, false) {
 		close(g.parked)
 		<-g.release
 	}
@@ -91,12 +104,14 @@ func TestRemoveWaitsForRead(t *testing.T) {
 }
 
 // TestCompactOnline parks Compact in its read of the file it compacts:
-// Appends, Syncs and Reads, of that file too, go on meanwhile.
+// Appends, Syncs and Reads, of that file too, go on meanwhile. Then it
+// parks it in the fdatasync of its copies: Appends and Reads go on.
 func TestCompactOnline(t *testing.T) {
 	t.Parallel()
 	m := newMem(t)
 	g := newGate(dir + "/" + fileName(1))
-	l := open(t, errorfs.Wrap(m, g), 2000)
+	gs := newGateOn(errorfs.OpSync, "")
+	l := open(t, errorfs.Wrap(m, gates{g, gs}), 2000)
 	defer l.Close()
 	e := scene(t, l)
 	g.armed.Store(true)
@@ -117,7 +132,14 @@ func TestCompactOnline(t *testing.T) {
 	if err := readBack(l, append(more, e.entries()...)); err != nil {
 		t.Fatalf("during Compact: %v", err)
 	}
+	gs.armed.Store(true)
 	close(g.release)
+	<-gs.parked
+	during := appendN(t, l, 200, 210)
+	if err := readBack(l, append(more, e.entries()...)); err != nil {
+		t.Fatalf("during Compact's Sync: %v", err)
+	}
+	close(gs.release)
 	res := <-done
 	if res.err != nil || len(res.moves) == 0 {
 		t.Fatalf("Compact: %d moves, %v", len(res.moves), res.err)
@@ -126,7 +148,10 @@ func TestCompactOnline(t *testing.T) {
 	if err := l.Remove(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := readBack(l, append(more, e.entries()...)); err != nil {
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := readBack(l, append(append(more, during...), e.entries()...)); err != nil {
 		t.Fatalf("after Compact: %v", err)
 	}
 }
