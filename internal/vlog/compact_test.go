@@ -58,6 +58,7 @@ func (e *engine) entries() []entry {
 // value die; it returns the engine's refs.
 func scene(t testing.TB, l *Log) *engine {
 	t.Helper()
+	l.batch = 600 // Compact syncs several times
 	e := &engine{refs: map[uint64]Ref{}}
 	for _, en := range appendN(t, l, 0, 60) {
 		if en.owner%3 != 0 {

@@ -311,3 +311,36 @@ func TestCloseWaitsForRead(t *testing.T) {
 		t.Fatalf("Read after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestCloseDuringCompact: a Close while Compact is reading its file ends
+// the Compact with ErrClosed, and both return.
+func TestCloseDuringCompact(t *testing.T) {
+	t.Parallel()
+	m := newMem(t)
+	g := newGate(dir + "/" + fileName(1))
+	l := open(t, errorfs.Wrap(m, g), 2000)
+	e := scene(t, l)
+	waiting := make(chan struct{})
+	l.closeWaiting = func() { close(waiting) }
+	g.armed.Store(true)
+	done := make(chan error)
+	go func() {
+		_, err := l.Compact(1, e.live)
+		done <- err
+	}()
+	<-g.parked
+	closed := make(chan error)
+	go func() { closed <- l.Close() }()
+	select {
+	case <-waiting:
+	case err := <-closed:
+		t.Fatalf("Close returned %v during a Compact", err)
+	}
+	close(g.release)
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Compact during Close: %v, want ErrClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -112,6 +112,7 @@ type Log struct {
 	dir      string
 	fileSize int64
 	maxValue int // MaxValueSize, lowered by tests
+	batch    int // compactBatch, lowered by tests
 
 	syncMu sync.Mutex // one Sync at a time
 
@@ -128,6 +129,8 @@ type Log struct {
 	// removeWaiting, when set by a test, is called when Remove starts to
 	// wait for readers.
 	removeWaiting func(file uint32)
+	// closeWaiting, likewise, when Close starts to wait for readers.
+	closeWaiting func()
 }
 
 // Open opens the value log in dir, creating dir if needed. It lists the
@@ -156,7 +159,7 @@ func Open(dir string, o Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{fs: fsys, dir: dir, fileSize: o.FileSize, maxValue: MaxValueSize, files: map[uint32]*file{}}
+	l := &Log{fs: fsys, dir: dir, fileSize: o.FileSize, maxValue: MaxValueSize, batch: compactBatch, files: map[uint32]*file{}}
 	l.gone = sync.NewCond(&l.mu)
 	var last uint32
 	for _, e := range ents {
@@ -575,7 +578,7 @@ func (l *Log) Compact(n uint32, live func(owner uint64, kind Kind, r Ref) bool) 
 			return err
 		}
 		moves = append(moves, Move{Owner: ev.h.owner, Kind: ev.h.kind, Old: r, New: nr})
-		if batch += HeaderSize + int(r.Len); batch >= compactBatch {
+		if batch += HeaderSize + int(r.Len); batch >= l.batch {
 			batch = 0
 			return l.Sync()
 		}
@@ -698,27 +701,38 @@ func (l *Log) keepHead() error {
 }
 
 // Close closes the files. Values appended since the last Sync are lost;
-// it does not sync them. Calls after Close fail with ErrClosed.
+// it does not sync them. Running Reads, Scans and Compacts end first
+// (a Compact with ErrClosed), then a running Sync. Calls after Close fail
+// with ErrClosed.
 func (l *Log) Close() error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return ErrClosed
 	}
 	l.closed = true
 	for _, f := range l.files {
+		if f.readers > 0 && l.closeWaiting != nil {
+			l.closeWaiting()
+			l.closeWaiting = nil
+		}
 		for f.readers > 0 {
 			l.gone.Wait()
 		}
 	}
+	l.mu.Unlock()
+	// Not held while waiting for readers: a Compact syncs its copies.
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var err error
 	for _, f := range l.files {
 		if f.f != nil {
 			if cerr := f.f.Close(); err == nil {
 				err = cerr
 			}
+			f.f = nil
 		}
 	}
 	l.pending = nil
