@@ -1,6 +1,7 @@
 package vlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -439,7 +440,7 @@ func (l *Log) Files() []FileInfo {
 			out = append(out, FileInfo{Num: f.num, Size: f.size, Synced: f.synced})
 		}
 	}
-	slices.SortFunc(out, func(a, b FileInfo) int { return int(int64(a.Num) - int64(b.Num)) })
+	slices.SortFunc(out, func(a, b FileInfo) int { return cmp.Compare(a.Num, b.Num) })
 	return out
 }
 
@@ -620,9 +621,14 @@ func (l *Log) Remove(n uint32) error {
 	for f.readers > 0 {
 		l.gone.Wait()
 	}
+	if l.closed {
+		f.removed = false
+		l.mu.Unlock()
+		return ErrClosed
+	}
 	higher := false
 	for m, g := range l.files {
-		if m > n && g.f != nil {
+		if m > n && g.f != nil && !g.removed {
 			higher = true
 		}
 	}
@@ -636,8 +642,12 @@ func (l *Log) Remove(n uint32) error {
 			return err
 		}
 	}
-	if f.f != nil {
-		f.f.Close()
+	l.mu.Lock()
+	h := f.f
+	f.f = nil // Close must not close it again
+	l.mu.Unlock()
+	if h != nil {
+		h.Close()
 	}
 	if err := l.fs.Remove(l.path(n)); err != nil {
 		// The file stays, readable, for Remove to try again.
