@@ -344,3 +344,44 @@ func TestCloseDuringCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseDuringRemove: a Remove waiting for a Read when Close comes
+// gives up with ErrClosed and leaves the file; Close returns cleanly.
+func TestCloseDuringRemove(t *testing.T) {
+	t.Parallel()
+	m := newMem(t)
+	g := newGate(dir + "/" + fileName(0))
+	l := open(t, errorfs.Wrap(m, g), 600)
+	es := appendN(t, l, 1, 20)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	removeWaiting, closeWaiting := make(chan struct{}), make(chan struct{})
+	l.removeWaiting = func(uint32) { close(removeWaiting) }
+	l.closeWaiting = func() { close(closeWaiting) }
+	g.armed.Store(true)
+	readDone := make(chan error)
+	go func() {
+		_, err := l.Read(es[0].ref, es[0].owner, kindOf(es[0].owner), nil)
+		readDone <- err
+	}()
+	<-g.parked
+	removeDone, closeDone := make(chan error), make(chan error)
+	go func() { removeDone <- l.Remove(0) }()
+	<-removeWaiting
+	go func() { closeDone <- l.Close() }()
+	<-closeWaiting
+	close(g.release)
+	if err := <-readDone; err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if err := <-removeDone; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Remove when Close came: %v, want ErrClosed", err)
+	}
+	if err := <-closeDone; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, ok := m.Files(dir)[fileName(0)]; !ok {
+		t.Fatal("file removed after Close")
+	}
+}
