@@ -182,7 +182,7 @@ func TestConcurrent(t *testing.T) {
 	wg.Add(3)
 	go func() { // the committer: new values, synced, then published
 		defer wg.Done()
-		defer close(stop)
+		defer close(advanced)
 		for i := range rounds {
 			var es []entry
 			for o := uint64(1000 + 10*i); o < uint64(1010+10*i); o++ {
@@ -243,14 +243,10 @@ func TestConcurrent(t *testing.T) {
 			}
 		}
 	}()
-	go func() { // the compactor
+	go func() { // the compactor, until the committer is done
 		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-advanced:
-			}
+		defer close(stop)
+		for range advanced {
 			for _, fi := range l.Files() {
 				if fi.Num >= safe.Load() {
 					break
