@@ -52,10 +52,16 @@
 //   - Read checks the record's checksums, owner, kind and length. It never
 //     returns wrong bytes: a ref into bytes a crash tore or lost fails with
 //     ErrCorrupt or ErrMissing, a flipped bit with ErrCorrupt naming file
-//     and offset, a ref to another record with ErrMismatch.
+//     and offset, a ref to another record with ErrMismatch. A ref that was
+//     never synced may, after a crash, name a file number the appends
+//     after reopening use again; it then fails with ErrMismatch or
+//     ErrCorrupt, or finds its own value, never another's.
 //   - Scan calls its function for every intact record of a file in order,
 //     skipping damaged records and a torn tail; Check lists them: file,
-//     offset, and the owner and kind when the header is intact.
+//     offset, and the owner and kind when the header is intact. Damage with
+//     no intact record after it is reported as the torn tail (Torn): a
+//     crash during a write leaves the same bytes as a flipped bit in the
+//     last record.
 //   - Compact copies the live records of a file to the head, syncs them and
 //     returns the moves; the file itself is not changed. The engine then
 //     makes its refs point at the copies (durably, in its WAL) and calls
@@ -68,9 +74,15 @@
 //     compacts only files below a Head it read after applying every commit
 //     that appended before it.
 //   - Remove waits for the Reads, Scans and Compacts of the file that are
-//     running; Reads that begin after it fail with ErrMissing. It refuses
-//     the head (ErrActive). A removal a crash undoes leaves a file the
-//     engine has no ref into, which the next Remove deletes.
+//     running; Reads that begin after it fail with ErrMissing, so a Read
+//     that loses the race with compaction looks its ref up again (it has
+//     moved). It refuses the head (ErrActive). A removal a crash undoes
+//     leaves a file the engine has no ref into, which the next Remove
+//     deletes. File numbers are never used twice for synced files: Remove
+//     keeps a higher-numbered file on disk.
+//   - Close lets running Reads, Scans and Compacts end (Compacts with
+//     ErrClosed) and a running Sync finish; what was appended since the
+//     last Sync is dropped.
 //
 // Opening the same directory twice at once is not supported: the engine's
 // lock on its data directory covers the value log.
