@@ -91,8 +91,9 @@ func (d Damage) String() string {
 type file struct {
 	num     uint32
 	f       vfs.File // nil until the first Sync writes to it
-	synced  int64    // bytes durable, which Read may look at
+	synced  int64    // bytes written, which Read may look at (durable unless dirty)
 	size    int64    // bytes appended
+	dirty   bool     // written by Flush since the file's last fdatasync
 	readers int      // Reads, Scans and Compacts using f now
 	removed bool     // Remove has begun: no new reader
 }
@@ -123,9 +124,12 @@ type Log struct {
 	pending []chunk
 	spare   []byte // a written chunk's buffer, for the next one
 	head    pos    // where the next record goes
-	synced  pos    // everything before it is durable
-	failed  error
-	closed  bool
+	synced  pos    // everything before it is written (durable after a Sync)
+	// dirEntry says that a Flush created a file whose directory entry the
+	// next Sync must make durable.
+	dirEntry bool
+	failed   error
+	closed   bool
 
 	// removeWaiting, when set by a test, is called when Remove starts to
 	// wait for readers.
@@ -258,7 +262,16 @@ func (l *Log) Append(owner uint64, kind Kind, val []byte) (Ref, error) {
 // of each file (fdatasync), and the directory entry of each file it
 // created. Refs returned by Append before Sync began then read back, after
 // a crash too. A failure leaves the log failed (ErrFailed).
-func (l *Log) Sync() error {
+func (l *Log) Sync() error { return l.flush(true) }
+
+// Flush writes everything appended so far, without making it durable:
+// refs returned by Append before Flush began then read back in this
+// process, and survive the process's crash but not the machine's (the
+// engine's Durability modes below SyncAlways). A later Sync makes them
+// durable. A failure leaves the log failed (ErrFailed).
+func (l *Log) Flush() error { return l.flush(false) }
+
+func (l *Log) flush(durable bool) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
@@ -274,9 +287,25 @@ func (l *Log) Sync() error {
 	for i, c := range chunks {
 		handles[i] = l.files[c.file]
 	}
+	// Files an earlier Flush wrote and no fdatasync followed.
+	var dirty []*file
+	dirEntry := false
+	if durable {
+		for _, f := range l.files {
+			if f.dirty && f.f != nil && !f.removed && !slices.Contains(handles, f) {
+				f.readers++ // Remove waits for the fdatasync
+				dirty = append(dirty, f)
+			}
+		}
+		dirEntry = l.dirEntry
+	}
 	l.mu.Unlock()
 
-	if err := l.write(chunks, handles); err != nil {
+	err := l.write(chunks, handles, dirty, durable, dirEntry)
+	for _, f := range dirty {
+		l.release(f)
+	}
+	if err != nil {
 		l.mu.Lock()
 		l.failed = err
 		l.mu.Unlock()
@@ -285,6 +314,13 @@ func (l *Log) Sync() error {
 	l.mu.Lock()
 	for i, c := range chunks {
 		handles[i].synced = c.off + int64(len(c.data))
+		handles[i].dirty = !durable
+	}
+	for _, f := range dirty {
+		f.dirty = false
+	}
+	if durable {
+		l.dirEntry = false
 	}
 	l.synced = upto
 	if n := len(chunks); n > 0 && cap(chunks[n-1].data) <= maxSpare {
@@ -294,9 +330,10 @@ func (l *Log) Sync() error {
 	return nil
 }
 
-// write writes chunks and syncs them; it runs under syncMu only, so that
+// write writes chunks and, when durable, syncs them, the files in dirty
+// and, when dirEntry, the directory; it runs under syncMu only, so that
 // appends go on meanwhile.
-func (l *Log) write(chunks []chunk, handles []*file) error {
+func (l *Log) write(chunks []chunk, handles []*file, dirty []*file, durable, dirEntry bool) error {
 	created := false
 	for i, c := range chunks {
 		h := handles[i]
@@ -313,11 +350,26 @@ func (l *Log) write(chunks []chunk, handles []*file) error {
 		if _, err := h.f.WriteAt(c.data, c.off); err != nil {
 			return err
 		}
-		if err := h.f.Datasync(); err != nil {
+		if durable {
+			if err := h.f.Datasync(); err != nil {
+				return err
+			}
+		}
+	}
+	if !durable {
+		if created {
+			l.mu.Lock()
+			l.dirEntry = true
+			l.mu.Unlock()
+		}
+		return nil
+	}
+	for _, f := range dirty {
+		if err := f.f.Datasync(); err != nil {
 			return err
 		}
 	}
-	if created {
+	if created || dirEntry {
 		return l.syncDir()
 	}
 	return nil
