@@ -11,7 +11,7 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=6) seq now seed [assertion...] [mutation...]
+//	version(=7, or 6 when no value in it is by reference) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
@@ -47,12 +47,24 @@ import (
 // fields), RecDep [7 parent child], RecBucket [8 project scope queue key
 // credit at].
 //
+// A value (a task's payload, progress and result, in a task record or an
+// update, and a KV entry's value in a set or a record) is written in its
+// place as bin, nil when empty, or, when it is kept in the value log, as
+// its reference [file off len] (len > 0); a task whose only extra field is
+// its payload's reference has extra nil. A value move is [14 kind id
+// project scope key old new], with kind the ValueKind, old and new
+// references, id 0 for a KV value and project scope key "" for a task's.
+//
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
 // written as nil (and read back as nil), and the fields of every record have
 // one fixed order.
 //
-// Older versions are still read. Version 5 is version 6 without
+// Older versions are still read. Version 6 is version 7 without value
+// references and moves; a batch without them is written as version 6,
+// byte for byte as before, so that a reader of version 6 still reads it.
+// Snapshot records have no version: a state without references is
+// written as version 6 wrote it. Version 5 is version 6 without
 // partitions: every task record has 19 fields, every settings record
 // 10 (no partMaxInFlight, no partition rate), and there are no partition
 // bucket mutations. Version 4 is version 5 without
