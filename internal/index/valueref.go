@@ -280,9 +280,12 @@ func (s *Store) moveValue(v *ValueMove) {
 		return
 	}
 	nt := old.withRef(v.Kind, v.New)
+	n := len(s.affected)
 	s.unindex(old)
 	s.tasks.SetHint(nt, &s.taskHint)
 	s.index(nt)
+	// The task is as claimable as it was: no claimer has anything new.
+	s.affected = s.affected[:n]
 }
 
 // decodeRef checks the fields of a decoded reference.

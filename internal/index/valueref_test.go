@@ -105,6 +105,11 @@ func TestApplyValueRefs(t *testing.T) {
 			New: ValueRef{File: 4, Off: 5000, Len: 900}}},
 	}})
 	wantLive(t, s, FileBytes{3, 40}, FileBytes{4, 5900})
+	mustApply(t, s, &Batch{Seq: 5, Now: 40, Mutations: []Mutation{
+		{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 1, Old: r1b, New: r1b}},
+		{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 1, Old: r1b, New: r1}},
+		{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 1, Old: r1, New: r1b}},
+	}})
 	if got := mustTask(t, s, 1).PayloadRef(); got != r1b {
 		t.Fatalf("moved payload at %+v, want %+v", got, r1b)
 	}
@@ -115,7 +120,7 @@ func TestApplyValueRefs(t *testing.T) {
 	// A stale move (the value is elsewhere, the task or key gone, a value
 	// in line) is left alone, and is no error.
 	before := stateRecords(t, s)[1:]
-	mustApply(t, s, &Batch{Seq: 5, Now: 40, Mutations: []Mutation{
+	mustApply(t, s, &Batch{Seq: 6, Now: 40, Mutations: []Mutation{
 		{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 1, Old: r1, New: ValueRef{File: 5, Len: 5000}}},
 		{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 2, Old: r1, New: ValueRef{File: 5, Len: 5000}}},
 		{Kind: MutMoveValue, Move: ValueMove{Kind: ValueResult, ID: 99, Old: r1, New: ValueRef{File: 5, Len: 5000}}},
@@ -127,7 +132,7 @@ func TestApplyValueRefs(t *testing.T) {
 	}
 
 	// Replacing and deleting drop the references.
-	mustApply(t, s, &Batch{Seq: 6, Now: 50, Mutations: []Mutation{
+	mustApply(t, s, &Batch{Seq: 7, Now: 50, Mutations: []Mutation{
 		{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "big", Value: []byte("small")}},
 		{Kind: MutDeleteTask, Update: TaskUpdate{ID: 1, Flags: UpdCompleted}},
 	}})
@@ -173,6 +178,22 @@ func TestStaleMoveChangesNothing(t *testing.T) {
 	}
 	if got := s.LiveBytes(); !reflect.DeepEqual(got, live) {
 		t.Fatalf("a stale move changed the live bytes: %v, was %v", got, live)
+	}
+}
+
+// TestMoveWakesNobody: a move of a ready task's value leaves it as
+// claimable as it was, so no queue is reported as having gained work.
+func TestMoveWakesNobody(t *testing.T) {
+	s := NewStore()
+	r := ValueRef{File: 1, Len: 10}
+	mustApply(t, s, &Batch{Seq: 1, Now: 10, Mutations: []Mutation{{Kind: MutPutTask, Task: refTask(s, 1, r)}}})
+	if len(s.Affected()) != 1 {
+		t.Fatalf("a new ready task affected %d queues", len(s.Affected()))
+	}
+	mustApply(t, s, &Batch{Seq: 2, Now: 10, Mutations: []Mutation{
+		{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 1, Old: r, New: ValueRef{File: 2, Len: 10}}}}})
+	if len(s.Affected()) != 0 || mustTask(t, s, 1).PayloadRef().File != 2 {
+		t.Fatalf("the move affected %d queues", len(s.Affected()))
 	}
 }
 
