@@ -160,20 +160,30 @@ func (s *Store) verifyUsage() error {
 		total.Tasks += tasks
 		total.Bytes += bytes
 	}
+	var bad error
 	s.tasks.Scan(func(t *Task) bool {
 		add(t.Queue.Key.Namespace, 1, TaskBytes(t))
 		if x := t.Ex(); x.Refs != nil {
 			ref(x.Refs.Payload)
 			ref(x.Refs.Result)
 			ref(x.Refs.Progress)
+			if err := checkValues(&Mutation{Kind: MutPutTask, Task: t}); err != nil && bad == nil {
+				bad = err
+			}
 		}
 		return true
 	})
 	s.kv.Scan(func(e KV) bool {
 		add(e.Namespace, 0, KVBytes(&e))
 		ref(e.ValueRef())
+		if err := checkValues(&Mutation{Kind: MutSetKV, KV: e}); err != nil && bad == nil {
+			bad = err
+		}
 		return true
 	})
+	if bad != nil {
+		return fmt.Errorf("index: verify: %v", bad)
+	}
 	s.idem.Scan(func(e Idem) bool {
 		add(e.Queue.Namespace, 0, IdemBytes(&e))
 		return true

@@ -185,6 +185,25 @@ const KVRefCost = int64(unsafe.Sizeof(ValueRef{})) + 8
 // checkValues refuses a mutation that sets a value both in line and by
 // reference, or a malformed reference, before anything is applied.
 func checkValues(m *Mutation) error {
+	// The common case first, on every commit's path: no reference at all.
+	switch m.Kind {
+	case MutPutTask:
+		if m.Task == nil || m.Task.Extra == nil || m.Task.Extra.Refs == nil {
+			return nil
+		}
+	case MutUpdateTask:
+		if m.Update.ProgressRef.IsZero() && m.Update.ResultRef.IsZero() {
+			return nil
+		}
+	case MutSetKV, MutMoveValue:
+	default:
+		return nil
+	}
+	return checkRefs(m)
+}
+
+// checkRefs is checkValues of a mutation with a reference.
+func checkRefs(m *Mutation) error {
 	both := func(what string, id uint64, b []byte, r ValueRef) error {
 		if !r.valid() {
 			return fmt.Errorf("%w: task %d: %s reference %+v is malformed", ErrCorrupt, id, what, r)
@@ -197,9 +216,6 @@ func checkValues(m *Mutation) error {
 	switch m.Kind {
 	case MutPutTask:
 		t := m.Task
-		if t == nil {
-			return nil
-		}
 		x := t.Ex()
 		return firstErr(both("payload", t.ID, t.Payload, x.Refs.get(ValuePayload)),
 			both("result", t.ID, x.Result, x.Refs.get(ValueResult)),

@@ -181,6 +181,29 @@ func TestStaleMoveChangesNothing(t *testing.T) {
 	}
 }
 
+// TestVerifyFindsValueAndRef: a record loaded with a value both in line
+// and by reference (Load takes records as they come) fails Verify.
+func TestVerifyFindsValueAndRef(t *testing.T) {
+	s := NewStore()
+	s.Restore(1, 1, 0)
+	tk := refTask(s, 1, ValueRef{File: 1, Len: 3})
+	tk.Payload = []byte("x")
+	if err := s.LoadTask(tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(); err == nil || !strings.Contains(err.Error(), "both in line") {
+		t.Fatalf("Verify: %v", err)
+	}
+	s = NewStore()
+	s.Restore(1, 1, 0)
+	if err := s.LoadKV(KV{Namespace: qk.Namespace, Key: "k", Value: []byte("x"), Ref: &ValueRef{Len: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(); err == nil || !strings.Contains(err.Error(), "both in line") {
+		t.Fatalf("Verify: %v", err)
+	}
+}
+
 // TestMoveWakesNobody: a move of a ready task's value leaves it as
 // claimable as it was, so no queue is reported as having gained work.
 func TestMoveWakesNobody(t *testing.T) {
