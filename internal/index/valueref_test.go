@@ -424,6 +424,7 @@ func TestLiveBytesFollowRandomBatches(t *testing.T) {
 		}
 		return nil
 	}
+	moved := 0 // moves that take effect
 	batches := 300
 	if testing.Short() {
 		batches = 100
@@ -462,6 +463,9 @@ func TestLiveBytesFollowRandomBatches(t *testing.T) {
 				if old.IsZero() || rng.IntN(4) == 0 {
 					old = ValueRef{File: 1, Len: 1} // most likely stale
 				}
+				if old == cur.Ex().Refs.get(k) {
+					moved++
+				}
 				b.Mutations = append(b.Mutations, Mutation{Kind: MutMoveValue, Move: ValueMove{Kind: k, ID: id, Old: old,
 					New: ValueRef{File: uint32(rng.IntN(6)), Off: int64(rng.IntN(1000)), Len: old.Len}}})
 			case op == 4:
@@ -476,6 +480,7 @@ func TestLiveBytesFollowRandomBatches(t *testing.T) {
 				old := ValueRef{File: 2, Len: 2}
 				if e, ok := s.KV(qk.Namespace, key); ok && e.Ref != nil && rng.IntN(4) != 0 {
 					old = *e.Ref
+					moved++
 				}
 				b.Mutations = append(b.Mutations, Mutation{Kind: MutMoveValue, Move: ValueMove{Kind: ValueKV, NS: qk.Namespace, Key: key,
 					Old: old, New: ValueRef{File: uint32(rng.IntN(6)), Off: int64(rng.IntN(1000)), Len: old.Len}}})
@@ -494,8 +499,8 @@ func TestLiveBytesFollowRandomBatches(t *testing.T) {
 	for _, f := range s.LiveBytes() {
 		total += f.Bytes
 	}
-	if total == 0 {
-		t.Fatal("the random batches left no reference: the test tests nothing")
+	if total == 0 || moved < 10 {
+		t.Fatalf("the random batches left %d bytes referenced and moved %d values: the test tests little", total, moved)
 	}
 
 	// Replaying the log gives the same state, byte for byte.
