@@ -243,14 +243,15 @@ type Store struct {
 
 	// usage is what the state costs, nsUsage the same per namespace
 	// (usage.go); lastUse is nsUsage[lastUseNS], the last one changed.
-	usage   Usage
-	nsUsage map[Namespace]*Usage
+	usage     Usage
+	nsUsage   map[Namespace]*Usage
+	lastUse   *Usage
+	lastUseNS Namespace
+
 	// live is, per value log file, the sum of the lengths of the
 	// references into it (valueref.go); a file referenced by none is not
 	// in it.
-	live      map[uint32]int64
-	lastUse   *Usage
-	lastUseNS Namespace
+	live map[uint32]int64
 }
 
 // NewStore returns an empty state.
