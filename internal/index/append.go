@@ -61,6 +61,16 @@ func appendBytes(b []byte, v []byte) []byte {
 	return append(appendLen(b, len(v), 0xc4, 0xc5, 0xc6), v...)
 }
 
+// appendValue writes a value slot: the reference [file off len] when r is
+// set, else the bytes as appendBytes does.
+func appendValue(b []byte, v []byte, r ValueRef) []byte {
+	if r.IsZero() {
+		return appendBytes(b, v)
+	}
+	b = append(b, 0x93)
+	return appendUint(appendUint(appendUint(b, uint64(r.File)), uint64(r.Off)), uint64(r.Len))
+}
+
 func appendArrayLen(b []byte, l int) []byte {
 	if l < 16 {
 		return append(b, 0x90|byte(l)) // fixarray
@@ -119,8 +129,8 @@ func (e *Encoder) appendTask(b []byte, t *Task) []byte {
 	b = appendInt(b, run.LeaseUntil)
 	b = appendInt(b, t.Created)
 	b = appendInt(b, t.Updated())
-	b = appendBytes(b, t.Payload)
-	if t.Extra.empty() {
+	b = appendValue(b, t.Payload, t.PayloadRef())
+	if t.Extra.emptyBut(ValuePayload) {
 		b = append(b, 0xc0)
 	} else {
 		x := t.Extra
@@ -128,8 +138,8 @@ func (e *Encoder) appendTask(b []byte, t *Task) []byte {
 		b = appendString(b, x.Kind)
 		b = appendString(b, x.IdemKey)
 		b = appendString(b, x.LastError)
-		b = appendBytes(b, x.Progress)
-		b = appendBytes(b, x.Result)
+		b = appendValue(b, x.Progress, x.ProgressRef())
+		b = appendValue(b, x.Result, x.ResultRef())
 		b = appendMapLen(b, len(x.Headers))
 		if len(x.Headers) > 0 {
 			keys := e.keys[:0]

@@ -66,6 +66,9 @@ const (
 	MutDeleteDep    MutKind = 11 // remove a dependency
 	MutPutBucket    MutKind = 12 // set a partition's token bucket (Bucket)
 	MutDeleteBucket MutKind = 13 // delete it (the bucket is full); uses Bucket.Queue and Key
+	// MutMoveValue points a value at its new place in the value log
+	// (Move), where it still is where it was.
+	MutMoveValue MutKind = 14
 )
 
 // Mutation is one physical change. Which fields matter depends on Kind.
@@ -78,6 +81,7 @@ type Mutation struct {
 	Conf   QueueConf  // MutPutConf, MutDeleteConf
 	Dep    Dep        // MutPutDep, MutDeleteDep
 	Bucket PartBucket // MutPutBucket, MutDeleteBucket
+	Move   ValueMove  // MutMoveValue
 }
 
 // Update flags: which optional fields of a TaskUpdate are present, and
@@ -117,6 +121,11 @@ type TaskUpdate struct {
 	ErrAttempt uint32
 	ErrAt      int64
 	FollowUps  []uint64
+	// ProgressRef and ResultRef, with UpdProgress or UpdResult, replace
+	// the value with a reference to it in the value log instead of bytes
+	// (Progress or Result then empty: a value is one or the other).
+	ProgressRef ValueRef
+	ResultRef   ValueRef
 }
 
 // UpdateOf returns an update that leaves t as it is; callers change fields

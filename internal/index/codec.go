@@ -11,7 +11,7 @@ import (
 //
 // Everything is MessagePack. A batch is the sequence of values
 //
-//	version(=6) seq now seed [assertion...] [mutation...]
+//	version(=7, or 6 when no value in it is by reference) seq now seed [assertion...] [mutation...]
 //
 // where each assertion and mutation is an array starting with its kind. A task
 // record is the array
@@ -47,12 +47,24 @@ import (
 // fields), RecDep [7 parent child], RecBucket [8 project scope queue key
 // credit at].
 //
+// A value (a task's payload, progress and result, in a task record or an
+// update, and a KV entry's value in a set or a record) is written in its
+// place as bin, nil when empty, or, when it is kept in the value log, as
+// its reference [file off len] (len > 0); a task whose only extra field is
+// its payload's reference has extra nil. A value move is [14 kind id
+// project scope key old new], with kind the ValueKind, old and new
+// references, id 0 for a KV value and project scope key "" for a task's.
+//
 // The encoding is deterministic, so that the same state gives the same bytes
 // on every node: headers are written in key order, an empty byte string is
 // written as nil (and read back as nil), and the fields of every record have
 // one fixed order.
 //
-// Older versions are still read. Version 5 is version 6 without
+// Older versions are still read. Version 6 is version 7 without value
+// references and moves; a batch without them is written as version 6,
+// byte for byte as before, so that a reader of version 6 still reads it.
+// Snapshot records have no version: a state without references is
+// written as version 6 wrote it. Version 5 is version 6 without
 // partitions: every task record has 19 fields, every settings record
 // 10 (no partMaxInFlight, no partition rate), and there are no partition
 // bucket mutations. Version 4 is version 5 without
@@ -66,7 +78,8 @@ import (
 // a batch seed, with 18-field task records and 13-field updates (no secret),
 // and a snapshot header without the time ([1 seq nextID]).
 const (
-	batchVersion  = 6
+	batchVersion  = 7
+	batchVersion6 = 6
 	batchVersion5 = 5
 	batchVersion4 = 4
 	batchVersion3 = 3
@@ -110,7 +123,11 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			err = err2
 		}
 	}
-	put(enc.EncodeUint(batchVersion))
+	// A batch without a value reference is written as version 6, the
+	// bytes it had before references: only a batch with one needs a
+	// reader that knows them.
+	put(enc.EncodeUint(batchVersion6))
+	refs := false
 	put(enc.EncodeUint(b.Seq))
 	put(enc.EncodeInt(b.Now))
 	put(enc.EncodeUint(b.Seed))
@@ -135,6 +152,11 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 	put(enc.EncodeArrayLen(len(b.Mutations)))
 	for i := range b.Mutations {
 		m := &b.Mutations[i]
+		if err == nil {
+			// A value both in line and by reference has no encoding.
+			err = checkValues(m)
+		}
+		refs = refs || m.hasRef()
 		switch m.Kind {
 		case MutPutTask:
 			e.task(uint64(m.Kind), m.Task)
@@ -151,8 +173,8 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeInt(u.LeaseUntil))
 			put(enc.EncodeInt(u.Updated))
 			put(enc.EncodeUint(uint64(u.Flags)))
-			put(encodeBytes(enc, u.Flags&UpdProgress != 0, u.Progress))
-			put(encodeBytes(enc, u.Flags&UpdResult != 0, u.Result))
+			put(e.value(u.Flags&UpdProgress != 0, u.Progress, u.ProgressRef))
+			put(e.value(u.Flags&UpdResult != 0, u.Result, u.ResultRef))
 			put(enc.EncodeString(u.LastError))
 			put(enc.EncodeUint(u.Secret))
 			if u.Flags&UpdAddError != 0 {
@@ -173,7 +195,11 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeString(m.KV.Project))
 			put(enc.EncodeString(m.KV.Scope))
 			put(enc.EncodeString(m.KV.Key))
-			put(encodeBytes(enc, true, m.KV.Value))
+			if m.Kind == MutSetKV {
+				put(e.value(true, m.KV.Value, m.KV.ValueRef()))
+			} else {
+				put(encodeBytes(enc, true, m.KV.Value))
+			}
 		case MutPutIdem, MutDeleteIdem:
 			put(enc.EncodeArrayLen(8))
 			put(enc.EncodeUint(uint64(m.Kind)))
@@ -200,11 +226,46 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 			put(enc.EncodeUint(uint64(m.Kind)))
 			put(enc.EncodeUint(m.Dep.Parent))
 			put(enc.EncodeUint(m.Dep.Child))
+		case MutMoveValue:
+			v := &m.Move
+			put(firstErr(enc.EncodeArrayLen(8), enc.EncodeUint(uint64(m.Kind)), enc.EncodeUint(uint64(v.Kind)),
+				enc.EncodeUint(v.ID), enc.EncodeString(v.NS.Project), enc.EncodeString(v.NS.Scope), enc.EncodeString(v.Key),
+				e.value(true, nil, v.Old), e.value(true, nil, v.New)))
 		default:
 			put(fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind))
 		}
 	}
-	return e.buf.Bytes(), err
+	out := e.buf.Bytes()
+	if refs && len(out) > 0 {
+		out[0] = batchVersion // a positive fixint, as 6 was
+	}
+	return out, err
+}
+
+// hasRef reports whether m carries a value reference, which needs
+// version 7 to be read.
+func (m *Mutation) hasRef() bool {
+	switch m.Kind {
+	case MutPutTask:
+		return m.Task != nil && m.Task.Extra != nil && !m.Task.Extra.Refs.empty()
+	case MutUpdateTask:
+		return !m.Update.ProgressRef.IsZero() || !m.Update.ResultRef.IsZero()
+	case MutSetKV:
+		return m.KV.Ref != nil
+	case MutMoveValue:
+		return true
+	}
+	return false
+}
+
+// value writes a value slot: the reference [file off len] when r is set
+// and the value present, else the bytes as encodeBytes does.
+func (e *Encoder) value(present bool, b []byte, r ValueRef) error {
+	if !present || r.IsZero() {
+		return encodeBytes(e.enc, present, b)
+	}
+	return firstErr(e.enc.EncodeArrayLen(3), e.enc.EncodeUint(uint64(r.File)), e.enc.EncodeUint(uint64(r.Off)),
+		e.enc.EncodeUint(uint64(r.Len)))
 }
 
 // updateFields is the array length of a task update with flags.
@@ -312,7 +373,7 @@ func (e *Encoder) TaskRecord(t *Task) ([]byte, error) {
 func (e *Encoder) KVRecord(kv KV) ([]byte, error) {
 	e.buf.Reset()
 	err := firstErr(e.enc.EncodeArrayLen(6), e.enc.EncodeUint(RecKV), e.enc.EncodeString(kv.Project),
-		e.enc.EncodeString(kv.Scope), e.enc.EncodeString(kv.Key), encodeBytes(e.enc, true, kv.Value), e.enc.EncodeUint(kv.Version))
+		e.enc.EncodeString(kv.Scope), e.enc.EncodeString(kv.Key), e.value(true, kv.Value, kv.ValueRef()), e.enc.EncodeUint(kv.Version))
 	return e.buf.Bytes(), err
 }
 
@@ -484,6 +545,39 @@ func (d *Decoder) bytes() ([]byte, error) {
 	return nonEmpty(b), err
 }
 
+// value decodes a value slot: a bin (or nil) value, or, from version 7
+// on (and in snapshot records), a reference [file off len].
+func (d *Decoder) value() ([]byte, ValueRef, error) {
+	if pos := len(d.data) - d.r.Len(); pos < len(d.data) && d.data[pos] == 0x93 && (d.ver == 0 || d.ver >= batchVersion) {
+		r, err := d.ref()
+		return nil, r, err
+	}
+	b, err := d.bytes()
+	return b, ValueRef{}, err
+}
+
+// ref decodes a value reference [file off len].
+func (d *Decoder) ref() (ValueRef, error) {
+	if _, err := d.arrayLen("value reference", 3, 3); err != nil {
+		return ValueRef{}, err
+	}
+	var f, off, n uint64
+	var err error
+	if f, err = d.dec.DecodeUint64(); err == nil {
+		if off, err = d.dec.DecodeUint64(); err == nil {
+			n, err = d.dec.DecodeUint64()
+		}
+	}
+	if err != nil {
+		return ValueRef{}, corrupt("value reference", err)
+	}
+	r, err := decodeRef(f, off, n)
+	if err != nil {
+		return r, corrupt("value", err)
+	}
+	return r, nil
+}
+
 // str decodes a str value.
 func (d *Decoder) str() (string, error) {
 	if err := d.fits(); err != nil {
@@ -628,12 +722,14 @@ func (d *Decoder) mutation(m *Mutation) error {
 		}
 	} else if d.ver >= batchVersion4 {
 		switch {
-		case m.Kind == MutPutConf && (n == 11 || (n == 12 || n == 15) && d.ver >= batchVersion):
+		case m.Kind == MutPutConf && (n == 11 || (n == 12 || n == 15) && d.ver >= batchVersion6):
 			want = n
-		case d.ver >= batchVersion && m.Kind == MutPutBucket:
+		case d.ver >= batchVersion6 && m.Kind == MutPutBucket:
 			want = 7
-		case d.ver >= batchVersion && m.Kind == MutDeleteBucket:
+		case d.ver >= batchVersion6 && m.Kind == MutDeleteBucket:
 			want = 5
+		case d.ver >= batchVersion && m.Kind == MutMoveValue:
+			want = 8
 		case m.Kind == MutDeleteConf:
 			want = 4
 		case d.ver >= batchVersion5 && (m.Kind == MutPutDep || m.Kind == MutDeleteDep):
@@ -670,7 +766,7 @@ func (d *Decoder) mutation(m *Mutation) error {
 		if err != nil {
 			return corrupt("task update", err)
 		}
-		if st >= NumStates || att > 1<<32-1 || flags > 0xff || d.ver < batchVersion && TaskState(st) == StateWaiting {
+		if st >= NumStates || att > 1<<32-1 || flags > 0xff || d.ver < batchVersion6 && TaskState(st) == StateWaiting {
 			return corrupt("task update fields", nil)
 		}
 		u.State, u.Attempts, u.Flags = TaskState(st), uint32(att), uint8(flags)
@@ -680,11 +776,14 @@ func (d *Decoder) mutation(m *Mutation) error {
 		case d.ver >= batchVersion3 && (flags&UpdCompleted != 0 || n != updateFields(u.Flags)):
 			return corrupt(fmt.Sprintf("task update with flags %#x and %d fields", flags, n), nil)
 		}
-		if u.Progress, err = d.bytes(); err != nil {
+		if u.Progress, u.ProgressRef, err = d.value(); err != nil {
 			return corrupt("task update progress", err)
 		}
-		if u.Result, err = d.bytes(); err != nil {
+		if u.Result, u.ResultRef, err = d.value(); err != nil {
 			return corrupt("task update result", err)
+		}
+		if u.Flags&UpdProgress == 0 && !u.ProgressRef.IsZero() || u.Flags&UpdResult == 0 && !u.ResultRef.IsZero() {
+			return corrupt("task update: a reference to a value it does not replace", nil)
 		}
 		if u.LastError, err = d.str(); err != nil {
 			return corrupt("task update error", err)
@@ -723,8 +822,15 @@ func (d *Decoder) mutation(m *Mutation) error {
 		}
 		return nil
 	case MutSetKV, MutDeleteKV:
+		var r ValueRef
 		if m.KV.Project, m.KV.Scope, m.KV.Key, err = d.strings3(); err == nil {
-			m.KV.Value, err = d.bytes()
+			m.KV.Value, r, err = d.value()
+		}
+		if err == nil && !r.IsZero() {
+			if m.Kind == MutDeleteKV {
+				err = fmt.Errorf("a value reference in a delete")
+			}
+			m.KV.Ref = &r
 		}
 		if err != nil {
 			return corrupt("kv mutation", err)
@@ -748,6 +854,26 @@ func (d *Decoder) mutation(m *Mutation) error {
 	case MutPutDep, MutDeleteDep:
 		m.Dep, err = d.dep()
 		return err
+	case MutMoveValue:
+		v := &m.Move
+		var vk uint64
+		if vk, err = dec.DecodeUint64(); err == nil {
+			if v.ID, err = dec.DecodeUint64(); err == nil {
+				if v.NS.Project, v.NS.Scope, v.Key, err = d.strings3(); err == nil {
+					if v.Old, err = d.ref(); err == nil {
+						v.New, err = d.ref()
+					}
+				}
+			}
+		}
+		if err == nil && (vk > 0xff || !ValueKind(vk).valid()) {
+			err = fmt.Errorf("value kind %d", vk)
+		}
+		if err != nil {
+			return corrupt("value move", err)
+		}
+		v.Kind = ValueKind(vk)
+		return nil
 	}
 	return corrupt(fmt.Sprintf("mutation kind %d", k), nil)
 }
@@ -867,7 +993,7 @@ func (d *Decoder) task() (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.ver != 0 && ((nf == 18) != (d.ver == batchVersion1) || nf == 20 && d.ver < batchVersion) {
+	if d.ver != 0 && ((nf == 18) != (d.ver == batchVersion1) || nf == 20 && d.ver < batchVersion6) {
 		return nil, corrupt(fmt.Sprintf("version %d task of %d fields", d.ver, nf), nil)
 	}
 	t := &Task{}
@@ -875,6 +1001,7 @@ func (d *Decoder) task() (*Task, error) {
 	var st, att, maxAtt uint64
 	var r Retry
 	var run Run
+	var payRef ValueRef
 	if t.ID, err = dec.DecodeUint64(); err == nil {
 		if k.Project, k.Scope, k.Name, err = d.strings3(); err == nil {
 			if st, err = dec.DecodeUint64(); err == nil {
@@ -895,7 +1022,7 @@ func (d *Decoder) task() (*Task, error) {
 				if run.LeaseUntil, err = dec.DecodeInt64(); err == nil {
 					if t.Created, err = dec.DecodeInt64(); err == nil {
 						if run.Updated, err = dec.DecodeInt64(); err == nil {
-							t.Payload, err = d.bytes()
+							t.Payload, payRef, err = d.value()
 						}
 					}
 				}
@@ -916,15 +1043,19 @@ func (d *Decoder) task() (*Task, error) {
 		return nil, corrupt("task extra", err)
 	}
 	if n != -1 {
-		if wantExtra := [...]int{batchVersion1: 6, batchVersion2: 6, batchVersion3: 9, batchVersion4: 9, batchVersion5: 10, batchVersion: 10}; n != 6 && n != 9 && n != 10 ||
+		if wantExtra := [...]int{batchVersion1: 6, batchVersion2: 6, batchVersion3: 9, batchVersion4: 9, batchVersion5: 10, batchVersion6: 10, batchVersion: 10}; n != 6 && n != 9 && n != 10 ||
 			d.ver != 0 && n != wantExtra[d.ver] {
 			return nil, corrupt(fmt.Sprintf("task extra of %d", n), nil)
 		}
 		x := &Extra{}
+		var refs TaskRefs
 		if x.Kind, x.IdemKey, x.LastError, err = d.strings3(); err == nil {
-			if x.Progress, err = d.bytes(); err == nil {
-				x.Result, err = d.bytes()
+			if x.Progress, refs.Progress, err = d.value(); err == nil {
+				x.Result, refs.Result, err = d.value()
 			}
+		}
+		if refs != (TaskRefs{}) {
+			x.Refs = &refs
 		}
 		if err != nil {
 			return nil, corrupt("task extra", err)
@@ -962,6 +1093,17 @@ func (d *Decoder) task() (*Task, error) {
 		if !x.empty() {
 			t.Extra = x
 		}
+	}
+	if !payRef.IsZero() {
+		x := t.Extra
+		if x == nil {
+			x = &Extra{}
+			t.Extra = x
+		}
+		if x.Refs == nil {
+			x.Refs = &TaskRefs{}
+		}
+		x.Refs.Payload = payRef
 	}
 	if nf >= 19 {
 		if run.Secret, err = dec.DecodeUint64(); err != nil {
@@ -1073,8 +1215,12 @@ func (d *Decoder) record(data []byte) (Record, error) {
 		r.Task, err = d.task()
 	case r.Kind == RecKV && n == 6:
 		if r.KV.Project, r.KV.Scope, r.KV.Key, err = d.strings3(); err == nil {
-			if r.KV.Value, err = d.bytes(); err == nil {
+			var ref ValueRef
+			if r.KV.Value, ref, err = d.value(); err == nil {
 				r.KV.Version, err = d.dec.DecodeUint64()
+			}
+			if !ref.IsZero() {
+				r.KV.Ref = &ref
 			}
 		}
 		if err != nil {

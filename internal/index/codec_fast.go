@@ -27,8 +27,8 @@ type fastKey struct {
 }
 
 // fastTask decodes data as a snapshot task record [RecTask task] whose
-// task has 19 fields, or 20 with a partition, and no extra; ok is false
-// when data is not one.
+// task has 19 fields, or 20 with a partition, and no extra (its payload
+// in line or by reference); ok is false when data is not one.
 func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 	p := fastReader{b: data}
 	if p.byte() != 0x92 || p.byte() != RecTask {
@@ -54,7 +54,18 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 	owner := p.str()
 	run.Token = p.uint()
 	run.LeaseUntil, created, run.Updated = p.int(), p.int(), p.int()
-	payload := p.bin()
+	var payload []byte
+	var payRef ValueRef
+	if p.i < len(p.b) && p.b[p.i] == 0x93 { // the payload by reference
+		p.i++
+		f, off, n := p.uint(), p.uint(), p.uint()
+		var err error
+		if payRef, err = decodeRef(f, off, n); err != nil {
+			return nil, false
+		}
+	} else {
+		payload = p.bin()
+	}
 	if p.byte() != 0xc0 { // extra: nil
 		return nil, false
 	}
@@ -83,6 +94,9 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 	t.SetRun(run.Owner, run.Token, run.LeaseUntil, run.Secret, run.Updated)
 	if len(payload) > 0 {
 		t.Payload = d.slabs.bytes(payload)
+	}
+	if !payRef.IsZero() {
+		t.Extra = &Extra{Refs: &TaskRefs{Payload: payRef}}
 	}
 	c := &d.last
 	if c.q == nil || string(raw[0]) != string(c.raw[0]) || string(raw[1]) != string(c.raw[1]) ||

@@ -39,6 +39,13 @@
 // encoding is canonical (see codec.go), so WriteImage and StateHash give the
 // same bytes for the same state on every node.
 //
+// A value above a size threshold may live in the value log instead of in
+// memory: the record then holds its reference (ValueRef; valueref.go), a
+// value is in line or by reference, never both, and a move (compaction)
+// points a reference elsewhere only where it still is where the move
+// found it. The store keeps, per value log file, the bytes its references
+// hold live (Store.LiveBytes).
+//
 // The package does no I/O and takes no locks; the engine serialises access.
 // Store.Copy returns an O(1) copy-on-write image of the primary records that
 // may be read from another goroutine while the original keeps changing.

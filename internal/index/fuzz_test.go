@@ -59,8 +59,16 @@ func renderTask(t *Task) string {
 	}
 	return fmt.Sprintf("task %d %s %d a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d sec=%d lease=%d c=%d u=%d pay=%s kind=%q idem=%q err=%q prog=%s res=%s h=%v errs=%q parent=%d follow=%v policy=%d part=%q",
 		f.ID, q, f.State, f.Attempts, f.MaxAttempts, f.Priority, f.NotBefore, f.BackoffBase, f.BackoffMax, f.Owner, f.Token,
-		f.Secret, f.LeaseUntil, f.Created, f.Updated, renderBytes(f.Payload), x.Kind, x.IdemKey, x.LastError,
-		renderBytes(x.Progress), renderBytes(x.Result), h, x.Errors, x.Parent, x.FollowUps, x.DepPolicy, t.PartitionKey())
+		f.Secret, f.LeaseUntil, f.Created, f.Updated, renderValue(f.Payload, t.PayloadRef()), x.Kind, x.IdemKey, x.LastError,
+		renderValue(x.Progress, x.ProgressRef()), renderValue(x.Result, x.ResultRef()), h, x.Errors, x.Parent, x.FollowUps, x.DepPolicy, t.PartitionKey())
+}
+
+// renderValue renders a value in line or by reference.
+func renderValue(b []byte, r ValueRef) string {
+	if r.IsZero() {
+		return renderBytes(b)
+	}
+	return fmt.Sprintf("%s@%d/%d/%d", renderBytes(b), r.File, r.Off, r.Len)
 }
 
 // renderBatch renders what a batch means: fields a kind does not carry,
@@ -84,10 +92,10 @@ func renderBatch(b *Batch) string {
 			fmt.Fprintf(&s, "update %d %d %d %d %q %d %d %d %d %d", u.ID, u.State, u.Attempts, u.NotBefore, u.Owner, u.Token,
 				u.LeaseUntil, u.Updated, u.Secret, u.Flags)
 			if u.Flags&UpdProgress != 0 {
-				fmt.Fprintf(&s, " prog=%s", renderBytes(u.Progress))
+				fmt.Fprintf(&s, " prog=%s", renderValue(u.Progress, u.ProgressRef))
 			}
 			if u.Flags&UpdResult != 0 {
-				fmt.Fprintf(&s, " res=%s", renderBytes(u.Result))
+				fmt.Fprintf(&s, " res=%s", renderValue(u.Result, u.ResultRef))
 			}
 			if u.Flags&UpdAddError != 0 {
 				fmt.Fprintf(&s, " attempt=%d at=%d", u.ErrAttempt, u.ErrAt)
@@ -99,7 +107,7 @@ func renderBatch(b *Batch) string {
 		case MutDeleteTask:
 			fmt.Fprintf(&s, "delete %d %d\n", m.Update.ID, m.Update.Flags)
 		case MutSetKV, MutDeleteKV:
-			fmt.Fprintf(&s, "kv %d %q %q %q %s\n", m.Kind, m.KV.Project, m.KV.Scope, m.KV.Key, renderBytes(m.KV.Value))
+			fmt.Fprintf(&s, "kv %d %q %q %q %s\n", m.Kind, m.KV.Project, m.KV.Scope, m.KV.Key, renderValue(m.KV.Value, m.KV.ValueRef()))
 		case MutPutIdem, MutDeleteIdem:
 			fmt.Fprintf(&s, "idem %d %+v\n", m.Kind, m.Idem)
 		case MutPutConf:
@@ -110,6 +118,8 @@ func renderBatch(b *Batch) string {
 			fmt.Fprintf(&s, "dep %d %d <- %d\n", m.Kind, m.Dep.Parent, m.Dep.Child)
 		case MutPutBucket, MutDeleteBucket:
 			fmt.Fprintf(&s, "bucket %d %+v\n", m.Kind, m.Bucket)
+		case MutMoveValue:
+			fmt.Fprintf(&s, "move %+v\n", m.Move)
 		default:
 			fmt.Fprintf(&s, "mutation %d\n", m.Kind)
 		}
@@ -214,7 +224,7 @@ func batchSeeds(tb testing.TB) [][]byte {
 // it to a store must either be refused or leave every index consistent
 // with the records.
 func FuzzDecodeBatch(f *testing.F) {
-	for _, s := range batchSeeds(f) {
+	for _, s := range append(batchSeeds(f), refBatchSeeds(f)...) {
 		f.Add(s)
 		f.Add(s[:len(s)/2])
 	}
@@ -304,6 +314,55 @@ func recordSeeds(tb testing.TB) [][]byte {
 	return out
 }
 
+// refBatchSeeds are batches with values by reference and moves, against
+// fuzzStore.
+func refBatchSeeds(tb testing.TB) [][]byte {
+	s := fuzzStore(tb)
+	b := refBatch(s.Queue(QueueKey{Namespace{"p", "s"}, "q"}))
+	b.Seq = 2
+	enc := NewEncoder()
+	var out [][]byte
+	for i := range b.Mutations {
+		one := *b
+		one.Mutations = b.Mutations[i : i+1]
+		data, err := enc.Batch(&one)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, slices.Clone(data))
+	}
+	data, err := enc.Batch(b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append(out, slices.Clone(data))
+}
+
+// refRecordSeeds are snapshot records with values by reference.
+func refRecordSeeds(tb testing.TB) [][]byte {
+	s := NewStore()
+	enc := NewEncoder()
+	var out [][]byte
+	for _, m := range refBatch(s.QueueRef(QueueKey{Namespace{"p", "s"}, "q"})).Mutations {
+		var data []byte
+		var err error
+		switch m.Kind {
+		case MutPutTask:
+			data, err = enc.TaskRecord(m.Task)
+		case MutSetKV:
+			m.KV.Version = 4
+			data, err = enc.KVRecord(m.KV)
+		default:
+			continue
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, slices.Clone(data))
+	}
+	return out
+}
+
 func renderRecord(r Record) string {
 	switch r.Kind {
 	case RecHeader:
@@ -311,7 +370,7 @@ func renderRecord(r Record) string {
 	case RecTask:
 		return renderTask(r.Task)
 	case RecKV:
-		return fmt.Sprintf("kv %q %q %q %s %d", r.KV.Project, r.KV.Scope, r.KV.Key, renderBytes(r.KV.Value), r.KV.Version)
+		return fmt.Sprintf("kv %q %q %q %s %d", r.KV.Project, r.KV.Scope, r.KV.Key, renderValue(r.KV.Value, r.KV.ValueRef()), r.KV.Version)
 	case RecIdem:
 		return fmt.Sprintf("idem %+v", r.Idem)
 	case RecTotals:
@@ -330,7 +389,7 @@ func renderRecord(r Record) string {
 // that decodes must encode to bytes that decode to the same record, and
 // loading it must either be refused or leave the store consistent.
 func FuzzDecodeRecord(f *testing.F) {
-	for _, s := range recordSeeds(f) {
+	for _, s := range append(recordSeeds(f), refRecordSeeds(f)...) {
 		f.Add(s)
 		f.Add(s[:len(s)-1])
 	}
@@ -425,6 +484,8 @@ func FuzzFastTask(f *testing.F) {
 		{ID: 9, State: StateDead, Payload: []byte(strings.Repeat("x", 70_000))},
 		{ID: 10, State: StateReady, MaxAttempts: 3, Created: 5, Updated: 5, Payload: []byte(`1`), Part: PartRef("tenant-7")},
 		{ID: 11, State: StateInFlight, Owner: "w", Token: 2, Created: 5, Updated: 6, Part: PartRef(strings.Repeat("p", 300))},
+		{ID: 12, State: StateReady, Created: 5, Updated: 5, Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{File: 3, Off: 1 << 33, Len: 70_000}}}},
+		{ID: 13, State: StateReady, Created: 5, Updated: 5, Part: PartRef("t"), Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{Len: 1}}}},
 	} {
 		tf.Queue = s.QueueRef(QueueKey{Namespace{"p", strings.Repeat("s", 40)}, "q"})
 		tk := tf.Task()

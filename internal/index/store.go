@@ -247,6 +247,11 @@ type Store struct {
 	nsUsage   map[Namespace]*Usage
 	lastUse   *Usage
 	lastUseNS Namespace
+
+	// live is, per value log file, the sum of the lengths of the
+	// references into it (valueref.go); a file referenced by none is not
+	// in it.
+	live map[uint32]int64
 }
 
 // NewStore returns an empty state.
@@ -578,7 +583,17 @@ func (s *Store) Affected() []*Queue { return s.affected }
 
 // Check verifies b's assertions against the current state without changing
 // anything.
+//
+// It also refuses, with an error wrapping ErrCorrupt, a batch with a
+// mutation that sets a value both in line and by reference, or a malformed
+// reference: Apply then changes nothing at all, not even the sequence
+// number.
 func (s *Store) Check(b *Batch) error {
+	for i := range b.Mutations {
+		if err := checkValues(&b.Mutations[i]); err != nil {
+			return err
+		}
+	}
 	for i := range b.Assertions {
 		a := &b.Assertions[i]
 		switch a.Kind {
@@ -699,6 +714,10 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		e := m.KV
 		e.Version = b.Seq
 		e.Value = nonEmpty(e.Value)
+		if e.Ref != nil {
+			r := *e.Ref // the store's own: the caller's may change
+			e.Ref = &r
+		}
 		if old, ok := s.kv.Set(e); ok {
 			s.useKV(&old, -1)
 		}
@@ -739,6 +758,8 @@ func (s *Store) apply(b *Batch, m *Mutation) error {
 		return s.putBucket(m.Bucket)
 	case MutDeleteBucket:
 		s.deleteBucket(m.Bucket)
+	case MutMoveValue:
+		s.moveValue(&m.Move)
 	default:
 		return fmt.Errorf("%w: unknown mutation kind %d", ErrCorrupt, m.Kind)
 	}
@@ -754,11 +775,22 @@ func (t *Task) With(u *TaskUpdate) *Task {
 	nt.SetRun(u.Owner, u.Token, u.LeaseUntil, u.Secret, u.Updated)
 	if u.Flags&(UpdProgress|UpdResult|UpdLastError|UpdAddError|UpdFollowUps) != 0 {
 		ex := *t.Ex()
-		if u.Flags&UpdProgress != 0 {
-			ex.Progress = nonEmpty(u.Progress)
-		}
-		if u.Flags&UpdResult != 0 {
-			ex.Result = nonEmpty(u.Result)
+		if u.Flags&(UpdProgress|UpdResult) != 0 {
+			refs := TaskRefs{}
+			if ex.Refs != nil {
+				refs = *ex.Refs
+			}
+			if u.Flags&UpdProgress != 0 {
+				ex.Progress, refs.Progress = nonEmpty(u.Progress), u.ProgressRef
+			}
+			if u.Flags&UpdResult != 0 {
+				ex.Result, refs.Result = nonEmpty(u.Result), u.ResultRef
+			}
+			if refs != (TaskRefs{}) && (ex.Refs == nil || refs != *ex.Refs) {
+				ex.Refs = &refs // a new record: the old one keeps its refs
+			} else if refs == (TaskRefs{}) {
+				ex.Refs = nil
+			}
 		}
 		if u.Flags&UpdLastError != 0 {
 			ex.LastError = u.LastError

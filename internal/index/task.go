@@ -254,6 +254,10 @@ type Extra struct {
 	// is dead-lettered or cancelled. The index stores it; the planner
 	// gives it meaning (engine.DependencyPolicy).
 	DepPolicy uint8
+	// Refs are the references of the task's values kept in the value log
+	// (the payload's too), nil when every value is in line. A value is in
+	// line (Payload, Result, Progress) or by reference, never both.
+	Refs *TaskRefs
 }
 
 // AttemptError is one failed attempt: its number, when it failed (Unix
@@ -269,10 +273,25 @@ type AttemptError struct {
 // rebuilds.
 const MaxAttemptErrors = 20
 
-func (e *Extra) empty() bool {
-	return e == nil || (e.Kind == "" && e.IdemKey == "" && e.LastError == "" &&
+func (e *Extra) empty() bool { return e.emptyBut(0) }
+
+// emptyBut is empty, not counting the reference of kind k: the encoding
+// writes a payload's reference in the payload's place, and the extra
+// fields as nil when they hold nothing else.
+func (e *Extra) emptyBut(k ValueKind) bool {
+	if e == nil {
+		return true
+	}
+	if e.Refs != nil {
+		r := *e.Refs
+		r.set(k, ValueRef{})
+		if r != (TaskRefs{}) {
+			return false
+		}
+	}
+	return e.Kind == "" && e.IdemKey == "" && e.LastError == "" &&
 		len(e.Progress) == 0 && len(e.Result) == 0 && len(e.Headers) == 0 &&
-		len(e.Errors) == 0 && e.Parent == 0 && len(e.FollowUps) == 0 && e.DepPolicy == 0)
+		len(e.Errors) == 0 && e.Parent == 0 && len(e.FollowUps) == 0 && e.DepPolicy == 0
 }
 
 // Ex returns the task's extra fields, or an empty value when it has none.
@@ -286,12 +305,24 @@ func (t *Task) Ex() *Extra {
 var noExtra Extra
 
 // KV is one key-value entry. Version is the sequence number of the batch that
-// last wrote it, so it increases on every write and is never reused.
+// last wrote it, so it increases on every write and is never reused. The
+// value is in line (Value) or, when Ref is not nil, in the value log; never
+// both. Like a task record, the ValueRef Ref points at is never changed
+// once stored.
 type KV struct {
 	Namespace
 	Key     string
 	Value   []byte
 	Version uint64
+	Ref     *ValueRef
+}
+
+// ValueRef returns the reference of e's value, zero when it is in line.
+func (e *KV) ValueRef() ValueRef {
+	if e.Ref == nil {
+		return ValueRef{}
+	}
+	return *e.Ref
 }
 
 func kvLess(a, b KV) bool {

@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"maps"
 	"unsafe"
 )
 
@@ -50,13 +51,20 @@ func TaskBytes(t *Task) int64 {
 		for i := range e.Errors {
 			n += errorCost + int64(len(e.Errors[i].Error))
 		}
+		if e.Refs != nil {
+			n += RefsCost // a value by reference costs its reference, whatever its length
+		}
 	}
 	return n
 }
 
 // KVBytes is what a KV entry costs in Usage.Bytes.
 func KVBytes(e *KV) int64 {
-	return KVCost + int64(len(e.Project)+len(e.Scope)+len(e.Key)+len(e.Value))
+	n := KVCost + int64(len(e.Project)+len(e.Scope)+len(e.Key)+len(e.Value))
+	if e.Ref != nil {
+		n += KVRefCost
+	}
+	return n
 }
 
 // IdemBytes is what an idempotency entry costs in Usage.Bytes.
@@ -115,9 +123,15 @@ func (s *Store) use(ns *Namespace, tasks, bytes int64) {
 
 func (s *Store) useTask(t *Task, sign int64) {
 	s.use(&t.Queue.Key.Namespace, sign, sign*TaskBytes(t))
+	s.useTaskRefs(t, sign)
 }
 
-func (s *Store) useKV(e *KV, sign int64) { s.use(&e.Namespace, 0, sign*KVBytes(e)) }
+func (s *Store) useKV(e *KV, sign int64) {
+	s.use(&e.Namespace, 0, sign*KVBytes(e))
+	if e.Ref != nil {
+		s.useRef(*e.Ref, sign)
+	}
+}
 
 func (s *Store) useIdem(e *Idem, sign int64) { s.use(&e.Queue.Namespace, 0, sign*IdemBytes(e)) }
 
@@ -129,6 +143,12 @@ func (s *Store) useDep(sign int64) { s.usage.Bytes += sign * DepCost }
 func (s *Store) verifyUsage() error {
 	var total Usage
 	ns := map[Namespace]*Usage{}
+	live := map[uint32]int64{}
+	ref := func(r ValueRef) {
+		if !r.IsZero() {
+			live[r.File] += int64(r.Len)
+		}
+	}
 	add := func(n Namespace, tasks, bytes int64) {
 		u := ns[n]
 		if u == nil {
@@ -140,14 +160,30 @@ func (s *Store) verifyUsage() error {
 		total.Tasks += tasks
 		total.Bytes += bytes
 	}
+	var bad error
 	s.tasks.Scan(func(t *Task) bool {
 		add(t.Queue.Key.Namespace, 1, TaskBytes(t))
+		if x := t.Ex(); x.Refs != nil {
+			ref(x.Refs.Payload)
+			ref(x.Refs.Result)
+			ref(x.Refs.Progress)
+			if err := checkValues(&Mutation{Kind: MutPutTask, Task: t}); err != nil && bad == nil {
+				bad = err
+			}
+		}
 		return true
 	})
 	s.kv.Scan(func(e KV) bool {
 		add(e.Namespace, 0, KVBytes(&e))
+		ref(e.ValueRef())
+		if err := checkValues(&Mutation{Kind: MutSetKV, KV: e}); err != nil && bad == nil {
+			bad = err
+		}
 		return true
 	})
+	if bad != nil {
+		return fmt.Errorf("index: verify: %v", bad)
+	}
 	s.idem.Scan(func(e Idem) bool {
 		add(e.Queue.Namespace, 0, IdemBytes(&e))
 		return true
@@ -168,6 +204,9 @@ func (s *Store) verifyUsage() error {
 		if ns[n] == nil {
 			return fmt.Errorf("index: verify: namespace %v has a usage and no records", n)
 		}
+	}
+	if !maps.Equal(live, s.live) && (len(live) != 0 || len(s.live) != 0) {
+		return fmt.Errorf("index: verify: live bytes per value log file %v, the references make %v", s.live, live)
 	}
 	return nil
 }
