@@ -18,17 +18,17 @@ var modelExempt = map[string]string{
 	"Queue.Namespace": "a handle's name is fixed when it is made: no state to predict",
 	"KV.Namespace":    "a handle's name is fixed when it is made: no state to predict",
 
-	"Presence.ReportWorker":   "presence is reports that expire, kept beside the task state the model predicts",
-	"Presence.RemoveWorker":   "presence is reports that expire, kept beside the task state the model predicts",
-	"Presence.Workers":        "presence is reports that expire, kept beside the task state the model predicts",
-	"Presence.ReportSchedule": "schedules are their runtimes' reports, kept beside the task state the model predicts",
-	"Presence.Schedules":      "schedules are their runtimes' reports, kept beside the task state the model predicts",
-	"Presence.PauseSchedule":  "schedules are their runtimes' reports, kept beside the task state the model predicts",
-	"Presence.ResumeSchedule": "schedules are their runtimes' reports, kept beside the task state the model predicts",
-	"Presence.RunSchedule":    "schedules are their runtimes' reports, kept beside the task state the model predicts",
+	"Presence.ReportWorker":   "not modelled: presence is records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
+	"Presence.RemoveWorker":   "not modelled: presence is records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
+	"Presence.Workers":        "not modelled: presence is records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
+	"Presence.ReportSchedule": "not modelled: schedules are records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
+	"Presence.Schedules":      "not modelled: schedules are records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
+	"Presence.PauseSchedule":  "not modelled: schedules are records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
+	"Presence.ResumeSchedule": "not modelled: schedules are records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
+	"Presence.RunSchedule":    "not modelled: schedules are records in the namespace's system area, swept as they expire; the model keeps tasks and user entries",
 
-	"Quotas.SetQuota": "a quota bounds a namespace's bytes, which the model does not count",
-	"Quotas.Quota":    "a quota bounds a namespace's bytes, which the model does not count",
+	"Quotas.SetQuota": "not modelled: a quota refuses enqueues by the tasks and bytes a namespace holds, and the model counts no bytes",
+	"Quotas.Quota":    "not modelled: a quota refuses enqueues by the tasks and bytes a namespace holds, and the model counts no bytes",
 }
 
 // paritySeeds are the programs of TestParityModel: generated from fixed
