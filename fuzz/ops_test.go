@@ -265,6 +265,15 @@ func opsSeeds() [][]byte {
 			ins(opAdvance, 3), ins(opComplete, 0xc0, 0x21, 0, 0, 0, 0, 0x3f), ins(opHeartbeat, 0xc0, 0x31, 0xc1),
 			ins(opEnqueue, 1, 0, 0x01, 1, 0xe0), ins(opClaim, 1, 0, 2, 0), ins(opComplete, 0, 0x39, 0, 0, 0x02, 0, 0x10),
 			ins(opReopen), ins(opHeartbeat, 0, 0x70, 0xc0, 0xc1, 0xc2), ins(opRead, 0, 1, 0x80)),
+		// Run now: a timer and a retry waiting out its backoff become
+		// ready, a ready task is left as it is, one in flight is refused,
+		// an unknown one not found; leases completed in one batch.
+		asm(0,
+			ins(opEnqueue, 0, 0x0c, 0x04, 1), ins(opEnqueue, 0, 0x00, 0x08, 1), ins(opClaim, 0, 0, 2, 3),
+			ins(opFail, 0, 0), ins(opRedrive, 0, 0x06, 0x80), ins(opRedrive, 0, 0x06, 0x81),
+			ins(opRedrive, 0, 0x06, 0x80), ins(opRedrive, 0, 0x0e, 0x80), ins(opClaim, 0, 0, 2, 3),
+			ins(opRedrive, 0, 0x0e, 0x80), ins(opRedrive, 2, 0x0e, 0x05), ins(opReopen),
+			ins(opHeartbeat, 0xc0, 0x3c, 0xc1), ins(opRead, 1, 0)),
 		// Every invalid call.
 		asm(0,
 			ins(opInvalid, 0), ins(opInvalid, 1), ins(opInvalid, 2), ins(opInvalid, 3), ins(opInvalid, 4),

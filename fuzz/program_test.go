@@ -162,6 +162,9 @@ type runner struct {
 	fsys vfs.FS
 	// opening is set while Open runs.
 	opening atomic.Bool
+	// wrap, if set, wraps the DB the program's calls go through (the
+	// parity test counts them); the checks read the DB itself.
+	wrap func(engine.API) engine.API
 }
 
 // newRunner opens a DB for rc (in dir, or a scratch dir when dir is "")
@@ -240,7 +243,15 @@ func (r *runner) fatalf(format string, args ...any) {
 		fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
 }
 
-func (r *runner) q(k QueueKey) engine.Queue { return r.db.Queue(k.NS, k.Name) }
+func (r *runner) q(k QueueKey) engine.Queue { return r.api().Queue(k.NS, k.Name) }
+
+// api is what the program's calls go through: the DB, wrapped if asked.
+func (r *runner) api() engine.API {
+	if r.wrap != nil {
+		return r.wrap(r.db)
+	}
+	return r.db
+}
 
 // run executes the program's instructions, at most max of them.
 func (r *runner) run(p *program, max int) {
@@ -673,6 +684,21 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 				}
 				ls = append(ls, x)
 			}
+			if a[1]>>2&3 == 3 {
+				// Complete them instead, in one commit.
+				errs, gerr := r.q(q).CompleteBatch(ctx, ls)
+				werrs, werr := r.m.CompleteBatch(q, ls)
+				desc := fmt.Sprintf("complete batch %s %d leases", q, len(ls))
+				if r.record(desc, gerr, werr, "") {
+					for i := range ls {
+						if ErrClass(errs[i]) != ErrClass(werrs[i]) {
+							r.fatalf("%s: lease %d (task %d tok %d): engine %v, model %v", desc, i, ls[i].ID, ls[i].Token, errs[i], werrs[i])
+						}
+					}
+					r.hist = append(r.hist, fmt.Sprintf("  outcomes %v", errClasses(errs)))
+				}
+				break
+			}
 			ptrs := make([]*engine.Lease, len(ls))
 			for i := range ls {
 				ptrs[i] = &ls[i]
@@ -728,6 +754,18 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 			}
 			break
 		}
+		if a[1]&6 == 6 {
+			// Run now: a scheduled task (a timer, a retry's backoff) if
+			// there is one, or any id.
+			id := r.pickID(q, a[2]|0x80, engine.Scheduled)
+			if a[1]&8 != 0 {
+				id = r.pickID(q, a[2], 0)
+			}
+			gerr := r.q(q).RunNow(ctx, id)
+			werr := r.m.RunNow(q, id)
+			r.record(fmt.Sprintf("run-now %s %d", q, id), gerr, werr, "")
+			break
+		}
 		id := r.pickID(q, a[2], engine.Dead)
 		gerr := r.q(q).Redrive(ctx, id)
 		werr := r.m.Redrive(q, id)
@@ -740,7 +778,7 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 				ops = append(ops, r.txOp(ns, a[1+i]))
 			}
 		}
-		got, gerr := r.db.KV(ns).Commit(ctx, EngineOps(ops)...)
+		got, gerr := r.api().KV(ns).Commit(ctx, EngineOps(ops)...)
 		want, werr := r.m.Commit(ns, ops)
 		desc := fmt.Sprintf("kv %s %s", ns, txString(ops))
 		if r.record(desc, gerr, werr, fmt.Sprint(got)) &&
@@ -931,12 +969,12 @@ func (r *runner) invalid(a [opSize - 1]byte) {
 		_, werr = r.m.Heartbeat(lq, l, 0, nil)
 	case 5:
 		desc = "empty transaction"
-		_, gerr = r.db.KV(q.NS).Commit(ctx)
+		_, gerr = r.api().KV(q.NS).Commit(ctx)
 		_, werr = r.m.Commit(q.NS, nil)
 	case 6:
 		ops := []TxOp{{Kind: TxSet, Key: ""}}
 		desc = "set empty key"
-		_, gerr = r.db.KV(q.NS).Commit(ctx, EngineOps(ops)...)
+		_, gerr = r.api().KV(q.NS).Commit(ctx, EngineOps(ops)...)
 		_, werr = r.m.Commit(q.NS, ops)
 	case 7:
 		desc = "complete bad result"
@@ -996,9 +1034,10 @@ func (r *runner) read(a [opSize - 1]byte) {
 			r.fatalf("counts %s: %+v, model %+v", q, got, want)
 		}
 		r.checkQueues("queues")
+		r.checkPartitions(q)
 	case 2:
 		key := kvKeys[a[2]&7]
-		got, gerr := r.db.KV(q.NS).Get(ctx, key)
+		got, gerr := r.api().KV(q.NS).Get(ctx, key)
 		want, werr := r.m.KVGet(q.NS, key)
 		if r.record(fmt.Sprintf("kv-get %s %s", q.NS, key), gerr, werr, "") &&
 			(got.Key != want.Key || !bytes.Equal(got.Value, want.Value) || got.Version != want.Version) {
@@ -1012,11 +1051,32 @@ func (r *runner) read(a [opSize - 1]byte) {
 		if a[2]&0x20 != 0 {
 			o.End = "b"
 		}
-		got, gerr := r.db.KV(q.NS).Scan(ctx, o)
+		got, gerr := r.api().KV(q.NS).Scan(ctx, o)
 		want, werr := r.m.Scan(q.NS, o)
 		if r.record(fmt.Sprintf("scan %s %+v", q.NS, o), gerr, werr, "") && entriesString(got) != entriesString(want) {
 			r.fatalf("scan %+v:\nengine %s\nmodel  %s", o, entriesString(got), entriesString(want))
 		}
+	}
+}
+
+// checkPartitions lists q's partitions two to a page and compares them
+// with the model's.
+func (r *runner) checkPartitions(q QueueKey) {
+	var got []engine.PartitionInfo
+	o := engine.PartitionListOptions{Limit: 2}
+	for {
+		p, err := r.q(q).Partitions(ctx, o)
+		if err != nil {
+			r.fatalf("partitions %s: %v", q, err)
+		}
+		got = append(got, p.Partitions...)
+		if p.Next == "" {
+			break
+		}
+		o.Cursor = p.Next
+	}
+	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", r.m.Partitions(q)); g != w {
+		r.fatalf("partitions %s:\nengine %s\nmodel  %s", q, g, w)
 	}
 }
 
@@ -1086,7 +1146,7 @@ func (r *runner) reopen() {
 	if r.rc.mem || r.failed {
 		return
 	}
-	if err := r.db.Close(); err != nil {
+	if err := r.api().Close(); err != nil {
 		if !r.faults {
 			r.fatalf("close: %v", err)
 		}
@@ -1122,7 +1182,7 @@ func (r *runner) checkState(when string) { r.tb.Helper(); r.checkStatePaged(when
 
 func (r *runner) checkStatePaged(when string, limit int) {
 	r.tb.Helper()
-	got, err := readViewPaged(r.db, limit)
+	got, err := readViewVia(r.db, r.api(), limit)
 	if err != nil {
 		r.fatalf("%s: reading the state: %v", when, err)
 	}
@@ -1138,7 +1198,7 @@ func (r *runner) view() View { return r.m.View(queues, allNS) }
 // equal the model's.
 func (r *runner) checkQueues(when string) {
 	r.tb.Helper()
-	got, err := r.db.Queues(ctx)
+	got, err := r.api().Queues(ctx)
 	if err != nil {
 		r.fatalf("%s: Queues: %v", when, err)
 	}
@@ -1161,14 +1221,17 @@ func queuesString(qs []engine.QueueInfo) string {
 // a small limit, so cursors are exercised) and Scan.
 func readView(db *engine.DB) (View, error) { return readViewPaged(db, 3) }
 
-func readViewPaged(db *engine.DB, limit int) (View, error) {
+func readViewPaged(db *engine.DB, limit int) (View, error) { return readViewVia(db, db, limit) }
+
+// readViewVia is readViewPaged reading the tasks and entries through api.
+func readViewVia(db *engine.DB, api engine.API, limit int) (View, error) {
 	v := View{Seq: db.Stats().Seq, Tasks: map[QueueKey][][]Rec{}, KV: map[engine.Namespace][]engine.Entry{}}
 	for _, q := range queues {
 		per := make([][]Rec, len(States))
 		for i, s := range States {
 			cursor := ""
 			for {
-				page, err := db.Queue(q.NS, q.Name).List(ctx, engine.ListOptions{State: s, Limit: limit, Cursor: cursor})
+				page, err := api.Queue(q.NS, q.Name).List(ctx, engine.ListOptions{State: s, Limit: limit, Cursor: cursor})
 				if err != nil {
 					return v, err
 				}
@@ -1186,7 +1249,7 @@ func readViewPaged(db *engine.DB, limit int) (View, error) {
 	for _, ns := range allNS {
 		start := ""
 		for {
-			es, err := db.KV(ns).Scan(ctx, engine.ScanOptions{Start: start, Limit: min(limit, 2+limit/100)})
+			es, err := api.KV(ns).Scan(ctx, engine.ScanOptions{Start: start, Limit: min(limit, 2+limit/100)})
 			if err != nil {
 				return v, err
 			}
