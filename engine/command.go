@@ -106,7 +106,7 @@ type cmdResult struct {
 }
 
 func (cmd *command) key() index.QueueKey {
-	return index.QueueKey{Namespace: cmd.ns.idx(), Name: cmd.queue}
+	return index.QueueKey{Namespace: idxNS(cmd.ns), Name: cmd.queue}
 }
 
 // exec runs a validated command: planned and committed here, or, on a

@@ -742,7 +742,7 @@ func (c *core) deadLettered(events []TaskEvent) []deadTask {
 			continue
 		}
 		k := t.Queue.Key
-		d := deadTask{id: t.ID, queue: k.Name, ns: Namespace{k.Project, k.Scope}, attempts: t.Attempts}
+		d := deadTask{id: t.ID, queue: k.Name, ns: Namespace{Project: k.Project, Scope: k.Scope}, attempts: t.Attempts}
 		if t.Extra != nil {
 			d.lastErr = t.Extra.LastError
 		}

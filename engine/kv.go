@@ -82,7 +82,7 @@ func (k *kv) Get(ctx context.Context, key string) (Entry, error) {
 	}
 	var e index.KV
 	var ok bool
-	err := k.db.c.read(ctx, func() { e, ok = k.db.c.store.KV(k.ns.idx(), key) })
+	err := k.db.c.read(ctx, func() { e, ok = k.db.c.store.KV(idxNS(k.ns), key) })
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: key %q", ErrNotFound, key)
 	}
@@ -115,7 +115,7 @@ func (k *kv) Scan(ctx context.Context, o ScanOptions) ([]Entry, error) {
 		// a scan that meets it goes on after it.
 		for from := start; end == "" || from < end; {
 			jump := ""
-			k.db.c.store.ScanKV(k.ns.idx(), from, end, func(e index.KV) bool {
+			k.db.c.store.ScanKV(idxNS(k.ns), from, end, func(e index.KV) bool {
 				if !strings.HasPrefix(e.Key, o.Prefix) {
 					return false
 				}

@@ -171,7 +171,7 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 // ops plans validated ops in namespace ns: assertions first, against the
 // state before the commit, then writes and enqueues in order.
 func (p *planner) ops(ns Namespace, ops []vop, enq []Enqueued) ([]Enqueued, error) {
-	ins := ns.idx()
+	ins := idxNS(ns)
 	for i := range ops {
 		op := &ops[i]
 		var k index.AssertKind

@@ -62,7 +62,7 @@ func (p *planner) begin(now int64) *planner {
 }
 
 func (p *planner) event(k EventKind, q index.QueueKey, latency int64) {
-	p.events = append(p.events, TaskEvent{Kind: k, Namespace: Namespace{q.Project, q.Scope}, Queue: q.Name,
+	p.events = append(p.events, TaskEvent{Kind: k, Namespace: Namespace{Project: q.Project, Scope: q.Scope}, Queue: q.Name,
 		Latency: micros(latency)})
 }
 
@@ -345,7 +345,7 @@ func leaseOf(t *index.Task, u *index.TaskUpdate) Lease {
 	x := t.Ex()
 	k := t.Queue.Key
 	return Lease{
-		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: clone(t.Payload),
+		ID: t.ID, Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: clone(t.Payload),
 		Headers: maps.Clone(x.Headers), Progress: clone(x.Progress), Priority: int(t.Priority), Attempt: int(u.Attempts),
 		MaxAttempts: int(t.MaxAttempts()), Owner: u.Owner, Token: u.Token, Secret: u.Secret, Deadline: timeOf(u.LeaseUntil),
 		EnqueuedAt: timeOf(t.Created), Partition: t.PartitionKey(),
@@ -358,7 +358,7 @@ func infoOf(t *index.Task, now int64) TaskInfo {
 	x := t.Ex()
 	k := t.Queue.Key
 	info := TaskInfo{
-		ID: t.ID, Namespace: Namespace{k.Project, k.Scope}, Queue: k.Name, Kind: x.Kind, State: State(t.State),
+		ID: t.ID, Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Queue: k.Name, Kind: x.Kind, State: State(t.State),
 		Payload: clone(t.Payload), Headers: maps.Clone(x.Headers), Priority: int(t.Priority), Attempts: int(t.Attempts),
 		MaxAttempts: int(t.MaxAttempts()), NotBefore: timeOf(t.NotBefore), Owner: t.Owner(), Token: t.Token(),
 		LeaseUntil: timeOf(t.LeaseUntil()), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,

@@ -230,7 +230,7 @@ func (s *ScheduleInfo) check() error {
 func (d *DB) sysEntries(ctx context.Context, ns Namespace, prefix string, limit int) ([]index.KV, error) {
 	var out []index.KV
 	err := d.c.read(ctx, func() {
-		d.c.store.ScanKV(ns.idx(), prefix, "", func(e index.KV) bool {
+		d.c.store.ScanKV(idxNS(ns), prefix, "", func(e index.KV) bool {
 			if !strings.HasPrefix(e.Key, prefix) {
 				return false
 			}
@@ -404,7 +404,7 @@ func (d *DB) Schedules(ctx context.Context, ns Namespace) ([]ScheduleInfo, error
 	var es, paused, runs []index.KV
 	err := d.c.read(ctx, func() {
 		scan := func(prefix string, out *[]index.KV) {
-			d.c.store.ScanKV(ns.idx(), prefix, "", func(e index.KV) bool {
+			d.c.store.ScanKV(idxNS(ns), prefix, "", func(e index.KV) bool {
 				if !strings.HasPrefix(e.Key, prefix) {
 					return false
 				}
@@ -459,7 +459,7 @@ func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name stri
 	k := ScheduleKey(queue, name)
 	var e index.KV
 	var ok bool
-	if err := d.c.read(ctx, func() { e, ok = d.c.store.KV(ns.idx(), ScheduleKeyPrefix+k) }); err != nil {
+	if err := d.c.read(ctx, func() { e, ok = d.c.store.KV(idxNS(ns), ScheduleKeyPrefix+k) }); err != nil {
 		return err
 	}
 	if !ok || !expiresOf(e.Value).After(d.Clock().Now()) {

@@ -45,7 +45,7 @@ func (q *queue) Name() string { return q.name }
 func (q *queue) Namespace() Namespace { return q.ns }
 
 func (q *queue) key() index.QueueKey {
-	return index.QueueKey{Namespace: q.ns.idx(), Name: q.name}
+	return index.QueueKey{Namespace: idxNS(q.ns), Name: q.name}
 }
 
 // check validates the handle's names and the caller's permissions.
@@ -996,7 +996,7 @@ func (c *core) queueInfo(iq *index.Queue, now int64) (QueueInfo, bool) {
 		return QueueInfo{}, false
 	}
 	tot := iq.Totals()
-	info := QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n,
+	info := QueueInfo{Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Name: k.Name, Counts: n,
 		Totals: Totals{Enqueued: tot.Enqueued, Claimed: tot.Claimed, Completed: tot.Completed,
 			Retried: tot.Retried, DeadLettered: tot.DeadLettered}}
 	if at, ok := iq.OldestReady(now); ok {
@@ -1025,7 +1025,7 @@ func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
 		for _, ns := range page {
 			// permit's question without its error, which a caller
 			// refused on most namespaces would make for each.
-			if auth.Allowed(caller, Namespace{ns.Project, ns.Scope}, PermRead)&PermRead != 0 {
+			if auth.Allowed(caller, Namespace{Project: ns.Project, Scope: ns.Scope}, PermRead)&PermRead != 0 {
 				out = append(out, ns)
 			}
 		}

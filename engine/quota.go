@@ -92,8 +92,8 @@ func (d *DB) Quota(ctx context.Context, ns Namespace) (Quota, NamespaceUsage, er
 	}
 	var q Quota
 	err := d.c.read(ctx, func() {
-		q = d.c.quotaOf(ns.idx())
-		iu := d.c.store.NamespaceUsage(ns.idx())
+		q = d.c.quotaOf(idxNS(ns))
+		iu := d.c.store.NamespaceUsage(idxNS(ns))
 		u.Tasks, u.Bytes = int(iu.Tasks), iu.Bytes
 	})
 	return q, u, err
@@ -169,7 +169,7 @@ func (cmd *command) onlyQuota() bool {
 // namespace past its quota (and the quota's reserve, for a completion or
 // a write to the system area). It is called with c.mu held, as admit.
 func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
-	ns := cmd.ns.idx()
+	ns := idxNS(cmd.ns)
 	q := c.quotaOf(ns)
 	if q == (Quota{}) || cmd.onlyQuota() {
 		return nil
