@@ -68,3 +68,53 @@ func rateString(rate int, per time.Duration, burst int, of string) string {
 	}
 	return s
 }
+
+// Limits on what a call may ask for. Each is checked before anything is
+// planned; exceeding one returns ErrInvalid naming it.
+const (
+	MaxNameBytes     = 255     // project, scope, queue, owner, kind, caller ids
+	MaxKeyBytes      = 4096    // KV keys and idempotency keys
+	MaxErrorBytes    = 8192    // a failure's error text (longer text is cut, not refused)
+	MaxHeaders       = 64      // headers per task
+	MaxHeaderBytes   = 1024    // one header key or value
+	MaxBatch         = 10_000  // tasks per batch enqueue, claim max, list and scan limits
+	MaxOps           = 10_000  // ops (KV mutations, assertions, follow-ups) in one commit
+	MaxAttemptsLimit = 1 << 20 // a task's attempt budget
+	MaxAttemptErrors = 20      // failed attempts a task remembers (TaskInfo.Errors)
+	MaxCommitBytes   = 64 << 20
+	// MaxDuration bounds delays, leases and backoffs (about 100 years), so
+	// that now+duration never overflows.
+	MaxDuration = 100 * 365 * 24 * time.Hour
+)
+
+// ReservedPrefix starts the keys of a namespace's system area: state the
+// engine's own runtime keeps in the namespace (the worker's periodic
+// schedules keep their last tick under "docket/periodic/"). A KV handle
+// cannot reach these keys: reading or writing one through it, in any call
+// (KV.Get, KV.Commit, the ops of Enqueue and Complete), is ErrInvalid, and
+// KV.Scan skips them. SystemKV reaches only them, with PermSystem.
+const ReservedPrefix = "docket/"
+
+// A quota bounds what one namespace's state may hold, as the memory budget
+// bounds the whole state: its tasks and its bytes, counted as
+// NamespaceUsage counts them. A write that would take its namespace past
+// its quota is refused with ErrFull and changes nothing; the other
+// namespaces do not notice. As with the budget, writes that free state are
+// never refused, and completions with follow-ups and writes to the system
+// area (worker presence, schedules) may use a reserve of an eighth of the
+// quota beyond it. A completion that writes nothing but its result is a
+// write that frees state: no quota refuses it.
+//
+// The quota is a record in the namespace's system area (QuotaKey): it is
+// durable, replicated with the rest of the state, and every node reads
+// the same quota from it. Setting a quota below what the namespace holds
+// refuses what adds to it until enough is freed; nothing is removed.
+// QuotaKey is the key of a namespace's quota in its system area.
+const QuotaKey = ReservedPrefix + "quota"
+
+// idempotency keys a caller chooses may not start with ReservedPrefix.
+const UniquePrefix = ReservedPrefix + "unique/"
+
+// MaxDependencies bounds the tasks one task depends on (DependsOn and
+// DependsOnSibling together).
+const MaxDependencies = 10_000

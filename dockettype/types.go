@@ -282,3 +282,5 @@ type AttemptError struct {
 	At      time.Time // when it failed (for an expired lease: its deadline)
 	Error   string
 }
+
+func (s State) valid() bool { return s >= Ready && s <= Waiting }

@@ -22,6 +22,10 @@ type (
 	TaskInfo         = dockettype.TaskInfo
 	AttemptError     = dockettype.AttemptError
 	Unique           = dockettype.Unique
+	OpKind           = dockettype.OpKind
+	Filter           = dockettype.Filter
+	Retrying         = dockettype.Retrying
+	BulkAction       = dockettype.BulkAction
 )
 
 // Sentinel errors (see dockettype).
@@ -42,33 +46,62 @@ var (
 )
 
 const (
-	CancelOnFailure = dockettype.CancelOnFailure
-	WaitOnFailure   = dockettype.WaitOnFailure
-	RunOnFailure    = dockettype.RunOnFailure
-	EvEnqueued      = dockettype.EvEnqueued
-	EvClaimed       = dockettype.EvClaimed
-	EvCompleted     = dockettype.EvCompleted
-	EvRetried       = dockettype.EvRetried
-	EvDead          = dockettype.EvDead
-	EvReclaimed     = dockettype.EvReclaimed
-	EvLeaseLost     = dockettype.EvLeaseLost
-	EvCancelled     = dockettype.EvCancelled
-	EvRedriven      = dockettype.EvRedriven
-	EvDenied        = dockettype.EvDenied
-	PermEnqueue     = dockettype.PermEnqueue
-	PermWork        = dockettype.PermWork
-	PermRead        = dockettype.PermRead
-	PermAdmin       = dockettype.PermAdmin
-	PermKVRead      = dockettype.PermKVRead
-	PermKVWrite     = dockettype.PermKVWrite
-	PermSystem      = dockettype.PermSystem
-	PermAll         = dockettype.PermAll
-	Ready           = dockettype.Ready
-	Scheduled       = dockettype.Scheduled
-	InFlight        = dockettype.InFlight
-	Dead            = dockettype.Dead
-	Completed       = dockettype.Completed
-	Waiting         = dockettype.Waiting
+	CancelOnFailure  = dockettype.CancelOnFailure
+	WaitOnFailure    = dockettype.WaitOnFailure
+	RunOnFailure     = dockettype.RunOnFailure
+	EvEnqueued       = dockettype.EvEnqueued
+	EvClaimed        = dockettype.EvClaimed
+	EvCompleted      = dockettype.EvCompleted
+	EvRetried        = dockettype.EvRetried
+	EvDead           = dockettype.EvDead
+	EvReclaimed      = dockettype.EvReclaimed
+	EvLeaseLost      = dockettype.EvLeaseLost
+	EvCancelled      = dockettype.EvCancelled
+	EvRedriven       = dockettype.EvRedriven
+	EvDenied         = dockettype.EvDenied
+	PermEnqueue      = dockettype.PermEnqueue
+	PermWork         = dockettype.PermWork
+	PermRead         = dockettype.PermRead
+	PermAdmin        = dockettype.PermAdmin
+	PermKVRead       = dockettype.PermKVRead
+	PermKVWrite      = dockettype.PermKVWrite
+	PermSystem       = dockettype.PermSystem
+	PermAll          = dockettype.PermAll
+	Ready            = dockettype.Ready
+	Scheduled        = dockettype.Scheduled
+	InFlight         = dockettype.InFlight
+	Dead             = dockettype.Dead
+	Completed        = dockettype.Completed
+	Waiting          = dockettype.Waiting
+	OpSet            = dockettype.OpSet
+	OpDelete         = dockettype.OpDelete
+	OpIfVersion      = dockettype.OpIfVersion
+	OpIfExists       = dockettype.OpIfExists
+	OpIfAbsent       = dockettype.OpIfAbsent
+	OpEnqueue        = dockettype.OpEnqueue
+	AnyRetrying      = dockettype.AnyRetrying
+	OnlyRetrying     = dockettype.OnlyRetrying
+	NotRetrying      = dockettype.NotRetrying
+	BulkRetry        = dockettype.BulkRetry
+	BulkCancel       = dockettype.BulkCancel
+	BulkRunNow       = dockettype.BulkRunNow
+	BulkDelete       = dockettype.BulkDelete
+	MaxFilterBytes   = dockettype.MaxFilterBytes
+	MaxNameBytes     = dockettype.MaxNameBytes
+	MaxKeyBytes      = dockettype.MaxKeyBytes
+	MaxErrorBytes    = dockettype.MaxErrorBytes
+	MaxHeaders       = dockettype.MaxHeaders
+	MaxHeaderBytes   = dockettype.MaxHeaderBytes
+	MaxBatch         = dockettype.MaxBatch
+	MaxOps           = dockettype.MaxOps
+	MaxAttemptsLimit = dockettype.MaxAttemptsLimit
+	MaxAttemptErrors = dockettype.MaxAttemptErrors
+	MaxCommitBytes   = dockettype.MaxCommitBytes
+	MaxDuration      = dockettype.MaxDuration
+	ReservedPrefix   = dockettype.ReservedPrefix
+	QuotaKey         = dockettype.QuotaKey
+	UniquePrefix     = dockettype.UniquePrefix
+	MaxDependencies  = dockettype.MaxDependencies
 )
 
 // NS returns the namespace (project, scope).
@@ -80,6 +113,9 @@ func ParseNamespace(s string) (Namespace, error) { return dockettype.ParseNamesp
 
 // ParsePolicy returns the policy its String names.
 func ParsePolicy(s string) (DependencyPolicy, error) { return dockettype.ParsePolicy(s) }
+
+// ParseBulkAction reads retry, cancel, run-now (or run_now) and delete.
+func ParseBulkAction(s string) (BulkAction, error) { return dockettype.ParseBulkAction(s) }
 
 // idxNS is the index's name of namespace n.
 func idxNS(n Namespace) index.Namespace { return index.Namespace{Project: n.Project, Scope: n.Scope} }

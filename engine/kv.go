@@ -8,14 +8,6 @@ import (
 	"github.com/docketdb/docket/internal/index"
 )
 
-// ReservedPrefix starts the keys of a namespace's system area: state the
-// engine's own runtime keeps in the namespace (the worker's periodic
-// schedules keep their last tick under "docket/periodic/"). A KV handle
-// cannot reach these keys: reading or writing one through it, in any call
-// (KV.Get, KV.Commit, the ops of Enqueue and Complete), is ErrInvalid, and
-// KV.Scan skips them. SystemKV reaches only them, with PermSystem.
-const ReservedPrefix = "docket/"
-
 // reservedEnd is the first key after every key with ReservedPrefix.
 const reservedEnd = "docket0" // '0' follows '/'
 
@@ -151,14 +143,8 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if err := k.check(perms); err != nil {
 		return TxResult{}, err
 	}
-	cmd := command{op: cmdCommit, ns: k.ns, ops: vops}
+	cmd := command{Op: cmdCommit, NS: k.ns, Ops: vops}
 	var res cmdResult
 	err = k.db.c.exec(ctx, &cmd, &res)
-	return TxResult{Version: res.seq, Enqueued: res.enqs}, err
-}
-
-func planCommit(p *planner, cmd *command, res *cmdResult) error {
-	var err error
-	res.enqs, err = p.ops(cmd.ns, cmd.ops, nil)
-	return err
+	return TxResult{Version: res.Seq, Enqueued: res.Enqs}, err
 }

@@ -12,38 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// UniquePrefix starts the idempotency keys derived from content. The
-// idempotency keys a caller chooses may not start with ReservedPrefix.
-const UniquePrefix = ReservedPrefix + "unique/"
-
-const (
-	uniqueRequired = 1<<index.StateReady | 1<<index.StateScheduled | 1<<index.StateInFlight
-	uniqueAllowed  = uniqueRequired | 1<<index.StateDead | 1<<index.StateCompleted
-	uniqueDefault  = uniqueRequired | 1<<index.StateCompleted
-)
-
-// checkUniqueStates validates a set of blocking states as a bit mask.
-func checkUniqueStates(mask uint8) error {
-	if mask&^uniqueAllowed != 0 || mask&uniqueRequired != uniqueRequired {
-		return invalid("unique states %s: want ready, scheduled and in-flight, and optionally dead and completed", statesOf(mask))
-	}
-	return nil
-}
-
-func statesOf(mask uint8) string {
-	var names []string
-	for st := index.StateReady; st < index.NumStates; st++ {
-		if mask&(1<<st) != 0 {
-			names = append(names, st.String())
-		}
-	}
-	return "[" + strings.Join(names, " ") + "]"
-}
-
-// checkUnique validates t's Unique and fills in the spec's derived key,
+// UniquePrefix starts the idempotency keys derived from content. The// checkUnique validates t's Unique and fills in the spec's derived key,
 // states and window.
 func checkUnique(t *Task, s *spec) error {
 	u := t.Unique
@@ -59,7 +32,7 @@ func checkUnique(t *Task, s *spec) error {
 	if len(u.States) > index.NumStates-1 {
 		return invalid("%d unique states: there are %d", len(u.States), index.NumStates-1)
 	}
-	mask := uint8(uniqueDefault)
+	mask := uint8(machine.UniqueDefault)
 	if len(u.States) > 0 {
 		mask = 0
 		for _, st := range u.States {
@@ -70,7 +43,7 @@ func checkUnique(t *Task, s *spec) error {
 				mask |= 1 << st
 			}
 		}
-		if err := checkUniqueStates(mask); err != nil {
+		if err := machine.CheckUniqueStates(mask); err != nil {
 			return err
 		}
 	}
@@ -78,7 +51,7 @@ func checkUnique(t *Task, s *spec) error {
 	if err != nil {
 		return err
 	}
-	s.idem, s.uniq, s.window = key, mask, u.Window.Microseconds()
+	s.Idem, s.Uniq, s.Window = key, mask, u.Window.Microseconds()
 	return nil
 }
 
@@ -215,35 +188,4 @@ func writeJSONString(out *bytes.Buffer, s string) {
 		}
 	}
 	out.WriteByte('"')
-}
-
-// blocks reports whether the idempotency entry e, found for a new task's
-// key at the plan's time, deduplicates the new task. A caller's key always
-// does (while the entry lasts). A unique-by-content key does while its
-// task is waiting for its dependencies (a state no entry names, so that
-// the entries and commands of the versions before dependencies still
-// read) or in one of the entry's states; a task that has left the store
-// completed (a cancelled one takes its entry with it, see endedUnique).
-func (p *planner) blocks(e *index.Idem) bool {
-	if e.States == 0 {
-		return true
-	}
-	t, ok := p.c.store.Task(e.ID)
-	if !ok {
-		return true
-	}
-	st := t.StateAt(p.now)
-	return st == index.StateWaiting || e.Blocks(st)
-}
-
-// endedUnique plans what happens to the unique-by-content entry e of t as
-// t ends: kept for the rest of its window when t completes and completed
-// tasks block, deleted otherwise (a cancellation, or a completion that
-// does not block), so that the same content may be enqueued again at once.
-// A completion is the one whose task the plan is completing (p.parent).
-func (p *planner) endedUnique(t *index.Task, e index.Idem) {
-	if p.parent == t.ID && e.Blocks(index.StateCompleted) {
-		return
-	}
-	p.put(index.Mutation{Kind: index.MutDeleteIdem, Idem: e})
 }
