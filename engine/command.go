@@ -1,8 +1,6 @@
 package engine
 
-import (
-	"context"
-)
+import "context"
 
 // exec runs a validated command: planned and committed here, or, on a
 // replicated DB, submitted to the log and planned as it applies.

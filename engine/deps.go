@@ -1,8 +1,6 @@
 package engine
 
-import (
-	"slices"
-)
+import "slices"
 
 // checkDeps validates t's dependencies into s: ids sorted without
 // repeats, sibling positions likewise (checkSiblings checks that they

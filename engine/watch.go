@@ -1,8 +1,6 @@
 package engine
 
-import (
-	"sync"
-)
+import "sync"
 
 // LeaseWatcher is implemented by an API that can tell its caller, in
 // process, that a leased task was cancelled, so that a worker stops the
