@@ -3,7 +3,6 @@ package machine
 import (
 	"math"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/docketdb/docket/dockettype"
@@ -41,7 +40,7 @@ var SkipNames = [NSkip]string{
 	SkipPending:   "not ended (cancel removes tasks still to run)",
 }
 
-// taskFilter is a validated Filter in the index's terms.
+// TaskFilter is a validated Filter in the index's terms.
 type TaskFilter struct {
 	states       uint8 // a bit per index.TaskState; 0: all
 	retrying     dockettype.Retrying
@@ -53,40 +52,19 @@ type TaskFilter struct {
 	since, until int64  // created in since..until-1 (micros)
 }
 
+// CompileFilter validates f (as Filter.Validate) and puts it in the index's terms.
 func CompileFilter(f *dockettype.Filter) (TaskFilter, error) {
+	if err := f.Validate(); err != nil {
+		return TaskFilter{}, err
+	}
 	tf := TaskFilter{retrying: f.Retrying, kind: f.Kind, errLow: strings.ToLower(f.Error),
 		part: f.Partition, hasPart: f.Partition != "", hk: f.HeaderKey, hv: f.HeaderValue,
 		minID: f.MinID, maxID: f.MaxID, since: math.MinInt64, until: math.MaxInt64}
 	for _, s := range f.States {
-		if !index.TaskState(s).Valid() {
-			return tf, invalid("filter state %d", s)
-		}
 		tf.states |= 1 << s
-	}
-	if f.Retrying > dockettype.NotRetrying {
-		return tf, invalid("filter retrying %d is not one of any (0), only (1) or not (2)", f.Retrying)
-	}
-	for _, fld := range []struct{ name, v string }{{"kind", f.Kind}, {"partition", f.Partition},
-		{"error text", f.Error}, {"header key", f.HeaderKey}, {"header value", f.HeaderValue}} {
-		max := dockettype.MaxNameBytes
-		if fld.name != "kind" && fld.name != "partition" {
-			max = dockettype.MaxFilterBytes
-		}
-		switch {
-		case len(fld.v) > max:
-			return tf, invalid("filter %s is %d bytes, over the limit of %d", fld.name, len(fld.v), max)
-		case !utf8.ValidString(fld.v):
-			return tf, invalid("filter %s is not valid UTF-8", fld.name)
-		}
-	}
-	if f.HeaderValue != "" && f.HeaderKey == "" {
-		return tf, invalid("filter header value %.40q without a header key", f.HeaderValue)
 	}
 	if tf.maxID == 0 {
 		tf.maxID = math.MaxUint64
-	}
-	if tf.minID > tf.maxID {
-		return tf, invalid("filter id range %d..%d is empty", f.MinID, f.MaxID)
 	}
 	if !f.EnqueuedSince.IsZero() {
 		tf.since = f.EnqueuedSince.UnixMicro()
@@ -94,14 +72,10 @@ func CompileFilter(f *dockettype.Filter) (TaskFilter, error) {
 	if !f.EnqueuedBefore.IsZero() {
 		tf.until = f.EnqueuedBefore.UnixMicro()
 	}
-	if tf.since >= tf.until {
-		return tf, invalid("filter enqueued since %s and before %s is empty",
-			f.EnqueuedSince.Format(time.RFC3339), f.EnqueuedBefore.Format(time.RFC3339))
-	}
 	return tf, nil
 }
 
-// match reports whether t, a task of the searched queue, is selected at
+// Match reports whether t, a task of the searched queue, is selected at
 // now; gone is doneBefore(now) (retained completions at or before it are
 // forgotten). It reads t as infoOf shows it: an expired lease with its
 // "lease expired" error.
