@@ -114,49 +114,8 @@ func (cmd *Command) Key() index.QueueKey {
 // Plan plans cmd with p, writing what the call returns into res. It reads
 // nothing but the state, the command and p.now.
 func (cmd *Command) Plan(p *Planner, res *Result) error {
-	switch cmd.Op {
-	case CmdEnqueue:
-		return planEnqueue(p, cmd, res)
-	case CmdEnqueueBatch:
-		return planEnqueueBatch(p, cmd, res)
-	case CmdClaim:
-		return planClaim(p, cmd, res)
-	case CmdComplete:
-		return planComplete(p, cmd, res)
-	case CmdCompleteBatch:
-		return planCompleteBatch(p, cmd, res)
-	case CmdFail:
-		return planFail(p, cmd)
-	case CmdHeartbeat:
-		return planHeartbeat(p, cmd, res)
-	case CmdSnooze:
-		return planSnooze(p, cmd)
-	case CmdCancel, CmdRedrive, CmdRunNow:
-		t, err := p.s.Task(cmd.Key(), cmd.ID, p.now)
-		if err != nil {
-			return err
-		}
-		switch cmd.Op {
-		case CmdCancel:
-			return planCancel(p, cmd, t)
-		case CmdRedrive:
-			return planRedrive(p, cmd, t)
-		}
-		return planRunNow(p, cmd, t)
-	case CmdRedriveAll:
-		return planRedriveAll(p, cmd, res)
-	case CmdCommit:
-		return planCommit(p, cmd, res)
-	case CmdSetPaused:
-		return planSetPaused(p, cmd)
-	case CmdSetLimits:
-		return planSetLimits(p, cmd)
-	case CmdCompleteClaim:
-		return planCompleteClaim(p, cmd, res)
-	case CmdHeartbeatBatch:
-		return planHeartbeatBatch(p, cmd, res)
-	case CmdBulk:
-		return planBulk(p, cmd, res)
+	if o := operationOf(cmd.Op); o != nil {
+		return o.plan(p, cmd, res)
 	}
 	return invalid("command %d", cmd.Op)
 }
