@@ -4,6 +4,7 @@ go 1.24.0
 
 require (
 	connectrpc.com/connect v1.19.2
+	github.com/cockroachdb/datadriven v1.0.3
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/tidwall/btree v1.8.2
 	github.com/tidwall/wal v1.2.1
@@ -13,6 +14,7 @@ require (
 )
 
 require (
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/tidwall/gjson v1.10.2 // indirect
 	github.com/tidwall/match v1.1.1 // indirect

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/docketdb/docket/engine/internal/machine"
+
 	"bytes"
 	"errors"
 	"reflect"
@@ -28,86 +30,86 @@ type versionedSample struct {
 }
 
 func versionedSamples() []versionedSample {
-	full := spec{payload: []byte(`{"a":1}`), kind: "k", delay: 5, at: 1_900_000_000_000_000, prio: -3,
-		maxAttempts: 7, base: 10, max: 1000, idem: "key", headers: map[string]string{"b": "2", "a": "1", "c": ""}}
-	bare := spec{maxAttempts: 5, base: 1_000_000, max: 60_000_000}
-	unique := spec{payload: []byte(`{"a":1}`), kind: "k", maxAttempts: 5, base: 1, max: 2, idem: UniquePrefix + "ab",
-		uniq: uniqueDefault, window: 3_600_000_000}
+	full := spec{Payload: []byte(`{"a":1}`), Kind: "k", Delay: 5, At: 1_900_000_000_000_000, Prio: -3,
+		MaxAttempts: 7, Base: 10, Max: 1000, Idem: "key", Headers: map[string]string{"b": "2", "a": "1", "c": ""}}
+	bare := spec{MaxAttempts: 5, Base: 1_000_000, Max: 60_000_000}
+	unique := spec{Payload: []byte(`{"a":1}`), Kind: "k", MaxAttempts: 5, Base: 1, Max: 2, Idem: UniquePrefix + "ab",
+		Uniq: machine.UniqueDefault, Window: 3_600_000_000}
 	dependent := full
-	dependent.deps, dependent.sibs, dependent.policy = []uint64{3, 9, 1 << 40}, []int{0, 2}, uint8(RunOnFailure)
+	dependent.Deps, dependent.Sibs, dependent.Policy = []uint64{3, 9, 1 << 40}, []int{0, 2}, uint8(RunOnFailure)
 	uniqueDependent := unique
-	uniqueDependent.deps, uniqueDependent.policy = []uint64{8}, uint8(WaitOnFailure)
+	uniqueDependent.Deps, uniqueDependent.Policy = []uint64{8}, uint8(WaitOnFailure)
 	policyOnly := bare
-	policyOnly.policy = uint8(WaitOnFailure)
+	policyOnly.Policy = uint8(WaitOnFailure)
 	parted := bare
-	parted.part = "tenant-1"
+	parted.Part = "tenant-1"
 	partedDependent := dependent
-	partedDependent.part = "t2"
+	partedDependent.Part = "t2"
 	ops := []vop{
-		{kind: OpSet, key: "k1", value: []byte("v")}, {kind: OpSet, key: "k0", value: []byte{}},
-		{kind: OpDelete, key: "k2"}, {kind: OpIfVersion, key: "k3", version: 9}, {kind: OpIfExists, key: "k4"},
-		{kind: OpIfAbsent, key: "k5"}, {kind: OpEnqueue, queue: "other", spec: full},
+		{Kind: OpSet, Key: "k1", Value: []byte("v")}, {Kind: OpSet, Key: "k0", Value: []byte{}},
+		{Kind: OpDelete, Key: "k2"}, {Kind: OpIfVersion, Key: "k3", Version: 9}, {Kind: OpIfExists, Key: "k4"},
+		{Kind: OpIfAbsent, Key: "k5"}, {Kind: OpEnqueue, Queue: "other", Spec: full},
 	}
-	depOps := append(ops[:6:6], vop{kind: OpEnqueue, queue: "other", spec: dependent})
+	depOps := append(ops[:6:6], vop{Kind: OpEnqueue, Queue: "other", Spec: dependent})
 	fence := Lease{ID: 12, Token: 3, Secret: 0xfeedface}
-	base := command{ns: NS("p", "s"), queue: "q", now: 1_893_456_000_000_000, retain: 3_600_000_000, idemTTL: -1}
+	base := command{NS: NS("p", "s"), Queue: "q", Now: 1_893_456_000_000_000, Retain: 3_600_000_000, IdemTTL: -1}
 	cmds := []versionedSample{
-		{1, command{op: cmdEnqueue, task: full, ops: ops}},
-		{1, command{op: cmdEnqueue, task: bare}},
-		{1, command{op: cmdEnqueueBatch, tasks: []spec{full, bare}, ops: ops[:2]}},
-		{1, command{op: cmdClaim, owner: "w", lease: 30_000_000, max: 10, wait: true, seed: 77}},
-		{1, command{op: cmdComplete, fence: fence, result: []byte(`"ok"`), ops: ops}},
-		{1, command{op: cmdCompleteBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}}},
-		{1, command{op: cmdFail, fence: fence, errMsg: "boom", permanent: true, delay: 250}},
-		{1, command{op: cmdHeartbeat, fence: fence, lease: 60_000_000, hasProg: true, progress: []byte(`{"p":2}`)}},
-		{1, command{op: cmdHeartbeat, fence: fence, lease: 1, hasProg: true}},
-		{1, command{op: cmdHeartbeat, fence: fence, lease: 1}},
-		{1, command{op: cmdSnooze, fence: fence, delay: 0}},
-		{1, command{op: cmdCancel, id: 4}}, {1, command{op: cmdRedrive, id: 5}}, {1, command{op: cmdRunNow, id: 6}},
-		{1, command{op: cmdRedriveAll}},
-		{1, command{op: cmdCommit, ops: ops}},
+		{1, command{Op: cmdEnqueue, Task: full, Ops: ops}},
+		{1, command{Op: cmdEnqueue, Task: bare}},
+		{1, command{Op: cmdEnqueueBatch, Tasks: []spec{full, bare}, Ops: ops[:2]}},
+		{1, command{Op: cmdClaim, Owner: "w", Lease: 30_000_000, Max: 10, Wait: true, Seed: 77}},
+		{1, command{Op: cmdComplete, Fence: fence, Result: []byte(`"ok"`), Ops: ops}},
+		{1, command{Op: cmdCompleteBatch, Fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}}},
+		{1, command{Op: cmdFail, Fence: fence, ErrMsg: "boom", Permanent: true, Delay: 250}},
+		{1, command{Op: cmdHeartbeat, Fence: fence, Lease: 60_000_000, HasProg: true, Progress: []byte(`{"p":2}`)}},
+		{1, command{Op: cmdHeartbeat, Fence: fence, Lease: 1, HasProg: true}},
+		{1, command{Op: cmdHeartbeat, Fence: fence, Lease: 1}},
+		{1, command{Op: cmdSnooze, Fence: fence, Delay: 0}},
+		{1, command{Op: cmdCancel, ID: 4}}, {1, command{Op: cmdRedrive, ID: 5}}, {1, command{Op: cmdRunNow, ID: 6}},
+		{1, command{Op: cmdRedriveAll}},
+		{1, command{Op: cmdCommit, Ops: ops}},
 		// Version 2: the queue controls, complete and claim, heartbeat
 		// batch, and tasks unique by content.
-		{2, command{op: cmdSetPaused, paused: true}}, {2, command{op: cmdSetPaused}},
-		{2, command{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}}},
-		{2, command{op: cmdSetLimits}},
-		{2, command{op: cmdCompleteClaim, fence: fence, result: []byte(`"ok"`), ops: ops, owner: "w", lease: 30_000_000, max: 3, seed: 78}},
-		{2, command{op: cmdCompleteClaim, fence: fence, owner: "w", lease: 1, max: 1, seed: 1}},
-		{2, command{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}, owner: "w", lease: 1, max: 1, seed: 2}},
-		{2, command{op: cmdHeartbeatBatch, fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, lease: 60_000_000}},
-		{2, command{op: cmdEnqueue, task: unique, ops: ops[:1]}},
-		{2, command{op: cmdBulk, bulk: bulkArgs{action: BulkCancel, from: 1, scan: bulkScan}}},
-		{2, command{op: cmdBulk, bulk: bulkArgs{action: BulkRetry, from: 17, scan: 1, filter: Filter{
+		{2, command{Op: cmdSetPaused, Paused: true}}, {2, command{Op: cmdSetPaused}},
+		{2, command{Op: cmdSetLimits, Limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}}},
+		{2, command{Op: cmdSetLimits}},
+		{2, command{Op: cmdCompleteClaim, Fence: fence, Result: []byte(`"ok"`), Ops: ops, Owner: "w", Lease: 30_000_000, Max: 3, Seed: 78}},
+		{2, command{Op: cmdCompleteClaim, Fence: fence, Owner: "w", Lease: 1, Max: 1, Seed: 1}},
+		{2, command{Op: cmdCompleteClaim, Fence: fence, Ops: []vop{{Kind: OpEnqueue, Queue: "u", Spec: unique}}, Owner: "w", Lease: 1, Max: 1, Seed: 2}},
+		{2, command{Op: cmdHeartbeatBatch, Fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, Lease: 60_000_000}},
+		{2, command{Op: cmdEnqueue, Task: unique, Ops: ops[:1]}},
+		{2, command{Op: cmdBulk, Bulk: bulkArgs{Action: BulkCancel, From: 1, Scan: bulkScan}}},
+		{2, command{Op: cmdBulk, Bulk: bulkArgs{Action: BulkRetry, From: 17, Scan: 1, Filter: Filter{
 			States: []State{Dead, Scheduled}, Retrying: OnlyRetrying, Kind: "k", Error: "Boom", Partition: "p",
 			HeaderKey: "h", HeaderValue: "v", MinID: 3, MaxID: 90,
 			EnqueuedSince: time.UnixMicro(1_700_000_000_000_001).UTC(), EnqueuedBefore: time.UnixMicro(1_800_000_000_000_000).UTC()}}}},
-		{2, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique}}},
-		{2, command{op: cmdCommit, ops: []vop{{kind: OpEnqueue, queue: "u", spec: unique}}}},
+		{2, command{Op: cmdEnqueueBatch, Tasks: []spec{bare, unique}}},
+		{2, command{Op: cmdCommit, Ops: []vop{{Kind: OpEnqueue, Queue: "u", Spec: unique}}}},
 		// Version 3: tasks with dependencies or a dependency policy,
 		// wherever a command carries them.
-		{3, command{op: cmdEnqueue, task: dependent, ops: ops}},
-		{3, command{op: cmdEnqueue, task: full, ops: depOps}},
-		{3, command{op: cmdEnqueue, task: uniqueDependent}},
-		{3, command{op: cmdEnqueue, task: policyOnly}},
-		{3, command{op: cmdEnqueueBatch, tasks: []spec{bare, unique, dependent}, ops: ops[:2]}},
-		{3, command{op: cmdComplete, fence: fence, ops: depOps}},
-		{3, command{op: cmdCompleteClaim, fence: fence, ops: depOps, owner: "w", lease: 1, max: 2, seed: 3}},
-		{3, command{op: cmdCommit, ops: depOps}},
+		{3, command{Op: cmdEnqueue, Task: dependent, Ops: ops}},
+		{3, command{Op: cmdEnqueue, Task: full, Ops: depOps}},
+		{3, command{Op: cmdEnqueue, Task: uniqueDependent}},
+		{3, command{Op: cmdEnqueue, Task: policyOnly}},
+		{3, command{Op: cmdEnqueueBatch, Tasks: []spec{bare, unique, dependent}, Ops: ops[:2]}},
+		{3, command{Op: cmdComplete, Fence: fence, Ops: depOps}},
+		{3, command{Op: cmdCompleteClaim, Fence: fence, Ops: depOps, Owner: "w", Lease: 1, Max: 2, Seed: 3}},
+		{3, command{Op: cmdCommit, Ops: depOps}},
 		// Version 4: tasks that name a partition, and limits that bound
 		// each partition.
-		{4, command{op: cmdEnqueue, task: parted}},
-		{4, command{op: cmdEnqueue, task: partedDependent, ops: ops}},
-		{4, command{op: cmdEnqueueBatch, tasks: []spec{bare, parted, dependent}}},
-		{4, command{op: cmdCompleteClaim, fence: fence, ops: []vop{{kind: OpEnqueue, queue: "p", spec: parted}}, owner: "w", lease: 1, max: 2, seed: 4}},
-		{4, command{op: cmdSetLimits, limits: Limits{MaxInFlight: 3, PartitionMaxInFlight: 2}}},
-		{4, command{op: cmdSetLimits, limits: Limits{PartitionRate: 5, PartitionPer: time.Second, PartitionBurst: 7}}},
-		{4, command{op: cmdSetLimits, limits: Limits{Rate: 1, Per: time.Minute, PartitionMaxInFlight: 1, PartitionRate: 2, PartitionPer: time.Millisecond}}},
+		{4, command{Op: cmdEnqueue, Task: parted}},
+		{4, command{Op: cmdEnqueue, Task: partedDependent, Ops: ops}},
+		{4, command{Op: cmdEnqueueBatch, Tasks: []spec{bare, parted, dependent}}},
+		{4, command{Op: cmdCompleteClaim, Fence: fence, Ops: []vop{{Kind: OpEnqueue, Queue: "p", Spec: parted}}, Owner: "w", Lease: 1, Max: 2, Seed: 4}},
+		{4, command{Op: cmdSetLimits, Limits: Limits{MaxInFlight: 3, PartitionMaxInFlight: 2}}},
+		{4, command{Op: cmdSetLimits, Limits: Limits{PartitionRate: 5, PartitionPer: time.Second, PartitionBurst: 7}}},
+		{4, command{Op: cmdSetLimits, Limits: Limits{Rate: 1, Per: time.Minute, PartitionMaxInFlight: 1, PartitionRate: 2, PartitionPer: time.Millisecond}}},
 	}
 	for i := range cmds {
 		c := &cmds[i].cmd
-		c.ns, c.queue, c.now, c.retain, c.idemTTL = base.ns, base.queue, base.now, base.retain, base.idemTTL
-		if c.op == cmdCompleteBatch || c.op == cmdHeartbeatBatch {
-			c.dup = repeatedLeases(c.fences)
+		c.NS, c.Queue, c.Now, c.Retain, c.IdemTTL = base.NS, base.Queue, base.Now, base.Retain, base.IdemTTL
+		if c.Op == cmdCompleteBatch || c.Op == cmdHeartbeatBatch {
+			c.Dup = machine.RepeatedLeases(c.Fences)
 		}
 	}
 	return cmds
@@ -117,20 +119,20 @@ func versionedSamples() []versionedSample {
 // was encoded, and encodes to the same bytes again.
 func TestCommandRoundTrip(t *testing.T) {
 	for _, cmd := range sampleCommands() {
-		data, err := cmd.encode()
+		data, err := cmd.Encode()
 		if err != nil {
-			t.Fatalf("%s: encode: %v", cmd.op, err)
+			t.Fatalf("%s: encode: %v", cmd.Op, err)
 		}
 		var got command
 		if err := decodeCommand(data, &got); err != nil {
-			t.Fatalf("%s: decode: %v", cmd.op, err)
+			t.Fatalf("%s: decode: %v", cmd.Op, err)
 		}
 		if !reflect.DeepEqual(got, cmd) {
-			t.Fatalf("%s: round trip\n got %+v\nwant %+v", cmd.op, got, cmd)
+			t.Fatalf("%s: round trip\n got %+v\nwant %+v", cmd.Op, got, cmd)
 		}
-		again, err := got.encode()
+		again, err := got.Encode()
 		if err != nil || !bytes.Equal(again, data) {
-			t.Fatalf("%s: re-encoding gives other bytes (%v)", cmd.op, err)
+			t.Fatalf("%s: re-encoding gives other bytes (%v)", cmd.Op, err)
 		}
 	}
 }
@@ -142,13 +144,13 @@ func TestCommandBytesDeterministic(t *testing.T) {
 	for _, k := range []string{"z", "y", "x", "w", "v", "u", "t", "s", "r", "q"} {
 		h[k] = k + k
 	}
-	cmd := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{headers: h, maxAttempts: 5}}
-	first, err := cmd.encode()
+	cmd := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Headers: h, MaxAttempts: 5}}
+	first, err := cmd.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 50 {
-		data, err := cmd.encode()
+		data, err := cmd.Encode()
 		if err != nil || !bytes.Equal(data, first) {
 			t.Fatalf("encoding changed: %v", err)
 		}
@@ -163,40 +165,40 @@ func TestCommandBytesDeterministic(t *testing.T) {
 // refused with ErrCorrupt; an unknown version with ErrFailed.
 func TestDecodeCommandRefuses(t *testing.T) {
 	for _, cmd := range sampleCommands() {
-		data, _ := cmd.encode()
+		data, _ := cmd.Encode()
 		for n := range len(data) {
 			var got command
 			if err := decodeCommand(data[:n], &got); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("%s cut at %d of %d: %v, want ErrCorrupt", cmd.op, n, len(data), err)
+				t.Fatalf("%s cut at %d of %d: %v, want ErrCorrupt", cmd.Op, n, len(data), err)
 			}
 		}
 		var got command
 		if err := decodeCommand(append(bytes.Clone(data), 0), &got); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("%s with a trailing byte: %v", cmd.op, err)
+			t.Fatalf("%s with a trailing byte: %v", cmd.Op, err)
 		}
 	}
-	noSeed := command{op: cmdClaim, ns: ns, queue: "q", owner: "w", lease: 1, max: 1}
-	unknown := command{op: cmdRedriveAll, ns: ns, queue: "q"}
-	data, _ := unknown.encode()
-	bad := map[string][]byte{"claim without a seed": must(noSeed.encode())}
-	noSeed.op = cmdCompleteClaim
-	bad["complete and claim without a seed"] = must(noSeed.encode())
-	noExtend := command{op: cmdHeartbeatBatch, ns: ns, queue: "q"}
-	bad["heartbeat batch extending by nothing"] = must(noExtend.encode())
+	noSeed := command{Op: cmdClaim, NS: ns, Queue: "q", Owner: "w", Lease: 1, Max: 1}
+	unknown := command{Op: cmdRedriveAll, NS: ns, Queue: "q"}
+	data, _ := unknown.Encode()
+	bad := map[string][]byte{"claim without a seed": must(noSeed.Encode())}
+	noSeed.Op = cmdCompleteClaim
+	bad["complete and claim without a seed"] = must(noSeed.Encode())
+	noExtend := command{Op: cmdHeartbeatBatch, NS: ns, Queue: "q"}
+	bad["heartbeat batch extending by nothing"] = must(noExtend.Encode())
 	bad["unknown operation"] = append([]byte{data[0], 99}, data[2:]...)
-	h := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{headers: map[string]string{"a": "1", "b": "2"}}}
-	hd := must(h.encode())
+	h := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Headers: map[string]string{"a": "1", "b": "2"}}}
+	hd := must(h.Encode())
 	i := bytes.Index(hd, []byte{0xa1, 'a', 0xa1, '1', 0xa1, 'b', 0xa1, '2'})
 	copy(hd[i:], []byte{0xa1, 'b', 0xa1, '2', 0xa1, 'a', 0xa1, '1'})
 	bad["headers out of order"] = hd
 	bad["empty"] = nil
-	deps := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{deps: []uint64{4, 7}}}
-	dd := must(deps.encode())
+	deps := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Deps: []uint64{4, 7}}}
+	dd := must(deps.Encode())
 	i = bytes.Index(dd, []byte{0x92, 4, 7})
 	bad["dependencies out of order"] = append(append(bytes.Clone(dd[:i]), 0x92, 7, 4), dd[i+3:]...)
 	bad["dependency on task 0"] = append(append(bytes.Clone(dd[:i]), 0x92, 0, 7), dd[i+3:]...)
-	pc := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{policy: uint8(RunOnFailure)}}
-	pol := must(pc.encode())
+	pc := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Policy: uint8(RunOnFailure)}}
+	pol := must(pc.Encode())
 	bad["unknown policy"] = append(bytes.Clone(pol[:len(pol)-2]), 9, 0x90)
 	for name, b := range bad {
 		var got command
@@ -205,12 +207,12 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		}
 	}
 	// Version 2's additions in a version 1 command, and nonsense in them.
-	pause := must((&command{op: cmdSetPaused, ns: ns, queue: "q", paused: true}).encode())
+	pause := must((&command{Op: cmdSetPaused, NS: ns, Queue: "q", Paused: true}).Encode())
 	bad = map[string][]byte{"set paused in version 1": append([]byte{cmdVersion1}, pause[1:]...)}
 	for _, cmd := range sampleCommands() {
-		if cmd.op == cmdCompleteClaim || cmd.op == cmdHeartbeatBatch {
-			b := must(cmd.encode())
-			bad[cmd.op.String()+" in version 1"] = append([]byte{cmdVersion1}, b[1:]...)
+		if cmd.Op == cmdCompleteClaim || cmd.Op == cmdHeartbeatBatch {
+			b := must(cmd.Encode())
+			bad[cmd.Op.String()+" in version 1"] = append([]byte{cmdVersion1}, b[1:]...)
 		}
 	}
 	for name, l := range map[string]Limits{
@@ -222,15 +224,15 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		"partition rate, no per":   {PartitionRate: 3},
 		"negative partition burst": {PartitionRate: 3, PartitionPer: time.Second, PartitionBurst: -1},
 	} {
-		bad[name] = must((&command{op: cmdSetLimits, ns: ns, queue: "q", limits: l}).encode())
+		bad[name] = must((&command{Op: cmdSetLimits, NS: ns, Queue: "q", Limits: l}).Encode())
 	}
-	u := command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{idem: UniquePrefix + "x", uniq: 1 << index.StateReady, window: 5}}
-	bad["unique without the required states"] = must(u.encode())
-	u.task.uniq, u.task.idem = uniqueDefault, ""
-	bad["unique without a key"] = must(u.encode())
-	rated := must((&command{op: cmdSetLimits, ns: ns, queue: "q", limits: Limits{PartitionRate: 3, PartitionPer: time.Second}}).encode())
+	u := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Idem: UniquePrefix + "x", Uniq: 1 << index.StateReady, Window: 5}}
+	bad["unique without the required states"] = must(u.Encode())
+	u.Task.Uniq, u.Task.Idem = machine.UniqueDefault, ""
+	bad["unique without a key"] = must(u.Encode())
+	rated := must((&command{Op: cmdSetLimits, NS: ns, Queue: "q", Limits: Limits{PartitionRate: 3, PartitionPer: time.Second}}).Encode())
 	bad["partition rate in version 3"] = append([]byte{cmdVersion3}, rated[1:]...)
-	bad["partition with a NUL byte"] = must((&command{op: cmdEnqueue, ns: ns, queue: "q", task: spec{part: "a\x00"}}).encode())
+	bad["partition with a NUL byte"] = must((&command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Part: "a\x00"}}).Encode())
 	for name, b := range bad {
 		var got command
 		if err := decodeCommand(b, &got); !errors.Is(err, ErrCorrupt) {
@@ -251,9 +253,9 @@ func TestDecodeCommandRefuses(t *testing.T) {
 // guess.
 func TestCommandVersion(t *testing.T) {
 	for _, v := range versionedSamples() {
-		data := must(v.cmd.encode())
+		data := must(v.cmd.Encode())
 		if uint64(data[0]) != v.ver {
-			t.Errorf("%s: version %d, want %d", v.cmd.op, data[0], v.ver)
+			t.Errorf("%s: version %d, want %d", v.cmd.Op, data[0], v.ver)
 		}
 		if v.ver == cmdVersion1 || !carriesSpec(&v.cmd) {
 			continue
@@ -265,7 +267,7 @@ func TestCommandVersion(t *testing.T) {
 			}
 			var got command
 			if err := decodeCommand(append([]byte{byte(other)}, data[1:]...), &got); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("%s of version %d read as version %d: %v, want ErrCorrupt", v.cmd.op, v.ver, other, err)
+				t.Errorf("%s of version %d read as version %d: %v, want ErrCorrupt", v.cmd.Op, v.ver, other, err)
 			}
 		}
 	}
@@ -273,10 +275,10 @@ func TestCommandVersion(t *testing.T) {
 
 // carriesSpec reports whether cmd has a task to enqueue.
 func carriesSpec(cmd *command) bool {
-	if cmd.op == cmdEnqueue || len(cmd.tasks) > 0 {
+	if cmd.Op == cmdEnqueue || len(cmd.Tasks) > 0 {
 		return true
 	}
-	return slices.ContainsFunc(cmd.ops, func(op vop) bool { return op.kind == OpEnqueue })
+	return slices.ContainsFunc(cmd.Ops, func(op vop) bool { return op.Kind == OpEnqueue })
 }
 
 func must(b []byte, err error) []byte {
@@ -291,7 +293,7 @@ func must(b []byte, err error) []byte {
 // same command.
 func FuzzDecodeCommand(f *testing.F) {
 	for _, cmd := range sampleCommands() {
-		f.Add(must(cmd.encode()))
+		f.Add(must(cmd.Encode()))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var cmd command
@@ -301,7 +303,7 @@ func FuzzDecodeCommand(f *testing.F) {
 			}
 			return
 		}
-		again, err := cmd.encode()
+		again, err := cmd.Encode()
 		if err != nil {
 			t.Fatalf("decoded %+v does not encode: %v", cmd, err)
 		}
@@ -363,7 +365,7 @@ func TestPutSpecsClears(t *testing.T) {
 	if len(*sp) != 3 {
 		t.Fatalf("getSpecs(3) gave %d specs", len(*sp))
 	}
-	(*sp)[1] = spec{payload: []byte(`{}`), kind: "k", headers: map[string]string{"a": "b"}, deps: []uint64{1}, idem: "i"}
+	(*sp)[1] = spec{Payload: []byte(`{}`), Kind: "k", Headers: map[string]string{"a": "b"}, Deps: []uint64{1}, Idem: "i"}
 	all := (*sp)[:cap(*sp)]
 	putSpecs(sp)
 	for i := range all {
@@ -372,9 +374,17 @@ func TestPutSpecsClears(t *testing.T) {
 		}
 	}
 	big := getSpecs(maxPooledSpecs + 1)
-	(*big)[0].kind = "k"
+	(*big)[0].Kind = "k"
 	putSpecs(big)
-	if (*big)[0].kind != "k" || len(*big) != maxPooledSpecs+1 {
+	if (*big)[0].Kind != "k" || len(*big) != maxPooledSpecs+1 {
 		t.Fatal("a slice over maxPooledSpecs went back to the pool")
 	}
 }
+
+// The command format's versions, as the codec numbers them.
+const (
+	cmdVersion  = machine.Version
+	cmdVersion1 = machine.Version1
+	cmdVersion2 = machine.Version2
+	cmdVersion3 = machine.Version3
+)

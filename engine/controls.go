@@ -2,11 +2,9 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -17,7 +15,6 @@ import (
 // whether or not the queue holds tasks, and every decision about them
 // reads the state and the batch's time only, so a replicated log plans
 // the same claims on every node.
-
 // QueueSettings are a queue's controls, as Settings reports them.
 type QueueSettings struct {
 	// Paused is set by Pause and cleared by Resume. A paused queue takes
@@ -27,69 +24,6 @@ type QueueSettings struct {
 	Limits Limits
 }
 
-// Limits bound how fast a queue's tasks are leased, counted across every
-// claimer of every process. The zero value is no limit.
-type Limits struct {
-	// MaxInFlight bounds the queue's tasks in flight at once: a claim
-	// leases at most MaxInFlight minus those in flight. A lease that has
-	// expired is not in flight (its task is ready again). 0: no bound.
-	MaxInFlight int
-	// Rate and Per limit claims to Rate tasks per Per on average, with a
-	// token bucket: it holds up to Burst tokens, gains Rate tokens every
-	// Per, and each task leased takes one. Over any span of time d, at most
-	// Burst + Rate*d/Per tasks are leased. Rate 0 is no rate limit (Per and
-	// Burst must then be 0).
-	Rate int
-	Per  time.Duration
-	// Burst is the size of the bucket, how many tasks may be leased at once
-	// after a quiet spell; 0 means Rate. Settings reports the burst in
-	// effect.
-	Burst int
-	// PartitionMaxInFlight bounds the tasks in flight at once of each
-	// partition of the queue (Task.Partition; the tasks that name none are
-	// one partition), as MaxInFlight bounds the queue's: a partition at its
-	// bound is passed over by claims, which serve the others. 0: no bound.
-	PartitionMaxInFlight int
-	// PartitionRate, PartitionPer and PartitionBurst limit the claims of
-	// each partition of the queue as Rate, Per and Burst limit the queue's:
-	// every partition (the default one too) has a token bucket of its own,
-	// and a partition out of tokens is passed over by claims, which serve
-	// the others. The queue's own limits apply as well. PartitionRate 0 is
-	// none (PartitionPer and PartitionBurst must then be 0);
-	// PartitionBurst 0 means PartitionRate.
-	PartitionRate  int
-	PartitionPer   time.Duration
-	PartitionBurst int
-}
-
-// String says the limits in words, as the CLI and the dashboard show them:
-// "at most 3 in flight; 10 per 1s, bursts of 20", or "" for none.
-func (l Limits) String() string {
-	var parts []string
-	if l.MaxInFlight > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d in flight", l.MaxInFlight))
-	}
-	if l.Rate > 0 {
-		parts = append(parts, rateString(l.Rate, l.Per, l.Burst, ""))
-	}
-	if l.PartitionMaxInFlight > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d in flight per partition", l.PartitionMaxInFlight))
-	}
-	if l.PartitionRate > 0 {
-		parts = append(parts, rateString(l.PartitionRate, l.PartitionPer, l.PartitionBurst, " per partition"))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// rateString says a token bucket's limit: "10 per 1s<of>, bursts of 20".
-func rateString(rate int, per time.Duration, burst int, of string) string {
-	s := fmt.Sprintf("%d per %v%s", rate, per, of)
-	if burst != 0 && burst != rate {
-		s += fmt.Sprintf(", bursts of %d", burst)
-	}
-	return s
-}
-
 // Bounds of Limits. A bucket holds at most MaxRateTokens tokens of
 // MaxRatePer each, so its level is exact in 64-bit integers.
 const (
@@ -97,35 +31,6 @@ const (
 	MaxRateTokens    = index.MaxRateTokens
 	MaxRatePer       = time.Duration(index.MaxRatePer) * time.Microsecond
 )
-
-func checkLimits(l Limits) error {
-	switch {
-	case l.MaxInFlight < 0 || l.MaxInFlight > MaxInFlightLimit:
-		return invalid("max in flight %d is outside 0..%d", l.MaxInFlight, MaxInFlightLimit)
-	case l.PartitionMaxInFlight < 0 || l.PartitionMaxInFlight > MaxInFlightLimit:
-		return invalid("partition max in flight %d is outside 0..%d", l.PartitionMaxInFlight, MaxInFlightLimit)
-	}
-	if err := checkRate(l.Rate, l.Per, l.Burst, ""); err != nil {
-		return err
-	}
-	return checkRate(l.PartitionRate, l.PartitionPer, l.PartitionBurst, "partition ")
-}
-
-// checkRate checks a token bucket's limit, its errors naming it with the
-// prefix of ("" for the queue's, "partition " for each partition's).
-func checkRate(rate int, per time.Duration, burst int, of string) error {
-	switch {
-	case rate < 0 || rate > MaxRateTokens:
-		return invalid("%srate %d is outside 0..%d", of, rate, MaxRateTokens)
-	case rate == 0 && (per != 0 || burst != 0):
-		return invalid("a %sper (%v) or %sburst (%d) without a %srate", of, per, of, burst, of)
-	case rate > 0 && (per < time.Microsecond || per > MaxRatePer):
-		return invalid("%srate per %v is outside 1µs..%v", of, per, MaxRatePer)
-	case burst < 0 || burst > MaxRateTokens:
-		return invalid("%sburst %d is outside 0..%d", of, burst, MaxRateTokens)
-	}
-	return nil
-}
 
 // settingsOf is what a queue's record says to a caller.
 func settingsOf(c index.QueueConf) QueueSettings {
@@ -149,7 +54,7 @@ func (q *queue) setPaused(ctx context.Context, paused bool) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{op: cmdSetPaused, ns: q.ns, queue: q.name, paused: paused}
+	cmd := command{Op: cmdSetPaused, NS: q.ns, Queue: q.name, Paused: paused}
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
 }
@@ -161,13 +66,13 @@ func (q *queue) setPaused(ctx context.Context, paused bool) error {
 // bucket. A change of the partition rate limit starts every partition
 // with a full bucket. PermAdmin.
 func (q *queue) SetLimits(ctx context.Context, l Limits) error {
-	if err := checkLimits(l); err != nil {
+	if err := machine.CheckLimits(l); err != nil {
 		return err
 	}
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{op: cmdSetLimits, ns: q.ns, queue: q.name, limits: l}
+	cmd := command{Op: cmdSetLimits, NS: q.ns, Queue: q.name, Limits: l}
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
 }
@@ -187,213 +92,6 @@ func (q *queue) Settings(ctx context.Context) (QueueSettings, error) {
 	return s, err
 }
 
-func planSetPaused(p *planner, cmd *command) error {
-	qk := cmd.key()
-	old, _ := p.c.store.Conf(qk)
-	n := old
-	n.Queue, n.Paused = qk, cmd.paused
-	p.putConf(old, n)
-	return nil
-}
-
-func planSetLimits(p *planner, cmd *command) error {
-	qk := cmd.key()
-	old, _ := p.c.store.Conf(qk)
-	l := cmd.limits
-	n := index.QueueConf{Queue: qk, Paused: old.Paused, MaxInFlight: int64(l.MaxInFlight),
-		PartMaxInFlight: int64(l.PartitionMaxInFlight)}
-	if l.Rate > 0 {
-		n.Rate, n.Per, n.Burst = int64(l.Rate), l.Per.Microseconds(), int64(l.Burst)
-		if n.Burst == 0 {
-			n.Burst = n.Rate
-		}
-		switch {
-		case old.Rate == n.Rate && old.Per == n.Per && old.Burst == n.Burst:
-			n.Credit, n.At = old.Credit, old.At // the same bucket
-		case old.Rate > 0:
-			n.Credit, n.At = min(old.Tokens(p.now), n.Burst)*n.Per, p.now
-		default:
-			n.Credit, n.At = n.Burst*n.Per, p.now
-		}
-	}
-	if l.PartitionRate > 0 {
-		n.PartRate, n.PartPer, n.PartBurst = int64(l.PartitionRate), l.PartitionPer.Microseconds(), int64(l.PartitionBurst)
-		if n.PartBurst == 0 {
-			n.PartBurst = n.PartRate
-		}
-	}
-	p.putConf(old, n)
-	if old.PartRate != n.PartRate || old.PartPer != n.PartPer || old.PartBurst != n.PartBurst {
-		// The partitions' buckets start full: no record.
-		p.c.store.PartBuckets(qk, "", func(b index.PartBucket) bool {
-			p.put(index.Mutation{Kind: index.MutDeleteBucket, Bucket: index.PartBucket{Queue: qk, Key: b.Key}})
-			return true
-		})
-	}
-	return nil
-}
-
-// putConf plans replacing a queue's settings record old (the zero value
-// when it has none) by n: nothing when they are equal, a delete when n
-// sets nothing.
-func (p *planner) putConf(old, n index.QueueConf) {
-	switch {
-	case n.IsDefault() && old.Queue.Name == "", n == old:
-	case n.IsDefault():
-		p.put(index.Mutation{Kind: index.MutDeleteConf, Conf: index.QueueConf{Queue: n.Queue}})
-	default:
-		p.put(index.Mutation{Kind: index.MutPutConf, Conf: n})
-	}
-}
-
-// allowed applies the queue's settings conf to a claim of up to max tasks
-// at now, planned in a batch that has already taken freed of the queue's
-// tasks out of flight (a completion's, whose slot of the in-flight bound
-// the claim may take): how many it may lease, and, when that is none,
-// when the settings may let a claim lease again (0: only a change of the
-// settings, or of the queue, can). Call with mu held.
-func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max, freed int) (int, int64) {
-	if conf.Paused {
-		return 0, 0 // Resume wakes parked claims
-	}
-	var at int64
-	iq := c.store.Queue(qk)
-	bound := conf.MaxInFlight
-	if conf.PartMaxInFlight > 0 && (iq == nil || !iq.Partitioned()) && (bound == 0 || conf.PartMaxInFlight < bound) {
-		// One partition, the default one, holds every task: its bound is
-		// the queue's. (A partitioned queue's claims apply it to each.)
-		bound = conf.PartMaxInFlight
-	}
-	if bound > 0 {
-		inFlight, nextEnd := 0, int64(0)
-		if iq != nil {
-			inFlight, nextEnd = iq.InFlightAt(now)
-		}
-		room := int(bound) - (inFlight - freed)
-		if room <= 0 {
-			// A completion or a failure wakes parked claims (the index
-			// reports the queue affected); an expiring lease frees its
-			// slot at its deadline.
-			max, at = 0, nextEnd
-		} else {
-			max = min(max, room)
-		}
-	}
-	if conf.PartRate > 0 && (iq == nil || !iq.Partitioned()) {
-		// The default partition's bucket limits the queue's claims.
-		tokens := c.store.PartTokens(conf, "", now)
-		if tokens == 0 {
-			return 0, max64(at, c.store.PartNextToken(conf, "", now))
-		}
-		max = int(min(int64(max), tokens))
-	}
-	if conf.Rate > 0 {
-		tokens := conf.Tokens(now)
-		if tokens == 0 {
-			return 0, max64(at, conf.NextToken(now))
-		}
-		if tokens < int64(max) {
-			max = int(tokens)
-		}
-	}
-	return max, at
-}
-
-// claimWithin plans a claim of up to max tasks of queue qk within its
-// settings, freed (0 for none) the id of a task of the queue the batch has
-// already taken out of flight, as for allowed: it leases what they allow
-// and takes the rate limit's tokens for them.
-func (p *planner) claimWithin(qk index.QueueKey, owner string, lease int64, max int, freed uint64) []Lease {
-	conf, controlled := p.c.store.Conf(qk)
-	var freedTask *index.Task
-	if controlled {
-		// Paused, or limited: fewer, or none (see allowed).
-		nfreed := 0
-		if freed != 0 {
-			nfreed = 1
-		}
-		max, _ = p.c.allowed(qk, &conf, p.now, max, nfreed)
-		if freed != 0 && conf.PartMaxInFlight > 0 {
-			freedTask, _ = p.c.store.Task(freed) // fenced: in flight on this queue
-		}
-	}
-	if max == 0 {
-		return nil
-	}
-	ls := p.claim(qk, owner, lease, max, &conf, freedTask)
-	if n := len(ls); n > 0 && conf.Rate > 0 {
-		p.putConf(conf, conf.Take(p.now, int64(n)))
-	}
-	if len(ls) > 0 && conf.PartRate > 0 {
-		p.takePartTokens(&conf, ls)
-	}
-	return ls
-}
-
-// sweepBuckets is how many of a queue's other partition bucket records a
-// claim that takes partition tokens looks at, deleting those full again:
-// the records of partitions that are gone are so deleted as claims go on.
-const sweepBuckets = 8
-
-// takePartTokens plans taking from each partition's bucket the tokens of
-// its leases ls, and deleting up to sweepBuckets records of other
-// partitions of the queue that are full again, from the key after the
-// last partition served on (in key order, wrapping around).
-func (p *planner) takePartTokens(conf *index.QueueConf, ls []Lease) {
-	keys := p.keys[:0]
-	for i := range ls {
-		k := ls[i].Partition
-		if slices.Contains(keys, k) {
-			continue
-		}
-		keys = append(keys, k)
-		n := 0
-		for j := i; j < len(ls); j++ {
-			if ls[j].Partition == k {
-				n++
-			}
-		}
-		p.put(p.c.store.TakePart(conf, k, p.now, int64(n)))
-	}
-	seen := 0
-	p.c.store.PartBuckets(conf.Queue, keys[len(keys)-1], func(b index.PartBucket) bool {
-		if slices.Contains(keys, b.Key) {
-			return true
-		}
-		if p.c.store.PartBucketFull(conf, b.Key, p.now) {
-			p.put(index.Mutation{Kind: index.MutDeleteBucket, Bucket: index.PartBucket{Queue: conf.Queue, Key: b.Key}})
-		}
-		seen++
-		return seen < sweepBuckets
-	})
-	clear(keys)
-	p.keys = keys[:0]
-}
-
-// claimDue is when a claim of queue qk (whose indexes are iq, nil when it
-// holds nothing) that leased nothing at now may lease something without
-// another commit: when its settings allow a claim again if they allow none
-// now (0: only a commit can, such as Resume), else the next timer or lease
-// that comes due (0: none). Call with mu held.
-func (c *core) claimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
-	if conf, ok := c.store.Conf(qk); ok {
-		if n, at := c.allowed(qk, &conf, now, 1, 0); n == 0 {
-			return at
-		}
-		if (conf.PartMaxInFlight > 0 || conf.PartRate > 0) && iq != nil && iq.Partitioned() {
-			return c.partsDue(iq, now, &conf)
-		}
-	}
-	return nextDue(iq)
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
-}
-
 // setSettings fills in what a queue's settings show in Queues.
 func (info *QueueInfo) setSettings(c index.QueueConf) {
 	s := settingsOf(c)
@@ -410,7 +108,7 @@ func (c *core) withSettings(out []QueueInfo, readable []index.Namespace) []Queue
 	}
 	at := make(map[index.QueueKey]int, len(out))
 	for i := range out {
-		at[index.QueueKey{Namespace: out[i].Namespace.idx(), Name: out[i].Name}] = i
+		at[index.QueueKey{Namespace: idxNS(out[i].Namespace), Name: out[i].Name}] = i
 	}
 	add := func(conf index.QueueConf) bool {
 		k := conf.Queue
@@ -419,7 +117,7 @@ func (c *core) withSettings(out []QueueInfo, readable []index.Namespace) []Queue
 			return true
 		}
 		tot := c.store.TotalsOf(k)
-		info := QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Totals: totalsOf(tot)}
+		info := QueueInfo{Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Name: k.Name, Totals: totalsOf(tot)}
 		info.setSettings(conf)
 		out = append(out, info)
 		return true

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/internal/fsync"
 	"github.com/docketdb/docket/internal/index"
@@ -54,6 +55,7 @@ type core struct {
 	enc    *index.Encoder
 	batch  index.Batch
 	plan   planner
+	mstate machine.State // what c.plan reads (core.state)
 	failed error
 	closed bool
 	// waiters holds, per queue with a parked ClaimWait, the parked calls
@@ -154,7 +156,6 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		stopBg:   make(chan struct{}),
 		slots:    make(chan struct{}, opts.MaxInFlight),
 	}
-	c.plan.c = c
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	return &DB{c: c}, nil
 }
@@ -180,7 +181,6 @@ func open(dir string, opts Options) (*DB, error) {
 		slots:   make(chan struct{}, opts.MaxInFlight),
 		budget:  budgetOf(opts.MaxMemory),
 	}
-	c.plan.c = c
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	if dir != "" {
 		if err := c.openDir(); err != nil {
@@ -664,7 +664,7 @@ func (c *core) step(now int64, plan func(p *planner) error) (seq uint64, rep ste
 		rep.housekept = err
 		return 0, rep, err
 	}
-	p := c.plan.begin(now)
+	p := c.plan.Begin(c.state(), &c.batch, now)
 	err = plan(p)
 	if err != nil || len(c.batch.Mutations) == 0 {
 		// A plan that wrote nothing leaves no queue it looked up behind.
@@ -673,9 +673,9 @@ func (c *core) step(now int64, plan func(p *planner) error) (seq uint64, rep ste
 	rep.refused = err != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrConflict))
 	if err != nil {
 		// Only a refusal happened (if any); nothing else the plan saw did.
-		p.events = p.events[:0]
+		p.Events = p.Events[:0]
 		if errors.Is(err, ErrLeaseLost) {
-			p.event(EvLeaseLost, p.lost, 0)
+			p.Event(EvLeaseLost, p.Lost, 0)
 		}
 	}
 	seq = c.store.Seq()
@@ -683,12 +683,12 @@ func (c *core) step(now int64, plan func(p *planner) error) (seq uint64, rep ste
 		seq, err = c.logAndApply()
 	}
 	if err == nil {
-		rep.dead = c.deadLettered(p.events)
+		rep.dead = c.deadLettered(p.Events)
 	}
 	if err == nil || errors.Is(err, ErrLeaseLost) {
-		c.count(p.events)
-		if c.opts.Observer != nil && len(p.events) > 0 {
-			rep.events = append(rep.events, p.events...)
+		c.count(p.Events)
+		if c.opts.Observer != nil && len(p.Events) > 0 {
+			rep.events = append(rep.events, p.Events...)
 		}
 	}
 	return seq, rep, err
@@ -742,7 +742,7 @@ func (c *core) deadLettered(events []TaskEvent) []deadTask {
 			continue
 		}
 		k := t.Queue.Key
-		d := deadTask{id: t.ID, queue: k.Name, ns: Namespace{k.Project, k.Scope}, attempts: t.Attempts}
+		d := deadTask{id: t.ID, queue: k.Name, ns: Namespace{Project: k.Project, Scope: k.Scope}, attempts: t.Attempts}
 		if t.Extra != nil {
 			d.lastErr = t.Extra.LastError
 		}
@@ -879,32 +879,32 @@ func (c *core) housekeep(now int64, rep *stepReport) error {
 	if !c.store.Expired(now, cutoff) {
 		return nil // the common case: no batch to build
 	}
-	p := c.plan.begin(now)
+	p := c.plan.Begin(c.state(), &c.batch, now)
 	n := 0
 	c.store.ExpiredIdem(now, func(e index.Idem) bool {
-		p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteIdem, Idem: e})
+		p.B.Mutations = append(p.B.Mutations, index.Mutation{Kind: index.MutDeleteIdem, Idem: e})
 		n++
 		return n < housekeepBatch
 	})
 	if retain > 0 {
 		c.store.CompletedBefore(cutoff, func(t *index.Task) bool {
-			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
+			p.B.Mutations = append(p.B.Mutations, index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
 			n++
 			return n < 2*housekeepBatch
 		})
 	}
-	n += p.killExpiredParents(housekeepBatch)
+	n += p.KillExpiredParents(housekeepBatch)
 	if n == 0 {
 		return nil
 	}
 	if _, err := c.logAndApply(); err != nil {
 		return err
 	}
-	if len(p.events) > 0 {
-		c.count(p.events)
-		rep.hkDead = c.deadLettered(p.events)
+	if len(p.Events) > 0 {
+		c.count(p.Events)
+		rep.hkDead = c.deadLettered(p.Events)
 		if c.opts.Observer != nil {
-			rep.hkEvents = slices.Clone(p.events)
+			rep.hkEvents = slices.Clone(p.Events)
 		}
 	}
 	return nil

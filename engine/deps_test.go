@@ -327,7 +327,7 @@ func TestParentFailurePolicies(t *testing.T) {
 				t.Fatalf("the other parent still has dependents %v", info.Dependents)
 			}
 			// Its idempotency key ended with it: remembered for the TTL.
-			if e, ok := e.db.c.store.Idem(index.QueueKey{Namespace: ns.idx(), Name: "deps"}, "c"); !ok || e.ID != cancel || e.Expires == 0 {
+			if e, ok := e.db.c.store.Idem(index.QueueKey{Namespace: idxNS(ns), Name: "deps"}, "c"); !ok || e.ID != cancel || e.Expires == 0 {
 				t.Fatalf("key of a cancelled dependent: %+v %v", e, ok)
 			}
 			wantState(t, dq, run, Ready)

@@ -8,14 +8,6 @@ import (
 	"github.com/docketdb/docket/internal/index"
 )
 
-// ReservedPrefix starts the keys of a namespace's system area: state the
-// engine's own runtime keeps in the namespace (the worker's periodic
-// schedules keep their last tick under "docket/periodic/"). A KV handle
-// cannot reach these keys: reading or writing one through it, in any call
-// (KV.Get, KV.Commit, the ops of Enqueue and Complete), is ErrInvalid, and
-// KV.Scan skips them. SystemKV reaches only them, with PermSystem.
-const ReservedPrefix = "docket/"
-
 // reservedEnd is the first key after every key with ReservedPrefix.
 const reservedEnd = "docket0" // '0' follows '/'
 
@@ -82,7 +74,7 @@ func (k *kv) Get(ctx context.Context, key string) (Entry, error) {
 	}
 	var e index.KV
 	var ok bool
-	err := k.db.c.read(ctx, func() { e, ok = k.db.c.store.KV(k.ns.idx(), key) })
+	err := k.db.c.read(ctx, func() { e, ok = k.db.c.store.KV(idxNS(k.ns), key) })
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: key %q", ErrNotFound, key)
 	}
@@ -115,7 +107,7 @@ func (k *kv) Scan(ctx context.Context, o ScanOptions) ([]Entry, error) {
 		// a scan that meets it goes on after it.
 		for from := start; end == "" || from < end; {
 			jump := ""
-			k.db.c.store.ScanKV(k.ns.idx(), from, end, func(e index.KV) bool {
+			k.db.c.store.ScanKV(idxNS(k.ns), from, end, func(e index.KV) bool {
 				if !strings.HasPrefix(e.Key, o.Prefix) {
 					return false
 				}
@@ -151,14 +143,8 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if err := k.check(perms); err != nil {
 		return TxResult{}, err
 	}
-	cmd := command{op: cmdCommit, ns: k.ns, ops: vops}
+	cmd := command{Op: cmdCommit, NS: k.ns, Ops: vops}
 	var res cmdResult
 	err = k.db.c.exec(ctx, &cmd, &res)
-	return TxResult{Version: res.seq, Enqueued: res.enqs}, err
-}
-
-func planCommit(p *planner, cmd *command, res *cmdResult) error {
-	var err error
-	res.enqs, err = p.ops(cmd.ns, cmd.ops, nil)
-	return err
+	return TxResult{Version: res.Seq, Enqueued: res.Enqs}, err
 }

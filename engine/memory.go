@@ -32,7 +32,6 @@ import (
 // keeps moving when producers filled the budget; past the reserve it is
 // refused with ErrFull too, its lease kept (the worker retries it, or the
 // lease expires and the task runs again).
-
 // DefaultMemoryShare is the share of the memory available to the process
 // that the budget takes by default: a quarter, so that the Go heap's
 // collection slack (the heap may reach twice what is live) and the host
@@ -94,66 +93,6 @@ func availableMemory() int64 {
 	return limit
 }
 
-// adds estimates the bytes cmd adds to the state if it is planned as
-// asked, and whether it is a completion (which may use the reserve).
-// Zero means it adds nothing the budget bounds.
-func (cmd *command) adds() (n int64, completion bool) {
-	switch cmd.op {
-	case cmdEnqueue:
-		return specAdds(&cmd.task) + opsAdd(cmd.ops), false
-	case cmdEnqueueBatch:
-		for i := range cmd.tasks {
-			n += specAdds(&cmd.tasks[i])
-		}
-		return n + opsAdd(cmd.ops), false
-	case cmdCommit:
-		// The system area (worker presence, schedules, a periodic task's
-		// last tick) is written by the runtime that drains the queues: it
-		// may use the reserve, so that workers stay visible and schedules
-		// keep their place while the budget is full.
-		return opsAdd(cmd.ops), systemOnly(cmd.ops)
-	case cmdComplete, cmdCompleteClaim:
-		return int64(len(cmd.result)) + opsAdd(cmd.ops), true
-	}
-	return 0, false
-}
-
-// systemOnly reports whether every write of ops is to the system area.
-func systemOnly(ops []vop) bool {
-	for i := range ops {
-		if ops[i].kind == OpEnqueue || !strings.HasPrefix(ops[i].key, ReservedPrefix) {
-			return false
-		}
-	}
-	return len(ops) > 0
-}
-
-// specAdds is what a task of s adds: its record as index.TaskBytes counts
-// it (s.size holds its variable fields' lengths), a map entry per header,
-// its idempotency key and dependencies, and the lease record its first
-// claim adds, so that claiming what the budget admitted stays within it.
-func specAdds(s *spec) int64 {
-	n := index.TaskCost + index.ExtraCost + int64(s.size) + index.DepCost*int64(len(s.deps)+len(s.sibs)) +
-		index.HeaderCost*int64(len(s.headers)) + index.RunCost
-	if s.idem != "" {
-		n += index.IdemCost + int64(len(s.idem))
-	}
-	return n
-}
-
-func opsAdd(ops []vop) int64 {
-	var n int64
-	for i := range ops {
-		switch op := &ops[i]; op.kind {
-		case OpSet:
-			n += index.KVCost + int64(len(op.key)+len(op.value))
-		case OpEnqueue:
-			n += specAdds(&op.spec)
-		}
-	}
-	return n
-}
-
 // admit refuses cmd with ErrFull when what it adds would take the state
 // past the budget (the budget and its reserve, for a completion). It is
 // called with c.mu held: standalone, as the command is planned, so the
@@ -161,7 +100,7 @@ func opsAdd(ops []vop) int64 {
 // the command, before it goes to the log (the followers plan what the
 // log holds, whatever their own budget).
 func (c *core) admit(cmd *command) error {
-	add, completion := cmd.adds()
+	add, completion := cmd.Adds()
 	if add == 0 {
 		return nil
 	}

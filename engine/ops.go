@@ -4,23 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/engine/internal/machine"
 )
 
-// OpKind says what an Op does.
-type OpKind uint8
-
-// Op kinds.
-const (
-	OpSet OpKind = iota + 1
-	OpDelete
-	OpIfVersion
-	OpIfExists
-	OpIfAbsent
-	OpEnqueue
-)
-
-// Op is one part of a transaction: a KV write, a KV assertion or an
+// OpKind says what an Op does.// Op is one part of a transaction: a KV write, a KV assertion or an
 // enqueue. Assertions are checked against the state before the transaction;
 // if any fails, nothing of it is applied and the call returns ErrConflict.
 type Op struct {
@@ -70,16 +57,6 @@ func IfAbsent(key string) Op { return Op{kind: OpIfAbsent, key: key} }
 // Enqueue enqueues t on queue as part of the transaction.
 func Enqueue(queue string, t Task) Op { return Op{kind: OpEnqueue, queue: queue, task: t} }
 
-// vop is a validated Op with its bytes copied.
-type vop struct {
-	kind    OpKind
-	key     string
-	value   []byte
-	version uint64
-	queue   string
-	spec    spec
-}
-
 // keySpace is the part of a namespace's keys a handle reaches: the user's
 // (every key but those under ReservedPrefix) or the system area (only
 // those).
@@ -121,7 +98,7 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 	size := 0
 	for i := range ops {
 		op := &ops[i]
-		v := vop{kind: op.kind, key: op.key, version: op.version, queue: op.queue}
+		v := vop{Kind: op.kind, Key: op.key, Version: op.version, Queue: op.queue}
 		switch op.kind {
 		case OpSet, OpDelete, OpIfVersion, OpIfExists, OpIfAbsent:
 			if err := s.checkKey(fmt.Sprintf("op %d key", i), op.key); err != nil {
@@ -132,9 +109,9 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 				if len(op.value) > maxPayload {
 					return nil, 0, 0, invalid("op %d value is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", i, len(op.value), maxPayload)
 				}
-				v.value = clone(op.value)
-				if v.value == nil {
-					v.value = []byte{}
+				v.Value = clone(op.value)
+				if v.Value == nil {
+					v.Value = []byte{}
 				}
 				size += len(op.value)
 			}
@@ -147,15 +124,15 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 				perms |= PermKVRead
 			}
 		case OpEnqueue:
-			if err := checkName(fmt.Sprintf("op %d queue", i), op.queue); err != nil {
+			if err := machine.CheckName(fmt.Sprintf("op %d queue", i), op.queue); err != nil {
 				return nil, 0, 0, err
 			}
 			s, err := checkTask(&op.task, maxPayload)
 			if err != nil {
 				return nil, 0, 0, fmt.Errorf("op %d: %w", i, err)
 			}
-			v.spec = s
-			size += s.size
+			v.Spec = s
+			size += s.Size
 			perms |= PermEnqueue
 		default:
 			return nil, 0, 0, invalid("op %d is the zero Op", i)
@@ -166,54 +143,4 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 		return nil, 0, 0, invalid("commit of about %d bytes, over the limit of %d", size, MaxCommitBytes)
 	}
 	return out, perms, size, nil
-}
-
-// ops plans validated ops in namespace ns: assertions first, against the
-// state before the commit, then writes and enqueues in order.
-func (p *planner) ops(ns Namespace, ops []vop, enq []Enqueued) ([]Enqueued, error) {
-	ins := ns.idx()
-	for i := range ops {
-		op := &ops[i]
-		var k index.AssertKind
-		switch op.kind {
-		case OpIfVersion:
-			k = index.AssertKVVersion
-		case OpIfExists:
-			k = index.AssertKVExists
-		case OpIfAbsent:
-			k = index.AssertKVAbsent
-		default:
-			continue
-		}
-		e, ok := p.c.store.KV(ins, op.key)
-		switch {
-		case k == index.AssertKVExists && !ok:
-			return nil, fmt.Errorf("%w: key %q does not exist", ErrConflict, op.key)
-		case k == index.AssertKVAbsent && ok:
-			return nil, fmt.Errorf("%w: key %q exists", ErrConflict, op.key)
-		case k == index.AssertKVVersion && !ok:
-			return nil, fmt.Errorf("%w: key %q does not exist (want version %d)", ErrConflict, op.key, op.version)
-		case k == index.AssertKVVersion && e.Version != op.version:
-			return nil, fmt.Errorf("%w: key %q has version %d, not %d", ErrConflict, op.key, e.Version, op.version)
-		}
-		p.b.Assertions = append(p.b.Assertions, index.Assertion{Kind: k, NS: ins, Key: op.key, Version: op.version})
-	}
-	for i := range ops {
-		op := &ops[i]
-		switch op.kind {
-		case OpSet:
-			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutSetKV,
-				KV: index.KV{Namespace: ins, Key: op.key, Value: op.value}})
-		case OpDelete:
-			p.b.Mutations = append(p.b.Mutations, index.Mutation{Kind: index.MutDeleteKV,
-				KV: index.KV{Namespace: ins, Key: op.key}})
-		case OpEnqueue:
-			e, err := p.enqueue(index.QueueKey{Namespace: ins, Name: op.queue}, &op.spec)
-			if err != nil {
-				return nil, err
-			}
-			enq = append(enq, e)
-		}
-	}
-	return enq, nil
 }

@@ -131,7 +131,7 @@ func (d *DB) Parked(ns Namespace, queue string) (int, error) {
 	if err := d.owner("Parked"); err != nil {
 		return 0, err
 	}
-	n, _ := d.c.parking.count(index.QueueKey{Namespace: ns.idx(), Name: queue}, 0)
+	n, _ := d.c.parking.count(index.QueueKey{Namespace: idxNS(ns), Name: queue}, 0)
 	return n, nil
 }
 
@@ -165,7 +165,7 @@ func (d *DB) WaitParked(ctx context.Context, ns Namespace, queue string, n int) 
 		return invalid("WaitParked for %d claims: want at least 1", n)
 	}
 	c := d.c
-	qk := index.QueueKey{Namespace: ns.idx(), Name: queue}
+	qk := index.QueueKey{Namespace: idxNS(ns), Name: queue}
 	for {
 		got, changed := c.parking.count(qk, n)
 		if changed == nil {

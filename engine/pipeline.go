@@ -143,7 +143,7 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		c.release(1)
 		return settledPending(Enqueued{}, err)
 	}
-	seq, rep, err := c.step(c.now(), func(p *planner) error { return cmd.plan(p, &res) })
+	seq, rep, err := c.step(c.now(), func(p *planner) error { return c.planCmd(p, cmd, &res) })
 	if rep.housekept != nil {
 		c.mu.Unlock()
 		c.release(1)
@@ -159,14 +159,14 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		c.mu.Unlock()
 		c.release(1)
 		c.report(&rep, err)
-		p = settledPending(res.enq, err)
+		p = settledPending(res.Enq, err)
 	} else if d := c.deferredOf(ctx); d != nil {
 		// The wait is the Deferred's: settled now, as Enqueue would
 		// answer with ctx, and held only once d.Wait returns nil.
 		c.mu.Unlock()
 		c.release(1)
 		d.add(seq, rep, err)
-		p = settledPending(res.enq, err)
+		p = settledPending(res.Enq, err)
 	} else {
 		// A refusal waits too: it may rest on batches not durable yet.
 		r := c.open
@@ -185,9 +185,9 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		default: // the pipeline is told already
 		}
 		if err != nil {
-			res.enq = Enqueued{}
+			res.Enq = Enqueued{}
 		}
-		p = &Pending{done: r.done, round: r, enq: res.enq, err: err}
+		p = &Pending{done: r.done, round: r, enq: res.Enq, err: err}
 	}
 	if startSnap {
 		go func() {
@@ -208,7 +208,7 @@ func (c *core) submitAsync(ctx context.Context, cmd *command) *Pending {
 		defer c.release(1)
 		var res cmdResult
 		err := c.submit(ctx, cmd, &res)
-		settle(res.enq, err)
+		settle(res.Enq, err)
 	}()
 	return p
 }

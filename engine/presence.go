@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -176,7 +177,7 @@ func checkText(field, s string, limit int) error {
 }
 
 func (p *WorkerPresence) check() error {
-	if err := checkName("worker id", p.ID); err != nil {
+	if err := machine.CheckName("worker id", p.ID); err != nil {
 		return err
 	}
 	if err := checkText("worker host", p.Host, 255); err != nil {
@@ -189,7 +190,7 @@ func (p *WorkerPresence) check() error {
 		return invalid("worker pid %d is negative", p.PID)
 	}
 	for i, q := range p.Queues {
-		if err := checkName(fmt.Sprintf("worker queue %d", i), q.Queue); err != nil {
+		if err := machine.CheckName(fmt.Sprintf("worker queue %d", i), q.Queue); err != nil {
 			return err
 		}
 		if q.Concurrency < 0 {
@@ -197,7 +198,7 @@ func (p *WorkerPresence) check() error {
 		}
 	}
 	for i, t := range p.Running {
-		if err := checkName(fmt.Sprintf("running task %d queue", i), t.Queue); err != nil {
+		if err := machine.CheckName(fmt.Sprintf("running task %d queue", i), t.Queue); err != nil {
 			return err
 		}
 		if err := checkText(fmt.Sprintf("running task %d kind", i), t.Kind, MaxNameBytes); err != nil {
@@ -208,10 +209,10 @@ func (p *WorkerPresence) check() error {
 }
 
 func (s *ScheduleInfo) check() error {
-	if err := checkName("schedule queue", s.Queue); err != nil {
+	if err := machine.CheckName("schedule queue", s.Queue); err != nil {
 		return err
 	}
-	if err := checkName("schedule name", s.Name); err != nil {
+	if err := machine.CheckName("schedule name", s.Name); err != nil {
 		return err
 	}
 	if err := checkText("schedule spec", s.Spec, 1000); err != nil {
@@ -230,7 +231,7 @@ func (s *ScheduleInfo) check() error {
 func (d *DB) sysEntries(ctx context.Context, ns Namespace, prefix string, limit int) ([]index.KV, error) {
 	var out []index.KV
 	err := d.c.read(ctx, func() {
-		d.c.store.ScanKV(ns.idx(), prefix, "", func(e index.KV) bool {
+		d.c.store.ScanKV(idxNS(ns), prefix, "", func(e index.KV) bool {
 			if !strings.HasPrefix(e.Key, prefix) {
 				return false
 			}
@@ -248,7 +249,7 @@ func (d *DB) sysCommit(ctx context.Context, ns Namespace, ops ...Op) error {
 	if err != nil {
 		return err
 	}
-	cmd := command{op: cmdCommit, ns: ns, ops: vops}
+	cmd := command{Op: cmdCommit, NS: ns, Ops: vops}
 	var res cmdResult
 	return d.c.exec(ctx, &cmd, &res)
 }
@@ -333,7 +334,7 @@ func (d *DB) RemoveWorker(ctx context.Context, ns Namespace, id string) error {
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := checkName("worker id", id); err != nil {
+	if err := machine.CheckName("worker id", id); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermWork); err != nil {
@@ -404,7 +405,7 @@ func (d *DB) Schedules(ctx context.Context, ns Namespace) ([]ScheduleInfo, error
 	var es, paused, runs []index.KV
 	err := d.c.read(ctx, func() {
 		scan := func(prefix string, out *[]index.KV) {
-			d.c.store.ScanKV(ns.idx(), prefix, "", func(e index.KV) bool {
+			d.c.store.ScanKV(idxNS(ns), prefix, "", func(e index.KV) bool {
 				if !strings.HasPrefix(e.Key, prefix) {
 					return false
 				}
@@ -447,10 +448,10 @@ func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name stri
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := checkName("schedule queue", queue); err != nil {
+	if err := machine.CheckName("schedule queue", queue); err != nil {
 		return err
 	}
-	if err := checkName("schedule name", name); err != nil {
+	if err := machine.CheckName("schedule name", name); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermAdmin); err != nil {
@@ -459,7 +460,7 @@ func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name stri
 	k := ScheduleKey(queue, name)
 	var e index.KV
 	var ok bool
-	if err := d.c.read(ctx, func() { e, ok = d.c.store.KV(ns.idx(), ScheduleKeyPrefix+k) }); err != nil {
+	if err := d.c.read(ctx, func() { e, ok = d.c.store.KV(idxNS(ns), ScheduleKeyPrefix+k) }); err != nil {
 		return err
 	}
 	if !ok || !expiresOf(e.Value).After(d.Clock().Now()) {

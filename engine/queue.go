@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -45,7 +46,7 @@ func (q *queue) Name() string { return q.name }
 func (q *queue) Namespace() Namespace { return q.ns }
 
 func (q *queue) key() index.QueueKey {
-	return index.QueueKey{Namespace: q.ns.idx(), Name: q.name}
+	return index.QueueKey{Namespace: idxNS(q.ns), Name: q.name}
 }
 
 // check validates the handle's names and the caller's permissions.
@@ -53,7 +54,7 @@ func (q *queue) check(perms Perm) error {
 	if err := checkNS(q.ns); err != nil {
 		return err
 	}
-	if err := checkName("queue name", q.name); err != nil {
+	if err := machine.CheckName("queue name", q.name); err != nil {
 		return err
 	}
 	return q.db.authorize(q.ns, perms)
@@ -71,7 +72,7 @@ func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return Enqueued{}, err
 	}
-	return res.enq, nil
+	return res.Enq, nil
 }
 
 // enqueueCommand validates an enqueue of t with ops and checks the
@@ -86,8 +87,8 @@ func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	if err != nil {
 		return command{}, err
 	}
-	if s.size+opSize > MaxCommitBytes {
-		return command{}, invalid("commit of about %d bytes, over the limit of %d", s.size+opSize, MaxCommitBytes)
+	if s.Size+opSize > MaxCommitBytes {
+		return command{}, invalid("commit of about %d bytes, over the limit of %d", s.Size+opSize, MaxCommitBytes)
 	}
 	if err := checkSiblings([]spec{s}, vops); err != nil {
 		return command{}, err
@@ -95,16 +96,7 @@ func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	if err := q.check(PermEnqueue | perms); err != nil {
 		return command{}, err
 	}
-	return command{op: cmdEnqueue, ns: q.ns, queue: q.name, task: s, ops: vops}, nil
-}
-
-func planEnqueue(p *planner, cmd *command, res *cmdResult) error {
-	var err error
-	if res.enq, err = p.enqueue(cmd.key(), &cmd.task); err != nil {
-		return err
-	}
-	_, err = p.ops(cmd.ns, cmd.ops, nil)
-	return err
+	return command{Op: cmdEnqueue, NS: q.ns, Queue: q.name, Task: s, Ops: vops}, nil
 }
 
 // EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The results
@@ -131,7 +123,7 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 			return nil, err
 		}
 		specs[i] = s
-		size += s.size
+		size += s.Size
 	}
 	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
 	if err != nil {
@@ -146,14 +138,14 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 	if err := q.check(PermEnqueue | perms); err != nil {
 		return nil, err
 	}
-	cmd := command{op: cmdEnqueueBatch, ns: q.ns, queue: q.name, tasks: specs, ops: vops}
+	cmd := command{Op: cmdEnqueueBatch, NS: q.ns, Queue: q.name, Tasks: specs, Ops: vops}
 	// Allocated here, outside the engine lock; a replicated apply allocates
 	// it as it plans.
-	res := cmdResult{enqs: make([]Enqueued, len(tasks), len(tasks)+len(vops))}
+	res := cmdResult{Enqs: make([]Enqueued, len(tasks), len(tasks)+len(vops))}
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return nil, err
 	}
-	return res.enqs, nil
+	return res.Enqs, nil
 }
 
 // specSlices holds the spec slices of EnqueueBatch for reuse: a batch's
@@ -182,28 +174,8 @@ func putSpecs(sp *[]spec) {
 	specSlices.Put(sp)
 }
 
-func planEnqueueBatch(p *planner, cmd *command, res *cmdResult) error {
-	qk := cmd.key()
-	out := res.enqs
-	if len(out) != len(cmd.tasks) {
-		out = make([]Enqueued, len(cmd.tasks), len(cmd.tasks)+len(cmd.ops))
-	}
-	for i := range cmd.tasks {
-		var err error
-		if out[i], err = p.enqueue(qk, &cmd.tasks[i]); err != nil {
-			if len(cmd.tasks) > 1 {
-				err = fmt.Errorf("task %d: %w", i, err)
-			}
-			return err
-		}
-	}
-	res.enqs = out
-	_, err := p.ops(cmd.ns, cmd.ops, nil)
-	return err
-}
-
 func checkClaim(owner string, lease time.Duration, max int) error {
-	if err := checkName("owner", owner); err != nil {
+	if err := machine.CheckName("owner", owner); err != nil {
 		return err
 	}
 	if err := checkDuration("lease", lease, false); err != nil {
@@ -240,7 +212,7 @@ func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 // sleeper. If the claim never planned (an error before it), prev is
 // returned as it was, for the caller to leave.
 func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool, prev *sleeper) ([]Lease, *sleeper, error) {
-	cmd := command{op: cmdClaim, ns: q.ns, queue: q.name, owner: owner, lease: lease, max: max, wait: wait}
+	cmd := command{Op: cmdClaim, NS: q.ns, Queue: q.name, Owner: owner, Lease: lease, Max: max, Wait: wait}
 	var res cmdResult
 	s := prev
 	qk := q.key()
@@ -253,22 +225,13 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 			c.arrive(s)
 			s = nil
 		}
-		err := cmd.plan(p, &res)
-		if len(res.leases) == 0 && wait {
-			s = c.park(qk, res.due)
+		err := c.planCmd(p, &cmd, &res)
+		if len(res.Leases) == 0 && wait {
+			s = c.park(qk, res.Due)
 		}
 		return err
 	})
-	return res.leases, s, err
-}
-
-func planClaim(p *planner, cmd *command, res *cmdResult) error {
-	qk := cmd.key()
-	res.leases = p.claimWithin(qk, cmd.owner, cmd.lease, cmd.max, 0)
-	if cmd.wait && len(res.leases) == 0 {
-		res.due = p.c.claimDue(qk, p.c.store.Queue(qk), p.now)
-	}
-	return nil
+	return res.Leases, s, err
 }
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
@@ -350,7 +313,7 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return TxResult{}, err
 	}
-	return TxResult{Version: res.seq, Enqueued: res.enqs}, nil
+	return TxResult{Version: res.Seq, Enqueued: res.Enqs}, nil
 }
 
 // completeCommand validates a completion of l with d and checks the
@@ -386,43 +349,12 @@ func (q *queue) completeCommand(l Lease, d Done) (command, error) {
 	if err := q.owns(&l); err != nil {
 		return command{}, err
 	}
-	return command{op: cmdComplete, ns: q.ns, queue: q.name, fence: l, result: clone(d.Result), ops: vops}, nil
+	return command{Op: cmdComplete, NS: q.ns, Queue: q.name, Fence: l, Result: clone(d.Result), Ops: vops}, nil
 }
 
 // owns refuses a lease of another queue presented to this queue's handle
 // (see Lease.CheckQueue).
 func (q *queue) owns(l *Lease) error { return l.CheckQueue(q.ns, q.name) }
-
-func planComplete(p *planner, cmd *command, res *cmdResult) error {
-	t, err := p.fenced(cmd.key(), &cmd.fence)
-	if err != nil {
-		return err
-	}
-	p.complete(t, cmd.result)
-	res.enqs, err = p.ops(cmd.ns, cmd.ops, nil)
-	return err
-}
-
-// complete plans the end of a fenced task: deleted, or kept as completed
-// with its result when retention is on.
-//
-// Tasks the batch enqueues after it are its follow-ups: each records the
-// task as its parent, and a kept completed task lists them.
-func (p *planner) complete(t *index.Task, result []byte) {
-	p.parent, p.parentMut = t.ID, -1
-	if p.c.opts.RetainCompleted > 0 {
-		u := index.UpdateOf(t)
-		u.State, u.Owner, u.LeaseUntil, u.Updated, u.Secret = index.StateCompleted, "", 0, p.now, 0
-		u.Flags, u.Result = index.UpdResult, result
-		p.parentMut = len(p.b.Mutations)
-		p.update(u)
-	} else {
-		p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID, Flags: index.UpdCompleted}})
-	}
-	p.ended(t)
-	p.event(EvCompleted, t.Queue.Key, p.now-t.Created)
-	p.parentEnded(t.ID, parentCompleted)
-}
 
 // CompleteBatch acknowledges many leased tasks in one commit, each fenced by
 // its own token: a stale lease gets ErrLeaseLost in its place of the
@@ -441,47 +373,12 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 			return nil, err
 		}
 	}
-	cmd := command{op: cmdCompleteBatch, ns: q.ns, queue: q.name, fences: leases, dup: repeatedLeases(leases)}
+	cmd := command{Op: cmdCompleteBatch, NS: q.ns, Queue: q.name, Fences: leases, Dup: machine.RepeatedLeases(leases)}
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return nil, err
 	}
-	return res.errs, nil
-}
-
-// repeatedLeases returns, one per lease, ErrLeaseLost for a lease whose task
-// appears earlier in leases and nil for the others.
-func repeatedLeases(leases []Lease) []error {
-	errs := make([]error, len(leases))
-	if len(leases) > 1 {
-		seen := make(map[uint64]struct{}, len(leases))
-		for i := range leases {
-			if _, dup := seen[leases[i].ID]; dup {
-				errs[i] = fmt.Errorf("%w: task %d appears twice in the batch", ErrLeaseLost, leases[i].ID)
-			}
-			seen[leases[i].ID] = struct{}{}
-		}
-	}
-	return errs
-}
-
-func planCompleteBatch(p *planner, cmd *command, res *cmdResult) error {
-	qk := cmd.key()
-	errs := cmd.dup
-	for i := range cmd.fences {
-		if errs[i] != nil {
-			p.event(EvLeaseLost, qk, 0)
-			continue
-		}
-		t, err := p.fenced(qk, &cmd.fences[i])
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		p.complete(t, nil)
-	}
-	res.errs = errs
-	return nil
+	return res.Errs, nil
 }
 
 // Fail records a failed attempt of a leased task: it is retried after
@@ -506,38 +403,10 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if err := q.owns(&l); err != nil {
 		return err
 	}
-	cmd := command{op: cmdFail, ns: q.ns, queue: q.name, fence: l, errMsg: msg, permanent: f.Permanent,
-		delay: f.RetryAfter.Microseconds()}
+	cmd := command{Op: cmdFail, NS: q.ns, Queue: q.name, Fence: l, ErrMsg: msg, Permanent: f.Permanent,
+		Delay: f.RetryAfter.Microseconds()}
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
-}
-
-func planFail(p *planner, cmd *command) error {
-	qk := cmd.key()
-	t, err := p.fenced(qk, &cmd.fence)
-	if err != nil {
-		return err
-	}
-	var u index.TaskUpdate
-	if cmd.permanent || t.Attempts >= t.MaxAttempts() {
-		u = p.release(t, 0)
-		u.State, u.NotBefore = index.StateDead, t.NotBefore
-		p.event(EvDead, qk, 0)
-	} else {
-		delay := cmd.delay
-		if delay <= 0 {
-			delay = backoff(t.BackoffBase(), t.BackoffMax(), t.Attempts)
-		}
-		u = p.release(t, delay)
-		p.event(EvRetried, qk, 0)
-	}
-	u.Flags, u.LastError = index.UpdLastError|index.UpdAddError, cmd.errMsg
-	u.ErrAttempt, u.ErrAt = t.Attempts, p.now
-	p.update(u)
-	if u.State == index.StateDead {
-		p.parentEnded(t.ID, parentDied)
-	}
-	return nil
 }
 
 func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, progress []byte) error {
@@ -560,31 +429,16 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 	if err := q.owns(l); err != nil {
 		return err
 	}
-	cmd := command{op: cmdHeartbeat, ns: q.ns, queue: q.name, fence: *l, lease: extend.Microseconds(),
-		progress: prog, hasProg: progress != nil}
+	cmd := command{Op: cmdHeartbeat, NS: q.ns, Queue: q.name, Fence: *l, Lease: extend.Microseconds(),
+		Progress: prog, HasProg: progress != nil}
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return err
 	}
-	l.Deadline = timeOf(res.deadline)
+	l.Deadline = timeOf(res.Deadline)
 	if progress != nil {
 		l.Progress = clone(prog)
 	}
-	return nil
-}
-
-func planHeartbeat(p *planner, cmd *command, res *cmdResult) error {
-	t, err := p.fenced(cmd.key(), &cmd.fence)
-	if err != nil {
-		return err
-	}
-	u := index.UpdateOf(t)
-	u.LeaseUntil, u.Updated = p.now+cmd.lease, p.now
-	if cmd.hasProg {
-		u.Flags, u.Progress = index.UpdProgress, cmd.progress
-	}
-	res.deadline = u.LeaseUntil
-	p.update(u)
 	return nil
 }
 
@@ -601,32 +455,9 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 	if err := q.owns(&l); err != nil {
 		return err
 	}
-	cmd := command{op: cmdSnooze, ns: q.ns, queue: q.name, fence: l, delay: d.Microseconds()}
+	cmd := command{Op: cmdSnooze, NS: q.ns, Queue: q.name, Fence: l, Delay: d.Microseconds()}
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
-}
-
-func planSnooze(p *planner, cmd *command) error {
-	t, err := p.fenced(cmd.key(), &cmd.fence)
-	if err != nil {
-		return err
-	}
-	u := p.release(t, cmd.delay)
-	u.Attempts = t.Attempts - 1
-	p.update(u)
-	return nil
-}
-
-// release plans a leased task's return to waiting: no owner, claimable
-// again after delay micros (at once when delay is 0).
-func (p *planner) release(t *index.Task, delay int64) index.TaskUpdate {
-	u := index.UpdateOf(t)
-	u.Owner, u.LeaseUntil, u.Updated, u.Secret = "", 0, p.now, 0
-	u.State, u.NotBefore = index.StateScheduled, p.now+delay
-	if delay <= 0 {
-		u.State, u.NotBefore = index.StateReady, p.now
-	}
-	return u
 }
 
 // Cancel removes a task in any state. A worker holding it gets ErrLeaseLost
@@ -639,52 +470,10 @@ func (q *queue) Cancel(ctx context.Context, id uint64) error {
 	return err
 }
 
-func planCancel(p *planner, cmd *command, t *index.Task) error {
-	if t.State == index.StateWaiting {
-		p.cutWaits(t.ID)
-	}
-	p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
-	if t.State != index.StateCompleted {
-		p.ended(t)
-	}
-	p.event(EvCancelled, cmd.key(), 0)
-	p.parentEnded(t.ID, parentCancelled)
-	return nil
-}
-
-// task returns the stored record of task id of queue qk as of now. A task
-// of another queue or namespace is reported exactly like one that does not
-// exist, and so is a retained completion whose retention has passed at now
-// (housekeeping deletes it with the next commit). Call with mu held.
-func (c *core) task(qk index.QueueKey, id uint64, now int64) (*index.Task, error) {
-	t, ok := c.store.Task(id)
-	if !ok || t.Queue.Key != qk || t.State == index.StateCompleted && t.Updated() <= c.doneBefore(now) {
-		return nil, fmt.Errorf("%w: task %d in queue %q", ErrNotFound, id, qk.Name)
-	}
-	return t, nil
-}
-
-// doneBefore is the time at or before which a retained completion has
-// been forgotten at now, 0 when completions are not retained.
-func (c *core) doneBefore(now int64) int64 {
-	if r := c.opts.RetainCompleted.Microseconds(); r > 0 {
-		return now - r
-	}
-	return 0
-}
-
 // Redrive moves a dead task back to ready with a fresh attempt budget.
 // ErrNotFound if there is no such task; ErrConflict if it is not dead.
 func (q *queue) Redrive(ctx context.Context, id uint64) error {
 	return q.onTask(ctx, cmdRedrive, id)
-}
-
-func planRedrive(p *planner, _ *command, t *index.Task) error {
-	if st := t.StateAt(p.now); st != index.StateDead {
-		return fmt.Errorf("%w: task %d is %s, not dead", ErrConflict, t.ID, st)
-	}
-	p.redrive(t)
-	return nil
 }
 
 // RunNow makes a scheduled task (a timer, or a retry waiting out its
@@ -695,39 +484,15 @@ func (q *queue) RunNow(ctx context.Context, id uint64) error {
 	return q.onTask(ctx, cmdRunNow, id)
 }
 
-func planRunNow(p *planner, _ *command, t *index.Task) error {
-	switch st := t.StateAt(p.now); st {
-	case index.StateReady:
-		return nil // also a due timer or an expired lease: claimable now
-	case index.StateScheduled:
-		u := index.UpdateOf(t)
-		u.State, u.NotBefore, u.Updated = index.StateReady, p.now, p.now
-		p.update(u)
-		return nil
-	default:
-		return invalid("task %d is %s: only a scheduled task can be run now", t.ID, st)
-	}
-}
-
 // onTask runs an admin change (op) of task id of the queue in one commit:
 // its plan runs once the task is found (ErrNotFound otherwise).
 func (q *queue) onTask(ctx context.Context, op cmdOp, id uint64) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{op: op, ns: q.ns, queue: q.name, id: id}
+	cmd := command{Op: op, NS: q.ns, Queue: q.name, ID: id}
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
-}
-
-func (p *planner) redrive(t *index.Task) {
-	_, u := p.settle(t) // an expired last lease is dead: store that first
-	if t.State == index.StateInFlight {
-		p.parentEnded(t.ID, parentDied) // its death is stored now
-	}
-	u.State, u.Attempts, u.NotBefore, u.Updated = index.StateReady, 0, p.now, p.now
-	p.update(u)
-	p.event(EvRedriven, t.Queue.Key, 0)
 }
 
 // RedriveAll moves every dead task of the queue back to ready and returns
@@ -738,30 +503,14 @@ func (q *queue) RedriveAll(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		cmd := command{op: cmdRedriveAll, ns: q.ns, queue: q.name}
+		cmd := command{Op: cmdRedriveAll, NS: q.ns, Queue: q.name}
 		var res cmdResult
 		err := q.db.c.exec(ctx, &cmd, &res)
-		total += res.n
-		if err != nil || res.n < MaxBatch {
+		total += res.N
+		if err != nil || res.N < MaxBatch {
 			return total, err
 		}
 	}
-}
-
-func planRedriveAll(p *planner, cmd *command, res *cmdResult) error {
-	iq := p.c.store.Queue(cmd.key())
-	if iq == nil {
-		return nil
-	}
-	n := 0
-	// Dead now: stored dead, and expired last leases.
-	for _, d := range iq.DeadAt(p.now, 0, false, MaxBatch, nil) {
-		t, _ := p.c.store.Task(d.ID)
-		p.redrive(t)
-		n++
-	}
-	res.n = n
-	return nil
 }
 
 // read runs fn under the engine lock for a read-only call, then waits until
@@ -996,7 +745,7 @@ func (c *core) queueInfo(iq *index.Queue, now int64) (QueueInfo, bool) {
 		return QueueInfo{}, false
 	}
 	tot := iq.Totals()
-	info := QueueInfo{Namespace: Namespace{k.Project, k.Scope}, Name: k.Name, Counts: n,
+	info := QueueInfo{Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Name: k.Name, Counts: n,
 		Totals: Totals{Enqueued: tot.Enqueued, Claimed: tot.Claimed, Completed: tot.Completed,
 			Retried: tot.Retried, DeadLettered: tot.DeadLettered}}
 	if at, ok := iq.OldestReady(now); ok {
@@ -1025,7 +774,7 @@ func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
 		for _, ns := range page {
 			// permit's question without its error, which a caller
 			// refused on most namespaces would make for each.
-			if auth.Allowed(caller, Namespace{ns.Project, ns.Scope}, PermRead)&PermRead != 0 {
+			if auth.Allowed(caller, Namespace{Project: ns.Project, Scope: ns.Scope}, PermRead)&PermRead != 0 {
 				out = append(out, ns)
 			}
 		}

@@ -4,13 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/engine/internal/machine"
 )
 
 // This file holds the calls that do in one commit what would otherwise
 // take several: a worker that finishes a task and takes the next, and one
 // that extends every lease it holds.
-
 // CompleteAndClaim completes the leased task l as Complete does (d's
 // result, ops and follow-ups, fenced by the lease) and, in the same commit,
 // leases up to max tasks of the queue to owner for lease, as Claim does: a
@@ -32,24 +31,12 @@ func (q *queue) CompleteAndClaim(ctx context.Context, l Lease, d Done, owner str
 	if err != nil {
 		return TxResult{}, nil, err
 	}
-	cmd.op, cmd.owner, cmd.lease, cmd.max = cmdCompleteClaim, owner, lease.Microseconds(), max
+	cmd.Op, cmd.Owner, cmd.Lease, cmd.Max = cmdCompleteClaim, owner, lease.Microseconds(), max
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return TxResult{}, nil, err
 	}
-	return TxResult{Version: res.seq, Enqueued: res.enqs}, res.leases, nil
-}
-
-func planCompleteClaim(p *planner, cmd *command, res *cmdResult) error {
-	if err := planComplete(p, cmd, res); err != nil {
-		return err
-	}
-	// The completed task is in flight and its follow-ups are not stored
-	// yet: the claim cannot take them. The claim is planned within the
-	// queue's settings as Claim's is, the completed task's slot of an
-	// in-flight bound (and of its partition's) already free.
-	res.leases = p.claimWithin(cmd.key(), cmd.owner, cmd.lease, cmd.max, cmd.fence.ID)
-	return nil
+	return TxResult{Version: res.Seq, Enqueued: res.Enqs}, res.Leases, nil
 }
 
 // HeartbeatBatch extends the leases leases point to until now+extend, in
@@ -83,39 +70,17 @@ func (q *queue) HeartbeatBatch(ctx context.Context, leases []*Lease, extend time
 			return nil, err
 		}
 	}
-	cmd := command{op: cmdHeartbeatBatch, ns: q.ns, queue: q.name, fences: fences, lease: extend.Microseconds(),
-		dup: repeatedLeases(fences)}
+	cmd := command{Op: cmdHeartbeatBatch, NS: q.ns, Queue: q.name, Fences: fences, Lease: extend.Microseconds(),
+		Dup: machine.RepeatedLeases(fences)}
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return nil, err
 	}
-	deadline := timeOf(res.deadline)
+	deadline := timeOf(res.Deadline)
 	for i, l := range leases {
-		if res.errs[i] == nil {
+		if res.Errs[i] == nil {
 			l.Deadline = deadline
 		}
 	}
-	return res.errs, nil
-}
-
-func planHeartbeatBatch(p *planner, cmd *command, res *cmdResult) error {
-	qk := cmd.key()
-	errs := cmd.dup
-	res.deadline = p.now + cmd.lease
-	for i := range cmd.fences {
-		if errs[i] != nil {
-			p.event(EvLeaseLost, qk, 0)
-			continue
-		}
-		t, err := p.fenced(qk, &cmd.fences[i])
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		u := index.UpdateOf(t)
-		u.LeaseUntil, u.Updated = res.deadline, p.now
-		p.update(u)
-	}
-	res.errs = errs
-	return nil
+	return res.Errs, nil
 }

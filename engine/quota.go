@@ -9,24 +9,6 @@ import (
 	"github.com/docketdb/docket/internal/index"
 )
 
-// A quota bounds what one namespace's state may hold, as the memory budget
-// bounds the whole state: its tasks and its bytes, counted as
-// NamespaceUsage counts them. A write that would take its namespace past
-// its quota is refused with ErrFull and changes nothing; the other
-// namespaces do not notice. As with the budget, writes that free state are
-// never refused, and completions with follow-ups and writes to the system
-// area (worker presence, schedules) may use a reserve of an eighth of the
-// quota beyond it. A completion that writes nothing but its result is a
-// write that frees state: no quota refuses it.
-//
-// The quota is a record in the namespace's system area (QuotaKey): it is
-// durable, replicated with the rest of the state, and every node reads
-// the same quota from it. Setting a quota below what the namespace holds
-// refuses what adds to it until enough is freed; nothing is removed.
-
-// QuotaKey is the key of a namespace's quota in its system area.
-const QuotaKey = ReservedPrefix + "quota"
-
 // Quota is the limit of one namespace's state. Zero in a field is no
 // limit on it.
 type Quota struct {
@@ -92,8 +74,8 @@ func (d *DB) Quota(ctx context.Context, ns Namespace) (Quota, NamespaceUsage, er
 	}
 	var q Quota
 	err := d.c.read(ctx, func() {
-		q = d.c.quotaOf(ns.idx())
-		iu := d.c.store.NamespaceUsage(ns.idx())
+		q = d.c.quotaOf(idxNS(ns))
+		iu := d.c.store.NamespaceUsage(idxNS(ns))
 		u.Tasks, u.Bytes = int(iu.Tasks), iu.Bytes
 	})
 	return q, u, err
@@ -131,56 +113,22 @@ func (c *core) quotaOf(ns index.Namespace) Quota {
 	return q
 }
 
-// tasksAdded counts the tasks cmd adds if it is planned as asked.
-func (cmd *command) tasksAdded() int64 {
-	var n int64
-	switch cmd.op {
-	case cmdEnqueue:
-		n = 1
-	case cmdEnqueueBatch:
-		n = int64(len(cmd.tasks))
-	case cmdCommit, cmdComplete, cmdCompleteClaim:
-	default:
-		return 0
-	}
-	for i := range cmd.ops {
-		if cmd.ops[i].kind == OpEnqueue {
-			n++
-		}
-	}
-	return n
-}
-
-// onlyQuota reports whether cmd writes nothing but a quota record: setting
-// a quota is never refused for the quota it replaces.
-func (cmd *command) onlyQuota() bool {
-	if cmd.op != cmdCommit || len(cmd.ops) == 0 {
-		return false
-	}
-	for i := range cmd.ops {
-		if cmd.ops[i].key != QuotaKey || cmd.ops[i].kind == OpEnqueue {
-			return false
-		}
-	}
-	return true
-}
-
 // admitQuota refuses cmd with ErrFull when what it adds would take its
 // namespace past its quota (and the quota's reserve, for a completion or
 // a write to the system area). It is called with c.mu held, as admit.
 func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
-	ns := cmd.ns.idx()
+	ns := idxNS(cmd.NS)
 	q := c.quotaOf(ns)
-	if q == (Quota{}) || cmd.onlyQuota() {
+	if q == (Quota{}) || cmd.OnlyQuota() {
 		return nil
 	}
-	if completion && cmd.op != cmdCommit && len(cmd.ops) == 0 {
+	if completion && cmd.Op != cmdCommit && len(cmd.Ops) == 0 {
 		// A completion that writes nothing but its result frees its task:
 		// a quota lowered below what the namespace holds must not stop
 		// its workers from draining it.
 		return nil
 	}
-	tasks := cmd.tasksAdded()
+	tasks := cmd.TasksAdded()
 	u := c.store.NamespaceUsage(ns)
 	maxTasks, maxBytes := int64(q.MaxTasks), q.MaxBytes
 	if completion {
@@ -189,11 +137,11 @@ func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
 	}
 	if q.MaxTasks > 0 && tasks > 0 && u.Tasks+tasks > maxTasks {
 		return fmt.Errorf("%w: namespace %s holds %d tasks of its quota of %d and this call would add %d; "+
-			"complete, cancel or delete tasks, or raise the quota", ErrFull, cmd.ns, u.Tasks, q.MaxTasks, tasks)
+			"complete, cancel or delete tasks, or raise the quota", ErrFull, cmd.NS, u.Tasks, q.MaxTasks, tasks)
 	}
 	if q.MaxBytes > 0 && add > 0 && u.Bytes+add > maxBytes {
 		return fmt.Errorf("%w: namespace %s holds %s of its quota of %s and this call would add %s; "+
-			"complete, cancel or delete tasks, or raise the quota", ErrFull, cmd.ns, bytesize.Format(u.Bytes), bytesize.Format(q.MaxBytes), bytesize.Format(add))
+			"complete, cancel or delete tasks, or raise the quota", ErrFull, cmd.NS, bytesize.Format(u.Bytes), bytesize.Format(q.MaxBytes), bytesize.Format(add))
 	}
 	return nil
 }

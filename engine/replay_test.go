@@ -53,7 +53,7 @@ func TestReplayContinuesPastRefusal(t *testing.T) {
 	q := e.q("q")
 	e.enqueue(q, Task{})
 	e.crash()
-	ins := ns.idx()
+	ins := idxNS(ns)
 	appendLogged(t, e.dir,
 		&index.Batch{Now: t0.UnixMicro(), Assertions: []index.Assertion{{Kind: index.AssertKVExists, NS: ins, Key: "missing"}},
 			Mutations: []index.Mutation{{Kind: index.MutSetKV, KV: index.KV{Namespace: ins, Key: "refused", Value: []byte("x")}}}},
@@ -86,7 +86,7 @@ func TestCheckAgreesWithOpenOnSequence(t *testing.T) {
 	e.enqueue(e.q("q"), Task{})
 	e.crash()
 	appendLogged(t, e.dir, &index.Batch{Seq: 7, Now: t0.UnixMicro(), Mutations: []index.Mutation{
-		{Kind: index.MutSetKV, KV: index.KV{Namespace: ns.idx(), Key: "k", Value: []byte("v")}}}})
+		{Kind: index.MutSetKV, KV: index.KV{Namespace: idxNS(ns), Key: "k", Value: []byte("v")}}}})
 	_, err := Check(e.dir)
 	wantErr(t, err, ErrCorrupt)
 	_, err = Open(e.dir, e.opts)

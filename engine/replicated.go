@@ -85,17 +85,17 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 		c.mu.Unlock()
 		return err
 	}
-	cmd.now = c.clock.Now().UnixMicro()
-	if cmd.op == cmdClaim || cmd.op == cmdCompleteClaim {
-		cmd.seed = c.seeds()
+	cmd.Now = c.clock.Now().UnixMicro()
+	if cmd.Op == cmdClaim || cmd.Op == cmdCompleteClaim {
+		cmd.Seed = c.seeds()
 	}
-	cmd.retain, cmd.idemTTL = c.opts.RetainCompleted.Microseconds(), c.opts.IdempotencyTTL.Microseconds()
+	cmd.Retain, cmd.IdemTTL = c.opts.RetainCompleted.Microseconds(), c.opts.IdempotencyTTL.Microseconds()
 	if err := c.admit(cmd); err != nil {
 		c.mu.Unlock()
 		return err
 	}
 	c.mu.Unlock()
-	data, err := cmd.encode()
+	data, err := cmd.Encode()
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 // is back to claim at that moment.
 func (c *core) claimReplicated(ctx context.Context, cmd *command, prev *sleeper) ([]Lease, *sleeper, error) {
 	s := prev
-	if cmd.wait {
+	if cmd.Wait {
 		c.mu.Lock()
 		if err := c.usable(); err != nil {
 			c.mu.Unlock()
@@ -122,17 +122,17 @@ func (c *core) claimReplicated(ctx context.Context, cmd *command, prev *sleeper)
 		if s != nil {
 			c.arrive(s)
 		}
-		s = c.park(cmd.key(), 0)
+		s = c.park(cmd.Key(), 0)
 		c.mu.Unlock()
 	}
 	var res cmdResult
 	err := c.submit(ctx, cmd, &res)
-	if err == nil && len(res.leases) == 0 && s != nil {
+	if err == nil && len(res.Leases) == 0 && s != nil {
 		c.mu.Lock()
-		c.arm(s, res.due)
+		c.arm(s, res.Due)
 		c.mu.Unlock()
 	}
-	return res.leases, s, err
+	return res.Leases, s, err
 }
 
 // ApplyCommand plans and applies data, a command a replicated log
@@ -165,13 +165,13 @@ func (d *DB) ApplyCommand(data []byte) *Applied {
 		c.mu.Unlock()
 		return &Applied{err: derr}
 	}
-	c.opts.RetainCompleted, c.opts.IdempotencyTTL = micros(cmd.retain), micros(cmd.idemTTL)
-	c.applySeed = cmd.seed
+	c.opts.RetainCompleted, c.opts.IdempotencyTTL = micros(cmd.Retain), micros(cmd.IdemTTL)
+	c.applySeed = cmd.Seed
 	a := &Applied{}
-	seq, rep, err := c.step(max(cmd.now, c.store.Now()), func(p *planner) error { return cmd.plan(p, &a.res) })
+	seq, rep, err := c.step(max(cmd.Now, c.store.Now()), func(p *planner) error { return c.planCmd(p, &cmd, &a.res) })
 	c.applySeed = 0
 	if a.err = err; err == nil {
-		a.res.seq = seq
+		a.res.Seq = seq
 	}
 	c.mu.Unlock()
 	c.report(&rep, err)

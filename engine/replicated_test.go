@@ -541,7 +541,7 @@ func TestReplicatedClaimWait(t *testing.T) {
 	claimed := make(chan struct{}, 8)
 	l.afterApply = func(l *localLog, entry []byte) {
 		var cmd command
-		if decodeCommand(entry, &cmd) == nil && cmd.op == cmdClaim {
+		if decodeCommand(entry, &cmd) == nil && cmd.Op == cmdClaim {
 			claimed <- struct{}{}
 		}
 	}
@@ -586,10 +586,10 @@ func TestReplicatedClaimWait(t *testing.T) {
 	l.mu.Lock()
 	l.afterApply = func(l *localLog, entry []byte) {
 		var cmd command
-		if decodeCommand(entry, &cmd) == nil && cmd.op == cmdClaim {
+		if decodeCommand(entry, &cmd) == nil && cmd.Op == cmdClaim {
 			l.afterApply = nil
-			e := command{op: cmdEnqueue, ns: ns, queue: "q", now: t0.UnixMicro(), task: spec{maxAttempts: 5}}
-			l.appendLocked(must(e.encode()), nil)
+			e := command{Op: cmdEnqueue, NS: ns, Queue: "q", Now: t0.UnixMicro(), Task: spec{MaxAttempts: 5}}
+			l.appendLocked(must(e.Encode()), nil)
 		}
 	}
 	l.mu.Unlock()
@@ -637,8 +637,8 @@ func TestReplicatedRestore(t *testing.T) {
 	}
 	// The lagging member holds a state of its own, which a restore must
 	// discard; every damaged stream is refused and leaves it.
-	own := command{op: cmdEnqueue, ns: NS("other", "space"), queue: "mine", now: t0.Add(time.Hour).UnixMicro(), task: spec{maxAttempts: 5}}
-	if err := lag.db.ApplyCommand(must(own.encode())).Err(); err != nil {
+	own := command{Op: cmdEnqueue, NS: NS("other", "space"), Queue: "mine", Now: t0.Add(time.Hour).UnixMicro(), Task: spec{MaxAttempts: 5}}
+	if err := lag.db.ApplyCommand(must(own.Encode())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := lag.db.StateHash()
@@ -683,8 +683,8 @@ func TestReplicatedRestore(t *testing.T) {
 func TestApplyCommandRefuses(t *testing.T) {
 	l := newLocalLog(t, 1, func(int) Options { return Options{Clock: NewManualClock(t0)} })
 	db := l.members[0].db
-	cmd := command{op: cmdEnqueue, ns: ns, queue: "q", now: t0.UnixMicro(), task: spec{maxAttempts: 5}}
-	data := must(cmd.encode())
+	cmd := command{Op: cmdEnqueue, NS: ns, Queue: "q", Now: t0.UnixMicro(), Task: spec{MaxAttempts: 5}}
+	data := must(cmd.Encode())
 	if err := db.As(Caller{ID: "x"}).ApplyCommand(data).Err(); !errors.Is(err, ErrPermission) {
 		t.Fatalf("through a view: %v", err)
 	}
@@ -702,7 +702,7 @@ func TestApplyCommandRefuses(t *testing.T) {
 	if h, _ := db.StateHash(); h != before {
 		t.Fatal("an undecodable command changed the state")
 	}
-	if a := db.ApplyCommand(data); a.Err() != nil || a.res.enq.ID != 1 {
+	if a := db.ApplyCommand(data); a.Err() != nil || a.res.Enq.ID != 1 {
 		t.Fatalf("apply: %+v", a)
 	}
 	if err := db.ApplyCommand(append([]byte{9}, data[1:]...)).Err(); !errors.Is(err, ErrFailed) {

@@ -12,79 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// Unique makes an enqueue unique by content (what River calls UniqueOpts
-// with ByArgs and ByPeriod): within Window of a task's enqueue, enqueueing
-// a task of the same kind with the same payload on the same queue, while
-// the first is in one of States, enqueues nothing and returns the first
-// task's id with Deduplicated set, as a duplicate idempotency key does.
-// It is that machinery: the key is derived from the content and kept with
-// the states and the window's end.
-//
-// Content is the task's Kind and its payload in canonical JSON: object
-// members sorted by key (compared as UTF-8 bytes, duplicate keys kept in
-// their order), no whitespace outside strings, strings written with the
-// fewest escapes (only ", \ and control characters are escaped; \n, \r,
-// \t, \b and \f by name, others as \u00XX; invalid UTF-8 reads as U+FFFD),
-// numbers, true, false and null exactly as written (1 and 1.0 differ). So
-// {"b": [1, 2], "a": "\u00e9"} and {"a":"é","b":[1,2]} are the same
-// content. The key is "docket/unique/" and the hex SHA-256 of the kind, a
-// NUL byte, and the canonical payload; TaskInfo.IdempotencyKey shows it.
-//
-// A task cannot have both Unique and an IdempotencyKey.
-type Unique struct {
-	// Window is how long after a task's enqueue its content blocks another
-	// enqueue of the same content. Required: at least a microsecond, at
-	// most MaxDuration.
-	Window time.Duration
-	// States are the states in which the existing task blocks it. They
-	// must include Ready, Scheduled and InFlight (a task waiting or running
-	// always blocks); Dead and Completed are optional. A task Waiting for
-	// the tasks it depends on always blocks too, whether or not States
-	// names Waiting (naming it changes nothing). A completed task blocks
-	// for the rest of the window even once it is deleted (with
-	// RetainCompleted off). A cancelled task never blocks, nor does one
-	// cancelled because a task it depended on failed. None (nil or empty)
-	// means Ready, Scheduled, InFlight and Completed (and Waiting).
-	//
-	// A unique task may have dependencies. A duplicate is deduplicated into
-	// the first task whatever its own dependencies, which are then ignored
-	// (as with an idempotency key): the first task keeps the dependencies
-	// it was enqueued with.
-	States []State
-}
-
-// UniquePrefix starts the idempotency keys derived from content. The
-// idempotency keys a caller chooses may not start with ReservedPrefix.
-const UniquePrefix = ReservedPrefix + "unique/"
-
-const (
-	uniqueRequired = 1<<index.StateReady | 1<<index.StateScheduled | 1<<index.StateInFlight
-	uniqueAllowed  = uniqueRequired | 1<<index.StateDead | 1<<index.StateCompleted
-	uniqueDefault  = uniqueRequired | 1<<index.StateCompleted
-)
-
-// checkUniqueStates validates a set of blocking states as a bit mask.
-func checkUniqueStates(mask uint8) error {
-	if mask&^uniqueAllowed != 0 || mask&uniqueRequired != uniqueRequired {
-		return invalid("unique states %s: want ready, scheduled and in-flight, and optionally dead and completed", statesOf(mask))
-	}
-	return nil
-}
-
-func statesOf(mask uint8) string {
-	var names []string
-	for st := index.StateReady; st < index.NumStates; st++ {
-		if mask&(1<<st) != 0 {
-			names = append(names, st.String())
-		}
-	}
-	return "[" + strings.Join(names, " ") + "]"
-}
-
-// checkUnique validates t's Unique and fills in the spec's derived key,
+// UniquePrefix starts the idempotency keys derived from content. The// checkUnique validates t's Unique and fills in the spec's derived key,
 // states and window.
 func checkUnique(t *Task, s *spec) error {
 	u := t.Unique
@@ -100,7 +32,7 @@ func checkUnique(t *Task, s *spec) error {
 	if len(u.States) > index.NumStates-1 {
 		return invalid("%d unique states: there are %d", len(u.States), index.NumStates-1)
 	}
-	mask := uint8(uniqueDefault)
+	mask := uint8(machine.UniqueDefault)
 	if len(u.States) > 0 {
 		mask = 0
 		for _, st := range u.States {
@@ -111,7 +43,7 @@ func checkUnique(t *Task, s *spec) error {
 				mask |= 1 << st
 			}
 		}
-		if err := checkUniqueStates(mask); err != nil {
+		if err := machine.CheckUniqueStates(mask); err != nil {
 			return err
 		}
 	}
@@ -119,7 +51,7 @@ func checkUnique(t *Task, s *spec) error {
 	if err != nil {
 		return err
 	}
-	s.idem, s.uniq, s.window = key, mask, u.Window.Microseconds()
+	s.Idem, s.Uniq, s.Window = key, mask, u.Window.Microseconds()
 	return nil
 }
 
@@ -256,35 +188,4 @@ func writeJSONString(out *bytes.Buffer, s string) {
 		}
 	}
 	out.WriteByte('"')
-}
-
-// blocks reports whether the idempotency entry e, found for a new task's
-// key at the plan's time, deduplicates the new task. A caller's key always
-// does (while the entry lasts). A unique-by-content key does while its
-// task is waiting for its dependencies (a state no entry names, so that
-// the entries and commands of the versions before dependencies still
-// read) or in one of the entry's states; a task that has left the store
-// completed (a cancelled one takes its entry with it, see endedUnique).
-func (p *planner) blocks(e *index.Idem) bool {
-	if e.States == 0 {
-		return true
-	}
-	t, ok := p.c.store.Task(e.ID)
-	if !ok {
-		return true
-	}
-	st := t.StateAt(p.now)
-	return st == index.StateWaiting || e.Blocks(st)
-}
-
-// endedUnique plans what happens to the unique-by-content entry e of t as
-// t ends: kept for the rest of its window when t completes and completed
-// tasks block, deleted otherwise (a cancellation, or a completion that
-// does not block), so that the same content may be enqueued again at once.
-// A completion is the one whose task the plan is completing (p.parent).
-func (p *planner) endedUnique(t *index.Task, e index.Idem) {
-	if p.parent == t.ID && e.Blocks(index.StateCompleted) {
-		return
-	}
-	p.put(index.Mutation{Kind: index.MutDeleteIdem, Idem: e})
 }

@@ -2,59 +2,26 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// Limits on what a call may ask for. Each is checked before anything is
-// planned; exceeding one returns ErrInvalid naming it.
-const (
-	MaxNameBytes     = 255     // project, scope, queue, owner, kind, caller ids
-	MaxKeyBytes      = 4096    // KV keys and idempotency keys
-	MaxErrorBytes    = 8192    // a failure's error text (longer text is cut, not refused)
-	MaxHeaders       = 64      // headers per task
-	MaxHeaderBytes   = 1024    // one header key or value
-	MaxBatch         = 10_000  // tasks per batch enqueue, claim max, list and scan limits
-	MaxOps           = 10_000  // ops (KV mutations, assertions, follow-ups) in one commit
-	MaxAttemptsLimit = 1 << 20 // a task's attempt budget
-	MaxAttemptErrors = 20      // failed attempts a task remembers (TaskInfo.Errors)
-	MaxCommitBytes   = 64 << 20
-	// MaxDuration bounds delays, leases and backoffs (about 100 years), so
-	// that now+duration never overflows.
-	MaxDuration = 100 * 365 * 24 * time.Hour
-)
-
-// The index keeps the attempt history: its bound is this one (a
-// difference in either direction overflows the unsigned constant).
+// The index keeps the attempt history: its bound is this one (a// difference in either direction overflows the unsigned constant).
 const _ = uint(MaxAttemptErrors-index.MaxAttemptErrors) + uint(index.MaxAttemptErrors-MaxAttemptErrors)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-func checkName(field, s string) error {
-	switch {
-	case s == "":
-		return invalid("%s is empty", field)
-	case len(s) > MaxNameBytes:
-		return invalid("%s is %d bytes, over the limit of %d", field, len(s), MaxNameBytes)
-	case !utf8.ValidString(s):
-		return invalid("%s is not valid UTF-8", field)
-	case strings.IndexByte(s, 0) >= 0:
-		return invalid("%s contains a NUL byte", field)
-	}
-	return nil
-}
-
 func checkNS(ns Namespace) error {
-	if err := checkName("namespace project", ns.Project); err != nil {
+	if err := machine.CheckName("namespace project", ns.Project); err != nil {
 		return err
 	}
-	return checkName("namespace scope", ns.Scope)
+	return machine.CheckName("namespace scope", ns.Scope)
 }
 
 func checkKey(field, k string) error {
@@ -109,37 +76,13 @@ func clone(b []byte) []byte {
 	return c
 }
 
-// spec is a validated Task, with its byte fields copied so the caller may
-// reuse them.
-type spec struct {
-	payload     []byte
-	kind        string
-	delay       int64 // micros
-	at          int64 // absolute micros, 0 when unset
-	prio        int64
-	maxAttempts uint32
-	base, max   int64
-	idem        string // the caller's idempotency key, or the one derived from the content
-	headers     map[string]string
-	size        int
-	uniq        uint8 // unique by content: the blocking states (0: not unique)
-	window      int64 // unique by content: the window, micros
-	// deps are the ids the task depends on and sibs the positions of the
-	// siblings it depends on, each sorted without repeats; policy is its
-	// DependencyPolicy (deps.go).
-	deps   []uint64
-	sibs   []int
-	policy uint8
-	part   string // Task.Partition
-}
-
 func checkTask(t *Task, maxPayload int) (spec, error) {
 	var s spec
 	if err := checkJSON("payload", t.Payload, maxPayload); err != nil {
 		return s, err
 	}
 	if t.Kind != "" {
-		if err := checkName("kind", t.Kind); err != nil {
+		if err := machine.CheckName("kind", t.Kind); err != nil {
 			return s, err
 		}
 	}
@@ -151,7 +94,7 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 		if t.At.Year() < 1970 || t.At.Year() > 9999 || us <= 0 {
 			return s, invalid("at %v is outside the years 1970-9999", t.At)
 		}
-		s.at = us
+		s.At = us
 	}
 	if t.MaxAttempts < 0 || t.MaxAttempts > MaxAttemptsLimit {
 		return s, invalid("max attempts %d is outside 0..%d", t.MaxAttempts, MaxAttemptsLimit)
@@ -182,9 +125,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 	if len(t.Headers) > MaxHeaders {
 		return s, invalid("%d headers, over the limit of %d", len(t.Headers), MaxHeaders)
 	}
-	s.size = len(t.Payload) + len(t.IdempotencyKey) + len(t.Kind) + 64
+	s.Size = len(t.Payload) + len(t.IdempotencyKey) + len(t.Kind) + 64
 	if len(t.Headers) > 0 {
-		s.headers = make(map[string]string, len(t.Headers))
+		s.Headers = make(map[string]string, len(t.Headers))
 		for k, v := range t.Headers {
 			if k == "" || len(k) > MaxHeaderBytes || len(v) > MaxHeaderBytes {
 				return s, invalid("header %.32q: key must be 1..%d bytes and value at most %d", k, MaxHeaderBytes, MaxHeaderBytes)
@@ -192,60 +135,41 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 			if !utf8.ValidString(k) || !utf8.ValidString(v) {
 				return s, invalid("header %.32q: key and value must be valid UTF-8", k)
 			}
-			s.headers[k] = v
-			s.size += len(k) + len(v)
+			s.Headers[k] = v
+			s.Size += len(k) + len(v)
 		}
 	}
-	s.payload = clone(t.Payload)
-	s.kind = t.Kind
-	s.delay = t.Delay.Microseconds()
-	s.prio = int64(t.Priority)
-	s.maxAttempts = uint32(t.MaxAttempts)
-	if s.maxAttempts == 0 {
-		s.maxAttempts = 5
+	s.Payload = clone(t.Payload)
+	s.Kind = t.Kind
+	s.Delay = t.Delay.Microseconds()
+	s.Prio = int64(t.Priority)
+	s.MaxAttempts = uint32(t.MaxAttempts)
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = 5
 	}
-	s.base, s.max = t.BackoffBase.Microseconds(), t.BackoffMax.Microseconds()
-	if s.base == 0 {
-		s.base = int64(time.Second / time.Microsecond)
+	s.Base, s.Max = t.BackoffBase.Microseconds(), t.BackoffMax.Microseconds()
+	if s.Base == 0 {
+		s.Base = int64(time.Second / time.Microsecond)
 	}
-	if s.max == 0 {
-		s.max = int64(time.Minute / time.Microsecond)
+	if s.Max == 0 {
+		s.Max = int64(time.Minute / time.Microsecond)
 	}
-	s.idem = t.IdempotencyKey
+	s.Idem = t.IdempotencyKey
 	if t.Unique != nil {
 		if err := checkUnique(t, &s); err != nil {
 			return s, err
 		}
-		s.size += len(s.idem)
+		s.Size += len(s.Idem)
 	}
 	if err := checkDeps(t, &s); err != nil {
 		return s, err
 	}
 	if t.Partition != "" {
-		if err := checkName("partition", t.Partition); err != nil {
+		if err := machine.CheckName("partition", t.Partition); err != nil {
 			return s, err
 		}
-		s.part = t.Partition
-		s.size += len(s.part)
+		s.Part = t.Partition
+		s.Size += len(s.Part)
 	}
 	return s, nil
-}
-
-// backoff is base * 2^(attempts-1), capped at max.
-func backoff(base, max int64, attempts uint32) int64 {
-	shift := uint(0)
-	if attempts > 1 {
-		shift = uint(attempts - 1)
-	}
-	if shift > 62 {
-		return max
-	}
-	if base > math.MaxInt64>>shift {
-		return max
-	}
-	d := base << shift
-	if d > max {
-		return max
-	}
-	return d
 }

@@ -45,7 +45,6 @@ import (
 // Planning a claim reads the state at the plan's now, so a call that comes
 // back sees everything committed before it; the rules only decide how many
 // calls come back.
-
 // sleeper is one ClaimWait call parked on a queue between two claims.
 type sleeper struct {
 	ch    chan struct{} // closed when a commit wakes the call
@@ -224,20 +223,4 @@ func claimableUpTo(iq *index.Queue, now int64, limit int) int {
 		return n
 	}
 	return iq.CountsAt(now, 0)[index.StateReady]
-}
-
-// nextDue is the earliest time a timer or a lease of iq comes due, or 0 if
-// none.
-func nextDue(iq *index.Queue) int64 {
-	if iq == nil {
-		return 0
-	}
-	var at int64
-	if it, ok := iq.Scheduled.Min(); ok {
-		at = it.At
-	}
-	if it, ok := iq.InFlight.Min(); ok && (at == 0 || it.At < at) {
-		at = it.At
-	}
-	return at
 }

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
+	"github.com/docketdb/docket/dockettype"
 	"github.com/docketdb/docket/internal/index"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Encoding of a command, the data of one entry of a replicated log (part
@@ -81,44 +81,44 @@ import (
 // long as they change no field of an existing one: a build that does not
 // know them refuses their operation number just as cleanly.
 const (
-	cmdVersion  = 4
-	cmdVersion3 = 3
-	cmdVersion2 = 2
-	cmdVersion1 = 1
+	Version  = 4
+	Version3 = 3
+	Version2 = 2
+	Version1 = 1
 )
 
 // version is the oldest command version that can carry cmd.
-func (cmd *command) version() uint64 {
-	v := cmd.task.version()
-	switch cmd.op {
-	case cmdSetPaused, cmdSetLimits, cmdCompleteClaim, cmdHeartbeatBatch, cmdBulk:
-		v = max(v, cmdVersion2)
+func (cmd *Command) version() uint64 {
+	v := cmd.Task.version()
+	switch cmd.Op {
+	case CmdSetPaused, CmdSetLimits, CmdCompleteClaim, CmdHeartbeatBatch, CmdBulk:
+		v = max(v, Version2)
 	}
-	if cmd.op == cmdSetLimits && (cmd.limits.PartitionMaxInFlight != 0 || cmd.limits.PartitionRate != 0) {
-		v = cmdVersion
+	if cmd.Op == CmdSetLimits && (cmd.Limits.PartitionMaxInFlight != 0 || cmd.Limits.PartitionRate != 0) {
+		v = Version
 	}
-	for i := range cmd.tasks {
-		v = max(v, cmd.tasks[i].version())
+	for i := range cmd.Tasks {
+		v = max(v, cmd.Tasks[i].version())
 	}
-	for i := range cmd.ops {
-		if cmd.ops[i].kind == OpEnqueue {
-			v = max(v, cmd.ops[i].spec.version())
+	for i := range cmd.Ops {
+		if cmd.Ops[i].Kind == dockettype.OpEnqueue {
+			v = max(v, cmd.Ops[i].Spec.version())
 		}
 	}
 	return v
 }
 
 // version is the oldest command version that can carry s.
-func (s *spec) version() uint64 {
+func (s *Spec) version() uint64 {
 	switch {
-	case s.part != "":
-		return cmdVersion
-	case len(s.deps) > 0 || len(s.sibs) > 0 || s.policy != 0:
-		return cmdVersion3
-	case s.uniq != 0:
-		return cmdVersion2
+	case s.Part != "":
+		return Version
+	case len(s.Deps) > 0 || len(s.Sibs) > 0 || s.Policy != 0:
+		return Version3
+	case s.Uniq != 0:
+		return Version2
 	}
-	return cmdVersion1
+	return Version1
 }
 
 // errCommand marks bytes that are not a command this version can plan.
@@ -140,97 +140,97 @@ var cmdEncoders = sync.Pool{New: func() any {
 	return e
 }}
 
-// encode returns cmd's bytes in a new slice: a replicated log keeps it.
-func (cmd *command) encode() ([]byte, error) {
+// Encode returns cmd's bytes in a new slice: a replicated log keeps it.
+func (cmd *Command) Encode() ([]byte, error) {
 	e := cmdEncoders.Get().(*cmdEncoder)
 	defer cmdEncoders.Put(e)
 	e.buf.Reset()
 	e.err = nil
 	e.ver = cmd.version()
 	e.uint(e.ver)
-	e.uint(uint64(cmd.op))
-	e.int(cmd.now)
-	e.uint(cmd.seed)
-	e.int(cmd.retain)
-	e.int(cmd.idemTTL)
-	e.str(cmd.ns.Project)
-	e.str(cmd.ns.Scope)
-	e.str(cmd.queue)
-	switch cmd.op {
-	case cmdEnqueue:
-		e.spec(&cmd.task)
-		e.vops(cmd.ops)
-	case cmdEnqueueBatch:
-		e.array(len(cmd.tasks))
-		for i := range cmd.tasks {
-			e.spec(&cmd.tasks[i])
+	e.uint(uint64(cmd.Op))
+	e.int(cmd.Now)
+	e.uint(cmd.Seed)
+	e.int(cmd.Retain)
+	e.int(cmd.IdemTTL)
+	e.str(cmd.NS.Project)
+	e.str(cmd.NS.Scope)
+	e.str(cmd.Queue)
+	switch cmd.Op {
+	case CmdEnqueue:
+		e.spec(&cmd.Task)
+		e.vops(cmd.Ops)
+	case CmdEnqueueBatch:
+		e.array(len(cmd.Tasks))
+		for i := range cmd.Tasks {
+			e.spec(&cmd.Tasks[i])
 		}
-		e.vops(cmd.ops)
-	case cmdClaim:
-		e.str(cmd.owner)
-		e.int(cmd.lease)
-		e.int(int64(cmd.max))
-		e.bool(cmd.wait)
-	case cmdComplete:
-		e.fence(&cmd.fence)
-		e.bytes(cmd.result)
-		e.vops(cmd.ops)
-	case cmdCompleteBatch:
-		e.array(len(cmd.fences))
-		for i := range cmd.fences {
-			e.fence(&cmd.fences[i])
+		e.vops(cmd.Ops)
+	case CmdClaim:
+		e.str(cmd.Owner)
+		e.int(cmd.Lease)
+		e.int(int64(cmd.Max))
+		e.bool(cmd.Wait)
+	case CmdComplete:
+		e.fence(&cmd.Fence)
+		e.bytes(cmd.Result)
+		e.vops(cmd.Ops)
+	case CmdCompleteBatch:
+		e.array(len(cmd.Fences))
+		for i := range cmd.Fences {
+			e.fence(&cmd.Fences[i])
 		}
-	case cmdFail:
-		e.fence(&cmd.fence)
-		e.str(cmd.errMsg)
-		e.bool(cmd.permanent)
-		e.int(cmd.delay)
-	case cmdHeartbeat:
-		e.fence(&cmd.fence)
-		e.int(cmd.lease)
-		e.bool(cmd.hasProg)
-		e.bytes(cmd.progress)
-	case cmdSnooze:
-		e.fence(&cmd.fence)
-		e.int(cmd.delay)
-	case cmdCancel, cmdRedrive, cmdRunNow:
-		e.uint(cmd.id)
-	case cmdRedriveAll:
-	case cmdCommit:
-		e.vops(cmd.ops)
-	case cmdSetPaused:
-		e.bool(cmd.paused)
-	case cmdSetLimits:
-		l := &cmd.limits
+	case CmdFail:
+		e.fence(&cmd.Fence)
+		e.str(cmd.ErrMsg)
+		e.bool(cmd.Permanent)
+		e.int(cmd.Delay)
+	case CmdHeartbeat:
+		e.fence(&cmd.Fence)
+		e.int(cmd.Lease)
+		e.bool(cmd.HasProg)
+		e.bytes(cmd.Progress)
+	case CmdSnooze:
+		e.fence(&cmd.Fence)
+		e.int(cmd.Delay)
+	case CmdCancel, CmdRedrive, CmdRunNow:
+		e.uint(cmd.ID)
+	case CmdRedriveAll:
+	case CmdCommit:
+		e.vops(cmd.Ops)
+	case CmdSetPaused:
+		e.bool(cmd.Paused)
+	case CmdSetLimits:
+		l := &cmd.Limits
 		e.int(int64(l.MaxInFlight))
 		e.int(int64(l.Rate))
 		e.int(l.Per.Microseconds())
 		e.int(int64(l.Burst))
-		if e.ver >= cmdVersion {
+		if e.ver >= Version {
 			e.int(int64(l.PartitionMaxInFlight))
 			e.int(int64(l.PartitionRate))
 			e.int(l.PartitionPer.Microseconds())
 			e.int(int64(l.PartitionBurst))
 		}
-	case cmdCompleteClaim:
-		e.fence(&cmd.fence)
-		e.bytes(cmd.result)
-		e.vops(cmd.ops)
-		e.str(cmd.owner)
-		e.int(cmd.lease)
-		e.int(int64(cmd.max))
-	case cmdHeartbeatBatch:
-		e.array(len(cmd.fences))
-		for i := range cmd.fences {
-			e.fence(&cmd.fences[i])
+	case CmdCompleteClaim:
+		e.fence(&cmd.Fence)
+		e.bytes(cmd.Result)
+		e.vops(cmd.Ops)
+		e.str(cmd.Owner)
+		e.int(cmd.Lease)
+		e.int(int64(cmd.Max))
+	case CmdHeartbeatBatch:
+		e.array(len(cmd.Fences))
+		for i := range cmd.Fences {
+			e.fence(&cmd.Fences[i])
 		}
-		e.int(cmd.lease)
-	case cmdBulk:
-		b := &cmd.bulk
-		f := &b.filter
-		e.uint(uint64(b.action))
-		e.uint(b.from)
-		e.int(int64(b.scan))
+		e.int(cmd.Lease)
+	case CmdBulk:
+		b := &cmd.Bulk
+		f := &b.Filter
+		e.uint(uint64(b.Action))
+		e.uint(b.From)
+		e.int(int64(b.Scan))
 		e.array(len(f.States))
 		for _, st := range f.States {
 			e.uint(uint64(st))
@@ -253,7 +253,7 @@ func (cmd *command) encode() ([]byte, error) {
 		e.int(since)
 		e.int(before)
 	default:
-		return nil, fmt.Errorf("%w: command %d", ErrInvalid, cmd.op)
+		return nil, fmt.Errorf("%w: command %d", dockettype.ErrInvalid, cmd.Op)
 	}
 	if e.err != nil {
 		return nil, e.err
@@ -267,12 +267,17 @@ func (e *cmdEncoder) put(err error) {
 	}
 }
 
-func (e *cmdEncoder) uint(v uint64)  { e.put(e.enc.EncodeUint(v)) }
-func (e *cmdEncoder) int(v int64)    { e.put(e.enc.EncodeInt(v)) }
-func (e *cmdEncoder) str(s string)   { e.put(e.enc.EncodeString(s)) }
-func (e *cmdEncoder) bool(b bool)    { e.put(e.enc.EncodeBool(b)) }
-func (e *cmdEncoder) array(n int)    { e.put(e.enc.EncodeArrayLen(n)) }
-func (e *cmdEncoder) fence(l *Lease) { e.array(3); e.uint(l.ID); e.uint(l.Token); e.uint(l.Secret) }
+func (e *cmdEncoder) uint(v uint64) { e.put(e.enc.EncodeUint(v)) }
+func (e *cmdEncoder) int(v int64)   { e.put(e.enc.EncodeInt(v)) }
+func (e *cmdEncoder) str(s string)  { e.put(e.enc.EncodeString(s)) }
+func (e *cmdEncoder) bool(b bool)   { e.put(e.enc.EncodeBool(b)) }
+func (e *cmdEncoder) array(n int)   { e.put(e.enc.EncodeArrayLen(n)) }
+func (e *cmdEncoder) fence(l *dockettype.Lease) {
+	e.array(3)
+	e.uint(l.ID)
+	e.uint(l.Token)
+	e.uint(l.Secret)
+}
 
 func (e *cmdEncoder) bytes(b []byte) {
 	if len(b) == 0 {
@@ -282,74 +287,74 @@ func (e *cmdEncoder) bytes(b []byte) {
 	e.put(e.enc.EncodeBytes(b))
 }
 
-func (e *cmdEncoder) spec(s *spec) {
+func (e *cmdEncoder) spec(s *Spec) {
 	switch e.ver {
-	case cmdVersion1:
+	case Version1:
 		e.array(10)
-	case cmdVersion2:
+	case Version2:
 		e.array(12)
-	case cmdVersion3:
+	case Version3:
 		e.array(15)
 	default:
 		e.array(16)
 	}
-	e.bytes(s.payload)
-	e.str(s.kind)
-	e.int(s.delay)
-	e.int(s.at)
-	e.int(s.prio)
-	e.uint(uint64(s.maxAttempts))
-	e.int(s.base)
-	e.int(s.max)
-	e.str(s.idem)
+	e.bytes(s.Payload)
+	e.str(s.Kind)
+	e.int(s.Delay)
+	e.int(s.At)
+	e.int(s.Prio)
+	e.uint(uint64(s.MaxAttempts))
+	e.int(s.Base)
+	e.int(s.Max)
+	e.str(s.Idem)
 	e.keys = e.keys[:0]
-	for k := range s.headers {
+	for k := range s.Headers {
 		e.keys = append(e.keys, k)
 	}
 	slices.Sort(e.keys)
 	e.put(e.enc.EncodeMapLen(len(e.keys)))
 	for _, k := range e.keys {
 		e.str(k)
-		e.str(s.headers[k])
+		e.str(s.Headers[k])
 	}
-	if e.ver == cmdVersion1 {
+	if e.ver == Version1 {
 		return
 	}
-	e.int(s.window)
-	e.uint(uint64(s.uniq))
-	if e.ver == cmdVersion2 {
+	e.int(s.Window)
+	e.uint(uint64(s.Uniq))
+	if e.ver == Version2 {
 		return
 	}
-	e.array(len(s.deps))
-	for _, id := range s.deps {
+	e.array(len(s.Deps))
+	for _, id := range s.Deps {
 		e.uint(id)
 	}
-	e.array(len(s.sibs))
-	for _, i := range s.sibs {
+	e.array(len(s.Sibs))
+	for _, i := range s.Sibs {
 		e.uint(uint64(i))
 	}
-	e.uint(uint64(s.policy))
-	if e.ver >= cmdVersion {
-		e.str(s.part)
+	e.uint(uint64(s.Policy))
+	if e.ver >= Version {
+		e.str(s.Part)
 	}
 }
 
-func (e *cmdEncoder) vops(ops []vop) {
+func (e *cmdEncoder) vops(ops []TxOp) {
 	e.array(len(ops))
 	for i := range ops {
 		op := &ops[i]
-		if op.kind == OpEnqueue {
+		if op.Kind == dockettype.OpEnqueue {
 			e.array(3)
-			e.uint(uint64(op.kind))
-			e.str(op.queue)
-			e.spec(&op.spec)
+			e.uint(uint64(op.Kind))
+			e.str(op.Queue)
+			e.spec(&op.Spec)
 			continue
 		}
 		e.array(4)
-		e.uint(uint64(op.kind))
-		e.str(op.key)
-		e.bytes(op.value)
-		e.uint(op.version)
+		e.uint(uint64(op.Kind))
+		e.str(op.Key)
+		e.bytes(op.Value)
+		e.uint(op.Version)
 	}
 }
 
@@ -363,149 +368,149 @@ type cmdDecoder struct {
 	ver  uint64
 }
 
-// decodeCommand decodes data into cmd. An error wraps ErrCorrupt, or
+// Decode decodes data into cmd. An error wraps ErrCorrupt, or
 // ErrFailed for a version this build does not know.
-func decodeCommand(data []byte, cmd *command) error {
+func Decode(data []byte, cmd *Command) error {
 	d := &cmdDecoder{data: data}
 	d.r.Reset(data)
 	d.dec = msgpack.NewDecoder(&d.r)
-	if d.ver = d.uint(); d.err == nil && (d.ver < cmdVersion1 || d.ver > cmdVersion) {
-		return fmt.Errorf("%w: command version %d (this build plans versions %d to %d)", ErrFailed, d.ver, cmdVersion1, cmdVersion)
+	if d.ver = d.uint(); d.err == nil && (d.ver < Version1 || d.ver > Version) {
+		return fmt.Errorf("%w: command version %d (this build plans versions %d to %d)", dockettype.ErrFailed, d.ver, Version1, Version)
 	}
-	*cmd = command{op: cmdOp(d.uint())}
-	cmd.now = d.int()
-	cmd.seed = d.uint()
-	cmd.retain = d.int()
-	cmd.idemTTL = d.int()
-	cmd.ns.Project = d.str()
-	cmd.ns.Scope = d.str()
-	cmd.queue = d.str()
-	switch cmd.op {
-	case cmdEnqueue:
-		d.spec(&cmd.task)
-		cmd.ops = d.vops()
-	case cmdEnqueueBatch:
-		n := d.array(MaxBatch)
-		cmd.tasks = make([]spec, n)
-		for i := range cmd.tasks {
-			d.spec(&cmd.tasks[i])
+	*cmd = Command{Op: CmdOp(d.uint())}
+	cmd.Now = d.int()
+	cmd.Seed = d.uint()
+	cmd.Retain = d.int()
+	cmd.IdemTTL = d.int()
+	cmd.NS.Project = d.str()
+	cmd.NS.Scope = d.str()
+	cmd.Queue = d.str()
+	switch cmd.Op {
+	case CmdEnqueue:
+		d.spec(&cmd.Task)
+		cmd.Ops = d.vops()
+	case CmdEnqueueBatch:
+		n := d.array(dockettype.MaxBatch)
+		cmd.Tasks = make([]Spec, n)
+		for i := range cmd.Tasks {
+			d.spec(&cmd.Tasks[i])
 		}
-		cmd.ops = d.vops()
-	case cmdClaim:
-		cmd.owner = d.str()
-		cmd.lease = d.int()
-		cmd.max = int(d.int())
-		cmd.wait = d.bool()
-		if d.err == nil && (cmd.max < 1 || cmd.max > MaxBatch || cmd.lease < 1 || cmd.seed == 0) {
-			d.fail(fmt.Errorf("claim of %d for %d µs with seed %d", cmd.max, cmd.lease, cmd.seed))
+		cmd.Ops = d.vops()
+	case CmdClaim:
+		cmd.Owner = d.str()
+		cmd.Lease = d.int()
+		cmd.Max = int(d.int())
+		cmd.Wait = d.bool()
+		if d.err == nil && (cmd.Max < 1 || cmd.Max > dockettype.MaxBatch || cmd.Lease < 1 || cmd.Seed == 0) {
+			d.fail(fmt.Errorf("claim of %d for %d µs with seed %d", cmd.Max, cmd.Lease, cmd.Seed))
 		}
-	case cmdComplete:
-		d.fence(&cmd.fence)
-		cmd.result = d.bytes()
-		cmd.ops = d.vops()
-	case cmdCompleteBatch:
-		n := d.array(MaxBatch)
-		cmd.fences = make([]Lease, n)
-		for i := range cmd.fences {
-			d.fence(&cmd.fences[i])
+	case CmdComplete:
+		d.fence(&cmd.Fence)
+		cmd.Result = d.bytes()
+		cmd.Ops = d.vops()
+	case CmdCompleteBatch:
+		n := d.array(dockettype.MaxBatch)
+		cmd.Fences = make([]dockettype.Lease, n)
+		for i := range cmd.Fences {
+			d.fence(&cmd.Fences[i])
 		}
-		cmd.dup = repeatedLeases(cmd.fences)
-	case cmdFail:
-		d.fence(&cmd.fence)
-		cmd.errMsg = d.str()
-		cmd.permanent = d.bool()
-		cmd.delay = d.int()
-	case cmdHeartbeat:
-		d.fence(&cmd.fence)
-		cmd.lease = d.int()
-		cmd.hasProg = d.bool()
-		cmd.progress = d.bytes()
-	case cmdSnooze:
-		d.fence(&cmd.fence)
-		cmd.delay = d.int()
-	case cmdCancel, cmdRedrive, cmdRunNow:
-		cmd.id = d.uint()
-	case cmdRedriveAll:
-	case cmdCommit:
-		cmd.ops = d.vops()
-	case cmdSetPaused, cmdSetLimits:
-		if d.ver == cmdVersion1 {
-			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+		cmd.Dup = RepeatedLeases(cmd.Fences)
+	case CmdFail:
+		d.fence(&cmd.Fence)
+		cmd.ErrMsg = d.str()
+		cmd.Permanent = d.bool()
+		cmd.Delay = d.int()
+	case CmdHeartbeat:
+		d.fence(&cmd.Fence)
+		cmd.Lease = d.int()
+		cmd.HasProg = d.bool()
+		cmd.Progress = d.bytes()
+	case CmdSnooze:
+		d.fence(&cmd.Fence)
+		cmd.Delay = d.int()
+	case CmdCancel, CmdRedrive, CmdRunNow:
+		cmd.ID = d.uint()
+	case CmdRedriveAll:
+	case CmdCommit:
+		cmd.Ops = d.vops()
+	case CmdSetPaused, CmdSetLimits:
+		if d.ver == Version1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.Op))
 			break
 		}
-		if cmd.op == cmdSetPaused {
-			cmd.paused = d.bool()
+		if cmd.Op == CmdSetPaused {
+			cmd.Paused = d.bool()
 			break
 		}
-		l := &cmd.limits
+		l := &cmd.Limits
 		l.MaxInFlight, l.Rate = int(d.small()), int(d.small())
 		l.Per, l.Burst = micros(d.int()), int(d.small())
-		if d.ver >= cmdVersion {
+		if d.ver >= Version {
 			l.PartitionMaxInFlight, l.PartitionRate = int(d.small()), int(d.small())
 			l.PartitionPer, l.PartitionBurst = micros(d.int()), int(d.small())
 		}
 		if d.err == nil {
-			d.fail(checkLimits(*l))
+			d.fail(CheckLimits(*l))
 		}
-	case cmdCompleteClaim:
-		if d.ver == cmdVersion1 {
-			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+	case CmdCompleteClaim:
+		if d.ver == Version1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.Op))
 			break
 		}
-		d.fence(&cmd.fence)
-		cmd.result = d.bytes()
-		cmd.ops = d.vops()
-		cmd.owner = d.str()
-		cmd.lease = d.int()
-		cmd.max = int(d.int())
-		if d.err == nil && (cmd.max < 1 || cmd.max > MaxBatch || cmd.lease < 1 || cmd.seed == 0) {
-			d.fail(fmt.Errorf("complete and claim of %d for %d µs with seed %d", cmd.max, cmd.lease, cmd.seed))
+		d.fence(&cmd.Fence)
+		cmd.Result = d.bytes()
+		cmd.Ops = d.vops()
+		cmd.Owner = d.str()
+		cmd.Lease = d.int()
+		cmd.Max = int(d.int())
+		if d.err == nil && (cmd.Max < 1 || cmd.Max > dockettype.MaxBatch || cmd.Lease < 1 || cmd.Seed == 0) {
+			d.fail(fmt.Errorf("complete and claim of %d for %d µs with seed %d", cmd.Max, cmd.Lease, cmd.Seed))
 		}
-	case cmdHeartbeatBatch:
-		if d.ver == cmdVersion1 {
-			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+	case CmdHeartbeatBatch:
+		if d.ver == Version1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.Op))
 			break
 		}
-		n := d.array(MaxBatch)
-		cmd.fences = make([]Lease, n)
-		for i := range cmd.fences {
-			d.fence(&cmd.fences[i])
+		n := d.array(dockettype.MaxBatch)
+		cmd.Fences = make([]dockettype.Lease, n)
+		for i := range cmd.Fences {
+			d.fence(&cmd.Fences[i])
 		}
-		cmd.dup = repeatedLeases(cmd.fences)
-		cmd.lease = d.int()
-		if d.err == nil && cmd.lease < 1 {
-			d.fail(fmt.Errorf("heartbeat batch extending by %d µs", cmd.lease))
+		cmd.Dup = RepeatedLeases(cmd.Fences)
+		cmd.Lease = d.int()
+		if d.err == nil && cmd.Lease < 1 {
+			d.fail(fmt.Errorf("heartbeat batch extending by %d µs", cmd.Lease))
 		}
-	case cmdBulk:
-		if d.ver == cmdVersion1 {
-			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.op))
+	case CmdBulk:
+		if d.ver == Version1 {
+			d.fail(fmt.Errorf("operation %d in a version 1 command", cmd.Op))
 			break
 		}
-		d.bulk(&cmd.bulk)
+		d.bulk(&cmd.Bulk)
 	default:
-		d.fail(fmt.Errorf("unknown operation %d", cmd.op))
+		d.fail(fmt.Errorf("unknown operation %d", cmd.Op))
 	}
 	if d.err == nil && d.r.Len() != 0 {
-		d.fail(fmt.Errorf("%d bytes after the %s command", d.r.Len(), cmd.op))
+		d.fail(fmt.Errorf("%d bytes after the %s command", d.r.Len(), cmd.Op))
 	}
 	if d.err != nil {
-		return fmt.Errorf("%w: %w: %w", ErrCorrupt, errCommand, d.err)
+		return fmt.Errorf("%w: %w: %w", dockettype.ErrCorrupt, errCommand, d.err)
 	}
 	return nil
 }
 
-func (d *cmdDecoder) bulk(b *bulkArgs) {
-	f := &b.filter
-	b.action = BulkAction(d.uint())
-	b.from = d.uint()
-	b.scan = int(d.small())
+func (d *cmdDecoder) bulk(b *BulkArgs) {
+	f := &b.Filter
+	b.Action = dockettype.BulkAction(d.uint())
+	b.From = d.uint()
+	b.Scan = int(d.small())
 	if n := d.array(8); n > 0 {
-		f.States = make([]State, n)
+		f.States = make([]dockettype.State, n)
 		for i := range f.States {
-			f.States[i] = State(d.small())
+			f.States[i] = dockettype.State(d.small())
 		}
 	}
-	f.Retrying = Retrying(d.small())
+	f.Retrying = dockettype.Retrying(d.small())
 	f.Kind, f.Error, f.Partition = d.str(), d.str(), d.str()
 	f.HeaderKey, f.HeaderValue = d.str(), d.str()
 	f.MinID, f.MaxID = d.uint(), d.uint()
@@ -518,8 +523,8 @@ func (d *cmdDecoder) bulk(b *bulkArgs) {
 	if d.err != nil {
 		return
 	}
-	if !b.action.valid() || b.from == 0 || b.scan < 1 || b.scan > MaxBatch {
-		d.fail(fmt.Errorf("bulk %s from %d scanning %d", b.action, b.from, b.scan))
+	if !validAction(b.Action) || b.From == 0 || b.Scan < 1 || b.Scan > dockettype.MaxBatch {
+		d.fail(fmt.Errorf("bulk %s from %d scanning %d", b.Action, b.From, b.Scan))
 		return
 	}
 	d.fail(f.Validate())
@@ -550,7 +555,7 @@ func (d *cmdDecoder) int() int64 {
 }
 
 // small decodes an integer that must fit in 32 bits (every count of
-// Limits does, or checkLimits refuses it).
+// Limits does, or CheckLimits refuses it).
 func (d *cmdDecoder) small() int64 {
 	v := d.int()
 	if d.err == nil && (v < -1<<31 || v > 1<<31) {
@@ -627,47 +632,47 @@ func (d *cmdDecoder) tuple(what string, n int) {
 	}
 }
 
-func (d *cmdDecoder) fence(l *Lease) {
+func (d *cmdDecoder) fence(l *dockettype.Lease) {
 	d.tuple("fence", 3)
 	l.ID, l.Token, l.Secret = d.uint(), d.uint(), d.uint()
 }
 
-func (d *cmdDecoder) spec(s *spec) {
+func (d *cmdDecoder) spec(s *Spec) {
 	switch d.ver {
-	case cmdVersion1:
+	case Version1:
 		d.tuple("task", 10)
-	case cmdVersion2:
+	case Version2:
 		d.tuple("task", 12)
-	case cmdVersion3:
+	case Version3:
 		d.tuple("task", 15)
 	default:
 		d.tuple("task", 16)
 	}
-	s.payload = d.bytes()
-	s.kind = d.str()
-	s.delay = d.int()
-	s.at = d.int()
-	s.prio = d.int()
+	s.Payload = d.bytes()
+	s.Kind = d.str()
+	s.Delay = d.int()
+	s.At = d.int()
+	s.Prio = d.int()
 	ma := d.uint()
-	if ma > MaxAttemptsLimit {
+	if ma > dockettype.MaxAttemptsLimit {
 		d.fail(fmt.Errorf("max attempts %d", ma))
 	}
-	s.maxAttempts = uint32(ma)
-	s.base = d.int()
-	s.max = d.int()
-	s.idem = d.str()
+	s.MaxAttempts = uint32(ma)
+	s.Base = d.int()
+	s.Max = d.int()
+	s.Idem = d.str()
 	if d.err != nil {
 		return
 	}
 	n, err := d.dec.DecodeMapLen()
-	if err == nil && (n < -1 || n > MaxHeaders || n > d.r.Len()) {
+	if err == nil && (n < -1 || n > dockettype.MaxHeaders || n > d.r.Len()) {
 		err = fmt.Errorf("%d headers", n)
 	}
 	if d.fail(err); d.err != nil {
 		return
 	}
 	if n > 0 {
-		s.headers = make(map[string]string, n)
+		s.Headers = make(map[string]string, n)
 		prev := ""
 		for i := range n {
 			k, v := d.str(), d.str()
@@ -675,66 +680,66 @@ func (d *cmdDecoder) spec(s *spec) {
 				d.fail(fmt.Errorf("header %q out of order", k))
 			}
 			prev = k
-			s.headers[k] = v
+			s.Headers[k] = v
 		}
 	}
-	if d.ver == cmdVersion1 {
+	if d.ver == Version1 {
 		return
 	}
-	s.window = d.int()
+	s.Window = d.int()
 	uniq := d.uint()
-	if d.err == nil && (uniq > 0xff || (uniq == 0) != (s.window == 0) ||
-		uniq != 0 && (checkUniqueStates(uint8(uniq)) != nil || s.window < 1 || s.window > MaxDuration.Microseconds() || s.idem == "")) {
-		d.fail(fmt.Errorf("unique by content for %d µs in states %#x", s.window, uniq))
+	if d.err == nil && (uniq > 0xff || (uniq == 0) != (s.Window == 0) ||
+		uniq != 0 && (CheckUniqueStates(uint8(uniq)) != nil || s.Window < 1 || s.Window > dockettype.MaxDuration.Microseconds() || s.Idem == "")) {
+		d.fail(fmt.Errorf("unique by content for %d µs in states %#x", s.Window, uniq))
 	}
-	s.uniq = uint8(uniq)
+	s.Uniq = uint8(uniq)
 	d.deps(s)
-	if d.ver >= cmdVersion {
-		if s.part = d.str(); d.err == nil && s.part != "" {
-			d.fail(checkName("partition", s.part))
+	if d.ver >= Version {
+		if s.Part = d.str(); d.err == nil && s.Part != "" {
+			d.fail(CheckName("partition", s.Part))
 		}
 	}
 }
 
 // deps decodes the dependencies that end a version 3 spec.
-func (d *cmdDecoder) deps(s *spec) {
-	if d.ver < cmdVersion3 {
+func (d *cmdDecoder) deps(s *Spec) {
+	if d.ver < Version3 {
 		return
 	}
-	n := d.array(MaxDependencies)
+	n := d.array(dockettype.MaxDependencies)
 	if n > 0 {
-		s.deps = make([]uint64, n)
+		s.Deps = make([]uint64, n)
 	}
-	for i := range s.deps {
-		s.deps[i] = d.uint()
-		if d.err == nil && (s.deps[i] == 0 || i > 0 && s.deps[i] <= s.deps[i-1]) {
-			d.fail(fmt.Errorf("dependency %d out of order", s.deps[i]))
+	for i := range s.Deps {
+		s.Deps[i] = d.uint()
+		if d.err == nil && (s.Deps[i] == 0 || i > 0 && s.Deps[i] <= s.Deps[i-1]) {
+			d.fail(fmt.Errorf("dependency %d out of order", s.Deps[i]))
 		}
 	}
-	n = d.array(MaxDependencies - len(s.deps))
+	n = d.array(dockettype.MaxDependencies - len(s.Deps))
 	if n > 0 {
-		s.sibs = make([]int, n)
+		s.Sibs = make([]int, n)
 	}
-	for i := range s.sibs {
+	for i := range s.Sibs {
 		v := d.uint()
-		if d.err == nil && (v >= MaxOps+MaxBatch || i > 0 && int(v) <= s.sibs[i-1]) {
+		if d.err == nil && (v >= dockettype.MaxOps+dockettype.MaxBatch || i > 0 && int(v) <= s.Sibs[i-1]) {
 			d.fail(fmt.Errorf("sibling dependency %d out of order", v))
 		}
-		s.sibs[i] = int(v)
+		s.Sibs[i] = int(v)
 	}
-	if p := d.uint(); d.err == nil && p > uint64(RunOnFailure) {
+	if p := d.uint(); d.err == nil && p > uint64(dockettype.RunOnFailure) {
 		d.fail(fmt.Errorf("dependency policy %d", p))
 	} else {
-		s.policy = uint8(p)
+		s.Policy = uint8(p)
 	}
 }
 
-func (d *cmdDecoder) vops() []vop {
-	n := d.array(MaxOps)
+func (d *cmdDecoder) vops() []TxOp {
+	n := d.array(dockettype.MaxOps)
 	if n == 0 {
 		return nil
 	}
-	ops := make([]vop, n)
+	ops := make([]TxOp, n)
 	for i := range ops {
 		op := &ops[i]
 		if d.err != nil {
@@ -745,20 +750,20 @@ func (d *cmdDecoder) vops() []vop {
 			d.fail(err)
 			return nil
 		}
-		op.kind = OpKind(d.uint())
+		op.Kind = dockettype.OpKind(d.uint())
 		switch {
-		case op.kind == OpEnqueue && fields == 3:
-			op.queue = d.str()
-			d.spec(&op.spec)
-		case op.kind >= OpSet && op.kind <= OpIfAbsent && fields == 4:
-			op.key = d.str()
-			op.value = d.bytes()
-			op.version = d.uint()
-			if op.kind == OpSet && op.value == nil {
-				op.value = []byte{} // as checkOps leaves it
+		case op.Kind == dockettype.OpEnqueue && fields == 3:
+			op.Queue = d.str()
+			d.spec(&op.Spec)
+		case op.Kind >= dockettype.OpSet && op.Kind <= dockettype.OpIfAbsent && fields == 4:
+			op.Key = d.str()
+			op.Value = d.bytes()
+			op.Version = d.uint()
+			if op.Kind == dockettype.OpSet && op.Value == nil {
+				op.Value = []byte{} // as checkOps leaves it
 			}
 		default:
-			d.fail(fmt.Errorf("op %d of kind %d with %d fields", i, op.kind, fields))
+			d.fail(fmt.Errorf("op %d of kind %d with %d fields", i, op.Kind, fields))
 		}
 	}
 	return ops

@@ -1,0 +1,309 @@
+package machine
+
+import (
+	"math"
+	"strings"
+
+	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/internal/index"
+)
+
+// A command is one write call of the API as data: the operation and its
+// validated arguments, never its results. Every write is one command
+// planned by cmd.plan under the engine lock: standalone, the call plans it
+// at once (commit, then the batch is logged); replicated, it is encoded
+// (command_codec.go), appended to the replicated log and planned by every
+// node as the log applies it (ApplyCommand), so the same state, command and
+// time give the same batch everywhere.
+type Command struct {
+	Op    CmdOp
+	NS    dockettype.Namespace
+	Queue string
+
+	// Set only for a replicated log, by the node that submits the command:
+	// its clock (apply uses max(now, the last applied time)), a seed for
+	// lease secrets (claims) and the planning options a batch depends on,
+	// so that a node configured otherwise still plans the same batch.
+	Now     int64
+	Seed    uint64
+	Retain  int64 // Options.RetainCompleted, micros
+	IdemTTL int64 // Options.IdempotencyTTL, micros
+
+	Task   Spec               // CmdEnqueue
+	Tasks  []Spec             // CmdEnqueueBatch
+	Ops    []TxOp             // CmdEnqueue, CmdEnqueueBatch, CmdComplete (ops then follow-ups), CmdCommit
+	Owner  string             // CmdClaim, CmdCompleteClaim
+	Lease  int64              // CmdClaim, CmdCompleteClaim: the lease; CmdHeartbeat, CmdHeartbeatBatch: the extension (micros)
+	Max    int                // CmdClaim, CmdCompleteClaim
+	Wait   bool               // CmdClaim from ClaimWait: with nothing leased, say when to retry
+	Fence  dockettype.Lease   // CmdComplete, CmdCompleteClaim, CmdFail, CmdHeartbeat, CmdSnooze: ID, Token and Secret
+	Fences []dockettype.Lease // CmdCompleteBatch, CmdHeartbeatBatch
+	// dup marks the leases of a cmdCompleteBatch or cmdHeartbeatBatch
+	// refused before planning because their task appears earlier in the
+	// batch.
+	Dup       []error
+	Result    []byte // CmdComplete, CmdCompleteClaim
+	Progress  []byte // CmdHeartbeat, when hasProg
+	HasProg   bool
+	ErrMsg    string            // CmdFail
+	Permanent bool              // CmdFail
+	Delay     int64             // CmdFail: retry after; CmdSnooze: the snooze (micros)
+	ID        uint64            // CmdCancel, CmdRedrive, CmdRunNow
+	Paused    bool              // CmdSetPaused
+	Limits    dockettype.Limits // CmdSetLimits
+	Bulk      BulkArgs          // CmdBulk (search.go)
+}
+
+// CmdOp is a command's operation. Part of the replicated log's format.
+type CmdOp uint8
+
+const (
+	CmdEnqueue       CmdOp = 1
+	CmdEnqueueBatch  CmdOp = 2
+	CmdClaim         CmdOp = 3
+	CmdComplete      CmdOp = 4
+	CmdCompleteBatch CmdOp = 5
+	CmdFail          CmdOp = 6
+	CmdHeartbeat     CmdOp = 7
+	CmdSnooze        CmdOp = 8
+	CmdCancel        CmdOp = 9
+	CmdRedrive       CmdOp = 10
+	CmdRedriveAll    CmdOp = 11
+	CmdRunNow        CmdOp = 12
+	CmdCommit        CmdOp = 13
+	CmdSetPaused     CmdOp = 14 // from version 2 on
+	CmdSetLimits     CmdOp = 15 // from version 2 on
+
+	CmdCompleteClaim  CmdOp = 20 // queue_batch.go; from version 2 on
+	CmdHeartbeatBatch CmdOp = 21 // from version 2 on
+	CmdBulk           CmdOp = 22 // search.go; from version 4 on
+)
+
+var cmdNames = [...]string{1: "enqueue", 2: "enqueue batch", 3: "claim", 4: "complete", 5: "complete batch",
+	6: "fail", 7: "heartbeat", 8: "snooze", 9: "cancel", 10: "redrive", 11: "redrive all", 12: "run now",
+	13: "commit", 14: "set paused", 15: "set limits",
+	CmdCompleteClaim: "complete and claim", CmdHeartbeatBatch: "heartbeat batch", CmdBulk: "bulk"}
+
+func (o CmdOp) String() string {
+	if int(o) < len(cmdNames) && cmdNames[o] != "" {
+		return cmdNames[o]
+	}
+	return "invalid"
+}
+
+// Result is what planning a command gave the call: which fields are set
+// depends on the operation.
+type Result struct {
+	Seq      uint64                // the last batch the commit saw or wrote (TxResult.Version)
+	Enq      dockettype.Enqueued   // CmdEnqueue
+	Enqs     []dockettype.Enqueued // CmdEnqueueBatch; the Enqueue ops of CmdComplete, CmdCompleteClaim and CmdCommit
+	Leases   []dockettype.Lease    // CmdClaim, CmdCompleteClaim
+	Due      int64                 // CmdClaim with wait and nothing leased: next timer or lease (0: none)
+	Errs     []error               // CmdCompleteBatch, CmdHeartbeatBatch: one per lease
+	Deadline int64                 // CmdHeartbeat, CmdHeartbeatBatch: the new lease deadline
+	N        int                   // CmdRedriveAll: tasks redriven; CmdBulk: tasks acted on
+	Next     uint64                // CmdBulk: the id the next walk starts from, 0 when done
+	Skips    [NSkip]int            // CmdBulk: tasks left as they were, by reason
+	IDs      []uint64              // CmdBulk: tasks removed while in flight (their lease watches fire)
+}
+
+func (cmd *Command) Key() index.QueueKey {
+	return index.QueueKey{Namespace: idxNS(cmd.NS), Name: cmd.Queue}
+}
+
+// Plan plans cmd with p, writing what the call returns into res. It reads
+// nothing but the state, the command and p.now.
+func (cmd *Command) Plan(p *Planner, res *Result) error {
+	switch cmd.Op {
+	case CmdEnqueue:
+		return planEnqueue(p, cmd, res)
+	case CmdEnqueueBatch:
+		return planEnqueueBatch(p, cmd, res)
+	case CmdClaim:
+		return planClaim(p, cmd, res)
+	case CmdComplete:
+		return planComplete(p, cmd, res)
+	case CmdCompleteBatch:
+		return planCompleteBatch(p, cmd, res)
+	case CmdFail:
+		return planFail(p, cmd)
+	case CmdHeartbeat:
+		return planHeartbeat(p, cmd, res)
+	case CmdSnooze:
+		return planSnooze(p, cmd)
+	case CmdCancel, CmdRedrive, CmdRunNow:
+		t, err := p.s.Task(cmd.Key(), cmd.ID, p.now)
+		if err != nil {
+			return err
+		}
+		switch cmd.Op {
+		case CmdCancel:
+			return planCancel(p, cmd, t)
+		case CmdRedrive:
+			return planRedrive(p, cmd, t)
+		}
+		return planRunNow(p, cmd, t)
+	case CmdRedriveAll:
+		return planRedriveAll(p, cmd, res)
+	case CmdCommit:
+		return planCommit(p, cmd, res)
+	case CmdSetPaused:
+		return planSetPaused(p, cmd)
+	case CmdSetLimits:
+		return planSetLimits(p, cmd)
+	case CmdCompleteClaim:
+		return planCompleteClaim(p, cmd, res)
+	case CmdHeartbeatBatch:
+		return planHeartbeatBatch(p, cmd, res)
+	case CmdBulk:
+		return planBulk(p, cmd, res)
+	}
+	return invalid("command %d", cmd.Op)
+}
+
+// Adds estimates the bytes cmd adds to the state if it is planned as
+// asked, and whether it is a completion (which may use the reserve).
+// Zero means it adds nothing the budget bounds.
+func (cmd *Command) Adds() (n int64, completion bool) {
+	switch cmd.Op {
+	case CmdEnqueue:
+		return specAdds(&cmd.Task) + opsAdd(cmd.Ops), false
+	case CmdEnqueueBatch:
+		for i := range cmd.Tasks {
+			n += specAdds(&cmd.Tasks[i])
+		}
+		return n + opsAdd(cmd.Ops), false
+	case CmdCommit:
+		// The system area (worker presence, schedules, a periodic task's
+		// last tick) is written by the runtime that drains the queues: it
+		// may use the reserve, so that workers stay visible and schedules
+		// keep their place while the budget is full.
+		return opsAdd(cmd.Ops), systemOnly(cmd.Ops)
+	case CmdComplete, CmdCompleteClaim:
+		return int64(len(cmd.Result)) + opsAdd(cmd.Ops), true
+	}
+	return 0, false
+}
+
+// systemOnly reports whether every write of ops is to the system area.
+func systemOnly(ops []TxOp) bool {
+	for i := range ops {
+		if ops[i].Kind == dockettype.OpEnqueue || !strings.HasPrefix(ops[i].Key, dockettype.ReservedPrefix) {
+			return false
+		}
+	}
+	return len(ops) > 0
+}
+
+// specAdds is what a task of s adds: its record as index.TaskBytes counts
+// it (s.size holds its variable fields' lengths), a map entry per header,
+// its idempotency key and dependencies, and the lease record its first
+// claim adds, so that claiming what the budget admitted stays within it.
+func specAdds(s *Spec) int64 {
+	n := index.TaskCost + index.ExtraCost + int64(s.Size) + index.DepCost*int64(len(s.Deps)+len(s.Sibs)) +
+		index.HeaderCost*int64(len(s.Headers)) + index.RunCost
+	if s.Idem != "" {
+		n += index.IdemCost + int64(len(s.Idem))
+	}
+	return n
+}
+
+func opsAdd(ops []TxOp) int64 {
+	var n int64
+	for i := range ops {
+		switch op := &ops[i]; op.Kind {
+		case dockettype.OpSet:
+			n += index.KVCost + int64(len(op.Key)+len(op.Value))
+		case dockettype.OpEnqueue:
+			n += specAdds(&op.Spec)
+		}
+	}
+	return n
+}
+
+// TasksAdded counts the tasks cmd adds if it is planned as asked.
+func (cmd *Command) TasksAdded() int64 {
+	var n int64
+	switch cmd.Op {
+	case CmdEnqueue:
+		n = 1
+	case CmdEnqueueBatch:
+		n = int64(len(cmd.Tasks))
+	case CmdCommit, CmdComplete, CmdCompleteClaim:
+	default:
+		return 0
+	}
+	for i := range cmd.Ops {
+		if cmd.Ops[i].Kind == dockettype.OpEnqueue {
+			n++
+		}
+	}
+	return n
+}
+
+// OnlyQuota reports whether cmd writes nothing but a quota record: setting
+// a quota is never refused for the quota it replaces.
+func (cmd *Command) OnlyQuota() bool {
+	if cmd.Op != CmdCommit || len(cmd.Ops) == 0 {
+		return false
+	}
+	for i := range cmd.Ops {
+		if cmd.Ops[i].Key != dockettype.QuotaKey || cmd.Ops[i].Kind == dockettype.OpEnqueue {
+			return false
+		}
+	}
+	return true
+}
+
+// Spec is a validated Task, with its byte fields copied so the caller may
+// reuse them.
+type Spec struct {
+	Payload     []byte
+	Kind        string
+	Delay       int64 // micros
+	At          int64 // absolute micros, 0 when unset
+	Prio        int64
+	MaxAttempts uint32
+	Base, Max   int64
+	Idem        string // the caller's idempotency key, or the one derived from the content
+	Headers     map[string]string
+	Size        int
+	Uniq        uint8 // unique by content: the blocking states (0: not unique)
+	Window      int64 // unique by content: the window, micros
+	// deps are the ids the task depends on and sibs the positions of the
+	// siblings it depends on, each sorted without repeats; policy is its
+	// DependencyPolicy (deps.go).
+	Deps   []uint64
+	Sibs   []int
+	Policy uint8
+	Part   string // dockettype.Task.Partition
+}
+
+// Backoff is base * 2^(attempts-1), capped at max.
+func Backoff(base, max int64, attempts uint32) int64 {
+	shift := uint(0)
+	if attempts > 1 {
+		shift = uint(attempts - 1)
+	}
+	if shift > 62 {
+		return max
+	}
+	if base > math.MaxInt64>>shift {
+		return max
+	}
+	d := base << shift
+	if d > max {
+		return max
+	}
+	return d
+}
+
+// TxOp is a validated Op with its bytes copied.
+type TxOp struct {
+	Kind    dockettype.OpKind
+	Key     string
+	Value   []byte
+	Version uint64
+	Queue   string
+	Spec    Spec
+}

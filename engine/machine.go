@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/internal/index"
+)
+
+// The state machine (planning a command into a batch) is package machine;
+// these are its names as the shell uses them.
+type (
+	command    = machine.Command
+	cmdOp      = machine.CmdOp
+	cmdResult  = machine.Result
+	spec       = machine.Spec
+	vop        = machine.TxOp
+	bulkArgs   = machine.BulkArgs
+	skipReason = machine.SkipReason
+	planner    = machine.Planner
+	taskFilter = machine.TaskFilter
+)
+
+const (
+	cmdEnqueue        = machine.CmdEnqueue
+	cmdEnqueueBatch   = machine.CmdEnqueueBatch
+	cmdClaim          = machine.CmdClaim
+	cmdComplete       = machine.CmdComplete
+	cmdCompleteBatch  = machine.CmdCompleteBatch
+	cmdFail           = machine.CmdFail
+	cmdHeartbeat      = machine.CmdHeartbeat
+	cmdSnooze         = machine.CmdSnooze
+	cmdCancel         = machine.CmdCancel
+	cmdRedrive        = machine.CmdRedrive
+	cmdRedriveAll     = machine.CmdRedriveAll
+	cmdRunNow         = machine.CmdRunNow
+	cmdCommit         = machine.CmdCommit
+	cmdSetPaused      = machine.CmdSetPaused
+	cmdSetLimits      = machine.CmdSetLimits
+	cmdCompleteClaim  = machine.CmdCompleteClaim
+	cmdHeartbeatBatch = machine.CmdHeartbeatBatch
+	cmdBulk           = machine.CmdBulk
+
+	nSkip         = machine.NSkip
+	skipReady     = machine.SkipReady
+	skipInFlight  = machine.SkipInFlight
+	skipWaiting   = machine.SkipWaiting
+	skipCompleted = machine.SkipCompleted
+	skipDead      = machine.SkipDead
+	skipPending   = machine.SkipPending
+)
+
+var skipNames = machine.SkipNames
+
+// LeaseSecret derives the secret of the lease of task id with token from a
+// batch seed: the first 8 bytes of SHA-256(seed, id, token), little-endian,
+// never 0 (0 means "no secret").
+func LeaseSecret(seed, id, token uint64) uint64 { return machine.LeaseSecret(seed, id, token) }
+
+func decodeCommand(data []byte, cmd *command) error { return machine.Decode(data, cmd) }
+
+func backoff(base, max int64, attempts uint32) int64 { return machine.Backoff(base, max, attempts) }
+
+func at(t *index.Task, now int64) *index.Task { return machine.At(t, now) }
+
+func compileFilter(f *Filter) (taskFilter, error) { return machine.CompileFilter(f) }
+
+// state is the machine's view of c: its store and the options planning
+// reads, as they are now. Call with mu held.
+func (c *core) state() *machine.State {
+	c.mstate = machine.State{Store: c.store, Retain: c.opts.RetainCompleted.Microseconds(),
+		IdemTTL: c.opts.IdempotencyTTL.Microseconds(), Entropy: c.entropy}
+	return &c.mstate
+}
+
+func (c *core) task(qk index.QueueKey, id uint64, now int64) (*index.Task, error) {
+	return c.state().Task(qk, id, now)
+}
+
+func (c *core) doneBefore(now int64) int64 { return c.state().DoneBefore(now) }
+
+func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max, freed int) (int, int64) {
+	return c.state().Allowed(qk, conf, now, max, freed)
+}
+
+func (c *core) claimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
+	return c.state().ClaimDue(qk, iq, now)
+}
+
+func (c *core) partsClaimable(iq *index.Queue, now int64, conf *index.QueueConf, limit int) int {
+	return c.state().PartsClaimable(iq, now, conf, limit)
+}
+
+func (c *core) partsDue(iq *index.Queue, now int64, conf *index.QueueConf) int64 {
+	return c.state().PartsDue(iq, now, conf)
+}
+
+// planCmd admits cmd (standalone: a replicated command was admitted where
+// it was submitted) and plans it with p.
+func (c *core) planCmd(p *planner, cmd *command, res *cmdResult) error {
+	if c.repl == nil {
+		if err := c.admit(cmd); err != nil {
+			return err
+		}
+	}
+	return cmd.Plan(p, res)
+}
