@@ -8,7 +8,17 @@ func (c *core) exec(ctx context.Context, cmd *command, res *cmdResult) error {
 	if c.repl != nil {
 		return c.submit(ctx, cmd, res)
 	}
-	seq, err := c.commit(ctx, func(p *planner) error { return c.planCmd(p, cmd, res) })
+	var ws []want
+	seq, err := c.commit(ctx, func(p *planner) error {
+		err := c.planCmd(p, cmd, res)
+		if err == nil && c.vals != nil && len(res.Leases) > 0 {
+			ws = c.leaseWants(res.Leases, ws)
+		}
+		return err
+	})
 	res.Seq = seq
+	if err == nil && len(ws) > 0 {
+		err = c.fillLeases(res.Leases, ws)
+	}
 	return err
 }

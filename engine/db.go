@@ -16,6 +16,7 @@ import (
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/snapshot"
 	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/internal/vlog"
 	"github.com/docketdb/docket/wal"
 )
 
@@ -47,6 +48,9 @@ type core struct {
 	dir       string
 	lock      vfs.File
 	log       *wal.Log // nil in memory and read-only
+	// vals is the value log large values are kept in (values.go), nil
+	// where every value stays in memory.
+	vals *values
 	// readOnly refuses every write (OpenReadOnly).
 	readOnly bool
 
@@ -225,6 +229,10 @@ func (c *core) openDir() (err error) {
 				c.log.Close()
 				c.log = nil
 			}
+			if c.vals != nil {
+				c.vals.log.Close()
+				c.vals = nil
+			}
 			lock.Close()
 		}
 	}()
@@ -276,7 +284,7 @@ func (c *core) openDir() (err error) {
 		c.opts.Logger.Info("docket: replay refused batches whose assertions no longer held", "refused", b.refused)
 	}
 	c.store = store
-	return nil
+	return c.openValues()
 }
 
 // replay applies logged batches to store in order: records is a log reader
@@ -764,6 +772,11 @@ func (c *core) now() int64 {
 func (c *core) logAndApply() (uint64, error) {
 	b := &c.batch
 	b.Seq = c.store.Seq() + 1
+	if c.vals != nil {
+		if err := c.vals.outOfLine(b); err != nil {
+			return 0, c.fail(err)
+		}
+	}
 	if err := c.store.Check(b); err != nil {
 		// The planner checks what it asserts; reaching this is a bug, and the
 		// state is unchanged, so refuse the call rather than fail the engine.
@@ -808,6 +821,15 @@ func (c *core) durable(seq uint64) error { return c.durableGathered(seq, false) 
 func (c *core) durableGathered(seq uint64, gathered bool) error {
 	if c.log == nil {
 		return nil
+	}
+	if c.vals != nil {
+		// The values a batch refers to are at least as durable as it.
+		if err := c.vals.sync(); err != nil {
+			if errors.Is(err, vlog.ErrClosed) {
+				return ErrClosed
+			}
+			return c.failLocked(err)
+		}
 	}
 	var err error
 	switch {
@@ -855,6 +877,12 @@ func (c *core) syncInterval() {
 	c.mu.Lock()
 	seq, ok := c.store.Seq(), c.usable() == nil
 	c.mu.Unlock()
+	if ok && c.vals != nil {
+		if err := c.vals.log.Sync(); err != nil {
+			c.failLocked(err)
+			return
+		}
+	}
 	if ok {
 		if err := c.log.SyncGathered(seq); err != nil {
 			c.failLocked(err)
@@ -939,6 +967,11 @@ func (d *DB) Close() error {
 			err = cerr
 		}
 	}
+	if c.vals != nil {
+		if cerr := c.vals.log.Close(); err == nil && cerr != nil && !failed {
+			err = cerr
+		}
+	}
 	if c.lock != nil {
 		c.lock.Close()
 	}
@@ -1018,6 +1051,12 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 	// The log must hold everything up to the image before the image exists:
 	// otherwise a crash could leave a snapshot ahead of a shorter log, and the
 	// next append would not follow the log's last record.
+	if c.vals != nil {
+		// Likewise the values it refers to.
+		if err := c.vals.log.Sync(); err != nil {
+			return snapshot.Info{}, c.failLocked(err)
+		}
+	}
 	if err := c.log.SyncGathered(img.Seq); err != nil {
 		return snapshot.Info{}, c.failLocked(err)
 	}

@@ -220,6 +220,7 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 	if c.repl != nil {
 		return c.claimReplicated(ctx, &cmd, prev)
 	}
+	var ws []want
 	_, err := c.commit(ctx, func(p *planner) error {
 		if s != nil {
 			c.arrive(s)
@@ -229,8 +230,14 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 		if len(res.Leases) == 0 && wait {
 			s = c.park(qk, res.Due)
 		}
+		if err == nil && c.vals != nil && len(res.Leases) > 0 {
+			ws = c.leaseWants(res.Leases, ws)
+		}
 		return err
 	})
+	if err == nil && len(ws) > 0 {
+		err = c.fillLeases(res.Leases, ws)
+	}
 	return res.Leases, s, err
 }
 
@@ -554,6 +561,7 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 	var info TaskInfo
 	qk := q.key()
 	var terr error
+	var ws []want
 	c := q.db.c
 	err := c.read(ctx, func() {
 		now := c.now()
@@ -561,10 +569,16 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		if t, terr = c.task(qk, id, now); terr == nil {
 			info = infoOf(t, now)
 			c.depInfo(&info, true)
+			ws = wants(ws, 0, t, true)
 		}
 	})
 	if err == nil {
 		err = terr
+	}
+	if err == nil && len(ws) > 0 {
+		infos := []TaskInfo{info}
+		err = c.fillInfos(infos, ws)
+		info = infos[0]
 	}
 	return info, err
 }
@@ -626,6 +640,7 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 		return Page{}, err
 	}
 	var page Page
+	var ws []want
 	qk := q.key()
 	c := q.db.c
 	err = c.read(ctx, func() {
@@ -644,6 +659,7 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 			t, _ := c.store.Task(tid)
 			page.Tasks = append(page.Tasks, infoOf(t, now))
 			c.depInfo(&page.Tasks[len(page.Tasks)-1], false)
+			ws = wants(ws, len(page.Tasks)-1, t, true)
 			last = [2]int64{k0, int64(tid)}
 			return true
 		}
@@ -703,6 +719,9 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 			page.Next = strconv.FormatInt(last[0], 10) + ":" + strconv.FormatUint(uint64(last[1]), 10)
 		}
 	})
+	if err == nil && len(ws) > 0 {
+		err = c.fillInfos(page.Tasks, ws)
+	}
 	return page, err
 }
 

@@ -104,6 +104,7 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 		return SearchPage{}, err
 	}
 	var page SearchPage
+	var ws []want
 	c, qk := q.db.c, q.key()
 	err = c.walk(ctx, qk, from, lo, hi, o.Newest, func(t *index.Task, now int64) bool {
 		if len(page.Tasks) == o.Limit {
@@ -112,8 +113,12 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 		}
 		page.Tasks = append(page.Tasks, infoOf(t, now))
 		c.depInfo(&page.Tasks[len(page.Tasks)-1], false)
+		ws = wants(ws, len(page.Tasks)-1, t, true)
 		return true
 	}, &f)
+	if err == nil && len(ws) > 0 {
+		err = c.fillInfos(page.Tasks, ws)
+	}
 	if err != nil || !o.Count {
 		return page, err
 	}

@@ -76,6 +76,13 @@ type Options struct {
 	// the machine or of the process's cgroup, whichever is smaller (no
 	// bound where neither can be read); negative: no bound.
 	MaxMemory int64
+	// ValueThreshold is the size from which a payload, a result or a
+	// progress record is kept on disk, in the value log under the data
+	// directory, instead of in memory: the state holds a reference to it,
+	// and Claim, Get, List and Search read it back. Default
+	// DefaultValueThreshold (1 KiB); negative keeps every value in memory.
+	// In memory, read-only and replicated DBs keep every value in memory.
+	ValueThreshold int
 	// Observer, if set, is told about commits, task outcomes, fsyncs and
 	// snapshots. Its methods run on the committing goroutine after the
 	// engine's lock is released (for EnqueueAsync, on the goroutine that
@@ -92,6 +99,10 @@ type Options struct {
 	// point (see wal.Options.Failpoint and snapshot.Options.Failpoint).
 	// Only tests set it (internal/enginetest.Failpoint).
 	failpoint func(name string) error
+
+	// valueFileSize is the value log's file size (vlog.Options.FileSize);
+	// only tests set it.
+	valueFileSize int64
 
 	// tap, if set, receives every committed batch as the bytes the log
 	// holds for it (also in memory, where nothing is logged), in sequence
@@ -126,6 +137,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.ValueThreshold == 0 {
+		o.ValueThreshold = DefaultValueThreshold
 	}
 	return o
 }

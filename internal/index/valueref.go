@@ -245,10 +245,10 @@ func checkRefs(m *Mutation) error {
 	return nil
 }
 
-// withRef returns t with its value of kind k referenced by r, as a new
+// WithRef returns t with its value of kind k referenced by r, as a new
 // record (t is not changed). The value's bytes in line go: a value is in
 // line or by reference.
-func (t *Task) withRef(k ValueKind, r ValueRef) *Task {
+func (t *Task) WithRef(k ValueKind, r ValueRef) *Task {
 	nt := *t
 	ex := *t.Ex()
 	refs := TaskRefs{}
@@ -295,7 +295,7 @@ func (s *Store) moveValue(v *ValueMove) {
 	if !ok || old.Ex().Refs.get(v.Kind) != v.Old {
 		return
 	}
-	nt := old.withRef(v.Kind, v.New)
+	nt := old.WithRef(v.Kind, v.New)
 	n := len(s.affected)
 	s.unindex(old)
 	s.tasks.SetHint(nt, &s.taskHint)
