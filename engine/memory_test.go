@@ -40,7 +40,11 @@ func TestMemoryBudgetRefusesWhatAdds(t *testing.T) {
 	for _, mem := range []bool{true, false} {
 		t.Run(map[bool]string{true: "memory", false: "disk"}[mem], func(t *testing.T) {
 			const budget = 64 << 10
-			e := newEnv(t, mem, func(o *Options) { o.MaxMemory = budget; o.Logger = quiet })
+			e := newEnv(t, mem, func(o *Options) {
+				o.MaxMemory = budget
+				o.Logger = quiet
+				o.ValueThreshold = -1 /* payloads in memory */
+			})
 			q := e.q("q")
 			kv := e.db.KV(ns)
 			if _, err := kv.Commit(ctx, Set("keep", []byte(`1`))); err != nil {

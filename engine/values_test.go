@@ -270,3 +270,17 @@ func TestValuesWriteFails(t *testing.T) {
 		t.Fatalf("the acknowledged task: %v, payload of %d bytes", err, len(info.Payload))
 	}
 }
+
+// TestValuesOutOfTheBudget: the memory budget counts a value in the value
+// log as its reference, so a budget that takes a few dozen tasks of 1 KiB
+// in memory takes several times more with their payloads on disk.
+func TestValuesOutOfTheBudget(t *testing.T) {
+	taken := map[int]int{}
+	for _, threshold := range []int{-1, 512} {
+		e := newEnv(t, false, func(o *Options) { o.MaxMemory = 64 << 10; o.Logger = quiet; o.ValueThreshold = threshold })
+		taken[threshold] = fill(t, e.q("q"))
+	}
+	if taken[512] < 2*taken[-1] {
+		t.Fatalf("a budget of 64 KiB took %d tasks of 1 KiB in memory and %d with the payloads on disk", taken[-1], taken[512])
+	}
+}
