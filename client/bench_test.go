@@ -302,6 +302,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
 			c0 := processCPU()
+			r0, w0 := processIO()
 			b.ResetTimer()
 			for range b.N {
 				t0 := time.Now()
@@ -312,6 +313,9 @@ func BenchmarkSessionDisk(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			r1, w1 := processIO()
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
 		})
@@ -319,6 +323,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			q := queue(b)
 			b.ReportAllocs()
 			c0 := processCPU()
+			r0, w0 := processIO()
 			b.ResetTimer()
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -337,6 +342,9 @@ func BenchmarkSessionDisk(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			r1, w1 := processIO()
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 		})
 		b.Run(mode.name+"/async1024", func(b *testing.B) {
@@ -344,6 +352,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			const inflight = 1024
 			b.ReportAllocs()
 			c0 := processCPU()
+			r0, w0 := processIO()
 			b.ResetTimer()
 			ring := make([]*engine.Pending, 0, inflight)
 			wait := func(p *engine.Pending) {
@@ -364,6 +373,9 @@ func BenchmarkSessionDisk(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			r1, w1 := processIO()
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 		})
 	}
