@@ -84,6 +84,9 @@ type Server struct {
 
 	onPark func() // tests: called when a ClaimWait has parked
 	onCall func() // tests: called when a call has taken its slot
+	// onHandoff, for tests, is called when a session's reader leaves a
+	// batch's answer to the session's answerer.
+	onHandoff func()
 }
 
 // New returns a server over db. db is usually the *engine.DB the process

@@ -33,7 +33,9 @@ import (
 // standalone DB with one engine.DeferDurable context, so that the batch's
 // commits share one sync of the log; then it hands the batch to the
 // session's answerer, which waits for that sync and writes the replies
-// while the reader goes on with the next batch. A ClaimWait waits on a
+// while the reader goes on with the next batch. A batch with no fsync to
+// wait for (its calls wrote nothing, or the DB does not sync each commit)
+// and none ahead of it is answered by the reader itself. A ClaimWait waits on a
 // goroutine of its own and answers when it ends; on a replicated DB (whose
 // commits wait for the replicated log inside each call) every call does.
 
@@ -83,6 +85,7 @@ type sess struct {
 	par     chan struct{} // calls running at once on a replicated DB
 	answers chan *sbatch  // batches waiting for their sync, to answer
 	calls   sync.WaitGroup
+	queued  atomic.Int32 // batches handed to the answerer and not yet answered
 
 	waitMu sync.Mutex
 	waits  map[uint64]context.CancelFunc // ClaimWaits by call id, for Abandon
@@ -282,6 +285,7 @@ func (x *sess) serve() {
 		defer close(done)
 		for b := range x.answers {
 			x.answer(b)
+			x.queued.Add(-1)
 		}
 	}()
 	err := x.read()
@@ -583,6 +587,17 @@ calls:
 	}
 	if len(b.results) == 0 {
 		return nil
+	}
+	if x.queued.Load() == 0 && (b.deferred == nil || !b.deferred.Syncs()) {
+		// No fsync to wait for (nothing deferred, or a DB that does not
+		// sync each commit: the wait writes the log out) and no batch
+		// ahead: answered here, without the answerer's hop.
+		x.answer(b)
+		return nil
+	}
+	x.queued.Add(1)
+	if s.onHandoff != nil {
+		s.onHandoff()
 	}
 	x.answers <- b
 	return nil

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,5 +194,50 @@ func TestSessionServesCalls(t *testing.T) {
 	ts.conn.(*net.TCPConn).CloseWrite()
 	if _, err := ts.recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the client's end: %v, want EOF", err)
+	}
+}
+
+// TestSessionAnswersInlineWithoutFsync: a batch with no fsync to wait for
+// (a DB that does not sync each commit, or calls that wrote nothing) is
+// answered by the session's reader; one whose commits wait for an fsync
+// goes to the answerer, so that the reader reads on meanwhile.
+func TestSessionAnswersInlineWithoutFsync(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		d       engine.Durability
+		call    func(id uint64) *v1.Call
+		handoff bool
+	}{
+		{"enqueue/never", engine.SyncNever, func(id uint64) *v1.Call { return enqueueCall(id, "q") }, false},
+		{"enqueue/interval", engine.SyncInterval, func(id uint64) *v1.Call { return enqueueCall(id, "q") }, false},
+		{"enqueue/always", engine.SyncAlways, func(id uint64) *v1.Call { return enqueueCall(id, "q") }, true},
+		{"counts/always", engine.SyncAlways, func(id uint64) *v1.Call {
+			return &v1.Call{Id: id, Call: &v1.Call_Counts{Counts: &v1.CountsRequest{
+				Namespace: &v1.Namespace{Project: "p", Scope: "s"}, Queue: "q"}}}
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, err := engine.Open(t.TempDir(), engine.Options{Durability: c.d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
+			var handoffs atomic.Int64
+			s.onHandoff = func() { handoffs.Add(1) }
+			addr, _ := serveSessions(t, s)
+			ts, _ := dialSession(t, addr, "")
+			const n = 10
+			for i := uint64(1); i <= n; i++ {
+				ts.send(c.call(i))
+				r := ts.mustRecv()
+				if r.GetId() != i || r.GetError() != nil {
+					t.Fatalf("call %d: %v", i, r)
+				}
+			}
+			if got := handoffs.Load(); (got > 0) != c.handoff {
+				t.Fatalf("%d of %d batches went to the answerer, want handoffs: %v", got, n, c.handoff)
+			}
+		})
 	}
 }
