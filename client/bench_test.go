@@ -279,8 +279,10 @@ func BenchmarkSessionDisk(b *testing.B) {
 		name string
 		d    engine.Durability
 	}{{"nosync", engine.SyncNever}, {"sync", engine.SyncAlways}} {
+		var db *engine.DB
 		queue := func(b *testing.B) engine.Queue {
-			db, err := engine.Open(b.TempDir(), engine.Options{Logger: quiet, Durability: mode.d})
+			var err error
+			db, err = engine.Open(b.TempDir(), engine.Options{Logger: quiet, Durability: mode.d})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -303,6 +305,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			b.ReportAllocs()
 			c0 := processCPU()
 			r0, w0 := processIO()
+			s0 := db.Stats().LogSyncs
 			b.ResetTimer()
 			for range b.N {
 				t0 := time.Now()
@@ -316,6 +319,9 @@ func BenchmarkSessionDisk(b *testing.B) {
 			r1, w1 := processIO()
 			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
 			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			if mode.d == engine.SyncAlways {
+				b.ReportMetric(float64(db.Stats().LogSyncs-s0)/float64(b.N), "fsyncs/op")
+			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
 		})
@@ -324,6 +330,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			b.ReportAllocs()
 			c0 := processCPU()
 			r0, w0 := processIO()
+			s0 := db.Stats().LogSyncs
 			b.ResetTimer()
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -345,6 +352,9 @@ func BenchmarkSessionDisk(b *testing.B) {
 			r1, w1 := processIO()
 			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
 			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			if mode.d == engine.SyncAlways {
+				b.ReportMetric(float64(db.Stats().LogSyncs-s0)/float64(b.N), "fsyncs/op")
+			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 		})
 		b.Run(mode.name+"/async1024", func(b *testing.B) {
@@ -353,6 +363,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			b.ReportAllocs()
 			c0 := processCPU()
 			r0, w0 := processIO()
+			s0 := db.Stats().LogSyncs
 			b.ResetTimer()
 			ring := make([]*engine.Pending, 0, inflight)
 			wait := func(p *engine.Pending) {
@@ -376,6 +387,9 @@ func BenchmarkSessionDisk(b *testing.B) {
 			r1, w1 := processIO()
 			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
 			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			if mode.d == engine.SyncAlways {
+				b.ReportMetric(float64(db.Stats().LogSyncs-s0)/float64(b.N), "fsyncs/op")
+			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 		})
 	}

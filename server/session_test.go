@@ -241,3 +241,78 @@ func TestSessionAnswersInlineWithoutFsync(t *testing.T) {
 		})
 	}
 }
+
+// writeCounter counts the writes to a connection.
+type writeCounter struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (c *writeCounter) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestSessionAnswersQueuedBatchesTogether: batches queued behind the one
+// the answerer is waiting for are answered with it, in one write.
+func TestSessionAnswersQueuedBatchesTogether(t *testing.T) {
+	db, err := engine.Open(t.TempDir(), engine.Options{Durability: engine.SyncAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
+	handoffs := make(chan struct{}, 8)
+	s.onHandoff = func() { handoffs <- struct{}{} }
+	hold := make(chan struct{})
+	var first atomic.Bool
+	s.onAnswerer = func() {
+		if first.CompareAndSwap(false, true) {
+			<-hold
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan *writeCounter, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			t.Error(err)
+			close(served)
+			return
+		}
+		if _, err := io.ReadFull(c, make([]byte, len(session.Preface))); err != nil {
+			t.Error(err)
+		}
+		wc := &writeCounter{Conn: c}
+		served <- wc
+		s.ServeSession(wc)
+	}()
+	ts, _ := dialSession(t, ln.Addr().String(), "")
+	wc := <-served
+	if wc == nil {
+		t.FailNow()
+	}
+	welcome := wc.n.Load()
+	for i := uint64(1); i <= 3; i++ {
+		ts.send(enqueueCall(i, "q"))
+		<-handoffs // run, and handed to the answerer (the first held in it)
+	}
+	close(hold)
+	got := ts.recvAll(3)
+	for i := uint64(1); i <= 3; i++ {
+		if r := got[i]; r == nil || r.GetEnqueue() == nil {
+			t.Fatalf("call %d: %v", i, r)
+		}
+	}
+	if n := wc.n.Load() - welcome; n != 1 {
+		t.Fatalf("the replies of 3 batches answered together took %d writes", n)
+	}
+	ts.conn.Close()
+	<-done
+}
