@@ -33,11 +33,13 @@ import (
 // standalone DB with one engine.DeferDurable context, so that the batch's
 // commits share one sync of the log; then it hands the batch to the
 // session's answerer, which waits for that sync and writes the replies
-// while the reader goes on with the next batch. A batch with no fsync to
-// wait for (its calls wrote nothing, or the DB does not sync each commit)
-// and none ahead of it is answered by the reader itself. A ClaimWait waits on a
-// goroutine of its own and answers when it ends; on a replicated DB (whose
-// commits wait for the replicated log inside each call) every call does.
+// while the reader goes on with the next batch; the answerer answers the
+// batches it finds queued together (one sync, one write). A batch with no
+// fsync to wait for (its calls wrote nothing, or the DB does not sync each
+// commit) and none ahead of it is answered by the reader itself. A
+// ClaimWait waits on a goroutine of its own and answers when it ends; on a
+// replicated DB (whose commits wait for the replicated log inside each
+// call) every call does.
 
 // Session bounds.
 const (
