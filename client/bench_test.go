@@ -263,3 +263,134 @@ func BenchmarkSession(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSessionDisk is the session transport to a server whose DB is on
+// disk, as `docket serve` runs: "nosync" (SyncNever: each batch of calls
+// writes the log, no fsync) and "sync" (SyncAlways). "lone" is one caller
+// making one Enqueue at a time (p50-µs its median call), "callers16"
+// sixteen callers doing so at once (W2's shape), "async1024" 1,024
+// EnqueueAsync in flight from one goroutine (W1P's). cpu-µs/op is the
+// CPU of the whole process (client and server) per enqueue.
+func BenchmarkSessionDisk(b *testing.B) {
+	ctx := context.Background()
+	ns := engine.NS("acme", "prod")
+	payload := []byte(`{"to":"a@b","n":42,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
+	for _, mode := range []struct {
+		name string
+		d    engine.Durability
+	}{{"nosync", engine.SyncNever}, {"sync", engine.SyncAlways}} {
+		var db *engine.DB
+		queue := func(b *testing.B) engine.Queue {
+			var err error
+			db, err = engine.Open(b.TempDir(), engine.Options{Logger: quiet, Durability: mode.d})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			srv := serve(b, db, "127.0.0.1:0", server.Options{MaxCalls: 4096}, nil)
+			c, err := Dial(ctx, srv.url, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { c.Close() })
+			q := c.Queue(ns, "bench")
+			if _, err := q.Enqueue(ctx, engine.Task{}); err != nil { // the session opened
+				b.Fatal(err)
+			}
+			return q
+		}
+		b.Run(mode.name+"/lone", func(b *testing.B) {
+			q := queue(b)
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			c0 := processCPU()
+			r0, w0 := processIO()
+			s0 := db.Stats().LogSyncs
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				if _, err := q.Enqueue(ctx, engine.Task{Payload: payload}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			r1, w1 := processIO()
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			if mode.d == engine.SyncAlways {
+				b.ReportMetric(float64(db.Stats().LogSyncs-s0)/float64(b.N), "fsyncs/op")
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
+		})
+		b.Run(mode.name+"/callers16", func(b *testing.B) {
+			q := queue(b)
+			b.ReportAllocs()
+			c0 := processCPU()
+			r0, w0 := processIO()
+			s0 := db.Stats().LogSyncs
+			b.ResetTimer()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if _, err := q.Enqueue(ctx, engine.Task{Payload: payload}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			r1, w1 := processIO()
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			if mode.d == engine.SyncAlways {
+				b.ReportMetric(float64(db.Stats().LogSyncs-s0)/float64(b.N), "fsyncs/op")
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		})
+		b.Run(mode.name+"/async1024", func(b *testing.B) {
+			q := queue(b)
+			const inflight = 1024
+			b.ReportAllocs()
+			c0 := processCPU()
+			r0, w0 := processIO()
+			s0 := db.Stats().LogSyncs
+			b.ResetTimer()
+			ring := make([]*engine.Pending, 0, inflight)
+			wait := func(p *engine.Pending) {
+				if _, err := p.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range b.N {
+				if len(ring) == inflight {
+					wait(ring[i%inflight])
+					ring[i%inflight] = q.EnqueueAsync(ctx, engine.Task{Payload: payload})
+					continue
+				}
+				ring = append(ring, q.EnqueueAsync(ctx, engine.Task{Payload: payload}))
+			}
+			for _, p := range ring {
+				wait(p)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			r1, w1 := processIO()
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			if mode.d == engine.SyncAlways {
+				b.ReportMetric(float64(db.Stats().LogSyncs-s0)/float64(b.N), "fsyncs/op")
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		})
+	}
+}

@@ -84,6 +84,12 @@ type Server struct {
 
 	onPark func() // tests: called when a ClaimWait has parked
 	onCall func() // tests: called when a call has taken its slot
+	// onHandoff, for tests, is called when a session's reader has left
+	// a batch's answer to the session's answerer.
+	onHandoff func()
+	// onAnswerer, for tests, is called when a session's answerer has
+	// taken a batch, before it looks for others queued behind it.
+	onAnswerer func()
 }
 
 // New returns a server over db. db is usually the *engine.DB the process

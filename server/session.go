@@ -33,9 +33,13 @@ import (
 // standalone DB with one engine.DeferDurable context, so that the batch's
 // commits share one sync of the log; then it hands the batch to the
 // session's answerer, which waits for that sync and writes the replies
-// while the reader goes on with the next batch. A ClaimWait waits on a
-// goroutine of its own and answers when it ends; on a replicated DB (whose
-// commits wait for the replicated log inside each call) every call does.
+// while the reader goes on with the next batch; the answerer answers the
+// batches it finds queued together (one sync, one write). A batch with no
+// fsync to wait for (its calls wrote nothing, or the DB does not sync each
+// commit) and none ahead of it is answered by the reader itself. A
+// ClaimWait waits on a goroutine of its own and answers when it ends; on a
+// replicated DB (whose commits wait for the replicated log inside each
+// call) every call does.
 
 // Session bounds.
 const (
@@ -83,6 +87,7 @@ type sess struct {
 	par     chan struct{} // calls running at once on a replicated DB
 	answers chan *sbatch  // batches waiting for their sync, to answer
 	calls   sync.WaitGroup
+	queued  atomic.Int32 // batches handed to the answerer and not yet answered
 
 	waitMu sync.Mutex
 	waits  map[uint64]context.CancelFunc // ClaimWaits by call id, for Abandon
@@ -280,8 +285,27 @@ func (x *sess) serve() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		var bs []*sbatch
 		for b := range x.answers {
-			x.answer(b)
+			bs = append(bs[:0], b)
+			if s.onAnswerer != nil {
+				s.onAnswerer()
+			}
+		more:
+			for len(bs) < cap(x.answers)+1 {
+				select {
+				case b, ok := <-x.answers:
+					if !ok {
+						break more
+					}
+					bs = append(bs, b)
+				default:
+					break more
+				}
+			}
+			x.answerAll(bs)
+			x.queued.Add(-int32(len(bs)))
+			clear(bs)
 		}
 	}()
 	err := x.read()
@@ -584,7 +608,20 @@ calls:
 	if len(b.results) == 0 {
 		return nil
 	}
+	if x.queued.Load() == 0 && (b.deferred == nil || !b.deferred.Syncs()) {
+		// No fsync to wait for (nothing deferred, or a DB that does not
+		// sync each commit: the wait writes the log out) and no batch
+		// ahead: answered here, without the answerer's hop, once the
+		// large body slot, which its calls no longer need, is given back.
+		x.releaseLarge()
+		x.answer(b)
+		return nil
+	}
+	x.queued.Add(1)
 	x.answers <- b
+	if s.onHandoff != nil {
+		s.onHandoff()
+	}
 	return nil
 }
 
@@ -603,32 +640,54 @@ func (x *sess) reqID(id uint64) string { return x.id + "-" + strconv.FormatUint(
 
 // answer waits for a batch's commits to be durable and sends its replies.
 func (x *sess) answer(b *sbatch) {
-	if b.deferred != nil {
-		if werr := b.deferred.Wait(); werr != nil {
-			for i := range b.results {
-				r := &b.results[i]
-				if r.rt != nil && (r.err == nil || restsOnLog(r.err)) {
-					r.res, r.err = nil, werr // the answer rested on the log, which failed
-				}
-			}
-		}
-	}
+	x.wait(b)
 	x.send(b)
 }
 
-// send writes a batch's replies, then gives back its slots.
-func (x *sess) send(b *sbatch) {
+// answerAll answers the batches the answerer found queued, in the order
+// they were read, together: the newest waits first, so that one sync of
+// the log covers them all (the others' waits then find their commits
+// durable), and their replies go in one write.
+func (x *sess) answerAll(bs []*sbatch) {
+	for i := len(bs) - 1; i >= 0; i-- {
+		x.wait(bs[i])
+	}
+	x.send(bs...)
+}
+
+// wait waits for a batch's commits to be durable; if the log failed, the
+// answers that rested on it fail with it.
+func (x *sess) wait(b *sbatch) {
+	if b.deferred == nil {
+		return
+	}
+	if werr := b.deferred.Wait(); werr != nil {
+		for i := range b.results {
+			r := &b.results[i]
+			if r.rt != nil && (r.err == nil || restsOnLog(r.err)) {
+				r.res, r.err = nil, werr // the answer rested on the log, which failed
+			}
+		}
+	}
+}
+
+// send writes batches' replies, then gives back their slots.
+func (x *sess) send(bs ...*sbatch) {
 	var out []byte
-	for i := range b.results {
-		r := &b.results[i]
-		out = x.appendReply(out, r)
-		if r.release != nil {
-			r.release()
+	for _, b := range bs {
+		for i := range b.results {
+			r := &b.results[i]
+			out = x.appendReply(out, r)
+			if r.release != nil {
+				r.release()
+			}
 		}
 	}
 	x.w.SendFrames(out)
-	for range b.results {
-		x.unslot()
+	for _, b := range bs {
+		for range b.results {
+			x.unslot()
+		}
 	}
 }
 

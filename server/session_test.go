@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,4 +195,124 @@ func TestSessionServesCalls(t *testing.T) {
 	if _, err := ts.recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the client's end: %v, want EOF", err)
 	}
+}
+
+// TestSessionAnswersInlineWithoutFsync: a batch with no fsync to wait for
+// (a DB that does not sync each commit, or calls that wrote nothing) is
+// answered by the session's reader; one whose commits wait for an fsync
+// goes to the answerer, so that the reader reads on meanwhile.
+func TestSessionAnswersInlineWithoutFsync(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		d       engine.Durability
+		call    func(id uint64) *v1.Call
+		handoff bool
+	}{
+		{"enqueue/never", engine.SyncNever, func(id uint64) *v1.Call { return enqueueCall(id, "q") }, false},
+		{"enqueue/interval", engine.SyncInterval, func(id uint64) *v1.Call { return enqueueCall(id, "q") }, false},
+		{"enqueue/always", engine.SyncAlways, func(id uint64) *v1.Call { return enqueueCall(id, "q") }, true},
+		{"counts/always", engine.SyncAlways, func(id uint64) *v1.Call {
+			return &v1.Call{Id: id, Call: &v1.Call_Counts{Counts: &v1.CountsRequest{
+				Namespace: &v1.Namespace{Project: "p", Scope: "s"}, Queue: "q"}}}
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, err := engine.Open(t.TempDir(), engine.Options{Durability: c.d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
+			var handoffs atomic.Int64
+			s.onHandoff = func() { handoffs.Add(1) }
+			addr, _ := serveSessions(t, s)
+			ts, _ := dialSession(t, addr, "")
+			const n = 10
+			for i := uint64(1); i <= n; i++ {
+				ts.send(c.call(i))
+				r := ts.mustRecv()
+				if r.GetId() != i || r.GetError() != nil {
+					t.Fatalf("call %d: %v", i, r)
+				}
+			}
+			if got := handoffs.Load(); (got > 0) != c.handoff {
+				t.Fatalf("%d of %d batches went to the answerer, want handoffs: %v", got, n, c.handoff)
+			}
+		})
+	}
+}
+
+// writeCounter counts the writes to a connection.
+type writeCounter struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (c *writeCounter) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestSessionAnswersQueuedBatchesTogether: batches queued behind the one
+// the answerer is waiting for are answered with it, in one write.
+func TestSessionAnswersQueuedBatchesTogether(t *testing.T) {
+	db, err := engine.Open(t.TempDir(), engine.Options{Durability: engine.SyncAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
+	handoffs := make(chan struct{}, 8)
+	s.onHandoff = func() { handoffs <- struct{}{} }
+	hold := make(chan struct{})
+	var first atomic.Bool
+	s.onAnswerer = func() {
+		if first.CompareAndSwap(false, true) {
+			<-hold
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan *writeCounter, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			t.Error(err)
+			close(served)
+			return
+		}
+		if _, err := io.ReadFull(c, make([]byte, len(session.Preface))); err != nil {
+			t.Error(err)
+		}
+		wc := &writeCounter{Conn: c}
+		served <- wc
+		s.ServeSession(wc)
+	}()
+	ts, _ := dialSession(t, ln.Addr().String(), "")
+	wc := <-served
+	if wc == nil {
+		t.FailNow()
+	}
+	welcome := wc.n.Load()
+	for i := uint64(1); i <= 3; i++ {
+		ts.send(enqueueCall(i, "q"))
+		<-handoffs // run, and handed to the answerer (the first held in it)
+	}
+	close(hold)
+	got := ts.recvAll(3)
+	for i := uint64(1); i <= 3; i++ {
+		if r := got[i]; r == nil || r.GetEnqueue() == nil {
+			t.Fatalf("call %d: %v", i, r)
+		}
+	}
+	if n := wc.n.Load() - welcome; n != 1 {
+		t.Fatalf("the replies of 3 batches answered together took %d writes", n)
+	}
+	ts.conn.Close()
+	<-done
 }

@@ -451,3 +451,38 @@ func TestSendLaterCoalescesAPipelinedSender(t *testing.T) {
 		t.Fatalf("a SendLater after the failure: %v", err)
 	}
 }
+
+// TestSendLaterCoalescesSendersWokenTogether: senders made runnable
+// together (callers whose answers one read delivered, each sending its
+// next call) share a write, rather than the Writer's goroutine, run next
+// after the first of them, writing that one's frame alone. One P makes the
+// order of the goroutines the scheduler's own, not the machine's.
+func TestSendLaterCoalescesSendersWokenTogether(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const senders = 16
+	for round := range 5 {
+		writes := &countingWriter{w: io.Discard}
+		w := NewWriter(writes)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for s := range senders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if err := w.SendLater(call(uint64(s), "q")); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		runtime.Gosched() // every sender waits on start
+		close(start)
+		wg.Wait()
+		if err := w.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if k := writes.count(); k > senders/4 {
+			t.Fatalf("round %d: %d writes for the frames of %d senders woken together", round, k, senders)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"io"
+	"runtime"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -116,8 +117,13 @@ func (x *Writer) SendLater(m proto.Message) error {
 }
 
 // flushLater writes what SendLater left, unless a sender is writing (it
-// writes it too) or has written it already.
+// writes it too) or has written it already. It first yields: the go
+// statement made it the next goroutine to run, ahead of the senders made
+// runnable with the one that started it (callers whose answers one read
+// delivered), which then append their frames before the write instead of
+// each paying a write of its own.
 func (x *Writer) flushLater() {
+	runtime.Gosched()
 	x.mu.Lock()
 	x.kicked = false
 	if x.writing || len(x.buf) == 0 {
