@@ -76,11 +76,12 @@ type core struct {
 	kick  chan struct{}
 	slots chan struct{}
 
-	snapMu   sync.Mutex // one snapshot at a time
-	snapping bool       // a background snapshot is running (guarded by mu)
-	bg       sync.WaitGroup
-	piped    sync.WaitGroup // the pipeline goroutine (pipeline.go)
-	stopBg   chan struct{}
+	snapMu    sync.Mutex // one snapshot at a time
+	compactMu sync.Mutex // one value log compaction at a time (values.go)
+	snapping  bool       // a background snapshot is running (guarded by mu)
+	bg        sync.WaitGroup
+	piped     sync.WaitGroup // the pipeline goroutine (pipeline.go)
+	stopBg    chan struct{}
 	// dead writes the log lines about dead-lettered tasks, gathered per
 	// queue (deadlog.go).
 	dead *deadLog
@@ -193,6 +194,10 @@ func open(dir string, opts Options) (*DB, error) {
 		if opts.Durability == SyncInterval {
 			c.bg.Add(1)
 			go c.syncLoop()
+		}
+		if c.vals != nil {
+			c.bg.Add(1)
+			go c.compactLoop()
 		}
 		c.piped.Add(1)
 		go c.pipeline()
@@ -1110,7 +1115,15 @@ func (d *DB) Stats() Stats {
 	s.Seq = c.store.Seq()
 	s.Tasks = c.store.Len()
 	s.Memory, s.MemoryBudget = c.store.Usage().Bytes, c.budget
+	for _, fb := range c.store.LiveBytes() {
+		s.ValueLiveBytes += fb.Bytes
+	}
 	c.mu.Unlock()
+	if c.vals != nil {
+		for _, f := range c.vals.log.Files() {
+			s.ValueLogBytes += f.Size
+		}
+	}
 	if c.log != nil {
 		ls := c.log.Stats()
 		s.LogSyncs, s.LogBytes, s.LogGroups = ls.Syncs, ls.BytesWritten, ls.Groups

@@ -32,19 +32,24 @@ type Stats struct {
 	// Memory is what the state takes as the memory budget counts it (see
 	// Options.MaxMemory), MemoryBudget that budget (0: none).
 	Memory, MemoryBudget int64
-	Commits              uint64
-	Enqueued             uint64
-	Claimed              uint64
-	Completed            uint64
-	Retried              uint64
-	DeadLettered         uint64
-	Reclaimed            uint64
-	LeaseLost            uint64
-	Denied               uint64
-	LogSyncs             uint64        // fsyncs of the log
-	LogSyncTime          time.Duration // time spent in them
-	LogBytes             uint64        // bytes written to the log
-	Snapshots            uint64
+	// ValueLogBytes is the size of the value log's files on disk (values
+	// of Options.ValueThreshold bytes or more), ValueLiveBytes the bytes of
+	// the values in them that tasks still hold; the rest is reclaimed by
+	// compaction (DB.CompactValues).
+	ValueLogBytes, ValueLiveBytes int64
+	Commits                       uint64
+	Enqueued                      uint64
+	Claimed                       uint64
+	Completed                     uint64
+	Retried                       uint64
+	DeadLettered                  uint64
+	Reclaimed                     uint64
+	LeaseLost                     uint64
+	Denied                        uint64
+	LogSyncs                      uint64        // fsyncs of the log
+	LogSyncTime                   time.Duration // time spent in them
+	LogBytes                      uint64        // bytes written to the log
+	Snapshots                     uint64
 	// LogGroups counts the fsyncs of the log that made batches durable by
 	// how many each covered (one batch per commit, housekeeping aside):
 	// LogGroups[i] those of a size LogGroupRange(i).

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vlog"
@@ -264,4 +266,153 @@ func (c *core) fillInfos(infos []TaskInfo, ws []want) error {
 			infos[w.i].Result = b
 		}
 	})
+}
+
+// Compaction. A value log file holds the values of tasks that have since
+// ended or changed: dead bytes. compactValues reclaims them, file by file,
+// online: it copies the values still referred to into the file appends go
+// to (vlog.Compact, which makes the copies durable), commits one batch
+// that moves each reference to its copy (index.MutMoveValue, applied only
+// where the reference is still the one copied, so a value that changed or
+// ended meanwhile is left alone), waits for that batch to be durable, and
+// only then removes the file. A crash before the batch is durable leaves
+// the file and dead copies (reclaimed when their own file is compacted);
+// a crash after it leaves a file nothing refers to, removed by the next
+// pass. Reads racing the removal look the reference up again (readValue).
+
+// compactAt is the share of a file's bytes that must be dead for a pass
+// to compact it.
+const compactAt = 0.5
+
+// compactEvery is how often the background pass looks for files to
+// compact.
+const compactEvery = 2 * time.Second
+
+func (c *core) compactLoop() {
+	defer c.bg.Done()
+	t := time.NewTicker(compactEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopBg:
+			return
+		case <-t.C:
+			if _, err := c.compactValues(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
+				c.opts.Logger.Warn("docket: value log compaction failed", "err", err)
+			}
+		}
+	}
+}
+
+// compactValues runs one compaction pass: it removes the files no value
+// is in, then compacts those at least compactAt dead, oldest first. It
+// returns how many files it removed.
+func (c *core) compactValues(ctx context.Context) (removed int, err error) {
+	v := c.vals
+	c.compactMu.Lock()
+	defer c.compactMu.Unlock()
+	c.mu.Lock()
+	if err := c.writable(); err != nil {
+		c.mu.Unlock()
+		return 0, err
+	}
+	// Every value appended so far is applied (appends happen under mu, in
+	// logAndApply): the files before head hold no value of a commit still
+	// to come, which vlog.Compact needs (its liveness rule).
+	head := v.log.Head()
+	live := map[uint32]int64{}
+	for _, fb := range c.store.LiveBytes() {
+		live[fb.File] = fb.Bytes
+	}
+	c.mu.Unlock()
+	for _, f := range v.log.Files() {
+		if f.Num >= head || f.Synced < f.Size {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		if l := live[f.Num]; l > 0 && float64(l) > (1-compactAt)*float64(f.Size) {
+			continue
+		}
+		if err := c.compactFile(ctx, f.Num, live[f.Num] > 0); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
+}
+
+// compactFile moves the live values of file n elsewhere (when it has any)
+// and removes it.
+func (c *core) compactFile(ctx context.Context, n uint32, hasLive bool) error {
+	v := c.vals
+	if hasLive {
+		moves, err := v.log.Compact(n, func(owner uint64, kind vlog.Kind, r vlog.Ref) bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.refOf(owner, kind) == index.ValueRef(r)
+		})
+		if err != nil {
+			return fmt.Errorf("docket: compacting value log file %d: %w", n, err)
+		}
+		if len(moves) > 0 {
+			if _, err := c.commit(ctx, func(p *planner) error {
+				for _, m := range moves {
+					p.B.Mutations = append(p.B.Mutations, index.Mutation{Kind: index.MutMoveValue, Move: index.ValueMove{
+						Kind: indexKind[m.Kind], ID: m.Owner, Old: index.ValueRef(m.Old), New: index.ValueRef(m.New)}})
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	c.mu.Lock()
+	left := c.store.FileLiveBytes(n)
+	c.mu.Unlock()
+	if left != 0 {
+		// Only a value that Compact found dead and the state still refers
+		// to, which the liveness rule excludes.
+		return fmt.Errorf("docket: value log file %d still holds %d live bytes after compaction", n, left)
+	}
+	if err := v.log.Remove(n); err != nil && !errors.Is(err, vlog.ErrMissing) {
+		return fmt.Errorf("docket: removing value log file %d: %w", n, err)
+	}
+	return nil
+}
+
+var indexKind = [...]index.ValueKind{vlog.Payload: index.ValuePayload, vlog.Result: index.ValueResult,
+	vlog.Progress: index.ValueProgress, vlog.KVValue: index.ValueKV}
+
+// refOf is the reference the state holds for the value of kind of task
+// owner (zero for none). Call with mu held.
+func (c *core) refOf(owner uint64, kind vlog.Kind) index.ValueRef {
+	t, ok := c.store.Task(owner)
+	if !ok {
+		return index.ValueRef{}
+	}
+	switch kind {
+	case vlog.Payload:
+		return t.PayloadRef()
+	case vlog.Result:
+		return t.Ex().ResultRef()
+	case vlog.Progress:
+		return t.Ex().ProgressRef()
+	}
+	return index.ValueRef{}
+}
+
+// CompactValues runs a compaction pass of the value log now (one also runs
+// in the background every few seconds): it removes the files no value is
+// in and moves the values of those mostly dead. It returns how many files
+// it removed. A DB that keeps every value in memory has nothing to do.
+func (d *DB) CompactValues(ctx context.Context) (int, error) {
+	if err := d.owner("CompactValues"); err != nil {
+		return 0, err
+	}
+	if d.c.vals == nil {
+		return 0, nil
+	}
+	return d.c.compactValues(ctx)
 }
