@@ -47,14 +47,29 @@ func flagSet(name string) bool {
 	return set
 }
 
-// recordCrash records the shared crash workload: 300 instructions (about
-// 190 of them commit) under SyncAlways with 1 KiB segments, so the log spans
-// many segments and checkpoints truncate it, a 90 s idempotency TTL and a
-// minute's retention of completed tasks, so housekeeping batches happen.
+// recordCrash returns the shared crash workload's recording: 300
+// instructions (about 190 of them commit) under SyncAlways with 1 KiB
+// segments, so the log spans many segments and checkpoints truncate it, a
+// 90 s idempotency TTL and a minute's retention of completed tasks, so
+// housekeeping batches happen. It is recorded once for the tests that
+// sweep it; each gets its own copy to check images with.
 func recordCrash(t *testing.T) *recording {
-	return record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
-		weights: crashWorkload, cfg: 0x09})
+	crashOnce.Do(func() {
+		crashRec = record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
+			weights: crashWorkload, cfg: 0x09})
+	})
+	if crashRec == nil {
+		t.Fatal("recording the crash workload failed")
+	}
+	r := *crashRec
+	r.tb, r.clock = t, nil
+	return &r
 }
+
+var (
+	crashOnce sync.Once
+	crashRec  *recording
+)
 
 // span is the part of a file an instruction appended: bytes [from, to).
 type span struct {
