@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/internal/index"
-	"github.com/docketdb/docket/internal/vlog"
-	"github.com/docketdb/docket/wal"
 )
 
 // applyBatch applies batch b, logged as record seq, to store: the one step
@@ -246,18 +244,17 @@ func (c *core) logAndApply() (uint64, error) {
 		return 0, fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	var data []byte
-	if c.log != nil || c.opts.tap != nil {
+	if c.st.logged() || c.opts.tap != nil {
 		var err error
 		if data, err = c.enc.Batch(b); err != nil {
 			return 0, c.fail(err)
 		}
 	}
-	if c.log != nil {
-		if err := c.log.Append(b.Seq, data); err != nil {
-			return 0, c.fail(err)
-		}
-		c.sinceSnap += int64(len(data))
+	n, err := c.st.append(b.Seq, data)
+	if err != nil {
+		return 0, c.fail(err)
 	}
+	c.sinceSnap += n
 	out, err := applyBatch(c.store, b.Seq, b)
 	if err != nil {
 		return 0, c.fail(err)
@@ -282,28 +279,8 @@ func (c *core) durable(seq uint64) error { return c.durableGathered(seq, false) 
 // are all in (a Deferred's), so that a sync it leads does not wait for
 // other committers (wal.Log.SyncGathered).
 func (c *core) durableGathered(seq uint64, gathered bool) error {
-	if c.log == nil {
-		return nil
-	}
-	if c.vals != nil {
-		// The values a batch refers to are at least as durable as it.
-		if err := c.vals.sync(); err != nil {
-			if errors.Is(err, vlog.ErrClosed) {
-				return ErrClosed
-			}
-			return c.failLocked(err)
-		}
-	}
-	var err error
-	switch {
-	case c.opts.Durability != SyncAlways:
-		err = c.log.FlushTo(seq)
-	case gathered:
-		err = c.log.SyncGathered(seq)
-	default:
-		err = c.log.Sync(seq)
-	}
-	if errors.Is(err, wal.ErrClosed) {
+	err := c.st.durable(seq, gathered)
+	if errStorageClosed(err) {
 		return ErrClosed // a commit racing with Close
 	}
 	if err != nil {
@@ -340,14 +317,8 @@ func (c *core) syncInterval() {
 	c.mu.Lock()
 	seq, ok := c.store.Seq(), c.usable() == nil
 	c.mu.Unlock()
-	if ok && c.vals != nil {
-		if err := c.vals.log.Sync(); err != nil {
-			c.failLocked(err)
-			return
-		}
-	}
 	if ok {
-		if err := c.log.SyncGathered(seq); err != nil {
+		if err := c.st.sync(seq); err != nil {
 			c.failLocked(err)
 		}
 	}

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/snapshot"
-	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/wal"
 )
 
@@ -39,13 +37,12 @@ type core struct {
 	seeds     func() uint64
 	applySeed uint64
 	dir       string
-	lock      vfs.File
-	log       *wal.Log // nil in memory and read-only
+	// st is where committed batches go: the directory's log, nowhere in
+	// memory, or the replicated log (storage.go).
+	st storage
 	// vals is the value log large values are kept in (values.go), nil
 	// where every value stays in memory.
 	vals *values
-	// readOnly refuses every write (OpenReadOnly).
-	readOnly bool
 
 	mu     sync.Mutex // the commit path: everything below is guarded by it
 	store  *index.Store
@@ -105,10 +102,7 @@ func (c *core) writable() error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	if c.readOnly {
-		return ErrReadOnly
-	}
-	return nil
+	return c.st.writable()
 }
 
 // usable reports why the engine cannot take a call. Call with mu held.
@@ -150,21 +144,11 @@ func (d *DB) Close() error {
 	c.piped.Wait()
 	c.dead.close()
 	var err error
-	if c.log != nil {
-		if !failed {
-			err = c.snapshotNow(true)
-		}
-		if cerr := c.log.Close(); err == nil && cerr != nil && !failed {
-			err = cerr
-		}
+	if c.st.snapshots() && !failed {
+		err = c.snapshotNow(true)
 	}
-	if c.vals != nil {
-		if cerr := c.vals.log.Close(); err == nil && cerr != nil && !failed {
-			err = cerr
-		}
-	}
-	if c.lock != nil {
-		c.lock.Close()
+	if cerr := c.st.close(); err == nil && cerr != nil && !failed {
+		err = cerr
 	}
 	return err
 }
@@ -200,11 +184,6 @@ func (d *DB) Stats() Stats {
 	s.Tasks = c.store.Len()
 	s.Memory, s.MemoryBudget = c.store.Usage().Bytes, c.budget
 	c.mu.Unlock()
-	if c.log != nil {
-		ls := c.log.Stats()
-		s.LogSyncs, s.LogBytes, s.LogGroups = ls.Syncs, ls.BytesWritten, ls.Groups
-		s.LogSyncTime = time.Duration(ls.SyncNanos)
-		s.LogGathers, s.LogGatherMisses = ls.Gathers, ls.GatherMisses
-	}
+	c.st.stats(&s)
 	return s
 }

@@ -23,12 +23,12 @@ func Open(dir string, opts Options) (*DB, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: empty data directory (use OpenInMemory for a DB that keeps nothing)", ErrInvalid)
 	}
-	return open(dir, opts)
+	return open(dir, opts, (*core).openDir)
 }
 
 // OpenInMemory returns a DB that keeps everything in memory: no log, no
 // snapshots, nothing survives Close.
-func OpenInMemory(opts Options) (*DB, error) { return open("", opts) }
+func OpenInMemory(opts Options) (*DB, error) { return open("", opts, nil) }
 
 // OpenReadOnly opens the existing docket data directory dir to read it: it
 // runs the recovery Open runs over the files as they are (a torn tail is not
@@ -70,22 +70,23 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	c := &core{
-		opts:     opts,
-		clock:    opts.Clock,
-		dir:      dir,
-		lock:     lock,
-		readOnly: true,
-		store:    b.store,
-		enc:      index.NewEncoder(),
-		waiters:  make(map[index.QueueKey]*waitq),
-		stopBg:   make(chan struct{}),
-		slots:    make(chan struct{}, opts.MaxInFlight),
+		opts:    opts,
+		clock:   opts.Clock,
+		dir:     dir,
+		st:      readOnlyStorage{lock: lock},
+		store:   b.store,
+		enc:     index.NewEncoder(),
+		waiters: make(map[index.QueueKey]*waitq),
+		stopBg:  make(chan struct{}),
+		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	return &DB{c: c}, nil
 }
 
-func open(dir string, opts Options) (*DB, error) {
+// open returns a DB over dir with opts; attach, if not nil, gives it its
+// storage (which is otherwise memory) and the state that storage holds.
+func open(dir string, opts Options, attach func(*core) error) (*DB, error) {
 	opts = opts.withDefaults()
 	if opts.Durability < SyncAlways || opts.Durability > SyncNever {
 		return nil, fmt.Errorf("%w: durability %d", ErrInvalid, opts.Durability)
@@ -98,6 +99,7 @@ func open(dir string, opts Options) (*DB, error) {
 		clock:   opts.Clock,
 		entropy: newEntropy(),
 		dir:     dir,
+		st:      memoryStorage{},
 		store:   index.NewStore(),
 		enc:     index.NewEncoder(),
 		waiters: make(map[index.QueueKey]*waitq),
@@ -107,10 +109,12 @@ func open(dir string, opts Options) (*DB, error) {
 		budget:  budgetOf(opts.MaxMemory),
 	}
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
-	if dir != "" {
-		if err := c.openDir(); err != nil {
+	if attach != nil {
+		if err := attach(c); err != nil {
 			return nil, err
 		}
+	}
+	if c.st.logged() {
 		if opts.Durability == SyncInterval {
 			c.bg.Add(1)
 			go c.syncLoop()
@@ -143,12 +147,11 @@ func (c *core) openDir() (err error) {
 		}
 		return err
 	}
-	c.lock = lock
+	var log *wal.Log
 	defer func() {
 		if err != nil {
-			if c.log != nil {
-				c.log.Close()
-				c.log = nil
+			if log != nil {
+				log.Close()
 			}
 			if c.vals != nil {
 				c.vals.log.Close()
@@ -188,11 +191,10 @@ func (c *core) openDir() (err error) {
 	if obs := c.opts.Observer; obs != nil {
 		wopts.OnSync = obs.Synced
 	}
-	log, err := wal.Open(c.walDir(), wopts)
+	log, err = wal.Open(c.walDir(), wopts)
 	if err != nil {
 		return wrapStorage(err)
 	}
-	c.log = log
 	c.logRepairs(log.Repaired())
 	if err := b.decide(log.FirstSeq(), log.LastSeq(), c.opts.Logger); err != nil {
 		return err
@@ -205,7 +207,14 @@ func (c *core) openDir() (err error) {
 		c.opts.Logger.Info("docket: replay refused batches whose assertions no longer held", "refused", b.refused)
 	}
 	c.store = store
-	return c.openValues()
+	d := &diskStorage{fsys: fsys, snapDir: c.snapDir(), log: log, lock: lock,
+		durability: c.opts.Durability, failpoint: c.opts.failpoint, fail: c.failLocked}
+	c.st = d
+	if err := c.openValues(); err != nil {
+		return err
+	}
+	d.vals = c.vals
+	return nil
 }
 
 // replay applies logged batches to store in order: records is a log reader

@@ -198,7 +198,7 @@ func (d *DB) Checkpoint(ctx context.Context) error {
 	c.mu.Lock()
 	err := c.writable()
 	c.mu.Unlock()
-	if err != nil || c.log == nil {
+	if err != nil || !c.st.snapshots() {
 		return err
 	}
 	return c.snapshotNow(true)
@@ -207,7 +207,7 @@ func (d *DB) Checkpoint(ctx context.Context) error {
 // shouldSnapshot reports whether enough log was written to start a
 // background snapshot, and marks one as started. Call with mu held.
 func (c *core) shouldSnapshot() bool {
-	if c.log == nil || c.opts.SnapshotBytes < 0 || c.sinceSnap < c.opts.SnapshotBytes || c.snapping || c.closed {
+	if !c.st.snapshots() || c.opts.SnapshotBytes < 0 || c.sinceSnap < c.opts.SnapshotBytes || c.snapping || c.closed {
 		return false
 	}
 	c.snapping = true
@@ -230,7 +230,7 @@ func (c *core) snapshotNow(closing bool) error {
 	img := c.store.Copy()
 	c.sinceSnap = 0
 	c.mu.Unlock()
-	info, err := c.writeSnapshot(img)
+	info, err := c.st.snapshot(img)
 	c.mu.Lock()
 	c.snapping = false
 	if err == nil {
@@ -244,45 +244,4 @@ func (c *core) snapshotNow(closing bool) error {
 		c.opts.Logger.Warn("docket: snapshot failed", "err", err)
 	}
 	return err
-}
-
-func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
-	fsys := c.fs()
-	infos, err := snapshot.ListFS(fsys, c.snapDir())
-	if err != nil {
-		return snapshot.Info{}, err
-	}
-	if len(infos) > 0 && infos[0].Seq == img.Seq {
-		return infos[0], nil // nothing changed since
-	}
-	// The log must hold everything up to the image before the image exists:
-	// otherwise a crash could leave a snapshot ahead of a shorter log, and the
-	// next append would not follow the log's last record.
-	if c.vals != nil {
-		// Likewise the values it refers to.
-		if err := c.vals.log.Sync(); err != nil {
-			return snapshot.Info{}, c.failLocked(err)
-		}
-	}
-	if err := c.log.SyncGathered(img.Seq); err != nil {
-		return snapshot.Info{}, c.failLocked(err)
-	}
-	info, err := snapshot.Write(c.snapDir(), img.Seq, snapshot.Options{Failpoint: c.opts.failpoint, FS: fsys}, func(w *snapshot.Writer) error {
-		return index.WriteImage(img, index.NewEncoder(), w.Add)
-	})
-	if err != nil {
-		return info, err
-	}
-	// Keep two snapshots, and the log back to the older one, so that an
-	// unreadable newest snapshot can fall back to the previous plus the log.
-	infos, err = snapshot.ListFS(fsys, c.snapDir())
-	if err != nil {
-		return info, err
-	}
-	if len(infos) >= 2 {
-		if err := c.log.TruncateFront(infos[1].Seq + 1); err != nil {
-			return info, c.failLocked(err)
-		}
-	}
-	return info, snapshot.PruneFS(fsys, c.snapDir(), 2)
 }
