@@ -37,7 +37,7 @@ func (c *core) valueDir() string { return filepath.Join(c.dir, "vlog") }
 // openValues opens the value log of a DB on disk. Call once the state is
 // recovered; the log reads no value.
 func (c *core) openValues() error {
-	if c.opts.ValueThreshold < 0 || c.dir == "" || c.readOnly || c.repl != nil {
+	if c.opts.ValueThreshold < 0 { // openDir calls it: a directory open for writing
 		return nil
 	}
 	l, err := vlog.Open(c.valueDir(), vlog.Options{FS: c.fs(), FileSize: c.opts.valueFileSize})
