@@ -13,6 +13,7 @@ import (
 )
 
 func TestMeasureHTTPFloor(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f, err := MeasureHTTPFloor(context.Background(), dir, 20*time.Millisecond)
 	if err != nil {
@@ -43,6 +44,7 @@ func TestMeasureHTTPFloor(t *testing.T) {
 }
 
 func TestMeasureHTTPFloorFails(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "missing")
 	if _, err := MeasureHTTPFloor(context.Background(), missing, time.Millisecond); err == nil {
 		t.Fatal("a directory that does not exist measured")
@@ -64,6 +66,7 @@ func TestMeasureHTTPFloorFails(t *testing.T) {
 // TestMeasureHTTPFloorSyncFails: a failed append or fsync ends the
 // measurement with its error, in process or in the server's handler.
 func TestMeasureHTTPFloorSyncFails(t *testing.T) {
+	t.Parallel()
 	errSync := errors.New("sync failed")
 	// The calls alternate after the first, the handler's: in process (2),
 	// handler (3), in process (4)...
@@ -82,6 +85,7 @@ func TestMeasureHTTPFloorSyncFails(t *testing.T) {
 }
 
 func TestWriteFloor(t *testing.T) {
+	t.Parallel()
 	f := HTTPFloor{Calls: 10, SyncMean: 200 * time.Microsecond, CallMean: 390 * time.Microsecond, Added: 190 * time.Microsecond}
 	w2 := func(system string, perSec float64) Result {
 		return Result{System: system, Workload: "W2", Mode: "always", TasksPerSec: perSec, Producers: 16}
@@ -112,6 +116,7 @@ func TestWriteFloor(t *testing.T) {
 }
 
 func TestMedianFloor(t *testing.T) {
+	t.Parallel()
 	f := func(us int) HTTPFloor { return HTTPFloor{CallMean: time.Duration(us) * time.Microsecond, Calls: us} }
 	for _, c := range []struct {
 		in   []HTTPFloor

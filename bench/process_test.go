@@ -19,6 +19,7 @@ import (
 )
 
 func TestProcCPU(t *testing.T) {
+	t.Parallel()
 	// The command name may hold spaces and parentheses.
 	stat := "4242 (docket (x) y) S 1 4242 4242 0 -1 4194560 3309 0 0 0 173 29 0 0 20 0 9 0 1234 0 0"
 	ticks, err := procCPU([]byte(stat))
@@ -46,6 +47,7 @@ func needSh(t *testing.T) {
 // stopped: a line on stdout is read, an exit nobody asked for is an error
 // with the child's stderr, and Stop ends a child that runs.
 func TestProcess(t *testing.T) {
+	t.Parallel()
 	needSh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -97,6 +99,7 @@ func TestProcess(t *testing.T) {
 // TestStartServeFails: a binary that exits without its ready line, or
 // prints one of another process, is an error and leaves nothing running.
 func TestStartServeFails(t *testing.T) {
+	t.Parallel()
 	needSh(t)
 	dir := t.TempDir()
 	script := func(name, body string) string {
@@ -152,6 +155,7 @@ func buildDocket(t *testing.T) string {
 // the server's, its CPU is read from its process, and the process is gone
 // once the run returns, also when the run fails.
 func TestServeProcess(t *testing.T) {
+	t.Parallel()
 	bin := buildDocket(t)
 	for _, dur := range []engine.Durability{engine.SyncAlways, engine.SyncNever} {
 		for _, w := range []string{"W1", "W1P", "W5", "W7"} {
@@ -189,6 +193,7 @@ func TestServeProcess(t *testing.T) {
 // TestServeProcessStopped: the process a run started is stopped at the
 // end of the run, and killed if the run is cancelled.
 func TestServeProcessStopped(t *testing.T) {
+	t.Parallel()
 	bin := buildDocket(t)
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

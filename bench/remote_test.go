@@ -16,6 +16,7 @@ import (
 // on 127.0.0.1, at a tiny size: the counts are the in-process runs' own,
 // and the commits the server's DB saw match the calls made.
 func TestRemoteWorkloads(t *testing.T) {
+	t.Parallel()
 	for _, m := range []mode{remoteMemory, remoteNever} {
 		for _, w := range []string{"W1", "W3", "W4", "W5", "W6", "W7"} {
 			if testing.Short() && m.name != "memory" && w != "W1" && w != "W5" {
@@ -99,6 +100,7 @@ func TestRemoteWorkloads(t *testing.T) {
 // TestServeLoopback checks that a remote run's server listens on a TCP
 // port of 127.0.0.1 and that its calls reach the DB it serves.
 func TestServeLoopback(t *testing.T) {
+	t.Parallel()
 	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +148,7 @@ func TestServeLoopback(t *testing.T) {
 }
 
 func TestRemoteConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, w := range []string{"W8", "W9", "WF"} {
 		_, err := Run(ctx, Config{Workload: w, N: 10, Remote: true, Dir: t.TempDir()})
 		if !errors.Is(err, engine.ErrInvalid) {
@@ -177,6 +180,7 @@ func TestRemoteConfigErrors(t *testing.T) {
 type plainDriver struct{ Driver[engine.Lease] }
 
 func TestTargets(t *testing.T) {
+	t.Parallel()
 	r := func(system, w, mode string, tps float64) Result {
 		return Result{System: system, Workload: w, Mode: mode, TasksPerSec: tps}
 	}

@@ -58,6 +58,7 @@ func run(t *testing.T, cfg Config) Result {
 }
 
 func TestEnqueueWorkloads(t *testing.T) {
+	t.Parallel()
 	for _, m := range []mode{memory, syncNever, syncAlways} {
 		for _, w := range []string{"W1", "W1P", "W2", "W3"} {
 			t.Run(w+"/"+m.name, func(t *testing.T) {
@@ -119,6 +120,7 @@ func TestEnqueueWorkloads(t *testing.T) {
 }
 
 func TestDrainWorkloads(t *testing.T) {
+	t.Parallel()
 	for _, m := range []mode{memory, syncNever} {
 		for _, w := range []string{"W4", "W4 split", "W5"} {
 			t.Run(w+"/"+m.name, func(t *testing.T) {
@@ -150,8 +152,10 @@ func TestDrainWorkloads(t *testing.T) {
 }
 
 func TestSteadyWorkloads(t *testing.T) {
+	t.Parallel()
 	for _, m := range []mode{memory, syncNever} {
 		t.Run("W6/"+m.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := m.config(t, "W6", 0)
 			cfg.Duration = 300 * time.Millisecond
 			res := run(t, cfg)
@@ -163,6 +167,7 @@ func TestSteadyWorkloads(t *testing.T) {
 			}
 		})
 		t.Run("W6R/"+m.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := m.config(t, "W6R", 0)
 			cfg.Duration = 500 * time.Millisecond
 			cfg.OfferedRate = 2000
@@ -191,6 +196,7 @@ func TestSteadyWorkloads(t *testing.T) {
 }
 
 func TestWakeUp(t *testing.T) {
+	t.Parallel()
 	for _, m := range []mode{memory, syncNever} {
 		t.Run(m.name, func(t *testing.T) {
 			for _, parked := range []int{0, 20} {
@@ -206,6 +212,7 @@ func TestWakeUp(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
+	t.Parallel()
 	res := run(t, syncNever.config(t, "W8", 3000))
 	rc := res.Recovery
 	if rc == nil || rc.Tasks != 3000 || rc.FromSnapshot <= 0 || rc.FromLog <= 0 || rc.Build <= 0 {
@@ -220,6 +227,7 @@ func TestRecovery(t *testing.T) {
 }
 
 func TestFootprint(t *testing.T) {
+	// Not parallel: it measures the heap.
 	for _, m := range []mode{memory, syncNever} {
 		t.Run(m.name, func(t *testing.T) {
 			res := run(t, m.config(t, "W9", 5000))
@@ -239,6 +247,7 @@ func TestFootprint(t *testing.T) {
 // reopened queue holds every task, tasks flowed through the standing
 // backlog, and the drain emptied it.
 func TestBacklog(t *testing.T) {
+	t.Parallel()
 	cfg := syncNever.config(t, "W10", 5000)
 	cfg.Duration = 50 * time.Millisecond
 	res := run(t, cfg)
@@ -271,6 +280,7 @@ func TestBacklog(t *testing.T) {
 }
 
 func TestMeasureFsync(t *testing.T) {
+	t.Parallel()
 	res, err := MeasureFsync(t.TempDir(), 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +291,7 @@ func TestMeasureFsync(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []Config{
 		{Workload: "W99"},
 		{Workload: "W1", N: -1},
@@ -297,6 +308,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
+	t.Parallel()
 	var b syncBuffer
 	cfg := memory.config(t, "W6", 0)
 	cfg.Duration = 1200 * time.Millisecond
@@ -308,6 +320,7 @@ func TestProgress(t *testing.T) {
 }
 
 func TestPayload(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{0, 32, 100, 1000} {
 		p := makePayload(size, 1732900000123456789)
 		if !json.Valid(p) || len(p) != max(size, minPayload) {
@@ -320,6 +333,7 @@ func TestPayload(t *testing.T) {
 }
 
 func TestHist(t *testing.T) {
+	t.Parallel()
 	h := new(hist)
 	for i := 1; i <= 100_000; i++ {
 		h.record(time.Duration(i) * time.Microsecond)
@@ -340,6 +354,7 @@ func TestHist(t *testing.T) {
 // round, the loaded one also some of the big partition's, and the ratio
 // is of the two p99 waits (its value is the machine's: not judged here).
 func TestFairness(t *testing.T) {
+	t.Parallel()
 	for _, m := range []mode{memory, syncNever} {
 		t.Run(m.name, func(t *testing.T) {
 			res := run(t, m.config(t, "WF", 5000))
@@ -372,6 +387,7 @@ func (d *counted) Counters() Counters { return d.c }
 // TestWindowCountsGathers: a run's result holds the gathers and misses of
 // its window only, and its table shows them when there were any.
 func TestWindowCountsGathers(t *testing.T) {
+	t.Parallel()
 	d := &counted{c: Counters{Commits: 10, Fsyncs: 5, Gathers: 7, GatherMisses: 2}}
 	w := openWindow(d)
 	d.c = Counters{Commits: 40, Fsyncs: 15, Gathers: 12, GatherMisses: 3}

@@ -10,6 +10,7 @@ import (
 // TestServeTargets judges fixed results: the verdicts and ratios are
 // logic, not timing.
 func TestServeTargets(t *testing.T) {
+	t.Parallel()
 	r := func(system, w, mode string, tps float64) Result {
 		return Result{System: system, Workload: w, Mode: mode, TasksPerSec: tps, Tasks: 1000}
 	}

@@ -11,6 +11,7 @@ import (
 // TestJudge: each target passes exactly when its ratio meets the goal, and
 // a target whose runs are missing is left out.
 func TestJudge(t *testing.T) {
+	t.Parallel()
 	res := map[string]Result{
 		"W1P":       {TasksPerSec: 20_000},
 		"W4":        {TasksPerSec: 12_000},
@@ -49,6 +50,7 @@ func TestJudge(t *testing.T) {
 // run in its mode only, passes at its figure and fails below it; W3's
 // peak RSS is judged on a run of RSSTasks tasks outside memory.
 func TestJudgeMachineTargets(t *testing.T) {
+	t.Parallel()
 	for _, m := range MachineTargets {
 		for _, c := range []struct {
 			perSec float64
@@ -101,6 +103,7 @@ func TestJudgeMachineTargets(t *testing.T) {
 // TestRunTargets runs the targets' workloads small, in memory, and prints
 // a verdict for each one it ran.
 func TestRunTargets(t *testing.T) {
+	t.Parallel()
 	cfg := memory.config(t, "", 300)
 	cfg.Duration = 200 * time.Millisecond
 	var ran []string
@@ -127,6 +130,7 @@ func TestRunTargets(t *testing.T) {
 // ratio to the fsync rate measured before each round where there is one;
 // Median is the same by tasks/s.
 func TestMedianRound(t *testing.T) {
+	t.Parallel()
 	runs := []Result{{TasksPerSec: 300}, {TasksPerSec: 100}, {TasksPerSec: 200}}
 	if i := medianRound(runs, []float64{0, 0, 0}); i != 2 {
 		t.Errorf("median by tasks/s: round %d", i)
@@ -159,6 +163,7 @@ func TestMedianRound(t *testing.T) {
 // stops the targets before the workload it was for runs, with an error
 // that names it.
 func TestRunTargetsFsyncFailure(t *testing.T) {
+	t.Parallel()
 	cfg := syncAlways.config(t, "", 300)
 	boom := errors.New("disk gone")
 	var ran []string

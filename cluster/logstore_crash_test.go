@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
+	"path"
 	"reflect"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"testing"
 
+	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/wal"
 	"github.com/hashicorp/raft"
 )
@@ -197,27 +199,40 @@ func (m lsModel) equal(o lsModel) bool {
 
 func (m lsModel) String() string { return fmt.Sprintf("%d..%d", m.first, m.last) }
 
+// lsFS is the file system the sweeps' directories live on: in memory, so
+// that the thousands of directories they write and reopen cost no system
+// call and no fsync of a real disk.
+var lsFS = vfs.NewMem()
+
+var lsSeq atomic.Int64
+
+// lsDir returns the path of a fresh log directory on lsFS, removed after
+// the test.
+func lsDir(t testing.TB) string {
+	t.Helper()
+	parent := fmt.Sprintf("/logstore/%d", lsSeq.Add(1))
+	t.Cleanup(func() { lsFS.RemoveAll(parent) })
+	return parent + "/log"
+}
+
+// lsOptions returns the wal options of the sweeps' stores, on lsFS.
+func lsOptions(fp func(string) error) wal.Options {
+	return wal.Options{SegmentSize: lsSegment, FS: lsFS, Failpoint: fp}
+}
+
 // dirImage is a directory's files by name.
 type dirImage map[string][]byte
 
 func readImage(t testing.TB, dir string) dirImage {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+	if _, err := lsFS.Stat(dir); err != nil {
 		t.Fatal(err)
 	}
-	im := dirImage{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		im[e.Name()] = b
-	}
+	im := dirImage(lsFS.Files(dir))
 	// The zeros an open log keeps after its tail's records are spare
 	// space, not records: the image is the log without them, so that each
 	// step only appends to the files.
-	rep, err := wal.Check(dir)
+	rep, err := wal.CheckFromFS(lsFS, dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,37 +243,33 @@ func readImage(t testing.TB, dir string) dirImage {
 	return im
 }
 
-func (im dirImage) write(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "log")
-	im.put(t, dir)
-	return dir
-}
-
 // put makes dir hold exactly im, writing only the files that differ: the
-// sweeps reuse one directory, since creating files is what costs.
+// sweeps reuse one directory.
 func (im dirImage) put(t testing.TB, dir string) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := lsFS.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if _, ok := im[e.Name()]; !ok {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+	cur := lsFS.Files(dir)
+	for name := range cur {
+		if _, ok := im[name]; !ok {
+			if err := lsFS.Remove(path.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	for name, b := range im {
-		path := filepath.Join(dir, name)
-		if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, b) {
+		if c, ok := cur[name]; ok && bytes.Equal(c, b) {
 			continue
 		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
+		f, err := lsFS.OpenFile(path.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err == nil {
+			_, err = f.Write(b)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -285,8 +296,8 @@ type lsStep struct {
 // image.
 func recordLS(t testing.TB) []lsStep {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "log")
-	s := openStore(t, dir, wal.Options{SegmentSize: lsSegment})
+	dir := lsDir(t)
+	s := openStore(t, dir, lsOptions(nil))
 	defer s.Close()
 	m := lsModel{e: map[uint64]*raft.Log{}}
 	var steps []lsStep
@@ -332,7 +343,7 @@ func appendSpans(a, b dirImage) (names []string, from, to []int, ok bool) {
 // a reopen. It returns the outcome held.
 func reopenCheck(t *testing.T, dir string, want []lsModel, what string, more bool) lsModel {
 	t.Helper()
-	s, err := OpenLogStore(dir, wal.Options{SegmentSize: lsSegment})
+	s, err := OpenLogStore(dir, lsOptions(nil))
 	if err != nil {
 		t.Fatalf("%s: open: %v", what, err)
 	}
@@ -354,7 +365,7 @@ func reopenCheck(t *testing.T, dir string, want []lsModel, what string, more boo
 		t.Fatalf("%s: store after recovery: %v", what, err)
 	}
 	s.Close()
-	s = openStore(t, dir, wal.Options{SegmentSize: lsSegment})
+	s = openStore(t, dir, lsOptions(nil))
 	defer s.Close()
 	if after := held(t, s); !after.equal(got.with(es)) {
 		t.Fatalf("%s: after recovery and %d more entries the store holds %v, want %v", what, len(es), after, got.with(es))
@@ -371,7 +382,7 @@ func reopenCheck(t *testing.T, dir string, want []lsModel, what string, more boo
 // last of each append.
 func TestLogStoreCutAtEveryByte(t *testing.T) {
 	step := every(*lsCutEvery, 1, 37)
-	dir := filepath.Join(t.TempDir(), "log")
+	dir := lsDir(t)
 	cuts := 0
 	for i, st := range recordLS(t) {
 		names, from, to, ok := appendSpans(st.from, st.to)
@@ -426,7 +437,7 @@ func TestLogStoreCutAtEveryByte(t *testing.T) {
 // -logstore-flip-every=1); with -short, every 61st.
 func TestLogStoreBitFlips(t *testing.T) {
 	step := every(*lsFlipEvery, 7, 61)
-	dir := filepath.Join(t.TempDir(), "log")
+	dir := lsDir(t)
 	steps := recordLS(t)
 	final := steps[len(steps)-1]
 	refused, cut := 0, 0
@@ -445,7 +456,7 @@ func TestLogStoreBitFlips(t *testing.T) {
 			im[name] = b
 			what := fmt.Sprintf("%s bit %d", name, bit)
 			im.put(t, dir)
-			s, err := OpenLogStore(dir, wal.Options{SegmentSize: lsSegment})
+			s, err := OpenLogStore(dir, lsOptions(nil))
 			if err != nil {
 				if !errors.Is(err, wal.ErrCorrupt) {
 					t.Fatalf("%s: open: %v, want ErrCorrupt", what, err)
@@ -515,8 +526,8 @@ func TestLogStoreFailpoints(t *testing.T) {
 // whether one failed. stopAt < 0 runs it all whatever happens.
 func runLS(t *testing.T, fp func(string) error, stopAt int) (string, []lsModel, bool) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "log")
-	s, err := OpenLogStore(dir, wal.Options{SegmentSize: lsSegment, Failpoint: fp})
+	dir := lsDir(t)
+	s, err := OpenLogStore(dir, lsOptions(fp))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,11 +22,58 @@ type SnapshotCheck struct {
 	Err     error
 }
 
+// LogCheck is what Check found in the write-ahead log.
+type LogCheck struct {
+	// Segments is the number of segment files.
+	Segments int
+	// FirstSeq and LastSeq bound the valid records; with no records
+	// FirstSeq is LastSeq+1. In a corrupt log they stop where the damage
+	// starts.
+	FirstSeq, LastSeq uint64
+	// Records is the number of valid records and Bytes their size on disk.
+	Records uint64
+	Bytes   int64
+	// Torn is the torn tail (a write a crash interrupted, never
+	// acknowledged) that Open cuts, or nil.
+	Torn *LogDamage
+	// Corrupt is the damage that makes Open refuse the directory, or nil.
+	Corrupt *LogDamage
+	// Covered lists damaged records before the snapshot recovery starts
+	// from: Open gets past them, since the snapshot holds their effect.
+	Covered []LogDamage
+}
+
+// LogDamage locates a bad spot in a log segment file.
+type LogDamage struct {
+	File   string // path of the segment file
+	Offset int64  // where the first bad record starts
+	Size   int64  // bytes from Offset to the end of the file
+	Reason string
+}
+
+// logCheckOf is the log's own report as Check reports it.
+func logCheckOf(r wal.CheckReport) LogCheck {
+	damage := func(d *wal.Damage) *LogDamage {
+		if d == nil {
+			return nil
+		}
+		return &LogDamage{File: d.File, Offset: d.Offset, Size: d.Size, Reason: d.Reason}
+	}
+	l := LogCheck{
+		Segments: r.Segments, FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Records: r.Records, Bytes: r.Bytes,
+		Torn: damage(r.Torn), Corrupt: damage(r.Corrupt),
+	}
+	for i := range r.Covered {
+		l.Covered = append(l.Covered, *damage(&r.Covered[i]))
+	}
+	return l
+}
+
 // CheckReport is what Check found in a data directory.
 type CheckReport struct {
 	Dir       string
 	Snapshots []SnapshotCheck
-	Log       wal.CheckReport
+	Log       LogCheck
 	// LoadedFrom is the snapshot recovery would start from ("" for none).
 	LoadedFrom string
 	Seq        uint64 // last batch after replay
@@ -81,7 +128,7 @@ func Check(dir string) (CheckReport, error) { return checkFS(vfs.Default, dir) }
 func checkFS(fsys vfs.FS, dir string) (CheckReport, error) {
 	rep := CheckReport{Dir: dir}
 	b, lrep, err := recoverInPlace(fsys, dir, nil, true)
-	rep.Log = lrep
+	rep.Log = logCheckOf(lrep)
 	if b != nil {
 		rep.Snapshots = b.snaps
 		rep.LoadedFrom = b.path

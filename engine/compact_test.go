@@ -165,7 +165,9 @@ func TestCompactValuesOnline(t *testing.T) {
 // turn, then loses power: every task keeps its value, and a pass after
 // the restart leaves the value log as small as an undisturbed pass does.
 func TestCompactValuesCrash(t *testing.T) {
-	under := func(op errorfs.Op) bool { return strings.Contains(op.Path, "/vlog") || strings.Contains(op.Path, "/wal") }
+	under := func(op errorfs.Op) bool {
+		return strings.Contains(op.Path, "/vlog") || strings.Contains(op.Path, "/wal")
+	}
 	// Count the operations of an undisturbed pass.
 	count := errorfs.NewOnIndex(0, under)
 	var armed atomic.Bool

@@ -34,7 +34,11 @@
 // appends it to the write-ahead log and applies it to the in-memory indexes
 // (package index); after the mutex is released it waits until the log says
 // the batch is as durable as Options.Durability promises (one fsync covers
-// every batch appended before it). Reads, refusals and commits that change
+// every batch appended before it). Where batches go is the DB's storage
+// (storage.go), one for each way of opening it: a directory's log and
+// snapshots (Open), nowhere (OpenInMemory), none taken (OpenReadOnly), or
+// a replicated log that holds the commands before they are planned
+// (OpenReplicated). Reads, refusals and commits that change
 // nothing wait the same way for the batches they saw, so no answer rests on
 // something a crash could take back. A failed log write or fsync stops the
 // engine: every later call returns ErrFailed.

@@ -113,8 +113,9 @@ func (e *env) crash() {
 	c.mu.Unlock()
 	close(c.stopBg)
 	c.bg.Wait()
-	c.log.Close()
-	c.lock.Close()
+	d := c.st.(*diskStorage)
+	d.log.Close()
+	d.lock.Close()
 }
 
 func TestTornTailCutOff(t *testing.T) {
@@ -396,7 +397,7 @@ func TestBackgroundSyncsDoNotGather(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := e.db.c.log.Stats()
+	st := e.db.c.st.(*diskStorage).log.Stats()
 	if st.Syncs < 3 || st.Gathers != 0 {
 		t.Fatalf("%d fsyncs, %d of them after waiting for committers; want at least 3, none waiting", st.Syncs, st.Gathers)
 	}

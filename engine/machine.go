@@ -93,13 +93,12 @@ func (c *core) partsDue(iq *index.Queue, now int64, conf *index.QueueConf) int64
 	return c.state().PartsDue(iq, now, conf)
 }
 
-// planCmd admits cmd (standalone: a replicated command was admitted where
-// it was submitted) and plans it with p.
+// planCmd admits cmd and plans it with p: a standalone commit's plan. A
+// replicated command was admitted where it was submitted, and
+// ApplyCommand plans it as it is.
 func (c *core) planCmd(p *planner, cmd *command, res *cmdResult) error {
-	if c.repl == nil {
-		if err := c.admit(cmd); err != nil {
-			return err
-		}
+	if err := c.admit(cmd); err != nil {
+		return err
 	}
 	return cmd.Plan(p, res)
 }

@@ -154,7 +154,7 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		c.bg.Add(1) // under mu, as in commit
 	}
 	var p *Pending
-	if c.log == nil || err != nil && !rep.refused {
+	if !c.st.logged() || err != nil && !rep.refused {
 		// Nothing to wait for: in memory, or a failure that logged nothing.
 		c.mu.Unlock()
 		c.release(1)
@@ -307,8 +307,8 @@ func DeferDurable(ctx context.Context) (context.Context, *Deferred) {
 
 // deferredOf returns the Deferred that ctx leaves c's waits to, if any.
 func (c *core) deferredOf(ctx context.Context) *Deferred {
-	if c.log == nil || c.repl != nil {
-		return nil
+	if !c.st.logged() {
+		return nil // nothing to wait for, or a log that waits inside each call
 	}
 	d, _ := ctx.Value(deferKey{}).(*Deferred)
 	if d == nil {

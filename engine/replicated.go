@@ -58,17 +58,15 @@ func OpenReplicated(opts Options, log Replicator) (*DB, error) {
 	if log == nil {
 		return nil, invalid("OpenReplicated with a nil log")
 	}
-	db, err := open("", opts)
-	if err != nil {
-		return nil, err
-	}
-	c := db.c
-	c.repl = log
-	c.seeds = c.entropy
-	// Planning draws entropy from the command being applied, never from
-	// this node: every node derives the same lease secrets.
-	c.entropy = func() uint64 { return c.applySeed }
-	return db, nil
+	return open("", opts, func(c *core) error {
+		c.st = replicatedStorage{repl: log}
+		c.repl = log
+		c.seeds = c.entropy
+		// Planning draws entropy from the command being applied, never from
+		// this node: every node derives the same lease secrets.
+		c.entropy = func() uint64 { return c.applySeed }
+		return nil
+	})
 }
 
 // Replicated reports whether the DB commits through a replicated log.
@@ -168,7 +166,7 @@ func (d *DB) ApplyCommand(data []byte) *Applied {
 	c.opts.RetainCompleted, c.opts.IdempotencyTTL = micros(cmd.Retain), micros(cmd.IdemTTL)
 	c.applySeed = cmd.Seed
 	a := &Applied{}
-	seq, rep, err := c.step(max(cmd.Now, c.store.Now()), func(p *planner) error { return c.planCmd(p, &cmd, &a.res) })
+	seq, rep, err := c.step(max(cmd.Now, c.store.Now()), func(p *planner) error { return cmd.Plan(p, &a.res) })
 	c.applySeed = 0
 	if a.err = err; err == nil {
 		a.res.Seq = seq
@@ -256,8 +254,5 @@ func StaleReads(ctx context.Context) bool {
 // readBarrier is the hook of every read: on a replicated DB, reads are
 // linearizable unless ctx allows stale ones.
 func (c *core) readBarrier(ctx context.Context) error {
-	if c.repl == nil || StaleReads(ctx) {
-		return nil
-	}
-	return c.repl.ReadBarrier(ctx)
+	return c.st.readBarrier(ctx)
 }

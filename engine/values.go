@@ -39,7 +39,7 @@ func (c *core) valueDir() string { return filepath.Join(c.dir, "vlog") }
 // openValues opens the value log of a DB on disk. Call once the state is
 // recovered; the log reads no value.
 func (c *core) openValues() error {
-	if c.opts.ValueThreshold < 0 || c.dir == "" || c.readOnly || c.repl != nil {
+	if c.opts.ValueThreshold < 0 { // openDir calls it: a directory open for writing
 		return nil
 	}
 	l, err := vlog.Open(c.valueDir(), vlog.Options{FS: c.fs(), FileSize: c.opts.valueFileSize})
@@ -289,7 +289,7 @@ const compactAt = 0.5
 const compactEvery = 2 * time.Second
 
 func (c *core) compactLoop() {
-	defer c.bg.Done()
+	defer c.compactor.Done()
 	t := time.NewTicker(compactEvery)
 	defer t.Stop()
 	for {

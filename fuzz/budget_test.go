@@ -30,6 +30,7 @@ func FuzzBudget(f *testing.F) {
 
 // TestBudgetPrograms runs FuzzBudget's shapes with generated programs.
 func TestBudgetPrograms(t *testing.T) {
+	t.Parallel()
 	seeds := 40
 	if testing.Short() {
 		seeds = 8

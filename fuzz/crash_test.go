@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/docketdb/docket/engine"
@@ -46,14 +47,29 @@ func flagSet(name string) bool {
 	return set
 }
 
-// recordCrash records the shared crash workload: 300 instructions (about
-// 190 of them commit) under SyncAlways with 1 KiB segments, so the log spans
-// many segments and checkpoints truncate it, a 90 s idempotency TTL and a
-// minute's retention of completed tasks, so housekeeping batches happen.
+// recordCrash returns the shared crash workload's recording: 300
+// instructions (about 190 of them commit) under SyncAlways with 1 KiB
+// segments, so the log spans many segments and checkpoints truncate it, a
+// 90 s idempotency TTL and a minute's retention of completed tasks, so
+// housekeeping batches happen. It is recorded once for the tests that
+// sweep it; each gets its own copy to check images with.
 func recordCrash(t *testing.T) *recording {
-	return record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
-		weights: crashWorkload, cfg: 0x09})
+	crashOnce.Do(func() {
+		crashRec = record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
+			weights: crashWorkload, cfg: 0x09})
+	})
+	if crashRec == nil {
+		t.Fatal("recording the crash workload failed")
+	}
+	r := *crashRec
+	r.tb, r.clock = t, nil
+	return &r
 }
+
+var (
+	crashOnce sync.Once
+	crashRec  *recording
+)
 
 // span is the part of a file an instruction appended: bytes [from, to).
 type span struct {
@@ -139,69 +155,159 @@ func boundaries(b image, spans []span) map[int]bool {
 // after the last whole record before the cut, which includes everything
 // acknowledged before it. After every record boundary and every
 // -crash-continue-every cuts it then runs more instructions on the
-// recovered DB, crashes again mid-write and recovers again.
+// recovered DB, crashes again mid-write and recovers again. The
+// instructions are checked in crashShards shards side by side, each on its
+// own directory with random numbers of its own per instruction: the cuts
+// are the same whatever the number of shards.
 func TestCrashEveryByte(t *testing.T) {
 	t.Parallel()
 	rec := recordCrash(t)
-	dir := scratchDir(t)
-	rng := rand.New(rand.NewPCG(*crashSeed, 3))
-	prev, prevAck := rec.start, uint64(0)
 	every := shortOr("crash-continue-every", flagOr("crash-continue-every", *contEvery, 64), 64)
 	stride := shortOr("", 1, 23) // with -short, record boundaries and every 23rd byte
-	var cuts, continued, logBytes, skipped int
-	distinct := map[[32]byte]bool{}
+	var (
+		mu                                 sync.Mutex
+		cuts, continued, logBytes, skipped int
+		distinct                           = map[[32]byte]bool{}
+	)
+	first, planned := rec.firstCuts(stride)
+	t.Run("shards", func(t *testing.T) {
+		for shard := range crashShards {
+			t.Run(fmt.Sprint(shard), func(t *testing.T) {
+				t.Parallel()
+				r := *rec // its own clock and test
+				r.tb = t
+				dir := scratchDir(t)
+				for i := shard; i < len(rec.ops); i += crashShards {
+					c := r.cutInstruction(t, dir, i, first[i], stride, every)
+					mu.Lock()
+					cuts += c.cuts
+					continued += c.continued
+					logBytes += c.logBytes
+					if !c.appended {
+						skipped++
+					}
+					for h := range c.distinct {
+						distinct[h] = true
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	})
+	if logBytes < 1000 {
+		t.Fatalf("the recorded log is only %d bytes", logBytes)
+	}
+	if cuts != planned {
+		t.Fatalf("%d cuts checked, %d planned", cuts, planned)
+	}
+	t.Logf("%d instructions, %d log bytes written, %d cuts checked (%d distinct images), %d continued and crashed again, %d instructions rewrote files",
+		len(rec.ops), logBytes, cuts, len(distinct), continued, skipped)
+}
+
+// crashShards is how many shards TestCrashEveryByte checks side by side.
+const crashShards = 4
+
+// cutCounts is what TestCrashEveryByte checked of one instruction.
+type cutCounts struct {
+	appended                  bool // the instruction only appended to the log
+	cuts, continued, logBytes int
+	distinct                  map[[32]byte]bool
+}
+
+// cutSpans returns what instruction i of rec appended to the log, if that
+// is all it did, and the batch acknowledged before it.
+func (rec *recording) cutSpans(i int) (spans []span, prevAck uint64, ok bool) {
+	prev := rec.start
+	if i > 0 {
+		prev, prevAck = rec.ops[i-1].img, rec.ops[i-1].ack
+	}
+	spans, ok = appended(prev, rec.ops[i].img)
+	return spans, prevAck, ok
+}
+
+// firstCuts returns, for every instruction, the number of cuts the
+// instructions before it check: every other cut, counted over the whole
+// run, has spare space after it, however the instructions are sharded.
+func (rec *recording) firstCuts(stride int) (first []int, total int) {
+	first = make([]int, len(rec.ops))
+	cuts := 0
 	for i, e := range rec.ops {
-		spans, ok := appended(prev, e.img)
+		first[i] = cuts
+		spans, _, ok := rec.cutSpans(i)
 		if !ok {
-			skipped++ // a checkpoint or reopen rewrote files: covered by the failpoint tests
-			prev, prevAck = e.img, e.ack
 			continue
 		}
 		total := 0
 		for _, s := range spans {
 			total += s.to - s.from
 		}
-		logBytes += total
 		bounds := boundaries(e.img, spans)
 		for k := 0; k < total; k++ {
 			if k%stride != 0 && !bounds[k] {
 				continue
 			}
-			what := fmt.Sprintf("instruction %d (%s) cut after %d of %d appended bytes", i, e.desc, k, total)
-			cont := bounds[k] || k%every == 0
-			im := cut(e.img, spans, k, false)
-			if cuts%2 == 1 {
-				// The zeros a log keeps ahead of its records, which the
-				// cut bytes would have been written over.
-				im = im.withSpare(1 + rng.IntN(2048))
-				what += ", spare space after it"
-			}
-			distinct[im.hash()] = true
-			seq, db := rec.checkImage(t, dir, im, prevAck, e.applied, what, cont)
+			spare := cuts%2 == 1
 			cuts++
-			if cont {
-				rec.continueFrom(db, dir, seq, 3, rng, what)
-				continued++
-			}
-			if bounds[k] {
-				// At a segment boundary the next segment may exist, empty.
-				with := cut(e.img, spans, k, true)
-				if with.hash() == im.hash() {
-					continue
-				}
-				im := with
-				distinct[im.hash()] = true
-				rec.checkImage(t, dir, im, prevAck, e.applied, what+" (with an empty new segment)", false)
+			if bounds[k] && (spare || cut(e.img, spans, k, true).hash() != cut(e.img, spans, k, false).hash()) {
 				cuts++
 			}
 		}
-		prev, prevAck = e.img, e.ack
 	}
-	if logBytes < 1000 {
-		t.Fatalf("the recorded log is only %d bytes", logBytes)
+	return first, cuts
+}
+
+// cutInstruction checks instruction i of rec cut at every stride'th byte it
+// appended and at every record boundary, continuing after the boundaries
+// and every every'th cut; first is the number of cuts before it (see
+// firstCuts).
+func (rec *recording) cutInstruction(t *testing.T, dir string, i, first, stride, every int) cutCounts {
+	t.Helper()
+	e := rec.ops[i]
+	out := cutCounts{distinct: map[[32]byte]bool{}}
+	spans, prevAck, ok := rec.cutSpans(i)
+	if !ok {
+		return out // a checkpoint or reopen rewrote files: covered by the failpoint tests
 	}
-	t.Logf("%d instructions, %d log bytes written, %d cuts checked (%d distinct images), %d continued and crashed again, %d instructions rewrote files",
-		len(rec.ops), logBytes, cuts, len(distinct), continued, skipped)
+	out.appended = true
+	rng := rand.New(rand.NewPCG(*crashSeed, 3<<32|uint64(i)))
+	total := 0
+	for _, s := range spans {
+		total += s.to - s.from
+	}
+	out.logBytes = total
+	bounds := boundaries(e.img, spans)
+	for k := 0; k < total; k++ {
+		if k%stride != 0 && !bounds[k] {
+			continue
+		}
+		what := fmt.Sprintf("instruction %d (%s) cut after %d of %d appended bytes", i, e.desc, k, total)
+		cont := bounds[k] || k%every == 0
+		im := cut(e.img, spans, k, false)
+		if (first+out.cuts)%2 == 1 {
+			// The zeros a log keeps ahead of its records, which the
+			// cut bytes would have been written over.
+			im = im.withSpare(1 + rng.IntN(2048))
+			what += ", spare space after it"
+		}
+		out.distinct[im.hash()] = true
+		seq, db := rec.checkImage(t, dir, im, prevAck, e.applied, what, cont)
+		out.cuts++
+		if cont {
+			rec.continueFrom(db, dir, seq, 3, rng, what)
+			out.continued++
+		}
+		if bounds[k] {
+			// At a segment boundary the next segment may exist, empty.
+			with := cut(e.img, spans, k, true)
+			if with.hash() == im.hash() {
+				continue
+			}
+			out.distinct[with.hash()] = true
+			rec.checkImage(t, dir, with, prevAck, e.applied, what+" (with an empty new segment)", false)
+			out.cuts++
+		}
+	}
+	return out
 }
 
 // TestCrashTails appends what a crash or a disk can leave after the last

@@ -309,6 +309,7 @@ func TestGroupCommitFsyncFailure(t *testing.T) {
 // acknowledged write. It needs to mount a tmpfs (root with CAP_SYS_ADMIN),
 // and skips otherwise.
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		snapshot int64

@@ -20,6 +20,7 @@ import (
 // commit after its lease's deadline either, and every answer must be the
 // model's.
 func TestFencingUnderPauses(t *testing.T) {
+	t.Parallel()
 	wantOps := shortOr("", 200_000, 20_000)
 	clock := engine.NewManualClock(t0)
 	cfg := Config{IdempotencyTTL: -1}

@@ -59,6 +59,7 @@ func TestKillLoop(t *testing.T) {
 		killChild(dir, cycle)
 		return
 	}
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}

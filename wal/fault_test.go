@@ -132,6 +132,7 @@ func (f *faultFile) Close() error {
 // more I/O, and reopening the directory gives back every record synced
 // before, cutting what a short write left.
 func TestFileFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		op       string // faultFS operation
@@ -247,6 +248,7 @@ func TestFileFailures(t *testing.T) {
 
 // TestOpenFileFailures fails the files Open itself needs.
 func TestOpenFileFailures(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, op string
 		existing bool
@@ -278,6 +280,7 @@ func TestOpenFileFailures(t *testing.T) {
 // .START.TEMP a failed truncation leaves would not survive Open either,
 // when the process dies before it can remove it.
 func TestTempFileOfAFailedTruncationIsRemoved(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 0, 20)
 	temp := filepath.Join(dir, segmentName(5)+startSuffix+tempSuffix)
 	writeFile(t, temp, []byte("half a segment"))

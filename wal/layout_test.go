@@ -42,6 +42,7 @@ func layoutPayload(rng *rand.Rand, seq uint64) []byte {
 // sizes, and requires the two directories to hold the same files with the
 // same bytes after every step.
 func TestSameFilesAsTidwall(t *testing.T) {
+	t.Parallel()
 	steps := 400
 	if testing.Short() {
 		steps = 80
@@ -146,6 +147,7 @@ func keys(m map[string][]byte) []string {
 // then hands the directory back to tidwall/wal, which must read every
 // record.
 func TestOpensTidwallDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tw := openTwal(t, dir, 256)
 	var b twal.Batch

@@ -15,6 +15,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	const n = 120
 	tests := []struct {
 		name    string
@@ -73,6 +74,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestReopenContinuesSequence(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 0, 10)
 	l := openLog(t, dir, Options{})
 	if l.FirstSeq() != 1 || l.LastSeq() != 10 {
@@ -90,6 +92,7 @@ func TestReopenContinuesSequence(t *testing.T) {
 }
 
 func TestAppendOutOfSequence(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		have int // records already in the log
@@ -116,6 +119,7 @@ func TestAppendOutOfSequence(t *testing.T) {
 }
 
 func TestSyncBeyondLastAppended(t *testing.T) {
+	t.Parallel()
 	l := openLog(t, t.TempDir(), Options{})
 	defer l.Close()
 	appendN(t, l, 3)
@@ -126,6 +130,7 @@ func TestSyncBeyondLastAppended(t *testing.T) {
 }
 
 func TestSyncOfDurableRecordDoesNoIO(t *testing.T) {
+	t.Parallel()
 	l := openLog(t, t.TempDir(), Options{})
 	defer l.Close()
 	appendN(t, l, 10)
@@ -144,6 +149,7 @@ func TestSyncOfDurableRecordDoesNoIO(t *testing.T) {
 }
 
 func TestFlushWritesWithoutSync(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{})
 	defer l.Close()
@@ -175,6 +181,7 @@ func TestFlushWritesWithoutSync(t *testing.T) {
 }
 
 func TestAppendDoesNotAllocate(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	l := openLog(t, t.TempDir(), Options{})
 	defer l.Close()
 	data := bytes.Repeat([]byte("x"), 100)
@@ -205,6 +212,7 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 // must cover them all: a log that fsyncs once per Sync fails, whatever the
 // machine's speed.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	const goroutines, perG = 8, 150
 	dir := t.TempDir()
 	var firsts atomic.Int32 // committers that have appended their first record
@@ -290,6 +298,7 @@ func TestGroupCommit(t *testing.T) {
 // waits in Sync releases them all with ErrFailed, and no fsync follows. The
 // failing fsync is held until all of them are inside Sync.
 func TestFailureReleasesWaiters(t *testing.T) {
+	t.Parallel()
 	const goroutines = 8
 	var fsyncs atomic.Int32
 	var gate struct {
@@ -366,6 +375,7 @@ func TestFailureReleasesWaiters(t *testing.T) {
 }
 
 func TestTruncateFront(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	// segStart returns the first seq of segment i (negative: from the end).
 	segStart := func(dir string, i int) uint64 {
@@ -440,6 +450,7 @@ func TestTruncateFront(t *testing.T) {
 }
 
 func TestTruncateFrontPendingRecords(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{})
 	appendN(t, l, 10)
@@ -471,6 +482,7 @@ func TestTruncateFrontPendingRecords(t *testing.T) {
 // checks after every write that the Log tracked its tail segment
 // and fsynced the directory whenever a segment appeared.
 func TestSegmentRollover(t *testing.T) {
+	t.Parallel()
 	const segSize = 300
 	dir := t.TempDir()
 	var dirSyncs atomic.Int32
@@ -573,6 +585,7 @@ func TestSegmentRollover(t *testing.T) {
 }
 
 func TestReplayStopsAtCallbackError(t *testing.T) {
+	t.Parallel()
 	l := openLog(t, t.TempDir(), Options{})
 	defer l.Close()
 	appendN(t, l, 10)
@@ -591,6 +604,7 @@ func TestReplayStopsAtCallbackError(t *testing.T) {
 }
 
 func TestReplayFindsDamageAfterOpen(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 256, 40)
 	l := openLog(t, dir, Options{})
 	defer l.Close()
@@ -609,6 +623,7 @@ func TestReplayFindsDamageAfterOpen(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{})
 	appendN(t, l, 5)
@@ -633,6 +648,7 @@ func TestClose(t *testing.T) {
 // fsync and other committers wait for records the leader's round does not
 // cover writes and syncs those records, and every waiter returns nil.
 func TestCloseReleasesSyncWaiters(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	dir := t.TempDir()
@@ -677,6 +693,7 @@ func TestCloseReleasesSyncWaiters(t *testing.T) {
 // failing call and every later one return ErrFailed, no fsync is attempted
 // again, and reopening gives back every record synced before.
 func TestFailpoints(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		point   string
 		segSize int
@@ -747,6 +764,7 @@ func TestFailpoints(t *testing.T) {
 // TestReplayWhileAppending replays a log that is being appended to and
 // flushed: replay sees a consistent prefix and the race detector stays quiet.
 func TestReplayWhileAppending(t *testing.T) {
+	t.Parallel()
 	l := openLog(t, t.TempDir(), Options{SegmentSize: 1024})
 	defer l.Close()
 	appendN(t, l, 50)

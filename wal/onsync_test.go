@@ -9,6 +9,7 @@ import (
 // TestOnSyncReportsGroups checks that OnSync sees every fsync with the
 // number of records it made durable, so group sizes add up to the records.
 func TestOnSyncReportsGroups(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var calls, records int
 	l := openLog(t, t.TempDir(), Options{OnSync: func(d time.Duration, n int) {
@@ -45,6 +46,7 @@ func TestOnSyncReportsGroups(t *testing.T) {
 // TestGroupBuckets checks that the buckets of Stats.Groups cover every
 // group size once, in order, exactly up to 16.
 func TestGroupBuckets(t *testing.T) {
+	t.Parallel()
 	next := 1
 	for i := range GroupBuckets {
 		lo, hi := GroupRange(i)
@@ -74,6 +76,7 @@ func TestGroupBuckets(t *testing.T) {
 }
 
 func TestFlushToSharesWrites(t *testing.T) {
+	t.Parallel()
 	l := openLog(t, t.TempDir(), Options{})
 	for seq := uint64(1); seq <= 3; seq++ {
 		if err := l.Append(seq, []byte("x")); err != nil {
@@ -109,6 +112,7 @@ func TestFlushToSharesWrites(t *testing.T) {
 // wait; otherwise the wait is a share of the last fsync, never beyond
 // maxGather.
 func TestGatherWait(t *testing.T) {
+	t.Parallel()
 	ms := time.Millisecond
 	tests := []struct {
 		pending, active int64
@@ -136,6 +140,7 @@ func TestGatherWait(t *testing.T) {
 // TestAppendWakesTheGatherer: a gathering leader is woken by the Append
 // that makes as many records pending as it waits for, and not before.
 func TestAppendWakesTheGatherer(t *testing.T) {
+	t.Parallel()
 	l := openLog(t, t.TempDir(), Options{})
 	if err := l.Append(1, []byte("a")); err != nil {
 		t.Fatal(err)
@@ -175,6 +180,7 @@ func TestAppendWakesTheGatherer(t *testing.T) {
 // than it finds waits for them in Sync, and not in SyncGathered, whose
 // caller appended all it expects; both make the record durable.
 func TestSyncGatheredDoesNotGather(t *testing.T) {
+	t.Parallel()
 	var waits []time.Duration
 	l := openLog(t, t.TempDir(), Options{gathering: func(d time.Duration) { waits = append(waits, d) }})
 	expect := func() {
@@ -215,6 +221,7 @@ func TestSyncGatheredDoesNotGather(t *testing.T) {
 // bound it would never reach, and otherwise ends at its bound reporting
 // that nothing arrived.
 func TestAwait(t *testing.T) {
+	t.Parallel()
 	for _, spin := range []bool{true, false} {
 		t.Run(map[bool]string{true: "spin", false: "sleep"}[spin], func(t *testing.T) {
 			closed := make(chan struct{})
@@ -244,6 +251,7 @@ func TestAwait(t *testing.T) {
 // TestSpins: a gathering leader waits in a loop only for a wait shorter
 // than a timer's grain, and only with a second processor.
 func TestSpins(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		wait  time.Duration
 		procs int

@@ -44,6 +44,7 @@ func recordsEnd(t *testing.T, path string) int64 {
 // space, not a torn tail: nothing is cut or copied aside, new records go
 // over them, and Close cuts the segment back to its records.
 func TestZeroTailIsSpare(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{Preallocate: 4096})
 	appendN(t, l, 20)
@@ -108,6 +109,7 @@ func TestZeroTailIsSpare(t *testing.T) {
 // size, a segment the tail moves on from keeps no zeros, and a negative
 // Preallocate grows the file with each write, as tidwall/wal does.
 func TestPreallocateBounds(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const segSize = 2000
 	l := openLog(t, dir, Options{SegmentSize: segSize, Preallocate: 1 << 20})
@@ -154,6 +156,7 @@ func TestPreallocateBounds(t *testing.T) {
 // next write starts a new segment; the old one is cut to its records
 // first, since only the tail may hold spare space.
 func TestSpareCutWhenTheTailMovesOn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{Preallocate: 4096})
 	appendN(t, l, 20)

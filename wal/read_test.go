@@ -23,6 +23,7 @@ func sizedPayload(seq uint64) []byte {
 // on first Read), rewritten by truncations, and from a tail that grows
 // between reads.
 func TestReadAnyOrder(t *testing.T) {
+	t.Parallel()
 	const n = 700
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SegmentSize: 64 << 10})
@@ -92,6 +93,7 @@ func TestReadAnyOrder(t *testing.T) {
 // carry indexes (written by the Log) and of the same log reopened (no
 // indexes until read).
 func TestReplayAfterIndexing(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	dir := newLog(t, 2048, n)
 	for _, reopen := range []bool{false, true} {
@@ -113,6 +115,7 @@ func TestReplayAfterIndexing(t *testing.T) {
 // and checks that the open Log holds on to far less than one segment: only
 // its buffers and an index, not a copy of what it wrote.
 func TestLogKeepsNoSegmentInMemory(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	const segSize = 4 << 20
 	l := openLog(t, t.TempDir(), Options{SegmentSize: segSize})
 	defer l.Close()

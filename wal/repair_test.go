@@ -19,6 +19,7 @@ import (
 // offset while changing nothing, and that a repaired log takes new records and
 // replays them after a reopen.
 func TestOpenRepairsOrRefuses(t *testing.T) {
+	t.Parallel()
 	const n = 30
 	tests := []struct {
 		name    string
@@ -283,6 +284,7 @@ func flip(t *testing.T, path string, i int) int64 {
 // TestTornLastRecordEveryCut cuts the final record at every byte, as a crash
 // during its write could, and checks that Open drops exactly that record.
 func TestTornLastRecordEveryCut(t *testing.T) {
+	t.Parallel()
 	const n = 6
 	src := t.TempDir()
 	l := openLog(t, src, Options{})
@@ -337,6 +339,7 @@ func TestTornLastRecordEveryCut(t *testing.T) {
 }
 
 func TestRepair(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 0, 10)
 	seg := lastSeg(t, dir)
 	good := readFile(t, seg)
@@ -380,6 +383,7 @@ func TestRepair(t *testing.T) {
 // middle of tidwall/wal's truncation leaves, and checks that Check and Open
 // see the log as tidwall/wal resolves it.
 func TestOpenFinishesInterruptedTruncation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		leave     func(t *testing.T, dir string) (first, last uint64)
@@ -459,6 +463,7 @@ func TestOpenFinishesInterruptedTruncation(t *testing.T) {
 }
 
 func TestOpenCreatesDirectory(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "a", "b", "wal")
 	l := openLog(t, dir, Options{})
 	appendN(t, l, 3)
@@ -475,6 +480,7 @@ func TestOpenCreatesDirectory(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	t.Run("missing directory", func(t *testing.T) {
 		if _, err := Check(filepath.Join(t.TempDir(), "none")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("got %v, want not-exist", err)
@@ -515,6 +521,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestSegmentName(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		seq  uint64
 		want string
@@ -535,6 +542,7 @@ func TestSegmentName(t *testing.T) {
 }
 
 func TestScan(t *testing.T) {
+	t.Parallel()
 	collect := func(dir string, from uint64) ([]record, error) {
 		var got []record
 		err := Scan(dir, from, func(seq uint64, data []byte) error {

@@ -39,6 +39,7 @@ func parseSeg(name string) (uint64, bool) {
 // flip - or a whole older segment that no longer decodes, does not stop
 // Open, Check or Scan from From; the same damage at or after From still does.
 func TestFromSkipsCoveredDamage(t *testing.T) {
+	t.Parallel()
 	t.Run("flipped record in the segment holding From", func(t *testing.T) {
 		dir := newLog(t, 1<<20, 20)            // one segment
 		off := flip(t, segPaths(t, dir)[0], 4) // record 5
@@ -120,6 +121,7 @@ func TestFromSkipsCoveredDamage(t *testing.T) {
 // moved, says which sequence numbers were lost and hands back the lost
 // records that still verify.
 func TestSalvage(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 256, 60)
 	firsts := segFirsts(t, dir)
 	paths := segPaths(t, dir)
@@ -168,6 +170,7 @@ func TestSalvage(t *testing.T) {
 // the segment holding it, no valid prefix reaches the snapshot: refused,
 // nothing changed.
 func TestSalvageRefusesToCutBelowFrom(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 1<<20, 20)
 	p := segPaths(t, dir)[0]
 	s := entrySpans(t, p)[4]
@@ -188,6 +191,7 @@ func TestSalvageRefusesToCutBelowFrom(t *testing.T) {
 // TestSalvageFirstRecord: damage in the very first record leaves an empty
 // log that keeps its position.
 func TestSalvageFirstRecord(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 1<<20, 5)
 	flip(t, segPaths(t, dir)[0], 0)
 	rep, err := Salvage(dir, 0)
@@ -209,6 +213,7 @@ func TestSalvageFirstRecord(t *testing.T) {
 // name, not that count, says where it starts, so the log still opens from
 // From.
 func TestCoveredSegmentWithExtraEntries(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 256, 60)
 	firsts := segFirsts(t, dir)
 	if len(firsts) < 3 {

@@ -26,6 +26,7 @@ func readAll(t testing.TB, l *Log, first, last uint64) [][]byte {
 }
 
 func TestRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SegmentSize: 256})
 	defer l.Close()
@@ -62,6 +63,7 @@ func TestRead(t *testing.T) {
 }
 
 func TestReadCorrupt(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 128, 20)
 	l := openLog(t, dir, Options{SegmentSize: 128})
 	defer l.Close()
@@ -78,6 +80,7 @@ func TestReadCorrupt(t *testing.T) {
 }
 
 func TestTruncateBack(t *testing.T) {
+	t.Parallel()
 	for _, keep := range []uint64{0, 1, 5, 17, 39, 40} {
 		t.Run(fmt.Sprint(keep), func(t *testing.T) {
 			dir := t.TempDir()
@@ -132,6 +135,7 @@ func TestTruncateBack(t *testing.T) {
 }
 
 func TestTruncateBackAfterFront(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SegmentSize: 128})
 	appendN(t, l, 30)
@@ -160,6 +164,7 @@ func TestTruncateBackAfterFront(t *testing.T) {
 }
 
 func TestTruncateBackFailpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fail := false
 	l := openLog(t, dir, Options{SegmentSize: 128, Failpoint: func(name string) error {
@@ -184,6 +189,7 @@ func TestTruncateBackFailpoint(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		front      uint64 // TruncateFront before the reset, if not 0
@@ -229,6 +235,7 @@ func TestReset(t *testing.T) {
 }
 
 func TestResetZero(t *testing.T) {
+	t.Parallel()
 	dir := newLog(t, 128, 10)
 	l := openLog(t, dir, Options{SegmentSize: 128})
 	defer l.Close()
@@ -245,6 +252,7 @@ func TestResetZero(t *testing.T) {
 // A crash between removing the old segment and creating the new one leaves
 // an empty directory: an empty log at 1, which a caller resets again.
 func TestResetFailpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SegmentSize: 128, Failpoint: func(name string) error {
 		if name == "reset.remove" {

@@ -13,6 +13,7 @@ import (
 // that a validation made for another From (or directory) never lets
 // damage through.
 func TestOpenValidated(t *testing.T) {
+	t.Parallel()
 	// newDamaged is a log of 40 records over several segments whose
 	// record 2 fails its checksum: damage that only a From past it covers.
 	newDamaged := func(t *testing.T) string {

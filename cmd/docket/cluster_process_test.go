@@ -367,6 +367,9 @@ type history struct {
 // = 0), no two owners held a task with one token, and a task's tokens grew
 // with real time, with the completing lease holding the newest.
 func TestClusterNemesis(t *testing.T) {
+	// In parallel with the package's other long tests: it mostly waits
+	// on processes and timers.
+	t.Parallel()
 	seed := *nemesisSeed
 	if seed == 0 {
 		seed = rand.Uint64()

@@ -164,6 +164,9 @@ func fragmentFile(t *testing.T, frags []snippet, withClient bool) string {
 // the others as fragments (see fragmentFile). Outside -short it also runs
 // the first program, which must finish promptly.
 func TestReadmeSnippetsCompile(t *testing.T) {
+	// In parallel with the package's other long tests, which mostly wait
+	// on processes and timers while this one builds.
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command")

@@ -321,6 +321,9 @@ func waitUntil(t *testing.T, what string, limit, tick time.Duration, wake func()
 //     made none;
 //   - the workers never stopped, and the queue is empty at the end.
 func TestServeProcessKillAndRestart(t *testing.T) {
+	// In parallel with the package's other long tests: it mostly waits
+	// on processes and timers.
+	t.Parallel()
 	docketBinary(t) // skipped in -short
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := freeAddr(t)

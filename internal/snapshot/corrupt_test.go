@@ -59,6 +59,7 @@ func recordBytes(lenField []byte, rec []byte) []byte {
 func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 func TestSmallLayout(t *testing.T) {
+	t.Parallel()
 	// The offsets the corruption tests rely on.
 	if got := len(encode(smallSeq, smallRecords())); got != 77 {
 		t.Fatalf("small snapshot is %d bytes, want 77", got)
@@ -69,6 +70,7 @@ func TestSmallLayout(t *testing.T) {
 }
 
 func TestCorrupt(t *testing.T) {
+	t.Parallel()
 	good := encode(smallSeq, smallRecords())
 	trailer := good[len(good)-trailerSize:]
 	mod := func(f func(b []byte)) []byte {
@@ -136,6 +138,7 @@ func TestCorrupt(t *testing.T) {
 }
 
 func TestOtherNamesAreNotCheckedAgainstSeq(t *testing.T) {
+	t.Parallel()
 	// Copies under inspection keep their meaning under any name.
 	path := filepath.Join(t.TempDir(), "copy-of-snapshot.bin")
 	if err := os.WriteFile(path, encode(smallSeq, smallRecords()), 0o644); err != nil {
@@ -147,6 +150,7 @@ func TestOtherNamesAreNotCheckedAgainstSeq(t *testing.T) {
 }
 
 func TestTruncatedAtEveryOffset(t *testing.T) {
+	t.Parallel()
 	files := []struct {
 		seq  uint64
 		recs [][]byte
@@ -172,6 +176,7 @@ func TestTruncatedAtEveryOffset(t *testing.T) {
 }
 
 func TestBitFlipAtEveryBit(t *testing.T) {
+	t.Parallel()
 	want := smallRecords()
 	data := encode(smallSeq, want)
 	dir := t.TempDir()
@@ -202,6 +207,7 @@ func TestBitFlipAtEveryBit(t *testing.T) {
 }
 
 func TestOversizedLengthDoesNotAllocate(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	tests := []struct {
 		name   string
 		length uint64

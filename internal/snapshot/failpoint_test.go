@@ -13,6 +13,7 @@ import (
 var allFailpoints = []string{fpWriteMiddle, fpSyncBefore, fpRenameBefore, fpRenameAfter, fpDirsyncAfter}
 
 func TestFailpointOrder(t *testing.T) {
+	t.Parallel()
 	for _, nrec := range []int{0, 1, 10} {
 		t.Run(fmt.Sprintf("records=%d", nrec), func(t *testing.T) {
 			var seen []string
@@ -38,6 +39,7 @@ func TestFailpointOrder(t *testing.T) {
 // TestFailpoints fails Write at each point and checks what a crash at that
 // moment would leave, and what Write leaves once it has returned.
 func TestFailpoints(t *testing.T) {
+	t.Parallel()
 	const prevSeq, newSeq = 10, 20
 	prevRecs := makeRecords(30, 40)
 	for _, point := range allFailpoints {

@@ -124,6 +124,7 @@ func seqsOf(infos []Info) []uint64 {
 }
 
 func TestFileName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		seq  uint64
 		want string
@@ -144,6 +145,7 @@ func TestFileName(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		seq  uint64
@@ -196,6 +198,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestAddCopies(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	want := makeRecords(100, 50)
 	info, err := Write(dir, 9, Options{}, func(w *Writer) error {
@@ -219,6 +222,7 @@ func TestAddCopies(t *testing.T) {
 }
 
 func TestWriteFailures(t *testing.T) {
+	t.Parallel()
 	errFill := errors.New("fill failed")
 	tests := []struct {
 		name    string
@@ -257,6 +261,7 @@ func TestWriteFailures(t *testing.T) {
 }
 
 func TestAddAfterWriteReturns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var kept *Writer
 	if _, err := Write(dir, 1, Options{}, func(w *Writer) error { kept = w; return nil }); err != nil {
@@ -271,6 +276,7 @@ func TestAddAfterWriteReturns(t *testing.T) {
 }
 
 func TestWriteSameSeqReplaces(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeSnap(t, dir, 5, makeRecords(10, 10))
 	want := makeRecords(3, 100)
@@ -282,6 +288,7 @@ func TestWriteSameSeqReplaces(t *testing.T) {
 }
 
 func TestWriteMissingDir(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "absent")
 	if _, err := Write(dir, 1, Options{}, nil); err == nil {
 		t.Fatal("Write into a missing directory succeeded")
@@ -289,6 +296,7 @@ func TestWriteMissingDir(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, seq := range []uint64{5, 100, 7, 0} {
 		writeSnap(t, dir, seq, nil)
@@ -335,6 +343,7 @@ func TestList(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		keep int
 		want []uint64
@@ -386,6 +395,7 @@ func TestPrune(t *testing.T) {
 }
 
 func TestRemoveTemp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeSnap(t, dir, 3, makeRecords(2, 8))
 	// A Write that crashed before its rename, newer than any snapshot.
@@ -435,6 +445,7 @@ func TestRemoveTemp(t *testing.T) {
 }
 
 func TestLoadNewest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, _, err := LoadNewest(dir, nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("LoadNewest(empty) = %v, want ErrNotFound", err)
@@ -463,6 +474,7 @@ func TestLoadNewest(t *testing.T) {
 }
 
 func TestReadCallbackError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	info := writeSnap(t, dir, 1, makeRecords(10, 10))
 	stop := errors.New("stop")
@@ -480,6 +492,7 @@ func TestReadCallbackError(t *testing.T) {
 }
 
 func TestReadMissingFile(t *testing.T) {
+	t.Parallel()
 	_, _, err := Read(filepath.Join(t.TempDir(), fileName(1, snapExt)), nil)
 	if !errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Read(missing) = %v, want a not-exist error that is not ErrCorrupt", err)

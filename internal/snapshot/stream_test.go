@@ -14,6 +14,7 @@ import (
 // and Decode reads back the records, seq and count, also of a record too
 // large for the read buffer.
 func TestEncodeIsTheFileFormat(t *testing.T) {
+	t.Parallel()
 	recs := append(makeRecords(50, 300), bigRecord(3<<20), nil, []byte("x"))
 	var buf bytes.Buffer
 	n, err := Encode(&buf, 9, fillWith(recs))
@@ -53,6 +54,7 @@ func (w errWriter) Write([]byte) (int, error) { return 0, w.err }
 // TestDecodeRefusesDamage: a stream cut at any byte, with any bit flipped,
 // or with a byte after the trailer is corrupt, never a shorter snapshot.
 func TestDecodeRefusesDamage(t *testing.T) {
+	t.Parallel()
 	data := encode(smallSeq, smallRecords())
 	for n := range len(data) {
 		if _, _, err := Decode(bytes.NewReader(data[:n]), nil); !errors.Is(err, ErrCorrupt) {
@@ -82,6 +84,7 @@ func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection re
 // TestDecodeDamagedLengthDoesNotAllocate: a length field claiming up to
 // MaxRecord in a short stream allocates about what the stream holds.
 func TestDecodeDamagedLengthDoesNotAllocate(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	data := concat(header(1), binary.AppendUvarint(nil, MaxRecord), make([]byte, 3<<20))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/docketdb/docket/internal/flock"
+	"github.com/docketdb/docket/internal/fsync"
+	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/internal/snapshot"
+	"github.com/docketdb/docket/internal/vfs"
+	"github.com/docketdb/docket/wal"
+)
+
+// Open opens (creating if needed) the docket data directory dir, recovering
+// its state from the newest valid snapshot and the log after it. A directory
+// can be open in one DB at a time; a second Open returns ErrLocked. An empty
+// dir is ErrInvalid (an unset variable must not silently give a DB that
+// keeps nothing): use OpenInMemory for that.
+func Open(dir string, opts Options) (*DB, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty data directory (use OpenInMemory for a DB that keeps nothing)", ErrInvalid)
+	}
+	return open(dir, opts, (*core).openDir)
+}
+
+// OpenInMemory returns a DB that keeps everything in memory: no log, no
+// snapshots, nothing survives Close.
+func OpenInMemory(opts Options) (*DB, error) { return open("", opts, nil) }
+
+// OpenReadOnly opens the existing docket data directory dir to read it: it
+// runs the recovery Open runs over the files as they are (a torn tail is not
+// read, and not cut), creates and changes nothing, and takes the directory's
+// lock shared, so it fails with ErrLocked while a DB has the directory open
+// for writing and keeps one from opening it meanwhile. A directory that is
+// not a docket data directory is ErrInvalid. Every write returns
+// ErrReadOnly; Close releases the lock.
+func OpenReadOnly(dir string, opts Options) (*DB, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty data directory", ErrInvalid)
+	}
+	fsys := vfs.Or(opts.fs)
+	if err := isDocketDir(fsys, dir); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if opts.Authorizer == nil {
+		opts.Authorizer = denyAll{}
+	}
+	var lock vfs.File
+	if f, err := fsys.Open(filepath.Join(dir, "LOCK")); err == nil {
+		if err := fsys.Lock(f, false); err != nil {
+			f.Close()
+			if errors.Is(err, flock.ErrHeld) {
+				return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+			}
+			return nil, err
+		}
+		lock = f
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	b, _, err := recoverInPlace(fsys, dir, opts.Logger, false)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	c := &core{
+		opts:    opts,
+		clock:   opts.Clock,
+		dir:     dir,
+		st:      readOnlyStorage{lock: lock},
+		store:   b.store,
+		enc:     index.NewEncoder(),
+		waiters: make(map[index.QueueKey]*waitq),
+		stopBg:  make(chan struct{}),
+		slots:   make(chan struct{}, opts.MaxInFlight),
+	}
+	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
+	return &DB{c: c}, nil
+}
+
+// open returns a DB over dir with opts; attach, if not nil, gives it its
+// storage (which is otherwise memory) and the state that storage holds.
+func open(dir string, opts Options, attach func(*core) error) (*DB, error) {
+	opts = opts.withDefaults()
+	if opts.Durability < SyncAlways || opts.Durability > SyncNever {
+		return nil, fmt.Errorf("%w: durability %d", ErrInvalid, opts.Durability)
+	}
+	if opts.Authorizer == nil {
+		opts.Authorizer = denyAll{}
+	}
+	c := &core{
+		opts:    opts,
+		clock:   opts.Clock,
+		entropy: newEntropy(),
+		dir:     dir,
+		st:      memoryStorage{},
+		store:   index.NewStore(),
+		enc:     index.NewEncoder(),
+		waiters: make(map[index.QueueKey]*waitq),
+		stopBg:  make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, opts.MaxInFlight),
+		budget:  budgetOf(opts.MaxMemory),
+	}
+	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
+	if attach != nil {
+		if err := attach(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.st.logged() {
+		if opts.Durability == SyncInterval {
+			c.bg.Add(1)
+			go c.syncLoop()
+		}
+		c.piped.Add(1)
+		go c.pipeline()
+	}
+	if c.vals != nil {
+		c.compactor.Add(1)
+		go c.compactLoop()
+	}
+	return &DB{c: c}, nil
+}
+
+func (c *core) snapDir() string { return filepath.Join(c.dir, "snap") }
+func (c *core) walDir() string  { return filepath.Join(c.dir, "wal") }
+
+// fs is the file system the DB's files are on.
+func (c *core) fs() vfs.FS { return vfs.Or(c.opts.fs) }
+
+func (c *core) openDir() (err error) {
+	fsys := c.fs()
+	if err := fsync.MkdirAllFS(fsys, c.dir, 0o755); err != nil {
+		return err
+	}
+	lock, err := fsys.OpenFile(filepath.Join(c.dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := fsys.Lock(lock, true); err != nil {
+		lock.Close()
+		if errors.Is(err, flock.ErrHeld) {
+			return fmt.Errorf("%w: %s", ErrLocked, c.dir)
+		}
+		return err
+	}
+	var log *wal.Log
+	defer func() {
+		if err != nil {
+			if log != nil {
+				log.Close()
+			}
+			if c.vals != nil {
+				c.vals.log.Close()
+				c.vals = nil
+			}
+			lock.Close()
+		}
+	}()
+	if err := fsync.MkdirAllFS(fsys, c.snapDir(), 0o755); err != nil {
+		return err
+	}
+	if err := snapshot.RemoveTempFS(fsys, c.snapDir()); err != nil {
+		return err
+	}
+	// Validating the log reads every record of it, which takes about as
+	// long as loading a large snapshot: do both at once, validating from
+	// where the newest snapshot ends. Should that one not be the snapshot
+	// used (it does not read), wal.Open validates again from the right
+	// place.
+	from := uint64(1)
+	if infos, err := snapshot.ListFS(fsys, c.snapDir()); err == nil && len(infos) > 0 {
+		from = infos[0].Seq + 1
+	}
+	validated := make(chan *wal.Validation, 1)
+	go func() { validated <- wal.ValidateFS(fsys, c.walDir(), from) }()
+	b, err := loadBase(fsys, c.snapDir(), c.opts.Logger, false)
+	v := <-validated // read no file after Open returns
+	if err != nil {
+		return err
+	}
+	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint, From: b.from(), Validated: v}
+	if c.opts.Durability == SyncNever {
+		// Spare space makes fsyncs cheaper; with none on the commit path,
+		// writing it ahead would only double the bytes written.
+		wopts.Preallocate = -1
+	}
+	if obs := c.opts.Observer; obs != nil {
+		wopts.OnSync = obs.Synced
+	}
+	log, err = wal.Open(c.walDir(), wopts)
+	if err != nil {
+		return wrapStorage(err)
+	}
+	c.logRepairs(log.Repaired())
+	if err := b.decide(log.FirstSeq(), log.LastSeq(), c.opts.Logger); err != nil {
+		return err
+	}
+	if err := b.replay(log.Replay); err != nil {
+		return err
+	}
+	store := b.store
+	if b.refused > 0 {
+		c.opts.Logger.Info("docket: replay refused batches whose assertions no longer held", "refused", b.refused)
+	}
+	c.store = store
+	d := &diskStorage{fsys: fsys, snapDir: c.snapDir(), log: log, lock: lock,
+		durability: c.opts.Durability, failpoint: c.opts.failpoint, fail: c.failLocked}
+	c.st = d
+	if err := c.openValues(); err != nil {
+		return err
+	}
+	d.vals = c.vals
+	return nil
+}
+
+// replay applies logged batches to store in order: records is a log reader
+// (wal.Log.Replay, wal.Scan) that calls its argument for every record from
+// store.Seq()+1 on. It returns how many batches were refused (a refusal is
+// an outcome, not damage); an error means the log does not fit the state.
+// Open, Check and anything else that rebuilds state from a log call it, and
+// it applies through applyBatch like the live commit path, so they cannot
+// disagree about what a log means.
+func replay(store *index.Store, records func(func(seq uint64, data []byte) error) error) (refused int, err error) {
+	dec := index.NewDecoder(store)
+	var b index.Batch
+	err = records(func(seq uint64, data []byte) error {
+		out, err := applyLogged(store, dec, &b, seq, data)
+		if err != nil {
+			return err
+		}
+		if out.Refused != "" {
+			refused++
+		}
+		return nil
+	})
+	return refused, err
+}
+
+// applyLogged decodes data, the bytes logged as record seq, into b (reused)
+// with dec and applies it to store: exactly what was logged. The outcome says whether the batch applied or was
+// refused (and why); an error (wrapping index.ErrCorrupt) means the record
+// is damaged or does not follow store, and store must then be discarded.
+func applyLogged(store *index.Store, dec *index.Decoder, b *index.Batch, seq uint64, data []byte) (index.Outcome, error) {
+	if err := dec.Batch(data, b); err != nil {
+		return index.Outcome{Seq: seq}, fmt.Errorf("log record %d: %w", seq, err)
+	}
+	return applyBatch(store, seq, b)
+}
+
+// logRepairs tells the operator what opening the log did to the directory.
+func (c *core) logRepairs(rep wal.RepairReport) {
+	if cut := rep.Cut; cut != nil {
+		c.opts.Logger.Warn("docket: cut a torn tail off the log (a write the crash interrupted, never acknowledged)",
+			"file", cut.File, "offset", cut.Offset, "bytes", cut.Size, "reason", cut.Reason, "copy", rep.Broken)
+	}
+	for _, d := range rep.Covered {
+		c.opts.Logger.Warn("docket: damaged log record before the snapshot ignored (the snapshot holds its effect)",
+			"file", d.File, "offset", d.Offset, "reason", d.Reason)
+	}
+}
