@@ -80,6 +80,13 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		stopBg:  make(chan struct{}),
 		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
+	if err := c.openValuesReadOnly(); err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	c.st = readOnlyStorage{lock: lock, vals: c.vals}
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	return &DB{c: c}, nil
 }

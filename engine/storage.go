@@ -75,11 +75,15 @@ func (memoryStorage) close() error                                 { return nil 
 type readOnlyStorage struct {
 	memoryStorage
 	lock vfs.File // nil when the directory has no LOCK file
+	vals *values  // the value log, read only (nil when there is none)
 }
 
 func (readOnlyStorage) writable() error { return ErrReadOnly }
 
 func (r readOnlyStorage) close() error {
+	if r.vals != nil {
+		r.vals.log.Close()
+	}
 	if r.lock != nil {
 		r.lock.Close()
 	}

@@ -164,6 +164,9 @@ var vlogKind = [...]vlog.Kind{index.ValuePayload: vlog.Payload, index.ValueResul
 // be read is not handed out), and left unset otherwise (a listing shows
 // the task as it was, less that value).
 func (c *core) readValues(ws []want, strict bool, set func(w *want, b []byte)) error {
+	if c.vals == nil {
+		return fmt.Errorf("%w: task %d holds a value in a value log this DB has not opened", ErrCorrupt, ws[0].id)
+	}
 	for k := range ws {
 		w := &ws[k]
 		b, err := c.readValue(w)

@@ -284,3 +284,27 @@ func TestValuesOutOfTheBudget(t *testing.T) {
 		t.Fatalf("a budget of 64 KiB took %d tasks of 1 KiB in memory and %d with the payloads on disk", taken[-1], taken[512])
 	}
 }
+
+// TestValuesReadOnly: a DB opened read-only reads the values kept on disk.
+func TestValuesReadOnly(t *testing.T) {
+	e := newEnv(t, false, func(o *Options) { o.ValueThreshold = 256 })
+	p := bigJSON(7, 4000)
+	id := e.enqueue(e.q("q"), Task{Payload: p})
+	if err := e.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.db = nil
+	db, err := OpenReadOnly(e.dir, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	info, err := db.Queue(ns, "q").Get(ctx, id)
+	if err != nil || !bytes.Equal(info.Payload, p) {
+		t.Fatalf("read-only Get: %v, payload of %d bytes", err, len(info.Payload))
+	}
+	page, err := db.Queue(ns, "q").List(ctx, ListOptions{State: Ready})
+	if err != nil || len(page.Tasks) != 1 || !bytes.Equal(page.Tasks[0].Payload, p) {
+		t.Fatalf("read-only List: %v", err)
+	}
+}
