@@ -34,6 +34,8 @@ type statsJSON struct {
 	Snapshots    uint64 `json:"snapshots"`
 	Memory       int64  `json:"memory_bytes"`
 	MemoryBudget int64  `json:"memory_budget_bytes"`
+	ValueLog     int64  `json:"value_log_bytes"`
+	ValueLive    int64  `json:"value_live_bytes"`
 }
 
 func runStats(ctx context.Context, c cli, args []string) error {
@@ -90,7 +92,7 @@ func runStats(ctx context.Context, c cli, args []string) error {
 		if haveStats {
 			out.Engine = &statsJSON{st.Seq, st.Tasks, st.Commits, st.Enqueued, st.Claimed, st.Completed, st.Retried,
 				st.DeadLettered, st.Reclaimed, st.LeaseLost, st.Denied, st.LogSyncs, st.LogBytes, st.Snapshots,
-				st.Memory, st.MemoryBudget}
+				st.Memory, st.MemoryBudget, st.ValueLogBytes, st.ValueLiveBytes}
 		}
 		return writeJSON(c.stdout, out)
 	}
@@ -123,6 +125,9 @@ func runStats(ctx context.Context, c cli, args []string) error {
 				st.Memory*100/st.MemoryBudget)
 		} else if st.Memory > 0 {
 			fmt.Fprintf(c.stdout, "memory: %s, no budget\n", bytesize.Format(st.Memory))
+		}
+		if st.ValueLogBytes > 0 {
+			fmt.Fprintf(c.stdout, "values on disk: %s, %s of them live\n", bytesize.Format(st.ValueLogBytes), bytesize.Format(st.ValueLiveBytes))
 		}
 	}
 	if ro, ok := t.api.(*cluster.ReadOnly); ok {

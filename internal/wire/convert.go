@@ -590,7 +590,8 @@ func PBStats(s engine.Stats) *v1.Stats {
 	return &v1.Stats{Seq: s.Seq, Tasks: int64(s.Tasks), Commits: s.Commits, Enqueued: s.Enqueued,
 		Claimed: s.Claimed, Completed: s.Completed, Retried: s.Retried, DeadLettered: s.DeadLettered,
 		Reclaimed: s.Reclaimed, LeaseLost: s.LeaseLost, Denied: s.Denied, LogSyncs: s.LogSyncs,
-		LogBytes: s.LogBytes, Snapshots: s.Snapshots, Memory: s.Memory, MemoryBudget: s.MemoryBudget}
+		LogBytes: s.LogBytes, Snapshots: s.Snapshots, Memory: s.Memory, MemoryBudget: s.MemoryBudget,
+		ValueLogBytes: s.ValueLogBytes, ValueLiveBytes: s.ValueLiveBytes}
 }
 
 // Stats converts the engine's counters the server sent.
@@ -599,5 +600,6 @@ func Stats(pb *v1.Stats) engine.Stats {
 		Enqueued: pb.GetEnqueued(), Claimed: pb.GetClaimed(), Completed: pb.GetCompleted(),
 		Retried: pb.GetRetried(), DeadLettered: pb.GetDeadLettered(), Reclaimed: pb.GetReclaimed(),
 		LeaseLost: pb.GetLeaseLost(), Denied: pb.GetDenied(), LogSyncs: pb.GetLogSyncs(),
-		LogBytes: pb.GetLogBytes(), Snapshots: pb.GetSnapshots(), Memory: pb.GetMemory(), MemoryBudget: pb.GetMemoryBudget()}
+		LogBytes: pb.GetLogBytes(), Snapshots: pb.GetSnapshots(), Memory: pb.GetMemory(), MemoryBudget: pb.GetMemoryBudget(),
+		ValueLogBytes: pb.GetValueLogBytes(), ValueLiveBytes: pb.GetValueLiveBytes()}
 }

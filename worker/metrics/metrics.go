@@ -120,6 +120,7 @@ type Collector struct {
 	logSyncsDesc, snapshotsDesc *prometheus.Desc
 	recordsDesc                 *prometheus.Desc
 	memoryDesc, budgetDesc      *prometheus.Desc
+	valueLogDesc, valueLiveDesc *prometheus.Desc
 	latency, handler            *prometheus.HistogramVec
 	fsync, group, snapshot      prometheus.Histogram
 	snapshotBytes               prometheus.Gauge
@@ -160,6 +161,8 @@ func New(opts Options) *Collector {
 	c.recordsDesc = desc("task_records", "Task records held in memory.")
 	c.memoryDesc = desc("memory_bytes", "What the state takes as the memory budget counts it.")
 	c.budgetDesc = desc("memory_budget_bytes", "The memory budget (Options.MaxMemory; 0: none).")
+	c.valueLogDesc = desc("value_log_bytes", "The value log's files on disk (values of Options.ValueThreshold bytes or more).")
+	c.valueLiveDesc = desc("value_live_bytes", "The bytes of the values in the value log that tasks still hold.")
 
 	hopts := func(name, help string, buckets []float64) prometheus.HistogramOpts {
 		return prometheus.HistogramOpts{Namespace: opts.Prefix, Name: name, Help: help,
@@ -418,7 +421,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{c.deniedDesc, c.tasksDesc, c.commitsDesc, c.logBytesDesc,
-		c.logSyncsDesc, c.snapshotsDesc, c.recordsDesc, c.memoryDesc, c.budgetDesc} {
+		c.logSyncsDesc, c.snapshotsDesc, c.recordsDesc, c.memoryDesc, c.budgetDesc, c.valueLogDesc, c.valueLiveDesc} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -505,6 +508,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.recordsDesc, prometheus.GaugeValue, float64(stats.Tasks))
 		ch <- prometheus.MustNewConstMetric(c.memoryDesc, prometheus.GaugeValue, float64(stats.Memory))
 		ch <- prometheus.MustNewConstMetric(c.budgetDesc, prometheus.GaugeValue, float64(stats.MemoryBudget))
+		ch <- prometheus.MustNewConstMetric(c.valueLogDesc, prometheus.GaugeValue, float64(stats.ValueLogBytes))
+		ch <- prometheus.MustNewConstMetric(c.valueLiveDesc, prometheus.GaugeValue, float64(stats.ValueLiveBytes))
 	}
 	for _, qi := range qis {
 		n := qi.Counts

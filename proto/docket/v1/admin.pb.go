@@ -374,10 +374,15 @@ type Stats struct {
 	Snapshots    uint64                 `protobuf:"varint,14,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
 	// What the state takes as the memory budget counts it, and the budget
 	// (0: none); see engine.Options.MaxMemory.
-	Memory        int64 `protobuf:"varint,15,opt,name=memory,proto3" json:"memory,omitempty"`
-	MemoryBudget  int64 `protobuf:"varint,16,opt,name=memory_budget,json=memoryBudget,proto3" json:"memory_budget,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Memory       int64 `protobuf:"varint,15,opt,name=memory,proto3" json:"memory,omitempty"`
+	MemoryBudget int64 `protobuf:"varint,16,opt,name=memory_budget,json=memoryBudget,proto3" json:"memory_budget,omitempty"`
+	// The value log's files on disk, and the bytes of the values in them
+	// that tasks still hold (the rest is reclaimed by compaction); see
+	// engine.Options.ValueThreshold.
+	ValueLogBytes  int64 `protobuf:"varint,17,opt,name=value_log_bytes,json=valueLogBytes,proto3" json:"value_log_bytes,omitempty"`
+	ValueLiveBytes int64 `protobuf:"varint,18,opt,name=value_live_bytes,json=valueLiveBytes,proto3" json:"value_live_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Stats) Reset() {
@@ -518,6 +523,20 @@ func (x *Stats) GetMemory() int64 {
 func (x *Stats) GetMemoryBudget() int64 {
 	if x != nil {
 		return x.MemoryBudget
+	}
+	return 0
+}
+
+func (x *Stats) GetValueLogBytes() int64 {
+	if x != nil {
+		return x.ValueLogBytes
+	}
+	return 0
+}
+
+func (x *Stats) GetValueLiveBytes() int64 {
+	if x != nil {
+		return x.ValueLiveBytes
 	}
 	return 0
 }
@@ -787,7 +806,7 @@ const file_docket_v1_admin_proto_rawDesc = "" +
 	"\rdead_lettered\x18\x05 \x01(\x04R\fdeadLettered\"\x0e\n" +
 	"\fStatsRequest\"7\n" +
 	"\rStatsResponse\x12&\n" +
-	"\x05stats\x18\x01 \x01(\v2\x10.docket.v1.StatsR\x05stats\"\xc6\x03\n" +
+	"\x05stats\x18\x01 \x01(\v2\x10.docket.v1.StatsR\x05stats\"\x98\x04\n" +
 	"\x05Stats\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05tasks\x18\x02 \x01(\x03R\x05tasks\x12\x18\n" +
@@ -806,7 +825,9 @@ const file_docket_v1_admin_proto_rawDesc = "" +
 	"\tlog_bytes\x18\r \x01(\x04R\blogBytes\x12\x1c\n" +
 	"\tsnapshots\x18\x0e \x01(\x04R\tsnapshots\x12\x16\n" +
 	"\x06memory\x18\x0f \x01(\x03R\x06memory\x12#\n" +
-	"\rmemory_budget\x18\x10 \x01(\x03R\fmemoryBudget\"\x13\n" +
+	"\rmemory_budget\x18\x10 \x01(\x03R\fmemoryBudget\x12&\n" +
+	"\x0fvalue_log_bytes\x18\x11 \x01(\x03R\rvalueLogBytes\x12(\n" +
+	"\x10value_live_bytes\x18\x12 \x01(\x03R\x0evalueLiveBytes\"\x13\n" +
 	"\x11CheckpointRequest\"\x14\n" +
 	"\x12CheckpointResponse\"\x0f\n" +
 	"\rVerifyRequest\"\x10\n" +
