@@ -38,6 +38,7 @@ const (
 	cmdCompleteClaim  = machine.CmdCompleteClaim
 	cmdHeartbeatBatch = machine.CmdHeartbeatBatch
 	cmdBulk           = machine.CmdBulk
+	cmdReschedule     = machine.CmdReschedule
 
 	nSkip         = machine.NSkip
 	skipReady     = machine.SkipReady

@@ -91,7 +91,7 @@ const (
 func (cmd *Command) version() uint64 {
 	v := cmd.Task.version()
 	switch cmd.Op {
-	case CmdSetPaused, CmdSetLimits, CmdCompleteClaim, CmdHeartbeatBatch, CmdBulk:
+	case CmdSetPaused, CmdSetLimits, CmdCompleteClaim, CmdHeartbeatBatch, CmdBulk, CmdReschedule:
 		v = max(v, Version2)
 	}
 	if cmd.Op == CmdSetLimits && (cmd.Limits.PartitionMaxInFlight != 0 || cmd.Limits.PartitionRate != 0) {

@@ -37,6 +37,7 @@ var operations = [...]operation{
 	CmdCompleteClaim:  opCompleteClaim{},
 	CmdHeartbeatBatch: opHeartbeatBatch{},
 	CmdBulk:           opBulk{},
+	CmdReschedule:     opReschedule{},
 }
 
 // operationOf returns the operation numbered op, nil for none.
@@ -425,6 +426,32 @@ func (opBulk) decode(d *cmdDecoder, cmd *Command) {
 		return
 	}
 	d.bulk(&cmd.Bulk)
+}
+
+type opReschedule struct{}
+
+func (opReschedule) plan(p *Planner, cmd *Command, res *Result) error {
+	return onTask(p, cmd, planReschedule)
+}
+
+func (opReschedule) encode(e *cmdEncoder, cmd *Command) {
+	e.uint(cmd.ID)
+	e.int(cmd.At)
+	e.bool(cmd.SetPrio)
+	e.int(cmd.Prio)
+}
+
+func (opReschedule) decode(d *cmdDecoder, cmd *Command) {
+	if !d.v2(cmd.Op) {
+		return
+	}
+	cmd.ID = d.uint()
+	cmd.At = d.int()
+	cmd.SetPrio = d.bool()
+	cmd.Prio = d.int()
+	if d.err == nil {
+		d.fail(CheckReschedule(cmd.At, cmd.SetPrio, cmd.Prio))
+	}
 }
 
 // onTask plans an operation on one task of the command's queue.
