@@ -57,7 +57,9 @@ var (
 	opRedriveAll = sop(func(m *v1.RedriveAllRequest) *v1.Call {
 		return &v1.Call{Call: &v1.Call_RedriveAll{RedriveAll: m}}
 	}, (*v1.Reply).GetRedriveAll)
-	opRunNow = sop(func(m *v1.RunNowRequest) *v1.Call { return &v1.Call{Call: &v1.Call_RunNow{RunNow: m}} }, (*v1.Reply).GetRunNow)
+	opRunNow     = sop(func(m *v1.RunNowRequest) *v1.Call { return &v1.Call{Call: &v1.Call_RunNow{RunNow: m}} }, (*v1.Reply).GetRunNow)
+	opReschedule = sop(func(m *v1.RescheduleRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Reschedule{Reschedule: m}} },
+		(*v1.Reply).GetReschedule)
 	opGet    = sop(func(m *v1.GetRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Get{Get: m}} }, (*v1.Reply).GetGet)
 	opList   = sop(func(m *v1.ListRequest) *v1.Call { return &v1.Call{Call: &v1.Call_List{List: m}} }, (*v1.Reply).GetList)
 	opCounts = sop(func(m *v1.CountsRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Counts{Counts: m}} }, (*v1.Reply).GetCounts)
