@@ -38,7 +38,6 @@ const (
 	cmdCompleteClaim  = machine.CmdCompleteClaim
 	cmdHeartbeatBatch = machine.CmdHeartbeatBatch
 	cmdBulk           = machine.CmdBulk
-	cmdReschedule     = machine.CmdReschedule
 
 	nSkip         = machine.NSkip
 	skipReady     = machine.SkipReady

@@ -499,7 +499,7 @@ func (q *queue) Reschedule(ctx context.Context, id uint64, r Reschedule) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{Op: cmdReschedule, NS: q.ns, Queue: q.name, ID: id}
+	cmd := command{Op: machine.CmdReschedule, NS: q.ns, Queue: q.name, ID: id}
 	if !r.At.IsZero() {
 		if y := r.At.Year(); y < 1970 || y > 9999 || r.At.UnixMicro() <= 0 {
 			return invalid("reschedule at %v is outside the years 1970-9999", r.At)
