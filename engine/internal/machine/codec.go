@@ -48,6 +48,8 @@ import (
 //	                    since before                           (version 2 on;
 //	                    since and before in Unix micros, the lowest and
 //	                    highest int64 for no bound)
+//	reschedule          id at setPriority priority             (version 2 on;
+//	                    at in Unix micros, 0 to keep the due time)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
