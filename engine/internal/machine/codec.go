@@ -92,9 +92,8 @@ const (
 // version is the oldest command version that can carry cmd.
 func (cmd *Command) version() uint64 {
 	v := cmd.Task.version()
-	switch cmd.Op {
-	case CmdSetPaused, CmdSetLimits, CmdCompleteClaim, CmdHeartbeatBatch, CmdBulk, CmdReschedule:
-		v = max(v, Version2)
+	if o, ok := operationOf(cmd.Op).(since); ok {
+		v = max(v, o.since())
 	}
 	if cmd.Op == CmdSetLimits && (cmd.Limits.PartitionMaxInFlight != 0 || cmd.Limits.PartitionRate != 0) {
 		v = Version

@@ -17,6 +17,10 @@ type operation interface {
 	decode(d *cmdDecoder, cmd *Command)
 }
 
+// since is an operation added after version 1: the oldest command version
+// that carries it. Its decode refuses an older version (v2).
+type since interface{ since() uint64 }
+
 // operations are the operations by number (CmdOp).
 var operations = [...]operation{
 	CmdEnqueue:        opEnqueue{},
@@ -276,6 +280,8 @@ func (opCommit) decode(d *cmdDecoder, cmd *Command) {
 
 type opSetPaused struct{}
 
+func (opSetPaused) since() uint64 { return Version2 }
+
 func (opSetPaused) plan(p *Planner, cmd *Command, res *Result) error {
 	return planSetPaused(p, cmd)
 }
@@ -291,6 +297,8 @@ func (opSetPaused) decode(d *cmdDecoder, cmd *Command) {
 }
 
 type opSetLimits struct{}
+
+func (opSetLimits) since() uint64 { return Version2 }
 
 func (opSetLimits) plan(p *Planner, cmd *Command, res *Result) error {
 	return planSetLimits(p, cmd)
@@ -328,6 +336,8 @@ func (opSetLimits) decode(d *cmdDecoder, cmd *Command) {
 
 type opCompleteClaim struct{}
 
+func (opCompleteClaim) since() uint64 { return Version2 }
+
 func (opCompleteClaim) plan(p *Planner, cmd *Command, res *Result) error {
 	return planCompleteClaim(p, cmd, res)
 }
@@ -358,6 +368,8 @@ func (opCompleteClaim) decode(d *cmdDecoder, cmd *Command) {
 
 type opHeartbeatBatch struct{}
 
+func (opHeartbeatBatch) since() uint64 { return Version2 }
+
 func (opHeartbeatBatch) plan(p *Planner, cmd *Command, res *Result) error {
 	return planHeartbeatBatch(p, cmd, res)
 }
@@ -387,6 +399,8 @@ func (opHeartbeatBatch) decode(d *cmdDecoder, cmd *Command) {
 }
 
 type opBulk struct{}
+
+func (opBulk) since() uint64 { return Version2 }
 
 func (opBulk) plan(p *Planner, cmd *Command, res *Result) error {
 	return planBulk(p, cmd, res)
@@ -429,6 +443,8 @@ func (opBulk) decode(d *cmdDecoder, cmd *Command) {
 }
 
 type opReschedule struct{}
+
+func (opReschedule) since() uint64 { return Version2 }
 
 func (opReschedule) plan(p *Planner, cmd *Command, res *Result) error {
 	return onTask(p, cmd, planReschedule)
