@@ -442,34 +442,6 @@ func (opBulk) decode(d *cmdDecoder, cmd *Command) {
 	d.bulk(&cmd.Bulk)
 }
 
-type opReschedule struct{}
-
-func (opReschedule) since() uint64 { return Version2 }
-
-func (opReschedule) plan(p *Planner, cmd *Command, res *Result) error {
-	return onTask(p, cmd, planReschedule)
-}
-
-func (opReschedule) encode(e *cmdEncoder, cmd *Command) {
-	e.uint(cmd.ID)
-	e.int(cmd.At)
-	e.bool(cmd.SetPrio)
-	e.int(cmd.Prio)
-}
-
-func (opReschedule) decode(d *cmdDecoder, cmd *Command) {
-	if !d.v2(cmd.Op) {
-		return
-	}
-	cmd.ID = d.uint()
-	cmd.At = d.int()
-	cmd.SetPrio = d.bool()
-	cmd.Prio = d.int()
-	if d.err == nil {
-		d.fail(CheckReschedule(cmd.At, cmd.SetPrio, cmd.Prio))
-	}
-}
-
 // onTask plans an operation on one task of the command's queue.
 func onTask(p *Planner, cmd *Command, plan func(*Planner, *Command, *index.Task) error) error {
 	t, err := p.s.Task(cmd.Key(), cmd.ID, p.now)
