@@ -248,6 +248,15 @@ func (q *queue) RunNow(ctx context.Context, id uint64) error {
 	return err
 }
 
+var opReschedule = sopOf[v1.RescheduleRequest, v1.RescheduleResponse]()
+
+// Reschedule is not repeated after a lost answer (ErrOutcomeUnknown).
+func (q *queue) Reschedule(ctx context.Context, id uint64, r engine.Reschedule) error {
+	_, err := invoke(ctx, q.c, false, opReschedule, queuesOf, docketv1connect.QueuesClient.Reschedule,
+		wire.PBReschedule(q.pb, q.name, id, r))
+	return err
+}
+
 func (q *queue) Get(ctx context.Context, id uint64) (engine.TaskInfo, error) {
 	res, err := invoke(ctx, q.c, true, opGet, queuesOf, docketv1connect.QueuesClient.Get,
 		&v1.GetRequest{Namespace: q.pb, Queue: q.name, Id: id})

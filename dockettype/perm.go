@@ -13,7 +13,7 @@ const (
 	PermEnqueue Perm = 1 << iota // enqueue tasks
 	PermWork                     // claim, complete, fail, heartbeat, snooze
 	PermRead                     // get, list, counts
-	PermAdmin                    // cancel, redrive
+	PermAdmin                    // cancel, redrive, run now, reschedule
 	PermKVRead                   // KV get and scan, and KV assertions
 	PermKVWrite                  // KV set and delete
 	// PermSystem reads and writes the namespace's system area (SystemKV):

@@ -284,3 +284,15 @@ type AttemptError struct {
 }
 
 func (s State) valid() bool { return s >= Ready && s <= Waiting }
+
+// Reschedule is what Queue.Reschedule changes of a ready, scheduled or
+// waiting task: its due time, its priority, or both. At least one is set.
+type Reschedule struct {
+	// At, if set, is the new time the task becomes claimable (between the
+	// years 1970 and 9999); at or before now, it is claimable at once. A
+	// waiting task keeps waiting for its dependencies and is due at At once
+	// they have completed. Zero keeps the task's due time.
+	At time.Time
+	// Priority, if set, is the task's new priority. Nil keeps it.
+	Priority *int
+}

@@ -111,6 +111,14 @@ type Queue interface {
 	// queue has no such task, ErrInvalid if it is in flight, dead or
 	// completed.
 	RunNow(ctx context.Context, id uint64) error
+	// Reschedule moves a ready, scheduled or waiting task to a new due
+	// time and/or priority (Reschedule); claims follow the new order at
+	// once, and a waiting task keeps waiting for its dependencies. It needs
+	// the permission RunNow does. ErrNotFound if the queue has no such
+	// task, ErrConflict (naming the state) if it is in flight, dead or
+	// completed, ErrInvalid for a time outside the years 1970-9999 or
+	// nothing to change; an error changes nothing.
+	Reschedule(ctx context.Context, id uint64, r Reschedule) error
 
 	// Get returns a task of the queue, ErrNotFound if there is none. Reads
 	// report the state as of the clock's now: a due timer is ready, an

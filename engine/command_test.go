@@ -85,6 +85,9 @@ func versionedSamples() []versionedSample {
 			EnqueuedSince: time.UnixMicro(1_700_000_000_000_001).UTC(), EnqueuedBefore: time.UnixMicro(1_800_000_000_000_000).UTC()}}}},
 		{2, command{Op: cmdEnqueueBatch, Tasks: []spec{bare, unique}}},
 		{2, command{Op: cmdCommit, Ops: []vop{{Kind: OpEnqueue, Queue: "u", Spec: unique}}}},
+		{2, command{Op: machine.CmdReschedule, ID: 7, At: 1_893_456_100_000_000}},
+		{2, command{Op: machine.CmdReschedule, ID: 8, Prio: -3, SetPrio: true}},
+		{2, command{Op: machine.CmdReschedule, ID: 9, At: 1, Prio: 1 << 40, SetPrio: true}},
 		// Version 3: tasks with dependencies or a dependency policy,
 		// wherever a command carries them.
 		{3, command{Op: cmdEnqueue, Task: dependent, Ops: ops}},

@@ -127,7 +127,7 @@
 //
 // Every write call (Enqueue, EnqueueBatch, EnqueueAsync, Claim, Complete,
 // CompleteBatch, CompleteAndClaim, Fail, Heartbeat, HeartbeatBatch, Snooze,
-// Cancel, Redrive, RedriveAll, RunNow, Bulk (one command per bounded walk),
+// Cancel, Redrive, RedriveAll, RunNow, Reschedule, Bulk (one command per bounded walk),
 // Pause, Resume, SetLimits, KV.Commit)
 // is a command: its operation and validated arguments, planned against the
 // state at a given time with a given entropy seed. A standalone DB plans

@@ -26,6 +26,7 @@ type (
 	Filter           = dockettype.Filter
 	Retrying         = dockettype.Retrying
 	BulkAction       = dockettype.BulkAction
+	Reschedule       = dockettype.Reschedule
 )
 
 // Sentinel errors (see dockettype).

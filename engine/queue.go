@@ -493,6 +493,29 @@ func (q *queue) RunNow(ctx context.Context, id uint64) error {
 
 // onTask runs an admin change (op) of task id of the queue in one commit:
 // its plan runs once the task is found (ErrNotFound otherwise).
+// Reschedule moves a ready, scheduled or waiting task to a new due time
+// and/or priority.
+func (q *queue) Reschedule(ctx context.Context, id uint64, r Reschedule) error {
+	if err := q.check(PermAdmin); err != nil {
+		return err
+	}
+	cmd := command{Op: machine.CmdReschedule, NS: q.ns, Queue: q.name, ID: id}
+	if !r.At.IsZero() {
+		if y := r.At.Year(); y < 1970 || y > 9999 || r.At.UnixMicro() <= 0 {
+			return invalid("reschedule at %v is outside the years 1970-9999", r.At)
+		}
+		cmd.At = r.At.UnixMicro()
+	}
+	if r.Priority != nil {
+		cmd.Prio, cmd.SetPrio = int64(*r.Priority), true
+	}
+	if err := machine.CheckReschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
+		return err
+	}
+	var res cmdResult
+	return q.db.c.exec(ctx, &cmd, &res)
+}
+
 func (q *queue) onTask(ctx context.Context, op cmdOp, id uint64) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err

@@ -233,6 +233,16 @@ func script(api API, clock *ManualClock) []struct {
 			return show(nil, q2.RunNow(ctx, res.ID))
 		}},
 		{"run now in flight", func() string { return show(nil, q.RunNow(ctx, leases[len(leases)-1].ID)) }},
+		{"reschedule", func() string {
+			res, _ := q2.Enqueue(ctx, Task{Delay: time.Hour})
+			p := 7
+			err := q2.Reschedule(ctx, res.ID, Reschedule{At: clock.Now().Add(time.Minute), Priority: &p})
+			info, gerr := q2.Get(ctx, res.ID)
+			return show(nil, err) + show(info.State, gerr) + show(info.Priority, nil)
+		}},
+		{"reschedule in flight", func() string {
+			return show(nil, q.Reschedule(ctx, leases[len(leases)-1].ID, Reschedule{At: clock.Now()}))
+		}},
 		{"expire leases", func() string { clock.Advance(10 * time.Minute); return claim(q, 1) }},
 		{"dead letters", func() string {
 			for range 3 {

@@ -38,6 +38,62 @@ func (m *Model) RunNow(q QueueKey, id uint64) error {
 	return fmt.Errorf("%w: task %d is %s", engine.ErrInvalid, id, t.State)
 }
 
+// Reschedule is Queue.Reschedule: a ready, scheduled or waiting task (as
+// of now) gets the new due time (ready now if it is not after now; a
+// waiting task keeps waiting) and priority, in one commit. Nothing to
+// change or a time outside the years 1970-9999 is invalid; a task in
+// flight, dead or completed is a conflict. An expired lease's failed
+// attempt is recorded first, as a claim records it.
+func (m *Model) Reschedule(q QueueKey, id uint64, r engine.Reschedule) error {
+	if err := checkQueue(q); err != nil {
+		return err
+	}
+	at := int64(0)
+	if !r.At.IsZero() {
+		if y := r.At.Year(); y < 1970 || y > 9999 || r.At.UnixMicro() <= 0 {
+			return invalid("reschedule at")
+		}
+		at = r.At.UnixMicro()
+	}
+	if at == 0 && r.Priority == nil {
+		return invalid("reschedule: nothing to change")
+	}
+	x := m.begin()
+	stored, ok := m.tasks[id]
+	var t *Rec
+	if ok && stored.Queue == q {
+		t = m.at(stored)
+	}
+	if t == nil {
+		return fmt.Errorf("%w: task %d", engine.ErrNotFound, id)
+	}
+	switch t.State {
+	case engine.Ready, engine.Scheduled, engine.Waiting:
+	default:
+		return fmt.Errorf("%w: task %d is %s", engine.ErrConflict, id, t.State)
+	}
+	if stored.State == engine.InFlight {
+		x.count(q, func(t *engine.Totals) { t.Retried++ })
+	}
+	n := *t
+	if at != 0 {
+		n.NotBefore = at
+		if n.State != engine.Waiting {
+			n.State = engine.Scheduled
+			if at <= x.now {
+				n.State, n.NotBefore = engine.Ready, x.now
+			}
+		}
+	}
+	if r.Priority != nil {
+		n.Priority = *r.Priority
+	}
+	n.Updated = x.now
+	x.put(&n)
+	x.commit()
+	return nil
+}
+
 // CompleteBatch is Queue.CompleteBatch: plain completions (no result, ops
 // or follow-ups) in one commit, every lease fenced on its own (one whose
 // task appears earlier in the batch is refused). It returns one error per

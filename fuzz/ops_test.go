@@ -274,6 +274,16 @@ func opsSeeds() [][]byte {
 			ins(opRedrive, 0, 0x06, 0x80), ins(opRedrive, 0, 0x0e, 0x80), ins(opClaim, 0, 0, 2, 3),
 			ins(opRedrive, 0, 0x0e, 0x80), ins(opRedrive, 2, 0x0e, 0x05), ins(opReopen),
 			ins(opHeartbeat, 0xc0, 0x3c, 0xc1), ins(opRead, 1, 0)),
+		// Reschedule: timers moved later, to before now (ready now), by
+		// priority alone; nothing to change and a time before the epoch
+		// refused; a task in flight refused; claims follow the new order.
+		asm(0,
+			ins(opEnqueue, 0, 0x0c, 0x04, 1), ins(opEnqueue, 0, 0x0c, 0x04, 1), ins(opEnqueue, 0, 0x00, 0x08, 1),
+			ins(opRedrive, 0, 0x24, 0x80), ins(opRedrive, 0, 0x94, 0x83), ins(opRedrive, 0, 0xb4, 0x82),
+			ins(opRedrive, 0, 0x74, 0x80), ins(opRedrive, 0, 0x34, 0x80), ins(opClaim, 0, 0, 2, 3),
+			ins(opRedrive, 0, 0x9c, 0x00), ins(opRedrive, 0, 0x9c, 0x01), ins(opRedrive, 0, 0x9c, 0x02),
+			ins(opAdvance, 2), ins(opRedrive, 0, 0xac, 0x01), ins(opReopen), ins(opClaim, 0, 0, 2, 3),
+			ins(opRead, 1, 0)),
 		// Every invalid call.
 		asm(0,
 			ins(opInvalid, 0), ins(opInvalid, 1), ins(opInvalid, 2), ins(opInvalid, 3), ins(opInvalid, 4),

@@ -766,6 +766,34 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 			r.record(fmt.Sprintf("run-now %s %d", q, id), gerr, werr, "")
 			break
 		}
+		if a[1]&6 == 4 {
+			// Reschedule: a scheduled task if there is one, or any id;
+			// to a time around now (before it, after it, or kept) and a
+			// priority (or kept), now and then nothing or a bad time.
+			id := r.pickID(q, a[2]|0x80, engine.Scheduled)
+			if a[1]&8 != 0 {
+				id = r.pickID(q, a[2], 0)
+			}
+			var rs engine.Reschedule
+			switch a[1] >> 4 & 3 {
+			case 1:
+				rs.At = r.clock.Now().Add(-2 * time.Second)
+			case 2:
+				rs.At = r.clock.Now().Add(5 * time.Second)
+			case 3:
+				if a[1]&0x40 != 0 {
+					rs.At = time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)
+				}
+			}
+			if a[1]&0x80 != 0 {
+				p := int(a[2]&3) - 1
+				rs.Priority = &p
+			}
+			gerr := r.q(q).Reschedule(ctx, id, rs)
+			werr := r.m.Reschedule(q, id, rs)
+			r.record(fmt.Sprintf("reschedule %s %d at=%v prio=%v", q, id, rs.At, rs.Priority != nil), gerr, werr, "")
+			break
+		}
 		id := r.pickID(q, a[2], engine.Dead)
 		gerr := r.q(q).Redrive(ctx, id)
 		werr := r.m.Redrive(q, id)

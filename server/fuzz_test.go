@@ -127,6 +127,10 @@ var requestTypes = []struct {
 	{func() proto.Message { return new(v1.CheckpointRequest) }, nil},
 	{func() proto.Message { return new(v1.VerifyRequest) }, nil},
 	{func() proto.Message { return new(v1.HealthRequest) }, nil},
+	{func() proto.Message { return new(v1.RescheduleRequest) }, func(m proto.Message) error {
+		_, err := wire.Reschedule(m.(*v1.RescheduleRequest))
+		return err
+	}},
 }
 
 // decodeEach checks the bound on the items of an Each call and decodes
@@ -171,6 +175,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		15: &v1.CompleteEachRequest{Items: []*v1.CompleteRequest{{Lease: ref, Done: &v1.Done{Result: []byte(`1`)}}, {}}},
 		17: &v1.HeartbeatEachRequest{Items: []*v1.HeartbeatRequest{{Lease: ref, Extend: durationpb.New(time.Second)}}},
 	}
+	prio := int64(-2)
+	seeds[len(requestTypes)-1] = &v1.RescheduleRequest{Namespace: acme, Queue: "q", Id: 3, At: timestamppb.New(time.Unix(2e9, 0)), Priority: &prio}
 	lax := wire.NewJSONCodec(wire.JSONName, false)
 	for kind, m := range seeds {
 		b, err := proto.Marshal(m)

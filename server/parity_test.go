@@ -144,6 +144,8 @@ func driveEveryMethod(t *testing.T, layer string, api engine.API) {
 	_, err = q.RedriveAll(ctx)
 	must("RedriveAll", err)
 	must("RunNow", q.RunNow(ctx, es[0].ID))
+	prio := 3
+	must("Reschedule", q.Reschedule(ctx, es[0].ID, engine.Reschedule{At: api.Clock().Now().Add(time.Hour), Priority: &prio}))
 	_, err = q.Get(ctx, es[0].ID)
 	must("Get", err)
 	must("Cancel", q.Cancel(ctx, es[0].ID))

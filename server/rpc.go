@@ -399,6 +399,18 @@ func (s *Server) runRunNow(ctx context.Context, m *v1.RunNowRequest) (*v1.RunNow
 	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.RunNowResponse{}, func(q engine.Queue) error { return q.RunNow(ctx, m.GetId()) })
 }
 
+func (h queuesRPC) Reschedule(ctx context.Context, req *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
+	return answer(h.s.runReschedule(ctx, req.Msg))
+}
+
+func (s *Server) runReschedule(ctx context.Context, m *v1.RescheduleRequest) (*v1.RescheduleResponse, error) {
+	r, err := wire.Reschedule(m)
+	if err != nil {
+		return nil, err
+	}
+	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.RescheduleResponse{}, func(q engine.Queue) error { return q.Reschedule(ctx, m.GetId(), r) })
+}
+
 func (h queuesRPC) RedriveAll(ctx context.Context, req *connect.Request[v1.RedriveAllRequest]) (*connect.Response[v1.RedriveAllResponse], error) {
 	return answer(h.s.runRedriveAll(ctx, req.Msg))
 }

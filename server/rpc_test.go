@@ -243,8 +243,8 @@ func TestMalformedRequestsAreInvalidArgument(t *testing.T) {
 	s, db := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
 	procs := procedures()
-	if len(procs) != 36 {
-		t.Fatalf("%d procedures; the test expects 16 + 3 + 5 + 5 + 7", len(procs))
+	if len(procs) != 37 {
+		t.Fatalf("%d procedures; the test expects 17 + 3 + 5 + 5 + 7", len(procs))
 	}
 	bodies := []struct{ contentType, body string }{
 		{"application/json", `{`},

@@ -75,6 +75,7 @@ func (s *Server) buildRoutes() map[protoreflect.FieldNumber]*route {
 		to("redrive", docketv1connect.QueuesRedriveProcedure, s.runRedrive),
 		to("redrive_all", docketv1connect.QueuesRedriveAllProcedure, s.runRedriveAll),
 		to("run_now", docketv1connect.QueuesRunNowProcedure, s.runRunNow),
+		to("reschedule", docketv1connect.QueuesRescheduleProcedure, s.runReschedule),
 		to("get", docketv1connect.QueuesGetProcedure, s.runGet),
 		to("list", docketv1connect.QueuesListProcedure, s.runList),
 		to("counts", docketv1connect.QueuesCountsProcedure, s.runCounts),

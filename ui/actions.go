@@ -34,6 +34,7 @@ var ops = map[string]op{
 	"delete-dead-all":      {Name: "delete-dead-all", Verb: "Deleted", What: "delete every dead task of the queue", All: true},
 	"cancel":               {Name: "cancel", Verb: "Cancelled", What: "delete these tasks whatever their state; a worker holding one loses its lease"},
 	"run-now":              {Name: "run-now", Verb: "Made due", What: "make these scheduled tasks due now"},
+	"reschedule":           {Name: "reschedule", Verb: "Rescheduled", What: "move these tasks to a new due time and/or priority"},
 	"delete-completed":     {Name: "delete-completed", Verb: "Deleted", What: "delete these retained completed tasks and their results"},
 	"delete-completed-all": {Name: "delete-completed-all", Verb: "Deleted", What: "delete every retained completed task of the queue", All: true},
 	"pause":                {Name: "pause", Verb: "Paused", What: "stop workers from claiming tasks of this queue", Queue: true},
@@ -142,6 +143,14 @@ func (rq *request) action() {
 			return
 		}
 	}
+	var resched engine.Reschedule
+	if o.Name == "reschedule" {
+		// The form on the task page is its own confirmation.
+		if resched, err = parseReschedule(f, rq.api.Clock().Now()); err != nil {
+			rq.fail(fmt.Errorf("%w. Nothing changed.", err))
+			return
+		}
+	}
 	back := safeBack(rq.d.opts.Prefix, f.Get("back"), ref)
 	q := rq.api.Queue(ref.NS, ref.Name)
 	if f.Get("confirm") != "yes" {
@@ -203,6 +212,8 @@ func (rq *request) action() {
 				err = q.Cancel(ctx, id)
 			case "run-now":
 				err = q.RunNow(ctx, id)
+			case "reschedule":
+				err = q.Reschedule(ctx, id, resched)
 			case "delete-completed":
 				var t engine.TaskInfo
 				if t, err = q.Get(ctx, id); err == nil {

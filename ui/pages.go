@@ -743,8 +743,10 @@ type taskPage struct {
 	Lineage  lineage
 	Now      time.Time
 	RunNow   bool
-	Deps     depView
-	Tree     depTree
+	// Reschedule: the task can be moved (ready, scheduled or waiting).
+	Reschedule bool
+	Deps       depView
+	Tree       depTree
 }
 
 func (rq *request) task() {
@@ -783,6 +785,7 @@ func (rq *request) task() {
 	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", taskPage{
 		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineage{Parent: t.Parent, FollowUps: t.FollowUps},
 		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled, Deps: depViewOf(t), Tree: tree,
+		Reschedule: t.State == engine.Scheduled || t.State == engine.Ready || t.State == engine.Waiting,
 	})
 }
 

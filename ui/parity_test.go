@@ -121,6 +121,7 @@ func TestParityDashboard(t *testing.T) {
 		{"op": {"redrive"}, "id": {"1"}},
 		{"op": {"redrive-all"}},
 		{"op": {"run-now"}, "id": {"4"}},
+		{"op": {"reschedule"}, "id": {"5"}, "in": {"1h"}, "priority": {"2"}},
 		{"op": {"cancel"}, "id": {"6"}},
 		{"op": {"pause"}},
 		{"op": {"resume"}},

@@ -466,18 +466,19 @@ func TestFlagErrors(t *testing.T) {
 // names its flags.
 func TestHelpOfEveryCommand(t *testing.T) {
 	want := map[string][]string{
-		"stats":   {"-dir", "-server", "-token", "-json"},
-		"top":     {"-once", "-every", "-server"},
-		"inspect": {"-state", "-limit", "-cursor", "-ns", "-queue"},
-		"get":     {"-json", "ID"},
-		"dead":    {"-redrive", "-redrive-all", "-by-error", "-redrive-error TEXT", "-delete-error TEXT", "-scan", "exactly"},
-		"enqueue": {"-kind", "-delay", "-at", "-priority", "-max-attempts", "-key", "-header", "-unique", "-unique-states", "PAYLOAD | -"},
-		"cancel":  {"-completed-all", "-completed", "ID..."},
-		"run-now": {"ID..."},
-		"token":   {"CALLER GRANT", "docket token billing"},
-		"pause":   {"-dir", "-server", "-queue", "docket resume"},
-		"resume":  {"-queue", "-json"},
-		"limits":  {"-max-in-flight", "-rate", "-per", "-burst", "-clear"},
+		"stats":      {"-dir", "-server", "-token", "-json"},
+		"top":        {"-once", "-every", "-server"},
+		"inspect":    {"-state", "-limit", "-cursor", "-ns", "-queue"},
+		"get":        {"-json", "ID"},
+		"dead":       {"-redrive", "-redrive-all", "-by-error", "-redrive-error TEXT", "-delete-error TEXT", "-scan", "exactly"},
+		"enqueue":    {"-kind", "-delay", "-at", "-priority", "-max-attempts", "-key", "-header", "-unique", "-unique-states", "PAYLOAD | -"},
+		"cancel":     {"-completed-all", "-completed", "ID..."},
+		"run-now":    {"ID..."},
+		"reschedule": {"-at", "-in", "-priority", "ID..."},
+		"token":      {"CALLER GRANT", "docket token billing"},
+		"pause":      {"-dir", "-server", "-queue", "docket resume"},
+		"resume":     {"-queue", "-json"},
+		"limits":     {"-max-in-flight", "-rate", "-per", "-burst", "-clear"},
 	}
 	for name, flags := range want {
 		code, out, errs := docket(t, name, "-h")

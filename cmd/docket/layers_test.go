@@ -94,6 +94,7 @@ func TestParityCLI(t *testing.T) {
 		append([]string{"dead", "-redrive-all"}, on...),
 		append([]string{"dead"}, on...),
 		append([]string{"run-now"}, append(on, "4")...),
+		append([]string{"reschedule", "-in", "1h", "-priority", "2"}, append(on, "4")...),
 		append([]string{"cancel"}, append(on, "5")...),
 		append([]string{"pause"}, on...),
 		append([]string{"resume"}, on...),

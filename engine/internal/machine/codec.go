@@ -48,6 +48,8 @@ import (
 //	                    since before                           (version 2 on;
 //	                    since and before in Unix micros, the lowest and
 //	                    highest int64 for no bound)
+//	reschedule          id at setPriority priority             (version 2 on;
+//	                    at in Unix micros, 0 to keep the due time)
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
@@ -90,9 +92,8 @@ const (
 // version is the oldest command version that can carry cmd.
 func (cmd *Command) version() uint64 {
 	v := cmd.Task.version()
-	switch cmd.Op {
-	case CmdSetPaused, CmdSetLimits, CmdCompleteClaim, CmdHeartbeatBatch, CmdBulk:
-		v = max(v, Version2)
+	if o, ok := operationOf(cmd.Op).(since); ok {
+		v = max(v, o.since())
 	}
 	if cmd.Op == CmdSetLimits && (cmd.Limits.PartitionMaxInFlight != 0 || cmd.Limits.PartitionRate != 0) {
 		v = Version

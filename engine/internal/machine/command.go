@@ -48,7 +48,10 @@ type Command struct {
 	ErrMsg    string            // CmdFail
 	Permanent bool              // CmdFail
 	Delay     int64             // CmdFail: retry after; CmdSnooze: the snooze (micros)
-	ID        uint64            // CmdCancel, CmdRedrive, CmdRunNow
+	ID        uint64            // CmdCancel, CmdRedrive, CmdRunNow, CmdReschedule
+	At        int64             // CmdReschedule: the new due time (micros), 0 to keep it
+	Prio      int64             // CmdReschedule: the new priority, when SetPrio
+	SetPrio   bool              // CmdReschedule
 	Paused    bool              // CmdSetPaused
 	Limits    dockettype.Limits // CmdSetLimits
 	Bulk      BulkArgs          // CmdBulk (search.go)
@@ -77,12 +80,13 @@ const (
 	CmdCompleteClaim  CmdOp = 20 // queue_batch.go; from version 2 on
 	CmdHeartbeatBatch CmdOp = 21 // from version 2 on
 	CmdBulk           CmdOp = 22 // search.go; from version 4 on
+	CmdReschedule     CmdOp = 23 // from version 2 on
 )
 
 var cmdNames = [...]string{1: "enqueue", 2: "enqueue batch", 3: "claim", 4: "complete", 5: "complete batch",
 	6: "fail", 7: "heartbeat", 8: "snooze", 9: "cancel", 10: "redrive", 11: "redrive all", 12: "run now",
 	13: "commit", 14: "set paused", 15: "set limits",
-	CmdCompleteClaim: "complete and claim", CmdHeartbeatBatch: "heartbeat batch", CmdBulk: "bulk"}
+	CmdCompleteClaim: "complete and claim", CmdHeartbeatBatch: "heartbeat batch", CmdBulk: "bulk", CmdReschedule: "reschedule"}
 
 func (o CmdOp) String() string {
 	if int(o) < len(cmdNames) && cmdNames[o] != "" {

@@ -26,6 +26,8 @@ import (
 //	heartbeat id=N [extend=D]
 //	snooze id=N delay=D
 //	cancel|redrive|run-now id=N [queue=Q]
+//	reschedule id=N [at=D] [priority=N]   (at: from now, may be negative;
+//	                 the command goes through its encoding first)
 //	limits queue=Q [inflight=N] [rate=N per=D [burst=N]] [part-inflight=N] [part-rate=N part-per=D]
 //	pause|resume queue=Q
 //	tick D           (the clock moves on by D)
@@ -237,6 +239,24 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	case "cancel", "redrive", "run-now":
 		cmd.Op = map[string]CmdOp{"cancel": CmdCancel, "redrive": CmdRedrive, "run-now": CmdRunNow}[td.Cmd]
 		cmd.ID = uint64(num(t, args["id"]))
+	case "reschedule":
+		cmd.Op, cmd.ID = CmdReschedule, uint64(num(t, args["id"]))
+		if v, ok := args["at"]; ok {
+			cmd.At = h.now + dur(t, v)
+		}
+		if v, ok := args["priority"]; ok {
+			cmd.Prio, cmd.SetPrio = num(t, v), true
+		}
+		if err := CheckReschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
+			return "error: " + err.Error()
+		}
+		data, err := cmd.Encode()
+		if err == nil {
+			err = Decode(data, &cmd)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	case "pause", "resume":
 		cmd.Op, cmd.Paused = CmdSetPaused, td.Cmd == "pause"
 	case "limits":

@@ -17,6 +17,10 @@ type operation interface {
 	decode(d *cmdDecoder, cmd *Command)
 }
 
+// since is an operation added after version 1: the oldest command version
+// that carries it. Its decode refuses an older version (v2).
+type since interface{ since() uint64 }
+
 // operations are the operations by number (CmdOp).
 var operations = [...]operation{
 	CmdEnqueue:        opEnqueue{},
@@ -37,6 +41,7 @@ var operations = [...]operation{
 	CmdCompleteClaim:  opCompleteClaim{},
 	CmdHeartbeatBatch: opHeartbeatBatch{},
 	CmdBulk:           opBulk{},
+	CmdReschedule:     opReschedule{},
 }
 
 // operationOf returns the operation numbered op, nil for none.
@@ -275,6 +280,8 @@ func (opCommit) decode(d *cmdDecoder, cmd *Command) {
 
 type opSetPaused struct{}
 
+func (opSetPaused) since() uint64 { return Version2 }
+
 func (opSetPaused) plan(p *Planner, cmd *Command, res *Result) error {
 	return planSetPaused(p, cmd)
 }
@@ -290,6 +297,8 @@ func (opSetPaused) decode(d *cmdDecoder, cmd *Command) {
 }
 
 type opSetLimits struct{}
+
+func (opSetLimits) since() uint64 { return Version2 }
 
 func (opSetLimits) plan(p *Planner, cmd *Command, res *Result) error {
 	return planSetLimits(p, cmd)
@@ -327,6 +336,8 @@ func (opSetLimits) decode(d *cmdDecoder, cmd *Command) {
 
 type opCompleteClaim struct{}
 
+func (opCompleteClaim) since() uint64 { return Version2 }
+
 func (opCompleteClaim) plan(p *Planner, cmd *Command, res *Result) error {
 	return planCompleteClaim(p, cmd, res)
 }
@@ -357,6 +368,8 @@ func (opCompleteClaim) decode(d *cmdDecoder, cmd *Command) {
 
 type opHeartbeatBatch struct{}
 
+func (opHeartbeatBatch) since() uint64 { return Version2 }
+
 func (opHeartbeatBatch) plan(p *Planner, cmd *Command, res *Result) error {
 	return planHeartbeatBatch(p, cmd, res)
 }
@@ -386,6 +399,8 @@ func (opHeartbeatBatch) decode(d *cmdDecoder, cmd *Command) {
 }
 
 type opBulk struct{}
+
+func (opBulk) since() uint64 { return Version2 }
 
 func (opBulk) plan(p *Planner, cmd *Command, res *Result) error {
 	return planBulk(p, cmd, res)

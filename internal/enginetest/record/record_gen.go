@@ -140,6 +140,11 @@ func (x queue) RunNow(p0 context.Context, p1 uint64) error {
 	return x.next.RunNow(p0, p1)
 }
 
+func (x queue) Reschedule(p0 context.Context, p1 uint64, p2 engine.Reschedule) error {
+	x.r.hit("Queue.Reschedule")
+	return x.next.Reschedule(p0, p1, p2)
+}
+
 func (x queue) Get(p0 context.Context, p1 uint64) (engine.TaskInfo, error) {
 	x.r.hit("Queue.Get")
 	return x.next.Get(p0, p1)

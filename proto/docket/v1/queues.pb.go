@@ -1433,6 +1433,120 @@ func (*RunNowResponse) Descriptor() ([]byte, []int) {
 	return file_docket_v1_queues_proto_rawDescGZIP(), []int{25}
 }
 
+type RescheduleRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Id        uint64                 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	// The new due time; unset keeps the task's.
+	At *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// The new priority; unset keeps the task's.
+	Priority      *int64 `protobuf:"varint,5,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescheduleRequest) Reset() {
+	*x = RescheduleRequest{}
+	mi := &file_docket_v1_queues_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescheduleRequest) ProtoMessage() {}
+
+func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_queues_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
+func (*RescheduleRequest) Descriptor() ([]byte, []int) {
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RescheduleRequest) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+func (x *RescheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *RescheduleRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RescheduleRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *RescheduleRequest) GetPriority() int64 {
+	if x != nil && x.Priority != nil {
+		return *x.Priority
+	}
+	return 0
+}
+
+type RescheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescheduleResponse) Reset() {
+	*x = RescheduleResponse{}
+	mi := &file_docket_v1_queues_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescheduleResponse) ProtoMessage() {}
+
+func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_docket_v1_queues_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
+func (*RescheduleResponse) Descriptor() ([]byte, []int) {
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{27}
+}
+
 type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -1444,7 +1558,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_docket_v1_queues_proto_msgTypes[26]
+	mi := &file_docket_v1_queues_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1570,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_queues_proto_msgTypes[26]
+	mi := &file_docket_v1_queues_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1583,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_docket_v1_queues_proto_rawDescGZIP(), []int{26}
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRequest) GetNamespace() *Namespace {
@@ -1502,7 +1616,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_docket_v1_queues_proto_msgTypes[27]
+	mi := &file_docket_v1_queues_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1628,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_queues_proto_msgTypes[27]
+	mi := &file_docket_v1_queues_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1641,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_docket_v1_queues_proto_rawDescGZIP(), []int{27}
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetResponse) GetTask() *TaskInfo {
@@ -1553,7 +1667,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_docket_v1_queues_proto_msgTypes[28]
+	mi := &file_docket_v1_queues_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1679,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_queues_proto_msgTypes[28]
+	mi := &file_docket_v1_queues_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1692,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_docket_v1_queues_proto_rawDescGZIP(), []int{28}
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRequest) GetNamespace() *Namespace {
@@ -1627,7 +1741,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_docket_v1_queues_proto_msgTypes[29]
+	mi := &file_docket_v1_queues_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1753,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_queues_proto_msgTypes[29]
+	mi := &file_docket_v1_queues_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1766,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_docket_v1_queues_proto_rawDescGZIP(), []int{29}
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListResponse) GetTasks() []*TaskInfo {
@@ -1679,7 +1793,7 @@ type CountsRequest struct {
 
 func (x *CountsRequest) Reset() {
 	*x = CountsRequest{}
-	mi := &file_docket_v1_queues_proto_msgTypes[30]
+	mi := &file_docket_v1_queues_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1805,7 @@ func (x *CountsRequest) String() string {
 func (*CountsRequest) ProtoMessage() {}
 
 func (x *CountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_queues_proto_msgTypes[30]
+	mi := &file_docket_v1_queues_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1818,7 @@ func (x *CountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsRequest.ProtoReflect.Descriptor instead.
 func (*CountsRequest) Descriptor() ([]byte, []int) {
-	return file_docket_v1_queues_proto_rawDescGZIP(), []int{30}
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CountsRequest) GetNamespace() *Namespace {
@@ -1730,7 +1844,7 @@ type CountsResponse struct {
 
 func (x *CountsResponse) Reset() {
 	*x = CountsResponse{}
-	mi := &file_docket_v1_queues_proto_msgTypes[31]
+	mi := &file_docket_v1_queues_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1856,7 @@ func (x *CountsResponse) String() string {
 func (*CountsResponse) ProtoMessage() {}
 
 func (x *CountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_docket_v1_queues_proto_msgTypes[31]
+	mi := &file_docket_v1_queues_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1869,7 @@ func (x *CountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountsResponse.ProtoReflect.Descriptor instead.
 func (*CountsResponse) Descriptor() ([]byte, []int) {
-	return file_docket_v1_queues_proto_rawDescGZIP(), []int{31}
+	return file_docket_v1_queues_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CountsResponse) GetCounts() *Counts {
@@ -1854,7 +1968,15 @@ const file_docket_v1_queues_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\x04R\x02id\"\x10\n" +
-	"\x0eRunNowResponse\"f\n" +
+	"\x0eRunNowResponse\"\xc7\x01\n" +
+	"\x11RescheduleRequest\x122\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1f\n" +
+	"\bpriority\x18\x05 \x01(\x03H\x00R\bpriority\x88\x01\x01B\v\n" +
+	"\t_priority\"\x14\n" +
+	"\x12RescheduleResponse\"f\n" +
 	"\n" +
 	"GetRequest\x122\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
@@ -1875,7 +1997,7 @@ const file_docket_v1_queues_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\";\n" +
 	"\x0eCountsResponse\x12)\n" +
-	"\x06counts\x18\x01 \x01(\v2\x11.docket.v1.CountsR\x06counts2\xc0\b\n" +
+	"\x06counts\x18\x01 \x01(\v2\x11.docket.v1.CountsR\x06counts2\x8b\t\n" +
 	"\x06Queues\x12@\n" +
 	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12O\n" +
 	"\fEnqueueBatch\x12\x1e.docket.v1.EnqueueBatchRequest\x1a\x1f.docket.v1.EnqueueBatchResponse\x12:\n" +
@@ -1890,7 +2012,9 @@ const file_docket_v1_queues_proto_rawDesc = "" +
 	"\aRedrive\x12\x19.docket.v1.RedriveRequest\x1a\x1a.docket.v1.RedriveResponse\x12I\n" +
 	"\n" +
 	"RedriveAll\x12\x1c.docket.v1.RedriveAllRequest\x1a\x1d.docket.v1.RedriveAllResponse\x12=\n" +
-	"\x06RunNow\x12\x18.docket.v1.RunNowRequest\x1a\x19.docket.v1.RunNowResponse\x129\n" +
+	"\x06RunNow\x12\x18.docket.v1.RunNowRequest\x1a\x19.docket.v1.RunNowResponse\x12I\n" +
+	"\n" +
+	"Reschedule\x12\x1c.docket.v1.RescheduleRequest\x1a\x1d.docket.v1.RescheduleResponse\x129\n" +
 	"\x03Get\x12\x15.docket.v1.GetRequest\x1a\x16.docket.v1.GetResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x04List\x12\x16.docket.v1.ListRequest\x1a\x17.docket.v1.ListResponse\"\x03\x90\x02\x01\x12B\n" +
 	"\x06Counts\x12\x18.docket.v1.CountsRequest\x1a\x19.docket.v1.CountsResponse\"\x03\x90\x02\x01B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
@@ -1907,7 +2031,7 @@ func file_docket_v1_queues_proto_rawDescGZIP() []byte {
 	return file_docket_v1_queues_proto_rawDescData
 }
 
-var file_docket_v1_queues_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_docket_v1_queues_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_docket_v1_queues_proto_goTypes = []any{
 	(*EnqueueRequest)(nil),        // 0: docket.v1.EnqueueRequest
 	(*EnqueueResponse)(nil),       // 1: docket.v1.EnqueueResponse
@@ -1935,109 +2059,115 @@ var file_docket_v1_queues_proto_goTypes = []any{
 	(*RedriveAllResponse)(nil),    // 23: docket.v1.RedriveAllResponse
 	(*RunNowRequest)(nil),         // 24: docket.v1.RunNowRequest
 	(*RunNowResponse)(nil),        // 25: docket.v1.RunNowResponse
-	(*GetRequest)(nil),            // 26: docket.v1.GetRequest
-	(*GetResponse)(nil),           // 27: docket.v1.GetResponse
-	(*ListRequest)(nil),           // 28: docket.v1.ListRequest
-	(*ListResponse)(nil),          // 29: docket.v1.ListResponse
-	(*CountsRequest)(nil),         // 30: docket.v1.CountsRequest
-	(*CountsResponse)(nil),        // 31: docket.v1.CountsResponse
-	(*Namespace)(nil),             // 32: docket.v1.Namespace
-	(*Task)(nil),                  // 33: docket.v1.Task
-	(*Op)(nil),                    // 34: docket.v1.Op
-	(*Enqueued)(nil),              // 35: docket.v1.Enqueued
-	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
-	(*Lease)(nil),                 // 37: docket.v1.Lease
-	(*LeaseRef)(nil),              // 38: docket.v1.LeaseRef
-	(*Done)(nil),                  // 39: docket.v1.Done
-	(*TxResult)(nil),              // 40: docket.v1.TxResult
-	(*Error)(nil),                 // 41: docket.v1.Error
-	(*Failure)(nil),               // 42: docket.v1.Failure
-	(*timestamppb.Timestamp)(nil), // 43: google.protobuf.Timestamp
-	(*TaskInfo)(nil),              // 44: docket.v1.TaskInfo
-	(State)(0),                    // 45: docket.v1.State
-	(*Counts)(nil),                // 46: docket.v1.Counts
+	(*RescheduleRequest)(nil),     // 26: docket.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),    // 27: docket.v1.RescheduleResponse
+	(*GetRequest)(nil),            // 28: docket.v1.GetRequest
+	(*GetResponse)(nil),           // 29: docket.v1.GetResponse
+	(*ListRequest)(nil),           // 30: docket.v1.ListRequest
+	(*ListResponse)(nil),          // 31: docket.v1.ListResponse
+	(*CountsRequest)(nil),         // 32: docket.v1.CountsRequest
+	(*CountsResponse)(nil),        // 33: docket.v1.CountsResponse
+	(*Namespace)(nil),             // 34: docket.v1.Namespace
+	(*Task)(nil),                  // 35: docket.v1.Task
+	(*Op)(nil),                    // 36: docket.v1.Op
+	(*Enqueued)(nil),              // 37: docket.v1.Enqueued
+	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(*Lease)(nil),                 // 39: docket.v1.Lease
+	(*LeaseRef)(nil),              // 40: docket.v1.LeaseRef
+	(*Done)(nil),                  // 41: docket.v1.Done
+	(*TxResult)(nil),              // 42: docket.v1.TxResult
+	(*Error)(nil),                 // 43: docket.v1.Error
+	(*Failure)(nil),               // 44: docket.v1.Failure
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*TaskInfo)(nil),              // 46: docket.v1.TaskInfo
+	(State)(0),                    // 47: docket.v1.State
+	(*Counts)(nil),                // 48: docket.v1.Counts
 }
 var file_docket_v1_queues_proto_depIdxs = []int32{
-	32, // 0: docket.v1.EnqueueRequest.namespace:type_name -> docket.v1.Namespace
-	33, // 1: docket.v1.EnqueueRequest.task:type_name -> docket.v1.Task
-	34, // 2: docket.v1.EnqueueRequest.ops:type_name -> docket.v1.Op
-	35, // 3: docket.v1.EnqueueResponse.enqueued:type_name -> docket.v1.Enqueued
-	32, // 4: docket.v1.EnqueueBatchRequest.namespace:type_name -> docket.v1.Namespace
-	33, // 5: docket.v1.EnqueueBatchRequest.tasks:type_name -> docket.v1.Task
-	34, // 6: docket.v1.EnqueueBatchRequest.ops:type_name -> docket.v1.Op
-	35, // 7: docket.v1.EnqueueBatchResponse.enqueued:type_name -> docket.v1.Enqueued
-	32, // 8: docket.v1.ClaimRequest.namespace:type_name -> docket.v1.Namespace
-	36, // 9: docket.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	37, // 10: docket.v1.ClaimResponse.leases:type_name -> docket.v1.Lease
-	32, // 11: docket.v1.ClaimWaitRequest.namespace:type_name -> docket.v1.Namespace
-	36, // 12: docket.v1.ClaimWaitRequest.lease:type_name -> google.protobuf.Duration
-	36, // 13: docket.v1.ClaimWaitRequest.max_wait:type_name -> google.protobuf.Duration
-	37, // 14: docket.v1.ClaimWaitResponse.leases:type_name -> docket.v1.Lease
-	32, // 15: docket.v1.CompleteRequest.namespace:type_name -> docket.v1.Namespace
-	38, // 16: docket.v1.CompleteRequest.lease:type_name -> docket.v1.LeaseRef
-	39, // 17: docket.v1.CompleteRequest.done:type_name -> docket.v1.Done
-	40, // 18: docket.v1.CompleteResponse.result:type_name -> docket.v1.TxResult
-	32, // 19: docket.v1.CompleteBatchRequest.namespace:type_name -> docket.v1.Namespace
-	38, // 20: docket.v1.CompleteBatchRequest.leases:type_name -> docket.v1.LeaseRef
-	41, // 21: docket.v1.CompleteBatchResponse.errors:type_name -> docket.v1.Error
-	32, // 22: docket.v1.FailRequest.namespace:type_name -> docket.v1.Namespace
-	38, // 23: docket.v1.FailRequest.lease:type_name -> docket.v1.LeaseRef
-	42, // 24: docket.v1.FailRequest.failure:type_name -> docket.v1.Failure
-	32, // 25: docket.v1.HeartbeatRequest.namespace:type_name -> docket.v1.Namespace
-	38, // 26: docket.v1.HeartbeatRequest.lease:type_name -> docket.v1.LeaseRef
-	36, // 27: docket.v1.HeartbeatRequest.extend:type_name -> google.protobuf.Duration
-	43, // 28: docket.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
-	32, // 29: docket.v1.SnoozeRequest.namespace:type_name -> docket.v1.Namespace
-	38, // 30: docket.v1.SnoozeRequest.lease:type_name -> docket.v1.LeaseRef
-	36, // 31: docket.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
-	32, // 32: docket.v1.CancelRequest.namespace:type_name -> docket.v1.Namespace
-	32, // 33: docket.v1.RedriveRequest.namespace:type_name -> docket.v1.Namespace
-	32, // 34: docket.v1.RedriveAllRequest.namespace:type_name -> docket.v1.Namespace
-	32, // 35: docket.v1.RunNowRequest.namespace:type_name -> docket.v1.Namespace
-	32, // 36: docket.v1.GetRequest.namespace:type_name -> docket.v1.Namespace
-	44, // 37: docket.v1.GetResponse.task:type_name -> docket.v1.TaskInfo
-	32, // 38: docket.v1.ListRequest.namespace:type_name -> docket.v1.Namespace
-	45, // 39: docket.v1.ListRequest.state:type_name -> docket.v1.State
-	44, // 40: docket.v1.ListResponse.tasks:type_name -> docket.v1.TaskInfo
-	32, // 41: docket.v1.CountsRequest.namespace:type_name -> docket.v1.Namespace
-	46, // 42: docket.v1.CountsResponse.counts:type_name -> docket.v1.Counts
-	0,  // 43: docket.v1.Queues.Enqueue:input_type -> docket.v1.EnqueueRequest
-	2,  // 44: docket.v1.Queues.EnqueueBatch:input_type -> docket.v1.EnqueueBatchRequest
-	4,  // 45: docket.v1.Queues.Claim:input_type -> docket.v1.ClaimRequest
-	6,  // 46: docket.v1.Queues.ClaimWait:input_type -> docket.v1.ClaimWaitRequest
-	8,  // 47: docket.v1.Queues.Complete:input_type -> docket.v1.CompleteRequest
-	10, // 48: docket.v1.Queues.CompleteBatch:input_type -> docket.v1.CompleteBatchRequest
-	12, // 49: docket.v1.Queues.Fail:input_type -> docket.v1.FailRequest
-	14, // 50: docket.v1.Queues.Heartbeat:input_type -> docket.v1.HeartbeatRequest
-	16, // 51: docket.v1.Queues.Snooze:input_type -> docket.v1.SnoozeRequest
-	18, // 52: docket.v1.Queues.Cancel:input_type -> docket.v1.CancelRequest
-	20, // 53: docket.v1.Queues.Redrive:input_type -> docket.v1.RedriveRequest
-	22, // 54: docket.v1.Queues.RedriveAll:input_type -> docket.v1.RedriveAllRequest
-	24, // 55: docket.v1.Queues.RunNow:input_type -> docket.v1.RunNowRequest
-	26, // 56: docket.v1.Queues.Get:input_type -> docket.v1.GetRequest
-	28, // 57: docket.v1.Queues.List:input_type -> docket.v1.ListRequest
-	30, // 58: docket.v1.Queues.Counts:input_type -> docket.v1.CountsRequest
-	1,  // 59: docket.v1.Queues.Enqueue:output_type -> docket.v1.EnqueueResponse
-	3,  // 60: docket.v1.Queues.EnqueueBatch:output_type -> docket.v1.EnqueueBatchResponse
-	5,  // 61: docket.v1.Queues.Claim:output_type -> docket.v1.ClaimResponse
-	7,  // 62: docket.v1.Queues.ClaimWait:output_type -> docket.v1.ClaimWaitResponse
-	9,  // 63: docket.v1.Queues.Complete:output_type -> docket.v1.CompleteResponse
-	11, // 64: docket.v1.Queues.CompleteBatch:output_type -> docket.v1.CompleteBatchResponse
-	13, // 65: docket.v1.Queues.Fail:output_type -> docket.v1.FailResponse
-	15, // 66: docket.v1.Queues.Heartbeat:output_type -> docket.v1.HeartbeatResponse
-	17, // 67: docket.v1.Queues.Snooze:output_type -> docket.v1.SnoozeResponse
-	19, // 68: docket.v1.Queues.Cancel:output_type -> docket.v1.CancelResponse
-	21, // 69: docket.v1.Queues.Redrive:output_type -> docket.v1.RedriveResponse
-	23, // 70: docket.v1.Queues.RedriveAll:output_type -> docket.v1.RedriveAllResponse
-	25, // 71: docket.v1.Queues.RunNow:output_type -> docket.v1.RunNowResponse
-	27, // 72: docket.v1.Queues.Get:output_type -> docket.v1.GetResponse
-	29, // 73: docket.v1.Queues.List:output_type -> docket.v1.ListResponse
-	31, // 74: docket.v1.Queues.Counts:output_type -> docket.v1.CountsResponse
-	59, // [59:75] is the sub-list for method output_type
-	43, // [43:59] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	34, // 0: docket.v1.EnqueueRequest.namespace:type_name -> docket.v1.Namespace
+	35, // 1: docket.v1.EnqueueRequest.task:type_name -> docket.v1.Task
+	36, // 2: docket.v1.EnqueueRequest.ops:type_name -> docket.v1.Op
+	37, // 3: docket.v1.EnqueueResponse.enqueued:type_name -> docket.v1.Enqueued
+	34, // 4: docket.v1.EnqueueBatchRequest.namespace:type_name -> docket.v1.Namespace
+	35, // 5: docket.v1.EnqueueBatchRequest.tasks:type_name -> docket.v1.Task
+	36, // 6: docket.v1.EnqueueBatchRequest.ops:type_name -> docket.v1.Op
+	37, // 7: docket.v1.EnqueueBatchResponse.enqueued:type_name -> docket.v1.Enqueued
+	34, // 8: docket.v1.ClaimRequest.namespace:type_name -> docket.v1.Namespace
+	38, // 9: docket.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	39, // 10: docket.v1.ClaimResponse.leases:type_name -> docket.v1.Lease
+	34, // 11: docket.v1.ClaimWaitRequest.namespace:type_name -> docket.v1.Namespace
+	38, // 12: docket.v1.ClaimWaitRequest.lease:type_name -> google.protobuf.Duration
+	38, // 13: docket.v1.ClaimWaitRequest.max_wait:type_name -> google.protobuf.Duration
+	39, // 14: docket.v1.ClaimWaitResponse.leases:type_name -> docket.v1.Lease
+	34, // 15: docket.v1.CompleteRequest.namespace:type_name -> docket.v1.Namespace
+	40, // 16: docket.v1.CompleteRequest.lease:type_name -> docket.v1.LeaseRef
+	41, // 17: docket.v1.CompleteRequest.done:type_name -> docket.v1.Done
+	42, // 18: docket.v1.CompleteResponse.result:type_name -> docket.v1.TxResult
+	34, // 19: docket.v1.CompleteBatchRequest.namespace:type_name -> docket.v1.Namespace
+	40, // 20: docket.v1.CompleteBatchRequest.leases:type_name -> docket.v1.LeaseRef
+	43, // 21: docket.v1.CompleteBatchResponse.errors:type_name -> docket.v1.Error
+	34, // 22: docket.v1.FailRequest.namespace:type_name -> docket.v1.Namespace
+	40, // 23: docket.v1.FailRequest.lease:type_name -> docket.v1.LeaseRef
+	44, // 24: docket.v1.FailRequest.failure:type_name -> docket.v1.Failure
+	34, // 25: docket.v1.HeartbeatRequest.namespace:type_name -> docket.v1.Namespace
+	40, // 26: docket.v1.HeartbeatRequest.lease:type_name -> docket.v1.LeaseRef
+	38, // 27: docket.v1.HeartbeatRequest.extend:type_name -> google.protobuf.Duration
+	45, // 28: docket.v1.HeartbeatResponse.deadline:type_name -> google.protobuf.Timestamp
+	34, // 29: docket.v1.SnoozeRequest.namespace:type_name -> docket.v1.Namespace
+	40, // 30: docket.v1.SnoozeRequest.lease:type_name -> docket.v1.LeaseRef
+	38, // 31: docket.v1.SnoozeRequest.delay:type_name -> google.protobuf.Duration
+	34, // 32: docket.v1.CancelRequest.namespace:type_name -> docket.v1.Namespace
+	34, // 33: docket.v1.RedriveRequest.namespace:type_name -> docket.v1.Namespace
+	34, // 34: docket.v1.RedriveAllRequest.namespace:type_name -> docket.v1.Namespace
+	34, // 35: docket.v1.RunNowRequest.namespace:type_name -> docket.v1.Namespace
+	34, // 36: docket.v1.RescheduleRequest.namespace:type_name -> docket.v1.Namespace
+	45, // 37: docket.v1.RescheduleRequest.at:type_name -> google.protobuf.Timestamp
+	34, // 38: docket.v1.GetRequest.namespace:type_name -> docket.v1.Namespace
+	46, // 39: docket.v1.GetResponse.task:type_name -> docket.v1.TaskInfo
+	34, // 40: docket.v1.ListRequest.namespace:type_name -> docket.v1.Namespace
+	47, // 41: docket.v1.ListRequest.state:type_name -> docket.v1.State
+	46, // 42: docket.v1.ListResponse.tasks:type_name -> docket.v1.TaskInfo
+	34, // 43: docket.v1.CountsRequest.namespace:type_name -> docket.v1.Namespace
+	48, // 44: docket.v1.CountsResponse.counts:type_name -> docket.v1.Counts
+	0,  // 45: docket.v1.Queues.Enqueue:input_type -> docket.v1.EnqueueRequest
+	2,  // 46: docket.v1.Queues.EnqueueBatch:input_type -> docket.v1.EnqueueBatchRequest
+	4,  // 47: docket.v1.Queues.Claim:input_type -> docket.v1.ClaimRequest
+	6,  // 48: docket.v1.Queues.ClaimWait:input_type -> docket.v1.ClaimWaitRequest
+	8,  // 49: docket.v1.Queues.Complete:input_type -> docket.v1.CompleteRequest
+	10, // 50: docket.v1.Queues.CompleteBatch:input_type -> docket.v1.CompleteBatchRequest
+	12, // 51: docket.v1.Queues.Fail:input_type -> docket.v1.FailRequest
+	14, // 52: docket.v1.Queues.Heartbeat:input_type -> docket.v1.HeartbeatRequest
+	16, // 53: docket.v1.Queues.Snooze:input_type -> docket.v1.SnoozeRequest
+	18, // 54: docket.v1.Queues.Cancel:input_type -> docket.v1.CancelRequest
+	20, // 55: docket.v1.Queues.Redrive:input_type -> docket.v1.RedriveRequest
+	22, // 56: docket.v1.Queues.RedriveAll:input_type -> docket.v1.RedriveAllRequest
+	24, // 57: docket.v1.Queues.RunNow:input_type -> docket.v1.RunNowRequest
+	26, // 58: docket.v1.Queues.Reschedule:input_type -> docket.v1.RescheduleRequest
+	28, // 59: docket.v1.Queues.Get:input_type -> docket.v1.GetRequest
+	30, // 60: docket.v1.Queues.List:input_type -> docket.v1.ListRequest
+	32, // 61: docket.v1.Queues.Counts:input_type -> docket.v1.CountsRequest
+	1,  // 62: docket.v1.Queues.Enqueue:output_type -> docket.v1.EnqueueResponse
+	3,  // 63: docket.v1.Queues.EnqueueBatch:output_type -> docket.v1.EnqueueBatchResponse
+	5,  // 64: docket.v1.Queues.Claim:output_type -> docket.v1.ClaimResponse
+	7,  // 65: docket.v1.Queues.ClaimWait:output_type -> docket.v1.ClaimWaitResponse
+	9,  // 66: docket.v1.Queues.Complete:output_type -> docket.v1.CompleteResponse
+	11, // 67: docket.v1.Queues.CompleteBatch:output_type -> docket.v1.CompleteBatchResponse
+	13, // 68: docket.v1.Queues.Fail:output_type -> docket.v1.FailResponse
+	15, // 69: docket.v1.Queues.Heartbeat:output_type -> docket.v1.HeartbeatResponse
+	17, // 70: docket.v1.Queues.Snooze:output_type -> docket.v1.SnoozeResponse
+	19, // 71: docket.v1.Queues.Cancel:output_type -> docket.v1.CancelResponse
+	21, // 72: docket.v1.Queues.Redrive:output_type -> docket.v1.RedriveResponse
+	23, // 73: docket.v1.Queues.RedriveAll:output_type -> docket.v1.RedriveAllResponse
+	25, // 74: docket.v1.Queues.RunNow:output_type -> docket.v1.RunNowResponse
+	27, // 75: docket.v1.Queues.Reschedule:output_type -> docket.v1.RescheduleResponse
+	29, // 76: docket.v1.Queues.Get:output_type -> docket.v1.GetResponse
+	31, // 77: docket.v1.Queues.List:output_type -> docket.v1.ListResponse
+	33, // 78: docket.v1.Queues.Counts:output_type -> docket.v1.CountsResponse
+	62, // [62:79] is the sub-list for method output_type
+	45, // [45:62] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_queues_proto_init() }
@@ -2047,13 +2177,14 @@ func file_docket_v1_queues_proto_init() {
 	}
 	file_docket_v1_types_proto_init()
 	file_docket_v1_queues_proto_msgTypes[14].OneofWrappers = []any{}
+	file_docket_v1_queues_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_queues_proto_rawDesc), len(file_docket_v1_queues_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

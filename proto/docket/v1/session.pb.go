@@ -211,6 +211,7 @@ type Call struct {
 	//	*Call_Counts
 	//	*Call_Search
 	//	*Call_Bulk
+	//	*Call_Reschedule
 	//	*Call_CompleteAndClaim
 	//	*Call_HeartbeatBatch
 	//	*Call_KvGet
@@ -449,6 +450,15 @@ func (x *Call) GetBulk() *BulkRequest {
 	return nil
 }
 
+func (x *Call) GetReschedule() *RescheduleRequest {
+	if x != nil {
+		if x, ok := x.Call.(*Call_Reschedule); ok {
+			return x.Reschedule
+		}
+	}
+	return nil
+}
+
 func (x *Call) GetCompleteAndClaim() *CompleteAndClaimRequest {
 	if x != nil {
 		if x, ok := x.Call.(*Call_CompleteAndClaim); ok {
@@ -631,6 +641,10 @@ type Call_Bulk struct {
 	Bulk *BulkRequest `protobuf:"bytes,27,opt,name=bulk,proto3,oneof"`
 }
 
+type Call_Reschedule struct {
+	Reschedule *RescheduleRequest `protobuf:"bytes,28,opt,name=reschedule,proto3,oneof"`
+}
+
 type Call_CompleteAndClaim struct {
 	CompleteAndClaim *CompleteAndClaimRequest `protobuf:"bytes,30,opt,name=complete_and_claim,json=completeAndClaim,proto3,oneof"`
 }
@@ -712,6 +726,8 @@ func (*Call_Counts) isCall_Call() {}
 func (*Call_Search) isCall_Call() {}
 
 func (*Call_Bulk) isCall_Call() {}
+
+func (*Call_Reschedule) isCall_Call() {}
 
 func (*Call_CompleteAndClaim) isCall_Call() {}
 
@@ -801,6 +817,7 @@ type Reply struct {
 	//	*Reply_Counts
 	//	*Reply_Search
 	//	*Reply_Bulk
+	//	*Reply_Reschedule
 	//	*Reply_CompleteAndClaim
 	//	*Reply_HeartbeatBatch
 	//	*Reply_KvGet
@@ -1041,6 +1058,15 @@ func (x *Reply) GetBulk() *BulkResponse {
 	return nil
 }
 
+func (x *Reply) GetReschedule() *RescheduleResponse {
+	if x != nil {
+		if x, ok := x.Reply.(*Reply_Reschedule); ok {
+			return x.Reschedule
+		}
+	}
+	return nil
+}
+
 func (x *Reply) GetCompleteAndClaim() *CompleteAndClaimResponse {
 	if x != nil {
 		if x, ok := x.Reply.(*Reply_CompleteAndClaim); ok {
@@ -1226,6 +1252,10 @@ type Reply_Bulk struct {
 	Bulk *BulkResponse `protobuf:"bytes,27,opt,name=bulk,proto3,oneof"`
 }
 
+type Reply_Reschedule struct {
+	Reschedule *RescheduleResponse `protobuf:"bytes,28,opt,name=reschedule,proto3,oneof"`
+}
+
 type Reply_CompleteAndClaim struct {
 	CompleteAndClaim *CompleteAndClaimResponse `protobuf:"bytes,30,opt,name=complete_and_claim,json=completeAndClaim,proto3,oneof"`
 }
@@ -1309,6 +1339,8 @@ func (*Reply_Counts) isReply_Reply() {}
 func (*Reply_Search) isReply_Reply() {}
 
 func (*Reply_Bulk) isReply_Reply() {}
+
+func (*Reply_Reschedule) isReply_Reply() {}
 
 func (*Reply_CompleteAndClaim) isReply_Reply() {}
 
@@ -1400,7 +1432,7 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"\tmax_calls\x18\x03 \x01(\rR\bmaxCalls\x12\x1d\n" +
 	"\n" +
 	"max_parked\x18\x04 \x01(\rR\tmaxParked\x12&\n" +
-	"\x0fmax_frame_bytes\x18\x05 \x01(\x04R\rmaxFrameBytes\"\xe9\r\n" +
+	"\x0fmax_frame_bytes\x18\x05 \x01(\x04R\rmaxFrameBytes\"\xa9\x0e\n" +
 	"\x04Call\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x0etimeout_micros\x18\x03 \x01(\x04R\rtimeoutMicros\x12.\n" +
@@ -1425,7 +1457,10 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"\x04list\x18\x18 \x01(\v2\x16.docket.v1.ListRequestH\x00R\x04list\x122\n" +
 	"\x06counts\x18\x19 \x01(\v2\x18.docket.v1.CountsRequestH\x00R\x06counts\x122\n" +
 	"\x06search\x18\x1a \x01(\v2\x18.docket.v1.SearchRequestH\x00R\x06search\x12,\n" +
-	"\x04bulk\x18\x1b \x01(\v2\x16.docket.v1.BulkRequestH\x00R\x04bulk\x12R\n" +
+	"\x04bulk\x18\x1b \x01(\v2\x16.docket.v1.BulkRequestH\x00R\x04bulk\x12>\n" +
+	"\n" +
+	"reschedule\x18\x1c \x01(\v2\x1c.docket.v1.RescheduleRequestH\x00R\n" +
+	"reschedule\x12R\n" +
 	"\x12complete_and_claim\x18\x1e \x01(\v2\".docket.v1.CompleteAndClaimRequestH\x00R\x10completeAndClaim\x12K\n" +
 	"\x0fheartbeat_batch\x18\x1f \x01(\v2 .docket.v1.HeartbeatBatchRequestH\x00R\x0eheartbeatBatch\x120\n" +
 	"\x06kv_get\x18( \x01(\v2\x17.docket.v1.KVGetRequestH\x00R\x05kvGet\x123\n" +
@@ -1441,7 +1476,7 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"partitions\x122\n" +
 	"\x06queues\x18< \x01(\v2\x18.docket.v1.QueuesRequestH\x00R\x06queuesB\x06\n" +
 	"\x04call\"\t\n" +
-	"\aAbandon\"\x96\x0e\n" +
+	"\aAbandon\"\xd7\x0e\n" +
 	"\x05Reply\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\x05error\x18\x02 \x01(\v2\x14.docket.v1.ItemErrorH\x00R\x05error\x125\n" +
@@ -1467,7 +1502,10 @@ const file_docket_v1_session_proto_rawDesc = "" +
 	"\x04list\x18\x18 \x01(\v2\x17.docket.v1.ListResponseH\x00R\x04list\x123\n" +
 	"\x06counts\x18\x19 \x01(\v2\x19.docket.v1.CountsResponseH\x00R\x06counts\x123\n" +
 	"\x06search\x18\x1a \x01(\v2\x19.docket.v1.SearchResponseH\x00R\x06search\x12-\n" +
-	"\x04bulk\x18\x1b \x01(\v2\x17.docket.v1.BulkResponseH\x00R\x04bulk\x12S\n" +
+	"\x04bulk\x18\x1b \x01(\v2\x17.docket.v1.BulkResponseH\x00R\x04bulk\x12?\n" +
+	"\n" +
+	"reschedule\x18\x1c \x01(\v2\x1d.docket.v1.RescheduleResponseH\x00R\n" +
+	"reschedule\x12S\n" +
 	"\x12complete_and_claim\x18\x1e \x01(\v2#.docket.v1.CompleteAndClaimResponseH\x00R\x10completeAndClaim\x12L\n" +
 	"\x0fheartbeat_batch\x18\x1f \x01(\v2!.docket.v1.HeartbeatBatchResponseH\x00R\x0eheartbeatBatch\x121\n" +
 	"\x06kv_get\x18( \x01(\v2\x18.docket.v1.KVGetResponseH\x00R\x05kvGet\x124\n" +
@@ -1525,47 +1563,49 @@ var file_docket_v1_session_proto_goTypes = []any{
 	(*CountsRequest)(nil),            // 21: docket.v1.CountsRequest
 	(*SearchRequest)(nil),            // 22: docket.v1.SearchRequest
 	(*BulkRequest)(nil),              // 23: docket.v1.BulkRequest
-	(*CompleteAndClaimRequest)(nil),  // 24: docket.v1.CompleteAndClaimRequest
-	(*HeartbeatBatchRequest)(nil),    // 25: docket.v1.HeartbeatBatchRequest
-	(*KVGetRequest)(nil),             // 26: docket.v1.KVGetRequest
-	(*KVScanRequest)(nil),            // 27: docket.v1.KVScanRequest
-	(*KVCommitRequest)(nil),          // 28: docket.v1.KVCommitRequest
-	(*PauseRequest)(nil),             // 29: docket.v1.PauseRequest
-	(*ResumeRequest)(nil),            // 30: docket.v1.ResumeRequest
-	(*SetLimitsRequest)(nil),         // 31: docket.v1.SetLimitsRequest
-	(*SettingsRequest)(nil),          // 32: docket.v1.SettingsRequest
-	(*PartitionsRequest)(nil),        // 33: docket.v1.PartitionsRequest
-	(*QueuesRequest)(nil),            // 34: docket.v1.QueuesRequest
-	(*ItemError)(nil),                // 35: docket.v1.ItemError
-	(*EnqueueResponse)(nil),          // 36: docket.v1.EnqueueResponse
-	(*EnqueueBatchResponse)(nil),     // 37: docket.v1.EnqueueBatchResponse
-	(*ClaimResponse)(nil),            // 38: docket.v1.ClaimResponse
-	(*ClaimWaitResponse)(nil),        // 39: docket.v1.ClaimWaitResponse
-	(*CompleteResponse)(nil),         // 40: docket.v1.CompleteResponse
-	(*CompleteBatchResponse)(nil),    // 41: docket.v1.CompleteBatchResponse
-	(*FailResponse)(nil),             // 42: docket.v1.FailResponse
-	(*HeartbeatResponse)(nil),        // 43: docket.v1.HeartbeatResponse
-	(*SnoozeResponse)(nil),           // 44: docket.v1.SnoozeResponse
-	(*CancelResponse)(nil),           // 45: docket.v1.CancelResponse
-	(*RedriveResponse)(nil),          // 46: docket.v1.RedriveResponse
-	(*RedriveAllResponse)(nil),       // 47: docket.v1.RedriveAllResponse
-	(*RunNowResponse)(nil),           // 48: docket.v1.RunNowResponse
-	(*GetResponse)(nil),              // 49: docket.v1.GetResponse
-	(*ListResponse)(nil),             // 50: docket.v1.ListResponse
-	(*CountsResponse)(nil),           // 51: docket.v1.CountsResponse
-	(*SearchResponse)(nil),           // 52: docket.v1.SearchResponse
-	(*BulkResponse)(nil),             // 53: docket.v1.BulkResponse
-	(*CompleteAndClaimResponse)(nil), // 54: docket.v1.CompleteAndClaimResponse
-	(*HeartbeatBatchResponse)(nil),   // 55: docket.v1.HeartbeatBatchResponse
-	(*KVGetResponse)(nil),            // 56: docket.v1.KVGetResponse
-	(*KVScanResponse)(nil),           // 57: docket.v1.KVScanResponse
-	(*KVCommitResponse)(nil),         // 58: docket.v1.KVCommitResponse
-	(*PauseResponse)(nil),            // 59: docket.v1.PauseResponse
-	(*ResumeResponse)(nil),           // 60: docket.v1.ResumeResponse
-	(*SetLimitsResponse)(nil),        // 61: docket.v1.SetLimitsResponse
-	(*SettingsResponse)(nil),         // 62: docket.v1.SettingsResponse
-	(*PartitionsResponse)(nil),       // 63: docket.v1.PartitionsResponse
-	(*QueuesResponse)(nil),           // 64: docket.v1.QueuesResponse
+	(*RescheduleRequest)(nil),        // 24: docket.v1.RescheduleRequest
+	(*CompleteAndClaimRequest)(nil),  // 25: docket.v1.CompleteAndClaimRequest
+	(*HeartbeatBatchRequest)(nil),    // 26: docket.v1.HeartbeatBatchRequest
+	(*KVGetRequest)(nil),             // 27: docket.v1.KVGetRequest
+	(*KVScanRequest)(nil),            // 28: docket.v1.KVScanRequest
+	(*KVCommitRequest)(nil),          // 29: docket.v1.KVCommitRequest
+	(*PauseRequest)(nil),             // 30: docket.v1.PauseRequest
+	(*ResumeRequest)(nil),            // 31: docket.v1.ResumeRequest
+	(*SetLimitsRequest)(nil),         // 32: docket.v1.SetLimitsRequest
+	(*SettingsRequest)(nil),          // 33: docket.v1.SettingsRequest
+	(*PartitionsRequest)(nil),        // 34: docket.v1.PartitionsRequest
+	(*QueuesRequest)(nil),            // 35: docket.v1.QueuesRequest
+	(*ItemError)(nil),                // 36: docket.v1.ItemError
+	(*EnqueueResponse)(nil),          // 37: docket.v1.EnqueueResponse
+	(*EnqueueBatchResponse)(nil),     // 38: docket.v1.EnqueueBatchResponse
+	(*ClaimResponse)(nil),            // 39: docket.v1.ClaimResponse
+	(*ClaimWaitResponse)(nil),        // 40: docket.v1.ClaimWaitResponse
+	(*CompleteResponse)(nil),         // 41: docket.v1.CompleteResponse
+	(*CompleteBatchResponse)(nil),    // 42: docket.v1.CompleteBatchResponse
+	(*FailResponse)(nil),             // 43: docket.v1.FailResponse
+	(*HeartbeatResponse)(nil),        // 44: docket.v1.HeartbeatResponse
+	(*SnoozeResponse)(nil),           // 45: docket.v1.SnoozeResponse
+	(*CancelResponse)(nil),           // 46: docket.v1.CancelResponse
+	(*RedriveResponse)(nil),          // 47: docket.v1.RedriveResponse
+	(*RedriveAllResponse)(nil),       // 48: docket.v1.RedriveAllResponse
+	(*RunNowResponse)(nil),           // 49: docket.v1.RunNowResponse
+	(*GetResponse)(nil),              // 50: docket.v1.GetResponse
+	(*ListResponse)(nil),             // 51: docket.v1.ListResponse
+	(*CountsResponse)(nil),           // 52: docket.v1.CountsResponse
+	(*SearchResponse)(nil),           // 53: docket.v1.SearchResponse
+	(*BulkResponse)(nil),             // 54: docket.v1.BulkResponse
+	(*RescheduleResponse)(nil),       // 55: docket.v1.RescheduleResponse
+	(*CompleteAndClaimResponse)(nil), // 56: docket.v1.CompleteAndClaimResponse
+	(*HeartbeatBatchResponse)(nil),   // 57: docket.v1.HeartbeatBatchResponse
+	(*KVGetResponse)(nil),            // 58: docket.v1.KVGetResponse
+	(*KVScanResponse)(nil),           // 59: docket.v1.KVScanResponse
+	(*KVCommitResponse)(nil),         // 60: docket.v1.KVCommitResponse
+	(*PauseResponse)(nil),            // 61: docket.v1.PauseResponse
+	(*ResumeResponse)(nil),           // 62: docket.v1.ResumeResponse
+	(*SetLimitsResponse)(nil),        // 63: docket.v1.SetLimitsResponse
+	(*SettingsResponse)(nil),         // 64: docket.v1.SettingsResponse
+	(*PartitionsResponse)(nil),       // 65: docket.v1.PartitionsResponse
+	(*QueuesResponse)(nil),           // 66: docket.v1.QueuesResponse
 }
 var file_docket_v1_session_proto_depIdxs = []int32{
 	3,  // 0: docket.v1.Call.abandon:type_name -> docket.v1.Abandon
@@ -1587,53 +1627,55 @@ var file_docket_v1_session_proto_depIdxs = []int32{
 	21, // 16: docket.v1.Call.counts:type_name -> docket.v1.CountsRequest
 	22, // 17: docket.v1.Call.search:type_name -> docket.v1.SearchRequest
 	23, // 18: docket.v1.Call.bulk:type_name -> docket.v1.BulkRequest
-	24, // 19: docket.v1.Call.complete_and_claim:type_name -> docket.v1.CompleteAndClaimRequest
-	25, // 20: docket.v1.Call.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchRequest
-	26, // 21: docket.v1.Call.kv_get:type_name -> docket.v1.KVGetRequest
-	27, // 22: docket.v1.Call.kv_scan:type_name -> docket.v1.KVScanRequest
-	28, // 23: docket.v1.Call.kv_commit:type_name -> docket.v1.KVCommitRequest
-	29, // 24: docket.v1.Call.pause:type_name -> docket.v1.PauseRequest
-	30, // 25: docket.v1.Call.resume:type_name -> docket.v1.ResumeRequest
-	31, // 26: docket.v1.Call.set_limits:type_name -> docket.v1.SetLimitsRequest
-	32, // 27: docket.v1.Call.settings:type_name -> docket.v1.SettingsRequest
-	33, // 28: docket.v1.Call.partitions:type_name -> docket.v1.PartitionsRequest
-	34, // 29: docket.v1.Call.queues:type_name -> docket.v1.QueuesRequest
-	35, // 30: docket.v1.Reply.error:type_name -> docket.v1.ItemError
-	5,  // 31: docket.v1.Reply.going_away:type_name -> docket.v1.GoingAway
-	36, // 32: docket.v1.Reply.enqueue:type_name -> docket.v1.EnqueueResponse
-	37, // 33: docket.v1.Reply.enqueue_batch:type_name -> docket.v1.EnqueueBatchResponse
-	38, // 34: docket.v1.Reply.claim:type_name -> docket.v1.ClaimResponse
-	39, // 35: docket.v1.Reply.claim_wait:type_name -> docket.v1.ClaimWaitResponse
-	40, // 36: docket.v1.Reply.complete:type_name -> docket.v1.CompleteResponse
-	41, // 37: docket.v1.Reply.complete_batch:type_name -> docket.v1.CompleteBatchResponse
-	42, // 38: docket.v1.Reply.fail:type_name -> docket.v1.FailResponse
-	43, // 39: docket.v1.Reply.heartbeat:type_name -> docket.v1.HeartbeatResponse
-	44, // 40: docket.v1.Reply.snooze:type_name -> docket.v1.SnoozeResponse
-	45, // 41: docket.v1.Reply.cancel:type_name -> docket.v1.CancelResponse
-	46, // 42: docket.v1.Reply.redrive:type_name -> docket.v1.RedriveResponse
-	47, // 43: docket.v1.Reply.redrive_all:type_name -> docket.v1.RedriveAllResponse
-	48, // 44: docket.v1.Reply.run_now:type_name -> docket.v1.RunNowResponse
-	49, // 45: docket.v1.Reply.get:type_name -> docket.v1.GetResponse
-	50, // 46: docket.v1.Reply.list:type_name -> docket.v1.ListResponse
-	51, // 47: docket.v1.Reply.counts:type_name -> docket.v1.CountsResponse
-	52, // 48: docket.v1.Reply.search:type_name -> docket.v1.SearchResponse
-	53, // 49: docket.v1.Reply.bulk:type_name -> docket.v1.BulkResponse
-	54, // 50: docket.v1.Reply.complete_and_claim:type_name -> docket.v1.CompleteAndClaimResponse
-	55, // 51: docket.v1.Reply.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchResponse
-	56, // 52: docket.v1.Reply.kv_get:type_name -> docket.v1.KVGetResponse
-	57, // 53: docket.v1.Reply.kv_scan:type_name -> docket.v1.KVScanResponse
-	58, // 54: docket.v1.Reply.kv_commit:type_name -> docket.v1.KVCommitResponse
-	59, // 55: docket.v1.Reply.pause:type_name -> docket.v1.PauseResponse
-	60, // 56: docket.v1.Reply.resume:type_name -> docket.v1.ResumeResponse
-	61, // 57: docket.v1.Reply.set_limits:type_name -> docket.v1.SetLimitsResponse
-	62, // 58: docket.v1.Reply.settings:type_name -> docket.v1.SettingsResponse
-	63, // 59: docket.v1.Reply.partitions:type_name -> docket.v1.PartitionsResponse
-	64, // 60: docket.v1.Reply.queues:type_name -> docket.v1.QueuesResponse
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	24, // 19: docket.v1.Call.reschedule:type_name -> docket.v1.RescheduleRequest
+	25, // 20: docket.v1.Call.complete_and_claim:type_name -> docket.v1.CompleteAndClaimRequest
+	26, // 21: docket.v1.Call.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchRequest
+	27, // 22: docket.v1.Call.kv_get:type_name -> docket.v1.KVGetRequest
+	28, // 23: docket.v1.Call.kv_scan:type_name -> docket.v1.KVScanRequest
+	29, // 24: docket.v1.Call.kv_commit:type_name -> docket.v1.KVCommitRequest
+	30, // 25: docket.v1.Call.pause:type_name -> docket.v1.PauseRequest
+	31, // 26: docket.v1.Call.resume:type_name -> docket.v1.ResumeRequest
+	32, // 27: docket.v1.Call.set_limits:type_name -> docket.v1.SetLimitsRequest
+	33, // 28: docket.v1.Call.settings:type_name -> docket.v1.SettingsRequest
+	34, // 29: docket.v1.Call.partitions:type_name -> docket.v1.PartitionsRequest
+	35, // 30: docket.v1.Call.queues:type_name -> docket.v1.QueuesRequest
+	36, // 31: docket.v1.Reply.error:type_name -> docket.v1.ItemError
+	5,  // 32: docket.v1.Reply.going_away:type_name -> docket.v1.GoingAway
+	37, // 33: docket.v1.Reply.enqueue:type_name -> docket.v1.EnqueueResponse
+	38, // 34: docket.v1.Reply.enqueue_batch:type_name -> docket.v1.EnqueueBatchResponse
+	39, // 35: docket.v1.Reply.claim:type_name -> docket.v1.ClaimResponse
+	40, // 36: docket.v1.Reply.claim_wait:type_name -> docket.v1.ClaimWaitResponse
+	41, // 37: docket.v1.Reply.complete:type_name -> docket.v1.CompleteResponse
+	42, // 38: docket.v1.Reply.complete_batch:type_name -> docket.v1.CompleteBatchResponse
+	43, // 39: docket.v1.Reply.fail:type_name -> docket.v1.FailResponse
+	44, // 40: docket.v1.Reply.heartbeat:type_name -> docket.v1.HeartbeatResponse
+	45, // 41: docket.v1.Reply.snooze:type_name -> docket.v1.SnoozeResponse
+	46, // 42: docket.v1.Reply.cancel:type_name -> docket.v1.CancelResponse
+	47, // 43: docket.v1.Reply.redrive:type_name -> docket.v1.RedriveResponse
+	48, // 44: docket.v1.Reply.redrive_all:type_name -> docket.v1.RedriveAllResponse
+	49, // 45: docket.v1.Reply.run_now:type_name -> docket.v1.RunNowResponse
+	50, // 46: docket.v1.Reply.get:type_name -> docket.v1.GetResponse
+	51, // 47: docket.v1.Reply.list:type_name -> docket.v1.ListResponse
+	52, // 48: docket.v1.Reply.counts:type_name -> docket.v1.CountsResponse
+	53, // 49: docket.v1.Reply.search:type_name -> docket.v1.SearchResponse
+	54, // 50: docket.v1.Reply.bulk:type_name -> docket.v1.BulkResponse
+	55, // 51: docket.v1.Reply.reschedule:type_name -> docket.v1.RescheduleResponse
+	56, // 52: docket.v1.Reply.complete_and_claim:type_name -> docket.v1.CompleteAndClaimResponse
+	57, // 53: docket.v1.Reply.heartbeat_batch:type_name -> docket.v1.HeartbeatBatchResponse
+	58, // 54: docket.v1.Reply.kv_get:type_name -> docket.v1.KVGetResponse
+	59, // 55: docket.v1.Reply.kv_scan:type_name -> docket.v1.KVScanResponse
+	60, // 56: docket.v1.Reply.kv_commit:type_name -> docket.v1.KVCommitResponse
+	61, // 57: docket.v1.Reply.pause:type_name -> docket.v1.PauseResponse
+	62, // 58: docket.v1.Reply.resume:type_name -> docket.v1.ResumeResponse
+	63, // 59: docket.v1.Reply.set_limits:type_name -> docket.v1.SetLimitsResponse
+	64, // 60: docket.v1.Reply.settings:type_name -> docket.v1.SettingsResponse
+	65, // 61: docket.v1.Reply.partitions:type_name -> docket.v1.PartitionsResponse
+	66, // 62: docket.v1.Reply.queues:type_name -> docket.v1.QueuesResponse
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_docket_v1_session_proto_init() }
@@ -1667,6 +1709,7 @@ func file_docket_v1_session_proto_init() {
 		(*Call_Counts)(nil),
 		(*Call_Search)(nil),
 		(*Call_Bulk)(nil),
+		(*Call_Reschedule)(nil),
 		(*Call_CompleteAndClaim)(nil),
 		(*Call_HeartbeatBatch)(nil),
 		(*Call_KvGet)(nil),
@@ -1700,6 +1743,7 @@ func file_docket_v1_session_proto_init() {
 		(*Reply_Counts)(nil),
 		(*Reply_Search)(nil),
 		(*Reply_Bulk)(nil),
+		(*Reply_Reschedule)(nil),
 		(*Reply_CompleteAndClaim)(nil),
 		(*Reply_HeartbeatBatch)(nil),
 		(*Reply_KvGet)(nil),

@@ -59,6 +59,8 @@ const (
 	QueuesRedriveAllProcedure = "/docket.v1.Queues/RedriveAll"
 	// QueuesRunNowProcedure is the fully-qualified name of the Queues's RunNow RPC.
 	QueuesRunNowProcedure = "/docket.v1.Queues/RunNow"
+	// QueuesRescheduleProcedure is the fully-qualified name of the Queues's Reschedule RPC.
+	QueuesRescheduleProcedure = "/docket.v1.Queues/Reschedule"
 	// QueuesGetProcedure is the fully-qualified name of the Queues's Get RPC.
 	QueuesGetProcedure = "/docket.v1.Queues/Get"
 	// QueuesListProcedure is the fully-qualified name of the Queues's List RPC.
@@ -102,6 +104,9 @@ type QueuesClient interface {
 	RedriveAll(context.Context, *connect.Request[v1.RedriveAllRequest]) (*connect.Response[v1.RedriveAllResponse], error)
 	// RunNow makes a scheduled task due now.
 	RunNow(context.Context, *connect.Request[v1.RunNowRequest]) (*connect.Response[v1.RunNowResponse], error)
+	// Reschedule moves a ready, scheduled or waiting task to a new due time
+	// and/or priority.
+	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
 	// Get returns one task.
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	// List returns a page of the queue's tasks in one state.
@@ -199,6 +204,12 @@ func NewQueuesClient(httpClient connect.HTTPClient, baseURL string, opts ...conn
 			connect.WithSchema(queuesMethods.ByName("RunNow")),
 			connect.WithClientOptions(opts...),
 		),
+		reschedule: connect.NewClient[v1.RescheduleRequest, v1.RescheduleResponse](
+			httpClient,
+			baseURL+QueuesRescheduleProcedure,
+			connect.WithSchema(queuesMethods.ByName("Reschedule")),
+			connect.WithClientOptions(opts...),
+		),
 		get: connect.NewClient[v1.GetRequest, v1.GetResponse](
 			httpClient,
 			baseURL+QueuesGetProcedure,
@@ -238,6 +249,7 @@ type queuesClient struct {
 	redrive       *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
 	redriveAll    *connect.Client[v1.RedriveAllRequest, v1.RedriveAllResponse]
 	runNow        *connect.Client[v1.RunNowRequest, v1.RunNowResponse]
+	reschedule    *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
 	get           *connect.Client[v1.GetRequest, v1.GetResponse]
 	list          *connect.Client[v1.ListRequest, v1.ListResponse]
 	counts        *connect.Client[v1.CountsRequest, v1.CountsResponse]
@@ -308,6 +320,11 @@ func (c *queuesClient) RunNow(ctx context.Context, req *connect.Request[v1.RunNo
 	return c.runNow.CallUnary(ctx, req)
 }
 
+// Reschedule calls docket.v1.Queues.Reschedule.
+func (c *queuesClient) Reschedule(ctx context.Context, req *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
+	return c.reschedule.CallUnary(ctx, req)
+}
+
 // Get calls docket.v1.Queues.Get.
 func (c *queuesClient) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
 	return c.get.CallUnary(ctx, req)
@@ -358,6 +375,9 @@ type QueuesHandler interface {
 	RedriveAll(context.Context, *connect.Request[v1.RedriveAllRequest]) (*connect.Response[v1.RedriveAllResponse], error)
 	// RunNow makes a scheduled task due now.
 	RunNow(context.Context, *connect.Request[v1.RunNowRequest]) (*connect.Response[v1.RunNowResponse], error)
+	// Reschedule moves a ready, scheduled or waiting task to a new due time
+	// and/or priority.
+	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
 	// Get returns one task.
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	// List returns a page of the queue's tasks in one state.
@@ -451,6 +471,12 @@ func NewQueuesHandler(svc QueuesHandler, opts ...connect.HandlerOption) (string,
 		connect.WithSchema(queuesMethods.ByName("RunNow")),
 		connect.WithHandlerOptions(opts...),
 	)
+	queuesRescheduleHandler := connect.NewUnaryHandler(
+		QueuesRescheduleProcedure,
+		svc.Reschedule,
+		connect.WithSchema(queuesMethods.ByName("Reschedule")),
+		connect.WithHandlerOptions(opts...),
+	)
 	queuesGetHandler := connect.NewUnaryHandler(
 		QueuesGetProcedure,
 		svc.Get,
@@ -500,6 +526,8 @@ func NewQueuesHandler(svc QueuesHandler, opts ...connect.HandlerOption) (string,
 			queuesRedriveAllHandler.ServeHTTP(w, r)
 		case QueuesRunNowProcedure:
 			queuesRunNowHandler.ServeHTTP(w, r)
+		case QueuesRescheduleProcedure:
+			queuesRescheduleHandler.ServeHTTP(w, r)
 		case QueuesGetProcedure:
 			queuesGetHandler.ServeHTTP(w, r)
 		case QueuesListProcedure:
@@ -565,6 +593,10 @@ func (UnimplementedQueuesHandler) RedriveAll(context.Context, *connect.Request[v
 
 func (UnimplementedQueuesHandler) RunNow(context.Context, *connect.Request[v1.RunNowRequest]) (*connect.Response[v1.RunNowResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Queues.RunNow is not implemented"))
+}
+
+func (UnimplementedQueuesHandler) Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("docket.v1.Queues.Reschedule is not implemented"))
 }
 
 func (UnimplementedQueuesHandler) Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
