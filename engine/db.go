@@ -1084,18 +1084,24 @@ func (c *core) writeSnapshot(img *index.Image) (snapshot.Info, error) {
 // runtime, a test) can share one notion of time.
 func (d *DB) Clock() Clock { return d.c.clock }
 
-// Verify checks every index against the primary records.
+// Verify checks every index against the primary records, and reads back
+// every value the state keeps in the value log (verifyValues, vcheck.go).
 func (d *DB) Verify() error {
 	if err := d.owner("Verify"); err != nil {
 		return err
 	}
 	c := d.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return ErrClosed
 	}
-	return c.store.Verify()
+	err := c.store.Verify()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.verifyValues()
 }
 
 // Stats returns the engine's counters. They span every namespace, so a
