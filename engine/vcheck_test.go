@@ -124,7 +124,6 @@ func (v *valuesDir) lost(t *testing.T, want map[uint64][]index.ValueKind) CheckR
 	return rep
 }
 
-
 // TestCheckValues: Check reads back every value the state refers to and
 // names the task of each one that does not (a missing file, a truncated
 // one, a flipped bit, a reference past the end), with its file and offset,
