@@ -50,9 +50,40 @@ func flagSet(name string) bool {
 // 190 of them commit) under SyncAlways with 1 KiB segments, so the log spans
 // many segments and checkpoints truncate it, a 90 s idempotency TTL and a
 // minute's retention of completed tasks, so housekeeping batches happen.
-func recordCrash(t *testing.T) *recording {
+func recordCrash(t *testing.T, cfg byte) *recording {
 	return record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
-		weights: crashWorkload, cfg: 0x09})
+		weights: crashWorkload, cfg: cfg})
+}
+
+// crashConfigs are the configuration bytes (see programConfig) every crash
+// sweep runs under: values in line, and a value threshold of 64 bytes, so
+// that cuts, flips, power losses and failed operations hit the value log's
+// files too.
+var crashConfigs = []struct {
+	name string
+	cfg  byte
+}{{"inline", 0x09}, {"values", 0x19}}
+
+// eachConfig runs fn as a parallel subtest per crash configuration.
+func eachConfig(t *testing.T, fn func(t *testing.T, cfg byte)) {
+	for _, c := range crashConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, c.cfg)
+		})
+	}
+}
+
+// valueFiles reports whether im holds value log bytes: a sweep under the
+// values configuration that never wrote any would test nothing new.
+func valueFiles(im image) int {
+	n := 0
+	for p, b := range im {
+		if inDir(p, "vlog") {
+			n += len(b)
+		}
+	}
+	return n
 }
 
 // span is the part of a file an instruction appended: bytes [from, to).
@@ -62,16 +93,17 @@ type span struct {
 }
 
 // appended returns what the step from image a to image b appended to the
-// log, in log order, if that is all it changed.
+// value log and the log, in the order they reach the disk (the values a
+// batch refers to before the batch), if that is all it changed.
 func appended(a, b image) ([]span, bool) {
 	for p, x := range a {
 		y, ok := b[p]
-		if !ok || !(inDir(p, "wal") && extends(y, x) || bytes.Equal(x, y)) {
+		if !ok || !((inDir(p, "wal") || inDir(p, "vlog")) && extends(y, x) || bytes.Equal(x, y)) {
 			return nil, false
 		}
 	}
 	var out []span
-	for _, p := range b.segments() {
+	for _, p := range append(b.valueFiles(), b.segments()...) {
 		if n := len(b[p]) - len(a[p]); n > 0 || a[p] == nil {
 			out = append(out, span{p, len(a[p]), len(b[p])})
 		}
@@ -113,6 +145,10 @@ func boundaries(b image, spans []span) map[int]bool {
 	out := map[int]bool{}
 	base := 0
 	for _, s := range spans {
+		if !inDir(s.path, "wal") {
+			base += s.to - s.from // a value log file: no boundary counts
+			continue
+		}
 		first, _ := segName(filepath.Base(s.path))
 		off := 0
 		for n := uint64(0); off < len(b[s.path]); n++ {
@@ -142,13 +178,17 @@ func boundaries(b image, spans []span) map[int]bool {
 // recovered DB, crashes again mid-write and recovers again.
 func TestCrashEveryByte(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, crashEveryByte)
+}
+
+func crashEveryByte(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	dir := scratchDir(t)
 	rng := rand.New(rand.NewPCG(*crashSeed, 3))
 	prev, prevAck := rec.start, uint64(0)
 	every := shortOr("crash-continue-every", flagOr("crash-continue-every", *contEvery, 64), 64)
 	stride := shortOr("", 1, 23) // with -short, record boundaries and every 23rd byte
-	var cuts, continued, logBytes, skipped int
+	var cuts, continued, logBytes, valueBytes, skipped int
 	distinct := map[[32]byte]bool{}
 	for i, e := range rec.ops {
 		spans, ok := appended(prev, e.img)
@@ -160,6 +200,9 @@ func TestCrashEveryByte(t *testing.T) {
 		total := 0
 		for _, s := range spans {
 			total += s.to - s.from
+			if inDir(s.path, "vlog") {
+				valueBytes += s.to - s.from
+			}
 		}
 		logBytes += total
 		bounds := boundaries(e.img, spans)
@@ -200,8 +243,11 @@ func TestCrashEveryByte(t *testing.T) {
 	if logBytes < 1000 {
 		t.Fatalf("the recorded log is only %d bytes", logBytes)
 	}
-	t.Logf("%d instructions, %d log bytes written, %d cuts checked (%d distinct images), %d continued and crashed again, %d instructions rewrote files",
-		len(rec.ops), logBytes, cuts, len(distinct), continued, skipped)
+	if cfg&0x10 != 0 && valueBytes == 0 {
+		t.Fatal("no cut fell in the value log")
+	}
+	t.Logf("%d instructions, %d log bytes written (%d of them to the value log), %d cuts checked (%d distinct images), %d continued and crashed again, %d instructions rewrote files",
+		len(rec.ops), logBytes, valueBytes, cuts, len(distinct), continued, skipped)
 }
 
 // TestCrashTails appends what a crash or a disk can leave after the last
@@ -210,7 +256,11 @@ func TestCrashEveryByte(t *testing.T) {
 // drop it and find exactly the records before it, never a phantom one.
 func TestCrashTails(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, crashTails)
+}
+
+func crashTails(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	dir := scratchDir(t)
 	rng := rand.New(rand.NewPCG(*crashSeed, 5))
 	n := 0
@@ -263,7 +313,11 @@ func randBytes(rng *rand.Rand, n int) []byte {
 // every instruction: what a SIGKILL at that moment leaves.
 func TestCrashAtFailpoints(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, crashAtFailpoints)
+}
+
+func crashAtFailpoints(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	dir := scratchDir(t)
 	byName := map[string]int{}
 	distinct := map[[32]byte]bool{}
@@ -278,6 +332,9 @@ func TestCrashAtFailpoints(t *testing.T) {
 			t.Errorf("the recorded run never passed failpoint %q", name)
 		}
 	}
+	if cfg&0x10 != 0 && valueFiles(rec.ops[len(rec.ops)-1].img) == 0 {
+		t.Fatal("the recorded run wrote no value log")
+	}
 	t.Logf("%d crash points (%d distinct images): %v", len(rec.events), len(distinct), byName)
 }
 
@@ -288,7 +345,11 @@ func TestCrashAtFailpoints(t *testing.T) {
 // lost and nothing that never happened may appear.
 func TestPowerLoss(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, powerLoss)
+}
+
+func powerLoss(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	dir := scratchDir(t)
 	n := 0
 	distinct := map[[32]byte]bool{}
@@ -315,17 +376,23 @@ func TestPowerLoss(t *testing.T) {
 func TestCrashWithoutSync(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []engine.Durability{engine.SyncNever, engine.SyncInterval} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			rec := record(t, recordOptions{seed: *crashSeed + 1, ops: shortOr("crash-ops", 150, 40), segBytes: 1024, weights: crashWorkload,
-				cfg: 0x09, dur: mode})
-			dir := scratchDir(t)
-			distinct := map[[32]byte]bool{}
-			for _, e := range rec.events {
-				distinct[e.img.hash()] = true
-				rec.checkImage(t, dir, e.img, e.ack, e.applied, e.where(), false)
-			}
-			t.Logf("%d crash points (%d distinct images)", len(rec.events), len(distinct))
-		})
+		for _, c := range crashConfigs {
+			t.Run(mode.String()+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				crashWithoutSync(t, mode, c.cfg)
+			})
+		}
 	}
+}
+
+func crashWithoutSync(t *testing.T, mode engine.Durability, cfg byte) {
+	rec := record(t, recordOptions{seed: *crashSeed + 1, ops: shortOr("crash-ops", 150, 40), segBytes: 1024, weights: crashWorkload,
+		cfg: cfg, dur: mode})
+	dir := scratchDir(t)
+	distinct := map[[32]byte]bool{}
+	for _, e := range rec.events {
+		distinct[e.img.hash()] = true
+		rec.checkImage(t, dir, e.img, e.ack, e.applied, e.where(), false)
+	}
+	t.Logf("%d crash points (%d distinct images)", len(rec.events), len(distinct))
 }
