@@ -963,7 +963,13 @@ func (d *DB) Close() error {
 		if !failed {
 			err = c.snapshotNow(true)
 		}
-		if cerr := c.log.Close(); err == nil && cerr != nil && !failed {
+		closeLog := c.log.Close
+		if failed {
+			// What was appended and not written was not acknowledged, and
+			// may refer to values the value log failed to write.
+			closeLog = c.log.Abandon
+		}
+		if cerr := closeLog(); err == nil && cerr != nil && !failed {
 			err = cerr
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
 
 // valuesDir is a closed data directory whose value log holds the payloads
@@ -340,4 +341,60 @@ func TestSalvageValues(t *testing.T) {
 func sortedIDs(ids ...uint64) []uint64 {
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// TestValuesFailedWriteClose: a commit whose values the value log failed
+// to write is not acknowledged, and Close of the failed engine does not
+// write its batch to the log either: the directory as Close leaves it
+// opens with every value it refers to readable, and checks clean.
+func TestValuesFailedWriteClose(t *testing.T) {
+	for _, kind := range []errorfs.OpKind{errorfs.OpWrite, errorfs.OpCreate, errorfs.OpSync} {
+		t.Run(kind.String(), func(t *testing.T) {
+			mem := newMemFS(t)
+			broken := false
+			fsys := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if broken && strings.Contains(op.Path, "/vlog/") && op.Kind == kind {
+					return errorfs.ErrInjected
+				}
+				return nil
+			}))
+			const dir = "/data/db"
+			opts := Options{Durability: SyncAlways, ValueThreshold: 256, Logger: quietLogger(), fs: fsys, valueFileSize: 1}
+			db, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := db.Queue(ns, "q")
+			p := bigJSON(0, 1000)
+			enq, err := q.Enqueue(ctx, Task{Payload: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			broken = true
+			if _, err := q.Enqueue(ctx, Task{Payload: bigJSON(1, 1000)}); err == nil {
+				t.Fatal("an enqueue whose value was not written succeeded")
+			}
+			db.Close()
+			broken = false
+			if _, err := checkFS(mem, dir); err != nil {
+				t.Fatalf("check after close: %v", err)
+			}
+			o := opts
+			o.fs = mem
+			db, err = Open(dir, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.Verify(); err != nil {
+				t.Fatalf("verify after close: %v", err)
+			}
+			// The failed enqueue may be there (its value written, not
+			// fsynced) or not; the acknowledged one is.
+			info, err := db.Queue(ns, "q").Get(ctx, enq.ID)
+			if err != nil || !bytes.Equal(info.Payload, p) {
+				t.Fatalf("the acknowledged task after close: %v, payload of %d bytes", err, len(info.Payload))
+			}
+		})
+	}
 }
