@@ -130,8 +130,8 @@ func stateRefs(store *index.Store) []valueRef {
 }
 
 // checkValues reads back every value refs names from the value log in dir
-// and checks every record of it, without changing a byte. read, when set,
-// reads a value instead of a log opened here (a live DB's own log).
+// and checks every record of it, without changing a byte. l, when set, is
+// the log to read instead of one opened here.
 func checkValues(fsys vfs.FS, dir string, refs []valueRef, l *vlog.Log) (ValuesCheck, error) {
 	rep := ValuesCheck{Refs: len(refs)}
 	if l == nil {
