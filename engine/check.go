@@ -106,7 +106,7 @@ func checkFS(fsys vfs.FS, dir string) (CheckReport, error) {
 	if err := store.Verify(); err != nil {
 		return rep, fmt.Errorf("%w: indexes after replay: %w", ErrCorrupt, err)
 	}
-	if rep.Values, err = checkValues(fsys, dir, stateRefs(store), nil); err != nil {
+	if rep.Values, err = checkValues(fsys, dir, stateRefs(store)); err != nil {
 		return rep, err
 	}
 	return rep, rep.Values.lostErr()
@@ -295,7 +295,7 @@ func Salvage(dir string) (SalvageReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("salvaged, but the directory still does not recover: %w", err)
 	}
-	vrep, err := checkValues(vfs.Default, dir, stateRefs(rb.store), nil)
+	vrep, err := checkValues(vfs.Default, dir, stateRefs(rb.store))
 	if err != nil {
 		return rep, err
 	}

@@ -130,28 +130,26 @@ func stateRefs(store *index.Store) []valueRef {
 }
 
 // checkValues reads back every value refs names from the value log in dir
-// and checks every record of it, without changing a byte. l, when set, is
-// the log to read instead of one opened here.
-func checkValues(fsys vfs.FS, dir string, refs []valueRef, l *vlog.Log) (ValuesCheck, error) {
+// and checks every record of it, without changing a byte.
+func checkValues(fsys vfs.FS, dir string, refs []valueRef) (ValuesCheck, error) {
 	rep := ValuesCheck{Refs: len(refs)}
-	if l == nil {
-		vdir := filepath.Join(dir, "vlog")
-		if _, err := fsys.Stat(vdir); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				return rep, err
-			}
-			// No value log: every reference is lost.
-			for _, r := range refs {
-				rep.Lost = append(rep.Lost, lostValue(r, errors.New("the value log directory is missing")))
-			}
-			return rep, nil
+	vdir := filepath.Join(dir, "vlog")
+	if _, err := fsys.Stat(vdir); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return rep, err
 		}
-		var err error
-		if l, err = vlog.Open(vdir, vlog.Options{FS: fsys}); err != nil {
-			return rep, wrapStorage(err)
+		// No value log: every reference is lost.
+		for _, r := range refs {
+			rep.Lost = append(rep.Lost, lostValue(r, errors.New("the value log directory is missing")))
 		}
-		defer l.Close()
+		return rep, nil
 	}
+	// The directory exists: Open creates nothing and reads no value.
+	l, err := vlog.Open(vdir, vlog.Options{FS: fsys})
+	if err != nil {
+		return rep, wrapStorage(err)
+	}
+	defer l.Close()
 	for _, f := range l.Files() {
 		rep.Files++
 		rep.Bytes += f.Synced
@@ -213,7 +211,7 @@ func repairedValues(dir string) error {
 	if err != nil {
 		return err
 	}
-	v, err := checkValues(vfs.Default, dir, stateRefs(b.store), nil)
+	v, err := checkValues(vfs.Default, dir, stateRefs(b.store))
 	if err != nil {
 		return err
 	}
