@@ -210,7 +210,7 @@ func TestBitFlips(t *testing.T) {
 			}
 		}
 		// The value log's files are smaller: a shorter stride under -short.
-		vevery := shortOr("flip-every", flagOr("flip-every", *flipEvery, 8), 13)
+		vevery := shortOr("flip-every", flagOr("flip-every", *flipEvery, 8), 29)
 		for _, file := range b.img.valueFiles() {
 			for off := 0; off < len(b.img[file]); off += vevery {
 				outcomes["value log: "+b.checkValueFlip(t, dir, file, off, uint(off/vevery))]++

@@ -20,7 +20,7 @@ import (
 // them to the value log.
 func TestProgramsWithValues(t *testing.T) {
 	const cfg = 0x1e // one hour's retention, so results are kept and read
-	for seed := range uint64(shortOr("", 6, 2)) {
+	for seed := range uint64(shortOr("", 6, 1)) {
 		data := genProgram(rand.New(rand.NewPCG(seed, 13)), maxInstructions, workload, cfg)
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { runMetamorphic(t, data) })
 	}
