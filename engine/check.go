@@ -82,6 +82,9 @@ type CheckReport struct {
 	Refused int
 	Tasks   int
 	Queues  int
+	// Values is what the check of the value log found: every record's
+	// checksums, and every reference of the state read back.
+	Values ValuesCheck
 }
 
 // Print writes the report for a person.
@@ -110,6 +113,9 @@ func (r CheckReport) Print(w io.Writer) {
 	if r.Refused > 0 {
 		fmt.Fprintf(w, "replay refused %d batches whose assertions no longer held\n", r.Refused)
 	}
+	if r.Values.Files > 0 || r.Values.Refs > 0 {
+		r.Values.Print(w)
+	}
 }
 
 // Check verifies a data directory without changing it and without taking
@@ -121,7 +127,11 @@ func (r CheckReport) Print(w io.Writer) {
 // Damage Open gets past (an unreadable newest snapshot with an older one to
 // fall back to, damaged log records a snapshot covers) is listed in the
 // report's Snapshots and Log.Covered. After the replay every index is
-// checked against the records.
+// checked against the records, every record of the value log against its
+// checksums, and every value the state refers to is read back: one that
+// does not read (Values.Lost, naming its task) is an error wrapping
+// ErrCorrupt although Open would succeed, since that task has lost it.
+// Damage no task refers to (a torn tail) is listed in Values.Damage.
 func Check(dir string) (CheckReport, error) { return checkFS(vfs.Default, dir) }
 
 // checkFS is Check on fsys.
@@ -143,7 +153,10 @@ func checkFS(fsys vfs.FS, dir string) (CheckReport, error) {
 	if err := store.Verify(); err != nil {
 		return rep, fmt.Errorf("%w: indexes after replay: %w", ErrCorrupt, err)
 	}
-	return rep, nil
+	if rep.Values, err = checkValues(fsys, dir, stateRefs(store)); err != nil {
+		return rep, err
+	}
+	return rep, rep.Values.lostErr()
 }
 
 // lockDir takes the directory's lock for an offline change.
@@ -168,6 +181,8 @@ func lockDir(dir string) (*os.File, error) {
 // Repair cuts a torn log tail the way Open does, keeping a copy of the
 // damaged segment, and removes leftover temporary snapshot files. It refuses
 // a directory that is open, and damage that Open would refuse (see Salvage).
+// A value the state refers to that does not read back from the value log is
+// an error wrapping ErrCorrupt naming its task: Salvage drops such tasks.
 func Repair(dir string) (string, error) {
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -184,6 +199,9 @@ func Repair(dir string) (string, error) {
 	rep, err := wal.RepairFrom(filepath.Join(dir, "wal"), b.from())
 	if err != nil {
 		return "", wrapStorage(err)
+	}
+	if err := repairedValues(dir); err != nil {
+		return "", err
 	}
 	if rep.Cut == nil {
 		return fmt.Sprintf("log records %d..%d: nothing to repair", rep.FirstSeq, rep.LastSeq), nil
@@ -211,6 +229,10 @@ type SalvageReport struct {
 	Damage string
 	// Kept lists the copies of everything cut or moved aside.
 	Kept []string
+	// Dropped lists the values of the recovered state that do not read
+	// back from the value log (a flipped bit, a lost or cut file): their
+	// tasks were deleted, since a task cannot run or report without them.
+	Dropped []ValueDamage
 }
 
 // Lost is the number of batches dropped.
@@ -223,7 +245,15 @@ func (r SalvageReport) Lost() uint64 {
 
 // Print writes the report for a person.
 func (r SalvageReport) Print(w io.Writer) {
+	for _, d := range r.Dropped {
+		fmt.Fprintf(w, "DROPPED task %d (%s/%s): its %s does not read back from %s at offset %d: %s\n",
+			d.Task, d.Namespace, d.Queue, d.Kind, d.File, d.Offset, d.Reason)
+	}
 	if r.LostFirst == 0 {
+		if len(r.Dropped) > 0 {
+			fmt.Fprintf(w, "%s: log records %d..%d kept; %d tasks dropped for their values\n", r.Dir, r.FirstSeq, r.LastSeq, len(droppedTasks(r.Dropped)))
+			return
+		}
 		fmt.Fprintf(w, "%s: nothing lost; log records %d..%d kept\n", r.Dir, r.FirstSeq, r.LastSeq)
 		return
 	}
@@ -245,8 +275,15 @@ func (r SalvageReport) Print(w io.Writer) {
 // valid prefix of the log after that snapshot: the damaged segment is copied
 // aside and cut, later segments are moved aside (nothing is deleted), and
 // the report says exactly which batches were lost and how many tasks they
-// changed. Open never does this on its own. A directory Open accepts is
-// repaired as Repair does and nothing is lost. It refuses a directory that
+// changed. Open never does this on its own. Then every value the state
+// refers to is read back from the value log: a task one of whose values
+// does not (a flipped bit, a file lost or cut) is deleted, and listed in
+// Dropped with its file and offset. It is deleted rather than dead-lettered:
+// a dead task without its payload would be redriven, or its result read,
+// with bytes that are not its own; deleting it makes the loss explicit, as
+// for the lost batches. The directory then verifies clean. A directory
+// Open accepts whose values all read is repaired as Repair does and nothing
+// is lost. It refuses a directory that
 // is open, damage it cannot get past (no snapshot reads and the log does not
 // reach back to the first batch), and leaves the directory as it was then.
 func Salvage(dir string) (SalvageReport, error) {
@@ -301,8 +338,25 @@ func Salvage(dir string) (SalvageReport, error) {
 		}
 	}
 	rep.Tasks, rep.NewTasks = len(tasks), len(created)
-	if _, _, err := recoverInPlace(vfs.Default, dir, nil, false); err != nil {
+	rb, _, err := recoverInPlace(vfs.Default, dir, nil, false)
+	if err != nil {
 		return rep, fmt.Errorf("salvaged, but the directory still does not recover: %w", err)
+	}
+	vrep, err := checkValues(vfs.Default, dir, stateRefs(rb.store))
+	if err != nil {
+		return rep, err
+	}
+	if len(vrep.Lost) == 0 {
+		return rep, nil
+	}
+	// Open takes the lock itself.
+	lock.Close()
+	rep.Dropped = vrep.Lost
+	if err := dropTasks(dir, vrep.LostTasks()); err != nil {
+		return rep, fmt.Errorf("dropping the tasks whose values do not read back: %w", err)
+	}
+	if _, err := Check(dir); err != nil {
+		return rep, fmt.Errorf("salvaged, but the directory still does not verify: %w", err)
 	}
 	return rep, nil
 }

@@ -152,7 +152,7 @@ func (d *DB) Close() error {
 	if c.st.snapshots() && !failed {
 		err = c.snapshotNow(true)
 	}
-	if cerr := c.st.close(); err == nil && cerr != nil && !failed {
+	if cerr := c.st.close(failed); err == nil && cerr != nil && !failed {
 		err = cerr
 	}
 	return err
@@ -169,11 +169,16 @@ func (d *DB) Verify() error {
 	}
 	c := d.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return ErrClosed
 	}
-	return c.store.Verify()
+	err := c.store.Verify()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.verifyValues()
 }
 
 // Stats returns the engine's counters. They span every namespace, so a

@@ -100,7 +100,11 @@ func availableMemory() int64 {
 // the command, before it goes to the log (the followers plan what the
 // log holds, whatever their own budget).
 func (c *core) admit(cmd *command) error {
-	add, completion := cmd.Adds()
+	threshold := 0
+	if c.vals != nil {
+		threshold = c.vals.threshold
+	}
+	add, completion := cmd.Adds(threshold)
 	if add == 0 {
 		return nil
 	}

@@ -53,7 +53,9 @@ type storage interface {
 	// stats adds the log's counters to s.
 	stats(s *Stats)
 	// close releases the storage's files and lock.
-	close() error
+	// close releases the storage; failed says the engine failed, so
+	// what was appended and not written is abandoned, not written.
+	close(failed bool) error
 }
 
 // memoryStorage keeps nothing: OpenInMemory.
@@ -68,7 +70,7 @@ func (memoryStorage) snapshots() bool                              { return fals
 func (memoryStorage) snapshot(*index.Image) (snapshot.Info, error) { return snapshot.Info{}, nil }
 func (memoryStorage) readBarrier(context.Context) error            { return nil }
 func (memoryStorage) stats(*Stats)                                 {}
-func (memoryStorage) close() error                                 { return nil }
+func (memoryStorage) close(bool) error                             { return nil }
 
 // readOnlyStorage is a directory recovered to be read (OpenReadOnly): it
 // holds the directory's lock, shared, and takes no batch.
@@ -80,7 +82,7 @@ type readOnlyStorage struct {
 
 func (readOnlyStorage) writable() error { return ErrReadOnly }
 
-func (r readOnlyStorage) close() error {
+func (r readOnlyStorage) close(bool) error {
 	if r.vals != nil {
 		r.vals.log.Close()
 	}
@@ -208,8 +210,14 @@ func (d *diskStorage) stats(s *Stats) {
 
 // close closes the log, then the value log, then releases the directory:
 // no file of it is open once another process can take the lock.
-func (d *diskStorage) close() error {
-	err := d.log.Close()
+func (d *diskStorage) close(failed bool) error {
+	closeLog := d.log.Close
+	if failed {
+		// What was appended and not written was not acknowledged, and may
+		// refer to values the value log failed to write.
+		closeLog = d.log.Abandon
+	}
+	err := closeLog()
 	if d.vals != nil {
 		if cerr := d.vals.log.Close(); err == nil {
 			err = cerr

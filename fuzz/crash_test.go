@@ -47,28 +47,74 @@ func flagSet(name string) bool {
 	return set
 }
 
-// recordCrash returns the shared crash workload's recording: 300
-// instructions (about 190 of them commit) under SyncAlways with 1 KiB
-// segments, so the log spans many segments and checkpoints truncate it, a
-// 90 s idempotency TTL and a minute's retention of completed tasks, so
-// housekeeping batches happen. It is recorded once for the tests that
-// sweep it; each gets its own copy to check images with.
-func recordCrash(t *testing.T) *recording {
-	crashOnce.Do(func() {
-		crashRec = record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
-			weights: crashWorkload, cfg: 0x09})
+// recordCrash returns the shared crash workload's recording under the
+// configuration byte cfg: 300 instructions (about 190 of them commit)
+// under SyncAlways with 1 KiB segments, so the log spans many segments and
+// checkpoints truncate it, a 90 s idempotency TTL and a minute's retention
+// of completed tasks, so housekeeping batches happen. It is recorded once
+// per configuration for the tests that sweep it; each gets its own copy
+// to check images with.
+func recordCrash(t *testing.T, cfg byte) *recording {
+	crashMu.Lock()
+	once := crashOnce[cfg]
+	if once == nil {
+		once = new(sync.Once)
+		crashOnce[cfg] = once
+	}
+	crashMu.Unlock()
+	once.Do(func() {
+		rec := record(t, recordOptions{seed: *crashSeed, ops: shortOr("crash-ops", *crashOps, 60), segBytes: 1024,
+			weights: crashWorkload, cfg: cfg})
+		crashMu.Lock()
+		crashRec[cfg] = rec
+		crashMu.Unlock()
 	})
-	if crashRec == nil {
+	crashMu.Lock()
+	shared := crashRec[cfg]
+	crashMu.Unlock()
+	if shared == nil {
 		t.Fatal("recording the crash workload failed")
 	}
-	r := *crashRec
+	r := *shared
 	r.tb, r.clock = t, nil
 	return &r
 }
 
+// crashConfigs are the configuration bytes (see programConfig) every crash
+// sweep runs under: values in line, and a value threshold of 64 bytes, so
+// that cuts, flips, power losses and failed operations hit the value log's
+// files too.
+var crashConfigs = []struct {
+	name string
+	cfg  byte
+}{{"inline", 0x09}, {"values", 0x19}}
+
+// eachConfig runs fn as a parallel subtest per crash configuration.
+func eachConfig(t *testing.T, fn func(t *testing.T, cfg byte)) {
+	for _, c := range crashConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, c.cfg)
+		})
+	}
+}
+
+// valueFiles reports whether im holds value log bytes: a sweep under the
+// values configuration that never wrote any would test nothing new.
+func valueFiles(im image) int {
+	n := 0
+	for p, b := range im {
+		if inDir(p, "vlog") {
+			n += len(b)
+		}
+	}
+	return n
+}
+
 var (
-	crashOnce sync.Once
-	crashRec  *recording
+	crashMu   sync.Mutex
+	crashOnce = map[byte]*sync.Once{}
+	crashRec  = map[byte]*recording{}
 )
 
 // span is the part of a file an instruction appended: bytes [from, to).
@@ -78,16 +124,17 @@ type span struct {
 }
 
 // appended returns what the step from image a to image b appended to the
-// log, in log order, if that is all it changed.
+// value log and the log, in the order they reach the disk (the values a
+// batch refers to before the batch), if that is all it changed.
 func appended(a, b image) ([]span, bool) {
 	for p, x := range a {
 		y, ok := b[p]
-		if !ok || !(inDir(p, "wal") && extends(y, x) || bytes.Equal(x, y)) {
+		if !ok || !((inDir(p, "wal") || inDir(p, "vlog")) && extends(y, x) || bytes.Equal(x, y)) {
 			return nil, false
 		}
 	}
 	var out []span
-	for _, p := range b.segments() {
+	for _, p := range append(b.valueFiles(), b.segments()...) {
 		if n := len(b[p]) - len(a[p]); n > 0 || a[p] == nil {
 			out = append(out, span{p, len(a[p]), len(b[p])})
 		}
@@ -129,6 +176,10 @@ func boundaries(b image, spans []span) map[int]bool {
 	out := map[int]bool{}
 	base := 0
 	for _, s := range spans {
+		if !inDir(s.path, "wal") {
+			base += s.to - s.from // a value log file: no boundary counts
+			continue
+		}
 		first, _ := segName(filepath.Base(s.path))
 		off := 0
 		for n := uint64(0); off < len(b[s.path]); n++ {
@@ -161,13 +212,22 @@ func boundaries(b image, spans []span) map[int]bool {
 // are the same whatever the number of shards.
 func TestCrashEveryByte(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, crashEveryByte)
+}
+
+func crashEveryByte(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	every := shortOr("crash-continue-every", flagOr("crash-continue-every", *contEvery, 64), 64)
 	stride := shortOr("", 1, 23) // with -short, record boundaries and every 23rd byte
+	if cfg&0x10 != 0 {
+		// The values run doubles the sweep: under the race detector it
+		// takes record boundaries and every 3rd byte.
+		stride = shortOr("", flagOr("", 1, 3), 23)
+	}
 	var (
-		mu                                 sync.Mutex
-		cuts, continued, logBytes, skipped int
-		distinct                           = map[[32]byte]bool{}
+		mu                                             sync.Mutex
+		cuts, continued, logBytes, valueBytes, skipped int
+		distinct                                       = map[[32]byte]bool{}
 	)
 	first, planned := rec.firstCuts(stride)
 	t.Run("shards", func(t *testing.T) {
@@ -183,6 +243,7 @@ func TestCrashEveryByte(t *testing.T) {
 					cuts += c.cuts
 					continued += c.continued
 					logBytes += c.logBytes
+					valueBytes += c.valueBytes
 					if !c.appended {
 						skipped++
 					}
@@ -200,8 +261,11 @@ func TestCrashEveryByte(t *testing.T) {
 	if cuts != planned {
 		t.Fatalf("%d cuts checked, %d planned", cuts, planned)
 	}
-	t.Logf("%d instructions, %d log bytes written, %d cuts checked (%d distinct images), %d continued and crashed again, %d instructions rewrote files",
-		len(rec.ops), logBytes, cuts, len(distinct), continued, skipped)
+	if cfg&0x10 != 0 && valueBytes == 0 {
+		t.Fatal("no cut fell in the value log")
+	}
+	t.Logf("%d instructions, %d log bytes written (%d of them to the value log), %d cuts checked (%d distinct images), %d continued and crashed again, %d instructions rewrote files",
+		len(rec.ops), logBytes, valueBytes, cuts, len(distinct), continued, skipped)
 }
 
 // crashShards is how many shards TestCrashEveryByte checks side by side.
@@ -209,9 +273,9 @@ const crashShards = 4
 
 // cutCounts is what TestCrashEveryByte checked of one instruction.
 type cutCounts struct {
-	appended                  bool // the instruction only appended to the log
-	cuts, continued, logBytes int
-	distinct                  map[[32]byte]bool
+	appended                              bool // the instruction only appended to the log
+	cuts, continued, logBytes, valueBytes int
+	distinct                              map[[32]byte]bool
 }
 
 // cutSpans returns what instruction i of rec appended to the log, if that
@@ -273,6 +337,9 @@ func (rec *recording) cutInstruction(t *testing.T, dir string, i, first, stride,
 	total := 0
 	for _, s := range spans {
 		total += s.to - s.from
+		if inDir(s.path, "vlog") {
+			out.valueBytes += s.to - s.from
+		}
 	}
 	out.logBytes = total
 	bounds := boundaries(e.img, spans)
@@ -316,7 +383,11 @@ func (rec *recording) cutInstruction(t *testing.T, dir string, i, first, stride,
 // drop it and find exactly the records before it, never a phantom one.
 func TestCrashTails(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, crashTails)
+}
+
+func crashTails(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	dir := scratchDir(t)
 	rng := rand.New(rand.NewPCG(*crashSeed, 5))
 	n := 0
@@ -369,7 +440,11 @@ func randBytes(rng *rand.Rand, n int) []byte {
 // every instruction: what a SIGKILL at that moment leaves.
 func TestCrashAtFailpoints(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, crashAtFailpoints)
+}
+
+func crashAtFailpoints(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	dir := scratchDir(t)
 	byName := map[string]int{}
 	distinct := map[[32]byte]bool{}
@@ -384,6 +459,9 @@ func TestCrashAtFailpoints(t *testing.T) {
 			t.Errorf("the recorded run never passed failpoint %q", name)
 		}
 	}
+	if cfg&0x10 != 0 && valueFiles(rec.ops[len(rec.ops)-1].img) == 0 {
+		t.Fatal("the recorded run wrote no value log")
+	}
 	t.Logf("%d crash points (%d distinct images): %v", len(rec.events), len(distinct), byName)
 }
 
@@ -394,7 +472,11 @@ func TestCrashAtFailpoints(t *testing.T) {
 // lost and nothing that never happened may appear.
 func TestPowerLoss(t *testing.T) {
 	t.Parallel()
-	rec := recordCrash(t)
+	eachConfig(t, powerLoss)
+}
+
+func powerLoss(t *testing.T, cfg byte) {
+	rec := recordCrash(t, cfg)
 	dir := scratchDir(t)
 	n := 0
 	distinct := map[[32]byte]bool{}
@@ -421,17 +503,23 @@ func TestPowerLoss(t *testing.T) {
 func TestCrashWithoutSync(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []engine.Durability{engine.SyncNever, engine.SyncInterval} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			rec := record(t, recordOptions{seed: *crashSeed + 1, ops: shortOr("crash-ops", 150, 40), segBytes: 1024, weights: crashWorkload,
-				cfg: 0x09, dur: mode})
-			dir := scratchDir(t)
-			distinct := map[[32]byte]bool{}
-			for _, e := range rec.events {
-				distinct[e.img.hash()] = true
-				rec.checkImage(t, dir, e.img, e.ack, e.applied, e.where(), false)
-			}
-			t.Logf("%d crash points (%d distinct images)", len(rec.events), len(distinct))
-		})
+		for _, c := range crashConfigs {
+			t.Run(mode.String()+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				crashWithoutSync(t, mode, c.cfg)
+			})
+		}
 	}
+}
+
+func crashWithoutSync(t *testing.T, mode engine.Durability, cfg byte) {
+	rec := record(t, recordOptions{seed: *crashSeed + 1, ops: shortOr("crash-ops", 150, 40), segBytes: 1024, weights: crashWorkload,
+		cfg: cfg, dur: mode})
+	dir := scratchDir(t)
+	distinct := map[[32]byte]bool{}
+	for _, e := range rec.events {
+		distinct[e.img.hash()] = true
+		rec.checkImage(t, dir, e.img, e.ack, e.applied, e.where(), false)
+	}
+	t.Logf("%d crash points (%d distinct images)", len(rec.events), len(distinct))
 }

@@ -3,6 +3,7 @@
 package fuzz
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -71,9 +72,14 @@ type durabilityCase struct {
 	// holds reports whether what second answered is still true of a DB
 	// opened on the crash image.
 	holds func(db *engine.DB, x any) bool
+	// threshold is Options.ValueThreshold (0: the default).
+	threshold int
 }
 
 var qa = func(db *engine.DB) engine.Queue { return db.Queue(nsProd, "a") }
+
+// bigPayload crosses a value threshold of 64 bytes.
+var bigPayload = []byte(`"` + strings.Repeat("value log ", 12) + `"`)
 
 // TestAnswersRestOnDurableState: under SyncAlways, a call's answer must not
 // rest on a commit that a crash can still take back. A deduplicated enqueue
@@ -113,6 +119,28 @@ func TestAnswersRestOnDurableState(t *testing.T) {
 		holds: func(db *engine.DB, _ any) bool {
 			_, err := db.KV(nsProd).Get(ctx, "kk")
 			return err == nil
+		},
+	}, {
+		// The payload lives in the value log, written and synced before
+		// the batch: a read of it must not answer before the batch is
+		// durable either, and must find the same bytes after a crash.
+		name:      "read of a value in the value log",
+		threshold: 64,
+		setup:     func(*testing.T, *engine.DB) any { return nil },
+		first: func(db *engine.DB, _ any) error {
+			_, err := qa(db).Enqueue(ctx, engine.Task{Payload: bigPayload})
+			return err
+		},
+		second: func(db *engine.DB, _ any) error {
+			info, err := qa(db).Get(ctx, 1)
+			if err == nil && !bytes.Equal(info.Payload, bigPayload) {
+				return fmt.Errorf("payload %q", info.Payload)
+			}
+			return err
+		},
+		holds: func(db *engine.DB, _ any) bool {
+			info, err := qa(db).Get(ctx, 1)
+			return err == nil && bytes.Equal(info.Payload, bigPayload)
 		},
 	}, {
 		name:  "read",
@@ -215,7 +243,8 @@ func TestRefusalsRestOnDurableState(t *testing.T) {
 func checkDurableAnswer(t *testing.T, c durabilityCase) {
 	dir := scratchDir(t)
 	g := newGate(func(op errorfs.Op) bool { return op.Kind == errorfs.OpWrite && strings.HasPrefix(op.Path, dir+"/wal/") })
-	opts := engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet, Clock: engine.NewManualClock(t0)}
+	opts := engine.Options{Durability: engine.SyncAlways, SnapshotBytes: -1, Logger: quiet, Clock: engine.NewManualClock(t0),
+		ValueThreshold: c.threshold}
 	enginetest.FS(&opts, errorfs.Wrap(scratch, g))
 	db, err := engine.Open(dir, opts)
 	if err != nil {
@@ -258,6 +287,9 @@ func checkDurableAnswer(t *testing.T, c durabilityCase) {
 		t.Fatalf("open the crash image: %v", err)
 	}
 	defer crashed.Close()
+	if err := crashed.Verify(); err != nil {
+		t.Fatalf("verify the crash image: %v", err)
+	}
 	if !c.holds(crashed, x) {
 		t.Fatal("the call answered from a commit that was not durable yet: after a crash at the moment it returned, its answer is no longer true")
 	}

@@ -30,9 +30,17 @@ var (
 // faultWorkload is the recorded workload the failpoint tests replay, once
 // per time a failpoint is passed: shorter than the crash workload, with
 // small segments so that segments are started and truncated often.
-func faultWorkload() recordOptions {
-	return recordOptions{seed: *crashSeed, ops: 80, segBytes: 700, weights: crashWorkload, cfg: 0x0d}
+func faultWorkload(cfg byte) recordOptions {
+	return recordOptions{seed: *crashSeed, ops: 80, segBytes: 700, weights: crashWorkload, cfg: cfg}
 }
+
+// faultConfigs are the configuration bytes the failure tests run under
+// (see programConfig): values in line, and a value threshold of 64 bytes,
+// so that writes, fsyncs and creations of the value log fail too.
+var faultConfigs = []struct {
+	name string
+	cfg  byte
+}{{"inline", 0x0d}, {"values", 0x1d}}
 
 // TestFailpoints fails every failpoint at every time the recorded workload
 // passes it, in a run of its own. The call that hits a log failure must
@@ -44,7 +52,16 @@ func faultWorkload() recordOptions {
 // of the calls that includes every acknowledged one.
 func TestFailpoints(t *testing.T) {
 	t.Parallel()
-	clean := record(t, faultWorkload())
+	for _, c := range faultConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			failpoints(t, c.cfg)
+		})
+	}
+}
+
+func failpoints(t *testing.T, cfg byte) {
+	clean := record(t, faultWorkload(cfg))
 	hits := map[string]int{}
 	for _, e := range clean.events {
 		hits[e.name]++
@@ -61,7 +78,7 @@ func TestFailpoints(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/%d", name, h), func(t *testing.T) {
 				t.Parallel()
-				checkFailpoint(t, name, h)
+				checkFailpoint(t, cfg, name, h)
 			})
 			total++
 		}
@@ -69,8 +86,8 @@ func TestFailpoints(t *testing.T) {
 	t.Logf("%d injected failures: %v", total, hits)
 }
 
-func checkFailpoint(t *testing.T, name string, hit int) {
-	o := faultWorkload()
+func checkFailpoint(t *testing.T, cfg byte, name string, hit int) {
+	o := faultWorkload(cfg)
 	o.lean = true
 	o.inject = func(n string, h int) bool { return n == name && h == hit }
 	rec := record(t, o)
@@ -115,37 +132,56 @@ func checkFailpoint(t *testing.T, name string, hit int) {
 // failing moment and as the engine left it, as TestFailpoints does.
 func TestFailEveryOp(t *testing.T) {
 	t.Parallel()
+	for _, c := range faultConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			failEveryOp(t, c.cfg)
+		})
+	}
+}
+
+func failEveryOp(t *testing.T, cfg byte) {
 	kinds := map[string]int{}
-	total := 0
-	o := faultWorkload()
+	total, values := 0, 0
+	valueOps := map[int]bool{}
+	o := faultWorkload(cfg)
 	o.lean = true
 	o.injectOp = func(op errorfs.Op, n int) bool {
 		kinds[op.Kind.String()]++
 		total = n
+		if strings.Contains(filepath.ToSlash(op.Path), "/vlog") {
+			// With -short, every third operation of the value log.
+			valueOps[n] = values%shortOr("", 1, 3) == 0
+			values++
+		}
 		return false
 	}
 	record(t, o)
 	if total < 100 {
 		t.Fatalf("the workload makes only %d file operations", total)
 	}
-	// With -short, every 25th operation and the last.
+	if cfg&0x10 != 0 && values == 0 {
+		t.Fatal("the workload makes no operation on the value log")
+	}
+	// With -short, every 25th operation, the last, and a sample of those
+	// of the value log.
 	stride := shortOr("", 1, 25)
 	swept := 0
 	for n := 1; n <= total; n++ {
-		if n%stride != 1%stride && n != total {
+		if n%stride != 1%stride && n != total && !valueOps[n] {
 			continue
 		}
 		swept++
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			t.Parallel()
-			checkFailOp(t, n)
+			checkFailOp(t, cfg, n)
 		})
 	}
-	t.Logf("%d of %d file operations failed in turn: %v", swept, total, kinds)
+	t.Logf("%d of %d file operations failed in turn (%d of the value log): %v", swept, total, values, kinds)
 }
 
-func checkFailOp(t *testing.T, n int) {
-	o := faultWorkload()
+func checkFailOp(t *testing.T, cfg byte, n int) {
+	o := faultWorkload(cfg)
 	o.lean = true
 	var failed errorfs.Op
 	o.injectOp = func(op errorfs.Op, i int) bool {
@@ -165,7 +201,7 @@ func checkFailOp(t *testing.T, n int) {
 	quiet := failed.Kind == errorfs.OpRemove && (strings.HasSuffix(rel, ".TEMP") || strings.HasSuffix(rel, ".tmp"))
 	switch {
 	case quiet:
-	case inDir(rel, "wal") || rel == "wal":
+	case inDir(rel, "wal") || rel == "wal" || inDir(rel, "vlog") || rel == "vlog":
 		if !r.failed {
 			t.Fatalf("the engine went on after a failed log operation (%s %s, %s)", failed.Kind, rel, e.desc)
 		}

@@ -26,13 +26,24 @@ type flipBase struct {
 }
 
 var (
-	flipOnce sync.Once
-	flipImg  *flipBase
+	flipMu   sync.Mutex
+	flipImgs = map[byte]*flipBase{}
 )
 
-func sharedFlipBase(tb testing.TB) *flipBase {
-	flipOnce.Do(func() {
-		o := recordOptions{seed: 42, ops: 100, segBytes: 600, weights: crashWorkload, cfg: 0x09, lean: true}
+// sharedFlipBase returns the damage base of configuration cfg (see
+// crashConfigs), built once.
+func sharedFlipBase(tb testing.TB, cfg byte) *flipBase {
+	flipMu.Lock()
+	defer flipMu.Unlock()
+	if b, ok := flipImgs[cfg]; ok {
+		if b == nil {
+			tb.Fatal("building the damage base failed")
+		}
+		return b
+	}
+	flipImgs[cfg] = nil
+	{
+		o := recordOptions{seed: 42, ops: 100, segBytes: 600, weights: crashWorkload, cfg: cfg, lean: true}
 		rec := record(tb, o)
 		r := rec.r
 		// Two checkpoints, with work after each, so that there is a fallback
@@ -68,12 +79,59 @@ func sharedFlipBase(tb testing.TB) *flipBase {
 		if last != r.m.Seq {
 			tb.Fatalf("damage base: image ends at %d, model at %d", last, r.m.Seq)
 		}
-		flipImg = &flipBase{rec: rec, img: img, last: last}
-	})
-	if flipImg == nil {
-		tb.Fatal("building the damage base failed")
+		if cfg&0x10 != 0 && len(img.valueFiles()) == 0 {
+			tb.Fatal("the damage base has no value log")
+		}
+		flipImgs[cfg] = &flipBase{rec: rec, img: img, last: last}
 	}
-	return flipImg
+	return flipImgs[cfg]
+}
+
+// checkValueFlip flips one bit of value log file at off and reopens. Open
+// reads no value and must succeed. When the flip hit a record the state
+// refers to, Check must fail with ErrCorrupt naming the file and offset,
+// Verify must fail, and a read must either fail or return the model's
+// bytes, never others; when no task refers to the record, all must be as
+// before. It reports which.
+func (b *flipBase) checkValueFlip(t testing.TB, dir, file string, off int, bit uint) string {
+	t.Helper()
+	im := b.img.clone()
+	data := bytes.Clone(im[file])
+	data[off] ^= 1 << (bit % 8)
+	im[file] = data
+	im.materialize(t, dir)
+	what := file + " with bit " + strconv.Itoa(int(bit%8)) + " of byte " + strconv.Itoa(off) + " flipped"
+	opts := engine.Options{Clock: engine.NewManualClock(t0), SnapshotBytes: -1, Logger: quiet}
+	b.rec.cfg.Apply(&opts)
+	cseq, cerr := checkDir(dir)
+	db, err := openDB(dir, opts)
+	if err != nil {
+		t.Fatalf("%s: open: %v", what, err)
+	}
+	defer db.Close()
+	v, rerr := readView(db)
+	verr := db.Verify()
+	if rerr == nil {
+		if d := Diff(v.String(), b.rec.views[b.last]); d != "" {
+			t.Fatalf("%s: read back a state the model never had: %s", what, d)
+		}
+	}
+	if cerr == nil {
+		if rerr != nil || verr != nil || cseq != b.last {
+			t.Fatalf("%s: Check finds no lost value (batch %d), but read says %v and Verify %v", what, cseq, rerr, verr)
+		}
+		return "no task refers to it"
+	}
+	if !errors.Is(cerr, engine.ErrCorrupt) || !strings.Contains(cerr.Error(), filepath.Base(file)) || !strings.Contains(cerr.Error(), "offset") {
+		t.Fatalf("%s: check: %v, want ErrCorrupt naming the file and offset", what, cerr)
+	}
+	if !errors.Is(verr, engine.ErrCorrupt) {
+		t.Fatalf("%s: Check says %v, Verify %v", what, cerr, verr)
+	}
+	if rerr == nil {
+		return "lost, not read"
+	}
+	return "lost, read refused"
 }
 
 // checkFlip flips one bit of file at off and reopens: Open must refuse with
@@ -141,16 +199,26 @@ func (b *flipBase) checkFlip(t testing.TB, dir, file string, off int, bit uint) 
 // several segments.
 func TestBitFlips(t *testing.T) {
 	t.Parallel()
-	b := sharedFlipBase(t)
-	dir := scratchDir(t)
-	outcomes := map[string]int{}
-	every := shortOr("flip-every", flagOr("flip-every", *flipEvery, 8), 97)
-	for _, file := range append(b.img.segments(), b.img.snapshots()...) {
-		for off := 0; off < len(b.img[file]); off += every {
-			outcomes[b.checkFlip(t, dir, file, off, uint(off/every))]++
+	eachConfig(t, func(t *testing.T, cfg byte) {
+		b := sharedFlipBase(t, cfg)
+		dir := scratchDir(t)
+		outcomes := map[string]int{}
+		every := shortOr("flip-every", flagOr("flip-every", *flipEvery, 8), 97)
+		for _, file := range append(b.img.segments(), b.img.snapshots()...) {
+			for off := 0; off < len(b.img[file]); off += every {
+				outcomes[b.checkFlip(t, dir, file, off, uint(off/every))]++
+			}
 		}
-	}
-	t.Logf("%d segments, %d snapshots, batch %d: %v", len(b.img.segments()), len(b.img.snapshots()), b.last, outcomes)
+		// The value log's files are smaller: a shorter stride under -short.
+		vevery := shortOr("flip-every", flagOr("flip-every", *flipEvery, 8), 29)
+		for _, file := range b.img.valueFiles() {
+			for off := 0; off < len(b.img[file]); off += vevery {
+				outcomes["value log: "+b.checkValueFlip(t, dir, file, off, uint(off/vevery))]++
+			}
+		}
+		t.Logf("%d segments, %d snapshots, %d value log files, batch %d: %v", len(b.img.segments()), len(b.img.snapshots()),
+			len(b.img.valueFiles()), b.last, outcomes)
+	})
 }
 
 // FuzzLogBitFlip flips one bit at a fuzzed offset of a log segment.
@@ -158,7 +226,7 @@ func FuzzLogBitFlip(f *testing.F) {
 	for _, s := range [][3]uint32{{0, 0, 0}, {0, 1, 7}, {1, 5, 3}, {9, 1 << 20, 1}, {255, 13, 4}, {2, 100, 6}} {
 		f.Add(uint8(s[0]), s[1], uint8(s[2]))
 	}
-	b := sharedFlipBase(f)
+	b := sharedFlipBase(f, 0x09)
 	dir := scratchDir(f)
 	f.Fuzz(func(t *testing.T, seg uint8, off uint32, bit uint8) {
 		segs := b.img.segments()
@@ -175,7 +243,7 @@ func FuzzSnapshotBitFlip(f *testing.F) {
 	for _, s := range [][3]uint32{{0, 0, 0}, {1, 0, 0}, {0, 20, 2}, {1, 30, 7}, {1, 1 << 16, 5}, {0, 9, 1}} {
 		f.Add(uint8(s[0]), s[1], uint8(s[2]))
 	}
-	b := sharedFlipBase(f)
+	b := sharedFlipBase(f, 0x09)
 	dir := scratchDir(f)
 	f.Fuzz(func(t *testing.T, which uint8, off uint32, bit uint8) {
 		snaps := b.img.snapshots()

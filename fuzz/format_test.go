@@ -307,3 +307,15 @@ func (im image) tailEntries() (string, []int) {
 
 // extends reports whether b starts with a.
 func extends(b, a []byte) bool { return len(b) >= len(a) && bytes.Equal(b[:len(a)], a) }
+
+// valueFiles returns the value log file paths of im in number order.
+func (im image) valueFiles() []string {
+	var out []string
+	for p := range im {
+		if dir, name := filepath.Split(p); dir == "vlog/" && strings.HasSuffix(name, ".vlog") {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,17 @@ func TestKillLoop(t *testing.T) {
 	if len(j.acked) == 0 || j.completes == 0 {
 		t.Fatal("the child acknowledged nothing: the loop tested nothing")
 	}
+	var valueBytes int64
+	ents, _ := os.ReadDir(filepath.Join(dir, "vlog"))
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			valueBytes += fi.Size()
+		}
+	}
+	if valueBytes == 0 {
+		t.Fatal("no cycle wrote to the value log")
+	}
+	t.Logf("value log: %d files, %d bytes", len(ents), valueBytes)
 }
 
 // runChild starts the child on dir, kills it after d and returns the whole
@@ -150,8 +162,14 @@ func killChild(dir string, cycle int) {
 			os.Exit(2)
 		}
 	}
+	// Every other cycle keeps values of 64 bytes or more in the value log,
+	// which half the payloads and some progress records cross.
+	threshold := 0
+	if cycle%2 == 0 {
+		threshold = 64
+	}
 	db, err := engine.Open(dir, engine.Options{Durability: engine.SyncAlways, SnapshotBytes: 48 << 10,
-		SegmentBytes: 16 << 10, Logger: quiet})
+		SegmentBytes: 16 << 10, Logger: quiet, ValueThreshold: threshold})
 	if err != nil {
 		report("X open %v", err)
 		select {}
@@ -190,7 +208,11 @@ func killChild(dir string, cycle int) {
 					n++
 					uids = append(uids, uid)
 					report("e %s", uid)
-					tasks = append(tasks, engine.Task{Payload: []byte(fmt.Sprintf(`{"u":%q}`, uid)), IdempotencyKey: key,
+					payload := fmt.Sprintf(`{"u":%q}`, uid)
+					if n%2 == 0 {
+						payload = fmt.Sprintf(`{"u":%q,"pad":%q}`, uid, padFor(uid))
+					}
+					tasks = append(tasks, engine.Task{Payload: []byte(payload), IdempotencyKey: key,
 						Priority: rng.IntN(3), MaxAttempts: 3, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
 				}
 				res, err := q.EnqueueBatch(ctx, tasks)
@@ -248,7 +270,11 @@ func killChild(dir string, cycle int) {
 							report("L %d %d %s", l.ID, l.Token, ErrClass(err))
 						}
 					default:
-						if _, err := hb(ctx, q, l, 50*time.Millisecond, []byte(`{"p":1}`)); err != nil {
+						progress := []byte(`{"p":1}`)
+						if rng.IntN(2) == 0 {
+							progress = []byte(fmt.Sprintf(`{"p":%q}`, padFor(strconv.FormatUint(l.ID, 10))))
+						}
+						if _, err := hb(ctx, q, l, 50*time.Millisecond, progress); err != nil {
 							report("L %d %d %s", l.ID, l.Token, ErrClass(err))
 						} else {
 							report("H %d %d", l.ID, l.Token)
@@ -392,11 +418,14 @@ func (j *journal) check(t *testing.T, dir string, c int) {
 	}
 	j.recovered, j.lost = 0, 0
 	for id, info := range now {
-		var p struct{ U string }
-		if err := json.Unmarshal(info.Payload, &p); err != nil || !j.attempted[p.U] {
+		var p struct{ U, Pad string }
+		if err := json.Unmarshal(info.Payload, &p); err != nil || !j.attempted[p.U] || p.Pad != "" && p.Pad != padFor(p.U) {
 			j.unexpected++
 			t.Errorf("cycle %d: task %d with payload %s was never enqueued", c, id, info.Payload)
 			continue
+		}
+		if pr := info.Progress; len(pr) > 0 && string(pr) != `{"p":1}` && string(pr) != fmt.Sprintf(`{"p":%q}`, padFor(strconv.FormatUint(id, 10))) {
+			t.Errorf("cycle %d: task %d with progress %s, never reported", c, id, pr)
 		}
 		if uid, ok := j.idOf[id]; ok && uid != p.U {
 			t.Errorf("cycle %d: task %d holds %s, was acknowledged for %s", c, id, p.U, uid)
@@ -441,3 +470,7 @@ func (j *journal) check(t *testing.T, dir string, c int) {
 		j.present[id] = true
 	}
 }
+
+// padFor is the padding of a payload or progress record that crosses the
+// value threshold, made of key so that bytes of another record show.
+func padFor(key string) string { return strings.Repeat(key+".", 1+96/(len(key)+1))[:96] }

@@ -23,12 +23,18 @@ type Config struct {
 	IdempotencyTTL time.Duration
 	// RetainCompleted as in engine.Options: 0 deletes completed tasks at once.
 	RetainCompleted time.Duration
+	// ValueThreshold as in engine.Options: 0 is the default (1 KiB), which
+	// the programs' values stay under; a small one puts many of them in the
+	// value log. The model keeps every value in line: what a caller reads
+	// back is the same either way.
+	ValueThreshold int
 }
 
 // Apply copies the configuration into engine options.
 func (c Config) Apply(o *engine.Options) {
 	o.IdempotencyTTL = c.IdempotencyTTL
 	o.RetainCompleted = c.RetainCompleted
+	o.ValueThreshold = c.ValueThreshold
 }
 
 // QueueKey names a queue: its namespace and its name.

@@ -88,11 +88,43 @@ func (p *program) next() (code int, a [opSize - 1]byte) {
 }
 
 // programConfig picks the idempotency TTL and the retention of completed
-// tasks from a program's first byte.
+// tasks from a program's first byte, and with bit 4 a value threshold of
+// valueThreshold bytes, which about a third of the payloads, results and
+// progress records the program makes cross (see big).
 func programConfig(b byte) Config {
 	ttls := []time.Duration{0, 90 * time.Second, -1, 10 * time.Minute}
 	retain := []time.Duration{0, 0, time.Minute, time.Hour}
-	return Config{IdempotencyTTL: ttls[b&3], RetainCompleted: retain[(b>>2)&3]}
+	c := Config{IdempotencyTTL: ttls[b&3], RetainCompleted: retain[(b>>2)&3]}
+	if b&0x10 != 0 {
+		c.ValueThreshold = valueThreshold
+	}
+	return c
+}
+
+// valueThreshold is the value threshold of the programs that set bit 4 of
+// their configuration byte.
+const valueThreshold = 64
+
+// big returns v, a JSON object or string of a program, grown past the value
+// threshold every third value when the program has one: a string's text or
+// an object's "pad" member repeated, sizes on both sides of the threshold
+// and up to a few hundred bytes. Without a threshold v is returned as it is.
+func (r *runner) big(v []byte) []byte {
+	if r.cfg.ValueThreshold == 0 || len(v) == 0 || r.n%3 != 0 {
+		return v
+	}
+	n := valueThreshold - 8 + r.n*37%300 // some just under the threshold
+	pad := strings.Repeat("v", max(n-len(v), 1))
+	switch v[0] {
+	case '"':
+		return []byte(`"` + pad + string(v[1:]))
+	case '{':
+		if len(v) == 2 {
+			return []byte(`{"pad":"` + pad + `"}`)
+		}
+		return []byte(`{"pad":"` + pad + `",` + string(v[1:]))
+	}
+	return v
 }
 
 // runConfig is one way to run a program: in memory, or on disk with a
@@ -295,9 +327,9 @@ func (r *runner) payload(kind byte) []byte {
 	case 0:
 		return nil
 	case 3:
-		return []byte(fmt.Sprintf(`"s%d"`, r.n))
+		return r.big([]byte(fmt.Sprintf(`"s%d"`, r.n)))
 	}
-	return []byte(fmt.Sprintf(`{"n":%d}`, r.n))
+	return r.big([]byte(fmt.Sprintf(`{"n":%d}`, r.n)))
 }
 
 func (r *runner) task(b0, b1, b2 byte) engine.Task {
@@ -612,7 +644,7 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		l, q := r.pickLease(a[0])
 		var result []byte
 		if a[1]&1 != 0 {
-			result = []byte(fmt.Sprintf(`{"r":%d}`, r.n))
+			result = r.big([]byte(fmt.Sprintf(`{"r":%d}`, r.n)))
 		}
 		var ops []TxOp
 		for i := range int(a[1] >> 1 & 3) {
@@ -722,7 +754,7 @@ func (r *runner) step(code int, a [opSize - 1]byte) {
 		var progress []byte
 		switch a[1] >> 2 & 3 {
 		case 1:
-			progress = []byte(fmt.Sprintf(`{"p":%d}`, r.n))
+			progress = r.big([]byte(fmt.Sprintf(`{"p":%d}`, r.n)))
 		case 2:
 			progress = []byte{}
 		}

@@ -90,26 +90,24 @@ func record(tb testing.TB, o recordOptions) *recording {
 	rc := runConfig{name: fmt.Sprintf("record/%s/seed=%d", o.dur, o.seed), dur: o.dur, snapBytes: -1, segBytes: o.segBytes}
 	var mu sync.Mutex // failpoints run on the committing goroutine; keep the race detector informed
 	hits := map[string]int{}
-	var fsys vfs.FS
-	if o.injectOp != nil {
-		nOps := 0
-		fsys = errorfs.Wrap(scratch, errorfs.InjectorFunc(func(op errorfs.Op) error {
-			if !changes(op.Kind) {
-				return nil
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if rec.r == nil || rec.r.opening.Load() {
-				return nil
-			}
-			nOps++
-			if !o.injectOp(op, nOps) {
-				return nil
-			}
-			rec.injected = rec.event(op.Kind.String() + " " + strings.TrimPrefix(op.Path, rec.r.dir+"/"))
-			return &fs.PathError{Op: op.Kind.String(), Path: op.Path, Err: errInjected}
-		}))
-	}
+	nOps := 0
+	fsys := errorfs.Wrap(scratch, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if rec.r == nil {
+			return nil
+		}
+		rec.observe(op)
+		if o.injectOp == nil || !changes(op.Kind) || rec.r.opening.Load() {
+			return nil
+		}
+		nOps++
+		if !o.injectOp(op, nOps) {
+			return nil
+		}
+		rec.injected = rec.event(op.Kind.String() + " " + strings.TrimPrefix(op.Path, rec.r.dir+"/"))
+		return &fs.PathError{Op: op.Kind.String(), Path: op.Path, Err: errInjected}
+	}))
 	rec.r = newRunnerFS(tb, rc, rec.cfg, "", fsys, func(opts *engine.Options) {
 		opts.SyncEvery = time.Hour // SyncInterval: no background fsync during the run
 		enginetest.Failpoint(opts, func(name string) error {
@@ -174,6 +172,30 @@ func changes(k errorfs.OpKind) bool {
 		return true
 	}
 	return false
+}
+
+// observe follows, from the file operations the DB makes, what of the
+// value log is durable: it has no failpoints, and its fsyncs come before
+// the log's (a batch is never more durable than the values it refers to).
+// A file's content is durable once fsynced, its directory entry once the
+// directory is.
+func (rec *recording) observe(op errorfs.Op) {
+	d := &rec.dur
+	rel, ok := strings.CutPrefix(op.Path, rec.r.dir+"/")
+	if d.data == nil || !ok {
+		return
+	}
+	switch {
+	case op.Kind == errorfs.OpSync && inDir(rel, "vlog"):
+		if b, err := vfs.ReadFile(scratch, op.Path); err == nil {
+			d.data[rel] = b
+		}
+	case op.Kind == errorfs.OpDirSync && rel == "vlog":
+		ents, _ := scratch.ReadDir(op.Path)
+		for _, e := range ents {
+			d.names["vlog/"+e.Name()] = true
+		}
+	}
 }
 
 // event captures the directory now, with its power-loss variants, and then

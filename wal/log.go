@@ -793,6 +793,17 @@ func (l *Log) Stats() Stats {
 	return s
 }
 
+// Abandon closes the log without writing the records appended and not
+// yet written: a caller that failed before making them durable (the value
+// log they refer to could not be written) never acknowledged them, and
+// they must not reach the file. Later calls fail with ErrFailed.
+func (l *Log) Abandon() error {
+	l.fail("abandon", errAbandoned)
+	return l.Close()
+}
+
+var errAbandoned = errors.New("abandoned")
+
 // Close writes and fsyncs every appended record and closes the files. Sync
 // callers waiting at the time are released. Calling it again returns
 // ErrClosed. On a failed Log it does no I/O and returns the failure.

@@ -48,11 +48,15 @@ func runVerify(ctx context.Context, c cli, args []string) error {
 	}
 	rep.Print(c.stdout)
 	if err != nil {
-		fmt.Fprintln(c.stdout, "DAMAGED: Open would refuse this directory:", message(err))
+		if n := len(rep.Values.LostTasks()); n > 0 {
+			fmt.Fprintf(c.stdout, "DAMAGED: %d tasks refer to values the value log no longer holds intact: %s\n", n, message(err))
+		} else {
+			fmt.Fprintln(c.stdout, "DAMAGED: Open would refuse this directory:", message(err))
+		}
 		fmt.Fprintf(c.stdout, "'docket repair -salvage %s' keeps what can be kept and says what is lost\n", shellQuote(dir))
 		return exitError(1)
 	}
-	fmt.Fprintln(c.stdout, "OK: Open would open this directory")
+	fmt.Fprintln(c.stdout, "OK: Open would open this directory, and every value it refers to reads back")
 	return nil
 }
 

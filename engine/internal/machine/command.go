@@ -126,24 +126,26 @@ func (cmd *Command) Plan(p *Planner, res *Result) error {
 
 // Adds estimates the bytes cmd adds to the state if it is planned as
 // asked, and whether it is a completion (which may use the reserve).
-// Zero means it adds nothing the budget bounds.
-func (cmd *Command) Adds() (n int64, completion bool) {
+// Zero means it adds nothing the budget bounds. A payload or result of at
+// least outOfLine bytes (0: none is) is kept on disk, the state holding a
+// reference to it (engine.Options.ValueThreshold), and counts as that.
+func (cmd *Command) Adds(outOfLine int) (n int64, completion bool) {
 	switch cmd.Op {
 	case CmdEnqueue:
-		return specAdds(&cmd.Task) + opsAdd(cmd.Ops), false
+		return specAdds(&cmd.Task, outOfLine) + opsAdd(cmd.Ops, outOfLine), false
 	case CmdEnqueueBatch:
 		for i := range cmd.Tasks {
-			n += specAdds(&cmd.Tasks[i])
+			n += specAdds(&cmd.Tasks[i], outOfLine)
 		}
-		return n + opsAdd(cmd.Ops), false
+		return n + opsAdd(cmd.Ops, outOfLine), false
 	case CmdCommit:
 		// The system area (worker presence, schedules, a periodic task's
 		// last tick) is written by the runtime that drains the queues: it
 		// may use the reserve, so that workers stay visible and schedules
 		// keep their place while the budget is full.
-		return opsAdd(cmd.Ops), systemOnly(cmd.Ops)
+		return opsAdd(cmd.Ops, outOfLine), systemOnly(cmd.Ops)
 	case CmdComplete, CmdCompleteClaim:
-		return int64(len(cmd.Result)) + opsAdd(cmd.Ops), true
+		return valueAdds(len(cmd.Result), outOfLine) + opsAdd(cmd.Ops, outOfLine), true
 	}
 	return 0, false
 }
@@ -162,23 +164,35 @@ func systemOnly(ops []TxOp) bool {
 // it (s.size holds its variable fields' lengths), a map entry per header,
 // its idempotency key and dependencies, and the lease record its first
 // claim adds, so that claiming what the budget admitted stays within it.
-func specAdds(s *Spec) int64 {
+func specAdds(s *Spec, outOfLine int) int64 {
 	n := index.TaskCost + index.ExtraCost + int64(s.Size) + index.DepCost*int64(len(s.Deps)+len(s.Sibs)) +
 		index.HeaderCost*int64(len(s.Headers)) + index.RunCost
+	if p := len(s.Payload); outOfLine > 0 && p >= outOfLine {
+		n += valueAdds(p, outOfLine) - int64(p)
+	}
 	if s.Idem != "" {
 		n += index.IdemCost + int64(len(s.Idem))
 	}
 	return n
 }
 
-func opsAdd(ops []TxOp) int64 {
+// valueAdds is what a value of n bytes adds: itself, or its reference
+// when it is kept on disk.
+func valueAdds(n, outOfLine int) int64 {
+	if outOfLine > 0 && n >= outOfLine {
+		return index.RefsCost
+	}
+	return int64(n)
+}
+
+func opsAdd(ops []TxOp, outOfLine int) int64 {
 	var n int64
 	for i := range ops {
 		switch op := &ops[i]; op.Kind {
 		case dockettype.OpSet:
 			n += index.KVCost + int64(len(op.Key)+len(op.Value))
 		case dockettype.OpEnqueue:
-			n += specAdds(&op.Spec)
+			n += specAdds(&op.Spec, outOfLine)
 		}
 	}
 	return n
