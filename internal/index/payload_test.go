@@ -84,3 +84,53 @@ func TestPayloadPlace(t *testing.T) {
 		t.Fatalf("a malformed reference read back as %+v", r)
 	}
 }
+
+// TestStoreHeapPerTask: in a store, with its indexes, a ready task whose
+// payload is in the value log costs no more heap than one with no payload
+// (the record is the same size, and needs no Extra). It logs the bytes a
+// task: its record (Task, 96) and its index entries and tree nodes (the
+// rest).
+func TestStoreHeapPerTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap of a store of 100k tasks")
+	}
+	const n = 100_000
+	perTask := func(kind string) float64 {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := NewStore()
+		q := s.QueueRef(qk)
+		pay := make([]byte, 1024)
+		for seq := uint64(1); seq <= n/1000; seq++ {
+			b := &Batch{Seq: seq, Now: 100}
+			for i := range uint64(1000) {
+				id := (seq-1)*1000 + i + 1
+				f := Fields{ID: id, Queue: q, State: StateReady, MaxAttempts: 3, NotBefore: 100, Created: 100, Updated: 100}
+				switch kind {
+				case "ref":
+					f.PayloadRef = ValueRef{File: 1, Off: int64(id) * 1024, Len: 1024}
+				case "inline":
+					f.Payload = pay[:1024:1024] // shared: count the record, not the bytes
+				}
+				b.Mutations = append(b.Mutations, Mutation{Kind: MutPutTask, Task: f.Task()})
+			}
+			if _, err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if got := s.Usage().Tasks; got != n {
+			t.Fatalf("%d tasks in the store, want %d", got, n)
+		}
+		runtime.KeepAlive(s)
+		return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	}
+	none, inline, refs := perTask("none"), perTask("inline"), perTask("ref")
+	t.Logf("store heap per ready task beyond its payload's bytes: %.1f bytes with no payload, %.1f in line, %.1f by reference "+
+		"(the record %d, its index entries and tree nodes the rest)", none, inline, refs, unsafe.Sizeof(Task{}))
+	if refs-none > 16 {
+		t.Fatalf("a payload by reference costs %.1f bytes a task more than none in a store, want at most 16", refs-none)
+	}
+}
