@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,7 +156,22 @@ func fillBacklog(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) e
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.HeapPerTask = float64(ms.HeapAlloc) / float64(max(cfg.N, 1))
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(cfg.HeapProfile); err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
+	}
 	return nil
+}
+
+// writeHeapProfile writes the heap's profile (as of the last collection)
+// to the file path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 // standing holds the backlog at cfg.N for cfg.Duration: cfg.Workers claim

@@ -68,6 +68,9 @@ type Config struct {
 	// MaxMemory is docket's Options.MaxMemory, its memory budget. Default
 	// 0: the engine's (a quarter of the machine's memory); negative: none.
 	MaxMemory int64
+	// HeapProfile, if set, is a file W10 writes the heap's profile to
+	// once the backlog is full (go tool pprof reads it).
+	HeapProfile string
 	// InMemory runs docket with no directory (not W8).
 	InMemory bool
 	// Dir is where the run's data directory is made (and removed after).

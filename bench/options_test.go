@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/docketdb/docket/engine"
 )
@@ -45,5 +48,22 @@ func TestValueOptions(t *testing.T) {
 				t.Errorf("value log of %d bytes after a payload of %d; want it there: %v", n, len(payload), tc.inLog)
 			}
 		})
+	}
+}
+
+// TestBacklogHeapProfile: W10 writes the heap's profile once the backlog
+// is full when asked, and fails with the error when it cannot.
+func TestBacklogHeapProfile(t *testing.T) {
+	cfg := syncNever.config(t, "W10", 500)
+	cfg.Duration = 20 * time.Millisecond
+	cfg.HeapProfile = filepath.Join(t.TempDir(), "heap.pprof")
+	run(t, cfg)
+	b, err := os.ReadFile(cfg.HeapProfile)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a profile is gzipped
+		t.Fatalf("heap profile of %d bytes: %v", len(b), err)
+	}
+	cfg.HeapProfile = filepath.Join(t.TempDir(), "no such dir", "heap.pprof")
+	if _, err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "heap profile") {
+		t.Fatalf("a profile to a missing directory: %v", err)
 	}
 }
