@@ -75,9 +75,27 @@ func runW10(ctx context.Context, cfg Config, dir string, r *Result) error {
 	}
 	b.DiskBytes = dirBytes(dir)
 	runtime.GC()
+	var prof *os.File
+	if cfg.ReopenProfile != "" {
+		if prof, err = os.Create(cfg.ReopenProfile); err == nil {
+			err = pprof.StartCPUProfile(prof)
+		}
+		if err != nil {
+			return fmt.Errorf("reopen profile: %w", errors.Join(err, closeFile(prof)))
+		}
+	}
 	start := time.Now()
 	d, err = openDocket(cfg, dir, nil)
 	b.Reopen = time.Since(start)
+	if prof != nil {
+		pprof.StopCPUProfile()
+		if perr := prof.Close(); perr != nil {
+			err = errors.Join(err, fmt.Errorf("reopen profile: %w", perr))
+			if d != nil {
+				d.Close()
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
@@ -162,6 +180,13 @@ func fillBacklog(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) e
 		}
 	}
 	return nil
+}
+
+func closeFile(f *os.File) error {
+	if f == nil {
+		return nil
+	}
+	return f.Close()
 }
 
 // writeHeapProfile writes the heap's profile (as of the last collection)

@@ -71,6 +71,9 @@ type Config struct {
 	// HeapProfile, if set, is a file W10 writes the heap's profile to
 	// once the backlog is full (go tool pprof reads it).
 	HeapProfile string
+	// ReopenProfile, if set, is a file W10 writes a CPU profile of its
+	// reopen to.
+	ReopenProfile string
 	// InMemory runs docket with no directory (not W8).
 	InMemory bool
 	// Dir is where the run's data directory is made (and removed after).

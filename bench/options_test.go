@@ -52,18 +52,33 @@ func TestValueOptions(t *testing.T) {
 }
 
 // TestBacklogHeapProfile: W10 writes the heap's profile once the backlog
-// is full when asked, and fails with the error when it cannot.
+// is full and a CPU profile of its reopen when asked, and fails with the
+// error when it cannot.
 func TestBacklogHeapProfile(t *testing.T) {
 	cfg := syncNever.config(t, "W10", 500)
 	cfg.Duration = 20 * time.Millisecond
 	cfg.HeapProfile = filepath.Join(t.TempDir(), "heap.pprof")
+	cfg.ReopenProfile = filepath.Join(t.TempDir(), "reopen.cpu")
 	run(t, cfg)
-	b, err := os.ReadFile(cfg.HeapProfile)
-	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a profile is gzipped
-		t.Fatalf("heap profile of %d bytes: %v", len(b), err)
+	for _, p := range []string{cfg.HeapProfile, cfg.ReopenProfile} {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a profile is gzipped
+			t.Fatalf("profile %s of %d bytes: %v", filepath.Base(p), len(b), err)
+		}
 	}
-	cfg.HeapProfile = filepath.Join(t.TempDir(), "no such dir", "heap.pprof")
-	if _, err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "heap profile") {
-		t.Fatalf("a profile to a missing directory: %v", err)
+	missing := filepath.Join(t.TempDir(), "no such dir", "x.pprof")
+	for _, tc := range []struct {
+		what string
+		set  func(*Config)
+	}{
+		{"heap profile", func(c *Config) { c.HeapProfile = missing }},
+		{"reopen profile", func(c *Config) { c.ReopenProfile = missing }},
+	} {
+		c := cfg
+		c.HeapProfile, c.ReopenProfile = "", ""
+		tc.set(&c)
+		if _, err := Run(ctx, c); err == nil || !strings.Contains(err.Error(), tc.what) {
+			t.Fatalf("a %s to a missing directory: %v", tc.what, err)
+		}
 	}
 }
