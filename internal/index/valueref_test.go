@@ -14,9 +14,10 @@ import (
 )
 
 // TestRecordSizes: value references cost a record that has none nothing.
-// A pending task stays in the 96-byte size class (TestTaskSize), and the
-// references hang off Extra by one pointer, which keeps Extra in its
-// 176-byte size class.
+// A pending task stays in the 96-byte size class (TestTaskSize), its
+// payload's reference in the payload's place (TestPayloadSizes), and the
+// references of its result and progress hang off Extra by one pointer,
+// which keeps Extra in its 176-byte size class.
 func TestRecordSizes(t *testing.T) {
 	if n := unsafe.Sizeof(Task{}); n != 96 {
 		t.Errorf("Task is %d bytes, want 96", n)
