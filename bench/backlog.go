@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,9 +75,27 @@ func runW10(ctx context.Context, cfg Config, dir string, r *Result) error {
 	}
 	b.DiskBytes = dirBytes(dir)
 	runtime.GC()
+	var prof *os.File
+	if cfg.ReopenProfile != "" {
+		if prof, err = os.Create(cfg.ReopenProfile); err == nil {
+			err = pprof.StartCPUProfile(prof)
+		}
+		if err != nil {
+			return fmt.Errorf("reopen profile: %w", errors.Join(err, closeFile(prof)))
+		}
+	}
 	start := time.Now()
 	d, err = openDocket(cfg, dir, nil)
 	b.Reopen = time.Since(start)
+	if prof != nil {
+		pprof.StopCPUProfile()
+		if perr := prof.Close(); perr != nil {
+			err = errors.Join(err, fmt.Errorf("reopen profile: %w", perr))
+			if d != nil {
+				d.Close()
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
@@ -154,7 +174,29 @@ func fillBacklog(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) e
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.HeapPerTask = float64(ms.HeapAlloc) / float64(max(cfg.N, 1))
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(cfg.HeapProfile); err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
+	}
 	return nil
+}
+
+func closeFile(f *os.File) error {
+	if f == nil {
+		return nil
+	}
+	return f.Close()
+}
+
+// writeHeapProfile writes the heap's profile (as of the last collection)
+// to the file path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 // standing holds the backlog at cfg.N for cfg.Duration: cfg.Workers claim

@@ -61,6 +61,19 @@ type Config struct {
 	PayloadBytes int
 	// Durability is docket's sync mode when InMemory is false.
 	Durability engine.Durability
+	// ValueThreshold is docket's Options.ValueThreshold: the size from
+	// which a payload is kept in the value log on disk. Default 0: the
+	// engine's (1 KiB); negative: every payload in memory.
+	ValueThreshold int
+	// MaxMemory is docket's Options.MaxMemory, its memory budget. Default
+	// 0: the engine's (a quarter of the machine's memory); negative: none.
+	MaxMemory int64
+	// HeapProfile, if set, is a file W10 writes the heap's profile to
+	// once the backlog is full (go tool pprof reads it).
+	HeapProfile string
+	// ReopenProfile, if set, is a file W10 writes a CPU profile of its
+	// reopen to.
+	ReopenProfile string
 	// InMemory runs docket with no directory (not W8).
 	InMemory bool
 	// Dir is where the run's data directory is made (and removed after).

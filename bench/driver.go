@@ -106,7 +106,7 @@ func openDocket(cfg Config, dir string, tweak func(*engine.Options)) (*docketDri
 }
 
 func openDB(cfg Config, dir string, tweak func(*engine.Options)) (*engine.DB, error) {
-	opts := engine.Options{Durability: cfg.Durability}
+	opts := engine.Options{Durability: cfg.Durability, ValueThreshold: cfg.ValueThreshold, MaxMemory: cfg.MaxMemory}
 	if tweak != nil {
 		tweak(&opts)
 	}

@@ -139,7 +139,7 @@ func dump(db *DB) string {
 		x := t.Ex()
 		fmt.Fprintf(&b, "task %d %v %s a=%d/%d p=%d nb=%d bo=%d/%d own=%q tok=%d lease=%d c=%d u=%d pay=%q kind=%q idem=%q err=%q prog=%q res=%q h=%v errs=%v parent=%d follow=%v policy=%d part=%q\n",
 			t.ID, t.Queue.Key, t.State, t.Attempts, t.MaxAttempts(), t.Priority, t.NotBefore, t.BackoffBase(), t.BackoffMax(),
-			t.Owner(), t.Token(), t.LeaseUntil(), t.Created, t.Updated(), t.Payload, x.Kind, x.IdemKey, x.LastError,
+			t.Owner(), t.Token(), t.LeaseUntil(), t.Created, t.Updated(), t.Payload(), x.Kind, x.IdemKey, x.LastError,
 			x.Progress, x.Result, x.Headers, x.Errors, x.Parent, x.FollowUps, x.DepPolicy, t.PartitionKey())
 		return true
 	})

@@ -26,7 +26,7 @@ func infoOf(t *index.Task, now int64) TaskInfo {
 	k := t.Queue.Key
 	info := TaskInfo{
 		ID: t.ID, Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Queue: k.Name, Kind: x.Kind, State: State(t.State),
-		Payload: clone(t.Payload), Headers: maps.Clone(x.Headers), Priority: int(t.Priority), Attempts: int(t.Attempts),
+		Payload: clone(t.Payload()), Headers: maps.Clone(x.Headers), Priority: int(t.Priority), Attempts: int(t.Attempts),
 		MaxAttempts: int(t.MaxAttempts()), NotBefore: timeOf(t.NotBefore), Owner: t.Owner(), Token: t.Token(),
 		LeaseUntil: timeOf(t.LeaseUntil()), Progress: clone(x.Progress), Result: clone(x.Result), LastError: x.LastError,
 		IdempotencyKey: x.IdemKey, BackoffBase: micros(t.BackoffBase()), BackoffMax: micros(t.BackoffMax()),

@@ -73,8 +73,8 @@ func (v *values) outOfLine(b *index.Batch) error {
 		switch m.Kind {
 		case index.MutPutTask:
 			t := m.Task
-			if len(t.Payload) >= v.threshold {
-				r, err := v.log.Append(t.ID, vlog.Payload, t.Payload)
+			if len(t.Payload()) >= v.threshold {
+				r, err := v.log.Append(t.ID, vlog.Payload, t.Payload())
 				if err != nil {
 					return err
 				}
@@ -140,11 +140,11 @@ type want struct {
 // value log: its payload, and with all its result and progress. Call with
 // mu held.
 func wants(ws []want, i int, t *index.Task, all bool) []want {
-	if t.Extra == nil || t.Extra.Refs == nil {
-		return ws
-	}
 	if r := t.PayloadRef(); !r.IsZero() {
 		ws = append(ws, want{i, t.ID, index.ValuePayload, r})
+	}
+	if t.Extra == nil || t.Extra.Refs == nil {
+		return ws
 	}
 	if r := t.Extra.ProgressRef(); !r.IsZero() {
 		ws = append(ws, want{i, t.ID, index.ValueProgress, r})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/docketdb/docket/bench"
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/bytesize"
 )
 
 // benchPeer is the name bench/peers gives NATS JetStream reached over
@@ -27,6 +28,15 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	claim := fs.Int("claim", 0, "tasks per claim (0: the workload's default)")
 	payload := fs.Int("payload", 0, "payload bytes (0: about 100)")
 	rate := fs.Int("rate", 0, "W6R offered load in tasks/s (0: 10,000)")
+	threshold := fs.Int("value-threshold", 0, "payloads of at least this many bytes are kept in the value log on disk (0: the engine's 1 KiB; negative: every payload in memory)")
+	var maxMemory int64
+	fs.Func("max-memory", "memory `budget` of the DB: bytes, or with a unit (512MiB, 4GiB), or off (default: a quarter of the machine's or the cgroup's memory)", func(v string) error {
+		n, err := bytesize.Parse(v)
+		maxMemory = n
+		return err
+	})
+	heapProfile := fs.String("heap-profile", "", "W10 writes the heap's profile to this `file` once the backlog is full (go tool pprof reads it)")
+	reopenProfile := fs.String("reopen-profile", "", "W10 writes a CPU profile of its reopen to this `file`")
 	durability := fs.String("durability", "always", "always, interval, never or memory; several comma separated run in turn")
 	dir := fs.String("dir", "", "directory for the data (default: a temporary one)")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
@@ -57,7 +67,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 		return usageError{"bench: -targets runs in process; the remote targets are those of -remote"}
 	}
 	base := bench.Config{N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
-		PayloadBytes: *payload, OfferedRate: *rate, Dir: *dir, InFlight: *inFlight, Parked: *parked, SplitCommits: *split}
+		PayloadBytes: *payload, ValueThreshold: *threshold, MaxMemory: maxMemory, HeapProfile: *heapProfile, ReopenProfile: *reopenProfile, OfferedRate: *rate, Dir: *dir, InFlight: *inFlight, Parked: *parked, SplitCommits: *split}
 	var modes []bench.Config
 	anyDisk := false
 	for _, m := range strings.Split(*durability, ",") {

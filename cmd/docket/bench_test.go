@@ -17,6 +17,8 @@ func TestBenchFlagRefusals(t *testing.T) {
 		{[]string{"-rounds", "0"}, "-rounds must be at least 1"},
 		{[]string{"-targets", "-remote"}, "-targets runs in process"},
 		{[]string{"-targets", "-server", "http://127.0.0.1:1"}, "-targets runs in process"},
+		{[]string{"-max-memory", "lots"}, `want a size in bytes such as 268435456, 256MiB or 4GiB, or off; got "lots"`},
+		{[]string{"-value-threshold", "1k"}, `invalid value "1k" for flag -value-threshold`},
 	} {
 		code, out, errs := docket(t, append([]string{"bench", "-fsync", "0", "-durability", "memory"}, tc.args...)...)
 		if code != 2 || out != "" || !strings.Contains(errs, tc.want) {

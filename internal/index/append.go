@@ -129,8 +129,8 @@ func (e *Encoder) appendTask(b []byte, t *Task) []byte {
 	b = appendInt(b, run.LeaseUntil)
 	b = appendInt(b, t.Created)
 	b = appendInt(b, t.Updated())
-	b = appendValue(b, t.Payload, t.PayloadRef())
-	if t.Extra.emptyBut(ValuePayload) {
+	b = appendValue(b, t.Payload(), t.PayloadRef())
+	if t.Extra.empty() {
 		b = append(b, 0xc0)
 	} else {
 		x := t.Extra

@@ -247,7 +247,7 @@ func (e *Encoder) Batch(b *Batch) ([]byte, error) {
 func (m *Mutation) hasRef() bool {
 	switch m.Kind {
 	case MutPutTask:
-		return m.Task != nil && m.Task.Extra != nil && !m.Task.Extra.Refs.empty()
+		return m.Task != nil && m.Task.hasRefs()
 	case MutUpdateTask:
 		return !m.Update.ProgressRef.IsZero() || !m.Update.ResultRef.IsZero()
 	case MutSetKV:
@@ -1001,6 +1001,7 @@ func (d *Decoder) task() (*Task, error) {
 	var st, att, maxAtt uint64
 	var r Retry
 	var run Run
+	var pay []byte
 	var payRef ValueRef
 	if t.ID, err = dec.DecodeUint64(); err == nil {
 		if k.Project, k.Scope, k.Name, err = d.strings3(); err == nil {
@@ -1022,7 +1023,7 @@ func (d *Decoder) task() (*Task, error) {
 				if run.LeaseUntil, err = dec.DecodeInt64(); err == nil {
 					if t.Created, err = dec.DecodeInt64(); err == nil {
 						if run.Updated, err = dec.DecodeInt64(); err == nil {
-							t.Payload, payRef, err = d.value()
+							pay, payRef, err = d.value()
 						}
 					}
 				}
@@ -1094,16 +1095,9 @@ func (d *Decoder) task() (*Task, error) {
 			t.Extra = x
 		}
 	}
+	t.pay = inLine(pay)
 	if !payRef.IsZero() {
-		x := t.Extra
-		if x == nil {
-			x = &Extra{}
-			t.Extra = x
-		}
-		if x.Refs == nil {
-			x.Refs = &TaskRefs{}
-		}
-		x.Refs.Payload = payRef
+		t.pay = byRef(payRef)
 	}
 	if nf >= 19 {
 		if run.Secret, err = dec.DecodeUint64(); err != nil {

@@ -93,10 +93,10 @@ func (d *Decoder) fastTask(data []byte) (t *Task, ok bool) {
 	}
 	t.SetRun(run.Owner, run.Token, run.LeaseUntil, run.Secret, run.Updated)
 	if len(payload) > 0 {
-		t.Payload = d.slabs.bytes(payload)
+		t.pay = inLine(d.slabs.bytes(payload))
 	}
 	if !payRef.IsZero() {
-		t.Extra = &Extra{Refs: &TaskRefs{Payload: payRef}}
+		t.pay = byRef(payRef)
 	}
 	c := &d.last
 	if c.q == nil || string(raw[0]) != string(c.raw[0]) || string(raw[1]) != string(c.raw[1]) ||

@@ -484,8 +484,8 @@ func FuzzFastTask(f *testing.F) {
 		{ID: 9, State: StateDead, Payload: []byte(strings.Repeat("x", 70_000))},
 		{ID: 10, State: StateReady, MaxAttempts: 3, Created: 5, Updated: 5, Payload: []byte(`1`), Part: PartRef("tenant-7")},
 		{ID: 11, State: StateInFlight, Owner: "w", Token: 2, Created: 5, Updated: 6, Part: PartRef(strings.Repeat("p", 300))},
-		{ID: 12, State: StateReady, Created: 5, Updated: 5, Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{File: 3, Off: 1 << 33, Len: 70_000}}}},
-		{ID: 13, State: StateReady, Created: 5, Updated: 5, Part: PartRef("t"), Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{Len: 1}}}},
+		{ID: 12, State: StateReady, Created: 5, Updated: 5, PayloadRef: ValueRef{File: 3, Off: 1 << 33, Len: 70_000}},
+		{ID: 13, State: StateReady, Created: 5, Updated: 5, Part: PartRef("t"), PayloadRef: ValueRef{Len: 1}},
 	} {
 		tf.Queue = s.QueueRef(QueueKey{Namespace{"p", strings.Repeat("s", 40)}, "q"})
 		tk := tf.Task()

@@ -53,7 +53,7 @@ func TestApplyIndexesAndCounts(t *testing.T) {
 	if err := s.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustTask(t, s, 1); string(got.Payload) != `{"id":1}` || got.Owner() != "w" {
+	if got := mustTask(t, s, 1); string(got.Payload()) != `{"id":1}` || got.Owner() != "w" {
 		t.Fatalf("update lost fields: %+v", got)
 	}
 }

@@ -80,9 +80,11 @@ func (a QueueKey) less(b QueueKey) bool {
 // changes once a task has been claimed or otherwise moved (nil for a task
 // as it was enqueued), the retry policy and the partition are interned
 // (tasks with the same policy and partition share one value), and Extra
-// holds the rarely set fields. Read them with the methods (Owner, Token,
-// LeaseUntil, Secret, Updated, MaxAttempts, BackoffBase, BackoffMax, Part);
-// set them on a record not yet stored with SetRun, SetRetry and SetPart.
+// holds the rarely set fields. The payload takes the same place in line or
+// by reference. Read them with the methods (Payload, PayloadRef, Owner,
+// Token, LeaseUntil, Secret, Updated, MaxAttempts, BackoffBase, BackoffMax,
+// Part); set them on a record not yet stored with SetPayload,
+// SetPayloadRef, SetRun, SetRetry and SetPart.
 type Task struct {
 	ID        uint64
 	Queue     *Queue
@@ -91,7 +93,8 @@ type Task struct {
 	Priority  int64
 	NotBefore int64
 	Created   int64
-	Payload   []byte
+	// pay is the payload, in line or by reference (Payload, PayloadRef).
+	pay payload
 	// Run is nil while the task is as enqueued: no owner, token, lease or
 	// secret, and Updated equal to Created.
 	Run *Run
@@ -254,9 +257,10 @@ type Extra struct {
 	// is dead-lettered or cancelled. The index stores it; the planner
 	// gives it meaning (engine.DependencyPolicy).
 	DepPolicy uint8
-	// Refs are the references of the task's values kept in the value log
-	// (the payload's too), nil when every value is in line. A value is in
-	// line (Payload, Result, Progress) or by reference, never both.
+	// Refs are the references of the task's result and progress kept in
+	// the value log, nil when both are in line. A value is in line
+	// (Result, Progress) or by reference, never both. The payload's
+	// reference is the task's own (PayloadRef).
 	Refs *TaskRefs
 }
 
@@ -273,21 +277,13 @@ type AttemptError struct {
 // rebuilds.
 const MaxAttemptErrors = 20
 
-func (e *Extra) empty() bool { return e.emptyBut(0) }
-
-// emptyBut is empty, not counting the reference of kind k: the encoding
-// writes a payload's reference in the payload's place, and the extra
-// fields as nil when they hold nothing else.
-func (e *Extra) emptyBut(k ValueKind) bool {
+// empty reports whether e holds nothing.
+func (e *Extra) empty() bool {
 	if e == nil {
 		return true
 	}
-	if e.Refs != nil {
-		r := *e.Refs
-		r.set(k, ValueRef{})
-		if r != (TaskRefs{}) {
-			return false
-		}
+	if !e.Refs.empty() {
+		return false
 	}
 	return e.Kind == "" && e.IdemKey == "" && e.LastError == "" &&
 		len(e.Progress) == 0 && len(e.Result) == 0 && len(e.Headers) == 0 &&
@@ -428,8 +424,12 @@ type Fields struct {
 	Created     int64
 	Updated     int64
 	Payload     []byte
-	Extra       *Extra
-	Part        *Partition
+	// PayloadRef is the reference of a payload in the value log. A record
+	// holds its payload in line or by reference: when PayloadRef is set,
+	// Task drops Payload.
+	PayloadRef ValueRef
+	Extra      *Extra
+	Part       *Partition
 }
 
 // Task returns a new record with the fields of f.
@@ -438,7 +438,10 @@ func (f *Fields) Task() *Task { return f.task(nil) }
 // task is Task, interning the shared fields through c when it is not nil.
 func (f *Fields) task(c *sharedCache) *Task {
 	t := &Task{ID: f.ID, Queue: f.Queue, State: f.State, Attempts: f.Attempts, Priority: f.Priority,
-		NotBefore: f.NotBefore, Created: f.Created, Payload: f.Payload, Extra: f.Extra}
+		NotBefore: f.NotBefore, Created: f.Created, pay: inLine(f.Payload), Extra: f.Extra}
+	if !f.PayloadRef.IsZero() {
+		t.pay = byRef(f.PayloadRef)
+	}
 	if v := (shared{Retry{MaxAttempts: f.MaxAttempts, BackoffBase: f.BackoffBase, BackoffMax: f.BackoffMax}, f.Part}); c != nil {
 		t.sh = c.handle(v)
 	} else {
@@ -455,5 +458,5 @@ func (t *Task) Fields() Fields {
 	return Fields{ID: t.ID, Queue: t.Queue, State: t.State, Attempts: t.Attempts, MaxAttempts: r.MaxAttempts,
 		Priority: t.Priority, NotBefore: t.NotBefore, BackoffBase: r.BackoffBase, BackoffMax: r.BackoffMax,
 		Owner: run.Owner, Token: run.Token, LeaseUntil: run.LeaseUntil, Secret: run.Secret, Created: t.Created,
-		Updated: t.Updated(), Payload: t.Payload, Extra: t.Extra, Part: sh.part}
+		Updated: t.Updated(), Payload: t.Payload(), PayloadRef: t.PayloadRef(), Extra: t.Extra, Part: sh.part}
 }

@@ -39,7 +39,7 @@ const (
 
 // TaskBytes is what a task record costs in Usage.Bytes.
 func TaskBytes(t *Task) int64 {
-	n := int64(TaskCost + len(t.Payload))
+	n := int64(TaskCost + len(t.Payload()))
 	if r := t.Run; r != nil {
 		n += RunCost + int64(len(r.Owner))
 	}
@@ -163,10 +163,11 @@ func (s *Store) verifyUsage() error {
 	var bad error
 	s.tasks.Scan(func(t *Task) bool {
 		add(t.Queue.Key.Namespace, 1, TaskBytes(t))
-		if x := t.Ex(); x.Refs != nil {
-			ref(x.Refs.Payload)
-			ref(x.Refs.Result)
-			ref(x.Refs.Progress)
+		if t.hasRefs() {
+			x := t.Ex()
+			ref(t.PayloadRef())
+			ref(x.Refs.get(ValueResult))
+			ref(x.Refs.get(ValueProgress))
 			if err := checkValues(&Mutation{Kind: MutPutTask, Task: t}); err != nil && bad == nil {
 				bad = err
 			}

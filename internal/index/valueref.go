@@ -57,13 +57,13 @@ func (k ValueKind) String() string {
 	return fmt.Sprintf("value kind %d", uint8(k))
 }
 
-// TaskRefs are the references of a task's values kept in the value log
-// (zero for a value in line). They hang off Extra, so that a task whose
-// values are all in line, the common record, pays nothing for them: Task
-// stays in its size class and Extra in its own. Like Extra they are
+// TaskRefs are the references of a task's result and progress kept in the
+// value log (zero for a value in line). They hang off Extra, so that a
+// task whose values are all in line, the common record, pays nothing for
+// them: Task stays in its size class and Extra in its own. (A payload's
+// reference is in the Task, in the payload's place.) Like Extra they are
 // immutable once stored.
 type TaskRefs struct {
-	Payload  ValueRef
 	Result   ValueRef
 	Progress ValueRef
 }
@@ -75,8 +75,6 @@ func (r *TaskRefs) get(k ValueKind) ValueRef {
 		return ValueRef{}
 	}
 	switch k {
-	case ValuePayload:
-		return r.Payload
 	case ValueResult:
 		return r.Result
 	case ValueProgress:
@@ -87,8 +85,6 @@ func (r *TaskRefs) get(k ValueKind) ValueRef {
 
 func (r *TaskRefs) set(k ValueKind, v ValueRef) {
 	switch k {
-	case ValuePayload:
-		r.Payload = v
 	case ValueResult:
 		r.Result = v
 	case ValueProgress:
@@ -96,9 +92,19 @@ func (r *TaskRefs) set(k ValueKind, v ValueRef) {
 	}
 }
 
-// PayloadRef is the reference of the task's payload, zero when the payload
-// is in line (Payload).
-func (t *Task) PayloadRef() ValueRef { return t.Ex().Refs.get(ValuePayload) }
+// ref is the reference of the task's value of kind k, zero when it is in
+// line.
+func (t *Task) ref(k ValueKind) ValueRef {
+	if k == ValuePayload {
+		return t.pay.ref()
+	}
+	return t.Ex().Refs.get(k)
+}
+
+// hasRefs reports whether any value of t is by reference.
+func (t *Task) hasRefs() bool {
+	return t.pay.isRef() || t.Extra != nil && t.Extra.Refs != nil
+}
 
 // ResultRef is the reference of the task's result, zero when it is in line.
 func (e *Extra) ResultRef() ValueRef { return e.Refs.get(ValueResult) }
@@ -166,17 +172,19 @@ func (s *Store) useRef(r ValueRef, sign int64) {
 }
 
 func (s *Store) useTaskRefs(t *Task, sign int64) {
+	s.useRef(t.pay.ref(), sign)
 	if t.Extra == nil || t.Extra.Refs == nil {
 		return
 	}
 	r := t.Extra.Refs
-	s.useRef(r.Payload, sign)
 	s.useRef(r.Result, sign)
 	s.useRef(r.Progress, sign)
 }
 
-// RefsCost is what a task's references cost in Usage.Bytes when it has
-// any: the TaskRefs record, whatever the lengths of the values.
+// RefsCost is what a task's references of its result and progress cost in
+// Usage.Bytes when it has any: the TaskRefs record, whatever the lengths
+// of the values. A payload's reference costs nothing beyond the task: it
+// takes the place of the payload's slice.
 const RefsCost = int64(unsafe.Sizeof(TaskRefs{})) + 8
 
 // KVRefCost is what a KV entry's reference costs in Usage.Bytes.
@@ -188,7 +196,7 @@ func checkValues(m *Mutation) error {
 	// The common case first, on every commit's path: no reference at all.
 	switch m.Kind {
 	case MutPutTask:
-		if m.Task == nil || m.Task.Extra == nil || m.Task.Extra.Refs == nil {
+		if m.Task == nil || !m.Task.hasRefs() {
 			return nil
 		}
 	case MutUpdateTask:
@@ -217,7 +225,7 @@ func checkRefs(m *Mutation) error {
 	case MutPutTask:
 		t := m.Task
 		x := t.Ex()
-		return firstErr(both("payload", t.ID, t.Payload, x.Refs.get(ValuePayload)),
+		return firstErr(both("payload", t.ID, t.Payload(), t.PayloadRef()),
 			both("result", t.ID, x.Result, x.Refs.get(ValueResult)),
 			both("progress", t.ID, x.Progress, x.Refs.get(ValueProgress)))
 	case MutUpdateTask:
@@ -250,6 +258,12 @@ func checkRefs(m *Mutation) error {
 // line or by reference.
 func (t *Task) WithRef(k ValueKind, r ValueRef) *Task {
 	nt := *t
+	if k == ValuePayload {
+		if !r.IsZero() || nt.pay.isRef() {
+			nt.pay = byRef(r)
+		}
+		return &nt
+	}
 	ex := *t.Ex()
 	refs := TaskRefs{}
 	if ex.Refs != nil {
@@ -262,8 +276,6 @@ func (t *Task) WithRef(k ValueKind, r ValueRef) *Task {
 	}
 	if !r.IsZero() {
 		switch k {
-		case ValuePayload:
-			nt.Payload = nil
 		case ValueResult:
 			ex.Result = nil
 		case ValueProgress:
@@ -292,7 +304,7 @@ func (s *Store) moveValue(v *ValueMove) {
 		return
 	}
 	old, ok := s.Task(v.ID)
-	if !ok || old.Ex().Refs.get(v.Kind) != v.Old {
+	if !ok || old.ref(v.Kind) != v.Old {
 		return
 	}
 	nt := old.WithRef(v.Kind, v.New)

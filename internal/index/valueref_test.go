@@ -14,9 +14,10 @@ import (
 )
 
 // TestRecordSizes: value references cost a record that has none nothing.
-// A pending task stays in the 96-byte size class (TestTaskSize), and the
-// references hang off Extra by one pointer, which keeps Extra in its
-// 176-byte size class.
+// A pending task stays in the 96-byte size class (TestTaskSize), its
+// payload's reference in the payload's place (TestPayloadSizes), and the
+// references of its result and progress hang off Extra by one pointer,
+// which keeps Extra in its 176-byte size class.
 func TestRecordSizes(t *testing.T) {
 	if n := unsafe.Sizeof(Task{}); n != 96 {
 		t.Errorf("Task is %d bytes, want 96", n)
@@ -32,7 +33,7 @@ func TestRecordSizes(t *testing.T) {
 func refTask(s *Store, id uint64, payload ValueRef) *Task {
 	f := Fields{ID: id, Queue: s.QueueRef(qk), State: StateReady, MaxAttempts: 3, NotBefore: 10, Created: 1, Updated: 1}
 	if !payload.IsZero() {
-		f.Extra = &Extra{Refs: &TaskRefs{Payload: payload}}
+		f.PayloadRef = payload
 	} else {
 		f.Payload = []byte("inline")
 	}
@@ -69,11 +70,12 @@ func TestApplyValueRefs(t *testing.T) {
 	}})
 	wantLive(t, s, FileBytes{1, 5000}, FileBytes{2, 900})
 	t1 := mustTask(t, s, 1)
-	if t1.PayloadRef() != r1 || t1.Payload != nil {
-		t.Fatalf("payload ref %+v, payload %q", t1.PayloadRef(), t1.Payload)
+	if t1.PayloadRef() != r1 || t1.Payload() != nil || t1.Extra != nil {
+		t.Fatalf("payload ref %+v, payload %q, extra %+v", t1.PayloadRef(), t1.Payload(), t1.Extra)
 	}
-	// A value by reference costs its reference in the usage, not its length.
-	if got, want := TaskBytes(t1), int64(TaskCost)+ExtraCost+RefsCost; got != want {
+	// A value by reference costs its reference in the usage, not its
+	// length; a payload's reference is in the task, in the payload's place.
+	if got, want := TaskBytes(t1), int64(TaskCost); got != want {
 		t.Fatalf("a task with a referenced payload costs %d, want %d", got, want)
 	}
 	kv, _ := s.KV(qk.Namespace, "big")
@@ -182,12 +184,13 @@ func TestStaleMoveChangesNothing(t *testing.T) {
 }
 
 // TestVerifyFindsValueAndRef: a record loaded with a value both in line
-// and by reference (Load takes records as they come) fails Verify.
+// and by reference (Load takes records as they come) fails Verify. (A
+// payload cannot be both: it takes one place.)
 func TestVerifyFindsValueAndRef(t *testing.T) {
 	s := NewStore()
 	s.Restore(1, 1, 0)
-	tk := refTask(s, 1, ValueRef{File: 1, Len: 3})
-	tk.Payload = []byte("x")
+	tk := refTask(s, 1, ValueRef{})
+	tk.Extra = &Extra{Result: []byte("x"), Refs: &TaskRefs{Result: ValueRef{File: 1, Len: 3}}}
 	if err := s.LoadTask(tk); err != nil {
 		t.Fatal(err)
 	}
@@ -230,8 +233,6 @@ func TestApplyRefusesValueAndRef(t *testing.T) {
 		name, msg string
 		m         Mutation
 	}{
-		{"payload", "payload both in line", Mutation{Kind: MutPutTask, Task: (&Fields{ID: 5, Queue: &Queue{Key: qk}, State: StateReady,
-			Payload: []byte("x"), Extra: &Extra{Refs: &TaskRefs{Payload: r}}}).Task()}},
 		{"result", "result both in line", Mutation{Kind: MutPutTask, Task: (&Fields{ID: 5, Queue: &Queue{Key: qk}, State: StateReady,
 			Extra: &Extra{Result: []byte("x"), Refs: &TaskRefs{Result: r}}}).Task()}},
 		{"update progress", "progress both in line", Mutation{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateReady,
@@ -243,7 +244,7 @@ func TestApplyRefusesValueAndRef(t *testing.T) {
 		{"kv", "value both in line", Mutation{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Value: []byte("x"), Ref: &r}}},
 		{"kv empty ref", "malformed", Mutation{Kind: MutSetKV, KV: KV{Namespace: qk.Namespace, Key: "k", Ref: &ValueRef{}}}},
 		{"ref of no length", "malformed", Mutation{Kind: MutPutTask, Task: (&Fields{ID: 5, Queue: &Queue{Key: qk}, State: StateReady,
-			Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{File: 1, Off: 3}}}}).Task()}},
+			PayloadRef: ValueRef{File: 1, Off: 3}}).Task()}},
 		{"negative offset", "malformed", Mutation{Kind: MutUpdateTask, Update: TaskUpdate{ID: 1, State: StateReady,
 			Flags: UpdProgress, ProgressRef: ValueRef{Off: -1, Len: 3}}}},
 		{"move from nowhere", "value move", Mutation{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 1, New: r}}},
@@ -278,18 +279,18 @@ func refBatch(q *Queue) *Batch {
 	ns := q.Key.Namespace
 	return &Batch{Seq: 9, Now: 100, Mutations: []Mutation{
 		{Kind: MutPutTask, Task: (&Fields{ID: 20, Queue: q, State: StateReady, MaxAttempts: 2, NotBefore: 100, Created: 100, Updated: 100,
-			Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{File: 1, Off: 0, Len: 70_000}}}}).Task()},
+			PayloadRef: ValueRef{File: 1, Off: 0, Len: 70_000}}).Task()},
 		{Kind: MutPutTask, Task: (&Fields{ID: 21, Queue: q, State: StateCompleted, Created: 100, Updated: 100, Payload: []byte("p"),
 			Extra: &Extra{Kind: "k", Progress: []byte("1"), Refs: &TaskRefs{Result: ValueRef{File: 1 << 31, Off: 1 << 40, Len: 1<<32 - 1}}}}).Task()},
 		{Kind: MutPutTask, Task: (&Fields{ID: 22, Queue: q, State: StateReady, Created: 100, Updated: 100, Part: PartRef("t"),
-			Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{Len: 1}, Progress: ValueRef{File: 2, Off: 5, Len: 300}}}}).Task()},
+			PayloadRef: ValueRef{Len: 1}, Extra: &Extra{Refs: &TaskRefs{Progress: ValueRef{File: 2, Off: 5, Len: 300}}}}).Task()},
 		{Kind: MutUpdateTask, Update: TaskUpdate{ID: 20, State: StateInFlight, Owner: "w", Token: 1, LeaseUntil: 500, Updated: 100,
 			Flags: UpdProgress | UpdResult, ProgressRef: ValueRef{File: 3, Off: 9, Len: 4096}, Result: []byte("r")}},
 		{Kind: MutUpdateTask, Update: TaskUpdate{ID: 20, State: StateInFlight, Owner: "w", Token: 1, LeaseUntil: 500, Updated: 100,
 			Flags: UpdResult, ResultRef: ValueRef{File: 3, Off: 4105, Len: 12}}},
 		{Kind: MutSetKV, KV: KV{Namespace: ns, Key: "big", Ref: &ValueRef{File: 4, Off: 0, Len: 1 << 20}}},
 		{Kind: MutPutTask, Task: (&Fields{ID: 23, Queue: q, State: StateReady, MaxAttempts: 2, NotBefore: 100, Created: 100, Updated: 100,
-			Extra: &Extra{Refs: &TaskRefs{Payload: ValueRef{File: 7, Off: 1 << 40, Len: 10}}}}).Task()},
+			PayloadRef: ValueRef{File: 7, Off: 1 << 40, Len: 10}}).Task()},
 		{Kind: MutMoveValue, Move: ValueMove{Kind: ValuePayload, ID: 20, Old: ValueRef{File: 1, Len: 70_000}, New: ValueRef{File: 5, Len: 70_000}}},
 		{Kind: MutMoveValue, Move: ValueMove{Kind: ValueResult, ID: 21, Old: ValueRef{File: 1 << 31, Off: 1 << 40, Len: 1<<32 - 1},
 			New: ValueRef{File: 6, Off: 1, Len: 1<<32 - 1}}},
@@ -444,11 +445,11 @@ func TestLiveBytesFollowRandomBatches(t *testing.T) {
 			case op == 0 || !exists && op < 4:
 				pr, rr := randRef(), randRef()
 				x := &Extra{Result: value(rr)}
-				if !pr.IsZero() || !rr.IsZero() {
-					x.Refs = &TaskRefs{Payload: pr, Result: rr}
+				if !rr.IsZero() {
+					x.Refs = &TaskRefs{Result: rr}
 				}
 				b.Mutations = append(b.Mutations, Mutation{Kind: MutPutTask, Task: (&Fields{ID: id, Queue: q, State: StateReady,
-					MaxAttempts: 3, Payload: value(pr), Extra: x}).Task()})
+					MaxAttempts: 3, Payload: value(pr), PayloadRef: pr, Extra: x}).Task()})
 			case op == 1:
 				u := UpdateOf(cur)
 				u.Flags = UpdProgress | UpdResult

@@ -336,7 +336,7 @@ func leaseOf(t *index.Task, u *index.TaskUpdate) dockettype.Lease {
 	x := t.Ex()
 	k := t.Queue.Key
 	return dockettype.Lease{
-		ID: t.ID, Namespace: dockettype.Namespace{Project: k.Project, Scope: k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: clone(t.Payload),
+		ID: t.ID, Namespace: dockettype.Namespace{Project: k.Project, Scope: k.Scope}, Queue: k.Name, Kind: x.Kind, Payload: clone(t.Payload()),
 		Headers: maps.Clone(x.Headers), Progress: clone(x.Progress), Priority: int(t.Priority), Attempt: int(u.Attempts),
 		MaxAttempts: int(t.MaxAttempts()), Owner: u.Owner, Token: u.Token, Secret: u.Secret, Deadline: timeOf(u.LeaseUntil),
 		EnqueuedAt: timeOf(t.Created), Partition: t.PartitionKey(),
