@@ -105,24 +105,11 @@ type valueRef struct {
 // stateRefs lists every reference to the value log store holds.
 func stateRefs(store *index.Store) []valueRef {
 	var out []valueRef
+	var ws []want
 	store.TasksFrom(0, false, func(t *index.Task) bool {
-		x := t.Extra
-		if x == nil || x.Refs == nil {
-			return true
-		}
-		for _, k := range []index.ValueKind{index.ValuePayload, index.ValueResult, index.ValueProgress} {
-			var r index.ValueRef
-			switch k {
-			case index.ValuePayload:
-				r = t.PayloadRef()
-			case index.ValueResult:
-				r = x.ResultRef()
-			case index.ValueProgress:
-				r = x.ProgressRef()
-			}
-			if !r.IsZero() {
-				out = append(out, valueRef{id: t.ID, q: t.Queue.Key, kind: k, ref: r})
-			}
+		ws = wants(ws[:0], 0, t, true)
+		for _, w := range ws {
+			out = append(out, valueRef{id: t.ID, q: t.Queue.Key, kind: w.kind, ref: w.ref})
 		}
 		return true
 	})
