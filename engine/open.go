@@ -193,7 +193,18 @@ func (c *core) openDir() (err error) {
 	if err != nil {
 		return err
 	}
-	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint, From: b.from(), Validated: v}
+	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint, From: b.from(), Validated: v,
+		// The values a batch refers to reach the value log, as durably,
+		// before the batch reaches the log: whichever commit's sync writes
+		// it (group commit), the values of every record it takes were
+		// appended before them, under mu. Set once the state is recovered,
+		// before any write.
+		BeforeWrite: func() error {
+			if c.vals == nil {
+				return nil
+			}
+			return c.vals.sync()
+		}}
 	if c.opts.Durability == SyncNever {
 		// Spare space makes fsyncs cheaper; with none on the commit path,
 		// writing it ahead would only double the bytes written.

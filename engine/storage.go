@@ -133,13 +133,9 @@ func (d *diskStorage) append(seq uint64, data []byte) (int64, error) {
 	return int64(len(data)), d.log.Append(seq, data)
 }
 
+// durable makes batch seq as durable as Durability says; the values it
+// refers to reach the value log first (wal.Options.BeforeWrite).
 func (d *diskStorage) durable(seq uint64, gathered bool) error {
-	if d.vals != nil {
-		// The values a batch refers to are at least as durable as it.
-		if err := d.vals.sync(); err != nil {
-			return err
-		}
-	}
 	switch {
 	case d.durability != SyncAlways:
 		return d.log.FlushTo(seq)

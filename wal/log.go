@@ -53,6 +53,14 @@ type Options struct {
 	//	                 directory is fsynced
 	Failpoint func(name string) error
 
+	// BeforeWrite, if set, is called each time records are about to be
+	// written, after they are taken from the records appended and before
+	// any byte of them reaches the file: what they depend on (the values
+	// of a value log they refer to, appended before them) is made as
+	// durable there as the records are about to be. An error fails the
+	// log as a failed write does.
+	BeforeWrite func() error
+
 	// OnSync, if set, is told after each successful fsync how long it took
 	// and how many records it made durable (the group size). It runs on the
 	// syncing goroutine while other syncs wait, so it must be quick.
@@ -568,6 +576,11 @@ func (l *Log) writePending() error {
 	l.mu.Unlock()
 	if len(p.ends) == 0 {
 		return nil
+	}
+	if l.opts.BeforeWrite != nil {
+		if err := l.opts.BeforeWrite(); err != nil {
+			return l.fail("write what the records depend on", err)
+		}
 	}
 	if err := l.failpoint("append.write"); err != nil {
 		return l.fail("write", err)
