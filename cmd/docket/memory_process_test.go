@@ -46,7 +46,8 @@ func peakRSSOf(t *testing.T, pid int) int64 {
 func TestServeProcessMemoryBudget(t *testing.T) {
 	const budget = 16 << 20
 	dir := filepath.Join(t.TempDir(), "data")
-	args := []string{"-dir", dir, "-durability", "never", "-max-memory", "16MiB"}
+	// The payloads stay in memory, where the budget counts their bytes.
+	args := []string{"-dir", dir, "-durability", "never", "-max-memory", "16MiB", "-value-threshold", "off"}
 	p := startServe(t, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -125,6 +126,15 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 		maxMemory = n
 		return err
 	})
+	var valueThreshold int64
+	fs.Func("value-threshold", "`size` from which a payload, result or progress record is kept on disk in the value log instead of in memory: bytes, or with a unit (4KiB) (default 1KiB; off: every value in memory)", func(v string) error {
+		n, err := bytesize.Parse(v)
+		if err == nil && n > math.MaxInt32 {
+			err = fmt.Errorf("%d bytes is more than the largest value", n)
+		}
+		valueThreshold = n
+		return err
+	})
 	bodyTimeout := fs.Duration("body-timeout", server.DefaultBodyTimeout, "longest a request's body may take to arrive once its headers have (the answer of a blocking claim is not bounded by it)")
 	var allowHosts []string
 	fs.Func("allow-host", "on a loopback -listen, a Host `name` the server answers to besides localhost, 127.0.0.1 and [::1] (a proxy's name); repeat it or separate names with commas", func(v string) error {
@@ -217,7 +227,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			Dir: *dir, Listen: *listen, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSClientCA: *clientCA,
 			TokensFile: *tokens, Insecure: *insecure, AllowHosts: allowHosts,
 			Engine: engine.Options{Durability: mode, SyncEvery: *syncEvery, MaxPayloadBytes: *maxPayload,
-				RetainCompleted: *retain, MaxMemory: maxMemory, Logger: log},
+				RetainCompleted: *retain, MaxMemory: maxMemory, ValueThreshold: int(valueThreshold), Logger: log},
 			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout,
 				MaxRequestBytes: *maxRequest, Logger: log},
 			Grace: *grace,

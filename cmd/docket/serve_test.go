@@ -287,7 +287,7 @@ func TestServeFlags(t *testing.T) {
 	}
 	flags := []string{"-dir", "-listen", "-tls-cert", "-tls-key", "-tls-client-ca", "-tokens", "-insecure",
 		"-durability", "-sync-every", "-max-payload", "-retain-completed", "-ui", "-ui-actions", "-metrics",
-		"-max-wait", "-max-calls", "-max-parked", "-max-request", "-max-memory", "-body-timeout", "-allow-host", "-grace", "-log-level", "-log-format",
+		"-max-wait", "-max-calls", "-max-parked", "-max-request", "-max-memory", "-value-threshold", "-body-timeout", "-allow-host", "-grace", "-log-level", "-log-format",
 		"-addr-file", "-raft", "-raft-advertise", "-raft-peer", "-bootstrap", "-join", "-join-token", "-id", "-advertise-url"}
 	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id", "Docket-Limits", "DNS rebinding", `"event":"ready"`) {
 		if !strings.Contains(out, f) {
@@ -339,6 +339,8 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"-max-payload", "0"}, "-max-payload must be at least 1"},
 		{[]string{"-max-memory", "lots"}, `want a size in bytes such as 268435456, 256MiB or 4GiB, or off; got "lots"`},
 		{[]string{"-max-memory", "-5"}, `got "-5"`},
+		{[]string{"-value-threshold", "big"}, `got "big"`},
+		{[]string{"-value-threshold", "8GiB"}, "more than the largest value"},
 		{[]string{"-retain-completed", "-1h"}, "-retain-completed"},
 		{[]string{"-ui-actions"}, "-ui-actions needs -ui"},
 		{[]string{"-log-level", "loud"}, "-log-level"},
