@@ -31,10 +31,10 @@ var operations = [...]operation{
 	CmdFail:           opFail{},
 	CmdHeartbeat:      opHeartbeat{},
 	CmdSnooze:         opSnooze{},
-	CmdCancel:         opCancel{},
-	CmdRedrive:        opRedrive{},
+	CmdCancel:         opOnTask{planCancel},
+	CmdRedrive:        opOnTask{planRedrive},
 	CmdRedriveAll:     opRedriveAll{},
-	CmdRunNow:         opRunNow{},
+	CmdRunNow:         opOnTask{planRunNow},
 	CmdCommit:         opCommit{},
 	CmdSetPaused:      opSetPaused{},
 	CmdSetLimits:      opSetLimits{},
@@ -210,31 +210,21 @@ func (opSnooze) decode(d *cmdDecoder, cmd *Command) {
 	cmd.Delay = d.int()
 }
 
-type opCancel struct{}
-
-func (opCancel) plan(p *Planner, cmd *Command, res *Result) error {
-	return onTask(p, cmd, planCancel)
+// opOnTask is an operation on one task of the queue named by its id
+// (cancel, redrive, run now): the id is its only argument.
+type opOnTask struct {
+	planTask func(*Planner, *Command, *index.Task) error
 }
 
-func (opCancel) encode(e *cmdEncoder, cmd *Command) {
+func (o opOnTask) plan(p *Planner, cmd *Command, res *Result) error {
+	return onTask(p, cmd, o.planTask)
+}
+
+func (opOnTask) encode(e *cmdEncoder, cmd *Command) {
 	e.uint(cmd.ID)
 }
 
-func (opCancel) decode(d *cmdDecoder, cmd *Command) {
-	cmd.ID = d.uint()
-}
-
-type opRedrive struct{}
-
-func (opRedrive) plan(p *Planner, cmd *Command, res *Result) error {
-	return onTask(p, cmd, planRedrive)
-}
-
-func (opRedrive) encode(e *cmdEncoder, cmd *Command) {
-	e.uint(cmd.ID)
-}
-
-func (opRedrive) decode(d *cmdDecoder, cmd *Command) {
+func (opOnTask) decode(d *cmdDecoder, cmd *Command) {
 	cmd.ID = d.uint()
 }
 
@@ -248,20 +238,6 @@ func (opRedriveAll) encode(e *cmdEncoder, cmd *Command) {
 }
 
 func (opRedriveAll) decode(d *cmdDecoder, cmd *Command) {
-}
-
-type opRunNow struct{}
-
-func (opRunNow) plan(p *Planner, cmd *Command, res *Result) error {
-	return onTask(p, cmd, planRunNow)
-}
-
-func (opRunNow) encode(e *cmdEncoder, cmd *Command) {
-	e.uint(cmd.ID)
-}
-
-func (opRunNow) decode(d *cmdDecoder, cmd *Command) {
-	cmd.ID = d.uint()
 }
 
 type opCommit struct{}
