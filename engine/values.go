@@ -37,10 +37,14 @@ type values struct {
 func (c *core) valueDir() string { return filepath.Join(c.dir, "vlog") }
 
 // openValues opens the value log of a DB on disk. Call once the state is
-// recovered; the log reads no value.
+// recovered; the log reads no value. With the threshold off, a directory
+// that has a value log still opens it: its tasks keep their values there,
+// and only new values stay in memory.
 func (c *core) openValues() error {
-	if c.opts.ValueThreshold < 0 { // openDir calls it: a directory open for writing
-		return nil
+	if c.opts.ValueThreshold < 0 {
+		if _, err := c.fs().Stat(c.valueDir()); err != nil {
+			return nil
+		}
 	}
 	l, err := vlog.Open(c.valueDir(), vlog.Options{FS: c.fs(), FileSize: c.opts.valueFileSize})
 	if err != nil {
@@ -68,6 +72,9 @@ func (c *core) openValuesReadOnly() error {
 // place: each mutation that would put one in memory gets a reference to
 // it instead. Call with mu held, before b is checked, encoded and applied.
 func (v *values) outOfLine(b *index.Batch) error {
+	if v.threshold < 0 {
+		return nil // off: the log only serves the values already in it
+	}
 	for i := range b.Mutations {
 		m := &b.Mutations[i]
 		switch m.Kind {

@@ -308,3 +308,30 @@ func TestValuesReadOnly(t *testing.T) {
 		t.Fatalf("read-only List: %v", err)
 	}
 }
+
+// TestValuesThresholdTurnedOff: a directory whose tasks keep values on
+// disk, reopened with the threshold off, still reads them; new values stay
+// in memory.
+func TestValuesThresholdTurnedOff(t *testing.T) {
+	e := newEnv(t, false, func(o *Options) { o.ValueThreshold = 256 })
+	q := e.q("q")
+	p := bigJSON(1, 4000)
+	id := e.enqueue(q, Task{Payload: p})
+	e.opts.ValueThreshold = -1
+	e.reopen()
+	if got := e.get(q, id); !bytes.Equal(got.Payload, p) {
+		t.Fatalf("a payload on disk, the threshold off: %d bytes, want %d", len(got.Payload), len(p))
+	}
+	before := e.db.Stats()
+	p2 := bigJSON(2, 8000)
+	id2 := e.enqueue(q, Task{Payload: p2})
+	after := e.db.Stats()
+	if after.Memory-before.Memory < 8000 || after.ValueLogBytes != before.ValueLogBytes {
+		t.Fatalf("a new payload with the threshold off: memory +%d, value log %d -> %d bytes",
+			after.Memory-before.Memory, before.ValueLogBytes, after.ValueLogBytes)
+	}
+	ls := e.claim(q, 2)
+	if len(ls) != 2 || !bytes.Equal(ls[0].Payload, p) || ls[1].ID != id2 || !bytes.Equal(ls[1].Payload, p2) {
+		t.Fatalf("claimed %d leases with the wrong payloads", len(ls))
+	}
+}
