@@ -20,8 +20,12 @@ import (
 // dependencies, as index.Usage estimates them from the records (the same
 // figure on every node and after every restart). A write that would take
 // the state past the budget is refused with ErrFull and changes nothing;
-// writes that free state (complete, fail, cancel, delete, claims) are
-// never refused for it, so a full DB can always be drained.
+// writes that free state (complete, fail, cancel, delete) are never
+// refused for it, so a full DB can always be drained. A claim adds its
+// owner's bytes to each task it leases (the lease record itself is
+// counted when the task is admitted): it may use the reserve below, and
+// leases fewer tasks, or none (ErrFull), when the leases already held
+// fill it.
 //
 // Writes to a namespace's system area (worker presence, schedules) may use
 // the same reserve.
@@ -105,6 +109,9 @@ func (c *core) admit(cmd *command) error {
 		threshold = c.vals.threshold
 	}
 	add, completion := cmd.Adds(threshold)
+	if err := c.admitClaim(cmd, add); err != nil {
+		return err
+	}
 	if add == 0 {
 		return nil
 	}
@@ -126,6 +133,42 @@ func (c *core) admit(cmd *command) error {
 	c.memRefused(used, add)
 	return fmt.Errorf("%w: the state holds %s of its memory budget of %s (Options.MaxMemory) and this call would add %s; "+
 		"complete, cancel or delete tasks, or raise the budget", ErrFull, bytesize.Format(used), bytesize.Format(c.budget), bytesize.Format(add))
+}
+
+// admitClaim cuts how many tasks cmd, a claim, leases to what the budget
+// and its reserve (and its namespace's byte quota and reserve) hold
+// beyond add, what the rest of cmd adds: each task leased adds its
+// owner's bytes. A claim that could lease none is refused with ErrFull; a
+// completion that claims completes and leases none. Completions free what
+// leases hold, so a full DB still drains.
+func (c *core) admitClaim(cmd *command, add int64) error {
+	per := cmd.ClaimAdds()
+	if per == 0 {
+		return nil
+	}
+	fit := int64(cmd.Max)
+	if c.budget > 0 {
+		room := c.budget + c.budget/memoryReserveShare - c.store.Usage().Bytes - add
+		fit = min(fit, max(room, 0)/per)
+	}
+	ns := idxNS(cmd.NS)
+	if q := c.quotaOf(ns); q.MaxBytes > 0 {
+		room := q.MaxBytes + q.MaxBytes/memoryReserveShare - c.store.NamespaceUsage(ns).Bytes - add
+		fit = min(fit, max(room, 0)/per)
+	}
+	switch {
+	case fit >= int64(cmd.Max):
+	case fit > 0:
+		cmd.Max = int(fit)
+	case cmd.Op == cmdCompleteClaim:
+		cmd.Op, cmd.Owner, cmd.Lease, cmd.Max = cmdComplete, "", 0, 0
+	default:
+		used := c.store.Usage().Bytes
+		c.memRefused(used, per)
+		return fmt.Errorf("%w: the leases held fill the reserve of the memory budget (Options.MaxMemory) or of namespace %s's quota; "+
+			"complete or fail leased tasks, or raise the budget", ErrFull, cmd.NS)
+	}
+	return nil
 }
 
 // memWarn is the state of the memory warnings, under core.mu.

@@ -147,6 +147,88 @@ func TestMemoryCompletionUsesTheReserve(t *testing.T) {
 	}
 }
 
+// TestMemoryClaimsUseTheReserve: each lease adds its owner's bytes to
+// the state. With the budget full, claims are taken from the reserve,
+// cut to what it holds; past it a claim is refused with ErrFull and
+// changes nothing, and a completion that claims completes and leases
+// nothing; completions free what leases held, so everything drains.
+func TestMemoryClaimsUseTheReserve(t *testing.T) {
+	const budget = 64 << 10
+	e := newEnv(t, true, func(o *Options) { o.MaxMemory = budget; o.Logger = quiet })
+	q := e.q("q")
+	n := 0
+	for ; ; n++ {
+		if _, err := q.Enqueue(ctx, Task{Payload: []byte(`1`)}); errors.Is(err, ErrFull) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := strings.Repeat("o", MaxNameBytes)
+	var held []Lease
+	cut := false
+	for {
+		ls, err := q.Claim(ctx, owner, time.Minute, 16)
+		if errors.Is(err, ErrFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 0 {
+			t.Fatalf("a claim leased nothing with %d of %d tasks held", len(held), n)
+		}
+		cut = cut || len(ls) < 16
+		held = append(held, ls...)
+		if st := e.db.Stats(); st.Memory > budget+budget/memoryReserveShare {
+			t.Fatalf("claims passed the reserve: %d bytes used of %d + %d", st.Memory, budget, budget/memoryReserveShare)
+		}
+	}
+	if len(held) == 0 || len(held) >= n || !cut {
+		t.Fatalf("%d of %d tasks leased before a claim was refused (a claim cut short: %v)", len(held), n, cut)
+	}
+	before := dump(e.db)
+	if _, err := q.Claim(ctx, owner, time.Minute, 1); !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "leases held") {
+		t.Fatalf("a claim past the reserve: %v", err)
+	}
+	if after := dump(e.db); after != before {
+		t.Fatalf("a refused claim changed the state:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	_, ls, err := q.CompleteAndClaim(ctx, held[0], Done{}, owner, time.Minute, 4)
+	if err != nil || len(ls) != 0 {
+		t.Fatalf("complete and claim past the reserve: %d leases, %v", len(ls), err)
+	}
+	if _, err := q.Get(ctx, held[0].ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the completion of a complete and claim past the reserve did not run: %v", err)
+	}
+	// Completions free what leases held: everything drains.
+	done := 1
+	for _, l := range held[1:] {
+		if _, err := q.Complete(ctx, l, Done{}); err != nil {
+			t.Fatal(err)
+		}
+		done++
+	}
+	for done < n {
+		ls, err := q.Claim(ctx, owner, time.Minute, 16)
+		if err != nil || len(ls) == 0 {
+			t.Fatalf("draining, %d of %d done: %d leases, %v", done, n, len(ls), err)
+		}
+		for _, l := range ls {
+			if _, err := q.Complete(ctx, l, Done{}); err != nil {
+				t.Fatal(err)
+			}
+			done++
+		}
+	}
+	if st := e.db.Stats(); st.Tasks != 0 {
+		t.Fatalf("%d tasks left after the drain", st.Tasks)
+	}
+	if err := e.db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMemoryBudgetOnAReplicatedLog: the node that submits a command
 // admits it against its budget before it goes to the log; the log then
 // holds no refused command, and every member applies what it holds.

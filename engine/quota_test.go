@@ -126,6 +126,46 @@ func TestQuotaBytes(t *testing.T) {
 	}
 }
 
+// TestQuotaClaims: leases count against their namespace's byte quota
+// (each adds its owner's name): past the quota and its reserve a claim is
+// refused with ErrFull in that namespace only.
+func TestQuotaClaims(t *testing.T) {
+	e := newEnv(t, true)
+	if err := e.db.SetQuota(ctx, ns, Quota{MaxBytes: 16 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	q, other := e.q("q"), e.db.Queue(NS("acme", "dev"), "q")
+	for i := 0; i < 40; i++ {
+		if _, err := q.Enqueue(ctx, Task{Payload: []byte(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Enqueue(ctx, Task{Payload: []byte(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := strings.Repeat("o", MaxNameBytes)
+	held := 0
+	for {
+		ls, err := q.Claim(ctx, owner, time.Minute, 4)
+		if errors.Is(err, ErrFull) {
+			if !strings.Contains(err.Error(), "quota") {
+				t.Fatalf("the refusal does not name the quota: %v", err)
+			}
+			break
+		}
+		if err != nil || len(ls) == 0 {
+			t.Fatalf("claim with %d held: %d leases, %v", held, len(ls), err)
+		}
+		held += len(ls)
+	}
+	if _, u, err := e.db.Quota(ctx, ns); err != nil || u.Bytes > 18<<10 || held == 0 || held >= 40 {
+		t.Fatalf("%d leased, usage %+v, %v", held, u, err)
+	}
+	if ls, err := other.Claim(ctx, owner, time.Minute, 40); err != nil || len(ls) != 40 {
+		t.Fatalf("another namespace: %d leases, %v", len(ls), err)
+	}
+}
+
 // TestQuotaCompletionsWithResultsDrain: a quota lowered far below what a
 // namespace holds still lets its workers complete their tasks with
 // results (retained), which frees them; a completion with a follow-up is

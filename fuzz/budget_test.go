@@ -19,7 +19,8 @@ import (
 // only writes that add state are refused; what frees state (a claim, a
 // completion without follow-ups, a failure, a cancel, a KV delete) never
 // is; the state stays within the budget, and within the budget and its
-// reserve once completions with follow-ups run; and the usage the engine
+// reserve once claims (each lease adds its owner's bytes) or completions
+// with follow-ups run; and the usage the engine
 // keeps verifies against its records, also after a reopen.
 func FuzzBudget(f *testing.F) {
 	f.Add([]byte{0x40, 0, 50, 0, 1, 3, 9, 3, 2, 0, 4, 1, 60, 5, 0, 0})
@@ -76,7 +77,7 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 	q := db.Queue(ns, "q")
 	kv := db.KV(ns)
 	var leases []engine.Lease
-	followed := false // a completion with follow-ups ran: it may use the reserve
+	reserved := false // a claim or a completion with follow-ups ran: they may use the reserve
 	// gathered is what failures added (an attempt's error kept on its
 	// task), which the budget does not refuse (README "Memory").
 	var gathered int64
@@ -102,10 +103,11 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 			desc, adds = "kv set", true
 			_, err = kv.Commit(ctx, engine.Set(fmt.Sprintf("k%d", a%16), payload(b)))
 		case 3:
-			desc, frees = "claim", true
+			desc, adds = "claim", true
 			var ls []engine.Lease
-			ls, err = q.Claim(ctx, "w", time.Minute, 1+int(a%5))
+			ls, err = q.Claim(ctx, strings.Repeat("w", 1+int(b%64)), time.Minute, 1+int(a%5))
 			leases = append(leases, ls...)
+			reserved = reserved || len(ls) > 0
 		case 4:
 			if len(leases) == 0 {
 				continue
@@ -121,7 +123,7 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 			}
 			_, err = q.Complete(ctx, l, d)
 			if err == nil && b != 0 {
-				followed = true
+				reserved = true
 			}
 			if errors.Is(err, engine.ErrFull) {
 				leases = append(leases, l) // the lease is still held
@@ -165,7 +167,7 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 			gathered += after.Memory - before.Memory
 		}
 		limit := budget + gathered
-		if followed {
+		if reserved {
 			limit += reserve
 		}
 		if after.Memory > limit {

@@ -37,11 +37,14 @@ const (
 	DepCost     = 2*int64(unsafe.Sizeof(Dep{})) + 32 // by parent, by child, the count of waits
 )
 
-// TaskBytes is what a task record costs in Usage.Bytes.
+// TaskBytes is what a task record costs in Usage.Bytes. The lease
+// record (Run) is counted from the start, set or not: a task's first
+// claim adds only its owner's bytes, so that claiming what a budget
+// admitted stays within it.
 func TaskBytes(t *Task) int64 {
-	n := int64(TaskCost + len(t.Payload()))
+	n := TaskCost + RunCost + int64(len(t.Payload()))
 	if r := t.Run; r != nil {
-		n += RunCost + int64(len(r.Owner))
+		n += int64(len(r.Owner))
 	}
 	if e := t.Extra; e != nil {
 		n += ExtraCost + int64(len(e.Kind)+len(e.IdemKey)+len(e.LastError)+len(e.Progress)+len(e.Result)+8*len(e.FollowUps))

@@ -75,7 +75,7 @@ func TestApplyValueRefs(t *testing.T) {
 	}
 	// A value by reference costs its reference in the usage, not its
 	// length; a payload's reference is in the task, in the payload's place.
-	if got, want := TaskBytes(t1), int64(TaskCost); got != want {
+	if got, want := TaskBytes(t1), TaskCost+RunCost; got != want {
 		t.Fatalf("a task with a referenced payload costs %d, want %d", got, want)
 	}
 	kv, _ := s.KV(qk.Namespace, "big")

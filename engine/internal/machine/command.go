@@ -150,6 +150,16 @@ func (cmd *Command) Adds(outOfLine int) (n int64, completion bool) {
 	return 0, false
 }
 
+// ClaimAdds is what each task cmd leases adds to the state: its owner's
+// bytes (the lease record itself is counted from the task's admission,
+// see index.TaskBytes). 0 for a command that leases nothing.
+func (cmd *Command) ClaimAdds() int64 {
+	if cmd.Op != CmdClaim && cmd.Op != CmdCompleteClaim {
+		return 0
+	}
+	return int64(len(cmd.Owner))
+}
+
 // systemOnly reports whether every write of ops is to the system area.
 func systemOnly(ops []TxOp) bool {
 	for i := range ops {
