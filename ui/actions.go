@@ -40,6 +40,7 @@ var ops = map[string]op{
 	"pause":                {Name: "pause", Verb: "Paused", What: "stop workers from claiming tasks of this queue", Queue: true},
 	"resume":               {Name: "resume", Verb: "Resumed", What: "let workers claim tasks of this queue again", Queue: true},
 	"set-limits":           {Name: "set-limits", Verb: "Set the limits of", What: "replace the queue's limits", Queue: true},
+	"set-quota":            {Name: "set-quota", Verb: "Set the quota of the namespace of", What: "replace the namespace's quota", Queue: true},
 	"schedule-pause":       {Name: "schedule-pause", Verb: "Paused", What: "skip the schedule's ticks until it is resumed", Schedule: true},
 	"schedule-resume":      {Name: "schedule-resume", Verb: "Resumed", What: "enqueue the schedule's ticks again", Schedule: true},
 	"schedule-run":         {Name: "schedule-run", Verb: "Asked to run", What: "enqueue the schedule's task once, now", Schedule: true},
@@ -66,7 +67,8 @@ type report struct {
 	Err     string // the error text of a ByErr action
 	// Refused is whether an error was the engine's refusal (ErrPermission).
 	Refused bool
-	// Limits are the limits a set-limits action set, in words.
+	// Limits are the limits a set-limits action set, or the quota a
+	// set-quota action set, in words.
 	Limits string
 }
 
@@ -143,6 +145,14 @@ func (rq *request) action() {
 			return
 		}
 	}
+	var quota engine.Quota
+	if o.Name == "set-quota" {
+		// The form on the queue page is its own confirmation.
+		if quota, err = parseQuota(f); err != nil {
+			rq.fail(fmt.Errorf("%w. Nothing changed.", err))
+			return
+		}
+	}
 	var resched engine.Reschedule
 	if o.Name == "reschedule" {
 		// The form on the task page is its own confirmation.
@@ -202,6 +212,19 @@ func (rq *request) action() {
 			rep.addErr(err)
 		}
 		rep.Limits = limits.String()
+	case "set-quota":
+		qs, ok := rq.api.(engine.Quotas)
+		if !ok {
+			rq.fail(badInput("this dashboard's API keeps no quotas. Nothing changed."))
+			return
+		}
+		if err := qs.SetQuota(ctx, ref.NS, quota); errors.Is(err, engine.ErrInvalid) {
+			rq.fail(fmt.Errorf("%w. Nothing changed.", err))
+			return
+		} else {
+			rep.addErr(err)
+		}
+		rep.Limits = quotaWords(quota)
 	default:
 		for _, id := range ids {
 			var err error
@@ -281,6 +304,14 @@ func summary(r report) string {
 			return "Removed the queue's limits."
 		}
 		return "Set the queue's limits: " + r.Limits + "."
+	case r.Op.Name == "set-quota":
+		switch {
+		case len(r.Errors) > 0:
+			return "Nothing changed."
+		case r.Limits == "":
+			return "Removed the quota of namespace " + r.Ref.NS.String() + "."
+		}
+		return "Set the quota of namespace " + r.Ref.NS.String() + ": " + r.Limits + "."
 	case r.Op.Queue:
 		if len(r.Errors) == 0 {
 			return r.Op.Verb + " the queue."

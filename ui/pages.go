@@ -276,6 +276,9 @@ func (rq *request) overview() {
 	flow.ErrorShare = errorShare(flow.Completed, flow.Errors)
 	_, untracked := rq.d.rates.tracked(engine.Namespace{}, "")
 	mem := memoryOf(rq.ctx(), rq.api)
+	if !mem.Known {
+		mem = quotasOf(rq.ctx(), rq.api, qs)
+	}
 	rq.render("overview", "Queues", "overview", map[string]any{"Rows": rows, "Sum": sum, "Flow": flow, "Now": now, "Memory": mem,
 		"Window": recent, "Oldest": oldest, "HasOldest": hasOldest, "Untracked": untracked,
 		"MaxTracked": rq.d.opts.MaxTrackedQueues, "SampleEvery": rq.d.opts.SampleEvery})
@@ -460,6 +463,10 @@ type queuePage struct {
 	Tracked     bool
 	// Controls are the queue's limits as the form edits them.
 	Controls limitsForm
+	// Quota is the namespace's quota and usage, when the API keeps quotas
+	// (HasQuota) and the caller may read them.
+	Quota    nsQuota
+	HasQuota bool
 	// On is the task whose waiting dependents are listed ("" for none).
 	On, OnNote string
 	// Partitions are the first partitions of the queue (none when its
@@ -556,6 +563,7 @@ func (rq *request) queue() {
 		return
 	}
 	pg.Paused, pg.Limits, pg.Controls = settings.Paused, settings.Limits.String(), formOf(settings.Limits)
+	pg.Quota, pg.HasQuota = rq.quotaOf(ref.NS)
 	parts, err := q.Partitions(rq.ctx(), engine.PartitionListOptions{Limit: queuePartitions})
 	if err != nil {
 		rq.fail(err)
