@@ -1,10 +1,13 @@
 package ui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/bytesize"
 )
 
 // TestOverviewShowsMemory: the overview shows the state's memory against
@@ -31,4 +34,43 @@ func TestOverviewShowsMemory(t *testing.T) {
 
 	e.serve(e.db.As(engine.Caller{ID: "viewer"}), Options{})
 	mustNotContain(t, e.mustGet("/docket/"), "Memory by namespace", `class="card mem`)
+}
+
+// TestOverviewShowsTheValueLog: a DB keeping values on disk shows the
+// value log's size on the overview, with its live bytes and what
+// compaction would reclaim once a task is completed; a DB without one
+// shows no such card.
+func TestOverviewShowsTheValueLog(t *testing.T) {
+	e := &env{t: t, clock: engine.NewManualClock(t0)}
+	db, err := engine.Open(t.TempDir(), engine.Options{Clock: e.clock, ValueThreshold: 64, Durability: engine.SyncNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e.db = db
+	e.serve(db, Options{})
+	q := db.Queue(ns, "q")
+	e.enqueue(q, engine.Task{Payload: []byte(`"` + strings.Repeat("x", 4096) + `"`)})
+	e.enqueue(q, engine.Task{Payload: []byte(`"` + strings.Repeat("y", 4096) + `"`)})
+	reclaim := func() string {
+		st := db.Stats()
+		return fmt.Sprintf(`%s live, %s to reclaim`, bytesize.Format(st.ValueLiveBytes), bytesize.Format(st.ValueLogBytes-st.ValueLiveBytes))
+	}
+	before := reclaim()
+	mustContain(t, e.mustGet("/docket/"), `<span class="l">value log</span>`, before)
+	ls, err := q.Claim(ctx, "w", time.Minute, 1)
+	if err != nil || len(ls) != 1 {
+		t.Fatal(len(ls), err)
+	}
+	if _, err := q.Complete(ctx, ls[0], engine.Done{}); err != nil {
+		t.Fatal(err)
+	}
+	after := reclaim()
+	if after == before {
+		t.Fatalf("a completed task's value is still counted live: %s", after)
+	}
+	mustContain(t, e.mustGet("/docket/"), after)
+
+	mem := newEnv(t, Options{})
+	mustNotContain(t, mem.mustGet("/docket/"), `<span class="l">value log</span>`)
 }

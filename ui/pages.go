@@ -977,6 +977,10 @@ type memory struct {
 	Percent      int64
 	Top          []memRow
 	Quotas       bool // some namespace of Top has a quota
+	// ValueLog is the size of the value log on disk, ValueLive the bytes
+	// of it that live tasks and KV entries refer to, ValueDead the rest
+	// (what compaction reclaims).
+	ValueLog, ValueLive, ValueDead int64
 }
 
 // memRow is a namespace's usage and its quota (zero: none).
@@ -1002,7 +1006,8 @@ func memoryOf(ctx context.Context, api engine.API) memory {
 	if s.Memory == 0 && s.MemoryBudget == 0 {
 		return memory{}
 	}
-	m := memory{Known: true, Used: s.Memory, Budget: s.MemoryBudget}
+	m := memory{Known: true, Used: s.Memory, Budget: s.MemoryBudget,
+		ValueLog: s.ValueLogBytes, ValueLive: s.ValueLiveBytes, ValueDead: max(s.ValueLogBytes-s.ValueLiveBytes, 0)}
 	qs, _ := api.(engine.Quotas)
 	for _, u := range st.Usage(memTop) {
 		r := memRow{NamespaceUsage: u}
