@@ -383,7 +383,23 @@ func TestNemesis(t *testing.T) {
 			break
 		}
 	}
-	kv := l.API().KV(ns)
+	// done reports whether key's completion wrote its KV entry. Only
+	// ErrNotFound says it did not: another error (leadership moving after
+	// the check began, on a loaded machine) asks the leader again.
+	done := func(key string) bool {
+		for deadline := time.Now().Add(time.Minute); ; {
+			_, err := leaderOf(ctx, m).KV(ns).Get(ctx, "done/"+key)
+			switch {
+			case err == nil:
+				return true
+			case errors.Is(err, engine.ErrNotFound):
+				return false
+			case time.Now().After(deadline):
+				t.Fatalf("reading done/%s: %v", key, err)
+			}
+			m.WaitLeader(10 * time.Second)
+		}
+	}
 	lost, unexpected, doubleLeases, doubleDone, badToken, missingWrite := 0, 0, 0, 0, 0, 0
 	var lostKeys []string
 	for key, id := range h.acked {
@@ -397,7 +413,7 @@ func TestNemesis(t *testing.T) {
 			lostKeys = append(lostKeys, key)
 			continue
 		}
-		if _, err := kv.Get(ctx, "done/"+key); err != nil {
+		if !done(key) {
 			missingWrite++
 		}
 	}
