@@ -330,7 +330,7 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 	if n := w.GetMaxParked(); n > 0 {
 		h.parked.setLimit(int(n))
 	}
-	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}}
+	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}, epoch: time.Now()}
 	sc.w.OnFail(sc.fail) // a write left to the Writer's goroutine failed: the connection ends
 	return sc, nil
 }
@@ -355,23 +355,47 @@ type sessionConn struct {
 	welcome *v1.Welcome
 	next    atomic.Uint64 // the last call id used
 
+	epoch   time.Time // the start of clock
 	mu      sync.Mutex
 	pending map[uint64]*pendingCall
-	err     error // why the connection ended; nil while open
-	closing bool  // the client is closed: end once nothing is pending
-	away    bool  // the server is going away: send nothing, end once nothing is pending
+	// deadlines holds the pending calls with a bound, soonest first;
+	// timer fires at armed (clock's nanoseconds, 0: not set) to fail
+	// those whose bound passed.
+	deadlines deadlineHeap
+	timer     *time.Timer
+	armed     int64
+	err       error // why the connection ended; nil while open
+	closing   bool  // the client is closed: end once nothing is pending
+	away      bool  // the server is going away: send nothing, end once nothing is pending
 }
 
-// pendingCall is a call written and not answered; deliver is told its
-// reply or the connection's end, once.
+// replyTo is told a call's reply, or the error that ended it, once: by
+// whoever takes the call off the connection's pending calls (the reader,
+// the connection's end, the expiry of its bound).
+type replyTo interface {
+	deliver(*v1.Reply, error)
+}
+
+// pendingCall is a call written and not answered. Its bound, if any, is
+// kept in the connection's deadline heap, which one timer serves.
 type pendingCall struct {
-	deliver func(*v1.Reply, error)
+	to    replyTo
+	id    uint64
+	at    int64         // when its bound ends, in nanoseconds of the connection's clock (0: no bound)
+	bound time.Duration // the bound, for the error
+	idx   int           // its place in the heap, -1 when not in it
 }
 
-// send writes call with a fresh id, to be answered through deliver, and
-// returns the id. A call that was not written returns a notSentError (or
-// the error of a message that cannot be encoded).
-func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint64, error) {
+// chanReply delivers to a channel with room for the one reply.
+type chanReply chan reply
+
+func (ch chanReply) deliver(r *v1.Reply, err error) { ch <- reply{r, err} }
+
+// send writes call with a fresh id, to be answered through p.to (or, if
+// bound is not 0, to fail with errNoAnswer once bound passes without an
+// answer), and returns the id. A call that was not written returns a
+// notSentError (or the error of a message that cannot be encoded).
+func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration) (uint64, error) {
 	id := s.next.Add(1)
 	call.Id = id // before its size is taken: the frame's length uses the size cached
 	if max := s.welcome.GetMaxFrameBytes(); max > 0 {
@@ -391,7 +415,12 @@ func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint6
 		s.mu.Unlock()
 		return 0, &notSentError{err}
 	}
-	s.pending[id] = &pendingCall{deliver: deliver}
+	p.id, p.idx, p.at = id, -1, 0
+	if bound > 0 {
+		p.at, p.bound = s.clock()+int64(bound), bound
+		s.pushDeadlineLocked(p)
+	}
+	s.pending[id] = p
 	lone := len(s.pending) == 1
 	s.mu.Unlock()
 	send := s.w.SendLater // other calls in flight: this one may wait for the next write of several
@@ -411,15 +440,141 @@ func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint6
 	return id, nil
 }
 
-// remove forgets call id (its caller stopped waiting).
-func (s *sessionConn) remove(id uint64) {
+// remove forgets call id (its caller stopped waiting), and reports
+// whether it was pending.
+func (s *sessionConn) remove(id uint64) bool {
 	s.mu.Lock()
-	delete(s.pending, id)
+	p := s.takeLocked(id)
 	end := (s.closing || s.away) && len(s.pending) == 0
 	s.mu.Unlock()
 	if end {
 		s.nc.Close()
 	}
+	return p != nil
+}
+
+// takeLocked takes call id off the pending calls and the deadline heap,
+// and returns it (nil if it was not pending).
+func (s *sessionConn) takeLocked(id uint64) *pendingCall {
+	p := s.pending[id]
+	if p == nil {
+		return nil
+	}
+	delete(s.pending, id)
+	if p.idx >= 0 {
+		s.deadlines.remove(p.idx)
+	}
+	return p
+}
+
+// clock is the connection's monotonic clock, in nanoseconds.
+func (s *sessionConn) clock() int64 { return int64(time.Since(s.epoch)) }
+
+// pushDeadlineLocked adds p's bound to the heap, and sets the timer to
+// fire by its end.
+func (s *sessionConn) pushDeadlineLocked(p *pendingCall) {
+	s.deadlines.push(p)
+	if s.armed != 0 && s.armed <= p.at {
+		return // the timer fires first, and sets itself again
+	}
+	s.armed = p.at
+	d := time.Duration(p.at - s.clock())
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.expire)
+	} else {
+		s.timer.Reset(d)
+	}
+}
+
+// expire fails the calls whose bound passed without an answer, as not
+// answered (they may have been taken), and sets the timer for the next
+// bound. It may run early (the call it was set for was answered): then it
+// only sets the timer again.
+func (s *sessionConn) expire() {
+	var over []*pendingCall
+	s.mu.Lock()
+	now := s.clock()
+	s.armed = 0
+	for len(s.deadlines) > 0 && s.deadlines[0].at <= now {
+		p := s.deadlines[0]
+		over = append(over, s.takeLocked(p.id))
+	}
+	if len(s.deadlines) > 0 && s.err == nil {
+		s.armed = s.deadlines[0].at
+		s.timer.Reset(time.Duration(s.armed - now))
+	}
+	end := (s.closing || s.away) && len(s.pending) == 0 && len(over) > 0
+	s.mu.Unlock()
+	for _, p := range over {
+		p.to.deliver(nil, fmt.Errorf("%w within %v", errNoAnswer, p.bound))
+	}
+	if end {
+		s.nc.Close()
+	}
+}
+
+// deadlineHeap is a min-heap of pending calls by the end of their bound.
+type deadlineHeap []*pendingCall
+
+func (h *deadlineHeap) push(p *pendingCall) {
+	*h = append(*h, p)
+	p.idx = len(*h) - 1
+	h.up(p.idx)
+}
+
+// remove takes the call at i out of the heap.
+func (h *deadlineHeap) remove(i int) {
+	a := *h
+	n := len(a) - 1
+	a[i].idx = -1
+	if i != n {
+		a[i] = a[n]
+		a[i].idx = i
+	}
+	a[n] = nil
+	*h = a[:n]
+	if i != n {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+}
+
+func (h deadlineHeap) up(i int) {
+	for i > 0 {
+		j := (i - 1) / 2
+		if h[j].at <= h[i].at {
+			return
+		}
+		h.swap(i, j)
+		i = j
+	}
+}
+
+// down moves the call at i down to its place, and reports whether it moved.
+func (h deadlineHeap) down(i int) bool {
+	i0 := i
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		j := l
+		if r := l + 1; r < len(h) && h[r].at < h[l].at {
+			j = r
+		}
+		if h[i].at <= h[j].at {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
+
+func (h deadlineHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
 }
 
 // abandon asks the server to end call id's wait.
@@ -450,12 +605,11 @@ func (s *sessionConn) read() {
 			continue // a Reply of id 0 answers no call: one of a newer server is ignored
 		}
 		s.mu.Lock()
-		p := s.pending[r.GetId()]
-		delete(s.pending, r.GetId())
+		p := s.takeLocked(r.GetId())
 		end := (s.closing || s.away) && len(s.pending) == 0
 		s.mu.Unlock()
 		if p != nil {
-			p.deliver(r, nil)
+			p.to.deliver(r, nil)
 		}
 		if end {
 			s.nc.Close()
@@ -476,10 +630,9 @@ func (s *sessionConn) goingAway(last uint64) {
 	}
 	s.away = true
 	var unread []*pendingCall
-	for id, p := range s.pending {
+	for id := range s.pending {
 		if id > last {
-			unread = append(unread, p)
-			delete(s.pending, id)
+			unread = append(unread, s.takeLocked(id))
 		}
 	}
 	end := len(s.pending) == 0
@@ -492,7 +645,7 @@ func (s *sessionConn) goingAway(last uint64) {
 	h.mu.Unlock()
 	err := &notSentError{errGoingAway}
 	for _, p := range unread {
-		p.deliver(nil, err)
+		p.to.deliver(nil, err)
 	}
 	if end {
 		s.nc.Close()
@@ -510,6 +663,13 @@ func (s *sessionConn) fail(cause error) {
 	s.err = cause
 	pending := s.pending
 	s.pending = nil
+	for _, p := range s.deadlines {
+		p.idx = -1
+	}
+	s.deadlines = nil
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 	s.mu.Unlock()
 	s.nc.Close()
 	h := s.h
@@ -520,7 +680,7 @@ func (s *sessionConn) fail(cause error) {
 	h.mu.Unlock()
 	err := fmt.Errorf("%w: %w", errSessionLost, cause)
 	for _, p := range pending {
-		p.deliver(nil, err)
+		p.to.deliver(nil, err)
 	}
 }
 
@@ -590,23 +750,20 @@ func (c *Client) sessionTry(ctx context.Context, base string, call *v1.Call, par
 	}
 	defer sl.release()
 	call.TimeoutMicros = callTimeout(ctx, bound)
-	ch := make(chan reply, 1)
-	id, err := conn.send(call, func(r *v1.Reply, err error) { ch <- reply{r, err} })
+	ch := make(chanReply, 1)
+	// The bound is the connection's to keep (one timer for every call):
+	// a try it cuts gets errNoAnswer.
+	var within time.Duration
+	if dl, ok := ctx.Deadline(); bound > 0 && (!ok || time.Until(dl) > bound) {
+		within = bound
+	}
+	id, err := conn.send(call, &pendingCall{to: ch}, within)
 	if err != nil {
 		return nil, err
-	}
-	var timeout <-chan time.Time
-	if dl, ok := ctx.Deadline(); bound > 0 && (!ok || time.Until(dl) > bound) {
-		t := time.NewTimer(bound)
-		defer t.Stop()
-		timeout = t.C
 	}
 	select {
 	case r := <-ch:
 		return r.r, firstErr(r.err, replyError(r.r))
-	case <-timeout:
-		conn.remove(id)
-		return nil, fmt.Errorf("%w within %v", errNoAnswer, bound)
 	case <-ctx.Done():
 	}
 	if parked {
