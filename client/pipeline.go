@@ -39,7 +39,8 @@ func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.O
 		return p
 	}
 	a := &asyncEnqueue{ctx: ctx, c: c, settle: settle, repeatable: repeatableOps([]engine.Task{t}, ops)}
-	a.msg = v1.EnqueueRequest{Namespace: q.pb, Queue: q.name, Task: wire.PBTask(t), Ops: wire.PBOps(ops)}
+	wire.PBTaskInto(t, &a.task)
+	a.msg = v1.EnqueueRequest{Namespace: q.pb, Queue: q.name, Task: &a.task, Ops: wire.PBOps(ops)}
 	select {
 	case c.async <- struct{}{}:
 	case <-ctx.Done():
@@ -92,6 +93,7 @@ type asyncEnqueue struct {
 	settle     func(engine.Enqueued, error)
 	repeatable bool
 
+	task    v1.Task
 	msg     v1.EnqueueRequest
 	wrap    v1.Call_Enqueue
 	call    v1.Call

@@ -1,0 +1,216 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/session"
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// serveLean answers every call read from br as an Enqueue of task 7, with
+// buffers reused: a session server that allocates nothing per call.
+func serveLean(nc net.Conn, br *bufio.Reader) {
+	tmpl, err := proto.Marshal(enqueued(0, 7, false))
+	if err != nil {
+		panic(err)
+	}
+	var buf, out []byte
+	for {
+		f, err := session.ReadFrame(br, 1<<20, buf)
+		if err != nil {
+			return
+		}
+		buf = f
+		id, ok := callID(f)
+		if !ok {
+			return
+		}
+		n := protowire.SizeTag(1) + protowire.SizeVarint(id) + len(tmpl)
+		out = binary.AppendUvarint(out[:0], uint64(n))
+		out = protowire.AppendTag(out, 1, protowire.VarintType)
+		out = protowire.AppendVarint(out, id)
+		out = append(out, tmpl...)
+		if _, err := nc.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+// callID is the id (field 1) of a Call's bytes.
+func callID(b []byte) (uint64, bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			return v, n > 0
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+	}
+	return 0, false
+}
+
+// TestEnqueueAsyncAllocations: an EnqueueAsync on a session, answered,
+// allocates its own state once (the request, the call, its place among
+// the pending calls and its bound in one), with no timer or closures of
+// its own: at most 10 allocations with its answer, of which the engine's
+// Pending takes 4 and the decoded Reply 4 (it took 21).
+func TestEnqueueAsyncAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	f := newFakeSession(t, nil)
+	f.lean = true
+	c := dial(t, f.url, Options{})
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	ctx := context.Background()
+	task := engine.Task{Payload: []byte(`{"to":"a@b"}`)}
+	call := func() {
+		e, err := q.EnqueueAsync(ctx, task).Wait(ctx)
+		if err != nil || e.ID != 7 {
+			t.Fatalf("%+v, %v", e, err)
+		}
+	}
+	call() // the session opened
+	if n := testing.AllocsPerRun(500, call); n > 10 {
+		t.Errorf("an answered EnqueueAsync allocates %.1f times, want at most 10", n)
+	}
+}
+
+// TestEnqueueAsyncCallTimeout: an EnqueueAsync whose server takes the
+// call and never answers is cut by CallTimeout (the connection's timer):
+// an unkeyed one fails as ErrOutcomeUnknown, and nothing of it is left
+// pending on the connection.
+func TestEnqueueAsyncCallTimeout(t *testing.T) {
+	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {})
+	c := dial(t, f.url, Options{CallTimeout: 50 * time.Millisecond, MaxRetries: 1})
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	ctx := context.Background()
+	ps := make([]*engine.Pending, 3)
+	for i := range ps {
+		ps[i] = q.EnqueueAsync(ctx, engine.Task{})
+	}
+	for i, p := range ps {
+		_, err := p.Wait(ctx)
+		wantErr(t, "an unanswered async enqueue "+string(rune('0'+i)), err, ErrOutcomeUnknown)
+	}
+	h := c.sessionHost(f.url)
+	h.mu.Lock()
+	conn := h.conn
+	h.mu.Unlock()
+	if conn != nil {
+		conn.mu.Lock()
+		n, d := len(conn.pending), len(conn.deadlines)
+		conn.mu.Unlock()
+		if n != 0 || d != 0 {
+			t.Fatalf("%d calls pending, %d bounds kept after every call ended", n, d)
+		}
+	}
+}
+
+// TestSessionBoundsOfAnsweredAndUnansweredCalls: calls in flight together,
+// some answered and some not: each answered one gets its answer, each
+// unanswered one errNoAnswer once its bound passes, though the timer was
+// set for a call answered long before.
+func TestSessionBoundsOfAnsweredAndUnansweredCalls(t *testing.T) {
+	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
+		if c.GetId()%2 == 0 {
+			sc.reply(enqueued(c.GetId(), c.GetId(), false))
+		}
+	})
+	c := dial(t, f.url, Options{})
+	h := c.sessionHost(f.url)
+	conn, err := h.get(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	chs := make([]chanReply, n)
+	for i := range chs {
+		chs[i] = make(chanReply, 1)
+		call := &v1.Call{Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Queue: "q"}}}
+		// The answered calls have the soonest bounds: the timer is set
+		// for one of them, and fires after its answer.
+		bound := 30 * time.Millisecond
+		if i%2 == 0 {
+			bound = 20 * time.Millisecond
+		}
+		if _, err := conn.send(call, &pendingCall{to: chs[i]}, bound); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ch := range chs {
+		r := <-ch
+		id := uint64(i + 1)
+		if id%2 == 0 {
+			if r.err != nil || r.r.GetEnqueue().GetEnqueued().GetId() != id {
+				t.Fatalf("call %d: %v, %v", id, r.r, r.err)
+			}
+			continue
+		}
+		if !errors.Is(r.err, errNoAnswer) {
+			t.Fatalf("unanswered call %d: %v, %v", id, r.r, r.err)
+		}
+	}
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	if len(conn.pending) != 0 || len(conn.deadlines) != 0 {
+		t.Fatalf("%d calls pending, %d bounds kept", len(conn.pending), len(conn.deadlines))
+	}
+}
+
+// TestDeadlineHeap: the heap gives the soonest bound first through any
+// mix of pushes and removals, and each call knows its place.
+func TestDeadlineHeap(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var h deadlineHeap
+	in := map[*pendingCall]bool{}
+	for range 5000 {
+		if len(h) > 0 && r.IntN(3) == 0 {
+			p := h[r.IntN(len(h))]
+			h.remove(p.idx)
+			if p.idx != -1 {
+				t.Fatal("a removed call keeps its place")
+			}
+			delete(in, p)
+		} else {
+			p := &pendingCall{at: r.Int64N(1000)}
+			h.push(p)
+			in[p] = true
+		}
+		for i, p := range h {
+			if p.idx != i || !in[p] {
+				t.Fatalf("call at %d says %d", i, p.idx)
+			}
+			if i > 0 && h[(i-1)/2].at > p.at {
+				t.Fatalf("the heap's order is broken at %d", i)
+			}
+		}
+	}
+	last := int64(-1)
+	for len(h) > 0 {
+		p := h[0]
+		if p.at < last {
+			t.Fatal("out of order")
+		}
+		last = p.at
+		h.remove(0)
+	}
+}
