@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/wire"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
@@ -99,6 +101,12 @@ type asyncEnqueue struct {
 	call    v1.Call
 	pending pendingCall
 
+	// The Reply its answer is decoded into (replyFor).
+	reply    v1.Reply
+	rwrap    v1.Reply_Enqueue
+	res      v1.EnqueueResponse
+	enqueued v1.Enqueued
+
 	id   atomic.Uint64
 	once atomic.Bool
 	// mu guards unwatch, which finish (on another goroutine, maybe at
@@ -108,6 +116,21 @@ type asyncEnqueue struct {
 }
 
 func (a *asyncEnqueue) deliver(r *v1.Reply, err error) { a.finish(r, err) }
+
+// enqueueReply is the number of a Reply's field of an Enqueue's answer.
+var enqueueReply = (&v1.Reply{}).ProtoReflect().Descriptor().Fields().ByName("enqueue").Number()
+
+// replyFor gives the reader a Reply wired for an Enqueue's answer, to
+// decode it without allocating; finish takes what it needs from it.
+func (a *asyncEnqueue) replyFor(kind protowire.Number) *v1.Reply {
+	if kind != enqueueReply {
+		return nil
+	}
+	a.res.Enqueued = &a.enqueued
+	a.rwrap.Enqueue = &a.res
+	a.reply.Reply = &a.rwrap
+	return &a.reply
+}
 
 // cancelled is the end of the call's context: the call is forgotten.
 func (a *asyncEnqueue) cancelled() {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/docketdb/docket/engine"
@@ -593,21 +594,45 @@ func (s *sessionConn) read() {
 			return
 		}
 		buf = f
-		r := new(v1.Reply)
-		if err := proto.Unmarshal(f, r); err != nil {
-			s.fail(fmt.Errorf("%w: %v", session.ErrBadFrame, err))
+		id, kind, ok := replyHead(f)
+		if !ok {
+			s.fail(fmt.Errorf("%w: a Reply that is not protobuf", session.ErrBadFrame))
 			return
 		}
-		if r.GetId() == 0 {
+		var p *pendingCall
+		end := false
+		if id != 0 {
+			s.mu.Lock()
+			p = s.takeLocked(id)
+			end = (s.closing || s.away) && len(s.pending) == 0
+			s.mu.Unlock()
+		}
+		var r *v1.Reply
+		if p != nil {
+			if ri, ok := p.to.(replyInto); ok {
+				r = ri.replyFor(kind)
+			}
+		}
+		if r != nil {
+			err = mergeReply.Unmarshal(f, r)
+		} else {
+			r = new(v1.Reply)
+			err = proto.Unmarshal(f, r)
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %v", session.ErrBadFrame, err)
+			s.fail(err)
+			if p != nil {
+				p.to.deliver(nil, fmt.Errorf("%w: %w", errSessionLost, err))
+			}
+			return
+		}
+		if id == 0 {
 			if g := r.GetGoingAway(); g != nil {
 				s.goingAway(g.GetLastCallId())
 			}
 			continue // a Reply of id 0 answers no call: one of a newer server is ignored
 		}
-		s.mu.Lock()
-		p := s.takeLocked(r.GetId())
-		end := (s.closing || s.away) && len(s.pending) == 0
-		s.mu.Unlock()
 		if p != nil {
 			p.to.deliver(r, nil)
 		}
@@ -615,6 +640,45 @@ func (s *sessionConn) read() {
 			s.nc.Close()
 		}
 	}
+}
+
+// replyInto is a replyTo that decodes its reply into a Reply it holds,
+// wired for the answer it expects, when the reply's field is kind; it
+// returns nil for a reply to be decoded into a fresh Reply. Its deliver
+// must be done with that Reply when it returns.
+type replyInto interface {
+	replyFor(kind protowire.Number) *v1.Reply
+}
+
+// mergeReply decodes into a Reply whose messages are set and empty, so
+// that the decoder fills them instead of allocating its own.
+var mergeReply = proto.UnmarshalOptions{Merge: true}
+
+// replyHead returns a Reply's id (field 1) and the number of the last of
+// its other fields (the reply's kind), from its bytes; false if they are
+// not well-formed protobuf at their top level.
+func replyHead(b []byte) (id uint64, kind protowire.Number, ok bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0, false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, 0, false
+			}
+			id = v
+		} else {
+			kind = num
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, 0, false
+		}
+		b = b[n:]
+	}
+	return id, kind, true
 }
 
 // goingAway handles the server's GoingAway: no call is sent on the
