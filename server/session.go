@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,6 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/session"
@@ -105,11 +105,11 @@ type sbatch struct {
 
 // sresult is one call's outcome.
 type sresult struct {
-	id      uint64
-	rt      *route // nil: refused before it was routed
-	res     proto.Message
-	err     error
-	release func() // the caller's call slot, nil if none
+	id   uint64
+	rt   *route // nil: refused before it was routed
+	res  proto.Message
+	err  error
+	slot *usage // the caller's call slot (limiter.take), nil if none
 }
 
 type abandonKey struct{}
@@ -571,7 +571,8 @@ calls:
 			go x.claimWait(c.Id, sc, rt, req, actx, abandon)
 			continue
 		}
-		release, err := s.lim.acquire(x.ci.callerID())
+		caller := x.ci.callerID()
+		slot, err := s.lim.take(caller)
 		if err != nil {
 			b.results = append(b.results, sresult{id: c.Id, rt: rt, err: connect.NewError(connect.CodeResourceExhausted, err)})
 			continue
@@ -584,7 +585,7 @@ calls:
 			select {
 			case x.par <- struct{}{}:
 			case <-x.stopped:
-				release()
+				s.lim.give(caller, slot, 1, 0)
 				x.unslot()
 				x.calls.Done()
 				break calls
@@ -594,7 +595,7 @@ calls:
 				ctx, cancel := sc.withDeadline(x.ctx)
 				res, err := x.call(ctx, id, rt, req)
 				cancel()
-				release()
+				s.lim.give(caller, slot, 1, 0)
 				<-x.par
 				x.send(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
 			}(c.Id, sc)
@@ -603,7 +604,7 @@ calls:
 		ctx, cancel := sc.withDeadline(dctx)
 		res, err := x.call(ctx, c.Id, rt, req)
 		cancel()
-		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, release: release})
+		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, slot: slot})
 	}
 	if len(b.results) == 0 {
 		return nil
@@ -673,17 +674,23 @@ func (x *sess) wait(b *sbatch) {
 
 // send writes batches' replies, then gives back their slots.
 func (x *sess) send(bs ...*sbatch) {
-	var out []byte
+	bp := replyBufs.Get().(*[]byte)
+	out := (*bp)[:0]
+	caller := x.ci.callerID()
 	for _, b := range bs {
 		for i := range b.results {
 			r := &b.results[i]
 			out = x.appendReply(out, r)
-			if r.release != nil {
-				r.release()
+			if r.slot != nil {
+				x.s.lim.give(caller, r.slot, 1, 0)
 			}
 		}
 	}
-	x.w.SendFrames(out)
+	x.w.SendFrames(out) // copies out
+	if cap(out) <= keepFrameBuf {
+		*bp = out
+		replyBufs.Put(bp)
+	}
 	for _, b := range bs {
 		for range b.results {
 			x.unslot()
@@ -691,19 +698,46 @@ func (x *sess) send(bs ...*sbatch) {
 	}
 }
 
-// appendReply appends r's Reply to out as a frame.
+// replyBufs holds the buffers replies are encoded into, before the
+// Writer copies them.
+var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendReply appends r's Reply to out as a frame. An answer is encoded
+// as its Reply would be (the id, then the response in its field), without
+// building the Reply.
 func (x *sess) appendReply(out []byte, r *sresult) []byte {
-	rep := &v1.Reply{Id: r.id}
 	if r.err == nil {
-		rep.ProtoReflect().Set(r.rt.out, protoreflect.ValueOfMessage(r.res.ProtoReflect()))
-		if n := proto.Size(rep); n > MaxResponseBytes {
+		n := proto.Size(r.res) // sizes cached for the marshal below
+		num := r.rt.out.Number()
+		size := protowire.SizeTag(num) + protowire.SizeBytes(n)
+		if r.id != 0 {
+			size += protowire.SizeTag(1) + protowire.SizeVarint(r.id)
+		}
+		if size > MaxResponseBytes {
 			r.err = connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("docket: the answer is %d bytes, over the limit of %d (ask for a smaller page)", n, MaxResponseBytes))
+				fmt.Errorf("docket: the answer is %d bytes, over the limit of %d (ask for a smaller page)", size, MaxResponseBytes))
+		} else {
+			start := len(out)
+			b := binary.AppendUvarint(out, uint64(size))
+			if r.id != 0 {
+				b = protowire.AppendTag(b, 1, protowire.VarintType)
+				b = protowire.AppendVarint(b, r.id)
+			}
+			b = protowire.AppendTag(b, num, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(n))
+			at := len(b)
+			b, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(b, r.res)
+			if err == nil && len(b)-at == n {
+				return b
+			}
+			out = b[:start]
+			if err == nil {
+				err = fmt.Errorf("%d bytes, sized %d", len(b)-at, n)
+			}
+			r.err = connect.NewError(connect.CodeInternal, fmt.Errorf("docket: the answer cannot be encoded: %v", err))
 		}
 	}
-	if r.err != nil {
-		rep.Reply = &v1.Reply_Error{Error: x.itemError(r)}
-	}
+	rep := &v1.Reply{Id: r.id, Reply: &v1.Reply_Error{Error: x.itemError(r)}}
 	b, err := session.AppendFrame(out, rep)
 	if err != nil {
 		r.err = connect.NewError(connect.CodeInternal, fmt.Errorf("docket: the answer cannot be encoded: %v", err))
