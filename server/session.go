@@ -601,7 +601,7 @@ calls:
 			}(c.Id, sc)
 			continue
 		}
-		ctx, cancel := sc.withDeadline(dctx)
+		ctx, cancel := sc.withLazyDeadline(dctx)
 		res, err := x.call(ctx, c.Id, rt, req)
 		cancel()
 		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, slot: slot})
