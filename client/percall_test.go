@@ -156,7 +156,7 @@ func TestEnqueueAsyncCallTimeout(t *testing.T) {
 	h.mu.Unlock()
 	if conn != nil {
 		conn.mu.Lock()
-		n, d := len(conn.pending), len(conn.deadlines)
+		n, d := len(conn.pending), conn.deadlines.len()
 		conn.mu.Unlock()
 		if n != 0 || d != 0 {
 			t.Fatalf("%d calls pending, %d bounds kept after every call ended", n, d)
@@ -210,46 +210,61 @@ func TestSessionBoundsOfAnsweredAndUnansweredCalls(t *testing.T) {
 	}
 	conn.mu.Lock()
 	defer conn.mu.Unlock()
-	if len(conn.pending) != 0 || len(conn.deadlines) != 0 {
-		t.Fatalf("%d calls pending, %d bounds kept", len(conn.pending), len(conn.deadlines))
+	if len(conn.pending) != 0 || conn.deadlines.len() != 0 {
+		t.Fatalf("%d calls pending, %d bounds kept", len(conn.pending), conn.deadlines.len())
 	}
 }
 
-// TestDeadlineHeap: the heap gives the soonest bound first through any
-// mix of pushes and removals, and each call knows its place.
-func TestDeadlineHeap(t *testing.T) {
+// TestBoundLists: whatever the mix of bounds, of calls added and taken
+// out, each bound's list holds its calls in the order they were added,
+// linked both ways; soonest is the soonest of their bounds; a list that
+// empties goes unless it is one of at most keepLists kept.
+func TestBoundLists(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var h deadlineHeap
-	in := map[*pendingCall]bool{}
+	var ls boundLists
+	var in []*pendingCall
+	var clock int64
 	for range 5000 {
-		if len(h) > 0 && r.IntN(3) == 0 {
-			p := h[r.IntN(len(h))]
-			h.remove(p.idx)
-			if p.idx != -1 {
-				t.Fatal("a removed call keeps its place")
+		if len(in) > 0 && r.IntN(3) == 0 {
+			i := r.IntN(len(in))
+			p := in[i]
+			ls.remove(p)
+			if p.list != nil || p.prev != nil || p.next != nil {
+				t.Fatal("a call taken out keeps its links")
 			}
-			delete(in, p)
+			in = append(in[:i], in[i+1:]...)
 		} else {
-			p := &pendingCall{at: r.Int64N(1000)}
-			h.push(p)
-			in[p] = true
+			clock += r.Int64N(3)
+			bound := time.Duration(1+r.IntN(8)) * time.Second
+			p := &pendingCall{at: clock + int64(bound), bound: bound}
+			ls.add(p)
+			in = append(in, p)
 		}
-		for i, p := range h {
-			if p.idx != i || !in[p] {
-				t.Fatalf("call at %d says %d", i, p.idx)
+		var soonest int64
+		n, empty := 0, 0
+		for b, l := range ls {
+			var prev *pendingCall
+			for p := l.head; p != nil; p = p.next {
+				if p.list != l || p.prev != prev || p.bound != b || (prev != nil && prev.at > p.at) {
+					t.Fatalf("bound %v: a call out of place", b)
+				}
+				if soonest == 0 || p.at < soonest {
+					soonest = p.at
+				}
+				prev, n = p, n+1
 			}
-			if i > 0 && h[(i-1)/2].at > p.at {
-				t.Fatalf("the heap's order is broken at %d", i)
+			if l.tail != prev {
+				t.Fatalf("bound %v: the tail is not the last call", b)
+			}
+			if l.head == nil {
+				empty++
 			}
 		}
-	}
-	last := int64(-1)
-	for len(h) > 0 {
-		p := h[0]
-		if p.at < last {
-			t.Fatal("out of order")
+		if empty > keepLists {
+			t.Fatalf("%d empty lists kept, want at most %d", empty, keepLists)
 		}
-		last = p.at
-		h.remove(0)
+		if n != len(in) || ls.len() != n || ls.soonest() != soonest {
+			t.Fatalf("%d calls in the lists (len %d), %d added; soonest %d, want %d", n, ls.len(), len(in), ls.soonest(), soonest)
+		}
 	}
 }

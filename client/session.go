@@ -359,10 +359,11 @@ type sessionConn struct {
 	epoch   time.Time // the start of clock
 	mu      sync.Mutex
 	pending map[uint64]*pendingCall
-	// deadlines holds the pending calls with a bound, soonest first;
-	// timer fires at armed (clock's nanoseconds, 0: not set) to fail
-	// those whose bound passed.
-	deadlines deadlineHeap
+	// deadlines holds the pending calls with a bound, a list for each
+	// bound in the order they were sent (so soonest first); timer fires
+	// at armed (clock's nanoseconds, 0: not set) to fail those whose
+	// bound passed.
+	deadlines boundLists
 	timer     *time.Timer
 	armed     int64
 	err       error // why the connection ended; nil while open
@@ -384,7 +385,10 @@ type pendingCall struct {
 	id    uint64
 	at    int64         // when its bound ends, in nanoseconds of the connection's clock (0: no bound)
 	bound time.Duration // the bound, for the error
-	idx   int           // its place in the heap, -1 when not in it
+	// Its neighbours in the list of its bound (deadlines), list nil
+	// when it is in none.
+	list       *boundList
+	prev, next *pendingCall
 }
 
 // chanReply delivers to a channel with room for the one reply.
@@ -416,7 +420,7 @@ func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration) (
 		s.mu.Unlock()
 		return 0, &notSentError{err}
 	}
-	p.id, p.idx, p.at = id, -1, 0
+	p.id, p.at, p.list = id, 0, nil
 	if bound > 0 {
 		p.at, p.bound = s.clock()+int64(bound), bound
 		s.pushDeadlineLocked(p)
@@ -462,8 +466,8 @@ func (s *sessionConn) takeLocked(id uint64) *pendingCall {
 		return nil
 	}
 	delete(s.pending, id)
-	if p.idx >= 0 {
-		s.deadlines.remove(p.idx)
+	if p.list != nil {
+		s.deadlines.remove(p)
 	}
 	return p
 }
@@ -471,10 +475,10 @@ func (s *sessionConn) takeLocked(id uint64) *pendingCall {
 // clock is the connection's monotonic clock, in nanoseconds.
 func (s *sessionConn) clock() int64 { return int64(time.Since(s.epoch)) }
 
-// pushDeadlineLocked adds p's bound to the heap, and sets the timer to
+// pushDeadlineLocked adds p's bound to the lists, and sets the timer to
 // fire by its end.
 func (s *sessionConn) pushDeadlineLocked(p *pendingCall) {
-	s.deadlines.push(p)
+	s.deadlines.add(p)
 	if s.armed != 0 && s.armed <= p.at {
 		return // the timer fires first, and sets itself again
 	}
@@ -496,13 +500,14 @@ func (s *sessionConn) expire() {
 	s.mu.Lock()
 	now := s.clock()
 	s.armed = 0
-	for len(s.deadlines) > 0 && s.deadlines[0].at <= now {
-		p := s.deadlines[0]
-		over = append(over, s.takeLocked(p.id))
+	for _, l := range s.deadlines {
+		for l.head != nil && l.head.at <= now {
+			over = append(over, s.takeLocked(l.head.id))
+		}
 	}
-	if len(s.deadlines) > 0 && s.err == nil {
-		s.armed = s.deadlines[0].at
-		s.timer.Reset(time.Duration(s.armed - now))
+	if at := s.deadlines.soonest(); at != 0 && s.err == nil {
+		s.armed = at
+		s.timer.Reset(time.Duration(at - now))
 	}
 	end := (s.closing || s.away) && len(s.pending) == 0 && len(over) > 0
 	s.mu.Unlock()
@@ -514,68 +519,74 @@ func (s *sessionConn) expire() {
 	}
 }
 
-// deadlineHeap is a min-heap of pending calls by the end of their bound.
-type deadlineHeap []*pendingCall
+// boundLists holds pending calls by their bound, each list in the order
+// the calls were sent: as a connection's clock only goes on, the first of
+// a list is its soonest, and a call goes in and out in constant time.
+type boundLists map[time.Duration]*boundList
 
-func (h *deadlineHeap) push(p *pendingCall) {
-	*h = append(*h, p)
-	p.idx = len(*h) - 1
-	h.up(p.idx)
+// boundList is the calls of one bound, oldest first.
+type boundList struct{ head, tail *pendingCall }
+
+// keepLists is how many empty lists are kept for bounds to come (a
+// connection's calls mostly have the client's CallTimeout).
+const keepLists = 4
+
+func (ls *boundLists) add(p *pendingCall) {
+	if *ls == nil {
+		*ls = boundLists{}
+	}
+	l := (*ls)[p.bound]
+	if l == nil {
+		l = &boundList{}
+		(*ls)[p.bound] = l
+	}
+	p.list, p.prev, p.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = p
+	} else {
+		l.head = p
+	}
+	l.tail = p
 }
 
-// remove takes the call at i out of the heap.
-func (h *deadlineHeap) remove(i int) {
-	a := *h
-	n := len(a) - 1
-	a[i].idx = -1
-	if i != n {
-		a[i] = a[n]
-		a[i].idx = i
+func (ls boundLists) remove(p *pendingCall) {
+	l := p.list
+	if p.prev != nil {
+		p.prev.next = p.next
+	} else {
+		l.head = p.next
 	}
-	a[n] = nil
-	*h = a[:n]
-	if i != n {
-		if !h.down(i) {
-			h.up(i)
-		}
+	if p.next != nil {
+		p.next.prev = p.prev
+	} else {
+		l.tail = p.prev
 	}
-}
-
-func (h deadlineHeap) up(i int) {
-	for i > 0 {
-		j := (i - 1) / 2
-		if h[j].at <= h[i].at {
-			return
-		}
-		h.swap(i, j)
-		i = j
+	p.list, p.prev, p.next = nil, nil, nil
+	if l.head == nil && len(ls) > keepLists {
+		delete(ls, p.bound)
 	}
 }
 
-// down moves the call at i down to its place, and reports whether it moved.
-func (h deadlineHeap) down(i int) bool {
-	i0 := i
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
+// soonest is the end of the soonest bound, 0 if none.
+func (ls boundLists) soonest() int64 {
+	var at int64
+	for _, l := range ls {
+		if l.head != nil && (at == 0 || l.head.at < at) {
+			at = l.head.at
 		}
-		j := l
-		if r := l + 1; r < len(h) && h[r].at < h[l].at {
-			j = r
-		}
-		if h[i].at <= h[j].at {
-			break
-		}
-		h.swap(i, j)
-		i = j
 	}
-	return i > i0
+	return at
 }
 
-func (h deadlineHeap) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
+// len is how many calls the lists hold.
+func (ls boundLists) len() int {
+	n := 0
+	for _, l := range ls {
+		for p := l.head; p != nil; p = p.next {
+			n++
+		}
+	}
+	return n
 }
 
 // abandon asks the server to end call id's wait.
@@ -727,8 +738,12 @@ func (s *sessionConn) fail(cause error) {
 	s.err = cause
 	pending := s.pending
 	s.pending = nil
-	for _, p := range s.deadlines {
-		p.idx = -1
+	for _, l := range s.deadlines {
+		for p := l.head; p != nil; {
+			next := p.next
+			p.list, p.prev, p.next = nil, nil, nil
+			p = next
+		}
 	}
 	s.deadlines = nil
 	if s.timer != nil {
