@@ -92,9 +92,11 @@ type sess struct {
 	waitMu sync.Mutex
 	waits  map[uint64]context.CancelFunc // ClaimWaits by call id, for Abandon
 
-	frame []byte // the reader's frame buffer
-	large bool   // the reader holds the server's large body slot
-	last  uint64 // the highest id of a call the reader ran or answered (GoingAway)
+	frame []byte          // the reader's frame buffer
+	batch []scall         // the reader's batch of calls, reused
+	spare []*enqueueFrame // Enqueue calls to decode into (readCall)
+	large bool            // the reader holds the server's large body slot
+	last  uint64          // the highest id of a call the reader ran or answered (GoingAway)
 }
 
 // sbatch is the calls of one read, run and waiting to be answered.
@@ -351,7 +353,7 @@ func (x *sess) read() error {
 			x.conn.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
 			deadline = true
 		}
-		var calls []scall
+		calls := x.batch[:0]
 		for {
 			c, err := x.readCall()
 			if err != nil {
@@ -363,6 +365,17 @@ func (x *sess) read() error {
 			}
 		}
 		err := x.run(calls)
+		if !x.s.replicated() {
+			// The calls ran and are done with their requests (on a
+			// replicated DB they run on goroutines of their own).
+			for i := range calls {
+				if e := calls[i].spare; e != nil {
+					x.spare = append(x.spare, e)
+				}
+			}
+		}
+		clear(calls)
+		x.batch = calls[:0]
 		x.releaseLarge()
 		if err != nil {
 			return err
@@ -409,11 +422,20 @@ func (x *sess) readCall() (scall, error) {
 		// unary request would.
 		return scall{id: id, refused: connect.NewError(connect.CodeInvalidArgument, err)}, nil
 	}
-	c := new(v1.Call)
-	if err := proto.Unmarshal(b, c); err != nil {
+	var c *v1.Call
+	var spare *enqueueFrame
+	if callKind(b) == enqueueField.Number() {
+		spare = x.spareEnqueue()
+		c = spare.wired()
+		err = mergeCall.Unmarshal(b, c)
+	} else {
+		c = new(v1.Call)
+		err = proto.Unmarshal(b, c)
+	}
+	if err != nil {
 		return scall{}, fmt.Errorf("%w: %v", session.ErrBadFrame, err)
 	}
-	sc := scall{id: c.GetId(), c: c}
+	sc := scall{id: c.GetId(), c: c, spare: spare}
 	if t := c.GetTimeoutMicros(); t > 0 {
 		sc.deadline = time.Now().Add(time.Duration(min(t, uint64(math.MaxInt64/1000))) * time.Microsecond)
 	}
@@ -425,7 +447,71 @@ type scall struct {
 	id       uint64
 	c        *v1.Call
 	refused  error
-	deadline time.Time // from Call.timeout_micros, zero for none
+	deadline time.Time     // from Call.timeout_micros, zero for none
+	spare    *enqueueFrame // what c was decoded into, reused once the call ran; nil if c is its own
+}
+
+// enqueueFrame is a Call wired for an Enqueue, which the reader decodes an
+// Enqueue's frame into and reuses once the call ran: the request's
+// messages are made once per session, not per call. What the decoder
+// allocates for the request's bytes, strings and maps is new each time,
+// and only those outlive the call (in the engine's task).
+type enqueueFrame struct {
+	call v1.Call
+	wrap v1.Call_Enqueue
+	req  v1.EnqueueRequest
+	task v1.Task
+	ns   v1.Namespace
+}
+
+// mergeCall decodes into an enqueueFrame, whose messages are set and empty,
+// so that the decoder fills them instead of allocating its own.
+var mergeCall = proto.UnmarshalOptions{Merge: true}
+
+// spareEnqueue returns a spare enqueueFrame, or a new one.
+func (x *sess) spareEnqueue() *enqueueFrame {
+	if n := len(x.spare); n > 0 {
+		e := x.spare[n-1]
+		x.spare[n-1] = nil
+		x.spare = x.spare[:n-1]
+		return e
+	}
+	return new(enqueueFrame)
+}
+
+// wired empties e's messages and wires them together as an Enqueue's Call.
+func (e *enqueueFrame) wired() *v1.Call {
+	e.call.Reset()
+	e.wrap = v1.Call_Enqueue{}
+	e.req.Reset()
+	e.task.Reset()
+	e.ns.Reset()
+	e.req.Task, e.req.Namespace = &e.task, &e.ns
+	e.wrap.Enqueue = &e.req
+	e.call.Call = &e.wrap
+	return &e.call
+}
+
+// callKind returns the number of the last field of a Call's bytes other
+// than its id and timeout (the field of its oneof that decoding keeps), 0
+// if none or if the bytes are not well-formed protobuf at their top level.
+func callKind(b []byte) protowire.Number {
+	var kind protowire.Number
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+		if num != 1 && num != 3 {
+			kind = num
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0
+		}
+		b = b[n:]
+	}
+	return kind
 }
 
 // errCallTimedOut answers a call whose time ran out before it ran.
