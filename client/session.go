@@ -379,7 +379,7 @@ type replyTo interface {
 }
 
 // pendingCall is a call written and not answered. Its bound, if any, is
-// kept in the connection's deadline heap, which one timer serves.
+// kept in the connection's lists of bounds, which one timer serves.
 type pendingCall struct {
 	to    replyTo
 	id    uint64
@@ -458,7 +458,7 @@ func (s *sessionConn) remove(id uint64) bool {
 	return p != nil
 }
 
-// takeLocked takes call id off the pending calls and the deadline heap,
+// takeLocked takes call id off the pending calls and its bound's list,
 // and returns it (nil if it was not pending).
 func (s *sessionConn) takeLocked(id uint64) *pendingCall {
 	p := s.pending[id]
