@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/wire"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
@@ -38,21 +40,9 @@ func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.O
 		settle(engine.Enqueued{}, err)
 		return p
 	}
-	repeatable := repeatableOps([]engine.Task{t}, ops)
-	msg := &v1.EnqueueRequest{Namespace: q.pb, Queue: q.name, Task: wire.PBTask(t), Ops: wire.PBOps(ops)}
-	// The rest of the call, after a first try that failed: the retries
-	// Enqueue would make, on a goroutine of its own.
-	rest := func(first error) {
-		go func() {
-			res, _, err := invokeAfter(ctx, c, repeatable, c.opts.CallTimeout, opEnqueue, queuesOf,
-				docketv1connect.QueuesClient.Enqueue, msg, first)
-			if err != nil {
-				settle(engine.Enqueued{}, err)
-				return
-			}
-			settle(wire.Enqueued(res.Enqueued), nil)
-		}()
-	}
+	a := &asyncEnqueue{ctx: ctx, c: c, settle: settle, repeatable: repeatableOps([]engine.Task{t}, ops)}
+	wire.PBTaskInto(t, &a.task)
+	a.msg = v1.EnqueueRequest{Namespace: q.pb, Queue: q.name, Task: &a.task, Ops: wire.PBOps(ops)}
 	select {
 	case c.async <- struct{}{}:
 	case <-ctx.Done():
@@ -69,67 +59,123 @@ func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.O
 		if errors.Is(err, errNoSession) {
 			settle(q.Enqueue(ctx, t, ops...))
 		} else {
-			rest(err)
+			a.rest(err)
 		}
 		return p
 	}
-	var (
-		once atomic.Bool
-		id   atomic.Uint64
-		// mu guards the timer and the context's watch, which finish
-		// (on another goroutine, maybe at once) stops.
-		mu      sync.Mutex
-		timer   *time.Timer
-		unwatch func() bool
-	)
-	finish := func(r *v1.Reply, err error) {
-		if once.Swap(true) {
-			return
-		}
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		if unwatch != nil {
-			unwatch()
-		}
-		mu.Unlock()
-		h.calls.release()
-		<-c.async
-		if err == nil {
-			err = replyError(r)
-		}
-		if err == nil {
-			if res := r.GetEnqueue(); res != nil {
-				settle(wire.Enqueued(res.Enqueued), nil)
-				return
-			}
-			err = fmt.Errorf("docket: the server answered call %d with %T", r.GetId(), r.GetReply())
-		}
-		rest(err)
-	}
+	a.h, a.conn = h, conn
 	bound := c.opts.CallTimeout
-	mu.Lock()
-	if dl, ok := ctx.Deadline(); bound > 0 && (!ok || time.Until(dl) > bound) {
-		timer = time.AfterFunc(bound, func() {
-			conn.remove(id.Load())
-			finish(nil, fmt.Errorf("%w within %v", errNoAnswer, bound))
-		})
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= bound {
+		bound = 0 // the context's end comes first
 	}
 	if ctx.Done() != nil {
-		unwatch = context.AfterFunc(ctx, func() {
-			conn.remove(id.Load())
-			finish(nil, ctx.Err())
-		})
+		a.mu.Lock()
+		a.unwatch = context.AfterFunc(ctx, a.cancelled)
+		a.mu.Unlock()
 	}
-	mu.Unlock()
-	n, err := conn.send(opEnqueue.wrap(msg), finish)
+	a.wrap.Enqueue = &a.msg
+	a.call.Call = &a.wrap
+	a.pending.to = a
+	n, err := conn.send(&a.call, &a.pending, bound)
 	if err != nil {
-		finish(nil, err)
+		a.finish(nil, err)
 		return p
 	}
-	id.Store(n)
+	a.id.Store(n)
 	return p
+}
+
+// asyncEnqueue is one EnqueueAsync on a session: the call, its place among
+// the connection's pending calls, and how it settles, in one allocation.
+type asyncEnqueue struct {
+	ctx        context.Context
+	c          *Client
+	h          *sessionHost
+	conn       *sessionConn
+	settle     func(engine.Enqueued, error)
+	repeatable bool
+
+	task    v1.Task
+	msg     v1.EnqueueRequest
+	wrap    v1.Call_Enqueue
+	call    v1.Call
+	pending pendingCall
+
+	// The Reply its answer is decoded into (replyFor).
+	reply    v1.Reply
+	rwrap    v1.Reply_Enqueue
+	res      v1.EnqueueResponse
+	enqueued v1.Enqueued
+
+	id   atomic.Uint64
+	once atomic.Bool
+	// mu guards unwatch, which finish (on another goroutine, maybe at
+	// once) calls.
+	mu      sync.Mutex
+	unwatch func() bool
+}
+
+func (a *asyncEnqueue) deliver(r *v1.Reply, err error) { a.finish(r, err) }
+
+// enqueueReply is the number of a Reply's field of an Enqueue's answer.
+var enqueueReply = (&v1.Reply{}).ProtoReflect().Descriptor().Fields().ByName("enqueue").Number()
+
+// replyFor gives the reader a Reply wired for an Enqueue's answer, to
+// decode it without allocating; finish takes what it needs from it.
+func (a *asyncEnqueue) replyFor(kind protowire.Number) *v1.Reply {
+	if kind != enqueueReply {
+		return nil
+	}
+	a.res.Enqueued = &a.enqueued
+	a.rwrap.Enqueue = &a.res
+	a.reply.Reply = &a.rwrap
+	return &a.reply
+}
+
+// cancelled is the end of the call's context: the call is forgotten.
+func (a *asyncEnqueue) cancelled() {
+	a.conn.remove(a.id.Load())
+	a.finish(nil, a.ctx.Err())
+}
+
+// finish settles the call with its reply, or hands an error that allows
+// it to the retries; once.
+func (a *asyncEnqueue) finish(r *v1.Reply, err error) {
+	if a.once.Swap(true) {
+		return
+	}
+	a.mu.Lock()
+	if a.unwatch != nil {
+		a.unwatch()
+	}
+	a.mu.Unlock()
+	a.h.calls.release()
+	<-a.c.async
+	if err == nil {
+		err = replyError(r)
+	}
+	if err == nil {
+		if res := r.GetEnqueue(); res != nil {
+			a.settle(wire.Enqueued(res.Enqueued), nil)
+			return
+		}
+		err = fmt.Errorf("docket: the server answered call %d with %T", r.GetId(), r.GetReply())
+	}
+	a.rest(err)
+}
+
+// rest is the rest of the call, after a first try that failed: the
+// retries Enqueue would make, on a goroutine of its own.
+func (a *asyncEnqueue) rest(first error) {
+	go func() {
+		res, _, err := invokeAfter(a.ctx, a.c, a.repeatable, a.c.opts.CallTimeout, opEnqueue, queuesOf,
+			docketv1connect.QueuesClient.Enqueue, &a.msg, first)
+		if err != nil {
+			a.settle(engine.Enqueued{}, err)
+			return
+		}
+		a.settle(wire.Enqueued(res.Enqueued), nil)
+	}()
 }
 
 // CompleteAndClaim is not repeated after a lost answer, as Claim is not:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/docketdb/docket/engine"
@@ -330,7 +331,7 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 	if n := w.GetMaxParked(); n > 0 {
 		h.parked.setLimit(int(n))
 	}
-	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}}
+	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}, epoch: time.Now()}
 	sc.w.OnFail(sc.fail) // a write left to the Writer's goroutine failed: the connection ends
 	return sc, nil
 }
@@ -355,23 +356,51 @@ type sessionConn struct {
 	welcome *v1.Welcome
 	next    atomic.Uint64 // the last call id used
 
+	epoch   time.Time // the start of clock
 	mu      sync.Mutex
 	pending map[uint64]*pendingCall
-	err     error // why the connection ended; nil while open
-	closing bool  // the client is closed: end once nothing is pending
-	away    bool  // the server is going away: send nothing, end once nothing is pending
+	// deadlines holds the pending calls with a bound, a list for each
+	// bound in the order they were sent (so soonest first); timer fires
+	// at armed (clock's nanoseconds, 0: not set) to fail those whose
+	// bound passed.
+	deadlines boundLists
+	timer     *time.Timer
+	armed     int64
+	err       error // why the connection ended; nil while open
+	closing   bool  // the client is closed: end once nothing is pending
+	away      bool  // the server is going away: send nothing, end once nothing is pending
 }
 
-// pendingCall is a call written and not answered; deliver is told its
-// reply or the connection's end, once.
+// replyTo is told a call's reply, or the error that ended it, once: by
+// whoever takes the call off the connection's pending calls (the reader,
+// the connection's end, the expiry of its bound).
+type replyTo interface {
+	deliver(*v1.Reply, error)
+}
+
+// pendingCall is a call written and not answered. Its bound, if any, is
+// kept in the connection's lists of bounds, which one timer serves.
 type pendingCall struct {
-	deliver func(*v1.Reply, error)
+	to    replyTo
+	id    uint64
+	at    int64         // when its bound ends, in nanoseconds of the connection's clock (0: no bound)
+	bound time.Duration // the bound, for the error
+	// Its neighbours in the list of its bound (deadlines), list nil
+	// when it is in none.
+	list       *boundList
+	prev, next *pendingCall
 }
 
-// send writes call with a fresh id, to be answered through deliver, and
-// returns the id. A call that was not written returns a notSentError (or
-// the error of a message that cannot be encoded).
-func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint64, error) {
+// chanReply delivers to a channel with room for the one reply.
+type chanReply chan reply
+
+func (ch chanReply) deliver(r *v1.Reply, err error) { ch <- reply{r, err} }
+
+// send writes call with a fresh id, to be answered through p.to (or, if
+// bound is not 0, to fail with errNoAnswer once bound passes without an
+// answer), and returns the id. A call that was not written returns a
+// notSentError (or the error of a message that cannot be encoded).
+func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration) (uint64, error) {
 	id := s.next.Add(1)
 	call.Id = id // before its size is taken: the frame's length uses the size cached
 	if max := s.welcome.GetMaxFrameBytes(); max > 0 {
@@ -391,7 +420,12 @@ func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint6
 		s.mu.Unlock()
 		return 0, &notSentError{err}
 	}
-	s.pending[id] = &pendingCall{deliver: deliver}
+	p.id, p.at, p.list = id, 0, nil
+	if bound > 0 {
+		p.at, p.bound = s.clock()+int64(bound), bound
+		s.pushDeadlineLocked(p)
+	}
+	s.pending[id] = p
 	lone := len(s.pending) == 1
 	s.mu.Unlock()
 	send := s.w.SendLater // other calls in flight: this one may wait for the next write of several
@@ -411,15 +445,148 @@ func (s *sessionConn) send(call *v1.Call, deliver func(*v1.Reply, error)) (uint6
 	return id, nil
 }
 
-// remove forgets call id (its caller stopped waiting).
-func (s *sessionConn) remove(id uint64) {
+// remove forgets call id (its caller stopped waiting), and reports
+// whether it was pending.
+func (s *sessionConn) remove(id uint64) bool {
 	s.mu.Lock()
-	delete(s.pending, id)
+	p := s.takeLocked(id)
 	end := (s.closing || s.away) && len(s.pending) == 0
 	s.mu.Unlock()
 	if end {
 		s.nc.Close()
 	}
+	return p != nil
+}
+
+// takeLocked takes call id off the pending calls and its bound's list,
+// and returns it (nil if it was not pending).
+func (s *sessionConn) takeLocked(id uint64) *pendingCall {
+	p := s.pending[id]
+	if p == nil {
+		return nil
+	}
+	delete(s.pending, id)
+	if p.list != nil {
+		s.deadlines.remove(p)
+	}
+	return p
+}
+
+// clock is the connection's monotonic clock, in nanoseconds.
+func (s *sessionConn) clock() int64 { return int64(time.Since(s.epoch)) }
+
+// pushDeadlineLocked adds p's bound to the lists, and sets the timer to
+// fire by its end.
+func (s *sessionConn) pushDeadlineLocked(p *pendingCall) {
+	s.deadlines.add(p)
+	if s.armed != 0 && s.armed <= p.at {
+		return // the timer fires first, and sets itself again
+	}
+	s.armed = p.at
+	d := time.Duration(p.at - s.clock())
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.expire)
+	} else {
+		s.timer.Reset(d)
+	}
+}
+
+// expire fails the calls whose bound passed without an answer, as not
+// answered (they may have been taken), and sets the timer for the next
+// bound. It may run early (the call it was set for was answered): then it
+// only sets the timer again.
+func (s *sessionConn) expire() {
+	var over []*pendingCall
+	s.mu.Lock()
+	now := s.clock()
+	s.armed = 0
+	for _, l := range s.deadlines {
+		for l.head != nil && l.head.at <= now {
+			over = append(over, s.takeLocked(l.head.id))
+		}
+	}
+	if at := s.deadlines.soonest(); at != 0 && s.err == nil {
+		s.armed = at
+		s.timer.Reset(time.Duration(at - now))
+	}
+	end := (s.closing || s.away) && len(s.pending) == 0 && len(over) > 0
+	s.mu.Unlock()
+	for _, p := range over {
+		p.to.deliver(nil, fmt.Errorf("%w within %v", errNoAnswer, p.bound))
+	}
+	if end {
+		s.nc.Close()
+	}
+}
+
+// boundLists holds pending calls by their bound, each list in the order
+// the calls were sent: as a connection's clock only goes on, the first of
+// a list is its soonest, and a call goes in and out in constant time.
+type boundLists map[time.Duration]*boundList
+
+// boundList is the calls of one bound, oldest first.
+type boundList struct{ head, tail *pendingCall }
+
+// keepLists is how many empty lists are kept for bounds to come (a
+// connection's calls mostly have the client's CallTimeout).
+const keepLists = 4
+
+func (ls *boundLists) add(p *pendingCall) {
+	if *ls == nil {
+		*ls = boundLists{}
+	}
+	l := (*ls)[p.bound]
+	if l == nil {
+		l = &boundList{}
+		(*ls)[p.bound] = l
+	}
+	p.list, p.prev, p.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = p
+	} else {
+		l.head = p
+	}
+	l.tail = p
+}
+
+func (ls boundLists) remove(p *pendingCall) {
+	l := p.list
+	if p.prev != nil {
+		p.prev.next = p.next
+	} else {
+		l.head = p.next
+	}
+	if p.next != nil {
+		p.next.prev = p.prev
+	} else {
+		l.tail = p.prev
+	}
+	p.list, p.prev, p.next = nil, nil, nil
+	if l.head == nil && len(ls) > keepLists {
+		delete(ls, p.bound)
+	}
+}
+
+// soonest is the end of the soonest bound, 0 if none.
+func (ls boundLists) soonest() int64 {
+	var at int64
+	for _, l := range ls {
+		if l.head != nil && (at == 0 || l.head.at < at) {
+			at = l.head.at
+		}
+	}
+	return at
+}
+
+// len is how many calls the lists hold.
+func (ls boundLists) len() int {
+	n := 0
+	for _, l := range ls {
+		for p := l.head; p != nil; p = p.next {
+			n++
+		}
+	}
+	return n
 }
 
 // abandon asks the server to end call id's wait.
@@ -438,29 +605,91 @@ func (s *sessionConn) read() {
 			return
 		}
 		buf = f
-		r := new(v1.Reply)
-		if err := proto.Unmarshal(f, r); err != nil {
-			s.fail(fmt.Errorf("%w: %v", session.ErrBadFrame, err))
+		id, kind, ok := replyHead(f)
+		if !ok {
+			s.fail(fmt.Errorf("%w: a Reply that is not protobuf", session.ErrBadFrame))
 			return
 		}
-		if r.GetId() == 0 {
+		var p *pendingCall
+		end := false
+		if id != 0 {
+			s.mu.Lock()
+			p = s.takeLocked(id)
+			end = (s.closing || s.away) && len(s.pending) == 0
+			s.mu.Unlock()
+		}
+		var r *v1.Reply
+		if p != nil {
+			if ri, ok := p.to.(replyInto); ok {
+				r = ri.replyFor(kind)
+			}
+		}
+		if r != nil {
+			err = mergeReply.Unmarshal(f, r)
+		} else {
+			r = new(v1.Reply)
+			err = proto.Unmarshal(f, r)
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %v", session.ErrBadFrame, err)
+			s.fail(err)
+			if p != nil {
+				p.to.deliver(nil, fmt.Errorf("%w: %w", errSessionLost, err))
+			}
+			return
+		}
+		if id == 0 {
 			if g := r.GetGoingAway(); g != nil {
 				s.goingAway(g.GetLastCallId())
 			}
 			continue // a Reply of id 0 answers no call: one of a newer server is ignored
 		}
-		s.mu.Lock()
-		p := s.pending[r.GetId()]
-		delete(s.pending, r.GetId())
-		end := (s.closing || s.away) && len(s.pending) == 0
-		s.mu.Unlock()
 		if p != nil {
-			p.deliver(r, nil)
+			p.to.deliver(r, nil)
 		}
 		if end {
 			s.nc.Close()
 		}
 	}
+}
+
+// replyInto is a replyTo that decodes its reply into a Reply it holds,
+// wired for the answer it expects, when the reply's field is kind; it
+// returns nil for a reply to be decoded into a fresh Reply. Its deliver
+// must be done with that Reply when it returns.
+type replyInto interface {
+	replyFor(kind protowire.Number) *v1.Reply
+}
+
+// mergeReply decodes into a Reply whose messages are set and empty, so
+// that the decoder fills them instead of allocating its own.
+var mergeReply = proto.UnmarshalOptions{Merge: true}
+
+// replyHead returns a Reply's id (field 1) and the number of the last of
+// its other fields (the reply's kind), from its bytes; false if they are
+// not well-formed protobuf at their top level.
+func replyHead(b []byte) (id uint64, kind protowire.Number, ok bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0, false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, 0, false
+			}
+			id = v
+		} else {
+			kind = num
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, 0, false
+		}
+		b = b[n:]
+	}
+	return id, kind, true
 }
 
 // goingAway handles the server's GoingAway: no call is sent on the
@@ -476,10 +705,9 @@ func (s *sessionConn) goingAway(last uint64) {
 	}
 	s.away = true
 	var unread []*pendingCall
-	for id, p := range s.pending {
+	for id := range s.pending {
 		if id > last {
-			unread = append(unread, p)
-			delete(s.pending, id)
+			unread = append(unread, s.takeLocked(id))
 		}
 	}
 	end := len(s.pending) == 0
@@ -492,7 +720,7 @@ func (s *sessionConn) goingAway(last uint64) {
 	h.mu.Unlock()
 	err := &notSentError{errGoingAway}
 	for _, p := range unread {
-		p.deliver(nil, err)
+		p.to.deliver(nil, err)
 	}
 	if end {
 		s.nc.Close()
@@ -510,6 +738,17 @@ func (s *sessionConn) fail(cause error) {
 	s.err = cause
 	pending := s.pending
 	s.pending = nil
+	for _, l := range s.deadlines {
+		for p := l.head; p != nil; {
+			next := p.next
+			p.list, p.prev, p.next = nil, nil, nil
+			p = next
+		}
+	}
+	s.deadlines = nil
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 	s.mu.Unlock()
 	s.nc.Close()
 	h := s.h
@@ -520,7 +759,7 @@ func (s *sessionConn) fail(cause error) {
 	h.mu.Unlock()
 	err := fmt.Errorf("%w: %w", errSessionLost, cause)
 	for _, p := range pending {
-		p.deliver(nil, err)
+		p.to.deliver(nil, err)
 	}
 }
 
@@ -590,23 +829,20 @@ func (c *Client) sessionTry(ctx context.Context, base string, call *v1.Call, par
 	}
 	defer sl.release()
 	call.TimeoutMicros = callTimeout(ctx, bound)
-	ch := make(chan reply, 1)
-	id, err := conn.send(call, func(r *v1.Reply, err error) { ch <- reply{r, err} })
+	ch := make(chanReply, 1)
+	// The bound is the connection's to keep (one timer for every call):
+	// a try it cuts gets errNoAnswer.
+	var within time.Duration
+	if dl, ok := ctx.Deadline(); bound > 0 && (!ok || time.Until(dl) > bound) {
+		within = bound
+	}
+	id, err := conn.send(call, &pendingCall{to: ch}, within)
 	if err != nil {
 		return nil, err
-	}
-	var timeout <-chan time.Time
-	if dl, ok := ctx.Deadline(); bound > 0 && (!ok || time.Until(dl) > bound) {
-		t := time.NewTimer(bound)
-		defer t.Stop()
-		timeout = t.C
 	}
 	select {
 	case r := <-ch:
 		return r.r, firstErr(r.err, replyError(r.r))
-	case <-timeout:
-		conn.remove(id)
-		return nil, fmt.Errorf("%w within %v", errNoAnswer, bound)
 	case <-ctx.Done():
 	}
 	if parked {

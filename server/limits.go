@@ -58,6 +58,16 @@ func (e errBusy) Error() string {
 // acquire takes one call slot for caller and returns the function that
 // gives it back. Waiting claims do not take call slots (acquireParked).
 func (l *limiter) acquire(caller string) (release func(), err error) {
+	u, err := l.take(caller)
+	if err != nil {
+		return nil, err
+	}
+	return l.releaser(caller, u, 1, 0), nil
+}
+
+// take is acquire for a caller that gives the slot back itself, once,
+// with give(caller, u, 1, 0): no function is made for it.
+func (l *limiter) take(caller string) (*usage, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u := l.use[caller]
@@ -69,7 +79,19 @@ func (l *limiter) acquire(caller string) (release func(), err error) {
 	}
 	u.calls++
 	l.use[caller] = u
-	return l.releaser(caller, u, 1, 0), nil
+	return u, nil
+}
+
+// give gives back calls and parked slots of u, and forgets the caller
+// when it holds nothing.
+func (l *limiter) give(caller string, u *usage, calls, parked int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u.calls -= calls
+	u.parked -= parked
+	if u.calls == 0 && u.parked == 0 {
+		delete(l.use, caller)
+	}
 }
 
 // acquireParked takes a parked slot for a claim that may wait. A waiting
@@ -95,15 +117,7 @@ func (l *limiter) acquireParked(caller string) (release func(), err error) {
 func (l *limiter) releaser(caller string, u *usage, calls, parked int) func() {
 	var once sync.Once
 	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			u.calls -= calls
-			u.parked -= parked
-			if u.calls == 0 && u.parked == 0 {
-				delete(l.use, caller)
-			}
-		})
+		once.Do(func() { l.give(caller, u, calls, parked) })
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,6 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/session"
@@ -92,9 +92,11 @@ type sess struct {
 	waitMu sync.Mutex
 	waits  map[uint64]context.CancelFunc // ClaimWaits by call id, for Abandon
 
-	frame []byte // the reader's frame buffer
-	large bool   // the reader holds the server's large body slot
-	last  uint64 // the highest id of a call the reader ran or answered (GoingAway)
+	frame []byte          // the reader's frame buffer
+	batch []scall         // the reader's batch of calls, reused
+	spare []*enqueueFrame // Enqueue calls to decode into (readCall)
+	large bool            // the reader holds the server's large body slot
+	last  uint64          // the highest id of a call the reader ran or answered (GoingAway)
 }
 
 // sbatch is the calls of one read, run and waiting to be answered.
@@ -105,11 +107,11 @@ type sbatch struct {
 
 // sresult is one call's outcome.
 type sresult struct {
-	id      uint64
-	rt      *route // nil: refused before it was routed
-	res     proto.Message
-	err     error
-	release func() // the caller's call slot, nil if none
+	id   uint64
+	rt   *route // nil: refused before it was routed
+	res  proto.Message
+	err  error
+	slot *usage // the caller's call slot (limiter.take), nil if none
 }
 
 type abandonKey struct{}
@@ -351,7 +353,7 @@ func (x *sess) read() error {
 			x.conn.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
 			deadline = true
 		}
-		var calls []scall
+		calls := x.batch[:0]
 		for {
 			c, err := x.readCall()
 			if err != nil {
@@ -363,6 +365,17 @@ func (x *sess) read() error {
 			}
 		}
 		err := x.run(calls)
+		if !x.s.replicated() {
+			// The calls ran and are done with their requests (on a
+			// replicated DB they run on goroutines of their own).
+			for i := range calls {
+				if e := calls[i].spare; e != nil {
+					x.spare = append(x.spare, e)
+				}
+			}
+		}
+		clear(calls)
+		x.batch = calls[:0]
 		x.releaseLarge()
 		if err != nil {
 			return err
@@ -409,11 +422,20 @@ func (x *sess) readCall() (scall, error) {
 		// unary request would.
 		return scall{id: id, refused: connect.NewError(connect.CodeInvalidArgument, err)}, nil
 	}
-	c := new(v1.Call)
-	if err := proto.Unmarshal(b, c); err != nil {
+	var c *v1.Call
+	var spare *enqueueFrame
+	if callKind(b) == enqueueField.Number() {
+		spare = x.spareEnqueue()
+		c = spare.wired()
+		err = mergeCall.Unmarshal(b, c)
+	} else {
+		c = new(v1.Call)
+		err = proto.Unmarshal(b, c)
+	}
+	if err != nil {
 		return scall{}, fmt.Errorf("%w: %v", session.ErrBadFrame, err)
 	}
-	sc := scall{id: c.GetId(), c: c}
+	sc := scall{id: c.GetId(), c: c, spare: spare}
 	if t := c.GetTimeoutMicros(); t > 0 {
 		sc.deadline = time.Now().Add(time.Duration(min(t, uint64(math.MaxInt64/1000))) * time.Microsecond)
 	}
@@ -425,7 +447,71 @@ type scall struct {
 	id       uint64
 	c        *v1.Call
 	refused  error
-	deadline time.Time // from Call.timeout_micros, zero for none
+	deadline time.Time     // from Call.timeout_micros, zero for none
+	spare    *enqueueFrame // what c was decoded into, reused once the call ran; nil if c is its own
+}
+
+// enqueueFrame is a Call wired for an Enqueue, which the reader decodes an
+// Enqueue's frame into and reuses once the call ran: the request's
+// messages are made once per session, not per call. What the decoder
+// allocates for the request's bytes, strings and maps is new each time,
+// and only those outlive the call (in the engine's task).
+type enqueueFrame struct {
+	call v1.Call
+	wrap v1.Call_Enqueue
+	req  v1.EnqueueRequest
+	task v1.Task
+	ns   v1.Namespace
+}
+
+// mergeCall decodes into an enqueueFrame, whose messages are set and empty,
+// so that the decoder fills them instead of allocating its own.
+var mergeCall = proto.UnmarshalOptions{Merge: true}
+
+// spareEnqueue returns a spare enqueueFrame, or a new one.
+func (x *sess) spareEnqueue() *enqueueFrame {
+	if n := len(x.spare); n > 0 {
+		e := x.spare[n-1]
+		x.spare[n-1] = nil
+		x.spare = x.spare[:n-1]
+		return e
+	}
+	return new(enqueueFrame)
+}
+
+// wired empties e's messages and wires them together as an Enqueue's Call.
+func (e *enqueueFrame) wired() *v1.Call {
+	e.call.Reset()
+	e.wrap = v1.Call_Enqueue{}
+	e.req.Reset()
+	e.task.Reset()
+	e.ns.Reset()
+	e.req.Task, e.req.Namespace = &e.task, &e.ns
+	e.wrap.Enqueue = &e.req
+	e.call.Call = &e.wrap
+	return &e.call
+}
+
+// callKind returns the number of the last field of a Call's bytes other
+// than its id and timeout (the field of its oneof that decoding keeps), 0
+// if none or if the bytes are not well-formed protobuf at their top level.
+func callKind(b []byte) protowire.Number {
+	var kind protowire.Number
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+		if num != 1 && num != 3 {
+			kind = num
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0
+		}
+		b = b[n:]
+	}
+	return kind
 }
 
 // errCallTimedOut answers a call whose time ran out before it ran.
@@ -571,7 +657,8 @@ calls:
 			go x.claimWait(c.Id, sc, rt, req, actx, abandon)
 			continue
 		}
-		release, err := s.lim.acquire(x.ci.callerID())
+		caller := x.ci.callerID()
+		slot, err := s.lim.take(caller)
 		if err != nil {
 			b.results = append(b.results, sresult{id: c.Id, rt: rt, err: connect.NewError(connect.CodeResourceExhausted, err)})
 			continue
@@ -584,7 +671,7 @@ calls:
 			select {
 			case x.par <- struct{}{}:
 			case <-x.stopped:
-				release()
+				s.lim.give(caller, slot, 1, 0)
 				x.unslot()
 				x.calls.Done()
 				break calls
@@ -594,16 +681,16 @@ calls:
 				ctx, cancel := sc.withDeadline(x.ctx)
 				res, err := x.call(ctx, id, rt, req)
 				cancel()
-				release()
+				s.lim.give(caller, slot, 1, 0)
 				<-x.par
 				x.send(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
 			}(c.Id, sc)
 			continue
 		}
-		ctx, cancel := sc.withDeadline(dctx)
+		ctx, cancel := sc.withLazyDeadline(dctx)
 		res, err := x.call(ctx, c.Id, rt, req)
 		cancel()
-		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, release: release})
+		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, slot: slot})
 	}
 	if len(b.results) == 0 {
 		return nil
@@ -673,17 +760,23 @@ func (x *sess) wait(b *sbatch) {
 
 // send writes batches' replies, then gives back their slots.
 func (x *sess) send(bs ...*sbatch) {
-	var out []byte
+	bp := replyBufs.Get().(*[]byte)
+	out := (*bp)[:0]
+	caller := x.ci.callerID()
 	for _, b := range bs {
 		for i := range b.results {
 			r := &b.results[i]
 			out = x.appendReply(out, r)
-			if r.release != nil {
-				r.release()
+			if r.slot != nil {
+				x.s.lim.give(caller, r.slot, 1, 0)
 			}
 		}
 	}
-	x.w.SendFrames(out)
+	x.w.SendFrames(out) // copies out
+	if cap(out) <= keepFrameBuf {
+		*bp = out
+		replyBufs.Put(bp)
+	}
 	for _, b := range bs {
 		for range b.results {
 			x.unslot()
@@ -691,19 +784,46 @@ func (x *sess) send(bs ...*sbatch) {
 	}
 }
 
-// appendReply appends r's Reply to out as a frame.
+// replyBufs holds the buffers replies are encoded into, before the
+// Writer copies them.
+var replyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendReply appends r's Reply to out as a frame. An answer is encoded
+// as its Reply would be (the id, then the response in its field), without
+// building the Reply.
 func (x *sess) appendReply(out []byte, r *sresult) []byte {
-	rep := &v1.Reply{Id: r.id}
 	if r.err == nil {
-		rep.ProtoReflect().Set(r.rt.out, protoreflect.ValueOfMessage(r.res.ProtoReflect()))
-		if n := proto.Size(rep); n > MaxResponseBytes {
+		n := proto.Size(r.res) // sizes cached for the marshal below
+		num := r.rt.out.Number()
+		size := protowire.SizeTag(num) + protowire.SizeBytes(n)
+		if r.id != 0 {
+			size += protowire.SizeTag(1) + protowire.SizeVarint(r.id)
+		}
+		if size > MaxResponseBytes {
 			r.err = connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("docket: the answer is %d bytes, over the limit of %d (ask for a smaller page)", n, MaxResponseBytes))
+				fmt.Errorf("docket: the answer is %d bytes, over the limit of %d (ask for a smaller page)", size, MaxResponseBytes))
+		} else {
+			start := len(out)
+			b := binary.AppendUvarint(out, uint64(size))
+			if r.id != 0 {
+				b = protowire.AppendTag(b, 1, protowire.VarintType)
+				b = protowire.AppendVarint(b, r.id)
+			}
+			b = protowire.AppendTag(b, num, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(n))
+			at := len(b)
+			b, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(b, r.res)
+			if err == nil && len(b)-at == n {
+				return b
+			}
+			out = b[:start]
+			if err == nil {
+				err = fmt.Errorf("%d bytes, sized %d", len(b)-at, n)
+			}
+			r.err = connect.NewError(connect.CodeInternal, fmt.Errorf("docket: the answer cannot be encoded: %v", err))
 		}
 	}
-	if r.err != nil {
-		rep.Reply = &v1.Reply_Error{Error: x.itemError(r)}
-	}
+	rep := &v1.Reply{Id: r.id, Reply: &v1.Reply_Error{Error: x.itemError(r)}}
 	b, err := session.AppendFrame(out, rep)
 	if err != nil {
 		r.err = connect.NewError(connect.CodeInternal, fmt.Errorf("docket: the answer cannot be encoded: %v", err))

@@ -29,6 +29,7 @@ var (
 	replyOneof   = replyDesc.Oneofs().ByName("reply")
 	abandonField = callDesc.Fields().ByName("abandon")
 	claimWaitFld = callDesc.Fields().ByName("claim_wait")
+	enqueueField = callDesc.Fields().ByName("enqueue")
 	replyError   = replyDesc.Fields().ByName("error")
 )
 

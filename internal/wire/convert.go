@@ -128,22 +128,27 @@ func Task(pb *v1.Task) (engine.Task, error) {
 
 // PBTask converts a task to enqueue.
 func PBTask(t engine.Task) *v1.Task {
-	pb := &v1.Task{
-		Payload:        t.Payload,
-		Kind:           t.Kind,
-		Delay:          PBDuration(t.Delay),
-		At:             PBTime(t.At),
-		Priority:       int64(t.Priority),
-		MaxAttempts:    clampInt32(t.MaxAttempts),
-		BackoffBase:    PBDuration(t.BackoffBase),
-		BackoffMax:     PBDuration(t.BackoffMax),
-		IdempotencyKey: t.IdempotencyKey,
-		Headers:        t.Headers,
-		Unique:         PBUnique(t.Unique),
-		Partition:      t.Partition,
-	}
-	pbTaskDeps(t, pb)
+	pb := &v1.Task{}
+	PBTaskInto(t, pb)
 	return pb
+}
+
+// PBTaskInto is PBTask into pb, a Task with nothing set (one the caller
+// holds in a larger allocation).
+func PBTaskInto(t engine.Task, pb *v1.Task) {
+	pb.Payload = t.Payload
+	pb.Kind = t.Kind
+	pb.Delay = PBDuration(t.Delay)
+	pb.At = PBTime(t.At)
+	pb.Priority = int64(t.Priority)
+	pb.MaxAttempts = clampInt32(t.MaxAttempts)
+	pb.BackoffBase = PBDuration(t.BackoffBase)
+	pb.BackoffMax = PBDuration(t.BackoffMax)
+	pb.IdempotencyKey = t.IdempotencyKey
+	pb.Headers = t.Headers
+	pb.Unique = PBUnique(t.Unique)
+	pb.Partition = t.Partition
+	pbTaskDeps(t, pb)
 }
 
 // Int32 converts a count or limit, keeping one out of range out of range
