@@ -253,7 +253,9 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 			defer wg.Done()
 			for ctx.Err() == nil {
 				t0 := time.Now()
+				r := trace.StartRegion(ctx, "claim") // for -standing-trace
 				ls, err := d.Claim(context.WithoutCancel(ctx), 1, false)
+				r.End()
 				if err != nil {
 					errs[w] = err
 					cancel()

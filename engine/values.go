@@ -79,13 +79,16 @@ func (v *values) outOfLine(b *index.Batch) error {
 		m := &b.Mutations[i]
 		switch m.Kind {
 		case index.MutPutTask:
+			// The record is new, made by the planner for this batch and
+			// stored by nothing yet: its payload reference is set in place
+			// (WithRef would copy the record for every large payload).
 			t := m.Task
 			if len(t.Payload()) >= v.threshold {
 				r, err := v.log.Append(t.ID, vlog.Payload, t.Payload())
 				if err != nil {
 					return err
 				}
-				t = t.WithRef(index.ValuePayload, index.ValueRef(r))
+				t.SetPayloadRef(index.ValueRef(r))
 			}
 			if x := t.Extra; x != nil {
 				if len(x.Result) >= v.threshold {
