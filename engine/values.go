@@ -361,10 +361,16 @@ func (c *core) compactValues(ctx context.Context) (removed int, err error) {
 func (c *core) compactFile(ctx context.Context, n uint32, hasLive bool) error {
 	v := c.vals
 	if hasLive {
-		moves, err := v.log.Compact(n, func(owner uint64, kind vlog.Kind, r vlog.Ref) bool {
+		// The engine lock is taken once for each batch of records, not
+		// once a record: a compaction contends with the commits of a busy
+		// DB.
+		moves, err := v.log.CompactBatch(n, func(recs []vlog.Record, keep []bool) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.refOf(owner, kind) == index.ValueRef(r)
+			c.liveChecks++
+			for i, r := range recs {
+				keep[i] = c.refOf(r.Owner, r.Kind) == index.ValueRef(r.Ref)
+			}
 		})
 		if err != nil {
 			return fmt.Errorf("docket: compacting value log file %d: %w", n, err)
