@@ -128,6 +128,17 @@ func (v *values) outOfLine(b *index.Batch) error {
 	return nil
 }
 
+// borrows reports whether Enqueue and EnqueueBatch may plan payload p as
+// the caller's bytes, without a copy of their own: a local commit appends
+// a payload of at least the threshold to the value log (which copies it)
+// before the call returns, and the state keeps only its reference. A
+// lease of a task enqueued by the same batch copies its payload. A
+// replicated commit may still hold its command after its caller gave up.
+func (c *core) borrows(p []byte) bool {
+	v := c.vals
+	return c.repl == nil && v != nil && v.threshold >= 0 && len(p) >= v.threshold && len(p) > 0
+}
+
 // sync makes the values appended so far as durable as the log is about to
 // make the batches that refer to them.
 func (v *values) sync() error {
