@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +41,10 @@ type Backlog struct {
 	// the backlog stays at Tasks; StandingPerSec is the rate through it.
 	Standing       Percentiles `json:"standing_claim"`
 	StandingPerSec float64     `json:"standing_per_sec"`
+	// StandingRuntime is what the Go runtime did over the standing phase,
+	// to tell the engine's share of a claim's tail from the collector's
+	// and the scheduler's.
+	StandingRuntime RuntimeShare `json:"standing_runtime"`
 	// DrainPerSec is the rate at which Workers, claiming ClaimBatch tasks
 	// and completing them in one commit, emptied the queue.
 	Drain       time.Duration `json:"drain_ns"`
@@ -211,7 +219,12 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 	defer cancel()
 	payload := makePayload(cfg.PayloadBytes, 0)
 	refill := make(chan struct{}, cfg.Workers*4)
-	var h lockedHist
+	hs := make([]*hist, cfg.Workers)
+	stop, err := startStandingProfiles(cfg)
+	if err != nil {
+		return err
+	}
+	before := readRuntime()
 	var through atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, cfg.Workers+1)
@@ -234,11 +247,15 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 	start := time.Now()
 	for w := range cfg.Workers {
 		wg.Add(1)
+		h := new(hist)
+		hs[w] = h
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				t0 := time.Now()
+				r := trace.StartRegion(ctx, "claim") // for -standing-trace
 				ls, err := d.Claim(context.WithoutCancel(ctx), 1, false)
+				r.End()
 				if err != nil {
 					errs[w] = err
 					cancel()
@@ -262,8 +279,162 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 	}
 	wg.Wait()
 	b.StandingPerSec = float64(through.Load()) / time.Since(start).Seconds()
-	b.Standing = h.h.percentiles()
-	return errors.Join(errs...)
+	b.Standing = mergeAll(hs).percentiles()
+	b.StandingRuntime = readRuntime().since(before)
+	return errors.Join(append(errs, stop())...)
+}
+
+// startStandingProfiles starts the CPU profile and the execution trace of
+// the standing phase that cfg asks for; stop ends them.
+func startStandingProfiles(cfg Config) (stop func() error, err error) {
+	var files []*os.File
+	var stops []func()
+	stop = func() error {
+		for _, s := range stops {
+			s()
+		}
+		var err error
+		for _, f := range files {
+			err = errors.Join(err, f.Close())
+		}
+		return err
+	}
+	start := func(path string, begin func(*os.File) error, end func()) error {
+		if path == "" {
+			return nil
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		if err := begin(f); err != nil {
+			return err
+		}
+		stops = append(stops, end)
+		return nil
+	}
+	if err := start(cfg.StandingProfile, func(f *os.File) error { return pprof.StartCPUProfile(f) }, pprof.StopCPUProfile); err != nil {
+		return nil, fmt.Errorf("standing profile: %w", errors.Join(err, stop()))
+	}
+	if err := start(cfg.StandingTrace, func(f *os.File) error { return trace.Start(f) }, trace.Stop); err != nil {
+		return nil, fmt.Errorf("standing trace: %w", errors.Join(err, stop()))
+	}
+	return stop, nil
+}
+
+// RuntimeShare is what the Go runtime did over a phase: collections, the
+// CPU they took, how long the world was stopped, and how long runnable
+// goroutines waited for a thread (the scheduler's latency, which a
+// loaded machine raises whatever the engine does).
+type RuntimeShare struct {
+	GCs       uint64        `json:"gcs"`
+	GCCPU     float64       `json:"gc_cpu_share"` // of all the CPU the process used
+	PauseP99  time.Duration `json:"gc_pause_p99_ns"`
+	PauseMax  time.Duration `json:"gc_pause_max_ns"`
+	SchedP99  time.Duration `json:"sched_latency_p99_ns"`
+	SchedP999 time.Duration `json:"sched_latency_p999_ns"`
+	HeapGoal  uint64        `json:"heap_goal_bytes"`
+	LiveHeap  uint64        `json:"live_heap_bytes"` // as of the last collection
+	HeapLimit int64         `json:"memory_limit_bytes"`
+}
+
+// runtimeSample is a reading of the runtime's metrics.
+type runtimeSample []metrics.Sample
+
+var runtimeMetrics = []string{
+	"/gc/cycles/total:gc-cycles",
+	"/cpu/classes/gc/total:cpu-seconds",
+	"/cpu/classes/total:cpu-seconds",
+	"/cpu/classes/idle:cpu-seconds",
+	"/sched/pauses/total/gc:seconds",
+	"/sched/latencies:seconds",
+	"/gc/heap/goal:bytes",
+	"/gc/heap/live:bytes",
+	"/gc/gomemlimit:bytes",
+}
+
+func readRuntime() runtimeSample {
+	s := make(runtimeSample, len(runtimeMetrics))
+	for i, name := range runtimeMetrics {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	return s
+}
+
+func (s runtimeSample) since(before runtimeSample) RuntimeShare {
+	u64 := func(x runtimeSample, i int) uint64 {
+		if x[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return x[i].Value.Uint64()
+	}
+	f64 := func(x runtimeSample, i int) float64 {
+		if x[i].Value.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return x[i].Value.Float64()
+	}
+	var r RuntimeShare
+	r.GCs = u64(s, 0) - u64(before, 0)
+	if used := (f64(s, 2) - f64(before, 2)) - (f64(s, 3) - f64(before, 3)); used > 0 {
+		r.GCCPU = (f64(s, 1) - f64(before, 1)) / used
+	}
+	pauses := histDelta(s[4], before[4])
+	r.PauseP99, r.PauseMax = pauses.quantile(0.99), pauses.quantile(1)
+	sched := histDelta(s[5], before[5])
+	r.SchedP99, r.SchedP999 = sched.quantile(0.99), sched.quantile(0.999)
+	r.HeapGoal, r.LiveHeap = u64(s, 6), u64(s, 7)
+	r.HeapLimit = int64(u64(s, 8))
+	return r
+}
+
+// secondsHist is the difference of two readings of a runtime histogram.
+type secondsHist struct {
+	counts  []uint64
+	buckets []float64
+}
+
+func histDelta(now, before metrics.Sample) secondsHist {
+	if now.Value.Kind() != metrics.KindFloat64Histogram {
+		return secondsHist{}
+	}
+	a := now.Value.Float64Histogram()
+	h := secondsHist{counts: slices.Clone(a.Counts), buckets: a.Buckets}
+	if before.Value.Kind() == metrics.KindFloat64Histogram {
+		for i, c := range before.Value.Float64Histogram().Counts {
+			if i < len(h.counts) {
+				h.counts[i] -= c
+			}
+		}
+	}
+	return h
+}
+
+// quantile is the upper bound of the bucket holding the q-th sample (the
+// lower bound for the last, unbounded, bucket).
+func (h secondsHist) quantile(q float64) time.Duration {
+	var n uint64
+	for _, c := range h.counts {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	rank := max(uint64(q*float64(n)+0.5), 1)
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			hi := h.buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h.buckets[i]
+			}
+			return time.Duration(hi * 1e9)
+		}
+	}
+	return 0
 }
 
 // drainBacklog empties the queue with cfg.Workers goroutines, each

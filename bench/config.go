@@ -74,6 +74,11 @@ type Config struct {
 	// ReopenProfile, if set, is a file W10 writes a CPU profile of its
 	// reopen to.
 	ReopenProfile string
+	// StandingProfile and StandingTrace, if set, are files W10 writes a
+	// CPU profile and an execution trace (go tool trace) of its standing
+	// phase to.
+	StandingProfile string
+	StandingTrace   string
 	// InMemory runs docket with no directory (not W8).
 	InMemory bool
 	// Dir is where the run's data directory is made (and removed after).

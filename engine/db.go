@@ -59,6 +59,9 @@ type core struct {
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
+	// liveChecks counts the batches of records whose liveness a value
+	// log compaction asked under mu (values.go).
+	liveChecks int
 	// open is the sync round commits in flight join (pipeline.go); kick
 	// tells the pipeline goroutine it has one, and slots bounds the commits
 	// in flight (Options.MaxInFlight).

@@ -127,7 +127,7 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 			if err := machine.CheckName(fmt.Sprintf("op %d queue", i), op.queue); err != nil {
 				return nil, 0, 0, err
 			}
-			s, err := checkTask(&op.task, maxPayload)
+			s, err := checkTask(&op.task, maxPayload, false)
 			if err != nil {
 				return nil, 0, 0, fmt.Errorf("op %d: %w", i, err)
 			}

@@ -79,7 +79,7 @@ func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error
 // caller's permissions.
 func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	maxPayload := q.db.c.opts.MaxPayloadBytes
-	s, err := checkTask(t, maxPayload)
+	s, err := checkTask(t, maxPayload, q.db.c.borrows(t.Payload))
 	if err != nil {
 		return command{}, err
 	}
@@ -115,7 +115,7 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 	}
 	size := 0
 	for i := range tasks {
-		s, err := checkTask(&tasks[i], maxPayload)
+		s, err := checkTask(&tasks[i], maxPayload, q.db.c.borrows(tasks[i].Payload))
 		if err != nil {
 			if len(tasks) > 1 {
 				err = fmt.Errorf("task %d: %w", i, err)

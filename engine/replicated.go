@@ -93,7 +93,10 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 		return err
 	}
 	c.mu.Unlock()
-	data, err := cmd.Encode()
+	// Encoded from a copy: encoding makes what it is given escape, and
+	// cmd is on the stack of every commit of a standalone DB too.
+	enc := *cmd
+	data, err := enc.Encode()
 	if err != nil {
 		return err
 	}

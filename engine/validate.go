@@ -76,7 +76,9 @@ func clone(b []byte) []byte {
 	return c
 }
 
-func checkTask(t *Task, maxPayload int) (spec, error) {
+// checkTask validates t and makes its spec, with a copy of its payload
+// unless borrow is set (see core.borrows).
+func checkTask(t *Task, maxPayload int, borrow bool) (spec, error) {
 	var s spec
 	if err := checkJSON("payload", t.Payload, maxPayload); err != nil {
 		return s, err
@@ -139,7 +141,9 @@ func checkTask(t *Task, maxPayload int) (spec, error) {
 			s.Size += len(k) + len(v)
 		}
 	}
-	s.Payload = clone(t.Payload)
+	if s.Payload = t.Payload; !borrow {
+		s.Payload = clone(t.Payload)
+	}
 	s.Kind = t.Kind
 	s.Delay = t.Delay.Microseconds()
 	s.Prio = int64(t.Priority)

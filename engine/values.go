@@ -79,13 +79,16 @@ func (v *values) outOfLine(b *index.Batch) error {
 		m := &b.Mutations[i]
 		switch m.Kind {
 		case index.MutPutTask:
+			// The record is new, made by the planner for this batch and
+			// stored by nothing yet: its payload reference is set in place
+			// (WithRef would copy the record for every large payload).
 			t := m.Task
 			if len(t.Payload()) >= v.threshold {
 				r, err := v.log.Append(t.ID, vlog.Payload, t.Payload())
 				if err != nil {
 					return err
 				}
-				t = t.WithRef(index.ValuePayload, index.ValueRef(r))
+				t.SetPayloadRef(index.ValueRef(r))
 			}
 			if x := t.Extra; x != nil {
 				if len(x.Result) >= v.threshold {
@@ -123,6 +126,17 @@ func (v *values) outOfLine(b *index.Batch) error {
 		}
 	}
 	return nil
+}
+
+// borrows reports whether Enqueue and EnqueueBatch may plan payload p as
+// the caller's bytes, without a copy of their own: a local commit appends
+// a payload of at least the threshold to the value log (which copies it)
+// before the call returns, and the state keeps only its reference. A
+// lease of a task enqueued by the same batch copies its payload. A
+// replicated commit may still hold its command after its caller gave up.
+func (c *core) borrows(p []byte) bool {
+	v := c.vals
+	return c.repl == nil && v != nil && v.threshold >= 0 && len(p) >= v.threshold && len(p) > 0
 }
 
 // sync makes the values appended so far as durable as the log is about to
@@ -358,10 +372,16 @@ func (c *core) compactValues(ctx context.Context) (removed int, err error) {
 func (c *core) compactFile(ctx context.Context, n uint32, hasLive bool) error {
 	v := c.vals
 	if hasLive {
-		moves, err := v.log.Compact(n, func(owner uint64, kind vlog.Kind, r vlog.Ref) bool {
+		// The engine lock is taken once for each batch of records, not
+		// once a record: a compaction contends with the commits of a busy
+		// DB.
+		moves, err := v.log.CompactBatch(n, func(recs []vlog.Record, keep []bool) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.refOf(owner, kind) == index.ValueRef(r)
+			c.liveChecks++
+			for i, r := range recs {
+				keep[i] = c.refOf(r.Owner, r.Kind) == index.ValueRef(r.Ref)
+			}
 		})
 		if err != nil {
 			return fmt.Errorf("docket: compacting value log file %d: %w", n, err)

@@ -551,21 +551,46 @@ const compactBatch = 4 << 20
 
 // Compact copies the records of file n for which live returns true to the
 // head of the log, syncs them, and returns each copy's old and new ref.
-// If n is the file appends go to, later appends go to a new one first.
-// Appends and Reads go on meanwhile. File n is left as it was: the caller
-// points its refs at the copies (durably), then calls Remove(n). A crash
-// or error during Compact loses nothing: file n is untouched, and copies
-// that were written are records no ref points to, reclaimed when their
-// own file is compacted. A damaged record for which live returns true, or
-// a damaged header, makes Compact fail with ErrCorrupt: it never drops a
-// value silently.
-//
-// live must return true for every value the engine may still refer to,
-// including one appended by a commit not yet applied to its index:
-// Compact cannot tell such a value from a dead one. The engine compacts
-// only files every commit appending to which has been applied, such as
-// files numbered below the Head it read once those commits were applied.
+// It is CompactBatch with live asked of one record at a time.
 func (l *Log) Compact(n uint32, live func(owner uint64, kind Kind, r Ref) bool) ([]Move, error) {
+	return l.CompactBatch(n, func(recs []Record, keep []bool) {
+		for i, r := range recs {
+			keep[i] = live(r.Owner, r.Kind, r.Ref)
+		}
+	})
+}
+
+// Record is a record of a file that CompactBatch asks about.
+type Record struct {
+	Owner uint64
+	Kind  Kind
+	Ref   Ref
+}
+
+// liveBatch is how many records CompactBatch asks live about at once.
+const liveBatch = 256
+
+// CompactBatch copies the records of file n that live keeps to the head
+// of the log, syncs them, and returns each copy's old and new ref. live
+// is asked about the records in order, up to liveBatch at a time: it sets
+// keep[i] for each recs[i] still referred to, so that a caller answering
+// under a lock takes it once a batch, not once a record. If n is the file
+// appends go to, later appends go to a new one first. Appends and Reads
+// go on meanwhile. File n is left as it was: the caller points its refs at
+// the copies (durably), then calls Remove(n). A crash or error during
+// CompactBatch loses nothing: file n is untouched, and copies that were
+// written are records no ref points to, reclaimed when their own file is
+// compacted. A damaged record that live keeps, or a damaged header, makes
+// CompactBatch fail with ErrCorrupt: it never drops a value silently.
+//
+// live must keep every value the engine may still refer to, including one
+// appended by a commit not yet applied to its index: CompactBatch cannot
+// tell such a value from a dead one. The engine compacts only files every
+// commit appending to which has been applied, such as files numbered
+// below the Head it read once those commits were applied. A value kept
+// that dies before it is copied is copied all the same: its copy is a
+// record no ref points to.
+func (l *Log) CompactBatch(n uint32, live func(recs []Record, keep []bool)) ([]Move, error) {
 	l.mu.Lock()
 	if err := l.usable(); err != nil {
 		l.mu.Unlock()
@@ -597,23 +622,13 @@ func (l *Log) Compact(n uint32, live func(owner uint64, kind Kind, r Ref) bool) 
 	if fh == nil {
 		return nil, nil
 	}
-	err = scanFile(fh, size, func(ev event) error {
+	// The events whose record live is asked about, held until a batch is
+	// full; torn tails and damaged headers are decided without it.
+	var held []event
+	recs := make([]Record, 0, liveBatch)
+	keep := make([]bool, liveBatch)
+	copyLive := func(ev event) error {
 		r := Ref{File: n, Off: ev.off, Len: ev.h.len}
-		switch {
-		case ev.torn && ev.hdrOK && live(ev.h.owner, ev.h.kind, r):
-			return corruptf(n, ev.off, "live %s of owner %d cut by the end of the file", ev.h.kind, ev.h.owner)
-		case ev.torn:
-			return nil
-		case ev.err != nil && !ev.hdrOK:
-			return corruptf(n, ev.off, "damaged header: %v", ev.err)
-		case ev.err != nil:
-			if live(ev.h.owner, ev.h.kind, r) {
-				return corruptf(n, ev.off, "live %s of owner %d: %v", ev.h.kind, ev.h.owner, ev.err)
-			}
-			return nil
-		case !live(ev.h.owner, ev.h.kind, r):
-			return nil
-		}
 		val = val[:0]
 		if cap(val) < HeaderSize+int(r.Len) {
 			val = make([]byte, 0, HeaderSize+int(r.Len))
@@ -636,7 +651,48 @@ func (l *Log) Compact(n uint32, live func(owner uint64, kind Kind, r Ref) bool) 
 			return l.Sync()
 		}
 		return nil
+	}
+	decide := func() error {
+		if len(held) == 0 {
+			return nil
+		}
+		recs = recs[:0]
+		for _, ev := range held {
+			recs = append(recs, Record{Owner: ev.h.owner, Kind: ev.h.kind, Ref: Ref{File: n, Off: ev.off, Len: ev.h.len}})
+		}
+		clear(keep)
+		live(recs, keep[:len(recs)])
+		for i, ev := range held {
+			switch {
+			case !keep[i]:
+			case ev.torn:
+				return corruptf(n, ev.off, "live %s of owner %d cut by the end of the file", ev.h.kind, ev.h.owner)
+			case ev.err != nil:
+				return corruptf(n, ev.off, "live %s of owner %d: %v", ev.h.kind, ev.h.owner, ev.err)
+			default:
+				if err := copyLive(ev); err != nil {
+					return err
+				}
+			}
+		}
+		held = held[:0]
+		return nil
+	}
+	err = scanFile(fh, size, func(ev event) error {
+		switch {
+		case ev.torn && !ev.hdrOK:
+			return nil
+		case ev.err != nil && !ev.hdrOK:
+			return corruptf(n, ev.off, "damaged header: %v", ev.err)
+		}
+		if held = append(held, ev); len(held) == liveBatch {
+			return decide()
+		}
+		return nil
 	})
+	if err == nil {
+		err = decide()
+	}
 	if err != nil {
 		return nil, err
 	}

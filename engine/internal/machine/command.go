@@ -117,11 +117,38 @@ func (cmd *Command) Key() index.QueueKey {
 
 // Plan plans cmd with p, writing what the call returns into res. It reads
 // nothing but the state, the command and p.now.
+//
+// The commands of the task path are planned by direct calls: a call
+// through the operation interface makes cmd and res escape, so that each
+// commit allocated them (a command is over a kilobyte). The others are
+// planned on copies, which only they allocate.
 func (cmd *Command) Plan(p *Planner, res *Result) error {
-	if o := operationOf(cmd.Op); o != nil {
-		return o.plan(p, cmd, res)
+	switch cmd.Op {
+	case CmdEnqueue:
+		return planEnqueue(p, cmd, res)
+	case CmdEnqueueBatch:
+		return planEnqueueBatch(p, cmd, res)
+	case CmdClaim:
+		return planClaim(p, cmd, res)
+	case CmdComplete:
+		return planComplete(p, cmd, res)
+	case CmdCompleteBatch:
+		return planCompleteBatch(p, cmd, res)
+	case CmdCompleteClaim:
+		return planCompleteClaim(p, cmd, res)
+	case CmdFail:
+		return planFail(p, cmd)
+	case CmdHeartbeat:
+		return planHeartbeat(p, cmd, res)
 	}
-	return invalid("command %d", cmd.Op)
+	o := operationOf(cmd.Op)
+	if o == nil {
+		return invalid("command %d", cmd.Op)
+	}
+	c, r := *cmd, *res
+	err := o.plan(p, &c, &r)
+	*res = r
+	return err
 }
 
 // Adds estimates the bytes cmd adds to the state if it is planned as
