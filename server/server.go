@@ -90,6 +90,9 @@ type Server struct {
 	// onAnswerer, for tests, is called when a session's answerer has
 	// taken a batch, before it looks for others queued behind it.
 	onAnswerer func()
+	// onLargeReleased, for tests, is called when a session's reader has
+	// given back the large body slot.
+	onLargeReleased func()
 }
 
 // New returns a server over db. db is usually the *engine.DB the process

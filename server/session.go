@@ -364,7 +364,7 @@ func (x *sess) read() error {
 				break
 			}
 		}
-		err := x.run(calls)
+		b := x.run(calls)
 		if !x.s.replicated() {
 			// The calls ran and are done with their requests (on a
 			// replicated DB they run on goroutines of their own).
@@ -374,11 +374,15 @@ func (x *sess) read() error {
 				}
 			}
 		}
+		// The requests are dropped before the large body slot is given
+		// back: the next large frame, of this session or another, is then
+		// read while this one's request (a copy of its frame's strings
+		// and bytes) is garbage, not alongside it.
 		clear(calls)
 		x.batch = calls[:0]
 		x.releaseLarge()
-		if err != nil {
-			return err
+		if b != nil {
+			x.answer(b)
 		}
 	}
 	return nil
@@ -557,6 +561,9 @@ func (x *sess) releaseLarge() {
 	if x.large {
 		x.large = false
 		<-x.s.large
+		if x.s.onLargeReleased != nil {
+			x.s.onLargeReleased()
+		}
 	}
 }
 
@@ -601,8 +608,10 @@ func (s *Server) replicated() bool {
 	return ok && r.Replicated()
 }
 
-// run runs a batch of calls.
-func (x *sess) run(calls []scall) error {
+// run runs a batch of calls, and returns the batch if the reader is to
+// answer it itself (nil if there is nothing to answer, or the answerer
+// will).
+func (x *sess) run(calls []scall) *sbatch {
 	s := x.s
 	b := &sbatch{}
 	dctx := x.ctx
@@ -698,11 +707,10 @@ calls:
 	if x.queued.Load() == 0 && (b.deferred == nil || !b.deferred.Syncs()) {
 		// No fsync to wait for (nothing deferred, or a DB that does not
 		// sync each commit: the wait writes the log out) and no batch
-		// ahead: answered here, without the answerer's hop, once the
-		// large body slot, which its calls no longer need, is given back.
-		x.releaseLarge()
-		x.answer(b)
-		return nil
+		// ahead: the reader answers it, without the answerer's hop, once
+		// it dropped the calls' requests and gave back the large body
+		// slot (read).
+		return b
 	}
 	x.queued.Add(1)
 	x.answers <- b

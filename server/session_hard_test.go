@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -372,6 +373,45 @@ func TestSessionLargeFramesTakeTheLargeSlot(t *testing.T) {
 	r := ts.mustRecv()
 	if r.GetError() == nil && r.GetKvGet() == nil {
 		t.Fatalf("%v", r)
+	}
+	if len(s.large) != 0 {
+		t.Fatal("the large slot is still held")
+	}
+}
+
+// TestSessionLargeRequestDroppedBeforeItsSlot: a session's reader gives
+// back the large body slot only once the request of the large frame it
+// read is dropped, so that the next large frame (of this session or
+// another) is not read while that request, a copy of the frame's key, is
+// still held. The batch is answered by the reader itself (no fsync to
+// wait for), after the slot is given back.
+func TestSessionLargeRequestDroppedBeforeItsSlot(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{})
+	num := callDesc.Fields().ByName("kv_get").Number()
+	rt := *s.routes[num]
+	run := rt.run
+	var seen weak.Pointer[v1.KVGetRequest] // the reader's goroutine only
+	rt.run = func(ctx context.Context, m proto.Message) (proto.Message, error) {
+		seen = weak.Make(m.(*v1.KVGetRequest))
+		return run(ctx, m)
+	}
+	s.routes[num] = &rt
+	held := make(chan bool, 4)
+	s.onLargeReleased = func() {
+		runtime.GC()
+		held <- seen.Value() != nil
+	}
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	for id := uint64(1); id <= 2; id++ {
+		ts.send(&v1.Call{Id: id, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{Namespace: sessNS, Key: strings.Repeat("k", 2<<20)}}})
+		r := ts.mustRecv()
+		if r.GetId() != id || r.GetError().GetCode() != connect.CodeInvalidArgument.String() {
+			t.Fatalf("call %d: %v", id, r)
+		}
+		if <-held {
+			t.Fatalf("call %d: the large body slot was given back while the large frame's request was held", id)
+		}
 	}
 	if len(s.large) != 0 {
 		t.Fatal("the large slot is still held")
