@@ -46,6 +46,7 @@ func holdFiles(t *testing.T, f vfs.File) {
 // runs its program: reopening right after Close found the directory locked.
 // A read-only DB's shared lock is released the same way.
 func TestCloseReleasesLockAChildShares(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("DOCKET_TEST_HOLD_FILES") == "1" {
 		io.Copy(io.Discard, os.Stdin)
 		return
