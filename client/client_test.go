@@ -425,6 +425,7 @@ func second[T any](_ T, err error) error { return err }
 // error messages included, so the client has the DB's methods, options
 // and errors.
 func TestClientBehavesLikeTheDB(t *testing.T) {
+	t.Parallel()
 	local := exercise(t, memDB(t, engine.Options{}))
 	srv := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, nil)
 	remote := exercise(t, dial(t, srv.url, Options{}))
@@ -460,6 +461,7 @@ func tokens(t *testing.T) (*server.Tokens, map[string]string) {
 }
 
 func TestSentinelsAcrossTheNetwork(t *testing.T) {
+	t.Parallel()
 	tab, tok := tokens(t)
 	db := memDB(t, engine.Options{Secure: true, Authorizer: tab})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{Tokens: tab}, nil)
@@ -510,6 +512,7 @@ func TestSentinelsAcrossTheNetwork(t *testing.T) {
 }
 
 func TestFailedAndReadOnlyServers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	dir := filepath.Join(t.TempDir(), "data")
@@ -580,6 +583,7 @@ func (d discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d discard) WriteHeader(int)             {}
 
 func TestLostAnswers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -630,6 +634,7 @@ func TestLostAnswers(t *testing.T) {
 }
 
 func TestReconnectsWithBackoff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := memDB(t, engine.Options{})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
@@ -678,6 +683,7 @@ func TestReconnectsWithBackoff(t *testing.T) {
 }
 
 func TestClaimWaitAcrossDrainAndClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -745,6 +751,7 @@ func arrivals(ch chan<- struct{}) func(http.Handler) http.Handler {
 // progress, a retried failure, follow-ups and batch completions all go over
 // the network, and every task completes once.
 func TestWorkerRunsOverTheClient(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -853,6 +860,7 @@ func TestWorkerRunsOverTheClient(t *testing.T) {
 // is then cancelled with a cause wrapping engine.ErrLeaseLost, and nothing
 // it did is committed.
 func TestCancelReachesARemoteHandlerAtItsNextHeartbeat(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -917,6 +925,7 @@ func (l logWatch) WithGroup(string) slog.Handler      { return l }
 // again with backoff until the server is back and takes it; claims go on
 // after the restart, and the Worker never stops by itself.
 func TestWorkerSurvivesAServerRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})

@@ -71,6 +71,7 @@ func exerciseControls(t *testing.T, api engine.API, note func(string, ...any)) {
 // waits (the server holds the poll in the engine's wait, which the
 // queue's work does not wake) until a Resume sent through the client.
 func TestPausedQueueOverTheClient(t *testing.T) {
+	t.Parallel()
 	db := memDB(t, engine.Options{})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
 	c := dial(t, srv.url, Options{})

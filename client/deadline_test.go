@@ -125,6 +125,7 @@ func refusedURL(t *testing.T) string {
 // or end while it waits to be sent: then it must say it was not done
 // (ErrUnavailable, or the context's error alone), and not have been.
 func TestALostAnswerIsNeverUnavailable(t *testing.T) {
+	t.Parallel()
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
 			ctx := context.Background()
@@ -241,6 +242,7 @@ func TestALostAnswerIsNeverUnavailable(t *testing.T) {
 // succeeds within its deadline; a call whose deadline ends on the paused
 // node moves the client on too, so the next call goes to the live one.
 func TestAPausedNodeCostsOneTry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -281,6 +283,7 @@ func TestAPausedNodeCostsOneTry(t *testing.T) {
 // TestAPausedNodeCostsConcurrentCallsOneTry: calls in flight together to
 // a paused node are each bounded by CallTimeout, not by their deadlines.
 func TestAPausedNodeCostsConcurrentCallsOneTry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -311,6 +314,7 @@ func TestAPausedNodeCostsConcurrentCallsOneTry(t *testing.T) {
 // until the caller's deadline is no sign of a server that stopped
 // answering: the client stays on it.
 func TestALongPollCutByItsDeadlineStays(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := memDB(t, engine.Options{})
 	// The server holds the poll until the client gives up on it (or the

@@ -18,6 +18,7 @@ import (
 // the client returns ErrFull (not ErrOverLimit) after one try, with the
 // server's message, and a completion still frees the budget.
 func TestAFullBudgetCrossesTheNetwork(t *testing.T) {
+	t.Parallel()
 	db := &countingDB{DB: memDB(t, engine.Options{MaxMemory: 32 << 10})}
 	calls := &db.enqueues
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)

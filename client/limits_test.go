@@ -118,6 +118,7 @@ func (s *slots) waiting() int {
 // parked=3 gets at most 2 calls and 3 waiting claims of the client at
 // once, apart; the calls beyond wait in the client, and all complete.
 func TestClientLearnsTheServersLimits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -182,6 +183,7 @@ func TestClientLearnsTheServersLimits(t *testing.T) {
 // the refusal as what it is (ErrOverLimit), which is also ErrUnavailable
 // (nothing was done).
 func TestAServersRefusalForALimitIsSaid(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := memDB(t, engine.Options{})
 	var refuse atomic.Bool
@@ -219,6 +221,7 @@ func TestAServersRefusalForALimitIsSaid(t *testing.T) {
 // within the server's limits, so heartbeats are not refused, no lease
 // expires, and each task runs exactly once.
 func TestAWorkerOfManySlotsOnOneToken(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("300 slots: not under -short")
 	}
@@ -296,6 +299,7 @@ func TestAWorkerOfManySlotsOnOneToken(t *testing.T) {
 // refuses, that are cut by their deadline, and waiting claims, the client
 // holds no slot.
 func TestCallsGiveTheirSlotsBack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -356,6 +360,7 @@ func TestCallsGiveTheirSlotsBack(t *testing.T) {
 // waits in the client for a slot under the server's limit was not sent:
 // it returns the context's error alone, not ErrOutcomeUnknown.
 func TestACallThatNeverGotASlotWasNotSent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})

@@ -11,6 +11,7 @@ import (
 // of the same number, nothing from another; a pair the schema does not
 // carry panics when the op is made.
 func TestSopOf(t *testing.T) {
+	t.Parallel()
 	op := sopOf[v1.RescheduleRequest, v1.RescheduleResponse]()
 	m := &v1.RescheduleRequest{Queue: "q", Id: 7}
 	if c := op.wrap(m); c.GetReschedule() != m {

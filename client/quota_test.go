@@ -14,6 +14,7 @@ import (
 // naming its namespace while another namespace enqueues, and bad input
 // and missing permissions are refused.
 func TestQuotasOverTheNetwork(t *testing.T) {
+	t.Parallel()
 	tab, tok := tokens(t)
 	db := memDB(t, engine.Options{Secure: true, Authorizer: tab})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{Tokens: tab}, nil)

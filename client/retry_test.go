@@ -32,6 +32,7 @@ var (
 func unavailable(err error) error { return connect.NewError(connect.CodeUnavailable, err) }
 
 func TestEndpointsParse(t *testing.T) {
+	t.Parallel()
 	eps, err := newEndpoints(" http://a:1/, http://b:2,http://a:1 ,")
 	if err != nil || len(eps.urls) != 2 || eps.current() != "http://a:1" {
 		t.Fatalf("%v %v", eps, err)
@@ -44,6 +45,7 @@ func TestEndpointsParse(t *testing.T) {
 }
 
 func TestRetryMovesOnWhenNotSent(t *testing.T) {
+	t.Parallel()
 	r, slept := testRetrier(t, "http://a,http://b,http://c", 5)
 	var tried []string
 	err := r.do(context.Background(), false, func(_ context.Context, base string) error {
@@ -62,6 +64,7 @@ func TestRetryMovesOnWhenNotSent(t *testing.T) {
 }
 
 func TestRetryFollowsLeaderHint(t *testing.T) {
+	t.Parallel()
 	r, _ := testRetrier(t, "http://a,http://b", 5)
 	var tried []string
 	err := r.do(context.Background(), false, func(_ context.Context, base string) error {
@@ -79,6 +82,7 @@ func TestRetryFollowsLeaderHint(t *testing.T) {
 }
 
 func TestUnsafeCallWithLostAnswerIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	r, _ := testRetrier(t, "http://a,http://b", 5)
 	calls := 0
 	err := r.do(context.Background(), false, func(context.Context, string) error {
@@ -102,6 +106,7 @@ func TestUnsafeCallWithLostAnswerIsOutcomeUnknown(t *testing.T) {
 }
 
 func TestServerAnswersAreNotRetried(t *testing.T) {
+	t.Parallel()
 	r, _ := testRetrier(t, "http://a", 5)
 	for _, code := range []connect.Code{connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition, connect.CodePermissionDenied, connect.CodeDeadlineExceeded} {
 		calls := 0
@@ -114,6 +119,7 @@ func TestServerAnswersAreNotRetried(t *testing.T) {
 }
 
 func TestRetryGivesUp(t *testing.T) {
+	t.Parallel()
 	r, slept := testRetrier(t, "http://a", 3)
 	calls := 0
 	err := r.do(context.Background(), true, func(context.Context, string) error { calls++; return unavailable(errReset) })
@@ -157,6 +163,7 @@ func TestRetryGivesUp(t *testing.T) {
 }
 
 func TestClassifyRealTransport(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +200,7 @@ func TestClassifyRealTransport(t *testing.T) {
 // error too), whatever the last try's error; a call none of whose tries
 // was sent returns that try's error.
 func TestAContextThatEndsAfterASentTry(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		tries   []error // the errors of the tries; the context ends after the last

@@ -61,6 +61,7 @@ func exerciseSearch(t *testing.T, api engine.API) []string {
 // TestSearchOverTheClient: search and bulk actions answer the same over
 // the network as in process, errors included.
 func TestSearchOverTheClient(t *testing.T) {
+	t.Parallel()
 	clock := func() engine.Options {
 		return engine.Options{Clock: engine.NewManualClock(time.Unix(1_900_000_000, 0))}
 	}
@@ -75,6 +76,7 @@ func TestSearchOverTheClient(t *testing.T) {
 
 // TestBulkNeedsAdminOverTheClient: a reader searches but may not act.
 func TestBulkNeedsAdminOverTheClient(t *testing.T) {
+	t.Parallel()
 	tab, tok := tokens(t)
 	db := memDB(t, engine.Options{Secure: true, Authorizer: tab})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{Tokens: tab}, nil)
@@ -101,6 +103,7 @@ func (partialQueue) Bulk(context.Context, engine.Filter, engine.BulkAction) (eng
 // TestBulkStoppedSaysWhatWasDone: a bulk action that fails after acting
 // on tasks says how many, with the engine's sentinel.
 func TestBulkStoppedSaysWhatWasDone(t *testing.T) {
+	t.Parallel()
 	srv := serve(t, partialAPI{memDB(t, engine.Options{})}, "127.0.0.1:0", server.Options{}, nil)
 	q := dial(t, srv.url, Options{}).Queue(engine.NS("acme", "prod"), "q")
 	_, err := q.Bulk(context.Background(), engine.Filter{}, engine.BulkCancel)

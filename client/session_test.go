@@ -198,6 +198,7 @@ func fastRetries(o Options) Options {
 // TestSessionRepliesOutOfOrder: calls in flight together on one session,
 // answered in the reverse order, each get their own answer.
 func TestSessionRepliesOutOfOrder(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	var mu sync.Mutex
 	var held []*v1.Call
@@ -236,6 +237,7 @@ func TestSessionRepliesOutOfOrder(t *testing.T) {
 // client's calls in flight on the session to 2; the others wait in the
 // client, and go as answers free slots.
 func TestSessionBoundsCallsInFlight(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var inflight, most atomic.Int32
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
@@ -281,6 +283,7 @@ func TestSessionBoundsCallsInFlight(t *testing.T) {
 // deduplicated there; an unkeyed one is not repeated and returns
 // ErrOutcomeUnknown.
 func TestSessionCutAfterWrite(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	keys := map[string]uint64{}
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
@@ -331,6 +334,7 @@ func TestSessionCutAfterWrite(t *testing.T) {
 // TestSessionAbandonsAClaimWait: a ClaimWait whose context ends sends
 // Abandon for its call's id, and returns the context's error.
 func TestSessionAbandonsAClaimWait(t *testing.T) {
+	t.Parallel()
 	waits := map[uint64]bool{}
 	var mu sync.Mutex
 	abandoned := make(chan uint64, 1)
@@ -372,6 +376,7 @@ func TestSessionAbandonsAClaimWait(t *testing.T) {
 // TestSessionRefusedHello: a Hello refused for its token is
 // ErrUnauthenticated.
 func TestSessionRefusedHello(t *testing.T) {
+	t.Parallel()
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { t.Errorf("a call on a refused session: %v", c) })
 	f.refuse = &v1.ItemError{Code: "unauthenticated", Message: "bad token"}
 	c := dial(t, f.url, Options{Token: "nope"})
@@ -385,6 +390,7 @@ func TestSessionRefusedHello(t *testing.T) {
 // TestSessionFallsBackToUnary: against a server that answers the preface
 // with HTTP, calls go as unary RPCs, and the client remembers it.
 func TestSessionFallsBackToUnary(t *testing.T) {
+	t.Parallel()
 	db := memDB(t, engine.Options{})
 	var enqueues atomic.Int32
 	mux := server.New(db, server.Options{Logger: quiet}).Mux()
@@ -429,6 +435,7 @@ func TestSessionFallsBackToUnary(t *testing.T) {
 // the client there, as the unary answer's Docket-Leader header does; one
 // marked unavailable is tried elsewhere.
 func TestSessionFollowsTheLeader(t *testing.T) {
+	t.Parallel()
 	leader := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 7, false)) })
 	follower := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
 		sc.reply(&v1.Reply{Id: c.GetId(), Reply: &v1.Reply_Error{Error: &v1.ItemError{Code: "unavailable", Message: "not the leader",
@@ -454,6 +461,7 @@ func TestSessionFollowsTheLeader(t *testing.T) {
 // TestSessionErrorsMapAsUnary: a reply's error is the error the unary
 // call's answer would have been: the engine's sentinel, its message.
 func TestSessionErrorsMapAsUnary(t *testing.T) {
+	t.Parallel()
 	lost := wire.PBItemError(wire.ToConnect(fmt.Errorf("%w: lease 3 expired", engine.ErrLeaseLost)))
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
 		sc.reply(&v1.Reply{Id: c.GetId(), Reply: &v1.Reply_Error{Error: lost}})
@@ -474,6 +482,7 @@ func TestSessionErrorsMapAsUnary(t *testing.T) {
 // flight; at the bound (max_calls) the next waits for a slot, and a
 // context that ends while it waits settles it with the context's error.
 func TestEnqueueAsyncPipelines(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
 		go func() {
@@ -522,6 +531,7 @@ func TestEnqueueAsyncPipelines(t *testing.T) {
 // services reaches its HTTP routes), with the same outcomes as the unary
 // transport and the DB in process.
 func TestSessionCarriesTheAPI(t *testing.T) {
+	t.Parallel()
 	var rpcs atomic.Int32
 	countRPCs := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -559,6 +569,7 @@ func TestSessionCarriesTheAPI(t *testing.T) {
 // TestSessionOverTLS: under TLS the session is chosen by ALPN, on the
 // server's one port.
 func TestSessionOverTLS(t *testing.T) {
+	t.Parallel()
 	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
 	ts.StartTLS() // for its certificate
 	cert := ts.TLS.Certificates
@@ -603,6 +614,7 @@ func TestSessionOverTLS(t *testing.T) {
 // one goroutine against the server, keyed ones deduplicated, and a
 // ClaimWait that Close ends with ErrClosed.
 func TestSessionPipelinesAgainstTheServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -640,6 +652,7 @@ func TestSessionPipelinesAgainstTheServer(t *testing.T) {
 // bound on a frame (Welcome.max_frame_bytes) is refused in the client,
 // unsent, and the session goes on.
 func TestSessionRefusesAFrameOverTheBound(t *testing.T) {
+	t.Parallel()
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 1, false)) })
 	f.welcome.MaxFrameBytes = 200
 	c := dial(t, f.url, Options{})
@@ -661,6 +674,7 @@ func TestSessionRefusesAFrameOverTheBound(t *testing.T) {
 // enqueue moves on to the next server, and an unkeyed one is
 // ErrOutcomeUnknown.
 func TestSessionCallTimeoutBoundsATry(t *testing.T) {
+	t.Parallel()
 	paused := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {})
 	live := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 9, false)) })
 	c := dial(t, paused.url+","+live.url, fastRetries(Options{CallTimeout: 100 * time.Millisecond}))
@@ -680,6 +694,7 @@ func TestSessionCallTimeoutBoundsATry(t *testing.T) {
 // claim on its session; the client asks again, finds no server, and says
 // so, never as a closed client.
 func TestSessionClaimWaitAcrossAStop(t *testing.T) {
+	t.Parallel()
 	db := memDB(t, engine.Options{})
 	srv := serve(t, db, "127.0.0.1:0", server.Options{MaxWait: time.Hour}, nil)
 	c := dial(t, srv.url, Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
@@ -727,6 +742,7 @@ func TestSessionNotThroughAProxy(t *testing.T) {
 // sent, and go to the next server, unkeyed enqueues too, while the one it
 // read is answered where it was sent.
 func TestSessionGoingAway(t *testing.T) {
+	t.Parallel()
 	const n = 6
 	var mu sync.Mutex
 	var read []*v1.Call
@@ -780,6 +796,7 @@ func TestSessionGoingAway(t *testing.T) {
 // TestSessionGoingAwayEndsSending: after a GoingAway the client sends
 // nothing more on that connection; the next call opens a new session.
 func TestSessionGoingAwayEndsSending(t *testing.T) {
+	t.Parallel()
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
 		if sc.n == 1 {
 			sc.reply(&v1.Reply{Reply: &v1.Reply_GoingAway{GoingAway: &v1.GoingAway{LastCallId: c.GetId()}}})
@@ -802,6 +819,7 @@ func TestSessionGoingAwayEndsSending(t *testing.T) {
 // TestSessionCallCarriesItsDeadline: a call sends what is left of its
 // context's deadline, or the try's bound (Options.CallTimeout) if less.
 func TestSessionCallCarriesItsDeadline(t *testing.T) {
+	t.Parallel()
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 1, false)) })
 	c := dial(t, f.url, Options{CallTimeout: time.Hour})
 	q := c.Queue(engine.NS("acme", "prod"), "q")

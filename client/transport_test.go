@@ -34,6 +34,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // a large body and the bare transport take a write for the headers and
 // more for the body.
 func TestOneWritePerRequest(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Write(b)
@@ -109,6 +110,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 // instead of opening one each, and claims parked in ClaimWait, more of
 // them than MaxConns, do not hold up the calls that wake them.
 func TestMaxConns(t *testing.T) {
+	t.Parallel()
 	db := memDB(t, engine.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -169,6 +171,7 @@ func TestMaxConns(t *testing.T) {
 // TestAsksForNoCompression: the client's requests do not ask the server
 // for gzip, so that large answers come back as they are.
 func TestAsksForNoCompression(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := engine.NS("acme", "prod")
 	db := memDB(t, engine.Options{})
@@ -205,6 +208,7 @@ func TestAsksForNoCompression(t *testing.T) {
 // NextProtos of its TLS config; the caller's config, which it may share
 // with other clients, is not changed.
 func TestDialLeavesTheCallersTLSConfigAlone(t *testing.T) {
+	t.Parallel()
 	db := memDB(t, engine.Options{})
 	s := server.New(db, server.Options{Logger: quiet})
 	ts := httptest.NewUnstartedServer(s.Mux())

@@ -14,6 +14,7 @@ import (
 // schedule's controls, each with the permission it needs, bad input
 // refused with ErrInvalid and the TTL read on the server's clock.
 func TestPresenceOverTheNetwork(t *testing.T) {
+	t.Parallel()
 	tab, tok := tokens(t)
 	clock := engine.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	db := memDB(t, engine.Options{Secure: true, Authorizer: tab, Clock: clock})

@@ -26,6 +26,7 @@ func policyEnv(t *testing.T, secure bool) *env {
 }
 
 func TestPermissionsPerCall(t *testing.T) {
+	t.Parallel()
 	e := policyEnv(t, false)
 	producer := e.db.As(Caller{ID: "producer"})
 	worker := e.db.As(Caller{ID: "worker"})
@@ -71,6 +72,7 @@ func TestPermissionsPerCall(t *testing.T) {
 }
 
 func TestSecureModeRefusesAnonymousCalls(t *testing.T) {
+	t.Parallel()
 	e := policyEnv(t, true)
 	q := e.db.Queue(nsA, "q")
 	_, err := q.Enqueue(ctx, Task{})
@@ -101,6 +103,7 @@ func TestSecureModeRefusesAnonymousCalls(t *testing.T) {
 // TestNamespaceIsolation: a caller with every right on tenant-a can neither
 // read, change nor tell apart tasks and keys of tenant-b.
 func TestNamespaceIsolation(t *testing.T) {
+	t.Parallel()
 	e := policyEnv(t, false)
 	bq := e.db.Queue(nsB, "q")
 	secret, _ := bq.Enqueue(ctx, Task{Payload: []byte(`"secret"`), IdempotencyKey: "k"})
@@ -166,6 +169,7 @@ func itoa(n uint64) string {
 }
 
 func TestHostileInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	huge := strings.Repeat("n", 64<<10)
@@ -252,6 +256,7 @@ func TestHostileInput(t *testing.T) {
 }
 
 func TestFollowUpFanOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	e.enqueue(q, Task{})
@@ -290,6 +295,7 @@ func (r *revocable) Allowed(_ Caller, _ Namespace, want Perm) Perm {
 // TestClaimWaitRechecksOnWake: a claim parked before its grant is revoked
 // gets ErrPermission when work arrives, not the work.
 func TestClaimWaitRechecksOnWake(t *testing.T) {
+	t.Parallel()
 	auth := &revocable{perms: PermWork}
 	auth.granted.Store(true)
 	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })
@@ -324,6 +330,7 @@ func TestClaimWaitRechecksOnWake(t *testing.T) {
 
 // TestViewKeepsIdentity: a view cannot become another caller.
 func TestViewKeepsIdentity(t *testing.T) {
+	t.Parallel()
 	e := policyEnv(t, false)
 	low := e.db.As(Caller{ID: "producer"})
 	esc := low.As(Caller{ID: "alice"})
@@ -353,6 +360,7 @@ func TestViewKeepsIdentity(t *testing.T) {
 }
 
 func TestCallerIDValidated(t *testing.T) {
+	t.Parallel()
 	auth := &revocable{perms: PermAll}
 	auth.granted.Store(true)
 	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })
@@ -400,6 +408,7 @@ func TestCallerIDValidated(t *testing.T) {
 // TestCallerValidate: Caller.Validate, which programs that store caller ids
 // call where they write one, refuses exactly the ids As refuses.
 func TestCallerValidate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	for _, id := range []string{"", strings.Repeat("a", 256), "a\xffb", "a\x00", "a\nb", "a\u0085",
 		strings.Repeat("a", MaxNameBytes), "*", "ünï çødé", "a b"} {
@@ -420,6 +429,7 @@ func TestCallerValidate(t *testing.T) {
 // TestProcessCallRefusalsCounted: refused Close, Checkpoint and Verify are
 // denials like any other.
 func TestProcessCallRefusalsCounted(t *testing.T) {
+	t.Parallel()
 	var obs deniedObserver
 	e := newEnv(t, true, func(o *Options) {
 		o.Observer = &obs
@@ -475,6 +485,7 @@ func (o countingOpaque) Allowed(c Caller, ns Namespace, want Perm) Perm {
 // namespace, however many queues another tenant holds, and, when it lists
 // grants, only about the namespaces the caller's grants match.
 func TestQueuesDecidesPerNamespace(t *testing.T) {
+	t.Parallel()
 	auth := &countingPolicy{Policy: Policy{"a": {{Project: "tenant-a", Scope: "*", Perms: PermRead}}}}
 	var opaque Authorizer = countingOpaque{auth}
 	e := newEnv(t, true, func(o *Options) { o.Authorizer = auth })

@@ -160,15 +160,15 @@ func checkFS(fsys vfs.FS, dir string) (CheckReport, error) {
 }
 
 // lockDir takes the directory's lock for an offline change.
-func lockDir(dir string) (*os.File, error) {
+func lockDir(dir string) (vfs.File, error) {
 	if err := isDocketDir(vfs.Default, dir); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
+	lock, err := vfs.Default.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := flock.Exclusive(lock); err != nil {
+	if err := vfs.Default.Lock(lock, true); err != nil {
 		lock.Close()
 		if errors.Is(err, flock.ErrHeld) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)

@@ -35,6 +35,7 @@ func sameFiles(a, b map[string]string) bool {
 }
 
 func TestCheckAndRepair(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	for range 5 {
@@ -108,6 +109,7 @@ func TestCheckAndRepair(t *testing.T) {
 }
 
 func TestCheckRefusesCorruptLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	for range 20 {

@@ -13,6 +13,7 @@ import (
 // against testdata/checkprint: a change of the report's types must not
 // change a line of it.
 func TestCheckReportPrint(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, dir string)

@@ -9,6 +9,7 @@ import (
 // clock's time; Stop reports whether it stopped a pending timer; pending
 // follows firing and stopping, and no fired or stopped timer stays listed.
 func TestManualTimers(t *testing.T) {
+	t.Parallel()
 	c := NewManualClock(time.Unix(1000, 0))
 	a := c.NewTimer(2 * time.Second).(*manualTimer)
 	b := c.NewTimer(time.Second).(*manualTimer)

@@ -121,6 +121,7 @@ func versionedSamples() []versionedSample {
 // TestCommandRoundTrip: every operation decodes to exactly the command that
 // was encoded, and encodes to the same bytes again.
 func TestCommandRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range sampleCommands() {
 		data, err := cmd.Encode()
 		if err != nil {
@@ -143,6 +144,7 @@ func TestCommandRoundTrip(t *testing.T) {
 // TestCommandBytesDeterministic: the same command gives the same bytes
 // however its headers map iterates, and its bytes are a fresh slice.
 func TestCommandBytesDeterministic(t *testing.T) {
+	t.Parallel()
 	h := map[string]string{}
 	for _, k := range []string{"z", "y", "x", "w", "v", "u", "t", "s", "r", "q"} {
 		h[k] = k + k
@@ -167,6 +169,7 @@ func TestCommandBytesDeterministic(t *testing.T) {
 // headers out of order, a claim without a seed and unknown operations are
 // refused with ErrCorrupt; an unknown version with ErrFailed.
 func TestDecodeCommandRefuses(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range sampleCommands() {
 		data, _ := cmd.Encode()
 		for n := range len(data) {
@@ -255,6 +258,7 @@ func TestDecodeCommandRefuses(t *testing.T) {
 // version's spec layout under another version's number is damage, not a
 // guess.
 func TestCommandVersion(t *testing.T) {
+	t.Parallel()
 	for _, v := range versionedSamples() {
 		data := must(v.cmd.Encode())
 		if uint64(data[0]) != v.ver {
@@ -323,6 +327,7 @@ func FuzzDecodeCommand(f *testing.F) {
 // halfway through validation, are plain (TestPutSpecsClears checks the
 // pool itself).
 func TestEnqueueBatchSpecsReused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.db.Queue(ns, "reuse")
 	full := Task{Kind: "k", Payload: []byte(`{"a":1}`), Headers: map[string]string{"h": "v"}, Priority: 7,
@@ -364,6 +369,7 @@ func TestEnqueueBatchSpecsReused(t *testing.T) {
 // the pool keeps no payload, header map or dependency list alive, and a
 // slice longer than maxPooledSpecs is not kept.
 func TestPutSpecsClears(t *testing.T) {
+	t.Parallel()
 	sp := getSpecs(3)
 	if len(*sp) != 3 {
 		t.Fatalf("getSpecs(3) gave %d specs", len(*sp))

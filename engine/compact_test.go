@@ -77,6 +77,9 @@ func checkPayloads(t *testing.T, db *DB, want map[uint64][]byte) {
 // moves the few live values out of mostly dead ones, so the value log
 // shrinks to about its live bytes; every value reads back as it was,
 // before and after a reopen, and a second pass finds nothing to do.
+//
+// Not parallel: the background pass (every compactEvery of real time) must
+// not find the dead files first, which a test slowed by others lets it do.
 func TestCompactValues(t *testing.T) {
 	mem := newMemFS(t)
 	db, opts, want := compactEnv(t, mem, "/data/db", 120)
@@ -118,6 +121,7 @@ func TestCompactValues(t *testing.T) {
 // TestCompactValuesOnline: reads and writes go on while a pass runs, and
 // every read returns the value as it was (run with -race).
 func TestCompactValuesOnline(t *testing.T) {
+	t.Parallel()
 	db, _, want := compactEnv(t, newMemFS(t), "/data/db", 120)
 	defer db.Close()
 	left := finishMost(t, db, want, 6)
@@ -165,6 +169,7 @@ func TestCompactValuesOnline(t *testing.T) {
 // turn, then loses power: every task keeps its value, and a pass after
 // the restart leaves the value log as small as an undisturbed pass does.
 func TestCompactValuesCrash(t *testing.T) {
+	t.Parallel()
 	under := func(op errorfs.Op) bool {
 		return strings.Contains(op.Path, "/vlog") || strings.Contains(op.Path, "/wal")
 	}

@@ -29,6 +29,7 @@ func settings(t *testing.T, q Queue) QueueSettings {
 // of enqueues without waking (no spinning), and the Resume commit wakes
 // it. Pausing twice writes nothing. Queues and Settings show it.
 func TestPauseAndResume(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	a := e.enqueue(q, Task{})
@@ -87,6 +88,7 @@ func TestPauseAndResume(t *testing.T) {
 // TestPauseNeedsAdmin: Pause, Resume and SetLimits need PermAdmin,
 // Settings PermRead; a refused call changes nothing.
 func TestPauseNeedsAdmin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) {
 		o.Authorizer = Policy{
 			"worker": {{Project: "*", Scope: "*", Perms: PermWork | PermEnqueue}},
@@ -117,6 +119,7 @@ func TestPauseNeedsAdmin(t *testing.T) {
 // Queues lists a queue that has settings and no task; restoring every
 // default deletes the record.
 func TestSettingsOutliveTasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q, empty := e.q("q"), e.q("empty")
 	mustDo(t, empty.Pause(ctx)) // a queue that never held a task
@@ -171,6 +174,7 @@ func TestSettingsOutliveTasks(t *testing.T) {
 // frees a slot; a new bound applies at the next claim; a ClaimWait parked
 // at the bound wakes when a task leaves flight and when a lease expires.
 func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for range 6 {
@@ -268,6 +272,7 @@ func (e *env) claimsOf(idsIn []uint64) []Lease {
 // timer for the moment the next token comes (not before, not polling),
 // and the bucket's level is durable.
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	for range 10 {
@@ -331,6 +336,7 @@ func TestRateLimit(t *testing.T) {
 // TestLimitsCombine: a claim leases the fewest the bound, the bucket and
 // max allow; a paused queue leases nothing and takes no token.
 func TestLimitsCombine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for range 10 {
@@ -360,6 +366,7 @@ func TestLimitsCombine(t *testing.T) {
 // TestSetLimitsRefusesBadInput: limits out of range are ErrInvalid and
 // change nothing.
 func TestSetLimitsRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	before := dump(e.db)
@@ -394,6 +401,7 @@ func TestSetLimitsRefusesBadInput(t *testing.T) {
 // standalone DB's answers and state byte for byte: every decision reads
 // the state and the command's time only.
 func TestReplicatedControlsMatchStandalone(t *testing.T) {
+	t.Parallel()
 	matchStandalone(t, -1, func(api API, clock *ManualClock) []func() string {
 		q := api.Queue(ns, "q")
 		show := func(v any, err error) string { return fmt.Sprintf("%+v err=%v", v, err) }
@@ -449,6 +457,7 @@ func TestReplicatedControlsMatchStandalone(t *testing.T) {
 // ClaimWait on a paused queue is woken by the Resume applied from the log,
 // on whichever node it waits.
 func TestReplicatedClaimWaitOnPausedQueue(t *testing.T) {
+	t.Parallel()
 	clock := NewManualClock(t0)
 	l := newLocalLog(t, 2, func(int) Options { return Options{Clock: clock} })
 	q := l.members[0].db.Queue(ns, "q")
@@ -473,6 +482,7 @@ func TestReplicatedClaimWaitOnPausedQueue(t *testing.T) {
 
 // TestLimitsString: the words the CLI and the dashboard show for limits.
 func TestLimitsString(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		l    Limits
 		want string

@@ -35,6 +35,7 @@ func attr(r slog.Record, key string) slog.Value {
 // writes one line at once and one line with the count of the rest when the
 // interval ends, not a line per task; another queue gets its own first line.
 func TestDeadLetteredLoggedPerQueueAndInterval(t *testing.T) {
+	t.Parallel()
 	lines := make(recordsTo, 4096)
 	e := newEnv(t, true, func(o *Options) { o.Logger = slog.New(lines) })
 	kill := func(q Queue, n int) {
@@ -110,6 +111,7 @@ func TestDeadLetteredLoggedPerQueueAndInterval(t *testing.T) {
 // are bounded: those whose interval ended with nothing counted are
 // forgotten once deadLogSweep queues are remembered.
 func TestDeadLogForgetsQuietQueues(t *testing.T) {
+	t.Parallel()
 	clock := NewManualClock(t0)
 	stop := make(chan struct{})
 	lines := make(recordsTo, 4*deadLogSweep)

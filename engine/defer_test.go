@@ -36,6 +36,7 @@ func (o *eventLog) len() int {
 // covers them all and returns only once it is done; the Observer hears of
 // them only then; and a crash after Wait loses none of them.
 func TestDeferDurable(t *testing.T) {
+	t.Parallel()
 	obs := &eventLog{}
 	e, gate := gated(t, func(o *Options) { o.Observer = obs })
 	q := e.q("q")
@@ -98,6 +99,7 @@ func TestDeferDurable(t *testing.T) {
 // returns ErrFailed, the Observer hears of none of the deferred commits
 // and the engine takes no more writes.
 func TestDeferDurableLogFailure(t *testing.T) {
+	t.Parallel()
 	obs := &eventLog{}
 	e, gate := gated(t, func(o *Options) { o.Observer = obs })
 	q := e.q("q")
@@ -120,6 +122,7 @@ func TestDeferDurableLogFailure(t *testing.T) {
 // TestDeferDurableNotDeferred: in memory there is nothing to wait for, and
 // a call on another DB than the one a Deferred first met waits on its own.
 func TestDeferDurableNotDeferred(t *testing.T) {
+	t.Parallel()
 	mem := newEnv(t, true)
 	dctx, d := DeferDurable(ctx)
 	if _, err := mem.q("q").Enqueue(dctx, Task{}); err != nil {
@@ -161,6 +164,7 @@ func TestDeferDurableNotDeferred(t *testing.T) {
 // after Wait loses none of them. When that fsync fails, Wait says so and
 // the engine takes no more writes.
 func TestDeferDurableEnqueueAsync(t *testing.T) {
+	t.Parallel()
 	e, gate := gated(t, func(o *Options) { o.MaxInFlight = 2 })
 	q := e.q("q")
 	dctx, d := DeferDurable(ctx)

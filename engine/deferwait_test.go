@@ -9,6 +9,7 @@ import (
 // was deferred to it at SyncAlways, and none before, after its Wait, at
 // SyncNever or in memory.
 func TestDeferredSyncs(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		mem  bool

@@ -10,6 +10,7 @@ import (
 // on the queue is not woken by the release, and Resume hands it the task.
 // A bound on the tasks in flight holds for released tasks too.
 func TestReleaseIntoPausedQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	up, down := e.q("up"), e.q("down")
 	p := mustEnqueue(t, up, Task{})
@@ -57,6 +58,7 @@ func TestReleaseIntoPausedQueue(t *testing.T) {
 // parent failed, the same content enqueues anew. An idempotency key does
 // the same.
 func TestUniqueWithDependencies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q, up := e.q("q"), e.q("up")
 	p := mustEnqueue(t, up, Task{MaxAttempts: 1})
@@ -114,6 +116,7 @@ func TestUniqueWithDependencies(t *testing.T) {
 // state before the commit, leases none of them; the next claim does. An
 // asynchronous enqueue waits like any other.
 func TestCompleteAndClaimReleasesDependents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q, r := e.q("q"), e.q("r")
 	p := mustEnqueue(t, q, Task{Priority: 5})

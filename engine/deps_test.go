@@ -77,6 +77,7 @@ func wantGone(t *testing.T, q Queue, id uint64) {
 // them completes, then ready and claimable; the parents list it as their
 // dependent until then.
 func TestDependsOnWaitsForEveryParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	qa, qb, qc := e.q("a"), e.q("b"), e.q("c")
 	a, b := mustEnqueue(t, qa, Task{}), mustEnqueue(t, qb, Task{})
@@ -115,6 +116,7 @@ func TestDependsOnWaitsForEveryParent(t *testing.T) {
 // scheduled for it (the delay counts from the enqueue); released after
 // it, ready at once.
 func TestDependsOnWithDelay(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	p1, p2 := mustEnqueue(t, q, Task{}), mustEnqueue(t, q, Task{})
@@ -135,6 +137,7 @@ func TestDependsOnWithDelay(t *testing.T) {
 // TestDependsOnResolvedAtEnqueue: how each kind of id is resolved when the
 // dependent is enqueued; a refused enqueue writes nothing.
 func TestDependsOnResolvedAtEnqueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.RetainCompleted = time.Hour })
 	q, other := e.q("q"), e.db.Queue(NS("acme", "other"), "q")
 	done := mustEnqueue(t, q, Task{})
@@ -207,6 +210,7 @@ func TestDependsOnResolvedAtEnqueue(t *testing.T) {
 // results; a later or unknown position is ErrInvalid before anything is
 // planned, and a deduplicated sibling stands for the task it names.
 func TestDependsOnSiblings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q, r := e.q("q"), e.q("r")
 	res, err := q.EnqueueBatch(ctx, []Task{{}, {DependsOnSibling: []int{0}}, {DependsOnSibling: []int{0, 1}}},
@@ -271,6 +275,7 @@ func TestDependsOnSiblings(t *testing.T) {
 // expires with nobody claiming its queue again) or cancelled, per policy,
 // cascading to the dependents' own dependents.
 func TestParentFailurePolicies(t *testing.T) {
+	t.Parallel()
 	ends := []struct {
 		name string
 		dies bool
@@ -353,6 +358,7 @@ func TestParentFailurePolicies(t *testing.T) {
 // TestCancelWaitingTask: cancelling a waiting task removes its
 // dependencies, so its parents complete as if it had never waited.
 func TestCancelWaitingTask(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	p := mustEnqueue(t, q, Task{})
@@ -377,6 +383,7 @@ func TestCancelWaitingTask(t *testing.T) {
 // TestExpiredParentsHousekeptInBounds: more dead parents than one
 // housekeeping batch takes are all stored dead, batch after batch.
 func TestExpiredParentsHousekeptInBounds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	n := housekeepBatch + 10
@@ -462,6 +469,7 @@ func (b *batchTap) tap(o *Options) {
 // touched); each completion of a dependent deletes one dependency record
 // and nothing of the sink, until the last one releases it.
 func TestFanOutFanIn(t *testing.T) {
+	t.Parallel()
 	var bt batchTap
 	e := newEnv(t, true, bt.tap)
 	const n = 10_000
@@ -513,6 +521,7 @@ func TestFanOutFanIn(t *testing.T) {
 // exactly once, by a lease handed out after the last crash or before it,
 // and the sink is released exactly when the last dependent completes.
 func TestFanOutFanInCrash(t *testing.T) {
+	t.Parallel()
 	n := 10_000
 	if testing.Short() {
 		n = 2_000
@@ -600,6 +609,7 @@ func TestFanOutFanInCrash(t *testing.T) {
 // holds the leader's state, by hash and byte for byte, through fan-out,
 // fan-in, releases and cascading cancels.
 func TestDependenciesFollowerAgrees(t *testing.T) {
+	t.Parallel()
 	f := &follower{t: t, r: newReplica()}
 	e := newEnv(t, true, tapInto(f), func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("q")
@@ -623,6 +633,7 @@ func TestDependenciesFollowerAgrees(t *testing.T) {
 // task is not woken by the enqueue of the waiting task, and is woken, with
 // the task, by the completion that releases it.
 func TestReleaseWakesClaimWait(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	up, down := e.q("up"), e.q("down")
 	p := mustEnqueue(t, up, Task{})

@@ -60,6 +60,7 @@ func (f *follower) same(db *DB, step string) {
 // replica and compares the state hash and bytes after every call, across a
 // workload touching every mutation kind, headers included.
 func TestFollowerMatchesLeader(t *testing.T) {
+	t.Parallel()
 	f := &follower{t: t, r: newReplica()}
 	e := newEnv(t, true, tapInto(f), func(o *Options) { o.RetainCompleted = time.Hour; o.IdempotencyTTL = time.Minute })
 	q, q2 := e.q("a"), e.q("b")
@@ -112,6 +113,7 @@ func TestFollowerMatchesLeader(t *testing.T) {
 // TestBatchNowIsThePlanTime: every logged batch carries the time its plan
 // used, and that time never goes backwards though the clock does.
 func TestBatchNowIsThePlanTime(t *testing.T) {
+	t.Parallel()
 	f := &follower{t: t, r: newReplica()}
 	var sc *stepClock
 	e := newEnv(t, false, tapInto(f), func(o *Options) {
@@ -157,6 +159,7 @@ func (c *stepClock) Now() time.Time { return c.ManualClock.Now().Add(-c.back) }
 // TestRefusedCallInternsNothing: planning changes nothing, so a refused
 // enqueue on a new queue leaves no queue behind.
 func TestRefusedCallInternsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	for i := range 50 {
 		q := e.db.Queue(ns, "new"+string(rune('a'+i%26))+string(rune('a'+i/26)))
@@ -177,6 +180,7 @@ func TestRefusedCallInternsNothing(t *testing.T) {
 // secret is refused by every fenced call and changes nothing; the secret
 // survives a restart through the log and through a snapshot.
 func TestForgedSecretRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	e.enqueue(q, Task{})

@@ -16,9 +16,11 @@ import (
 // operation, in each durability mode and with snapshots every few records,
 // and checks the state is unchanged and the indexes verify.
 func TestReopenAfterEveryOperation(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []Durability{SyncAlways, SyncInterval, SyncNever} {
 		for _, snapBytes := range []int64{-1, 1} {
 			t.Run(mode.String()+map[bool]string{true: "/snapshots", false: "/log-only"}[snapBytes > 0], func(t *testing.T) {
+				t.Parallel()
 				e := newEnv(t, false, func(o *Options) {
 					o.Durability, o.SnapshotBytes, o.RetainCompleted = mode, snapBytes, time.Hour
 				})
@@ -81,6 +83,7 @@ func TestReopenAfterEveryOperation(t *testing.T) {
 }
 
 func TestSecondOpenRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	_, err := Open(e.dir, Options{})
 	wantErr(t, err, ErrLocked)
@@ -119,6 +122,7 @@ func (e *env) crash() {
 }
 
 func TestTornTailCutOff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	for range 10 {
@@ -146,6 +150,7 @@ func TestTornTailCutOff(t *testing.T) {
 }
 
 func TestCorruptMiddleRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	for range 20 {
@@ -169,6 +174,7 @@ func TestCorruptMiddleRefused(t *testing.T) {
 }
 
 func TestCorruptNewestSnapshotFallsBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	e.enqueue(q, Task{Payload: []byte(`1`)})
@@ -201,9 +207,16 @@ func TestCorruptNewestSnapshotFallsBack(t *testing.T) {
 }
 
 func TestSnapshotTruncatesLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = 4096; o.SegmentBytes = 4096 })
 	q := e.q("q")
-	for i := range 2000 {
+	// 2000 rounds write some 380 KB of log, 94 segments untruncated; the
+	// 400 of -short some 19, still more than twice the 8 allowed.
+	n := 2000
+	if testing.Short() {
+		n = 400
+	}
+	for i := range n {
 		e.enqueue(q, Task{Payload: []byte(`{"pad":"0123456789012345678901234567890123456789"}`)})
 		if i%3 == 0 {
 			for _, l := range e.claim(q, 1) {
@@ -228,6 +241,7 @@ func TestSnapshotTruncatesLog(t *testing.T) {
 }
 
 func TestConcurrentClaimCompleteExactlyOnce(t *testing.T) {
+	t.Parallel()
 	const n, workers = 20000, 16
 	e := newEnv(t, false, func(o *Options) { o.Clock = nil; o.Durability = SyncNever })
 	q := e.q("q")
@@ -299,6 +313,7 @@ func TestConcurrentClaimCompleteExactlyOnce(t *testing.T) {
 }
 
 func TestFsyncFailureStopsTheEngine(t *testing.T) {
+	t.Parallel()
 	var fail sync.Map
 	e := newEnv(t, false, func(o *Options) {
 		o.failpoint = func(name string) error {
@@ -339,6 +354,7 @@ func TestFsyncFailureStopsTheEngine(t *testing.T) {
 }
 
 func TestOnlySnapshotUnreadableReplaysWholeLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	e.enqueue(q, Task{Payload: []byte(`1`)})
@@ -383,6 +399,7 @@ func TestOnlySnapshotUnreadableReplaysWholeLog(t *testing.T) {
 // after an fsync that covered several commits (which a commit's sync
 // would expect to come back).
 func TestBackgroundSyncsDoNotGather(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) {
 		o.Durability, o.SyncEvery, o.SnapshotBytes = SyncInterval, time.Hour, -1
 	})
@@ -408,6 +425,7 @@ func TestBackgroundSyncsDoNotGather(t *testing.T) {
 // (LogGathers) and, when they do not come, counts a miss; a round that
 // finds them all waits for nothing.
 func TestStatsCountGathers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	// Three commits logged together and made durable by one fsync, whose
@@ -437,6 +455,7 @@ func TestStatsCountGathers(t *testing.T) {
 // engine as a commit's would: at once (DB.Err), and every later call gets
 // ErrFailed.
 func TestIntervalSyncFailureStopsTheEngine(t *testing.T) {
+	t.Parallel()
 	var failing atomic.Bool
 	e := newEnv(t, false, func(o *Options) {
 		o.Durability, o.SyncEvery = SyncInterval, time.Hour

@@ -14,6 +14,7 @@ import (
 // waits for the value log; A's log sync then takes B's batch along. A power
 // loss once A is acknowledged must not bring B back without its payload.
 func TestValuesGroupCommitOrder(t *testing.T) {
+	t.Parallel()
 	mem := newMemFS(t)
 	var mu sync.Mutex
 	syncs, writes := 0, 0

@@ -9,6 +9,7 @@ import (
 )
 
 func TestErrReportsClosed(t *testing.T) {
+	t.Parallel()
 	db, err := OpenInMemory(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +24,7 @@ func TestErrReportsClosed(t *testing.T) {
 }
 
 func TestErrReportsFailure(t *testing.T) {
+	t.Parallel()
 	var broken atomic.Bool
 	db, err := Open(t.TempDir(), Options{failpoint: func(name string) error {
 		if broken.Load() && name == "append.write" {

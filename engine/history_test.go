@@ -13,6 +13,7 @@ import (
 // most MaxAttemptErrors; snoozes are not failures; the history survives a
 // restart from the log and from a snapshot.
 func TestAttemptHistory(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	id := e.enqueue(q, Task{MaxAttempts: 100, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
@@ -70,6 +71,7 @@ func TestAttemptHistory(t *testing.T) {
 // kept by RetainCompleted lists the follow-ups its completion enqueued
 // (not the deduplicated ones), and both survive a restart.
 func TestFollowUpLinks(t *testing.T) {
+	t.Parallel()
 	for _, retain := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprintf("retain=%v", retain), func(t *testing.T) {
 			e := newEnv(t, false, func(o *Options) { o.RetainCompleted = retain })
@@ -132,6 +134,7 @@ func TestFollowUpLinks(t *testing.T) {
 // filled again in that time it counts on, after it (and a commit) it
 // starts again from zero.
 func TestQueueTotals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	info := func() QueueInfo {

@@ -27,6 +27,7 @@ var jsonCases = []string{
 }
 
 func TestValidJSONMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	cases := append([]string{}, jsonCases...)
 	cases = append(cases, strings.Repeat("[", 10000)+strings.Repeat("]", 10000),
 		strings.Repeat("[", 10001)+strings.Repeat("]", 10001),

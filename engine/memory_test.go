@@ -37,6 +37,7 @@ func fill(t *testing.T, q Queue) int {
 // failures, cancels and KV deletes still work, after which enqueues are
 // taken again.
 func TestMemoryBudgetRefusesWhatAdds(t *testing.T) {
+	t.Parallel()
 	for _, mem := range []bool{true, false} {
 		t.Run(map[bool]string{true: "memory", false: "disk"}[mem], func(t *testing.T) {
 			const budget = 64 << 10
@@ -111,6 +112,7 @@ func TestMemoryBudgetRefusesWhatAdds(t *testing.T) {
 // is spent too it is refused with ErrFull, its lease still held, and the
 // same completion without the follow-up is taken.
 func TestMemoryCompletionUsesTheReserve(t *testing.T) {
+	t.Parallel()
 	const budget = 64 << 10
 	e := newEnv(t, true, func(o *Options) { o.MaxMemory = budget; o.Logger = quiet })
 	q := e.q("q")
@@ -153,6 +155,7 @@ func TestMemoryCompletionUsesTheReserve(t *testing.T) {
 // changes nothing, and a completion that claims completes and leases
 // nothing; completions free what leases held, so everything drains.
 func TestMemoryClaimsUseTheReserve(t *testing.T) {
+	t.Parallel()
 	const budget = 64 << 10
 	e := newEnv(t, true, func(o *Options) { o.MaxMemory = budget; o.Logger = quiet })
 	q := e.q("q")
@@ -233,6 +236,7 @@ func TestMemoryClaimsUseTheReserve(t *testing.T) {
 // admits it against its budget before it goes to the log; the log then
 // holds no refused command, and every member applies what it holds.
 func TestMemoryBudgetOnAReplicatedLog(t *testing.T) {
+	t.Parallel()
 	clock := NewManualClock(t0)
 	l := newLocalLog(t, 2, func(i int) Options {
 		o := Options{Clock: clock, MaxMemory: 64 << 10}
@@ -260,6 +264,7 @@ func TestMemoryBudgetOnAReplicatedLog(t *testing.T) {
 // not repeated within a minute; a refusal logged at once, the ones after
 // it within a minute counted in the next line.
 func TestMemoryWarnings(t *testing.T) {
+	t.Parallel()
 	lines := make(recordsTo, 1024)
 	e := newEnv(t, true, func(o *Options) { o.MaxMemory = 64 << 10; o.Logger = slog.New(lines) })
 	q := e.q("q")
@@ -295,6 +300,7 @@ func TestMemoryWarnings(t *testing.T) {
 }
 
 func TestBudgetOf(t *testing.T) {
+	t.Parallel()
 	if got := budgetOf(12345); got != 12345 {
 		t.Fatalf("budgetOf(12345) = %d", got)
 	}
@@ -309,6 +315,7 @@ func TestBudgetOf(t *testing.T) {
 // TestUsageByNamespace: each namespace's tasks and bytes, largest first,
 // bounded by max, none for a caller's view.
 func TestUsageByNamespace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	small, big := NS("acme", "small"), NS("acme", "big")
 	for range 3 {
@@ -341,6 +348,7 @@ func TestUsageByNamespace(t *testing.T) {
 // reports its presence (from the reserve), and a user's KV write is
 // refused.
 func TestMemoryPresenceUsesTheReserve(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.MaxMemory = 64 << 10; o.Logger = quiet })
 	fill(t, e.q("q"))
 	if _, err := e.db.KV(ns).Commit(ctx, Set("user", payloadOf(2048))); !errors.Is(err, ErrFull) {

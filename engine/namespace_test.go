@@ -5,6 +5,7 @@ import "testing"
 // TestNamespaceDenialsDiffer: permission refusals name the namespace
 // unambiguously.
 func TestNamespaceDenialsDiffer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.Authorizer = Policy{} })
 	v := e.db.As(Caller{ID: "bob"})
 	_, errA := v.Queue(NS("a/b", "c"), "q").Enqueue(ctx, Task{})

@@ -41,6 +41,7 @@ func byPart(ls []Lease) map[string]int {
 // many ready tasks enqueued first does not hold back one with a few;
 // within a partition, priority and then age decide.
 func TestClaimsRotateBetweenPartitions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	var big []Task
@@ -88,6 +89,7 @@ func TestClaimsRotateBetweenPartitions(t *testing.T) {
 // TestPriorityWithinPartition: priority orders a partition's tasks; the
 // rotation, not priority, orders partitions.
 func TestPriorityWithinPartition(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	a1 := e.enqueue(q, Task{Partition: "a", Priority: 1})
@@ -109,6 +111,7 @@ func TestPriorityWithinPartition(t *testing.T) {
 // TestUnpartitionedQueueUnchanged: a queue whose tasks name no partition
 // keeps no partition state and serves by priority across all its tasks.
 func TestUnpartitionedQueueUnchanged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	lo := e.enqueue(q, Task{})
@@ -128,6 +131,7 @@ func TestUnpartitionedQueueUnchanged(t *testing.T) {
 // flight; a partition at it is passed over, the others are served; a
 // completion, a failure or an expired lease frees its slot.
 func TestPartitionMaxInFlight(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for _, p := range []string{"a", "a", "a", "a", "b", "b", "b", ""} {
@@ -184,6 +188,7 @@ func mapsEqual(a, b map[string]int) bool {
 // TestPartitionBoundOnUnpartitionedQueue: without partitioned tasks the
 // queue is one partition, so the bound is one on the queue's tasks.
 func TestPartitionBoundOnUnpartitionedQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for range 5 {
@@ -199,6 +204,7 @@ func TestPartitionBoundOnUnpartitionedQueue(t *testing.T) {
 // between partitions and counts the completed task's slot of its
 // partition's bound as free.
 func TestCompleteAndClaimRotates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	var ts []Task
@@ -245,6 +251,7 @@ func TestCompleteAndClaimRotates(t *testing.T) {
 // work is at its bound is not served by more work for those partitions,
 // and is woken by a completion that frees a slot.
 func TestClaimWaitPartitionBound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	mustDo(t, q.SetLimits(ctx, Limits{PartitionMaxInFlight: 1}))
@@ -281,6 +288,7 @@ func TestClaimWaitPartitionBound(t *testing.T) {
 // partitions' counts right (Verify recomputes them from the records after
 // each step), and Partitions reports them.
 func TestPartitionCountsThroughEveryTransition(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	check := func(step string) {
@@ -356,6 +364,7 @@ func TestPartitionCountsThroughEveryTransition(t *testing.T) {
 // partition bound come back from the log after a crash and from a
 // snapshot after a reopen, and claims go on rotating and bounded.
 func TestPartitionsSurviveCrashAndReopen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	for _, p := range []string{"a", "a", "a", "b", "b", ""} {
@@ -397,6 +406,7 @@ func TestPartitionsSurviveCrashAndReopen(t *testing.T) {
 // TestPartitionRefusesBadInput: a partition name is checked like a kind,
 // and a partition bound like the queue's.
 func TestPartitionRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for _, p := range []string{"\xff", "a\x00b", strings.Repeat("p", MaxNameBytes+1)} {
@@ -425,6 +435,7 @@ func TestPartitionRefusesBadInput(t *testing.T) {
 // though others remain: as a restore, which sees only the records, would
 // have it.
 func TestPartitionStateFollowsRecords(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	e.enqueue(q, Task{})
@@ -458,6 +469,7 @@ func TestPartitionStateFollowsRecords(t *testing.T) {
 // alone, after the queue's partitioned tasks came and went) goes on
 // planning the same claims as the others.
 func TestReplicatedPartitionsMatchStandalone(t *testing.T) {
+	t.Parallel()
 	matchStandalone(t, 11, func(api API, clock *ManualClock) []func() string {
 		q := api.Queue(ns, "q")
 		show := func(v any, err error) string { return fmt.Sprintf("%+v err=%v", v, err) }

@@ -40,6 +40,7 @@ func (e *env) claimDone(q Queue, max int) []Lease {
 // while the other partitions are served; a burst is leased at once after a
 // quiet spell; the default partition has a bucket too.
 func TestPartitionRate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for range 10 {
@@ -97,6 +98,7 @@ func TestPartitionRate(t *testing.T) {
 // TestPartitionRateWithQueueLimits: a claim leases what both the queue's
 // rate limit and each partition's allow.
 func TestPartitionRateWithQueueLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for _, p := range []string{"a", "a", "a", "b", "b", "b", "c", "c", "c"} {
@@ -119,6 +121,7 @@ func TestPartitionRateWithQueueLimits(t *testing.T) {
 // partition, the default partition's bucket is a second rate limit on the
 // queue, also across a switch to partitioned.
 func TestPartitionRateUnpartitioned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for range 5 {
@@ -145,6 +148,7 @@ func TestPartitionRateUnpartitioned(t *testing.T) {
 // TestCompleteAndClaimPartitionRate: a completion that claims leases only
 // what the partitions' buckets allow.
 func TestCompleteAndClaimPartitionRate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for _, p := range []string{"a", "a", "a", "b"} {
@@ -174,6 +178,7 @@ func TestCompleteAndClaimPartitionRate(t *testing.T) {
 // are out of tokens is woken by its timer when one of them gains one, not
 // before and not by polling.
 func TestClaimWaitPartitionToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	mustDo(t, q.SetLimits(ctx, Limits{PartitionRate: 1, PartitionPer: time.Second}))
@@ -208,6 +213,7 @@ func TestClaimWaitPartitionToken(t *testing.T) {
 // TestPartitionRateSurvivesCrashAndReopen: the buckets' levels are in the
 // log and in snapshots.
 func TestPartitionRateSurvivesCrashAndReopen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	for _, p := range []string{"a", "a", "a", "b", "b", "", ""} {
@@ -244,6 +250,7 @@ func TestPartitionRateSurvivesCrashAndReopen(t *testing.T) {
 // TestPartitionRateRefusesBadInput: partition rate limits out of range are
 // ErrInvalid and change nothing.
 func TestPartitionRateRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	before := dump(e.db)
@@ -273,6 +280,7 @@ func TestPartitionRateRefusesBadInput(t *testing.T) {
 // same rate-limited claims as a standalone DB, and a member restored from
 // an image goes on planning them alike.
 func TestReplicatedPartitionRateMatchesStandalone(t *testing.T) {
+	t.Parallel()
 	matchStandalone(t, 6, func(api API, clock *ManualClock) []func() string {
 		q := api.Queue(ns, "q")
 		show := func(v any, err error) string { return fmt.Sprintf("%+v err=%v", v, err) }

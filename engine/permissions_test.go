@@ -6,6 +6,7 @@ import "testing"
 // it: everything for the DB as opened, the grant for a caller, nothing for
 // a view that refuses every call.
 func TestPermissions(t *testing.T) {
+	t.Parallel()
 	policy := Policy{
 		"reader": {{Project: "acme", Scope: "*", Perms: PermRead | PermKVRead}},
 		"admin":  {{Project: "*", Scope: "*", Perms: PermAll}},

@@ -105,6 +105,7 @@ func isSettled(p *Pending) bool {
 // has returned, and one or two fsyncs cover them all; their ids follow the
 // call order, and a reopened DB holds every one.
 func TestEnqueueAsyncPipelines(t *testing.T) {
+	t.Parallel()
 	e, gate := gated(t)
 	q := e.q("q")
 	first := q.EnqueueAsync(ctx, Task{Payload: []byte(`1`)})
@@ -150,6 +151,7 @@ func TestEnqueueAsyncPipelines(t *testing.T) {
 // enqueue in flight reports ErrFailed, none succeeds, and the engine takes
 // no more writes, pipelined or not.
 func TestEnqueueAsyncLogFailure(t *testing.T) {
+	t.Parallel()
 	e, gate := gated(t)
 	q := e.q("q")
 	ps := []*Pending{q.EnqueueAsync(ctx, Task{})}
@@ -191,6 +193,7 @@ func (c *doneCtx) Done() <-chan struct{} {
 // next one waits for a slot: cancelled, it enqueues nothing; otherwise it
 // goes ahead once a round settles. Refused calls hold no slot.
 func TestEnqueueAsyncBackPressure(t *testing.T) {
+	t.Parallel()
 	e, gate := gated(t, func(o *Options) { o.MaxInFlight = 4 })
 	q := e.q("q")
 	var ps []*Pending
@@ -245,6 +248,7 @@ func TestEnqueueAsyncBackPressure(t *testing.T) {
 // durable, as Enqueue reports them; a context that ends first only ends
 // the Wait; in memory every Pending is settled at once.
 func TestEnqueueAsyncOutcomes(t *testing.T) {
+	t.Parallel()
 	e, gate := gated(t, func(o *Options) { o.MaxInFlight = 8 })
 	q := e.q("q")
 	first := q.EnqueueAsync(ctx, Task{IdempotencyKey: "k"}, Set("a", []byte("1")))
@@ -289,6 +293,7 @@ func TestEnqueueAsyncOutcomes(t *testing.T) {
 // TestEnqueueAsyncClose: Close with enqueues in flight settles them (the
 // last round is synced before the log closes); later calls get ErrClosed.
 func TestEnqueueAsyncClose(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	var ps []*Pending
@@ -313,6 +318,7 @@ func TestEnqueueAsyncClose(t *testing.T) {
 // TestEnqueueAsyncReplicated: on a replicated DB the enqueue is submitted
 // to the log; every member applies it.
 func TestEnqueueAsyncReplicated(t *testing.T) {
+	t.Parallel()
 	l := newLocalLog(t, 2, func(int) Options { return Options{Clock: NewManualClock(t0), MaxInFlight: 2} })
 	q := l.members[0].db.Queue(ns, "q")
 	var ps []*Pending
@@ -334,6 +340,7 @@ func TestEnqueueAsyncReplicated(t *testing.T) {
 // TestNewPending: a Pending made for another implementation settles once,
 // with the first outcome.
 func TestNewPending(t *testing.T) {
+	t.Parallel()
 	p, settle := NewPending()
 	if isSettled(p) {
 		t.Fatal("settled before settle")

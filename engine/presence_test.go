@@ -25,6 +25,7 @@ func workerIDs(t *testing.T, db Presence, ns Namespace) []string {
 // not; the next report in the namespace deletes it; a restart keeps it
 // only as long as its TTL says.
 func TestPresenceTTL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	start := e.clock.Now()
 	p := WorkerPresence{ID: "w1", Host: "h", PID: 7, Version: "v1", Queues: []WorkerQueue{{Queue: "q", Concurrency: 4}},
@@ -79,6 +80,7 @@ func TestPresenceTTL(t *testing.T) {
 
 // Bad reports are refused with ErrInvalid and change nothing.
 func TestPresenceRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	for name, c := range map[string]struct {
 		p   WorkerPresence
@@ -113,6 +115,7 @@ func TestPresenceRefusesBadInput(t *testing.T) {
 // A namespace keeps at most MaxWorkers live workers: one more is refused,
 // one that reports again is not, and an expired one makes room.
 func TestPresenceBounded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a thousand reports")
 	}
@@ -140,6 +143,7 @@ func TestPresenceBounded(t *testing.T) {
 
 // Reporting needs work, listing read, controlling a schedule admin.
 func TestPresencePermissions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) {
 		o.Authorizer = Policy{
 			"worker": {{Project: "*", Scope: "*", Perms: PermWork}},
@@ -183,6 +187,7 @@ func TestPresencePermissions(t *testing.T) {
 // Schedules are listed with their pause state and run-now request; control
 // calls on a schedule no runtime reports are ErrNotFound.
 func TestScheduleControls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	s := ScheduleInfo{Queue: "reports/daily", Name: "a/b", Spec: "@hourly", Kind: "report", Worker: "w1", Next: t0.Add(time.Hour)}
 	if err := e.db.ReportSchedule(ctx, ns, s, time.Minute); err != nil {

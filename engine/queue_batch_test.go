@@ -10,6 +10,7 @@ import (
 // ops and follow-ups) and leases the next tasks in serving order; the
 // follow-ups it enqueues on the same queue are not among them.
 func TestCompleteAndClaim(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("q")
 	for p := range 4 {
@@ -61,6 +62,7 @@ func TestCompleteAndClaim(t *testing.T) {
 // are refused, changes nothing: no completion, no claim; bad input is
 // ErrInvalid.
 func TestCompleteAndClaimRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	for range 3 {
@@ -122,6 +124,7 @@ func TestCompleteAndClaimRefusals(t *testing.T) {
 // ErrLeaseLost in its place and keeps its Deadline; bad input (a lease of
 // another queue among them) changes nothing.
 func TestHeartbeatBatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	for range 4 {
@@ -207,6 +210,7 @@ func TestHeartbeatBatch(t *testing.T) {
 // (TestReplicatedControlsMatchStandalone has a replicated DB plan the
 // same).
 func TestCompleteAndClaimWithinControls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	for range 8 {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestEnqueueOptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("emails")
 	cases := []struct {
@@ -70,6 +71,7 @@ func TestEnqueueOptions(t *testing.T) {
 }
 
 func TestEnqueueCopiesInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	buf := []byte(`{"a":1}`)
@@ -81,6 +83,7 @@ func TestEnqueueCopiesInput(t *testing.T) {
 }
 
 func TestPriorityThenFIFO(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	var want []uint64
@@ -103,6 +106,7 @@ func TestPriorityThenFIFO(t *testing.T) {
 }
 
 func TestClaimBatchReturnsLeaseFields(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for i := range 5 {
@@ -124,6 +128,7 @@ func TestClaimBatchReturnsLeaseFields(t *testing.T) {
 }
 
 func TestDueTimersPromotedBeforeServing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	ready := e.enqueue(q, Task{Priority: 1})
@@ -157,6 +162,7 @@ func TestDueTimersPromotedBeforeServing(t *testing.T) {
 }
 
 func TestClaimPromotesEveryDueTimer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for range 10 {
@@ -173,6 +179,7 @@ func TestClaimPromotesEveryDueTimer(t *testing.T) {
 }
 
 func TestExpiredLeaseReclaimed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	retry := e.enqueue(q, Task{MaxAttempts: 3})
@@ -204,6 +211,7 @@ func TestExpiredLeaseReclaimed(t *testing.T) {
 }
 
 func TestReclaimWithoutClaimingGoesReadyAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{BackoffBase: time.Hour})
@@ -222,6 +230,7 @@ func TestReclaimWithoutClaimingGoesReadyAtOnce(t *testing.T) {
 }
 
 func TestBackoffExact(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{MaxAttempts: 10, BackoffBase: 2 * time.Second, BackoffMax: 20 * time.Second})
@@ -247,6 +256,7 @@ func TestBackoffExact(t *testing.T) {
 }
 
 func TestBackoffFunction(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		base, max int64
 		att       uint32
@@ -263,6 +273,7 @@ func TestBackoffFunction(t *testing.T) {
 }
 
 func TestFailOutcomes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	perm := e.enqueue(q, Task{})
@@ -296,6 +307,7 @@ func TestFailOutcomes(t *testing.T) {
 }
 
 func TestStaleTokensRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	id := e.enqueue(q, Task{})
@@ -334,6 +346,7 @@ func TestStaleTokensRefused(t *testing.T) {
 }
 
 func TestTokensNeverGoBackAcrossRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	id := e.enqueue(q, Task{MaxAttempts: 100})
@@ -362,6 +375,7 @@ func TestTokensNeverGoBackAcrossRestart(t *testing.T) {
 }
 
 func TestHeartbeat(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{})
@@ -389,6 +403,7 @@ func TestHeartbeat(t *testing.T) {
 }
 
 func TestIdempotency(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.IdempotencyTTL = time.Hour })
 	q := e.q("q")
 	a, err := q.Enqueue(ctx, Task{IdempotencyKey: "welcome-42", Payload: []byte(`1`)})
@@ -438,6 +453,7 @@ func TestIdempotency(t *testing.T) {
 }
 
 func TestIdempotencyForgottenAtOnceWithNegativeTTL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.IdempotencyTTL = -1 })
 	q := e.q("q")
 	a, _ := q.Enqueue(ctx, Task{IdempotencyKey: "k"})
@@ -451,6 +467,7 @@ func TestIdempotencyForgottenAtOnceWithNegativeTTL(t *testing.T) {
 }
 
 func TestCompleteWithFollowUpsAndMutations(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("step1")
 	e.enqueue(q, Task{Payload: []byte(`{"order":7}`)})
@@ -479,6 +496,7 @@ func TestCompleteWithFollowUpsAndMutations(t *testing.T) {
 }
 
 func TestCompleteAllOrNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	e.enqueue(q, Task{})
@@ -499,6 +517,7 @@ func TestCompleteAllOrNothing(t *testing.T) {
 }
 
 func TestOutboxAllOrNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("emails")
 	kv := e.db.KV(ns)
@@ -527,6 +546,7 @@ func TestOutboxAllOrNothing(t *testing.T) {
 }
 
 func TestKV(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	kv := e.db.KV(ns)
 	for _, k := range []string{"b/2", "a/1", "b/1", "c", "b/3"} {
@@ -572,6 +592,7 @@ func TestKV(t *testing.T) {
 }
 
 func TestCancelRedriveListCounts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	var dead []uint64
@@ -636,6 +657,7 @@ func TestCancelRedriveListCounts(t *testing.T) {
 }
 
 func TestCancelInFlightFencesWorker(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{})
@@ -647,6 +669,7 @@ func TestCancelInFlightFencesWorker(t *testing.T) {
 }
 
 func TestRetainCompleted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("q")
 	id := e.enqueue(q, Task{})
@@ -673,6 +696,7 @@ func TestRetainCompleted(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.MaxPayloadBytes = 100 })
 	q := e.q("q")
 	long := strings.Repeat("x", 256)
@@ -753,6 +777,7 @@ func TestBadInput(t *testing.T) {
 // BackoffBase is refused (TestBadInput); a zero on either side is the
 // default, and equal values are fine.
 func TestBackoffZeroMaxIsDefault(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	for _, c := range []struct{ base, max, wantBase, wantMax time.Duration }{
@@ -777,6 +802,7 @@ func TestBackoffZeroMaxIsDefault(t *testing.T) {
 // entries and idempotency keys any bytes too (TestHostileInput); a
 // failure's text loses the bytes that are not UTF-8.
 func TestInvalidUTF8Refused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	bad := []byte("{\"msg\":\"caf\xe9\"}") // Latin-1 é
@@ -819,6 +845,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	e.enqueue(q, Task{})
@@ -837,6 +864,7 @@ func TestClosed(t *testing.T) {
 }
 
 func TestCompleteBatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("q")
 	for range 5 {
@@ -873,6 +901,7 @@ func TestCompleteBatch(t *testing.T) {
 }
 
 func TestSnoozeUnderAMicrosecondIsReadyAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{})

@@ -13,6 +13,7 @@ import (
 // page at a time under the lock. Either way the answer is the program's
 // listing cut to the readable namespaces.
 func TestQueuesVisitsGrantedNamespaces(t *testing.T) {
+	// Not parallel: it sets a hook of the package.
 	policy := Policy{
 		"alice": {{Project: "tenant-a", Scope: "prod", Perms: PermRead}, {Project: "other", Scope: "*", Perms: PermEnqueue}},
 		"carol": {{Project: "tenant-a", Scope: "*", Perms: PermRead | PermWork}},

@@ -13,6 +13,7 @@ import (
 // frees state works; its workers stay visible; and raising the quota lets
 // it enqueue again.
 func TestQuotaRefusesOnlyItsNamespace(t *testing.T) {
+	t.Parallel()
 	for _, mem := range []bool{true, false} {
 		t.Run(map[bool]string{true: "memory", false: "disk"}[mem], func(t *testing.T) {
 			e := newEnv(t, mem)
@@ -96,6 +97,7 @@ func TestQuotaRefusesOnlyItsNamespace(t *testing.T) {
 // TestQuotaBytes: the byte quota refuses a KV write and an enqueue past
 // it, naming the sizes; deletes work at a full quota.
 func TestQuotaBytes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	if err := e.db.SetQuota(ctx, ns, Quota{MaxBytes: 8 << 10}); err != nil {
 		t.Fatal(err)
@@ -130,6 +132,7 @@ func TestQuotaBytes(t *testing.T) {
 // (each adds its owner's name): past the quota and its reserve a claim is
 // refused with ErrFull in that namespace only.
 func TestQuotaClaims(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	if err := e.db.SetQuota(ctx, ns, Quota{MaxBytes: 16 << 10}); err != nil {
 		t.Fatal(err)
@@ -171,6 +174,7 @@ func TestQuotaClaims(t *testing.T) {
 // results (retained), which frees them; a completion with a follow-up is
 // refused past the reserve.
 func TestQuotaCompletionsWithResultsDrain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("q")
 	for range 8 {
@@ -193,6 +197,7 @@ func TestQuotaCompletionsWithResultsDrain(t *testing.T) {
 
 // TestQuotaSurvivesReopen: the quota is state, kept across a restart.
 func TestQuotaSurvivesReopen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	want := Quota{MaxTasks: 1, MaxBytes: 1 << 20}
 	if err := e.db.SetQuota(ctx, ns, want); err != nil {
@@ -213,6 +218,7 @@ func TestQuotaSurvivesReopen(t *testing.T) {
 // setting needs PermAdmin and reading PermRead, and none changes
 // anything.
 func TestQuotaBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	before := dump(e.db)
 	for _, q := range []Quota{{MaxTasks: -1}, {MaxBytes: -1}} {
@@ -254,6 +260,7 @@ func TestQuotaBadInput(t *testing.T) {
 // submitting node refuses past it before the log, and every member holds
 // the same quota.
 func TestQuotaOnAReplicatedLog(t *testing.T) {
+	t.Parallel()
 	clock := NewManualClock(t0)
 	l := newLocalLog(t, 2, func(int) Options { return Options{Clock: clock} })
 	if err := l.members[0].db.SetQuota(ctx, ns, Quota{MaxTasks: 3}); err != nil {

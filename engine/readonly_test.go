@@ -14,6 +14,7 @@ import (
 // every write with ErrReadOnly, and changes nothing on disk, not even a torn
 // tail Open would cut.
 func TestOpenReadOnly(t *testing.T) {
+	t.Parallel()
 	dir := damageBase(t)
 	segs := walSegments(t, dir)
 	last := segs[len(segs)-1]
@@ -70,6 +71,7 @@ func TestOpenReadOnly(t *testing.T) {
 // TestOpenReadOnlyRefusesOtherDirectories: a directory that is not a docket
 // data directory is refused and left exactly as it was.
 func TestOpenReadOnlyRefusesOtherDirectories(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module x\n"), 0o644)
 	_, err := OpenReadOnly(dir, Options{})
@@ -98,6 +100,7 @@ func TestOpenReadOnlyRefusesOtherDirectories(t *testing.T) {
 // of a torn tail Open cut (file, offset, bytes) and of a task going to the
 // dead-letter queue.
 func TestLogsCutTailAndDeadLetter(t *testing.T) {
+	t.Parallel()
 	var logged bytes.Buffer
 	e := newEnv(t, false, func(o *Options) {
 		o.SnapshotBytes = -1

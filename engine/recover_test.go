@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/docketdb/docket/internal/index"
@@ -19,21 +20,79 @@ import (
 // 20, 21..40, a snapshot at 40 (the log now starts at 21), 41..50, over
 // small log segments. Every enqueue is one batch and one task, so batch k
 // holds task k.
+//
+// The directory is built once per test binary and copied for each caller.
 func damageBase(t *testing.T) string {
 	t.Helper()
-	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes, o.SegmentBytes, o.Logger = -1, 400, quietLogger() })
-	q := e.q("q")
+	damageTemplate.once.Do(func() { damageTemplate.dir, damageTemplate.err = buildDamageBase() })
+	if damageTemplate.err != nil {
+		t.Fatalf("building the damage base: %v", damageTemplate.err)
+	}
+	dir := t.TempDir()
+	if err := copyTree(damageTemplate.dir, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// damageTemplate is the directory damageBase copies; TestMain removes it.
+var damageTemplate struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func buildDamageBase() (string, error) {
+	dir, err := os.MkdirTemp("", "docket-damage-base-")
+	if err != nil {
+		return "", err
+	}
+	db, err := Open(dir, Options{Clock: NewManualClock(t0), SnapshotBytes: -1, SegmentBytes: 400, Logger: quietLogger()})
+	if err != nil {
+		return dir, err
+	}
+	q := db.Queue(ns, "q")
 	for i := 1; i <= 50; i++ {
-		e.enqueue(q, Task{Payload: []byte(`{"x":"0123456789"}`)})
+		if _, err := q.Enqueue(ctx, Task{Payload: []byte(`{"x":"0123456789"}`)}); err != nil {
+			db.Close()
+			return dir, err
+		}
 		if i == 20 || i == 40 {
-			if err := e.db.Checkpoint(ctx); err != nil {
-				t.Fatal(err)
+			if err := db.Checkpoint(ctx); err != nil {
+				db.Close()
+				return dir, err
 			}
 		}
 	}
-	e.crash()
-	e.db = nil
-	return e.dir
+	(&env{db: db}).crash()
+	return dir, nil
+}
+
+// copyTree copies the directories and files under src into dst, keeping
+// their permissions.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, info.Mode().Perm())
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, info.Mode().Perm())
+	})
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(discard{}, nil)) }
@@ -94,6 +153,7 @@ func flipFile(t *testing.T, path string) {
 // says the directory is sound exactly when Open opens it, and then both
 // recover the same batch. Check runs first: Open cuts a torn tail.
 func TestCheckAgreesWithOpen(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	cases := []struct {
 		name   string
@@ -150,6 +210,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := damageBase(t)
 			tc.damage(t, dir)
 			rep, cerr := Check(dir)
@@ -180,6 +241,7 @@ func TestCheckAgreesWithOpen(t *testing.T) {
 // docket directory, and a file that cannot be read are reported as such,
 // never as corrupt.
 func TestCheckReportsWhatIsNotDamage(t *testing.T) {
+	t.Parallel()
 	_, err := Check(filepath.Join(t.TempDir(), "missing"))
 	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("missing path: %v", err)
@@ -222,6 +284,7 @@ func TestCheckReportsWhatIsNotDamage(t *testing.T) {
 // newest snapshot holds does not stop Open or Repair; Open says so in the
 // log, and the next snapshot's truncation removes it.
 func TestOpenGetsPastDamageBeforeSnapshot(t *testing.T) {
+	t.Parallel()
 	dir := damageBase(t)
 	flipRecord(t, dir, 30)
 	if _, err := Repair(dir); err != nil {
@@ -259,6 +322,7 @@ func TestOpenGetsPastDamageBeforeSnapshot(t *testing.T) {
 // keeps everything before the damaged record, keeps copies of what it cut,
 // and says which batches and how many tasks were lost.
 func TestSalvage(t *testing.T) {
+	t.Parallel()
 	dir := damageBase(t)
 	flipRecord(t, dir, 44)
 	before := dirBytes(t, dir)
@@ -313,6 +377,7 @@ func TestSalvage(t *testing.T) {
 // TestSalvageRefusals: an open directory, and damage no cut can get past,
 // are refused and nothing changes; a sound directory loses nothing.
 func TestSalvageRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	_, err := Salvage(e.dir)
 	wantErr(t, err, ErrLocked)
@@ -341,6 +406,7 @@ func TestSalvageRefusals(t *testing.T) {
 // is the error reported, even when the read fails later; a read that fails
 // after good records reports the read's error; good records load in order.
 func TestLoadSnapshotPipeline(t *testing.T) {
+	t.Parallel()
 	enc := index.NewEncoder()
 	qk := index.QueueKey{Namespace: index.Namespace{Project: "p", Scope: "s"}, Name: "q"}
 	const n = 10_000

@@ -49,6 +49,7 @@ func appendLogged(t *testing.T, dir string, batches ...*index.Batch) {
 // hold is refused, applies nothing, and replay goes on; Open and Check agree
 // and the next commit follows the refused batch's sequence number.
 func TestReplayContinuesPastRefusal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	e.enqueue(q, Task{})
@@ -82,6 +83,7 @@ func TestReplayContinuesPastRefusal(t *testing.T) {
 // another sequence number is damage for Check exactly as for Open (they
 // share one replay).
 func TestCheckAgreesWithOpenOnSequence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	e.enqueue(e.q("q"), Task{})
 	e.crash()
@@ -96,6 +98,7 @@ func TestCheckAgreesWithOpenOnSequence(t *testing.T) {
 // TestReplicaRestore: a replica restored from a DB's encoded state has the
 // same hash and follows the DB's next batches.
 func TestReplicaRestore(t *testing.T) {
+	t.Parallel()
 	var r *replica
 	e := newEnv(t, true, func(o *Options) {
 		o.tap = func(seq uint64, data []byte) {
@@ -146,6 +149,7 @@ func TestReplicaRestore(t *testing.T) {
 // reads, leases taken before keep working (their secret is 0), and new
 // writes use the current format on top.
 func TestOpensVersion1Directory(t *testing.T) {
+	t.Parallel()
 	dir, _ := fixture(t, "v1dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 6 || rep.Tasks != 3 {
@@ -187,6 +191,7 @@ func TestOpensVersion1Directory(t *testing.T) {
 // task reads as it was written, the leases keep working, and the upgraded
 // directory reopens to the same state.
 func TestOpensVersion2Directory(t *testing.T) {
+	t.Parallel()
 	dir, leases := fixture(t, "v2dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 18 || rep.Tasks != 7 {
@@ -240,6 +245,7 @@ func TestOpensVersion2Directory(t *testing.T) {
 // have default settings, a new task can wait on the old ones, and the
 // upgraded directory reopens to the same state.
 func TestOpensVersion3Directory(t *testing.T) {
+	t.Parallel()
 	dir, leases := fixture(t, "v3dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 14 || rep.Tasks != 6 {
@@ -337,6 +343,7 @@ func TestOpensVersion3Directory(t *testing.T) {
 // wait on the old ones, also on a paused queue, and the upgraded
 // directory reopens to the same state.
 func TestOpensVersion4Directory(t *testing.T) {
+	t.Parallel()
 	dir, leases := fixture(t, "v4dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Seq != 19 || rep.Tasks != 8 {
@@ -471,6 +478,7 @@ func TestOpensVersion4Directory(t *testing.T) {
 // partitioned tasks join them, and the upgraded directory reopens to the
 // same state.
 func TestOpensVersion5Directory(t *testing.T) {
+	t.Parallel()
 	dir, leases := fixture(t, "v5dir")
 	rep, err := Check(dir)
 	if err != nil || rep.Tasks != 8 {

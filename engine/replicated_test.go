@@ -352,6 +352,7 @@ func script(api API, clock *ManualClock) []struct {
 // after every step every member holds the standalone DB's state, byte for
 // byte. Calls refused by validation never reach the log.
 func TestReplicatedMatchesStandalone(t *testing.T) {
+	t.Parallel()
 	for _, retain := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprintf("retain=%v", retain), func(t *testing.T) {
 			sclock, rclock := NewManualClock(t0), NewManualClock(t0)
@@ -388,6 +389,7 @@ func TestReplicatedMatchesStandalone(t *testing.T) {
 // retention and idempotency options still apply the same batches, because
 // those options travel with each command.
 func TestReplicatedPlansWithSubmittersOptions(t *testing.T) {
+	t.Parallel()
 	clock := NewManualClock(t0)
 	l := newLocalLog(t, 3, func(i int) Options {
 		o := Options{Clock: clock}
@@ -428,6 +430,7 @@ func (c *stepBack) set(t time.Time) {
 // timer is not due before the old leader's now, and a heartbeat extends
 // from the applied time.
 func TestReplicatedTimeNeverGoesBack(t *testing.T) {
+	t.Parallel()
 	fast := &stepBack{now: t0.Add(time.Hour), ManualClock: NewManualClock(t0)}
 	slow := &stepBack{now: t0, ManualClock: NewManualClock(t0)}
 	l := newLocalLog(t, 3, func(i int) Options {
@@ -495,6 +498,7 @@ func getInfo(t *testing.T, q Queue, id uint64) TaskInfo {
 // linearizable reads with ErrNotLeader, logging nothing; with
 // WithStaleReads it serves reads from its own state.
 func TestReplicatedReadsAndWritesNeedTheLeader(t *testing.T) {
+	t.Parallel()
 	l := newLocalLog(t, 2, func(int) Options { return Options{Clock: NewManualClock(t0)} })
 	lead, fol := l.members[0].db, l.members[1].db
 	res, err := lead.Queue(ns, "q").Enqueue(ctx, Task{})
@@ -544,6 +548,7 @@ func TestReplicatedReadsAndWritesNeedTheLeader(t *testing.T) {
 // even one committed before it got its answer; with nothing due it learns
 // when the next timer is, to wait for it.
 func TestReplicatedClaimWait(t *testing.T) {
+	t.Parallel()
 	clock := NewManualClock(t0)
 	l := newLocalLog(t, 3, func(int) Options { return Options{Clock: clock} })
 	db := l.members[0].db
@@ -625,6 +630,7 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 // date from another's image and then follows the log; its state equals the
 // others'. A damaged stream changes nothing.
 func TestReplicatedRestore(t *testing.T) {
+	t.Parallel()
 	clock := NewManualClock(t0)
 	l := newLocalLog(t, 3, func(int) Options { return Options{Clock: clock} })
 	lag := l.members[2]
@@ -691,6 +697,7 @@ func TestReplicatedRestore(t *testing.T) {
 // commands; bytes that are not a command are an ErrCorrupt answer that
 // changes nothing; a command of an unknown version stops the DB.
 func TestApplyCommandRefuses(t *testing.T) {
+	t.Parallel()
 	l := newLocalLog(t, 1, func(int) Options { return Options{Clock: NewManualClock(t0)} })
 	db := l.members[0].db
 	cmd := command{Op: cmdEnqueue, NS: ns, Queue: "q", Now: t0.UnixMicro(), Task: spec{MaxAttempts: 5}}

@@ -13,6 +13,7 @@ func prio(p int) *int { return &p }
 // priority, a ready one moved later waits, the payload (in the value log)
 // and the attempt count stay, and the state survives a reopen.
 func TestReschedule(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.ValueThreshold = 1024; o.RetainCompleted = time.Hour })
 	q := e.q("jobs")
 	big := []byte(`"` + strings.Repeat("x", 4000) + `"`)
@@ -45,6 +46,7 @@ func TestReschedule(t *testing.T) {
 // naming its state; bad input is ErrInvalid; a task of another queue is not
 // found; none of them changes anything.
 func TestRescheduleRefuses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("jobs")
 	a := e.enqueue(q, Task{})
@@ -94,6 +96,7 @@ func TestRescheduleRefuses(t *testing.T) {
 
 // TestRescheduleNeedsAdmin: rescheduling needs the permission RunNow does.
 func TestRescheduleNeedsAdmin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) {
 		o.Authorizer = Policy{"w": {{Project: "*", Scope: "*", Perms: PermWork | PermEnqueue | PermRead}}}
 	})
@@ -108,6 +111,7 @@ func TestRescheduleNeedsAdmin(t *testing.T) {
 // TestRescheduleWaiting: a waiting task keeps waiting for its dependency,
 // then is due at its new time with its new priority.
 func TestRescheduleWaiting(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("jobs")
 	parent := e.enqueue(q, Task{})

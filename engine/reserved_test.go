@@ -13,6 +13,7 @@ import (
 // skips them wherever they fall in key order, and SystemKV reaches only
 // them, with PermSystem and nothing less.
 func TestReservedKeys(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) {
 		o.Authorizer = Policy{
 			"kv":  {{Project: "*", Scope: "*", Perms: PermKVRead | PermKVWrite | PermEnqueue | PermWork}},

@@ -74,6 +74,7 @@ func TestEmptiedQueuesCostLittle(t *testing.T) {
 // the forgetting of idle totals, and a queue whose totals were forgotten
 // comes back, counting from 0, when a task arrives.
 func TestEmptiedQueueKeepsSettings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.Durability = SyncNever })
 	ctl, plain := e.q("ctl"), e.q("plain")
 	limits := Limits{MaxInFlight: 3, Rate: 10, Per: time.Second, Burst: 10, PartitionMaxInFlight: 2}

@@ -183,6 +183,7 @@ func searchAll(t *testing.T, q Queue, f Filter, newest bool, limit int) []TaskIn
 // returns exactly the tasks a filter over every listed task keeps, oldest
 // first or newest first, through its pages, and counts them.
 func TestSearchMatchesBruteForce(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 27))
@@ -232,6 +233,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 // TestSearchReachesPastAnyWindow: a match after many thousand tasks that
 // do not match is found and counted, and the walk takes several chunks.
 func TestSearchReachesPastAnyWindow(t *testing.T) {
+	// Not parallel: it sets a hook of the package.
 	e := newEnv(t, true)
 	q := e.q("q")
 	batch := make([]Task, 1000)
@@ -261,6 +263,7 @@ func TestSearchReachesPastAnyWindow(t *testing.T) {
 // held), and the walk sees them: a task cancelled ahead of it is not
 // counted, one enqueued behind the walk's end is.
 func TestSearchReleasesLockBetweenChunks(t *testing.T) {
+	// Not parallel: it sets a hook of the package.
 	e := newEnv(t, true)
 	q := e.q("q")
 	tasks := make([]Task, 9000) // three chunks
@@ -293,6 +296,7 @@ func TestSearchReleasesLockBetweenChunks(t *testing.T) {
 // TestSearchRefusesBadInput: a bad filter, limit or cursor is ErrInvalid,
 // and so is a bad bulk action; nothing changes.
 func TestSearchRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	e.enqueue(q, Task{Kind: "k"})
@@ -356,6 +360,7 @@ func bulkOutcome(a BulkAction, ti TaskInfo) (next State, gone bool, skip string)
 // the tasks the filter selects, as its table says, skips the others it
 // selects with their reason, and touches nothing else.
 func TestBulkMatchesModel(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(8) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 2727))
@@ -449,6 +454,7 @@ func findTask(ts []TaskInfo, id uint64) TaskInfo {
 // two of them); a crash after the first leaves every task dead or
 // redriven, none half, and running the bulk again finishes the rest.
 func TestBulkCommitsInChunksAndSurvivesCrash(t *testing.T) {
+	// Not parallel: it sets a hook of the package.
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	const n = 2*bulkScan + 100
@@ -508,6 +514,7 @@ func TestBulkCommitsInChunksAndSurvivesCrash(t *testing.T) {
 // TestBulkCancelsDependentsOnce: cancelling a parent and the task waiting
 // for it, both selected, removes both once and the state verifies.
 func TestBulkCancelsDependentsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	parent := e.enqueue(q, Task{Kind: "k", Delay: time.Hour})
@@ -534,6 +541,7 @@ func TestBulkCancelsDependentsOnce(t *testing.T) {
 
 // TestBulkNeedsAdmin: a caller who may only read searches but may not act.
 func TestBulkNeedsAdmin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) {
 		o.Authorizer = Policy{"viewer": {{Project: "*", Scope: "*", Perms: PermRead}}}
 	})

@@ -24,6 +24,7 @@ import (
 // between its unlock and its Add long enough for Close to reach its wait
 // first, hence several rounds.
 func TestCloseWhileEnqueueing(t *testing.T) {
+	t.Parallel()
 	rounds := 20
 	if testing.Short() {
 		rounds = 4
@@ -72,6 +73,7 @@ func closeWhileEnqueueing(t *testing.T) {
 // Everything a call returns is the caller's: writing to it changes nothing
 // stored.
 func TestReturnedValuesAreCopies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("jobs")
 	id := e.enqueue(q, Task{Payload: []byte(`{"a":1}`), Headers: map[string]string{"k": "v"}})
@@ -105,6 +107,7 @@ func TestReturnedValuesAreCopies(t *testing.T) {
 
 // Returned times are in UTC whatever the process's zone.
 func TestTimesInUTC(t *testing.T) {
+	// Not parallel: it changes time.Local.
 	old := time.Local
 	time.Local = time.FixedZone("EST", -5*3600)
 	defer func() { time.Local = old }()
@@ -133,6 +136,7 @@ func TestTimesInUTC(t *testing.T) {
 // A follow-up that reuses the idempotency key of the task completing is
 // enqueued: that task ends in the same commit.
 func TestFollowUpTakesCompletingTasksKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("jobs")
 	id := e.enqueue(q, Task{IdempotencyKey: "step"})
@@ -171,6 +175,7 @@ func TestFollowUpTakesCompletingTasksKey(t *testing.T) {
 }
 
 func TestRunNow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("jobs")
 	timer := e.enqueue(q, Task{Delay: time.Hour})
@@ -221,6 +226,7 @@ func TestRunNow(t *testing.T) {
 }
 
 func TestRunNowNeedsAdmin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) {
 		o.Authorizer = Policy{"w": {{Project: "*", Scope: "*", Perms: PermWork | PermEnqueue | PermRead}}}
 	})
@@ -260,6 +266,7 @@ func (e *env) queuesAndWaiters() (int, int) {
 // Refused calls and cancelled waits on new queue names leave nothing in
 // memory, and a queue whose last task goes is forgotten.
 func TestRefusedCallsLeaveNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) {
 		o.Authorizer = Policy{"w": {{Project: "acme", Scope: "other", Perms: PermAll}}}
 	})
@@ -318,6 +325,7 @@ func TestRefusedCallsLeaveNothing(t *testing.T) {
 // A queue emptied and refilled in one commit (a completion whose follow-up
 // goes to the same queue) keeps working, across a restart too.
 func TestQueueEmptiedAndRefilledInOneCommit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	q := e.q("jobs")
 	e.enqueue(q, Task{})
@@ -341,6 +349,7 @@ func TestQueueEmptiedAndRefilledInOneCommit(t *testing.T) {
 // names no queue (id, token and secret only, as the network sends it) is
 // judged by the fence alone.
 func TestLeaseOfAnotherQueueIsInvalid(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	jobs, other := e.q("jobs"), e.q("other")
 	id := e.enqueue(jobs, Task{})

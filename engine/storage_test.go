@@ -10,6 +10,7 @@ import (
 // and that Close releases what the storage holds, so that the directory
 // opens again.
 func TestStorageModes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seed, err := Open(dir, Options{Logger: quiet})
 	if err != nil {

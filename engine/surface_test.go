@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -9,8 +10,11 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -112,7 +116,7 @@ func surface(t *testing.T) []entry {
 		}
 		files = append(files, f)
 	}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	conf := types.Config{Importer: exportImporter(t, fset, bp.Imports)}
 	pkg, err := conf.Check(enginePath, fset, files, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +194,38 @@ func surface(t *testing.T) []entry {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
+}
+
+// exportImporter imports the packages paths and their dependencies from
+// their export data, which one go list builds or finds in the build cache:
+// type-checking them all from source took seconds.
+func exportImporter(t *testing.T, fset *token.FileSet, paths []string) types.Importer {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	args := append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, paths...)
+	out, err := exec.Command(goTool, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	exports := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		path, file, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
+		exports[path] = file
+	}
+	return importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		file := exports[path]
+		if file == "" {
+			return nil, fmt.Errorf("go list gave no export data for %q", path)
+		}
+		return os.Open(file)
+	})
 }
 
 // mentions adds to set the path of every package whose named type t

@@ -11,6 +11,7 @@ import (
 // sequences (task ids, and KV versions, which every batch of every
 // namespace moves), never its tasks, queue names or keys.
 func TestWhatATenantObservesOfOthers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) {
 		o.Authorizer = Policy{
 			"a": {{Project: "tenant-a", Scope: "*", Perms: PermAll}},

@@ -17,6 +17,7 @@ import (
 // claims of 1,000 must never serve a task while one of higher priority is
 // due. Each claim stays small: its logged batch holds only what it leased.
 func TestMassPromotionKeepsPriority(t *testing.T) {
+	t.Parallel()
 	var logged []int
 	e := newEnv(t, true, func(o *Options) {
 		o.tap = func(_ uint64, data []byte) { logged = append(logged, len(data)) }
@@ -88,6 +89,7 @@ func TestMassPromotionKeepsPriority(t *testing.T) {
 // history), a retained completion past its retention gone. A claim then
 // stores what the reads showed.
 func TestReadsSeeTimePass(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.RetainCompleted = time.Hour })
 	q := e.q("q")
 	timer := e.enqueue(q, Task{Delay: 10 * time.Minute, Priority: 1})
@@ -187,6 +189,7 @@ func equalInfo(a, b TaskInfo) bool {
 // page; scheduled and in-flight listings leave out what time has moved,
 // and dead includes expired last leases in id order.
 func TestListPagesThroughDerivedStates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	want := map[int]uint64{}
@@ -334,6 +337,7 @@ func BenchmarkReadsWithManyDue(b *testing.B) {
 // TestLeaseLostSaysWhy: every refusal of a fenced call says why the lease
 // is lost, including a lease past its deadline that nobody took over.
 func TestLeaseLostSaysWhy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	e.enqueue(q, Task{MaxAttempts: 3})

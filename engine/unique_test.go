@@ -10,6 +10,7 @@ import (
 // every depth, drops insignificant whitespace, writes strings with the
 // fewest escapes and keeps numbers as written.
 func TestCanonicalJSON(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`{"b": 1, "a": [ 3, {"d": null, "c": true} ]}`: `{"a":[3,{"c":true,"d":null}],"b":1}`,
 		" \t\n\"x\" ":                             `"x"`,
@@ -62,6 +63,7 @@ func (e *env) enqueued(q Queue, t Task) Enqueued {
 // end lets it in; a dead task blocks only when Dead is among the states;
 // a cancelled one never does. The key survives a crash.
 func TestUniqueByContent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
 	q := e.q("q")
 	first := e.enqueued(q, unique("email", `{"to": "a@b", "n": 1}`, time.Hour))
@@ -160,6 +162,7 @@ func TestUniqueByContent(t *testing.T) {
 // two enqueue ops of one commit, are one task; a follow-up of the content
 // of the task it completes is a new task, which takes over the key.
 func TestUniqueInOneCommit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	res, err := q.EnqueueBatch(ctx, []Task{unique("k", `{"a":1}`, time.Minute), unique("k", `{ "a" : 1 }`, time.Minute)})
@@ -187,6 +190,7 @@ func TestUniqueInOneCommit(t *testing.T) {
 // not JSON, and a caller's key under the reserved prefix are ErrInvalid and
 // change nothing.
 func TestUniqueRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	before := dump(e.db)

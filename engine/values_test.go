@@ -59,6 +59,7 @@ func newMemFS(t *testing.T) *vfs.MemFS {
 // snapshots, and every read returns them as they were, before and after
 // a reopen; smaller values stay in line.
 func TestValuesOutOfMemory(t *testing.T) {
+	t.Parallel()
 	const n, size = 40, 4 << 10
 	e := newEnv(t, false, func(o *Options) { o.ValueThreshold = 1024; o.RetainCompleted = time.Hour })
 	q := e.q("q")
@@ -162,6 +163,7 @@ func TestValuesOutOfMemory(t *testing.T) {
 // TestValuesThresholdOff: a negative threshold keeps every value in
 // memory and writes no value log.
 func TestValuesThresholdOff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.ValueThreshold = -1 })
 	q := e.q("q")
 	p := bigJSON(1, 8<<10)
@@ -182,6 +184,7 @@ func TestValuesThresholdOff(t *testing.T) {
 // of a run that also takes snapshots (which refer to the values and must
 // not outlive them).
 func TestValuesSurvivePowerLoss(t *testing.T) {
+	t.Parallel()
 	mem := newMemFS(t)
 	const dir = "/data/db"
 	opts := Options{Durability: SyncAlways, ValueThreshold: 256, SnapshotBytes: 4 << 10, SegmentBytes: 4 << 10,
@@ -229,6 +232,7 @@ func TestValuesSurvivePowerLoss(t *testing.T) {
 // commit that needed it, and the engine stops taking writes (as for the
 // log), with nothing acknowledged lost.
 func TestValuesWriteFails(t *testing.T) {
+	t.Parallel()
 	mem := newMemFS(t)
 	broken := false
 	fsys := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -275,6 +279,7 @@ func TestValuesWriteFails(t *testing.T) {
 // log as its reference, so a budget that takes a few dozen tasks of 1 KiB
 // in memory takes several times more with their payloads on disk.
 func TestValuesOutOfTheBudget(t *testing.T) {
+	t.Parallel()
 	taken := map[int]int{}
 	for _, threshold := range []int{-1, 512} {
 		e := newEnv(t, false, func(o *Options) { o.MaxMemory = 64 << 10; o.Logger = quiet; o.ValueThreshold = threshold })
@@ -287,6 +292,7 @@ func TestValuesOutOfTheBudget(t *testing.T) {
 
 // TestValuesReadOnly: a DB opened read-only reads the values kept on disk.
 func TestValuesReadOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.ValueThreshold = 256 })
 	p := bigJSON(7, 4000)
 	id := e.enqueue(e.q("q"), Task{Payload: p})
@@ -313,6 +319,7 @@ func TestValuesReadOnly(t *testing.T) {
 // disk, reopened with the threshold off, still reads them; new values stay
 // in memory.
 func TestValuesThresholdTurnedOff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false, func(o *Options) { o.ValueThreshold = 256 })
 	q := e.q("q")
 	p := bigJSON(1, 4000)

@@ -130,6 +130,7 @@ func (v *valuesDir) lost(t *testing.T, want map[uint64][]index.ValueKind) CheckR
 // one, a flipped bit, a reference past the end), with its file and offset,
 // as ErrCorrupt, without changing the directory; a sound one checks clean.
 func TestCheckValues(t *testing.T) {
+	t.Parallel()
 	t.Run("sound", func(t *testing.T) {
 		v := newValuesDir(t)
 		rep, err := Check(v.dir)
@@ -243,6 +244,7 @@ func flipByte(t *testing.T, path string, off int64) {
 // TestVerifyValues: DB.Verify reads back every value the state refers to
 // and fails with ErrCorrupt naming the task of a damaged one.
 func TestVerifyValues(t *testing.T) {
+	t.Parallel()
 	v := newValuesDir(t)
 	id := v.ids[5]
 	r := v.refs[id][index.ValuePayload]
@@ -272,6 +274,7 @@ func TestVerifyValues(t *testing.T) {
 // and keeps every other with its bytes, and the directory then opens and
 // checks clean.
 func TestSalvageValues(t *testing.T) {
+	t.Parallel()
 	v := newValuesDir(t)
 	// A flipped bit in one payload, and the last record (the progress of
 	// an in-flight task) cut.
@@ -348,6 +351,7 @@ func sortedIDs(ids ...uint64) []uint64 {
 // write its batch to the log either: the directory as Close leaves it
 // opens with every value it refers to readable, and checks clean.
 func TestValuesFailedWriteClose(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []errorfs.OpKind{errorfs.OpWrite, errorfs.OpCreate, errorfs.OpSync} {
 		t.Run(kind.String(), func(t *testing.T) {
 			mem := newMemFS(t)

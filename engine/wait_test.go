@@ -81,6 +81,7 @@ func expectClaim(t *testing.T, ch chan claimResult, id uint64) {
 }
 
 func TestClaimWaitWakesOnEnqueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	ch := parkClaim(q, ctx)
@@ -93,6 +94,7 @@ func TestClaimWaitWakesOnEnqueue(t *testing.T) {
 }
 
 func TestClaimWaitWakesWhenTimerDue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{Delay: time.Minute})
@@ -106,6 +108,7 @@ func TestClaimWaitWakesWhenTimerDue(t *testing.T) {
 }
 
 func TestClaimWaitWakesWhenLeaseExpires(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	id := e.enqueue(q, Task{})
@@ -119,6 +122,7 @@ func TestClaimWaitWakesWhenLeaseExpires(t *testing.T) {
 }
 
 func TestClaimWaitContextAndClose(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	cctx, cancel := context.WithCancel(ctx)
@@ -141,6 +145,7 @@ func TestClaimWaitContextAndClose(t *testing.T) {
 }
 
 func TestClaimWaitManyWaitersEachTaskOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.Clock = nil })
 	q := e.q("q")
 	const waiters = 8
@@ -173,6 +178,7 @@ func TestClaimWaitManyWaitersEachTaskOnce(t *testing.T) {
 // queue, drop a woken one at once, keep nothing once they have left, and
 // refuse what they cannot do.
 func TestWaitParked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	e.enqueue(q, Task{Delay: time.Minute})

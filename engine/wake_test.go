@@ -57,6 +57,7 @@ func takeResults(t *testing.T, ch chan claimResult, n int) map[uint64]bool {
 // claim of theirs runs). The first lease to exist wakes one more claim,
 // once, to watch its expiry with a timer.
 func TestClaimWaitWakesOnlyAsManyAsNeeded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	cctx, stop := context.WithCancel(ctx)
@@ -108,6 +109,7 @@ func TestClaimWaitWakesOnlyAsManyAsNeeded(t *testing.T) {
 // coming due wake two claims, not four: one timer watches the queue, its
 // claim takes one task and its commit wakes one more claim for the other.
 func TestClaimWaitTimerWakesAsManyAsDue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	cctx, stop := context.WithCancel(ctx)
@@ -146,6 +148,7 @@ func TestClaimWaitTimerWakesAsManyAsDue(t *testing.T) {
 // (its context ended) passes its wake-up to a sleeping claim, which takes
 // the task: no task is left while a claim sleeps.
 func TestClaimWaitHandsOnWakeUp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	qk := q.(*queue).key()
@@ -179,6 +182,7 @@ func TestClaimWaitHandsOnWakeUp(t *testing.T) {
 // arrive never leave a task unclaimed while other claims sleep: once the
 // quitting claims are gone, the steady ones claim every task.
 func TestClaimWaitNoTaskStranded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true, func(o *Options) { o.Clock = nil })
 	q := e.q("q")
 	total, quitters, rounds := 2000, 8, 200
@@ -267,6 +271,7 @@ func TestClaimWaitNoTaskStranded(t *testing.T) {
 // claim (the one whose timer watches the bucket), and its commit one more
 // to watch the next.
 func TestClaimWaitWakesWithinControls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	cctx, stop := context.WithCancel(ctx)

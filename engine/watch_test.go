@@ -9,6 +9,7 @@ import (
 // stop, not for another task; a view without the work permission and bad
 // arguments are refused.
 func TestWatchLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	q := e.q("q")
 	a, b := e.enqueue(q, Task{}), e.enqueue(q, Task{})

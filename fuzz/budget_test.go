@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,23 +37,29 @@ func TestBudgetPrograms(t *testing.T) {
 	if testing.Short() {
 		seeds = 8
 	}
-	refused := 0
-	for seed := range seeds {
-		prog := make([]byte, 900)
-		x := uint32(seed*2654435761 + 1)
-		for i := range prog {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			prog[i] = byte(x)
+	// The seeds side by side, in a group that ends before the count is read.
+	var refused atomic.Int64
+	t.Run("seeds", func(t *testing.T) {
+		for seed := range seeds {
+			prog := make([]byte, 900)
+			x := uint32(seed*2654435761 + 1)
+			for i := range prog {
+				x ^= x << 13
+				x ^= x >> 17
+				x ^= x << 5
+				prog[i] = byte(x)
+			}
+			// Mostly enqueues first, so that the budget fills.
+			for i := 1; i+2 < 300; i += 3 {
+				prog[i] &^= 0x06
+			}
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				refused.Add(int64(runBudget(t, prog)))
+			})
 		}
-		// Mostly enqueues first, so that the budget fills.
-		for i := 1; i+2 < 300; i += 3 {
-			prog[i] &^= 0x06
-		}
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { refused += runBudget(t, prog) })
-	}
-	if refused == 0 {
+	})
+	if refused.Load() == 0 {
 		t.Fatal("no program filled its budget: the checks of a refusal never ran")
 	}
 }

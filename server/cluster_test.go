@@ -132,6 +132,7 @@ func clusterCtx(t *testing.T) context.Context {
 // leader's URL, and the client, given only the follower, moves to the
 // leader and is served there.
 func TestFollowerSendsTheClientToTheLeader(t *testing.T) {
+	t.Parallel()
 	_, leaderDB, leaderURL := nodeServer(t, &testLog{}, &testCluster{}, Options{})
 	_, _, followerURL := nodeServer(t, &testLog{notLeader: true}, &testCluster{leaderURL: leaderURL}, Options{})
 
@@ -165,6 +166,7 @@ func TestFollowerSendsTheClientToTheLeader(t *testing.T) {
 // engine.WithStaleReads on the call) the follower answers a read from its
 // own state; without, the read goes to the leader.
 func TestStaleReadsAreServedByAFollower(t *testing.T) {
+	t.Parallel()
 	log := &testLog{}
 	_, db, url := nodeServer(t, log, &testCluster{}, Options{})
 	q := db.Queue(engine.NS("acme", "prod"), "jobs")
@@ -208,6 +210,7 @@ func TestStaleReadsAreServedByAFollower(t *testing.T) {
 // answered as a call sent without an answer, so the client repeats only a
 // call whose repeat is harmless and reports an unknown outcome for others.
 func TestUnknownOutcomeIsNotAClosedNode(t *testing.T) {
+	t.Parallel()
 	log := &testLog{fail: fmt.Errorf("%w: %w: raft is shutting down", engine.ErrOutcomeUnknown, engine.ErrClosed)}
 	_, _, url := nodeServer(t, log, &testCluster{}, Options{})
 	c, err := client.Dial(clusterCtx(t), url, client.Options{MaxRetries: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
@@ -232,6 +235,7 @@ func TestUnknownOutcomeIsNotAClosedNode(t *testing.T) {
 // that stops leading returns at once, naming the new leader, instead of
 // waiting for a commit that may never reach it.
 func TestClaimWaitEndsWhenTheLeadershipChanges(t *testing.T) {
+	t.Parallel()
 	tc := &testCluster{}
 	s, _, url := nodeServer(t, &testLog{}, tc, Options{MaxWait: time.Hour})
 	parked := make(chan struct{}, 1)
@@ -256,6 +260,7 @@ func TestClaimWaitEndsWhenTheLeadershipChanges(t *testing.T) {
 // with tokens Status needs read on */* and the changes admin on */*; a
 // standalone server does not serve the service.
 func TestClusterService(t *testing.T) {
+	t.Parallel()
 	tokens, tok := tokensFor(t, map[string]string{"ops": "*/*:read+admin", "viewer": "*/*:read", "app": "acme/prod:all"})
 	tc := &testCluster{leaderURL: "http://leader.test:7070", status: ClusterStatus{ID: "n2", State: "Follower", Term: 3, CommitIndex: 9,
 		LastContact: 1500 * time.Millisecond, Members: []ClusterMember{{ID: "n1", RaftAddr: "a:1", URL: "http://leader.test:7070", Voter: true, Leader: true}}}}

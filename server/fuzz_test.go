@@ -221,6 +221,7 @@ func FuzzDecodeRequest(f *testing.F) {
 
 // TestFuzzCoversEveryRequest keeps requestTypes in step with the schema.
 func TestFuzzCoversEveryRequest(t *testing.T) {
+	t.Parallel()
 	have := map[string]bool{}
 	for _, rt := range requestTypes {
 		have[string(rt.msg().ProtoReflect().Descriptor().FullName())] = true

@@ -44,6 +44,7 @@ func gzipBomb(t testing.TB, n int64) []byte {
 // compressionFreeBytes, not the request limit, and the server still takes
 // compressed requests that inflate as real ones do.
 func TestGzipBombIsRefusedAsItInflates(t *testing.T) {
+	t.Parallel()
 	bomb := gzipBomb(t, 64<<20)
 	d := newBoundedGzip(MaxRequestBytes)().(*boundedGzip)
 	if err := d.Reset(bytes.NewBuffer(bomb)); err != nil {
@@ -100,6 +101,7 @@ func TestGzipBombIsRefusedAsItInflates(t *testing.T) {
 // refused before its body is read, and its connection closed rather than
 // the body read to its end.
 func TestUnauthenticatedBodyIsNotRead(t *testing.T) {
+	t.Parallel()
 	s, _, url, _ := tokenServer(t, Options{})
 	var read atomic.Int64
 	body := io.LimitReader(countReader{endless{}, &read}, 1<<30)
@@ -148,6 +150,7 @@ func packedDependsOn(n int) []byte {
 // TestPackedListsAreHeldToTheElementLimits: a packed list is counted by its
 // elements, not its fields, and refused before the request is built.
 func TestPackedListsAreHeldToTheElementLimits(t *testing.T) {
+	t.Parallel()
 	var m v1.EnqueueRequest
 	if err := proto.Unmarshal(packedDependsOn(3), &m); err != nil || len(m.Task.DependsOn) != 3 {
 		t.Fatalf("the packed request does not parse as meant: %v %v", m.Task.GetDependsOn(), err)
@@ -175,6 +178,7 @@ func TestPackedListsAreHeldToTheElementLimits(t *testing.T) {
 // TestRequestLimitIsTheLargestLegalRequest: the request limit is the
 // engine's commit limit and the framing of the largest legal batch.
 func TestRequestLimitIsTheLargestLegalRequest(t *testing.T) {
+	t.Parallel()
 	task := &v1.Task{Payload: []byte("x"), Headers: map[string]string{}}
 	for i := range engine.MaxHeaders {
 		task.Headers[fmt.Sprintf("%0*d", engine.MaxHeaderBytes, i)] = strings.Repeat("v", engine.MaxHeaderBytes)
@@ -228,6 +232,7 @@ func rawCall(t *testing.T, addr, head string) net.Conn {
 // is answered and its connection closed after BodyTimeout, and holds no
 // call slot meanwhile.
 func TestSlowBodyIsCutAndHoldsNoSlot(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxCalls: 1, BodyTimeout: 300 * time.Millisecond})
 	ts := httptest.NewServer(s.Mux())
 	defer ts.Close()
@@ -262,6 +267,7 @@ func TestSlowBodyIsCutAndHoldsNoSlot(t *testing.T) {
 // TestBodyTimeoutSparesLongPolls: the body deadline bounds reading the
 // request, not the answer of a waiting claim, over HTTP/1.1 and h2c.
 func TestBodyTimeoutSparesLongPolls(t *testing.T) {
+	t.Parallel()
 	const bodyTimeout = 100 * time.Millisecond
 	for _, h2c := range []bool{false, true} {
 		s, db := newTestServer(t, nil, Options{BodyTimeout: bodyTimeout, MaxWait: time.Hour})
@@ -311,6 +317,7 @@ func TestBodyTimeoutSparesLongPolls(t *testing.T) {
 // answered as soon as it passes the limit, and its connection closed; one
 // whose Content-Length is over it is refused before it is read.
 func TestOverLimitBodyIsNotReadToItsEnd(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
 	for _, ct := range []string{"application/proto", "application/json", "application/grpc"} {
@@ -363,6 +370,7 @@ func TestOverLimitBodyIsNotReadToItsEnd(t *testing.T) {
 // that takes a token away (or gives it to another caller) ends the claims
 // waiting under it at once, with Unauthenticated; the others keep waiting.
 func TestRevokedTokensLoseTheirWaitingClaims(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tokens")
 	tokA, lineA, _ := NewToken("a", "acme/prod:all")
 	tokB, lineB, _ := NewToken("b", "acme/prod:all")
@@ -426,6 +434,7 @@ func TestRevokedTokensLoseTheirWaitingClaims(t *testing.T) {
 // addresses, with any port, and to the names it is given; any other Host
 // (a name rebound to 127.0.0.1) gets 421, the dashboard's paths as well.
 func TestHostGuard(t *testing.T) {
+	t.Parallel()
 	h := HostGuard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }),
 		[]string{"docket.internal", "Proxy.Example:8443"})
 	for host, want := range map[string]int{
@@ -452,6 +461,7 @@ func TestHostGuard(t *testing.T) {
 // TestRunChecksTheHostOnLoopback: Run guards a loopback listener's every
 // route (the API, health, what Mount adds).
 func TestRunChecksTheHostOnLoopback(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)

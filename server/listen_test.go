@@ -22,6 +22,7 @@ import (
 )
 
 func TestCheckExposure(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		addr                      string
 		tls, tokens, insecure, ok bool
@@ -91,6 +92,7 @@ func writeCert(t *testing.T, dir, name string, parent *x509.Certificate, parentK
 }
 
 func TestTLSFilesMutualTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca, caKey, caFile, _ := writeCert(t, dir, "ca", nil, nil)
 	_, _, srvCert, srvKey := writeCert(t, dir, "server", ca, caKey)
@@ -142,6 +144,7 @@ func TestTLSFilesMutualTLS(t *testing.T) {
 }
 
 func TestTLSFilesReloadKeepsPairOnError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, _, certFile, keyFile := writeCert(t, dir, "a", nil, nil)
 	files := &TLSFiles{CertFile: certFile, KeyFile: keyFile}
@@ -168,6 +171,7 @@ func TestTLSFilesReloadKeepsPairOnError(t *testing.T) {
 }
 
 func TestLimiterPerCaller(t *testing.T) {
+	t.Parallel()
 	l := newLimiter(3, 1)
 	var rel []func()
 	for i := 0; i < 3; i++ {

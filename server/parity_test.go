@@ -57,6 +57,7 @@ func recordingServer(t *testing.T) (*record.Recorder, string) {
 // emulated with others, refused as unsupported, or that the server does
 // not route, fails the test, named.
 func TestParityServerClient(t *testing.T) {
+	t.Parallel()
 	for _, tr := range []struct {
 		name string
 		t    client.Transport
@@ -210,6 +211,7 @@ func driveEveryMethod(t *testing.T, layer string, api engine.API) {
 // has no answer of its own). An RPC or call added to the schema and not
 // served fails here, named.
 func TestParityRoutes(t *testing.T) {
+	t.Parallel()
 	db, err := engine.OpenInMemory(engine.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

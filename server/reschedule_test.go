@@ -17,6 +17,7 @@ import (
 // moves a task (time and priority arrive as sent, an unset priority keeps
 // the task's), and the engine's refusals arrive as the same errors.
 func TestRescheduleOverTheWire(t *testing.T) {
+	t.Parallel()
 	for _, tr := range []client.Transport{client.TransportSession, client.TransportUnary} {
 		_, url := recordingServer(t)
 		c, err := client.Dial(context.Background(), url, client.Options{Transport: tr})
@@ -67,6 +68,7 @@ func TestRescheduleOverTheWire(t *testing.T) {
 // TestRescheduleBadTimestamp: a malformed timestamp is refused as
 // invalid before the engine is asked.
 func TestRescheduleBadTimestamp(t *testing.T) {
+	t.Parallel()
 	db, err := engine.OpenInMemory(engine.Options{})
 	if err != nil {
 		t.Fatal(err)

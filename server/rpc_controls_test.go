@@ -22,6 +22,7 @@ import (
 // Settings read; the settings reach the engine and come back, in Queues
 // too; bad limits are InvalidArgument.
 func TestControlsOverTheNetwork(t *testing.T) {
+	t.Parallel()
 	_, db, url, tok := tokenServer(t, Options{})
 	ctx := context.Background()
 	ctl := func(who string) docketv1connect.ControlsClient {
@@ -87,6 +88,7 @@ func TestControlsOverTheNetwork(t *testing.T) {
 // TestUniqueOverJSON: a JSON client's unique task carries its window and
 // states; the same content in another key order is deduplicated.
 func TestUniqueOverJSON(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
 	body := func(payload string) string {

@@ -70,6 +70,7 @@ func sameAnswer(t *testing.T, what string, item *v1.ItemError, single error) {
 // call's answer, the others are enqueued, and a repeated idempotency key
 // is deduplicated as a second Enqueue would be.
 func TestEnqueueEachRunsEachItemAlone(t *testing.T) {
+	t.Parallel()
 	_, db, url, tok := tokenServer(t, Options{})
 	ctx := context.Background()
 	other := &v1.Namespace{Project: "elsewhere", Scope: "prod"}
@@ -123,6 +124,7 @@ func TestEnqueueEachRunsEachItemAlone(t *testing.T) {
 // forged lease fails with the single call's answer, the others take
 // effect.
 func TestEachCallsOnLeasesRunEachItemAlone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, db := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
@@ -216,6 +218,7 @@ func TestEachCallsOnLeasesRunEachItemAlone(t *testing.T) {
 // (2 bytes each) is refused by the codec before it is decoded, in
 // protobuf and in JSON.
 func TestEachRefusesTooManyItems(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, db := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
@@ -271,6 +274,7 @@ func TestEachRefusesTooManyItems(t *testing.T) {
 // TestEnqueueEachOverJSON: a JSON caller (curl) gets one result per item,
 // the payloads kept as JSON, an error as connect names its code.
 func TestEnqueueEachOverJSON(t *testing.T) {
+	t.Parallel()
 	s, db := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
 	code, body, _ := post(t, url+"/docket.v1.Pipeline/EnqueueEach", "application/json", strings.NewReader(
@@ -305,6 +309,7 @@ func TestEnqueueEachOverJSON(t *testing.T) {
 // refused as the single call is, saying nothing was taken and naming the
 // leader, so that the client sends it there.
 func TestEachItemOnAFollowerNamesTheLeader(t *testing.T) {
+	t.Parallel()
 	_, _, leaderURL := nodeServer(t, &testLog{}, &testCluster{}, Options{})
 	_, _, followerURL := nodeServer(t, &testLog{notLeader: true}, &testCluster{leaderURL: leaderURL}, Options{})
 	item := &v1.EnqueueRequest{Namespace: acme, Queue: "jobs", Task: &v1.Task{}}
@@ -324,6 +329,7 @@ func TestEachItemOnAFollowerNamesTheLeader(t *testing.T) {
 // TestEachItemThatPanicsFailsAlone: a panic while one item runs is that
 // item's Internal error, logged; the others run.
 func TestEachItemThatPanicsFailsAlone(t *testing.T) {
+	t.Parallel()
 	logs := &logBuffer{}
 	s, _ := newTestServer(t, nil, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	var mu sync.Mutex
@@ -395,6 +401,7 @@ func claimRefs(t *testing.T, q engine.Queue, n int) []*v1.LeaseRef {
 // CompleteAndClaimEach request commit one by one but wait for the log
 // together, so one fsync makes the whole request durable.
 func TestEachCallsOnLeasesShareOneSync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url, db, _ := durableServer(t)
 	q := db.Queue(engine.NS("acme", "prod"), "q")
@@ -448,6 +455,7 @@ func TestEachCallsOnLeasesShareOneSync(t *testing.T) {
 // the failure, an item refused for its arguments keeps its own answer, and
 // none is reported done.
 func TestEachCallsOnLeasesWhenTheSyncFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url, db, failSyncs := durableServer(t)
 	q := db.Queue(engine.NS("acme", "prod"), "q")
@@ -474,6 +482,7 @@ func TestEachCallsOnLeasesWhenTheSyncFails(t *testing.T) {
 // rested on the same batch) gets the failure and no ID, and an item
 // refused for its arguments keeps its own answer.
 func TestEnqueueEachSharesOneSync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url, db, failSyncs := durableServer(t)
 	p := pipelineStub(url, "")

@@ -122,6 +122,7 @@ func shellWords(t *testing.T, line string) []string {
 // curl itself when it is installed, and always as the same request through
 // net/http. The payload must arrive as the JSON the line wrote.
 func TestReadmeCurlEnqueue(t *testing.T) {
+	t.Parallel()
 	line := readmeCurl(t)
 	const readmeAddr = "127.0.0.1:7070"
 	if !strings.Contains(line, "http://"+readmeAddr+"/") {
@@ -240,6 +241,7 @@ func post(t *testing.T, url, contentType string, body io.Reader) (int, string, h
 }
 
 func TestMalformedRequestsAreInvalidArgument(t *testing.T) {
+	t.Parallel()
 	s, db := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
 	procs := procedures()
@@ -291,6 +293,7 @@ type endless struct{}
 func (endless) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 func TestRequestSizeLimit(t *testing.T) {
+	t.Parallel()
 	s, db := newTestServer(t, nil, Options{})
 	url := rpcServer(t, s)
 	for _, ct := range []string{"application/proto", "application/json"} {
@@ -343,6 +346,7 @@ func tokenServer(t *testing.T, opts Options) (s *Server, db *engine.DB, url stri
 }
 
 func TestForbiddenCallsNameThePermissionAndRevealNothing(t *testing.T) {
+	t.Parallel()
 	_, db, url, tok := tokenServer(t, Options{})
 	ctx := context.Background()
 	root := db.As(engine.Caller{ID: "root"}).Queue(engine.NS("acme", "prod"), "emails")
@@ -396,6 +400,7 @@ func TestForbiddenCallsNameThePermissionAndRevealNothing(t *testing.T) {
 }
 
 func TestAdminCallsNeedAdminOnEveryNamespace(t *testing.T) {
+	t.Parallel()
 	_, db, url, tok := tokenServer(t, Options{})
 	ctx := context.Background()
 	if _, err := db.As(engine.Caller{ID: "root"}).Queue(engine.NS("acme", "prod"), "q").Enqueue(ctx, engine.Task{}); err != nil {
@@ -430,6 +435,7 @@ func TestAdminCallsNeedAdminOnEveryNamespace(t *testing.T) {
 }
 
 func TestClaimWaitIsALongPoll(t *testing.T) {
+	t.Parallel()
 	s, db := newTestServer(t, nil, Options{MaxWait: time.Hour})
 	parked := make(chan struct{}, 1)
 	s.onPark = func() { parked <- struct{}{} }
@@ -502,6 +508,7 @@ func TestClaimWaitIsALongPoll(t *testing.T) {
 }
 
 func TestParkedClaimsLimitedPerCaller(t *testing.T) {
+	t.Parallel()
 	s, _, url, tok := tokenServer(t, Options{MaxParked: 1, MaxWait: time.Hour})
 	parked := make(chan struct{}, 1)
 	s.onPark = func() { parked <- struct{}{} }
@@ -529,6 +536,7 @@ func TestParkedClaimsLimitedPerCaller(t *testing.T) {
 // only, so a caller can reach MaxParked whatever MaxCalls is, and its
 // other calls still run.
 func TestParkedClaimsHoldNoCallSlot(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxCalls: 1, MaxParked: 3, MaxWait: time.Hour})
 	parked := make(chan struct{}, 3)
 	s.onPark = func() { parked <- struct{}{} }
@@ -569,6 +577,7 @@ func TestParkedClaimsHoldNoCallSlot(t *testing.T) {
 }
 
 func TestGRPCServedOverH2C(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -607,6 +616,7 @@ func TestGRPCServedOverH2C(t *testing.T) {
 }
 
 func TestHTTPServerBoundsSlowClients(t *testing.T) {
+	t.Parallel()
 	hs := NewHTTPServer(http.NewServeMux(), nil)
 	if hs.ReadHeaderTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes <= 0 {
 		t.Fatalf("read-header timeout %v, idle timeout %v, header limit %d: every one must be set",
@@ -638,6 +648,7 @@ func TestHTTPServerBoundsSlowClients(t *testing.T) {
 // request: each reaches its handler and gets the engine's answer (an
 // empty namespace, a zero duration), never Unimplemented or Internal.
 func TestEveryProcedureAnswers(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxWait: time.Millisecond})
 	url := rpcServer(t, s)
 	for _, p := range procedures() {
@@ -663,6 +674,7 @@ func TestEveryProcedureAnswers(t *testing.T) {
 // engine.KV in KV, and engine.API's Queues is served by Admin (Queue, KV,
 // Clock and Close are the client's own).
 func TestSchemaCoversTheEngineAPI(t *testing.T) {
+	t.Parallel()
 	services := func(names ...string) []protoreflect.ServiceDescriptor {
 		var out []protoreflect.ServiceDescriptor
 		for _, fd := range []protoreflect.FileDescriptor{v1.File_docket_v1_queues_proto, v1.File_docket_v1_kv_proto,

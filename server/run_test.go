@@ -18,6 +18,7 @@ import (
 func quiet() Options { return Options{Logger: slog.New(slog.DiscardHandler)} }
 
 func TestRunRefusesBadConfigBeforeTouchingTheDirectory(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	dir := filepath.Join(base, "data")
 	os.WriteFile(filepath.Join(base, "bad-tokens"), []byte("nonsense\n"), 0o600)
@@ -48,6 +49,7 @@ func TestRunRefusesBadConfigBeforeTouchingTheDirectory(t *testing.T) {
 }
 
 func TestRunServesReloadsAndStopsCleanly(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	dir, tokensFile := filepath.Join(base, "data"), filepath.Join(base, "tokens")
 	tok1, line1, _ := NewToken("one", "a/b:read")
@@ -120,6 +122,7 @@ func TestRunServesReloadsAndStopsCleanly(t *testing.T) {
 }
 
 func TestRunRefusesALockedDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := engine.Open(dir, engine.Options{})
 	if err != nil {

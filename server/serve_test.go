@@ -10,6 +10,7 @@ import (
 )
 
 func TestServeDrainsParkedCallsAndStops(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
 	parked := make(chan struct{})
 	mux := http.NewServeMux()
@@ -59,6 +60,7 @@ func TestServeDrainsParkedCallsAndStops(t *testing.T) {
 }
 
 func TestServeGraceCutsStuckCalls(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{})
 	entered, unblock := make(chan struct{}), make(chan struct{})
 	defer close(unblock)
@@ -91,6 +93,7 @@ func TestServeGraceCutsStuckCalls(t *testing.T) {
 }
 
 func TestServeReportsListenerFailure(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

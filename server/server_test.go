@@ -32,6 +32,7 @@ func newTestServer(t *testing.T, tokens *Tokens, opts Options) (*Server, *engine
 }
 
 func TestAuthenticateRefusesWithoutSayingWhy(t *testing.T) {
+	t.Parallel()
 	tok, line, _ := NewToken("app", "acme/prod:read")
 	tokens, err := ParseTokens(strings.NewReader(line))
 	if err != nil {
@@ -79,6 +80,7 @@ func TestAuthenticateRefusesWithoutSayingWhy(t *testing.T) {
 }
 
 func TestAPIRunsAsTheCaller(t *testing.T) {
+	t.Parallel()
 	_, line, _ := NewToken("reader", "acme/prod:read")
 	tokens, _ := ParseTokens(strings.NewReader(line))
 	s, db := newTestServer(t, tokens, Options{})
@@ -104,6 +106,7 @@ func TestAPIRunsAsTheCaller(t *testing.T) {
 // with ResourceExhausted naming the limit, and every answer carries the
 // limits in the LimitsHeader.
 func TestCallLimitPerCaller(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxCalls: 1, MaxParked: 7})
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -144,6 +147,7 @@ func TestCallLimitPerCaller(t *testing.T) {
 }
 
 func TestParkEndsOnDrainAndAtMaxWait(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxParked: 2, MaxWait: time.Hour})
 	ctx1, rel1, err := s.park(context.Background(), 0)
 	if err != nil {
@@ -201,6 +205,7 @@ func TestParkEndsOnDrainAndAtMaxWait(t *testing.T) {
 }
 
 func TestReadyHook(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{Ready: func(context.Context) error { return errors.New("no leader") }})
 	mux := http.NewServeMux()
 	s.Health(mux)
@@ -247,6 +252,7 @@ func (l *logBuffer) lines(t *testing.T) []map[string]any {
 // about the call (a failed call, an unauthenticated one, one refused by the
 // call limit), and two servers (a restart) do not hand out the same ids.
 func TestRequestIDs(t *testing.T) {
+	t.Parallel()
 	logs := &logBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, _, url, tok := tokenServer(t, Options{Logger: log})

@@ -93,6 +93,7 @@ func FuzzSession(f *testing.F) {
 // byte, however steadily its bytes come), a huge packed list (refused
 // before it is decoded).
 func TestSessionHostileInputs(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour, BodyTimeout: 300 * time.Millisecond})
 	addr, stop := serveSessions(t, s)
 
@@ -129,6 +130,7 @@ func TestSessionHostileInputs(t *testing.T) {
 // TestSessionSlowFrame: a frame whose bytes come one at a time is cut
 // BodyTimeout after its first byte, however steadily they come.
 func TestSessionSlowFrame(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{BodyTimeout: 300 * time.Millisecond})
 	addr, _ := serveSessions(t, s)
 	ts, _ := dialSession(t, addr, "")

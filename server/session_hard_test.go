@@ -44,6 +44,7 @@ func (l *logBuffer) logger() *slog.Logger {
 // protocol gets a session (no preface), and HTTPS clients are served on
 // the same port as before.
 func TestSessionOverTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca, caKey, _, _ := writeCert(t, dir, "ca", nil, nil)
 	_, _, certFile, keyFile := writeCert(t, dir, "server", ca, caKey)
@@ -108,6 +109,7 @@ func TestSessionOverTLS(t *testing.T) {
 // TestSessionSniffingDelaysNoOtherClient: a client that connects and
 // sends nothing does not hold up the HTTP clients that come after it.
 func TestSessionSniffingDelaysNoOtherClient(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{BodyTimeout: time.Hour})
 	addr, _ := serveSessions(t, s)
 	idle, err := net.Dial("tcp", addr)
@@ -136,6 +138,7 @@ func TestSessionSniffingDelaysNoOtherClient(t *testing.T) {
 // not come within BodyTimeout, or is too large, closes it; a good token
 // gets the caller's limits.
 func TestSessionHandshake(t *testing.T) {
+	t.Parallel()
 	tokens, tok := tokensFor(t, map[string]string{"app": "p/s:all"})
 	s, _ := newTestServer(t, tokens, Options{MaxCalls: 7, MaxParked: 9, BodyTimeout: 200 * time.Millisecond, MaxRequestBytes: 1 << 20})
 	addr, _ := serveSessions(t, s)
@@ -196,6 +199,7 @@ func ts0(t *testing.T, addr string) *v1.Reply {
 // unary call's answer: code, message, detail; forbidden and invalid calls
 // alike, and the session goes on.
 func TestSessionErrorsAreTheUnaryOnes(t *testing.T) {
+	t.Parallel()
 	tokens, tok := tokensFor(t, map[string]string{"app": "p/s:enqueue+read", "other": "x/y:all"})
 	s, _ := newTestServer(t, tokens, Options{})
 	addr, _ := serveSessions(t, s)
@@ -230,6 +234,7 @@ func TestSessionErrorsAreTheUnaryOnes(t *testing.T) {
 // a call past MaxCalls is answered ResourceExhausted and the session goes
 // on.
 func TestSessionCallLimit(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxCalls: 2})
 	addr, _ := serveSessions(t, s)
 	ts, _ := dialSession(t, addr, "")
@@ -255,6 +260,7 @@ func TestSessionCallLimit(t *testing.T) {
 // other calls are answered; an enqueue wakes it; Abandon ends another's
 // wait, answered with no leases.
 func TestSessionClaimWait(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
 	parked := make(chan struct{}, 4)
 	s.onPark = func() { parked <- struct{}{} }
@@ -294,6 +300,7 @@ func TestSessionClaimWait(t *testing.T) {
 // end the session, each logged once; a call over the engine's element
 // limits fails alone.
 func TestSessionFrameRefusals(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	s, _ := newTestServer(t, nil, Options{MaxRequestBytes: 1 << 16, BodyTimeout: 300 * time.Millisecond, Logger: logs.logger()})
 	addr, _ := serveSessions(t, s)
@@ -358,6 +365,7 @@ func packedCompleteBatch(id uint64, n int) []byte {
 // read only with the server's large body slot, as an HTTP body is; one
 // that cannot get it within BodyTimeout ends its session.
 func TestSessionLargeFramesTakeTheLargeSlot(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{BodyTimeout: 300 * time.Millisecond})
 	addr, _ := serveSessions(t, s)
 	ts, _ := dialSession(t, addr, "")
@@ -422,6 +430,7 @@ func TestSessionLargeRequestDroppedBeforeItsSlot(t *testing.T) {
 // token ends its waiting claims and closes it; another caller's session
 // goes on.
 func TestSessionRevokedToken(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tokens")
 	tokA, lineA, _ := NewToken("a", "p/s:all")
 	tokB, lineB, _ := NewToken("b", "p/s:all")
@@ -463,6 +472,7 @@ func TestSessionRevokedToken(t *testing.T) {
 // TestSessionLogsCallsAsUnary: a failed call of a session is logged once,
 // as the unary call's failure is, with the request id session-call.
 func TestSessionLogsCallsAsUnary(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	s, _ := newTestServer(t, nil, Options{Logger: logs.logger()})
 	addr, _ := serveSessions(t, s)
@@ -490,6 +500,7 @@ func TestSessionLogsCallsAsUnary(t *testing.T) {
 // ends within its deadline; a call whose time ran out before it ran is
 // answered DeadlineExceeded and changes nothing.
 func TestSessionCallDeadline(t *testing.T) {
+	t.Parallel()
 	s, db := newTestServer(t, nil, Options{MaxWait: time.Hour})
 	// Once hold is set, the next call holds the reader until a
 	// millisecond has passed.

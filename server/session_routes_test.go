@@ -10,6 +10,7 @@ import (
 // route (or a route names a field that is not a case), so that a call
 // added to the schema is served by sessions as soon as it is by unary.
 func TestSessionRoutesCoverEveryCall(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{})
 	routes := s.buildRoutes()
 	fields := callOneof.Fields()

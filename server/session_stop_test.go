@@ -65,6 +65,7 @@ func durableSessions(t *testing.T, dir string) (addr string, db *engine.DB, fail
 // answer rested on it gets the failure, and one refused for its arguments
 // keeps its own answer.
 func TestSessionBatchSharesOneSync(t *testing.T) {
+	t.Parallel()
 	addr, db, failSyncs, _ := durableSessions(t, t.TempDir())
 	const n = 50
 	var calls []proto.Message
@@ -107,6 +108,7 @@ func errorsContain(e *v1.ItemError, s string) bool {
 // claim (empty, as a drain does) and its calls in flight, then closes the
 // session, and returns only once it is closed.
 func TestSessionShutdown(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
 	parked := make(chan struct{}, 1)
 	s.onPark = func() { parked <- struct{}{} }
@@ -137,6 +139,7 @@ func TestSessionShutdown(t *testing.T) {
 // stops (and the DB closes) see their sessions end; every enqueue that
 // was acknowledged is in the DB when it is opened again.
 func TestSessionStopUnderLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	addr, db, _, stop := durableSessions(t, dir)
 	var mu sync.Mutex
@@ -213,6 +216,7 @@ func TestSessionStopUnderLoad(t *testing.T) {
 // answers with the leader's URL; stale reads are served when the Hello
 // asks for them.
 func TestSessionOnAReplicatedDB(t *testing.T) {
+	t.Parallel()
 	const n = 8
 	log := &gatedLog{testLog: &testLog{}, n: n, gate: make(chan struct{})}
 	db, err := engine.OpenReplicated(engine.Options{}, log)
@@ -307,6 +311,7 @@ func (g *gatedLog) Submit(ctx context.Context, cmd []byte) (*engine.Applied, err
 // claim at once (no leases) and refuses new ones as the unary call does;
 // the session goes on.
 func TestSessionDrainEndsWaitingClaims(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour})
 	parked := make(chan struct{}, 1)
 	s.onPark = func() { parked <- struct{}{} }
@@ -336,6 +341,7 @@ func TestSessionDrainEndsWaitingClaims(t *testing.T) {
 // waiting for its Hello at once, not when its BodyTimeout or the grace
 // period passes.
 func TestSessionStopDoesNotWaitForAHello(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{BodyTimeout: time.Hour})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -413,6 +419,7 @@ func TestSessionInFlightBound(t *testing.T) {
 // sends GoingAway naming the last call it read, answers that call, and
 // does not run the calls written after it.
 func TestSessionGoingAway(t *testing.T) {
+	t.Parallel()
 	s, db := newTestServer(t, nil, Options{})
 	running, proceed := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool

@@ -156,6 +156,7 @@ func enqueueCall(id uint64, queue string) *v1.Call {
 }
 
 func TestSessionServesCalls(t *testing.T) {
+	t.Parallel()
 	s, db := newTestServer(t, nil, Options{})
 	addr, _ := serveSessions(t, s)
 	ts, w := dialSession(t, addr, "")
@@ -202,6 +203,7 @@ func TestSessionServesCalls(t *testing.T) {
 // answered by the session's reader; one whose commits wait for an fsync
 // goes to the answerer, so that the reader reads on meanwhile.
 func TestSessionAnswersInlineWithoutFsync(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		d       engine.Durability
@@ -256,6 +258,7 @@ func (c *writeCounter) Write(p []byte) (int, error) {
 // TestSessionAnswersQueuedBatchesTogether: batches queued behind the one
 // the answerer is waiting for are answered with it, in one write.
 func TestSessionAnswersQueuedBatchesTogether(t *testing.T) {
+	t.Parallel()
 	db, err := engine.Open(t.TempDir(), engine.Options{Durability: engine.SyncAlways})
 	if err != nil {
 		t.Fatal(err)

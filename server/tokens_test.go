@@ -12,6 +12,7 @@ import (
 )
 
 func TestTokensAuthenticateAndAuthorize(t *testing.T) {
+	t.Parallel()
 	tok, line, err := NewToken("billing", "acme/prod:enqueue+work", "acme/*:read")
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +52,7 @@ func TestTokensAuthenticateAndAuthorize(t *testing.T) {
 }
 
 func TestTokensFileErrors(t *testing.T) {
+	t.Parallel()
 	good := "sha256:" + strings.Repeat("ab", 32) + " c1 a/b:read"
 	for _, tc := range []struct{ name, text, want string }{
 		{"one field", "sha256:" + strings.Repeat("ab", 32), "want"},
@@ -80,6 +82,7 @@ func TestTokensFileErrors(t *testing.T) {
 }
 
 func TestTokensReloadKeepsOldTableOnError(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens.txt")
 	tok1, line1, _ := NewToken("one", "a/b:read")
 	tok2, line2, _ := NewToken("two", "a/b:work")
@@ -123,6 +126,7 @@ func TestTokensReloadKeepsOldTableOnError(t *testing.T) {
 }
 
 func TestNewTokenRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		caller string
 		grants []string
@@ -137,6 +141,7 @@ func TestNewTokenRefusesBadInput(t *testing.T) {
 // refuse on every call (over engine.MaxNameBytes, or with a control
 // character) is refused when the file is read, naming the line.
 func TestTokensRefuseCallerIDsTheEngineRefuses(t *testing.T) {
+	t.Parallel()
 	_, good, _ := NewToken("ok", "a/b:read")
 	for _, tc := range []struct{ id, want string }{
 		{strings.Repeat("c", engine.MaxNameBytes+1), "256 bytes, over the limit of 255"},
@@ -169,6 +174,7 @@ func TestTokensRefuseCallerIDsTheEngineRefuses(t *testing.T) {
 // DB.Queues answers a caller from them (engine.GrantLister): a caller
 // granted one namespace among many sees its queues and no other.
 func TestTokensListGrants(t *testing.T) {
+	t.Parallel()
 	_, line, err := NewToken("billing", "acme/prod:read")
 	if err != nil {
 		t.Fatal(err)

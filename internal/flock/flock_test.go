@@ -92,3 +92,21 @@ func TestExclusiveRecordsHolder(t *testing.T) {
 		t.Errorf("holder of a missing file: %d", pid)
 	}
 }
+
+// TestUnlockReleases: Unlock frees the file while the holder stays open.
+func TestUnlockReleases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	a, b := open(t, path), open(t, path)
+	if err := Exclusive(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := Exclusive(b); err != nil {
+		t.Fatalf("after the holder unlocked: %v", err)
+	}
+	if err := Shared(a); !errors.Is(err, ErrHeld) {
+		t.Fatalf("shared under exclusive: %v, want ErrHeld", err)
+	}
+}

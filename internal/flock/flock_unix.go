@@ -24,6 +24,14 @@ func Exclusive(f *os.File) error {
 // held.
 func Shared(f *os.File) error { return lock(f, syscall.LOCK_SH) }
 
+// Unlock releases the lock f holds. Closing f releases it too, but only
+// once no descriptor refers to f's open file any more: a child process
+// forked meanwhile (by os/exec, until it runs its program) holds a copy
+// of every descriptor, and with it the lock.
+func Unlock(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
+
 func lock(f *os.File, how int) error {
 	err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {

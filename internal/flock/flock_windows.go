@@ -22,6 +22,11 @@ func Exclusive(f *os.File) error {
 // Shared takes a shared, non-blocking lock on the first byte of f.
 func Shared(f *os.File) error { return lock(f, windows.LOCKFILE_FAIL_IMMEDIATELY) }
 
+// Unlock releases the lock f holds on its first byte.
+func Unlock(f *os.File) error {
+	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, new(windows.Overlapped))
+}
+
 func lock(f *os.File, flags uint32) error {
 	err := windows.LockFileEx(windows.Handle(f.Fd()), flags, 0, 1, 0, new(windows.Overlapped))
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {

@@ -28,6 +28,19 @@ func smallRecords() [][]byte {
 	return [][]byte{{}, []byte("a"), []byte("hello, snapshot")}
 }
 
+// replaceFile writes data as a new file at path, removing what was there:
+// truncating a file that has data makes ext4 write it out on close
+// (auto_da_alloc), a millisecond per file of a sweep.
+func replaceFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writeFile writes data as a snapshot file named for seq in a fresh dir.
 func writeFile(t *testing.T, seq uint64, data []byte) string {
 	t.Helper()
@@ -164,9 +177,7 @@ func TestTruncatedAtEveryOffset(t *testing.T) {
 		dir := t.TempDir()
 		path := snapPath(dir, f.seq)
 		for cut := 0; cut < len(data); cut++ {
-			if err := os.WriteFile(path, data[:cut], 0o644); err != nil {
-				t.Fatal(err)
-			}
+			replaceFile(t, path, data[:cut])
 			seq, n, err := Read(path, nil)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("seq %d cut at %d of %d: Read = %d, %d, %v; want ErrCorrupt", f.seq, cut, len(data), seq, n, err)
@@ -185,9 +196,7 @@ func TestBitFlipAtEveryBit(t *testing.T) {
 	for i := 0; i < len(data)*8; i++ {
 		flipped := bytes.Clone(data)
 		flipped[i/8] ^= 1 << (i % 8)
-		if err := os.WriteFile(path, flipped, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		replaceFile(t, path, flipped)
 		seq, got, err := readAll(path)
 		if errors.Is(err, ErrCorrupt) {
 			continue
