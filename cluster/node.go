@@ -715,7 +715,7 @@ func (n *Node) release() error {
 		errs = append(errs, n.logs.Close())
 	}
 	if n.lock != nil {
-		errs = append(errs, n.lock.Close())
+		errs = append(errs, unlock(n.lock))
 	}
 	return errors.Join(errs...)
 }

@@ -192,7 +192,7 @@ func Check(dir string) (*NodeReport, error) {
 		return nil, err
 	}
 	if lock != nil {
-		defer lock.Close()
+		defer unlock(lock)
 	}
 	rep := &NodeReport{Dir: dir}
 	db, err := recoverNode(dir, engine.Options{}, rep, true)
@@ -216,7 +216,7 @@ type ReadOnly struct {
 func (r *ReadOnly) Close() error {
 	err := r.DB.Close()
 	if r.lock != nil {
-		r.lock.Close()
+		unlock(r.lock)
 	}
 	return err
 }
@@ -244,7 +244,7 @@ func OpenReadOnly(dir string, opts engine.Options) (*ReadOnly, error) {
 	}
 	if err != nil {
 		if lock != nil {
-			lock.Close()
+			unlock(lock)
 		}
 		return nil, err
 	}
@@ -275,6 +275,15 @@ func lockShared(dir string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// unlock releases the lock f holds and closes it. The lock is released
+// first: a child process started at that moment (os/exec, until it runs
+// its program) holds a copy of f's descriptor, and with it the lock, so a
+// Close alone could leave the directory locked for a moment.
+func unlock(f *os.File) error {
+	flock.Unlock(f)
+	return f.Close()
 }
 
 // offlineLog is the Replicator of a state recovered offline: nothing can be
