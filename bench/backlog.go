@@ -41,6 +41,11 @@ type Backlog struct {
 	// the backlog stays at Tasks; StandingPerSec is the rate through it.
 	Standing       Percentiles `json:"standing_claim"`
 	StandingPerSec float64     `json:"standing_per_sec"`
+	// StandingRate is the rate the standing phase was paced to
+	// (Config.StandingRate; 0: not paced). Paced, a claim's latency counts
+	// from the moment the schedule asked for it, so time spent waiting for
+	// a free worker is in it.
+	StandingRate int `json:"standing_rate,omitempty"`
 	// StandingRuntime is what the Go runtime did over the standing phase,
 	// to tell the engine's share of a claim's tail from the collector's
 	// and the scheduler's.
@@ -245,6 +250,11 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 		}
 	}()
 	start := time.Now()
+	var due <-chan time.Time
+	if cfg.StandingRate > 0 {
+		b.StandingRate = cfg.StandingRate
+		due = paceClaims(ctx, cfg.StandingRate, cfg.Workers, &wg)
+	}
 	for w := range cfg.Workers {
 		wg.Add(1)
 		h := new(hist)
@@ -253,6 +263,13 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 			defer wg.Done()
 			for ctx.Err() == nil {
 				t0 := time.Now()
+				if due != nil {
+					select {
+					case t0 = <-due:
+					case <-ctx.Done():
+						return
+					}
+				}
 				r := trace.StartRegion(ctx, "claim") // for -standing-trace
 				ls, err := d.Claim(context.WithoutCancel(ctx), 1, false)
 				r.End()
@@ -282,6 +299,39 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 	b.Standing = mergeAll(hs).percentiles()
 	b.StandingRuntime = readRuntime().since(before)
 	return errors.Join(append(errs, stop())...)
+}
+
+// paceClaims returns the schedule of a standing phase paced to rate
+// claims a second: the time each claim is due, sent once it has come.
+// When every worker is busy the schedule waits for one and the times it
+// sends fall behind the clock, so the latency counted from them includes
+// the wait (no coordinated omission).
+func paceClaims(ctx context.Context, rate, workers int, wg *sync.WaitGroup) <-chan time.Time {
+	due := make(chan time.Time, workers)
+	every := time.Second / time.Duration(rate)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		next := time.Now()
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			for now := time.Now(); !next.After(now); next = next.Add(every) {
+				select {
+				case due <- next:
+				case <-ctx.Done():
+					return
+				}
+			}
+			t.Reset(time.Until(next))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return due
 }
 
 // startStandingProfiles starts the CPU profile and the execution trace of

@@ -79,6 +79,12 @@ type Config struct {
 	// phase to.
 	StandingProfile string
 	StandingTrace   string
+	// StandingRate, if set, paces W10's standing phase to this many
+	// claims a second in all (an open load: each claim's latency counts
+	// from when the schedule asked for it); 0 runs it as fast as the
+	// workers go (a closed load, where a claim also waits behind the
+	// others').
+	StandingRate int
 	// InMemory runs docket with no directory (not W8).
 	InMemory bool
 	// Dir is where the run's data directory is made (and removed after).
@@ -147,7 +153,7 @@ func (c Config) withDefaults(allowed []string) (Config, error) {
 		return c, fmt.Errorf("bench: unknown workload %q (want one of %s)", c.Workload, strings.Join(allowed, ", "))
 	}
 	if c.N < 0 || c.Duration < 0 || c.Producers < 0 || c.Workers < 0 || c.ClaimBatch < 0 ||
-		c.PayloadBytes < 0 || c.OfferedRate < 0 || c.InFlight < 0 || c.Parked < 0 {
+		c.PayloadBytes < 0 || c.OfferedRate < 0 || c.InFlight < 0 || c.Parked < 0 || c.StandingRate < 0 {
 		return c, fmt.Errorf("bench: negative setting in %+v", c)
 	}
 	if c.ClaimBatch > engine.MaxBatch {

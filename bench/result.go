@@ -272,7 +272,11 @@ func (r Result) Table(w io.Writer) error {
 		line("heap/task", fmt.Sprintf("%.0f bytes", b.HeapPerTask))
 		line("on disk", size(b.DiskBytes))
 		line("reopen", b.Reopen.Round(time.Millisecond).String())
-		line("standing claim", fmt.Sprintf("%s at %s/s", pct(b.Standing), rate(b.StandingPerSec)))
+		paced := ""
+		if b.StandingRate > 0 {
+			paced = fmt.Sprintf(", paced to %d/s", b.StandingRate)
+		}
+		line("standing claim", fmt.Sprintf("%s at %s/s%s", pct(b.Standing), rate(b.StandingPerSec), paced))
 		line("drain", fmt.Sprintf("%v (%s/s)", b.Drain.Round(time.Millisecond), rate(b.DrainPerSec)))
 	}
 	if f := r.Fairness; f != nil {

@@ -45,3 +45,32 @@ func TestBacklogStandingProfiles(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogStandingPaced: a paced standing phase claims no faster than
+// its schedule (a claim is due every 1/rate; the workers may run at most
+// one claim ahead each), says the rate it was paced to, and a negative
+// rate is refused.
+func TestBacklogStandingPaced(t *testing.T) {
+	cfg := syncNever.config(t, "W10", 500)
+	cfg.Duration = 200 * time.Millisecond
+	cfg.StandingRate = 500
+	res := run(t, cfg)
+	b := res.Filled
+	if b.StandingRate != 500 || b.Standing.Count == 0 {
+		t.Fatalf("standing phase paced to %d: %d claims", b.StandingRate, b.Standing.Count)
+	}
+	// 200 ms at 500/s schedules about 100 claims; the schedule's first
+	// claims are due at once and each worker may hold one more.
+	if most := int64(100 + 2*cfg.Workers + 16); int64(b.Standing.Count) > most {
+		t.Fatalf("%d claims in a phase paced to about 100 (at most %d)", b.Standing.Count, most)
+	}
+	var table strings.Builder
+	if err := res.Table(&table); err != nil || !strings.Contains(table.String(), "paced to 500/s") {
+		t.Errorf("the report does not say the phase was paced (%v):\n%s", err, table.String())
+	}
+	c := cfg
+	c.StandingRate = -1
+	if _, err := Run(ctx, c); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("a negative standing rate: %v", err)
+	}
+}

@@ -38,6 +38,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 	heapProfile := fs.String("heap-profile", "", "W10 writes the heap's profile to this `file` once the backlog is full (go tool pprof reads it)")
 	reopenProfile := fs.String("reopen-profile", "", "W10 writes a CPU profile of its reopen to this `file`")
 	standingProfile := fs.String("standing-profile", "", "W10 writes a CPU profile of its standing phase to this `file`")
+	standingRate := fs.Int("standing-rate", 0, "W10 paces its standing phase to this many claims a second, each claim's latency counted from its scheduled time (0: as fast as the workers go)")
 	standingTrace := fs.String("standing-trace", "", "W10 writes an execution trace (go tool trace) of its standing phase to this `file`")
 	durability := fs.String("durability", "always", "always, interval, never or memory; several comma separated run in turn")
 	dir := fs.String("dir", "", "directory for the data (default: a temporary one)")
@@ -69,7 +70,7 @@ func runBench(ctx context.Context, c cli, args []string) error {
 		return usageError{"bench: -targets runs in process; the remote targets are those of -remote"}
 	}
 	base := bench.Config{N: *n, Duration: *duration, Producers: *producers, Workers: *workers, ClaimBatch: *claim,
-		PayloadBytes: *payload, ValueThreshold: *threshold, MaxMemory: maxMemory, HeapProfile: *heapProfile, ReopenProfile: *reopenProfile, StandingProfile: *standingProfile, StandingTrace: *standingTrace, OfferedRate: *rate, Dir: *dir, InFlight: *inFlight, Parked: *parked, SplitCommits: *split}
+		PayloadBytes: *payload, ValueThreshold: *threshold, MaxMemory: maxMemory, HeapProfile: *heapProfile, ReopenProfile: *reopenProfile, StandingProfile: *standingProfile, StandingTrace: *standingTrace, StandingRate: *standingRate, OfferedRate: *rate, Dir: *dir, InFlight: *inFlight, Parked: *parked, SplitCommits: *split}
 	var modes []bench.Config
 	anyDisk := false
 	for _, m := range strings.Split(*durability, ",") {
