@@ -42,10 +42,13 @@ type Backlog struct {
 	Standing       Percentiles `json:"standing_claim"`
 	StandingPerSec float64     `json:"standing_per_sec"`
 	// StandingRate is the rate the standing phase was paced to
-	// (Config.StandingRate; 0: not paced). Paced, a claim's latency counts
-	// from the moment the schedule asked for it, so time spent waiting for
-	// a free worker is in it.
-	StandingRate int `json:"standing_rate,omitempty"`
+	// (Config.StandingRate; 0: not paced). StandingLate is then how late
+	// each claim began after the moment the schedule asked for it (a
+	// worker busy, a stall, and the schedule's own timer, which the Go
+	// runtime wakes within about a millisecond): Standing is the calls
+	// alone.
+	StandingRate int          `json:"standing_rate,omitempty"`
+	StandingLate *Percentiles `json:"standing_late,omitempty"`
 	// StandingRuntime is what the Go runtime did over the standing phase,
 	// to tell the engine's share of a claim's tail from the collector's
 	// and the scheduler's.
@@ -225,6 +228,7 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 	payload := makePayload(cfg.PayloadBytes, 0)
 	refill := make(chan struct{}, cfg.Workers*4)
 	hs := make([]*hist, cfg.Workers)
+	lates := make([]*hist, cfg.Workers)
 	stop, err := startStandingProfiles(cfg)
 	if err != nil {
 		return err
@@ -257,19 +261,20 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 	}
 	for w := range cfg.Workers {
 		wg.Add(1)
-		h := new(hist)
-		hs[w] = h
+		h, late := new(hist), new(hist)
+		hs[w], lates[w] = h, late
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				t0 := time.Now()
 				if due != nil {
 					select {
-					case t0 = <-due:
+					case at := <-due:
+						late.record(time.Since(at))
 					case <-ctx.Done():
 						return
 					}
 				}
+				t0 := time.Now()
 				r := trace.StartRegion(ctx, "claim") // for -standing-trace
 				ls, err := d.Claim(context.WithoutCancel(ctx), 1, false)
 				r.End()
@@ -297,6 +302,10 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 	wg.Wait()
 	b.StandingPerSec = float64(through.Load()) / time.Since(start).Seconds()
 	b.Standing = mergeAll(hs).percentiles()
+	if due != nil {
+		p := mergeAll(lates).percentiles()
+		b.StandingLate = &p
+	}
 	b.StandingRuntime = readRuntime().since(before)
 	return errors.Join(append(errs, stop())...)
 }
@@ -304,8 +313,8 @@ func standing(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) erro
 // paceClaims returns the schedule of a standing phase paced to rate
 // claims a second: the time each claim is due, sent once it has come.
 // When every worker is busy the schedule waits for one and the times it
-// sends fall behind the clock, so the latency counted from them includes
-// the wait (no coordinated omission).
+// sends fall behind the clock: how late a claim began shows the wait (no
+// coordinated omission).
 func paceClaims(ctx context.Context, rate, workers int, wg *sync.WaitGroup) <-chan time.Time {
 	due := make(chan time.Time, workers)
 	every := time.Second / time.Duration(rate)

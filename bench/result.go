@@ -277,6 +277,9 @@ func (r Result) Table(w io.Writer) error {
 			paced = fmt.Sprintf(", paced to %d/s", b.StandingRate)
 		}
 		line("standing claim", fmt.Sprintf("%s at %s/s%s", pct(b.Standing), rate(b.StandingPerSec), paced))
+		if b.StandingLate != nil {
+			line("  began late by", pct(*b.StandingLate))
+		}
 		line("drain", fmt.Sprintf("%v (%s/s)", b.Drain.Round(time.Millisecond), rate(b.DrainPerSec)))
 	}
 	if f := r.Fairness; f != nil {

@@ -56,7 +56,7 @@ func TestBacklogStandingPaced(t *testing.T) {
 	cfg.StandingRate = 500
 	res := run(t, cfg)
 	b := res.Filled
-	if b.StandingRate != 500 || b.Standing.Count == 0 {
+	if b.StandingRate != 500 || b.Standing.Count == 0 || b.StandingLate == nil || b.StandingLate.Count != b.Standing.Count {
 		t.Fatalf("standing phase paced to %d: %d claims", b.StandingRate, b.Standing.Count)
 	}
 	// 200 ms at 500/s schedules about 100 claims; the schedule's first
@@ -65,7 +65,7 @@ func TestBacklogStandingPaced(t *testing.T) {
 		t.Fatalf("%d claims in a phase paced to about 100 (at most %d)", b.Standing.Count, most)
 	}
 	var table strings.Builder
-	if err := res.Table(&table); err != nil || !strings.Contains(table.String(), "paced to 500/s") {
+	if err := res.Table(&table); err != nil || !strings.Contains(table.String(), "paced to 500/s") || !strings.Contains(table.String(), "began late by") {
 		t.Errorf("the report does not say the phase was paced (%v):\n%s", err, table.String())
 	}
 	c := cfg
