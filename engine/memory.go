@@ -24,8 +24,7 @@ import (
 // refused for it, so a full DB can always be drained. A claim adds its
 // owner's bytes to each task it leases (the lease record itself is
 // counted when the task is admitted): it may use the reserve below, and
-// leases fewer tasks, or none (ErrFull), when the leases already held
-// fill it.
+// past it leases one task at a time, never refused.
 //
 // Writes to a namespace's system area (worker presence, schedules) may use
 // the same reserve.
@@ -109,9 +108,7 @@ func (c *core) admit(cmd *command) error {
 		threshold = c.vals.threshold
 	}
 	add, completion := cmd.Adds(threshold)
-	if err := c.admitClaim(cmd, add); err != nil {
-		return err
-	}
+	c.admitClaim(cmd, add)
 	if add == 0 {
 		return nil
 	}
@@ -138,13 +135,15 @@ func (c *core) admit(cmd *command) error {
 // admitClaim cuts how many tasks cmd, a claim, leases to what the budget
 // and its reserve (and its namespace's byte quota and reserve) hold
 // beyond add, what the rest of cmd adds: each task leased adds its
-// owner's bytes. A claim that could lease none is refused with ErrFull; a
-// completion that claims completes and leases none. Completions free what
-// leases hold, so a full DB still drains.
-func (c *core) admitClaim(cmd *command, add int64) error {
+// owner's bytes. Past the reserve a claim still leases one task, so that
+// a queue always drains (a state taken past the reserve by what is never
+// refused, such as failures' errors, with no lease held, would otherwise
+// refuse every claim): the state then passes the reserve by at most the
+// owner names of the leases held.
+func (c *core) admitClaim(cmd *command, add int64) {
 	per := cmd.ClaimAdds()
 	if per == 0 {
-		return nil
+		return
 	}
 	fit := int64(cmd.Max)
 	if c.budget > 0 {
@@ -156,19 +155,9 @@ func (c *core) admitClaim(cmd *command, add int64) error {
 		room := q.MaxBytes + q.MaxBytes/memoryReserveShare - c.store.NamespaceUsage(ns).Bytes - add
 		fit = min(fit, max(room, 0)/per)
 	}
-	switch {
-	case fit >= int64(cmd.Max):
-	case fit > 0:
-		cmd.Max = int(fit)
-	case cmd.Op == cmdCompleteClaim:
-		cmd.Op, cmd.Owner, cmd.Lease, cmd.Max = cmdComplete, "", 0, 0
-	default:
-		used := c.store.Usage().Bytes
-		c.memRefused(used, per)
-		return fmt.Errorf("%w: the leases held fill the reserve of the memory budget (Options.MaxMemory) or of namespace %s's quota; "+
-			"complete or fail leased tasks, or raise the budget", ErrFull, cmd.NS)
+	if fit < int64(cmd.Max) {
+		cmd.Max = int(max(fit, 1))
 	}
-	return nil
 }
 
 // memWarn is the state of the memory warnings, under core.mu.

@@ -18,10 +18,11 @@ import (
 // DB with a small memory budget, and checks what the budget promises
 // after every call: a write refused with ErrFull changed nothing, and
 // only writes that add state are refused; what frees state (a claim, a
-// completion without follow-ups, a failure, a cancel, a KV delete) never
-// is; the state stays within the budget, and within the budget and its
-// reserve once claims (each lease adds its owner's bytes) or completions
-// with follow-ups run; and the usage the engine
+// completion without follow-ups, a failure, a cancel, a KV delete, a
+// claim) never is; the state stays within the budget, and within the
+// budget and its reserve once claims (each lease adds its owner's bytes)
+// or completions with follow-ups run, past which claims lease one task
+// each and may pass it by the owner names of the leases held; and the usage the engine
 // keeps verifies against its records, also after a reopen.
 func FuzzBudget(f *testing.F) {
 	f.Add([]byte{0x40, 0, 50, 0, 1, 3, 9, 3, 2, 0, 4, 1, 60, 5, 0, 0})
@@ -110,7 +111,7 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 			desc, adds = "kv set", true
 			_, err = kv.Commit(ctx, engine.Set(fmt.Sprintf("k%d", a%16), payload(b)))
 		case 3:
-			desc, adds = "claim", true
+			desc, frees = "claim", true
 			var ls []engine.Lease
 			ls, err = q.Claim(ctx, strings.Repeat("w", 1+int(b%64)), time.Minute, 1+int(a%5))
 			leases = append(leases, ls...)
@@ -176,6 +177,9 @@ func runBudget(t *testing.T, prog []byte) (refused int) {
 		limit := budget + gathered
 		if reserved {
 			limit += reserve
+			for _, l := range leases {
+				limit += int64(len(l.Owner))
+			}
 		}
 		if after.Memory > limit {
 			t.Fatalf("step %d: after %s the state holds %d bytes, past %d (budget %d)", i/3, desc, after.Memory, limit, budget)
