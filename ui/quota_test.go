@@ -95,3 +95,19 @@ func TestOverviewShowsQuotasToACaller(t *testing.T) {
 	mustContain(t, body, `id="memory"`, `<th scope="row">acme/prod</th><td class="num">1</td>`, `<td class="num quota">50 tasks</td>`)
 	mustNotContain(t, body, `class="card mem`)
 }
+
+// TestQuotaWithoutQuotas: a dashboard over an API that keeps no quotas
+// shows no quota panel and refuses the action, changing nothing.
+func TestQuotaWithoutQuotas(t *testing.T) {
+	e := newEnv(t, Options{AllowActions: true})
+	e.enqueue(e.queue("jobs"), engine.Task{})
+	e.serve(struct{ engine.API }{e.db}, Options{AllowActions: true})
+	mustNotContain(t, e.mustGet("/docket/queue?p=acme&s=prod&q=jobs"), `id="quota"`)
+	form := url.Values{"csrf": {e.csrf()}, "op": {"set-quota"}, "p": {"acme"}, "s": {"prod"}, "q": {"jobs"}, "confirm": {"yes"}, "max_tasks": {"5"}}
+	if st, body := e.post("/docket/action", form); st != http.StatusBadRequest || !strings.Contains(body, "keeps no quotas") {
+		t.Fatalf("set-quota without quotas: %d\n%.300s", st, body)
+	}
+	if q, _, err := e.db.Quota(ctx, ns); err != nil || q != (engine.Quota{}) {
+		t.Fatalf("a refused action set a quota: %+v %v", q, err)
+	}
+}
