@@ -69,6 +69,11 @@ type Server struct {
 
 	limits string        // the LimitsHeader's value
 	large  chan struct{} // slots of large bodies being read (guardedBody)
+	// largeBufs holds a frame buffer for each large slot: a session's
+	// reader that holds a slot reads its large frames into one, reused, so
+	// that large frames one after another do not each leave a buffer of
+	// their size for the collector (the heap then grew by several of them).
+	largeBufs chan []byte
 
 	parkMu sync.Mutex
 	parked map[*parkedCall]struct{} // waiting claims of token holders
@@ -119,6 +124,10 @@ func New(db engine.API, opts Options) *Server {
 		errw:   connect.NewErrorWriter(),
 		parked: map[*parkedCall]struct{}{},
 		large:  make(chan struct{}, largeBodies),
+	}
+	s.largeBufs = make(chan []byte, largeBodies)
+	for range largeBodies {
+		s.largeBufs <- nil
 	}
 	s.limits = s.lim.header()
 	s.routes = s.buildRoutes()

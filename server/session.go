@@ -96,6 +96,7 @@ type sess struct {
 	batch []scall         // the reader's batch of calls, reused
 	spare []*enqueueFrame // Enqueue calls to decode into (readCall)
 	large bool            // the reader holds the server's large body slot
+	lbuf  []byte          // and the slot's frame buffer (Server.largeBufs)
 	last  uint64          // the highest id of a call the reader ran or answered (GoingAway)
 }
 
@@ -406,15 +407,20 @@ func (x *sess) readCall() (scall, error) {
 			if err := x.waitLarge(); err != nil {
 				return scall{}, err
 			}
-			x.large = true
+			x.large, x.lbuf = true, <-s.largeBufs
 		}
-		buf = make([]byte, n)
+		buf = x.lbuf
 	}
 	b, err := session.ReadBody(x.br, n, buf)
 	if err != nil {
 		return scall{}, err
 	}
-	if cap(b) <= keepFrameBuf {
+	switch {
+	case n > largeBodyBytes:
+		// Decoding copies what the call keeps: the buffer is the slot's
+		// again for its next large frame.
+		x.lbuf = b[:0]
+	case cap(b) <= keepFrameBuf:
 		x.frame = b
 	}
 	if err := wire.CheckProto(b, callDesc); err != nil {
@@ -560,6 +566,8 @@ func callID(b []byte) (uint64, bool) {
 func (x *sess) releaseLarge() {
 	if x.large {
 		x.large = false
+		x.s.largeBufs <- x.lbuf
+		x.lbuf = nil
 		<-x.s.large
 		if x.s.onLargeReleased != nil {
 			x.s.onLargeReleased()

@@ -542,3 +542,46 @@ func TestSessionCallDeadline(t *testing.T) {
 		t.Fatalf("the late call ran: %+v, %v", n, err)
 	}
 }
+
+// TestSessionLargeFramesShareABuffer: the reader holding the large body
+// slot reads large frames into the slot's buffer, so a large frame after
+// the first, in the same session or another, allocates no buffer of its
+// size, only its decoded copy (each frame used to leave a buffer of its
+// size for the collector too, and the heap of a server fed large frames
+// grew by several). Not parallel: it reads the process's allocation
+// counter.
+func TestSessionLargeFramesShareABuffer(t *testing.T) {
+	s, _ := newTestServer(t, nil, Options{})
+	addr, _ := serveSessions(t, s)
+	const size = 4 << 20
+	key := strings.Repeat("k", size) // over the engine's key limit: refused after the frame is read
+	frames := map[uint64][]byte{}    // made before the counting: the client's bytes are not the server's
+	for id := uint64(1); id <= 4; id++ {
+		f, err := session.AppendFrame(nil, &v1.Call{Id: id, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{Namespace: sessNS, Key: key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames[id] = f
+	}
+	call := func(ts *testSession, id uint64) {
+		t.Helper()
+		if _, err := ts.conn.Write(frames[id]); err != nil {
+			t.Fatal(err)
+		}
+		if r := ts.mustRecv(); r.GetId() != id || r.GetError().GetCode() != connect.CodeInvalidArgument.String() {
+			t.Fatalf("call %d: %v", id, r)
+		}
+	}
+	a, _ := dialSession(t, addr, "")
+	b, _ := dialSession(t, addr, "")
+	call(a, 1) // the slot's buffer grows to the frame
+	for i, ts := range []*testSession{a, b, a} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		call(ts, uint64(i+2))
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > size*3/2 {
+			t.Fatalf("large frame %d allocated %d bytes for a frame of %d: more than its decoded copy", i+2, got, size)
+		}
+	}
+}
