@@ -183,20 +183,8 @@ func PBTasks(ts []engine.Task) []*v1.Task {
 	out := make([]*v1.Task, len(ts))
 	msgs := make([]v1.Task, len(ts))
 	for i := range ts {
-		t, m := &ts[i], &msgs[i]
-		m.Payload = t.Payload
-		m.Kind = t.Kind
-		m.Delay = PBDuration(t.Delay)
-		m.At = PBTime(t.At)
-		m.Priority = int64(t.Priority)
-		m.MaxAttempts = clampInt32(t.MaxAttempts)
-		m.BackoffBase = PBDuration(t.BackoffBase)
-		m.BackoffMax = PBDuration(t.BackoffMax)
-		m.IdempotencyKey = t.IdempotencyKey
-		m.Headers = t.Headers
-		m.Unique = PBUnique(t.Unique)
-		m.Partition = t.Partition
-		pbTaskDeps(*t, m)
+		m := &msgs[i]
+		PBTaskInto(ts[i], m)
 		out[i] = m
 	}
 	return out
