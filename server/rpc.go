@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -98,11 +100,53 @@ func (s *Server) logCalls() connect.Interceptor {
 				return res, nil
 			}
 			ci := infoFrom(ctx)
-			s.log.Log(ctx, failureLevel(err), "docket: call failed", "req", ci.id, "procedure", req.Spec().Procedure,
-				"caller", ci.callerID(), "code", connect.CodeOf(err).String(), "err", err)
+			s.logFailure(ctx, ci.id, req.Spec().Procedure, ci.callerID(), err)
 			return res, err
 		}
 	})
+}
+
+// logFailure logs the failure of one call. Refusals for a caller's limits
+// (errBusy) are sampled: a client at its limit may be refused thousands of
+// times a second, so at most one such line is logged a second, with the
+// number of refusals left unlogged since the last ("unlogged").
+func (s *Server) logFailure(ctx context.Context, req, procedure, caller string, err error) {
+	level := failureLevel(err)
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	args := []any{"req", req, "procedure", procedure, "caller", caller, "code", connect.CodeOf(err).String(), "err", err}
+	if errors.As(err, new(errBusy)) {
+		unlogged, ok := s.busyLog.allow(s.now())
+		if !ok {
+			return
+		}
+		if unlogged > 0 {
+			args = append(args, "unlogged", unlogged)
+		}
+	}
+	s.log.Log(ctx, level, "docket: call failed", args...)
+}
+
+// sampler lets one event through per interval and counts the others.
+type sampler struct {
+	mu       sync.Mutex
+	next     time.Time // when the next event may pass
+	unlogged int       // events held back since the last that passed
+}
+
+// allow reports whether an event at now passes, and if so how many were
+// held back before it.
+func (l *sampler) allow(now time.Time) (held int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Before(l.next) {
+		l.unlogged++
+		return 0, false
+	}
+	held, l.unlogged = l.unlogged, 0
+	l.next = now.Add(time.Second)
+	return held, true
 }
 
 // failureLevel is the level of the log line about a failed call.
@@ -231,7 +275,7 @@ func (h queuesRPC) ClaimWait(ctx context.Context, req *connect.Request[v1.ClaimW
 }
 
 // runClaimWait runs a ClaimWait call. A session's call may also be ended
-// by its Abandon (abandonOf(ctx)), which answers as the server's own end
+// by its Abandon (sessionWaitOf(ctx)), which answers as the server's own end
 // of the wait does: with what it has.
 func (s *Server) runClaimWait(ctx context.Context, m *v1.ClaimWaitRequest) (*v1.ClaimWaitResponse, error) {
 	a, wait, err := decodeClaimWait(m)

@@ -47,7 +47,8 @@ type Options struct {
 	BodyTimeout time.Duration
 	// Logger receives one line per refused or failed call, with the call's
 	// request id as "req", and the server's life events (default
-	// slog.Default()).
+	// slog.Default()). Refusals for a caller's limits are sampled: at most
+	// one line a second, with the refusals not logged since as "unlogged".
 	Logger *slog.Logger
 	// Ready, when set, is asked by /readyz whether the server can take
 	// calls (e.g. the engine has not failed; a replica has a leader).
@@ -84,11 +85,17 @@ type Server struct {
 	boot     string // random, per Server: request ids differ across restarts
 	reqID    atomic.Uint64
 
+	busyLog sampler          // log lines of calls refused for a caller's limits (logFailure)
+	now     func() time.Time // the clock of busyLog (a test's fake)
+
 	routes   map[protoreflect.FieldNumber]*route // a session's calls (session_routes.go)
 	sessions sessions
 
 	onPark func() // tests: called when a ClaimWait has parked
-	onCall func() // tests: called when a call has taken its slot
+	// onWaitGoroutine, for tests, is called when a session's ClaimWait
+	// starts its goroutine.
+	onWaitGoroutine func()
+	onCall          func() // tests: called when a call has taken its slot
 	// onHandoff, for tests, is called when a session's reader has left
 	// a batch's answer to the session's answerer.
 	onHandoff func()
@@ -124,6 +131,7 @@ func New(db engine.API, opts Options) *Server {
 		errw:   connect.NewErrorWriter(),
 		parked: map[*parkedCall]struct{}{},
 		large:  make(chan struct{}, largeBodies),
+		now:    time.Now,
 	}
 	s.largeBufs = make(chan []byte, largeBodies)
 	for range largeBodies {
@@ -336,9 +344,15 @@ func bearer(h string) (string, bool) {
 // release must be called.
 func (s *Server) park(ctx context.Context, maxWait time.Duration) (context.Context, func(), error) {
 	ci := infoFrom(ctx)
-	release, err := s.lim.acquireParked(ci.callerID())
-	if err != nil {
-		return nil, nil, connect.NewError(connect.CodeResourceExhausted, err)
+	sw := sessionWaitOf(ctx)
+	var release func()
+	if sw != nil && sw.release != nil {
+		release = sw.release // taken by the session's reader
+	} else {
+		var err error
+		if release, err = s.lim.acquireParked(ci.callerID()); err != nil {
+			return nil, nil, connect.NewError(connect.CodeResourceExhausted, err)
+		}
 	}
 	if maxWait <= 0 || maxWait > s.opts.MaxWait {
 		maxWait = s.opts.MaxWait
@@ -349,8 +363,8 @@ func (s *Server) park(ctx context.Context, maxWait time.Duration) (context.Conte
 	if s.drainCtx.Err() != nil {
 		cancel() // draining already: answer at once, not when AfterFunc's goroutine runs
 	}
-	if a := abandonOf(ctx); a != nil { // a session's Abandon of the call
-		stopAbandon := context.AfterFunc(a, cancel)
+	if sw != nil { // a session's Abandon of the call
+		stopAbandon := context.AfterFunc(sw.abandon, cancel)
 		prev := stop
 		stop = func() bool { prev(); return stopAbandon() }
 	}

@@ -115,13 +115,23 @@ type sresult struct {
 	slot *usage // the caller's call slot (limiter.take), nil if none
 }
 
-type abandonKey struct{}
+type sessionWaitKey struct{}
 
-// abandonOf returns the context whose end ends a session ClaimWait's wait
-// as the server's own end of it does (park).
-func abandonOf(ctx context.Context) context.Context {
-	a, _ := ctx.Value(abandonKey{}).(context.Context)
-	return a
+// sessionWait is what a session gives the ClaimWait it runs on a goroutine
+// of its own (park): the context whose end ends its wait as the server's
+// own end of it does (the session's Abandon of the call), and the caller's
+// parked slot the session's reader took for it before it started the
+// goroutine, so that a claim over the caller's limit is refused by the
+// reader and costs no goroutine.
+type sessionWait struct {
+	abandon context.Context
+	release func() // gives back the parked slot; may be called again
+}
+
+// sessionWaitOf returns the sessionWait of a session's ClaimWait, or nil.
+func sessionWaitOf(ctx context.Context) *sessionWait {
+	w, _ := ctx.Value(sessionWaitKey{}).(*sessionWait)
+	return w
 }
 
 // sessions tracks the sessions being served, so that none outlives Serve.
@@ -664,14 +674,21 @@ calls:
 		}
 		req := c.ProtoReflect().Get(fd).Message().Interface()
 		if fd == claimWaitFld {
-			// Registered here, not on its goroutine, so that an Abandon
+			// Its parked slot is taken here, so that one over the
+			// caller's limit is refused without a goroutine, and it is
+			// registered here, not on its goroutine, so that an Abandon
 			// read right after it finds it.
+			release, err := s.lim.acquireParked(x.ci.callerID())
+			if err != nil {
+				b.results = append(b.results, sresult{id: c.Id, rt: rt, err: connect.NewError(connect.CodeResourceExhausted, err)})
+				continue
+			}
 			actx, abandon := context.WithCancel(context.Background())
 			x.waitMu.Lock()
 			x.waits[c.Id] = abandon
 			x.waitMu.Unlock()
 			x.calls.Add(1)
-			go x.claimWait(c.Id, sc, rt, req, actx, abandon)
+			go x.claimWait(c.Id, sc, rt, req, &sessionWait{abandon: actx, release: release}, abandon)
 			continue
 		}
 		caller := x.ci.callerID()
@@ -862,22 +879,25 @@ func (x *sess) itemError(r *sresult) *v1.ItemError {
 	if r.rt != nil {
 		proc = r.rt.proc
 	}
-	x.log.Log(x.ctx, failureLevel(ce), "docket: call failed", "req", x.reqID(r.id), "procedure", proc,
-		"caller", x.ci.callerID(), "code", ce.Code().String(), "err", ce)
+	x.s.logFailure(x.ctx, x.reqID(r.id), proc, x.ci.callerID(), ce)
 	return wire.PBItemError(ce)
 }
 
 // claimWait runs a ClaimWait on its own goroutine, ended by the session's
 // Abandon of its id as well as by what ends a unary one's wait.
-func (x *sess) claimWait(id uint64, sc scall, rt *route, req proto.Message, actx context.Context, abandon context.CancelFunc) {
+func (x *sess) claimWait(id uint64, sc scall, rt *route, req proto.Message, w *sessionWait, abandon context.CancelFunc) {
 	defer x.calls.Done()
+	defer w.release() // if the call ended before it parked
 	defer abandon()
+	if x.s.onWaitGoroutine != nil {
+		x.s.onWaitGoroutine()
+	}
 	defer func() {
 		x.waitMu.Lock()
 		delete(x.waits, id)
 		x.waitMu.Unlock()
 	}()
-	ctx, cancel := sc.withDeadline(context.WithValue(x.ctx, abandonKey{}, actx))
+	ctx, cancel := sc.withDeadline(context.WithValue(x.ctx, sessionWaitKey{}, w))
 	defer cancel()
 	var changed atomic.Bool
 	if c := x.s.opts.Cluster; c != nil {

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -292,6 +293,69 @@ func TestSessionClaimWait(t *testing.T) {
 	ts = dialWithCalls(t, addr, wait(5, "b"), &v1.Call{Id: 5, Call: &v1.Call_Abandon{Abandon: &v1.Abandon{}}})
 	if r := ts.mustRecv(); r.GetId() != 5 || r.GetClaimWait() == nil {
 		t.Fatalf("a claim abandoned at once: %v", r)
+	}
+}
+
+// TestSessionClaimWaitsOverTheLimit: a session's ClaimWaits past the
+// caller's parked limit are refused by the reader, with no goroutine each,
+// and their refusals are logged at most once a second, with the number
+// left unlogged; the claims within the limit wait and are answered.
+func TestSessionClaimWaitsOverTheLimit(t *testing.T) {
+	t.Parallel()
+	logs := &logBuffer{}
+	s, _ := newTestServer(t, nil, Options{MaxParked: 2, MaxWait: time.Hour, Logger: logs.logger()})
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	var started atomic.Int64
+	s.onWaitGoroutine = func() { started.Add(1) }
+	parked := make(chan struct{}, 2)
+	s.onPark = func() { parked <- struct{}{} }
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	var calls []proto.Message
+	for i := range 10 {
+		calls = append(calls, &v1.Call{Id: uint64(i + 1), Call: &v1.Call_ClaimWait{ClaimWait: &v1.ClaimWaitRequest{
+			Namespace: sessNS, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 1,
+			MaxWait: durationpb.New(time.Hour)}}})
+	}
+	ts.send(calls...)
+	got := ts.recvAll(8)
+	for id, r := range got {
+		if id <= 2 || r.GetError() == nil || r.GetError().GetCode() != connect.CodeResourceExhausted.String() ||
+			!strings.Contains(r.GetError().GetMessage(), "max-parked") {
+			t.Fatalf("claim %d over the limit: %v", id, r)
+		}
+	}
+	<-parked
+	<-parked
+	if n := started.Load(); n != 2 {
+		t.Fatalf("%d ClaimWait goroutines started for 2 claims within the limit", n)
+	}
+	refusals := func() (lines []map[string]any) {
+		for _, l := range logs.lines(t) {
+			if l["msg"] == "docket: call failed" && l["code"] == "resource_exhausted" {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	if l := refusals(); len(l) != 1 || l[0]["unlogged"] != nil {
+		t.Fatalf("8 refusals within a second logged as %v, want one line", l)
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	ts.send(calls[9])
+	if r := ts.mustRecv(); r.GetId() != 10 || r.GetError() == nil {
+		t.Fatalf("a claim over the limit a second later: %v", r)
+	}
+	if l := refusals(); len(l) != 2 || l[1]["unlogged"] != float64(7) {
+		t.Fatalf("a refusal a second later logged as %v, want a second line with unlogged=7", l)
+	}
+	ts.send(&v1.Call{Id: 1, Call: &v1.Call_Abandon{Abandon: &v1.Abandon{}}}, &v1.Call{Id: 2, Call: &v1.Call_Abandon{Abandon: &v1.Abandon{}}})
+	if got := ts.recvAll(2); got[1].GetClaimWait() == nil || got[2].GetClaimWait() == nil {
+		t.Fatalf("the claims within the limit, abandoned: %v", got)
 	}
 }
 
