@@ -205,11 +205,6 @@ func (c *core) openDir() (err error) {
 			}
 			return c.vals.sync()
 		}}
-	if c.opts.Durability == SyncNever {
-		// Spare space makes fsyncs cheaper; with none on the commit path,
-		// writing it ahead would only double the bytes written.
-		wopts.Preallocate = -1
-	}
 	if obs := c.opts.Observer; obs != nil {
 		wopts.OnSync = obs.Synced
 	}

@@ -159,13 +159,21 @@ type Log struct {
 	// The I/O side. wmu serialises everything that touches the segment
 	// files but Replay: writes, fsyncs, Read, truncation and close.
 	wmu       sync.Mutex
-	segs      []*segment    // oldest first; the last is the tail, where appends go
-	file      segmentFile   // the tail's, open for appending; nil while it is replaced
-	tailSize  int64         // bytes of entries in the tail segment
-	tailAlloc int64         // bytes in its file: tailSize, then zeros (see reserve)
-	fclosed   bool          // Close has run: the files are closed or abandoned
-	cur       cursor        // where Read is
-	written   atomic.Uint64 // newest record handed to the OS
+	segs      []*segment  // oldest first; the last is the tail, where appends go
+	file      segmentFile // the tail's, open for appending; nil while it is replaced
+	tailSize  int64       // bytes of entries in the tail segment
+	tailAlloc int64       // bytes in its file: tailSize, then zeros (see reserve)
+	fclosed   bool        // Close has run: the files are closed or abandoned
+	// The tail's file mapped into memory (mapTail), when its file system
+	// offers it: appends are then copied into the page cache without a
+	// write call. tmapFile is the file the mapping, or its refusal
+	// (tmapNo), is of.
+	tmap     []byte
+	tmapFile segmentFile
+	tmapNo   bool
+	tmapHeld int64         // bytes tmapFile held when last asked (Stat)
+	cur      cursor        // where Read is
+	written  atomic.Uint64 // newest record handed to the OS
 
 	// Group commit. One Sync caller at a time (the leader, syncing set)
 	// writes and fsyncs; the others wait on cond, then either find their
@@ -851,7 +859,8 @@ func (l *Log) Close() error {
 	// A failed Log leaves the tail's file open: closing it would let an
 	// fsync of the same file elsewhere succeed without the pages lost by the
 	// failed one being on disk. It is closed when the Log is garbage
-	// collected.
+	// collected. Its mapping goes: nothing writes any more.
+	l.unmapTail()
 	l.fclosed = true
 
 	l.smu.Lock()

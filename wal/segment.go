@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -63,7 +64,7 @@ type segmentFile interface {
 // records, which may lie before the end of the file (see reserve), so the
 // file is not opened to append.
 const (
-	tailFlags   = os.O_WRONLY
+	tailFlags   = os.O_RDWR                            // read too: a mapping needs it (mapTail)
 	createFlags = os.O_CREATE | os.O_RDWR | os.O_TRUNC // a new segment, as tidwall/wal creates one
 )
 
@@ -106,6 +107,7 @@ func (l *Log) reserve(n int64) error {
 // reserve added, and fsyncs it: what a segment looks like once the Log is
 // done with it. It holds wmu.
 func (l *Log) trimTail() error {
+	l.unmapTail() // nothing may touch the mapping past the cut
 	if l.tailAlloc > l.tailSize {
 		if err := l.file.Truncate(l.tailSize); err != nil {
 			return err
@@ -183,7 +185,13 @@ func (l *Log) writeTail(p *pending, i, j int) error {
 	if err := l.reserve(int64(end - start)); err != nil {
 		return err
 	}
-	n, err := l.file.WriteAt(p.buf[start:end], l.tailSize)
+	var n int
+	var err error
+	if m := l.mapTail(l.tailSize + int64(end-start)); m != nil {
+		n = copy(m[l.tailSize:], p.buf[start:end])
+	} else {
+		n, err = l.file.WriteAt(p.buf[start:end], l.tailSize)
+	}
 	l.bytes.Add(uint64(n))
 	if err != nil {
 		return err
@@ -517,8 +525,72 @@ func (l *Log) openTail(size, alloc int64) error {
 	return nil
 }
 
+// mapTail returns the tail's file mapped into memory over at least its
+// first need bytes, or nil when it cannot be: then entries are written
+// with write calls. A copy into the mapping puts the bytes in the page
+// cache as a write does (a process crash loses nothing copied; an fsync
+// of the file makes them durable), without a system call per write. Only
+// bytes the file holds are touched (a mapping faults past the file's
+// end): need is within tailAlloc, which reserve grew with zeros written,
+// so the tail is mapped only when the Log preallocates. The mapping
+// covers the segment's size and its preallocation, so that it is made
+// once per segment. It holds wmu.
+func (l *Log) mapTail(need int64) []byte {
+	if l.tmapFile != l.file {
+		l.unmapTail()
+		l.tmapFile, l.tmapNo, l.tmapHeld = l.file, false, 0
+	}
+	if need <= l.tmapHeld && int64(len(l.tmap)) >= need {
+		return l.tmap
+	}
+	if l.tmapNo || l.opts.Preallocate <= 0 || need > l.tailAlloc {
+		return nil
+	}
+	mf, ok := l.file.(mappable)
+	if !ok {
+		l.tmapNo = true
+		return nil
+	}
+	// What the file holds, asked of the file itself: bytes past its end
+	// would be lost in the mapping's last page, or fault.
+	fi, err := mf.Stat()
+	if err != nil {
+		l.tmapNo = true
+		return nil
+	}
+	if l.tmapHeld = fi.Size(); need > l.tmapHeld {
+		return nil // the write call grows the file
+	}
+	if int64(len(l.tmap)) >= need {
+		return l.tmap
+	}
+	l.unmapTail()
+	b, err := mf.Map(int(max(l.tailAlloc, int64(l.opts.SegmentSize)+l.opts.Preallocate)))
+	if err != nil {
+		l.tmapNo = true // a file system that cannot map: write calls
+		return nil
+	}
+	l.tmap = b
+	return b
+}
+
+// mappable is a tail file mapTail can map.
+type mappable interface {
+	vfs.Mapper
+	Stat() (fs.FileInfo, error)
+}
+
+// unmapTail removes the tail's mapping, if there is one. It holds wmu.
+func (l *Log) unmapTail() {
+	if l.tmap != nil {
+		vfs.Unmap(l.tmap)
+		l.tmap = nil
+	}
+}
+
 // closeFile closes the tail segment's file. It holds wmu.
 func (l *Log) closeFile() error {
+	l.unmapTail()
 	f := l.file
 	l.file = nil
 	if f == nil {

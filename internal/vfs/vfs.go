@@ -53,6 +53,16 @@ type File interface {
 	Name() string
 }
 
+// Mapper is a File that can be mapped into memory, shared and writable:
+// bytes copied into the mapping are in the file at once (in the operating
+// system's page cache, as a write puts them), without a system call, and
+// an fsync of the file makes them durable. Only the bytes the file holds
+// may be touched: past its end the mapping faults. The operating system's
+// files are Mappers on Linux; Unmap removes a mapping.
+type Mapper interface {
+	Map(length int) ([]byte, error)
+}
+
 // Default is the operating system's file system.
 var Default FS = osFS{}
 
