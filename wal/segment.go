@@ -108,6 +108,7 @@ func (l *Log) reserve(n int64) error {
 // done with it. It holds wmu.
 func (l *Log) trimTail() error {
 	l.unmapTail() // nothing may touch the mapping past the cut
+	l.tmapHeld = 0
 	if l.tailAlloc > l.tailSize {
 		if err := l.file.Truncate(l.tailSize); err != nil {
 			return err
