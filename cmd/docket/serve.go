@@ -86,7 +86,10 @@ cluster does once it knows a leader).
 
 Logs are structured (slog) on stderr, one line per event, with a request id
 on each refused or failed call; every answer carries its call's id in the
-Docket-Request-Id header.`
+Docket-Request-Id header. Calls refused for a caller's limits (-max-calls,
+-max-parked) are logged at most once a second, the line counting the
+refusals since the last one logged as "unlogged": a client at its limit can
+be refused thousands of times a second.`
 
 // serveConfig is what the flags of serve make.
 type serveConfig struct {
