@@ -48,21 +48,32 @@ type unreadEnv struct {
 	clock     *ManualClock
 	logs      *lockedBuffer
 	failReads atomic.Bool
+	// onRead, when set, is called before each read of the value log.
+	onRead atomic.Pointer[func(errorfs.Op)]
 }
 
 const unreadDir = "/data/db"
 
-func newUnreadEnv(t *testing.T) *unreadEnv {
+func newUnreadEnv(t *testing.T, tweak ...func(*Options)) *unreadEnv {
 	t.Helper()
 	u := &unreadEnv{t: t, mem: newMemFS(t), clock: NewManualClock(t0), logs: &lockedBuffer{}}
 	fsys := errorfs.Wrap(u.mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if u.failReads.Load() && op.Kind == errorfs.OpRead && strings.Contains(op.Path, "/vlog/") {
+		if op.Kind != errorfs.OpRead || !strings.Contains(op.Path, "/vlog/") {
+			return nil
+		}
+		if f := u.onRead.Load(); f != nil {
+			(*f)(op)
+		}
+		if u.failReads.Load() {
 			return &fs.PathError{Op: "read", Path: op.Path, Err: errorfs.ErrInjected}
 		}
 		return nil
 	}))
-	db, err := Open(unreadDir, Options{ValueThreshold: 256, Clock: u.clock, fs: fsys,
-		Logger: slog.New(slog.NewTextHandler(u.logs, nil))})
+	opts := Options{ValueThreshold: 256, Clock: u.clock, fs: fsys, Logger: slog.New(slog.NewTextHandler(u.logs, nil))}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	db, err := Open(unreadDir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,5 +338,60 @@ func TestReadsOfUnreadableValues(t *testing.T) {
 	}
 	if u.logLines(bad2) != 1 || !strings.Contains(u.logs.String(), "unlogged=2") {
 		t.Fatalf("after a second, task %d's line with what was left out:\n%s", bad2, u.logs.String())
+	}
+}
+
+// TestClaimLeavesOutATaskGoneWhileRead: a task cancelled, and its value
+// compacted away, while the claim that leased it reads the values of its
+// leases is left out of the claim's answer; the call does not fail with
+// ErrNotFound, and the other leases are handed out.
+func TestClaimLeavesOutATaskGoneWhileRead(t *testing.T) {
+	t.Parallel()
+	// Each value takes a file of its own.
+	u := newUnreadEnv(t, func(o *Options) { o.valueFileSize = 4 << 10 })
+	pa := bigJSON(1, 5000)
+	a := u.enqueue(Task{Payload: pa, Priority: 9})
+	b := u.enqueue(Task{Payload: bigJSON(2, 5000), Priority: 5})
+	u.enqueue(Task{Payload: bigJSON(3, 5000)})
+	fileA, fileB := vlogFileName(u.ref(a).File), u.ref(b).File
+	if u.ref(a).File == fileB {
+		t.Fatal("the two values share a file")
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func(op errorfs.Op) {
+		if strings.HasSuffix(op.Path, fileA) {
+			once.Do(func() {
+				close(reached)
+				<-release
+			})
+		}
+	}
+	u.onRead.Store(&hook)
+	type answer struct {
+		ls  []Lease
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		ls, err := u.q.Claim(ctx, "w", time.Minute, 2)
+		done <- answer{ls, err}
+	}()
+	<-reached // the claim leased a and b, and reads a's payload
+	if err := u.q.Cancel(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.db.CompactValues(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range u.db.c.vals.log.Files() {
+		if f.Num == fileB {
+			t.Fatalf("compaction left file %d, which holds nothing live", fileB)
+		}
+	}
+	close(release)
+	got := <-done
+	if got.err != nil || len(got.ls) != 1 || got.ls[0].ID != a || !bytes.Equal(got.ls[0].Payload, pa) {
+		t.Fatalf("claim: %v, %v; want [%d]", ids(got.ls), got.err, a)
 	}
 }
