@@ -113,7 +113,11 @@ func (c *core) dropUnreadable(ctx context.Context, ls []Lease, bad []badValue) [
 		}
 		drop[b.w.i] = true
 		if !b.gone {
-			c.noteUnreadable(b, &ls[b.w.i].Namespace, ls[b.w.i].Queue, "the task is failed, not leased")
+			what := "the task is failed by its retry policy, not leased"
+			if b.permanent {
+				what = "the task is dead-lettered, not leased"
+			}
+			c.noteUnreadable(b, &ls[b.w.i].Namespace, ls[b.w.i].Queue, what)
 			c.failUnreadable(ctx, &ls[b.w.i], b)
 		}
 	}
