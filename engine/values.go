@@ -28,6 +28,8 @@ const DefaultValueThreshold = 1024
 // written (ErrUnsynced: its batch is applied but its round not synced)
 // flushes the value log and reads again; one that meets a value moved by
 // compaction (ErrMissing: the file went) looks the reference up again.
+// A value that cannot be read (damage, an I/O error) fails its task, not
+// the call that read it: unreadable.go.
 type values struct {
 	log       *vlog.Log
 	threshold int
