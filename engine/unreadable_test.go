@@ -92,23 +92,29 @@ func (u *unreadEnv) enqueue(tk Task) uint64 {
 }
 
 // ref is where the payload of task id is in the value log.
-func (u *unreadEnv) ref(id uint64) index.ValueRef {
+func (u *unreadEnv) ref(id uint64) index.ValueRef { return u.refOf(id, vlog.Payload) }
+
+// refOf is where the value of kind of task id is in the value log.
+func (u *unreadEnv) refOf(id uint64, kind vlog.Kind) index.ValueRef {
 	u.t.Helper()
 	c := u.db.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	tk, ok := c.store.Task(id)
-	if !ok || tk.PayloadRef().IsZero() {
-		u.t.Fatalf("task %d has no payload in the value log", id)
+	r := c.refOf(id, kind)
+	if r.IsZero() {
+		u.t.Fatalf("task %d has no %s in the value log", id, kind)
 	}
-	return tk.PayloadRef()
+	return r
 }
 
 // damage flips a byte of the payload of task id where the value log keeps
 // it, as a bad sector would; it returns the value's file and offset.
-func (u *unreadEnv) damage(id uint64) (string, int64) {
+func (u *unreadEnv) damage(id uint64) (string, int64) { return u.damageValue(id, vlog.Payload) }
+
+// damageValue damages the value of kind of task id.
+func (u *unreadEnv) damageValue(id uint64, kind vlog.Kind) (string, int64) {
 	u.t.Helper()
-	r := u.ref(id)
+	r := u.refOf(id, kind)
 	name := vlogFileName(r.File)
 	f, err := u.mem.OpenFile(unreadDir+"/vlog/"+name, os.O_RDWR, 0)
 	if err != nil {
@@ -393,5 +399,70 @@ func TestClaimLeavesOutATaskGoneWhileRead(t *testing.T) {
 	got := <-done
 	if got.err != nil || len(got.ls) != 1 || got.ls[0].ID != a || !bytes.Equal(got.ls[0].Payload, pa) {
 		t.Fatalf("claim: %v, %v; want [%d]", ids(got.ls), got.err, a)
+	}
+}
+
+// TestClaimFailsATaskWithUnreadableProgress: a lease whose progress
+// record is damaged is not handed out either (a worker would resume from
+// a checkpoint it cannot see): the next claim after its lease expires
+// dead-letters it, naming its progress.
+func TestClaimFailsATaskWithUnreadableProgress(t *testing.T) {
+	t.Parallel()
+	u := newUnreadEnv(t)
+	id := u.enqueue(Task{Payload: []byte(`1`), Priority: 5})
+	other := u.enqueue(Task{Payload: []byte(`2`)})
+	ls, err := u.q.Claim(ctx, "w", time.Minute, 1)
+	if err != nil || len(ls) != 1 || ls[0].ID != id {
+		t.Fatalf("claim: %v, %v", ids(ls), err)
+	}
+	if err := u.q.Heartbeat(ctx, &ls[0], time.Minute, bigJSON(7, 2000)); err != nil {
+		t.Fatal(err)
+	}
+	file, _ := u.damageValue(id, vlog.Progress)
+	u.clock.Advance(2 * time.Minute)
+	again, err := u.q.Claim(ctx, "w", time.Minute, 5)
+	if err != nil || len(again) != 1 || again[0].ID != other {
+		t.Fatalf("claim after the lease expired: %v, %v; want [%d]", ids(again), err, other)
+	}
+	info, err := u.q.Get(ctx, id)
+	if !errors.Is(err, ErrCorrupt) || info.State != Dead || info.Progress != nil ||
+		!strings.Contains(info.LastError, "progress of task") || !strings.Contains(info.LastError, file) {
+		t.Fatalf("the task: %v; state %v, last error %q", err, info.State, info.LastError)
+	}
+}
+
+// TestClaimWhenFailingTheUnreadableTaskFails: when the commit that fails a
+// task whose value cannot be read fails itself (here the log cannot be
+// written, which stops the engine), the claim still returns the leases it
+// read, the failure is logged, and the next call reports the engine's
+// failure.
+func TestClaimWhenFailingTheUnreadableTaskFails(t *testing.T) {
+	t.Parallel()
+	var walBroken atomic.Bool
+	u := newUnreadEnv(t, func(o *Options) {
+		fsys := o.fs
+		o.fs = errorfs.Wrap(fsys, errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if walBroken.Load() && op.Kind == errorfs.OpWrite && strings.Contains(op.Path, "/wal/") {
+				return errorfs.ErrInjected
+			}
+			return nil
+		}))
+	})
+	big := u.enqueue(Task{Payload: bigJSON(1, 1000), Priority: 5})
+	small := u.enqueue(Task{Payload: []byte(`2`)})
+	// The claim's own commit is written before it reads the values.
+	hook := func(errorfs.Op) { walBroken.Store(true) }
+	u.onRead.Store(&hook)
+	u.failReads.Store(true)
+	ls, err := u.q.Claim(ctx, "w", time.Minute, 5)
+	if err != nil || len(ls) != 1 || ls[0].ID != small {
+		t.Fatalf("claim: %v, %v; want [%d]", ids(ls), err, small)
+	}
+	if !strings.Contains(u.logs.String(), "failing a task whose value cannot be read") ||
+		!strings.Contains(u.logs.String(), "id="+utoa(big)) {
+		t.Fatalf("the failed commit is not logged:\n%s", u.logs.String())
+	}
+	if _, err := u.q.Claim(ctx, "w", time.Minute, 5); !errors.Is(err, ErrFailed) {
+		t.Fatalf("the next claim: %v, want ErrFailed", err)
 	}
 }
