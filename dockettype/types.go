@@ -273,6 +273,10 @@ type TaskInfo struct {
 	OnParentFailure DependencyPolicy
 	// Partition is the task's partition ("" for none).
 	Partition string
+	// Unreadable names a value of the task (payload, progress or result)
+	// that could not be read from the value log, its file, offset and
+	// cause: that value is left out. Empty when every value was read.
+	Unreadable string
 }
 
 // AttemptError is one failed attempt of a task: a handler's failure or an

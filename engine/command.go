@@ -18,7 +18,7 @@ func (c *core) exec(ctx context.Context, cmd *command, res *cmdResult) error {
 	})
 	res.Seq = seq
 	if err == nil && len(ws) > 0 {
-		err = c.fillLeases(res.Leases, ws)
+		res.Leases, err = c.fillLeases(ctx, res.Leases, ws)
 	}
 	return err
 }

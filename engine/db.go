@@ -59,6 +59,9 @@ type core struct {
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
+	// unread logs the values that cannot be read (unreadable.go), with
+	// its own lock.
+	unread unreadableLog
 	// liveChecks counts the batches of records whose liveness a value
 	// log compaction asked under mu (values.go).
 	liveChecks int

@@ -60,6 +60,13 @@ type Stats struct {
 	// within that bound: committers that do not commit again as soon as
 	// their commit returns (a producer at a fixed rate).
 	LogGathers, LogGatherMisses uint64
+	// UnreadableValues counts the reads of a value in the value log (a
+	// payload, progress record or result) that failed: damage (a bad
+	// checksum, a file cut short or missing) or an I/O error. A claim
+	// fails such a task instead of leasing it, and Get, List and Search
+	// return it without the value (TaskInfo.Unreadable). Anything but 0
+	// calls for `docket verify`.
+	UnreadableValues uint64
 }
 
 // LogGroupBuckets is the number of buckets of Stats.LogGroups: one per

@@ -194,7 +194,9 @@ func checkClaim(owner string, lease time.Duration, max int) error {
 // and FIFO within a priority, from every task ready now: stored ready, due
 // timers, and expired leases with attempts left (an expired lease on its
 // last attempt is dead-lettered). It returns at once, with no tasks if none
-// is due.
+// is due. A task whose payload or progress cannot be read from the value
+// log is not handed out: the engine fails it (unreadable.go) and returns
+// the other leases.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
 	if err := checkClaim(owner, lease, max); err != nil {
 		return nil, err
@@ -220,26 +222,39 @@ func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, w
 	if c.repl != nil {
 		return c.claimReplicated(ctx, &cmd, prev)
 	}
-	var ws []want
-	_, err := c.commit(ctx, func(p *planner) error {
-		if s != nil {
-			c.arrive(s)
-			s = nil
+	for round := 1; ; round++ {
+		var ws []want
+		res = cmdResult{}
+		_, err := c.commit(ctx, func(p *planner) error {
+			if s != nil {
+				c.arrive(s)
+				s = nil
+			}
+			err := c.planCmd(p, &cmd, &res)
+			if len(res.Leases) == 0 && wait {
+				s = c.park(qk, res.Due)
+			}
+			if err == nil && c.vals != nil && len(res.Leases) > 0 {
+				ws = c.leaseWants(res.Leases, ws)
+			}
+			return err
+		})
+		if err != nil || len(ws) == 0 {
+			return res.Leases, s, err
 		}
-		err := c.planCmd(p, &cmd, &res)
-		if len(res.Leases) == 0 && wait {
-			s = c.park(qk, res.Due)
+		out, err := c.fillLeases(ctx, res.Leases, ws)
+		if err != nil || len(out) > 0 || round == claimRounds || ctx.Err() != nil {
+			return out, s, err
 		}
-		if err == nil && c.vals != nil && len(res.Leases) > 0 {
-			ws = c.leaseWants(res.Leases, ws)
-		}
-		return err
-	})
-	if err == nil && len(ws) > 0 {
-		err = c.fillLeases(res.Leases, ws)
+		// Every task leased had a value that cannot be read, and is failed
+		// now: claim again, for the tasks behind them.
 	}
-	return res.Leases, s, err
 }
+
+// claimRounds bounds the claims one call makes when every task each leased
+// had a value that cannot be read (each round fails those tasks): the call
+// then returns no lease, as if none were due, and the next carries on.
+const claimRounds = 4
 
 // ClaimWait is Claim that blocks until at least one task can be leased: it
 // parks until a task is enqueued, a timer comes due or a lease expires, or
@@ -268,6 +283,14 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 				c.leave(s)
 			}
 			return out, err
+		}
+		if s == nil {
+			// The claim leased tasks and failed them all, their values
+			// unreadable (claimRounds): there may be more behind them.
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		var timeout <-chan time.Time
 		var t Timer
@@ -577,6 +600,9 @@ func (c *core) locked(fn func()) error {
 }
 
 // Get returns the task with the given id, ErrNotFound if the queue has none.
+// A value of the task that cannot be read from the value log is left out:
+// Get returns the rest of the task with an error wrapping ErrCorrupt that
+// names the damage (as TaskInfo.Unreadable does).
 func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 	if err := q.check(PermRead); err != nil {
 		return TaskInfo{}, err
@@ -599,9 +625,15 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		err = terr
 	}
 	if err == nil && len(ws) > 0 {
+		// A value that cannot be read leaves the record to return, with an
+		// error naming the damage.
 		infos := []TaskInfo{info}
-		err = c.fillInfos(infos, ws)
+		var bad []badValue
+		bad, err = c.fillInfos(infos, ws)
 		info = infos[0]
+		if err == nil && len(bad) > 0 {
+			err = bad[0].err
+		}
 	}
 	return info, err
 }
@@ -743,7 +775,7 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 	})
 	if err == nil && len(ws) > 0 {
-		err = c.fillInfos(page.Tasks, ws)
+		_, err = c.fillInfos(page.Tasks, ws)
 	}
 	return page, err
 }

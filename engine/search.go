@@ -117,7 +117,7 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 		return true
 	}, &f)
 	if err == nil && len(ws) > 0 {
-		err = c.fillInfos(page.Tasks, ws)
+		_, err = c.fillInfos(page.Tasks, ws)
 	}
 	if err != nil || !o.Count {
 		return page, err

@@ -28,6 +28,8 @@ const DefaultValueThreshold = 1024
 // written (ErrUnsynced: its batch is applied but its round not synced)
 // flushes the value log and reads again; one that meets a value moved by
 // compaction (ErrMissing: the file went) looks the reference up again.
+// A value that cannot be read (damage, an I/O error) fails its task, not
+// the call that read it: unreadable.go.
 type values struct {
 	log       *vlog.Log
 	threshold int
@@ -180,26 +182,29 @@ var vlogKind = [...]vlog.Kind{index.ValuePayload: vlog.Payload, index.ValueResul
 	index.ValueProgress: vlog.Progress, index.ValueKV: vlog.KVValue}
 
 // readValues reads the values ws name, calling set with each. A value
-// moved by a compaction meanwhile is looked up again. One whose task is
-// gone meanwhile is ErrNotFound when strict (a lease whose payload cannot
-// be read is not handed out), and left unset otherwise (a listing shows
-// the task as it was, less that value).
-func (c *core) readValues(ws []want, strict bool, set func(w *want, b []byte)) error {
+// moved by a compaction meanwhile is looked up again. It returns the values
+// it could not read (unreadable.go): those whose task ended or changed
+// meanwhile, and those the value log cannot return. The error is for the
+// call as a whole: a closed or failed DB.
+func (c *core) readValues(ws []want, set func(w *want, b []byte)) ([]badValue, error) {
 	if c.vals == nil {
-		return fmt.Errorf("%w: task %d holds a value in a value log this DB has not opened", ErrCorrupt, ws[0].id)
+		return nil, fmt.Errorf("%w: task %d holds a value in a value log this DB has not opened", ErrCorrupt, ws[0].id)
 	}
+	var bad []badValue
 	for k := range ws {
 		w := &ws[k]
 		b, err := c.readValue(w)
-		switch {
-		case err == nil:
+		if err == nil {
 			set(w, b)
-		case errors.Is(err, errGone) && !strict:
-		default:
-			return err
+			continue
 		}
+		bv, ok := unreadable(w, err)
+		if !ok {
+			return bad, err
+		}
+		bad = append(bad, bv)
 	}
-	return nil
+	return bad, nil
 }
 
 // errGone is a value whose task ended or changed while it was being read.
@@ -224,7 +229,7 @@ func (c *core) readValue(w *want) ([]byte, error) {
 				return nil, fmt.Errorf("task %d: %w", w.id, errGone)
 			}
 		default:
-			return nil, fmt.Errorf("docket: the %s of task %d: %w", w.kind, w.id, err)
+			return nil, &valueReadError{kind: w.kind, id: w.id, ref: w.ref, err: err}
 		}
 	}
 }
@@ -266,9 +271,12 @@ func (c *core) leaseWants(ls []Lease, ws []want) []want {
 	return ws
 }
 
-// fillLeases reads the values of ls that leaseWants listed.
-func (c *core) fillLeases(ls []Lease, ws []want) error {
-	return c.readValues(ws, true, func(w *want, b []byte) {
+// fillLeases reads the values of ls that leaseWants listed, and returns
+// the leases it read them all for: a lease whose value cannot be read is
+// failed instead of handed out, one whose task went meanwhile is left out
+// (dropUnreadable).
+func (c *core) fillLeases(ctx context.Context, ls []Lease, ws []want) ([]Lease, error) {
+	bad, err := c.readValues(ws, func(w *want, b []byte) {
 		switch w.kind {
 		case index.ValuePayload:
 			ls[w.i].Payload = b
@@ -276,11 +284,21 @@ func (c *core) fillLeases(ls []Lease, ws []want) error {
 			ls[w.i].Progress = b
 		}
 	})
+	if err != nil {
+		return ls, err
+	}
+	if len(bad) > 0 {
+		ls = c.dropUnreadable(ctx, ls, bad)
+	}
+	return ls, nil
 }
 
-// fillInfos reads the values of infos that wants listed.
-func (c *core) fillInfos(infos []TaskInfo, ws []want) error {
-	return c.readValues(ws, false, func(w *want, b []byte) {
+// fillInfos reads the values of infos that wants listed. A value whose task
+// ended meanwhile is left out (the task is shown as it was, less that
+// value); so is one that cannot be read, and the task's Unreadable names
+// the damage. It returns those, for a call about one task to report.
+func (c *core) fillInfos(infos []TaskInfo, ws []want) ([]badValue, error) {
+	bad, err := c.readValues(ws, func(w *want, b []byte) {
 		switch w.kind {
 		case index.ValuePayload:
 			infos[w.i].Payload = b
@@ -290,6 +308,25 @@ func (c *core) fillInfos(infos []TaskInfo, ws []want) error {
 			infos[w.i].Result = b
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for k := range bad {
+		b := &bad[k]
+		if b.gone {
+			continue
+		}
+		bad[n] = *b
+		n++
+		t := &infos[b.w.i]
+		if t.Unreadable != "" {
+			t.Unreadable += "; "
+		}
+		t.Unreadable += b.err.Error()
+		c.noteUnreadable(b, &t.Namespace, t.Queue, "the task is shown without it")
+	}
+	return bad[:n], nil
 }
 
 // Compaction. A value log file holds the values of tasks that have since

@@ -36,6 +36,7 @@ type statsJSON struct {
 	MemoryBudget int64  `json:"memory_budget_bytes"`
 	ValueLog     int64  `json:"value_log_bytes"`
 	ValueLive    int64  `json:"value_live_bytes"`
+	Unreadable   uint64 `json:"unreadable_values"`
 }
 
 func runStats(ctx context.Context, c cli, args []string) error {
@@ -92,7 +93,7 @@ func runStats(ctx context.Context, c cli, args []string) error {
 		if haveStats {
 			out.Engine = &statsJSON{st.Seq, st.Tasks, st.Commits, st.Enqueued, st.Claimed, st.Completed, st.Retried,
 				st.DeadLettered, st.Reclaimed, st.LeaseLost, st.Denied, st.LogSyncs, st.LogBytes, st.Snapshots,
-				st.Memory, st.MemoryBudget, st.ValueLogBytes, st.ValueLiveBytes}
+				st.Memory, st.MemoryBudget, st.ValueLogBytes, st.ValueLiveBytes, st.UnreadableValues}
 		}
 		return writeJSON(c.stdout, out)
 	}
@@ -128,6 +129,9 @@ func runStats(ctx context.Context, c cli, args []string) error {
 		}
 		if st.ValueLogBytes > 0 {
 			fmt.Fprintf(c.stdout, "values on disk: %s, %s of them live\n", bytesize.Format(st.ValueLogBytes), bytesize.Format(st.ValueLiveBytes))
+		}
+		if st.UnreadableValues > 0 {
+			fmt.Fprintf(c.stdout, "values that could not be read: %d (see the log; docket verify lists the damage)\n", st.UnreadableValues)
 		}
 	}
 	if ro, ok := t.api.(*cluster.ReadOnly); ok {

@@ -483,6 +483,7 @@ func PBTaskInfo(t engine.TaskInfo) *v1.TaskInfo {
 		Dependents:      t.Dependents,
 		OnParentFailure: v1.DependencyPolicy(t.OnParentFailure),
 		Partition:       t.Partition,
+		Unreadable:      t.Unreadable,
 	}
 	for _, e := range t.Errors {
 		pb.Errors = append(pb.Errors, &v1.AttemptError{Attempt: clampInt32(e.Attempt), At: PBTime(e.At), Error: e.Error})
@@ -519,6 +520,7 @@ func TaskInfo(pb *v1.TaskInfo) engine.TaskInfo {
 		Dependents:      pb.GetDependents(),
 		OnParentFailure: engine.DependencyPolicy(pb.GetOnParentFailure()),
 		Partition:       pb.GetPartition(),
+		Unreadable:      pb.GetUnreadable(),
 	}
 	for _, e := range pb.GetErrors() {
 		t.Errors = append(t.Errors, engine.AttemptError{Attempt: int(e.GetAttempt()), At: timeOf(e.GetAt()), Error: e.GetError()})
@@ -584,7 +586,7 @@ func PBStats(s engine.Stats) *v1.Stats {
 		Claimed: s.Claimed, Completed: s.Completed, Retried: s.Retried, DeadLettered: s.DeadLettered,
 		Reclaimed: s.Reclaimed, LeaseLost: s.LeaseLost, Denied: s.Denied, LogSyncs: s.LogSyncs,
 		LogBytes: s.LogBytes, Snapshots: s.Snapshots, Memory: s.Memory, MemoryBudget: s.MemoryBudget,
-		ValueLogBytes: s.ValueLogBytes, ValueLiveBytes: s.ValueLiveBytes}
+		ValueLogBytes: s.ValueLogBytes, ValueLiveBytes: s.ValueLiveBytes, UnreadableValues: s.UnreadableValues}
 }
 
 // Stats converts the engine's counters the server sent.
@@ -594,5 +596,5 @@ func Stats(pb *v1.Stats) engine.Stats {
 		Retried: pb.GetRetried(), DeadLettered: pb.GetDeadLettered(), Reclaimed: pb.GetReclaimed(),
 		LeaseLost: pb.GetLeaseLost(), Denied: pb.GetDenied(), LogSyncs: pb.GetLogSyncs(),
 		LogBytes: pb.GetLogBytes(), Snapshots: pb.GetSnapshots(), Memory: pb.GetMemory(), MemoryBudget: pb.GetMemoryBudget(),
-		ValueLogBytes: pb.GetValueLogBytes(), ValueLiveBytes: pb.GetValueLiveBytes()}
+		ValueLogBytes: pb.GetValueLogBytes(), ValueLiveBytes: pb.GetValueLiveBytes(), UnreadableValues: pb.GetUnreadableValues()}
 }

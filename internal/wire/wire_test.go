@@ -160,7 +160,8 @@ func TestConversionsRoundTrip(t *testing.T) {
 	info := engine.TaskInfo{ID: 4, Namespace: engine.NS("p", "s"), Queue: "q", State: engine.Dead, Payload: []byte(`{}`),
 		Attempts: 2, MaxAttempts: 2, LastError: "boom", CreatedAt: at, UpdatedAt: at,
 		Errors:    []engine.AttemptError{{Attempt: 1, At: at, Error: "e1"}},
-		WaitingOn: []uint64{1, 2}, Dependents: []uint64{9}, OnParentFailure: engine.WaitOnFailure}
+		WaitingOn: []uint64{1, 2}, Dependents: []uint64{9}, OnParentFailure: engine.WaitOnFailure,
+		Unreadable: "the payload of task 4 cannot be read"}
 	if got := TaskInfo(PBTaskInfo(info)); fmt.Sprint(got) != fmt.Sprint(info) {
 		t.Fatalf("task info: %+v", got)
 	}
@@ -169,7 +170,8 @@ func TestConversionsRoundTrip(t *testing.T) {
 		t.Fatalf("done: %+v %v", got, err)
 	}
 	st := engine.Stats{Seq: 1, Tasks: 2, Commits: 3, Enqueued: 4, Claimed: 5, Completed: 6, Retried: 7,
-		DeadLettered: 8, Reclaimed: 9, LeaseLost: 10, Denied: 11, LogSyncs: 12, LogBytes: 13, Snapshots: 14}
+		DeadLettered: 8, Reclaimed: 9, LeaseLost: 10, Denied: 11, LogSyncs: 12, LogBytes: 13, Snapshots: 14,
+		UnreadableValues: 15}
 	if got := Stats(PBStats(st)); got != st {
 		t.Fatalf("stats: %+v", got)
 	}

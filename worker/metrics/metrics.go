@@ -121,6 +121,7 @@ type Collector struct {
 	recordsDesc                 *prometheus.Desc
 	memoryDesc, budgetDesc      *prometheus.Desc
 	valueLogDesc, valueLiveDesc *prometheus.Desc
+	unreadableDesc              *prometheus.Desc
 	latency, handler            *prometheus.HistogramVec
 	fsync, group, snapshot      prometheus.Histogram
 	snapshotBytes               prometheus.Gauge
@@ -163,6 +164,7 @@ func New(opts Options) *Collector {
 	c.budgetDesc = desc("memory_budget_bytes", "The memory budget (Options.MaxMemory; 0: none).")
 	c.valueLogDesc = desc("value_log_bytes", "The value log's files on disk (values of Options.ValueThreshold bytes or more).")
 	c.valueLiveDesc = desc("value_live_bytes", "The bytes of the values in the value log that tasks still hold.")
+	c.unreadableDesc = desc("unreadable_values_total", "Reads of a value in the value log that failed (damage or an I/O error; docket verify lists the damage).")
 
 	hopts := func(name, help string, buckets []float64) prometheus.HistogramOpts {
 		return prometheus.HistogramOpts{Namespace: opts.Prefix, Name: name, Help: help,
@@ -421,7 +423,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{c.deniedDesc, c.tasksDesc, c.commitsDesc, c.logBytesDesc,
-		c.logSyncsDesc, c.snapshotsDesc, c.recordsDesc, c.memoryDesc, c.budgetDesc, c.valueLogDesc, c.valueLiveDesc} {
+		c.logSyncsDesc, c.snapshotsDesc, c.recordsDesc, c.memoryDesc, c.budgetDesc, c.valueLogDesc, c.valueLiveDesc,
+		c.unreadableDesc} {
 		ch <- d
 	}
 	c.latency.Describe(ch)
@@ -510,6 +513,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.budgetDesc, prometheus.GaugeValue, float64(stats.MemoryBudget))
 		ch <- prometheus.MustNewConstMetric(c.valueLogDesc, prometheus.GaugeValue, float64(stats.ValueLogBytes))
 		ch <- prometheus.MustNewConstMetric(c.valueLiveDesc, prometheus.GaugeValue, float64(stats.ValueLiveBytes))
+		ch <- prometheus.MustNewConstMetric(c.unreadableDesc, prometheus.CounterValue, float64(stats.UnreadableValues))
 	}
 	for _, qi := range qis {
 		n := qi.Counts

@@ -381,8 +381,11 @@ type Stats struct {
 	// engine.Options.ValueThreshold.
 	ValueLogBytes  int64 `protobuf:"varint,17,opt,name=value_log_bytes,json=valueLogBytes,proto3" json:"value_log_bytes,omitempty"`
 	ValueLiveBytes int64 `protobuf:"varint,18,opt,name=value_live_bytes,json=valueLiveBytes,proto3" json:"value_live_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Reads of a value in the value log that failed: damage or an I/O
+	// error (engine.Stats.UnreadableValues).
+	UnreadableValues uint64 `protobuf:"varint,19,opt,name=unreadable_values,json=unreadableValues,proto3" json:"unreadable_values,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Stats) Reset() {
@@ -537,6 +540,13 @@ func (x *Stats) GetValueLogBytes() int64 {
 func (x *Stats) GetValueLiveBytes() int64 {
 	if x != nil {
 		return x.ValueLiveBytes
+	}
+	return 0
+}
+
+func (x *Stats) GetUnreadableValues() uint64 {
+	if x != nil {
+		return x.UnreadableValues
 	}
 	return 0
 }
@@ -806,7 +816,7 @@ const file_docket_v1_admin_proto_rawDesc = "" +
 	"\rdead_lettered\x18\x05 \x01(\x04R\fdeadLettered\"\x0e\n" +
 	"\fStatsRequest\"7\n" +
 	"\rStatsResponse\x12&\n" +
-	"\x05stats\x18\x01 \x01(\v2\x10.docket.v1.StatsR\x05stats\"\x98\x04\n" +
+	"\x05stats\x18\x01 \x01(\v2\x10.docket.v1.StatsR\x05stats\"\xc5\x04\n" +
 	"\x05Stats\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05tasks\x18\x02 \x01(\x03R\x05tasks\x12\x18\n" +
@@ -827,7 +837,8 @@ const file_docket_v1_admin_proto_rawDesc = "" +
 	"\x06memory\x18\x0f \x01(\x03R\x06memory\x12#\n" +
 	"\rmemory_budget\x18\x10 \x01(\x03R\fmemoryBudget\x12&\n" +
 	"\x0fvalue_log_bytes\x18\x11 \x01(\x03R\rvalueLogBytes\x12(\n" +
-	"\x10value_live_bytes\x18\x12 \x01(\x03R\x0evalueLiveBytes\"\x13\n" +
+	"\x10value_live_bytes\x18\x12 \x01(\x03R\x0evalueLiveBytes\x12+\n" +
+	"\x11unreadable_values\x18\x13 \x01(\x04R\x10unreadableValues\"\x13\n" +
 	"\x11CheckpointRequest\"\x14\n" +
 	"\x12CheckpointResponse\"\x0f\n" +
 	"\rVerifyRequest\"\x10\n" +

@@ -1396,7 +1396,11 @@ type TaskInfo struct {
 	Dependents      []uint64         `protobuf:"varint,41,rep,packed,name=dependents,proto3" json:"dependents,omitempty"`
 	OnParentFailure DependencyPolicy `protobuf:"varint,42,opt,name=on_parent_failure,json=onParentFailure,proto3,enum=docket.v1.DependencyPolicy" json:"on_parent_failure,omitempty"`
 	// The task's partition ("" for none).
-	Partition     string `protobuf:"bytes,43,opt,name=partition,proto3" json:"partition,omitempty"`
+	Partition string `protobuf:"bytes,43,opt,name=partition,proto3" json:"partition,omitempty"`
+	// A value of the task (payload, progress or result) that could not be
+	// read from the value log, its file, offset and cause: that value is
+	// left out. Empty when every value was read (engine.TaskInfo.Unreadable).
+	Unreadable    string `protobuf:"bytes,44,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1616,6 +1620,13 @@ func (x *TaskInfo) GetOnParentFailure() DependencyPolicy {
 func (x *TaskInfo) GetPartition() string {
 	if x != nil {
 		return x.Partition
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetUnreadable() string {
+	if x != nil {
+		return x.Unreadable
 	}
 	return ""
 }
@@ -2049,7 +2060,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x1c\n" +
 	"\tpermanent\x18\x02 \x01(\bR\tpermanent\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"\x86\t\n" +
+	"retryAfter\"\xa6\t\n" +
 	"\bTaskInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\tnamespace\x18\x02 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
@@ -2087,7 +2098,10 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"dependents\x18) \x03(\x04R\n" +
 	"dependents\x12G\n" +
 	"\x11on_parent_failure\x18* \x01(\x0e2\x1b.docket.v1.DependencyPolicyR\x0fonParentFailure\x12\x1c\n" +
-	"\tpartition\x18+ \x01(\tR\tpartition\x1a:\n" +
+	"\tpartition\x18+ \x01(\tR\tpartition\x12\x1e\n" +
+	"\n" +
+	"unreadable\x18, \x01(\tR\n" +
+	"unreadable\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"j\n" +
