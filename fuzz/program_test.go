@@ -1301,6 +1301,11 @@ func readViewVia(db *engine.DB, api engine.API, limit int) (View, error) {
 					return v, err
 				}
 				for _, t := range page.Tasks {
+					if t.Unreadable != "" {
+						// A value left out, named: the damage is reported,
+						// not a state to compare with the model's.
+						return v, fmt.Errorf("%w: task %d: %s", engine.ErrCorrupt, t.ID, t.Unreadable)
+					}
 					per[i] = append(per[i], RecOf(t))
 				}
 				if page.Next == "" {
