@@ -776,6 +776,14 @@ func (rq *request) task() {
 	rq.about(ref.NS)
 	q := rq.api.Queue(ref.NS, ref.Name)
 	t, err := q.Get(rq.ctx(), id)
+	if err != nil && errors.Is(err, engine.ErrCorrupt) && t.ID == id {
+		// A value that cannot be read: the rest of the task is shown,
+		// with the damage where the value would be.
+		if t.Unreadable == "" {
+			t.Unreadable = err.Error()
+		}
+		err = nil
+	}
 	if err != nil {
 		rq.fail(err)
 		return
