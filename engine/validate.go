@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/docketdb/docket/engine/internal/jsonvalid"
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/internal/index"
 )
@@ -43,7 +44,7 @@ func checkJSON(field string, b []byte, max int) error {
 	if len(b) > max {
 		return invalid("%s is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", field, len(b), max)
 	}
-	if !validJSON(b) {
+	if !jsonvalid.Valid(b) {
 		if !utf8.Valid(b) {
 			return invalid("%s is not valid UTF-8 (JSON text must be)", field)
 		}
