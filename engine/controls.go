@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -66,7 +66,7 @@ func (q *queue) setPaused(ctx context.Context, paused bool) error {
 // bucket. A change of the partition rate limit starts every partition
 // with a full bucket. PermAdmin.
 func (q *queue) SetLimits(ctx context.Context, l Limits) error {
-	if err := machine.CheckLimits(l); err != nil {
+	if err := validate.Limits(l); err != nil {
 		return err
 	}
 	if err := q.check(PermAdmin); err != nil {

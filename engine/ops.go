@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 )
 
 // OpKind says what an Op does.// Op is one part of a transaction: a KV write, a KV assertion or an
@@ -124,7 +124,7 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 				perms |= PermKVRead
 			}
 		case OpEnqueue:
-			if err := machine.CheckName(fmt.Sprintf("op %d queue", i), op.queue); err != nil {
+			if err := validate.Name(fmt.Sprintf("op %d queue", i), op.queue); err != nil {
 				return nil, 0, 0, err
 			}
 			s, err := checkTask(&op.task, maxPayload, false)

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -177,7 +177,7 @@ func checkText(field, s string, limit int) error {
 }
 
 func (p *WorkerPresence) check() error {
-	if err := machine.CheckName("worker id", p.ID); err != nil {
+	if err := validate.Name("worker id", p.ID); err != nil {
 		return err
 	}
 	if err := checkText("worker host", p.Host, 255); err != nil {
@@ -190,7 +190,7 @@ func (p *WorkerPresence) check() error {
 		return invalid("worker pid %d is negative", p.PID)
 	}
 	for i, q := range p.Queues {
-		if err := machine.CheckName(fmt.Sprintf("worker queue %d", i), q.Queue); err != nil {
+		if err := validate.Name(fmt.Sprintf("worker queue %d", i), q.Queue); err != nil {
 			return err
 		}
 		if q.Concurrency < 0 {
@@ -198,7 +198,7 @@ func (p *WorkerPresence) check() error {
 		}
 	}
 	for i, t := range p.Running {
-		if err := machine.CheckName(fmt.Sprintf("running task %d queue", i), t.Queue); err != nil {
+		if err := validate.Name(fmt.Sprintf("running task %d queue", i), t.Queue); err != nil {
 			return err
 		}
 		if err := checkText(fmt.Sprintf("running task %d kind", i), t.Kind, MaxNameBytes); err != nil {
@@ -209,10 +209,10 @@ func (p *WorkerPresence) check() error {
 }
 
 func (s *ScheduleInfo) check() error {
-	if err := machine.CheckName("schedule queue", s.Queue); err != nil {
+	if err := validate.Name("schedule queue", s.Queue); err != nil {
 		return err
 	}
-	if err := machine.CheckName("schedule name", s.Name); err != nil {
+	if err := validate.Name("schedule name", s.Name); err != nil {
 		return err
 	}
 	if err := checkText("schedule spec", s.Spec, 1000); err != nil {
@@ -334,7 +334,7 @@ func (d *DB) RemoveWorker(ctx context.Context, ns Namespace, id string) error {
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := machine.CheckName("worker id", id); err != nil {
+	if err := validate.Name("worker id", id); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermWork); err != nil {
@@ -448,10 +448,10 @@ func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name stri
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := machine.CheckName("schedule queue", queue); err != nil {
+	if err := validate.Name("schedule queue", queue); err != nil {
 		return err
 	}
-	if err := machine.CheckName("schedule name", name); err != nil {
+	if err := validate.Name("schedule name", name); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermAdmin); err != nil {

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/dockettype"
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -24,7 +24,7 @@ func checkUnique(t *Task, s *spec) error {
 	if len(u.States) > index.NumStates-1 {
 		return invalid("%d unique states: there are %d", len(u.States), index.NumStates-1)
 	}
-	mask := uint8(machine.UniqueDefault)
+	mask := uint8(validate.UniqueDefault)
 	if len(u.States) > 0 {
 		mask = 0
 		for _, st := range u.States {
@@ -35,7 +35,7 @@ func checkUnique(t *Task, s *spec) error {
 				mask |= 1 << st
 			}
 		}
-		if err := machine.CheckUniqueStates(mask); err != nil {
+		if err := validate.UniqueStates(mask); err != nil {
 			return err
 		}
 	}
@@ -49,7 +49,9 @@ func checkUnique(t *Task, s *spec) error {
 
 // UniqueKey returns the idempotency key Unique derives from a task's kind
 // and payload (see dockettype.UniqueKey).
-func UniqueKey(kind string, payload []byte) (string, error) { return dockettype.UniqueKey(kind, payload) }
+func UniqueKey(kind string, payload []byte) (string, error) {
+	return dockettype.UniqueKey(kind, payload)
+}
 
 // CanonicalJSON returns the canonical form of the JSON value b that
 // unique-by-content keys are derived from (see dockettype.CanonicalJSON).

@@ -6,63 +6,25 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/docketdb/docket/engine/internal/jsonvalid"
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// The index keeps the attempt history: its bound is this one (a// difference in either direction overflows the unsigned constant).
+// The index keeps the attempt history: its bound is this one (a
+// difference in either direction overflows the unsigned constant).
 const _ = uint(MaxAttemptErrors-index.MaxAttemptErrors) + uint(index.MaxAttemptErrors-MaxAttemptErrors)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-func checkNS(ns Namespace) error {
-	if err := machine.CheckName("namespace project", ns.Project); err != nil {
-		return err
-	}
-	return machine.CheckName("namespace scope", ns.Scope)
-}
+// The argument checks are package validate's.
 
-func checkKey(field, k string) error {
-	switch {
-	case k == "":
-		return invalid("%s is empty", field)
-	case len(k) > MaxKeyBytes:
-		return invalid("%s is %d bytes, over the limit of %d", field, len(k), MaxKeyBytes)
-	}
-	return nil
-}
-
-// checkJSON accepts empty or valid JSON of at most max bytes, in valid
-// UTF-8 (inside strings too: the value is sent back inside JSON answers).
-func checkJSON(field string, b []byte, max int) error {
-	if len(b) == 0 {
-		return nil
-	}
-	if len(b) > max {
-		return invalid("%s is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", field, len(b), max)
-	}
-	if !jsonvalid.Valid(b) {
-		if !utf8.Valid(b) {
-			return invalid("%s is not valid UTF-8 (JSON text must be)", field)
-		}
-		return invalid("%s is not valid JSON", field)
-	}
-	return nil
-}
-
+func checkNS(ns Namespace) error                      { return validate.NS(ns) }
+func checkKey(field, k string) error                  { return validate.Key(field, k) }
+func checkJSON(field string, b []byte, max int) error { return validate.JSON(field, b, max) }
 func checkDuration(field string, d time.Duration, allowZero bool) error {
-	switch {
-	case d < 0:
-		return invalid("%s is negative (%v)", field, d)
-	case d == 0 && !allowZero:
-		return invalid("%s is zero", field)
-	case d > MaxDuration:
-		return invalid("%s is %v, over the limit of %v", field, d, MaxDuration)
-	}
-	return nil
+	return validate.Duration(field, d, allowZero)
 }
 
 func clone(b []byte) []byte {
@@ -85,7 +47,7 @@ func checkTask(t *Task, maxPayload int, borrow bool) (spec, error) {
 		return s, err
 	}
 	if t.Kind != "" {
-		if err := machine.CheckName("kind", t.Kind); err != nil {
+		if err := validate.Name("kind", t.Kind); err != nil {
 			return s, err
 		}
 	}
@@ -170,7 +132,7 @@ func checkTask(t *Task, maxPayload int, borrow bool) (spec, error) {
 		return s, err
 	}
 	if t.Partition != "" {
-		if err := machine.CheckName("partition", t.Partition); err != nil {
+		if err := validate.Name("partition", t.Partition); err != nil {
 			return s, err
 		}
 		s.Part = t.Partition

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -320,4 +321,20 @@ type TxOp struct {
 	Version uint64
 	Queue   string
 	Spec    Spec
+}
+
+// RepeatedLeases returns, one per lease, ErrLeaseLost for a lease whose task
+// appears earlier in leases and nil for the others.
+func RepeatedLeases(leases []dockettype.Lease) []error {
+	errs := make([]error, len(leases))
+	if len(leases) > 1 {
+		seen := make(map[uint64]struct{}, len(leases))
+		for i := range leases {
+			if _, dup := seen[leases[i].ID]; dup {
+				errs[i] = fmt.Errorf("%w: task %d appears twice in the batch", dockettype.ErrLeaseLost, leases[i].ID)
+			}
+			seen[leases[i].ID] = struct{}{}
+		}
+	}
+	return errs
 }
