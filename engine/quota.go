@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/internal/bytesize"
 	"github.com/docketdb/docket/internal/index"
 )
@@ -119,7 +120,7 @@ func (c *core) quotaOf(ns index.Namespace) Quota {
 func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
 	ns := idxNS(cmd.NS)
 	q := c.quotaOf(ns)
-	if q == (Quota{}) || cmd.OnlyQuota() {
+	if q == (Quota{}) || admit.OnlyQuota(cmd) {
 		return nil
 	}
 	if completion && cmd.Op != cmdCommit && len(cmd.Ops) == 0 {
@@ -128,7 +129,7 @@ func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
 		// its workers from draining it.
 		return nil
 	}
-	tasks := cmd.TasksAdded()
+	tasks := admit.TasksAdded(cmd)
 	u := c.store.NamespaceUsage(ns)
 	maxTasks, maxBytes := int64(q.MaxTasks), q.MaxBytes
 	if completion {
