@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/snapshot"
@@ -15,12 +16,7 @@ import (
 )
 
 // SnapshotCheck is what Check found in one snapshot file.
-type SnapshotCheck struct {
-	Path    string
-	Seq     uint64
-	Records int
-	Err     error
-}
+type SnapshotCheck = recovery.SnapshotCheck
 
 // LogCheck is what Check found in the write-ahead log.
 type LogCheck struct {
@@ -137,17 +133,17 @@ func Check(dir string) (CheckReport, error) { return checkFS(vfs.Default, dir) }
 // checkFS is Check on fsys.
 func checkFS(fsys vfs.FS, dir string) (CheckReport, error) {
 	rep := CheckReport{Dir: dir}
-	b, lrep, err := recoverInPlace(fsys, dir, nil, true)
+	b, lrep, err := recovery.InPlace(fsys, dir, nil, true, applyBatch)
 	rep.Log = logCheckOf(lrep)
 	if b != nil {
-		rep.Snapshots = b.snaps
-		rep.LoadedFrom = b.path
+		rep.Snapshots = b.Snaps
+		rep.LoadedFrom = b.Path
 	}
 	if err != nil {
 		return rep, err
 	}
-	store := b.store
-	rep.Refused = b.refused
+	store := b.Store
+	rep.Refused = b.Refused
 	rep.Seq, rep.Tasks = store.Seq(), store.Len()
 	store.Queues(func(*index.Queue) bool { rep.Queues++; return true })
 	if err := store.Verify(); err != nil {
@@ -161,7 +157,7 @@ func checkFS(fsys vfs.FS, dir string) (CheckReport, error) {
 
 // lockDir takes the directory's lock for an offline change.
 func lockDir(dir string) (vfs.File, error) {
-	if err := isDocketDir(vfs.Default, dir); err != nil {
+	if err := recovery.IsDocketDir(vfs.Default, dir); err != nil {
 		return nil, err
 	}
 	lock, err := vfs.Default.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
@@ -192,11 +188,11 @@ func Repair(dir string) (string, error) {
 	if err := snapshot.RemoveTemp(filepath.Join(dir, "snap")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	b, err := loadBase(vfs.Default, filepath.Join(dir, "snap"), nil, false)
+	b, err := recovery.LoadBase(vfs.Default, filepath.Join(dir, "snap"), nil, false)
 	if err != nil {
 		return "", err
 	}
-	rep, err := wal.RepairFrom(filepath.Join(dir, "wal"), b.from())
+	rep, err := wal.RepairFrom(filepath.Join(dir, "wal"), b.From())
 	if err != nil {
 		return "", wrapStorage(err)
 	}
@@ -296,20 +292,20 @@ func Salvage(dir string) (SalvageReport, error) {
 	if err := snapshot.RemoveTemp(filepath.Join(dir, "snap")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return rep, err
 	}
-	b, err := loadBase(vfs.Default, filepath.Join(dir, "snap"), nil, false)
+	b, err := recovery.LoadBase(vfs.Default, filepath.Join(dir, "snap"), nil, false)
 	if err != nil {
 		return rep, err
 	}
-	rep.Snapshot = b.path
+	rep.Snapshot = b.Path
 	walDir := filepath.Join(dir, "wal")
 	// Refuse before changing anything when the log cannot continue the
 	// snapshot whatever is cut.
-	if lrep, err := wal.CheckFrom(walDir, b.from()); err != nil && !errors.Is(err, wal.ErrCorrupt) {
+	if lrep, err := wal.CheckFrom(walDir, b.From()); err != nil && !errors.Is(err, wal.ErrCorrupt) {
 		return rep, err
-	} else if err := b.decide(lrep.FirstSeq, max(lrep.LastSeq, b.store.Seq()), nil); err != nil {
+	} else if err := b.Decide(lrep.FirstSeq, max(lrep.LastSeq, b.Store.Seq()), nil); err != nil {
 		return rep, err
 	}
-	wrep, err := wal.Salvage(walDir, b.from())
+	wrep, err := wal.Salvage(walDir, b.From())
 	if err != nil {
 		return rep, wrapStorage(err)
 	}
@@ -338,11 +334,11 @@ func Salvage(dir string) (SalvageReport, error) {
 		}
 	}
 	rep.Tasks, rep.NewTasks = len(tasks), len(created)
-	rb, _, err := recoverInPlace(vfs.Default, dir, nil, false)
+	rb, _, err := recovery.InPlace(vfs.Default, dir, nil, false, applyBatch)
 	if err != nil {
 		return rep, fmt.Errorf("salvaged, but the directory still does not recover: %w", err)
 	}
-	vrep, err := checkValues(vfs.Default, dir, stateRefs(rb.store))
+	vrep, err := checkValues(vfs.Default, dir, stateRefs(rb.Store))
 	if err != nil {
 		return rep, err
 	}

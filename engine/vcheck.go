@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/internal/vlog"
@@ -194,11 +195,11 @@ func vlogFileName(n uint32) string { return fmt.Sprintf("%010d.vlog", n) }
 // state refers to reads back: an error wrapping ErrCorrupt names the
 // first task that lost one.
 func repairedValues(dir string) error {
-	b, _, err := recoverInPlace(vfs.Default, dir, nil, false)
+	b, _, err := recovery.InPlace(vfs.Default, dir, nil, false, applyBatch)
 	if err != nil {
 		return err
 	}
-	v, err := checkValues(vfs.Default, dir, stateRefs(b.store))
+	v, err := checkValues(vfs.Default, dir, stateRefs(b.Store))
 	if err != nil {
 		return err
 	}
