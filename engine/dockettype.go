@@ -27,6 +27,10 @@ type (
 	Retrying         = dockettype.Retrying
 	BulkAction       = dockettype.BulkAction
 	Reschedule       = dockettype.Reschedule
+	WorkerPresence   = dockettype.WorkerPresence
+	WorkerQueue      = dockettype.WorkerQueue
+	RunningTask      = dockettype.RunningTask
+	ScheduleInfo     = dockettype.ScheduleInfo
 )
 
 // Sentinel errors (see dockettype).
@@ -103,6 +107,16 @@ const (
 	QuotaKey         = dockettype.QuotaKey
 	UniquePrefix     = dockettype.UniquePrefix
 	MaxDependencies  = dockettype.MaxDependencies
+
+	WorkerKeyPrefix      = dockettype.WorkerKeyPrefix
+	ScheduleKeyPrefix    = dockettype.ScheduleKeyPrefix
+	SchedulePausedPrefix = dockettype.SchedulePausedPrefix
+	ScheduleRunPrefix    = dockettype.ScheduleRunPrefix
+	MaxPresenceBytes     = dockettype.MaxPresenceBytes
+	MaxWorkers           = dockettype.MaxWorkers
+	MaxSchedules         = dockettype.MaxSchedules
+	MinPresenceTTL       = dockettype.MinPresenceTTL
+	MaxPresenceTTL       = dockettype.MaxPresenceTTL
 )
 
 // NS returns the namespace (project, scope).
@@ -111,6 +125,10 @@ func NS(project, scope string) Namespace { return dockettype.NS(project, scope) 
 // ParseNamespace reads a namespace as Namespace.String prints it (see
 // dockettype.ParseNamespace).
 func ParseNamespace(s string) (Namespace, error) { return dockettype.ParseNamespace(s) }
+
+// ScheduleKey returns the key suffix of a schedule: its queue and name,
+// path-escaped, joined by "/".
+func ScheduleKey(queue, name string) string { return dockettype.ScheduleKey(queue, name) }
 
 // ParsePolicy returns the policy its String names.
 func ParsePolicy(s string) (DependencyPolicy, error) { return dockettype.ParsePolicy(s) }

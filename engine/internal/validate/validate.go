@@ -167,3 +167,75 @@ func Reschedule(at int64, setPrio bool, prio int64) error {
 	}
 	return nil
 }
+
+// PresenceTTL checks the time to live of a presence report.
+func PresenceTTL(ttl time.Duration) error {
+	if ttl < dockettype.MinPresenceTTL || ttl > dockettype.MaxPresenceTTL {
+		return invalid("presence ttl %v is outside %v..%v", ttl, dockettype.MinPresenceTTL, dockettype.MaxPresenceTTL)
+	}
+	return nil
+}
+
+// Text checks free text: at most limit bytes of UTF-8.
+func Text(field, s string, limit int) error {
+	switch {
+	case len(s) > limit:
+		return invalid("%s is %d bytes, over the limit of %d", field, len(s), limit)
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+// Worker checks a worker process's presence report.
+func Worker(p *dockettype.WorkerPresence) error {
+	if err := Name("worker id", p.ID); err != nil {
+		return err
+	}
+	if err := Text("worker host", p.Host, 255); err != nil {
+		return err
+	}
+	if err := Text("worker version", p.Version, 200); err != nil {
+		return err
+	}
+	if p.PID < 0 {
+		return invalid("worker pid %d is negative", p.PID)
+	}
+	for i, q := range p.Queues {
+		if err := Name(fmt.Sprintf("worker queue %d", i), q.Queue); err != nil {
+			return err
+		}
+		if q.Concurrency < 0 {
+			return invalid("worker queue %q concurrency %d is negative", q.Queue, q.Concurrency)
+		}
+	}
+	for i, t := range p.Running {
+		if err := Name(fmt.Sprintf("running task %d queue", i), t.Queue); err != nil {
+			return err
+		}
+		if err := Text(fmt.Sprintf("running task %d kind", i), t.Kind, dockettype.MaxNameBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Schedule checks a periodic schedule's report.
+func Schedule(s *dockettype.ScheduleInfo) error {
+	if err := Name("schedule queue", s.Queue); err != nil {
+		return err
+	}
+	if err := Name("schedule name", s.Name); err != nil {
+		return err
+	}
+	if err := Text("schedule spec", s.Spec, 1000); err != nil {
+		return err
+	}
+	if err := Text("schedule kind", s.Kind, dockettype.MaxNameBytes); err != nil {
+		return err
+	}
+	if err := Text("schedule worker", s.Worker, dockettype.MaxNameBytes); err != nil {
+		return err
+	}
+	return Text("schedule outcome", s.Outcome, 2000)
+}
