@@ -118,3 +118,29 @@ const UniquePrefix = ReservedPrefix + "unique/"
 // MaxDependencies bounds the tasks one task depends on (DependsOn and
 // DependsOnSibling together).
 const MaxDependencies = 10_000
+
+// Queue controls: pause and resume, a bound on the tasks in flight and a
+// rate limit, per queue, enforced where claims are planned so that they
+// hold across every claimer of every process. A queue's settings are a
+// record of their own in the log and snapshots (index.QueueConf), kept
+// whether or not the queue holds tasks, and every decision about them
+// reads the state and the batch's time only, so a replicated log plans
+// the same claims on every node.
+// QueueSettings are a queue's controls, as Settings reports them.
+type QueueSettings struct {
+	// Paused is set by Pause and cleared by Resume. A paused queue takes
+	// enqueues and every other call, but its claims lease nothing:
+	// ClaimWait waits until it is resumed.
+	Paused bool
+	Limits Limits
+}
+
+// Quota is the limit of one namespace's state. Zero in a field is no
+// limit on it.
+type Quota struct {
+	// MaxTasks bounds the namespace's tasks, in every state.
+	MaxTasks int `json:"max_tasks,omitempty"`
+	// MaxBytes bounds the bytes its tasks, idempotency keys and KV
+	// entries take, as the memory budget counts them.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+}

@@ -39,3 +39,11 @@ type TaskEvent struct {
 	// Latency is, for EvCompleted, the time from creation to completion.
 	Latency time.Duration
 }
+
+// SnapshotEvent reports a snapshot written (or failed).
+type SnapshotEvent struct {
+	Seq      uint64
+	Bytes    int64
+	Duration time.Duration
+	Err      error
+}

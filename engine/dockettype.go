@@ -31,6 +31,31 @@ type (
 	WorkerQueue      = dockettype.WorkerQueue
 	RunningTask      = dockettype.RunningTask
 	ScheduleInfo     = dockettype.ScheduleInfo
+
+	Done                 = dockettype.Done
+	FollowUp             = dockettype.FollowUp
+	Failure              = dockettype.Failure
+	Counts               = dockettype.Counts
+	ListOptions          = dockettype.ListOptions
+	Page                 = dockettype.Page
+	Entry                = dockettype.Entry
+	ScanOptions          = dockettype.ScanOptions
+	TxResult             = dockettype.TxResult
+	PartitionInfo        = dockettype.PartitionInfo
+	PartitionListOptions = dockettype.PartitionListOptions
+	PartitionPage        = dockettype.PartitionPage
+	SearchOptions        = dockettype.SearchOptions
+	SearchPage           = dockettype.SearchPage
+	BulkSkip             = dockettype.BulkSkip
+	BulkResult           = dockettype.BulkResult
+	QueueSettings        = dockettype.QueueSettings
+	Quota                = dockettype.Quota
+	SnapshotEvent        = dockettype.SnapshotEvent
+	Caller               = dockettype.Caller
+	Authorizer           = dockettype.Authorizer
+	GrantLister          = dockettype.GrantLister
+	Grant                = dockettype.Grant
+	Policy               = dockettype.Policy
 )
 
 // Sentinel errors (see dockettype).

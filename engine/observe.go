@@ -6,14 +6,6 @@ import (
 	"github.com/docketdb/docket/wal"
 )
 
-// SnapshotEvent reports a snapshot written (or failed).
-type SnapshotEvent struct {
-	Seq      uint64
-	Bytes    int64
-	Duration time.Duration
-	Err      error
-}
-
 // Observer is told what the engine does, for metrics and tracing. Methods run
 // on the committing goroutine after the engine lock is released, so they see
 // only acknowledged work; they must be fast and must not call back into the

@@ -4,58 +4,30 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/docketdb/docket/dockettype"
 	"github.com/docketdb/docket/engine/internal/validate"
 )
 
-// OpKind says what an Op does.// Op is one part of a transaction: a KV write, a KV assertion or an
-// enqueue. Assertions are checked against the state before the transaction;
-// if any fails, nothing of it is applied and the call returns ErrConflict.
-type Op struct {
-	kind    OpKind
-	key     string
-	value   []byte
-	version uint64
-	queue   string
-	task    Task
-}
-
-// Kind says what the op does; the zero Op has kind 0 and is refused.
-func (o Op) Kind() OpKind { return o.kind }
-
-// Key is the KV key of a Set, Delete or assertion.
-func (o Op) Key() string { return o.key }
-
-// Value is the value of a Set.
-func (o Op) Value() []byte { return o.value }
-
-// Version is the version an IfVersion asserts.
-func (o Op) Version() uint64 { return o.version }
-
-// Queue is the queue of an Enqueue.
-func (o Op) Queue() string { return o.queue }
-
-// Task is the task of an Enqueue.
-func (o Op) Task() Task { return o.task }
+// Op is one part of a transaction (see dockettype.Op).
+type Op = dockettype.Op
 
 // Set writes value under key.
-func Set(key string, value []byte) Op { return Op{kind: OpSet, key: key, value: value} }
+func Set(key string, value []byte) Op { return dockettype.Set(key, value) }
 
 // Delete removes key (deleting an absent key is not an error).
-func Delete(key string) Op { return Op{kind: OpDelete, key: key} }
+func Delete(key string) Op { return dockettype.Delete(key) }
 
 // IfVersion asserts that key exists with exactly version.
-func IfVersion(key string, version uint64) Op {
-	return Op{kind: OpIfVersion, key: key, version: version}
-}
+func IfVersion(key string, version uint64) Op { return dockettype.IfVersion(key, version) }
 
 // IfExists asserts that key exists.
-func IfExists(key string) Op { return Op{kind: OpIfExists, key: key} }
+func IfExists(key string) Op { return dockettype.IfExists(key) }
 
 // IfAbsent asserts that key does not exist.
-func IfAbsent(key string) Op { return Op{kind: OpIfAbsent, key: key} }
+func IfAbsent(key string) Op { return dockettype.IfAbsent(key) }
 
 // Enqueue enqueues t on queue as part of the transaction.
-func Enqueue(queue string, t Task) Op { return Op{kind: OpEnqueue, queue: queue, task: t} }
+func Enqueue(queue string, t Task) Op { return dockettype.Enqueue(queue, t) }
 
 // keySpace is the part of a namespace's keys a handle reaches: the user's
 // (every key but those under ReservedPrefix) or the system area (only
@@ -98,36 +70,37 @@ func (s keySpace) checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, in
 	size := 0
 	for i := range ops {
 		op := &ops[i]
-		v := vop{Kind: op.kind, Key: op.key, Version: op.version, Queue: op.queue}
-		switch op.kind {
+		v := vop{Kind: op.Kind(), Key: op.Key(), Version: op.Version(), Queue: op.Queue()}
+		switch op.Kind() {
 		case OpSet, OpDelete, OpIfVersion, OpIfExists, OpIfAbsent:
-			if err := s.checkKey(fmt.Sprintf("op %d key", i), op.key); err != nil {
+			if err := s.checkKey(fmt.Sprintf("op %d key", i), op.Key()); err != nil {
 				return nil, 0, 0, err
 			}
-			size += len(op.key) + 16
-			if op.kind == OpSet {
-				if len(op.value) > maxPayload {
-					return nil, 0, 0, invalid("op %d value is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", i, len(op.value), maxPayload)
+			size += len(op.Key()) + 16
+			if op.Kind() == OpSet {
+				if len(op.Value()) > maxPayload {
+					return nil, 0, 0, invalid("op %d value is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", i, len(op.Value()), maxPayload)
 				}
-				v.Value = clone(op.value)
+				v.Value = clone(op.Value())
 				if v.Value == nil {
 					v.Value = []byte{}
 				}
-				size += len(op.value)
+				size += len(op.Value())
 			}
 			switch {
 			case s == systemSpace:
 				perms |= PermSystem
-			case op.kind == OpSet || op.kind == OpDelete:
+			case op.Kind() == OpSet || op.Kind() == OpDelete:
 				perms |= PermKVWrite
 			default:
 				perms |= PermKVRead
 			}
 		case OpEnqueue:
-			if err := validate.Name(fmt.Sprintf("op %d queue", i), op.queue); err != nil {
+			if err := validate.Name(fmt.Sprintf("op %d queue", i), op.Queue()); err != nil {
 				return nil, 0, 0, err
 			}
-			s, err := checkTask(&op.task, maxPayload, false)
+			t := op.Task()
+			s, err := checkTask(&t, maxPayload, false)
 			if err != nil {
 				return nil, 0, 0, fmt.Errorf("op %d: %w", i, err)
 			}

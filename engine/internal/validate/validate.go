@@ -239,3 +239,14 @@ func Schedule(s *dockettype.ScheduleInfo) error {
 	}
 	return Text("schedule outcome", s.Outcome, 2000)
 }
+
+// Quota checks a namespace's quota.
+func Quota(q dockettype.Quota) error {
+	if q.MaxTasks < 0 {
+		return invalid("quota max tasks %d is negative", q.MaxTasks)
+	}
+	if q.MaxBytes < 0 {
+		return invalid("quota max bytes %d is negative", q.MaxBytes)
+	}
+	return nil
+}
