@@ -92,7 +92,7 @@ const (
 
 // version is the oldest command version that can carry cmd.
 func (cmd *Command) version() uint64 {
-	v := cmd.Task.version()
+	v := specVersion(&cmd.Task)
 	if o, ok := operationOf(cmd.Op).(since); ok {
 		v = max(v, o.since())
 	}
@@ -100,18 +100,18 @@ func (cmd *Command) version() uint64 {
 		v = Version
 	}
 	for i := range cmd.Tasks {
-		v = max(v, cmd.Tasks[i].version())
+		v = max(v, specVersion(&cmd.Tasks[i]))
 	}
 	for i := range cmd.Ops {
 		if cmd.Ops[i].Kind == dockettype.OpEnqueue {
-			v = max(v, cmd.Ops[i].Spec.version())
+			v = max(v, specVersion(&cmd.Ops[i].Spec))
 		}
 	}
 	return v
 }
 
-// version is the oldest command version that can carry s.
-func (s *Spec) version() uint64 {
+// specVersion is the oldest command version that can carry s.
+func specVersion(s *Spec) uint64 {
 	switch {
 	case s.Part != "":
 		return Version

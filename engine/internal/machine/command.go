@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -151,29 +152,11 @@ func (cmd *Command) Plan(p *Planner, res *Result) error {
 	return err
 }
 
-// Spec is a validated Task, with its byte fields copied so the caller may
-// reuse them.
-type Spec struct {
-	Payload     []byte
-	Kind        string
-	Delay       int64 // micros
-	At          int64 // absolute micros, 0 when unset
-	Prio        int64
-	MaxAttempts uint32
-	Base, Max   int64
-	Idem        string // the caller's idempotency key, or the one derived from the content
-	Headers     map[string]string
-	Size        int
-	Uniq        uint8 // unique by content: the blocking states (0: not unique)
-	Window      int64 // unique by content: the window, micros
-	// deps are the ids the task depends on and sibs the positions of the
-	// siblings it depends on, each sorted without repeats; policy is its
-	// DependencyPolicy (deps.go).
-	Deps   []uint64
-	Sibs   []int
-	Policy uint8
-	Part   string // dockettype.Task.Partition
-}
+// Spec and TxOp, a validated Task and Op, are package validate's.
+type (
+	Spec = validate.Spec
+	TxOp = validate.TxOp
+)
 
 // Backoff is base * 2^(attempts-1), capped at max.
 func Backoff(base, max int64, attempts uint32) int64 {
@@ -192,16 +175,6 @@ func Backoff(base, max int64, attempts uint32) int64 {
 		return max
 	}
 	return d
-}
-
-// TxOp is a validated Op with its bytes copied.
-type TxOp struct {
-	Kind    dockettype.OpKind
-	Key     string
-	Value   []byte
-	Version uint64
-	Queue   string
-	Spec    Spec
 }
 
 // RepeatedLeases returns, one per lease, ErrLeaseLost for a lease whose task
