@@ -1,15 +1,14 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/presence"
 	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
@@ -87,17 +86,6 @@ func (d *DB) sysCommit(ctx context.Context, ns Namespace, ops ...Op) error {
 	return d.c.exec(ctx, &cmd, &res)
 }
 
-// expiresOf reads the expiry of an encoded record, zero if unreadable.
-func expiresOf(b []byte) time.Time {
-	var v struct {
-		Expires time.Time `json:"expires"`
-	}
-	if json.Unmarshal(b, &v) != nil {
-		return time.Time{}
-	}
-	return v.Expires
-}
-
 // report writes the record at key and deletes the expired records under
 // prefix, refusing a new record past limit live ones.
 func (d *DB) report(ctx context.Context, ns Namespace, prefix, key string, value []byte, limit int, what string) error {
@@ -110,25 +98,9 @@ func (d *DB) report(ctx context.Context, ns Namespace, prefix, key string, value
 		if err != nil {
 			return err
 		}
-		ops := []Op{Set(key, value)}
-		live, known := 0, false
-		for _, e := range es {
-			if e.Key == key {
-				known = true
-				continue
-			}
-			if !expiresOf(e.Value).After(now) {
-				ops = append(ops, IfVersion(e.Key, e.Version), Delete(e.Key))
-				continue
-			}
-			live++
-		}
-		if !known && live >= limit {
-			return invalid("namespace %s already has %d live %ss, the limit", ns, live, what)
-		}
-		ops = ops[:min(len(ops), MaxOps)]
-		if len(ops)%2 == 0 { // never cut an assertion from its delete
-			ops = ops[:len(ops)-1]
+		ops, err := presence.Report(ns, es, key, value, now, limit, what)
+		if err != nil {
+			return err
 		}
 		err = d.sysCommit(ctx, ns, ops...)
 		if errors.Is(err, ErrConflict) {
@@ -189,18 +161,7 @@ func (d *DB) Workers(ctx context.Context, ns Namespace) ([]WorkerPresence, error
 	if err != nil {
 		return nil, err
 	}
-	out := []WorkerPresence{}
-	for _, e := range es {
-		var p WorkerPresence
-		if json.Unmarshal(e.Value, &p) != nil || !p.Expires.After(now) {
-			continue
-		}
-		out = append(out, p)
-		if len(out) == MaxWorkers {
-			break
-		}
-	}
-	return out, nil
+	return presence.Workers(es, now), nil
 }
 
 // ReportSchedule implements Presence.
@@ -253,26 +214,7 @@ func (d *DB) Schedules(ctx context.Context, ns Namespace) ([]ScheduleInfo, error
 	if err != nil {
 		return nil, err
 	}
-	has := func(es []index.KV, key string) bool {
-		_, ok := slices.BinarySearchFunc(es, key, func(e index.KV, k string) int { return cmp.Compare(e.Key, k) })
-		return ok
-	}
-	out := []ScheduleInfo{}
-	for _, e := range es {
-		var s ScheduleInfo
-		if json.Unmarshal(e.Value, &s) != nil || !s.Expires.After(now) {
-			continue
-		}
-		k := ScheduleKey(s.Queue, s.Name)
-		s.Paused = has(paused, SchedulePausedPrefix+k)
-		s.RunRequested = has(runs, ScheduleRunPrefix+k)
-		out = append(out, s)
-		if len(out) == MaxSchedules {
-			break
-		}
-	}
-	slices.SortFunc(out, func(a, b ScheduleInfo) int { return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Name, b.Name)) })
-	return out, nil
+	return presence.Schedules(es, paused, runs, now), nil
 }
 
 // scheduleControl checks a control call on a live schedule and commits
@@ -296,7 +238,7 @@ func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name stri
 	if err := d.c.read(ctx, func() { e, ok = d.c.store.KV(idxNS(ns), ScheduleKeyPrefix+k) }); err != nil {
 		return err
 	}
-	if !ok || !expiresOf(e.Value).After(d.Clock().Now()) {
+	if !ok || !presence.Expires(e.Value).After(d.Clock().Now()) {
 		return fmt.Errorf("%w: no live periodic schedule %q on queue %s/%s", ErrNotFound, name, ns, queue)
 	}
 	return d.sysCommit(ctx, ns, ops(k)...)
