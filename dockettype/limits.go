@@ -144,3 +144,31 @@ type Quota struct {
 	// entries take, as the memory budget counts them.
 	MaxBytes int64 `json:"max_bytes,omitempty"`
 }
+
+// Durability says when a commit is acknowledged relative to the disk.
+type Durability int
+
+const (
+	// SyncAlways acknowledges a commit only after the log holding it is
+	// fsynced. Concurrent commits share one fsync (group commit). Default.
+	SyncAlways Durability = iota
+	// SyncInterval acknowledges once the log is written to the OS and fsyncs
+	// it every Options.SyncEvery: a power loss can lose that window, a process
+	// crash loses nothing.
+	SyncInterval
+	// SyncNever acknowledges once the log is written to the OS and leaves
+	// fsync to the OS.
+	SyncNever
+)
+
+func (d Durability) String() string {
+	switch d {
+	case SyncAlways:
+		return "always"
+	case SyncInterval:
+		return "interval"
+	case SyncNever:
+		return "never"
+	}
+	return "invalid"
+}

@@ -56,6 +56,10 @@ type (
 	GrantLister          = dockettype.GrantLister
 	Grant                = dockettype.Grant
 	Policy               = dockettype.Policy
+	Observer             = dockettype.Observer
+	Stats                = dockettype.Stats
+	KV                   = dockettype.KV
+	Durability           = dockettype.Durability
 )
 
 // Sentinel errors (see dockettype).
@@ -142,6 +146,11 @@ const (
 	MaxSchedules         = dockettype.MaxSchedules
 	MinPresenceTTL       = dockettype.MinPresenceTTL
 	MaxPresenceTTL       = dockettype.MaxPresenceTTL
+
+	LogGroupBuckets = dockettype.LogGroupBuckets
+	SyncAlways      = dockettype.SyncAlways
+	SyncInterval    = dockettype.SyncInterval
+	SyncNever       = dockettype.SyncNever
 )
 
 // NS returns the namespace (project, scope).
