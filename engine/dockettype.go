@@ -9,29 +9,28 @@ import (
 // imports nothing of docket's; engine keeps every name.
 
 type (
-	DependencyPolicy = dockettype.DependencyPolicy
-	Limits           = dockettype.Limits
-	EventKind        = dockettype.EventKind
-	TaskEvent        = dockettype.TaskEvent
-	Perm             = dockettype.Perm
-	Namespace        = dockettype.Namespace
-	State            = dockettype.State
-	Task             = dockettype.Task
-	Enqueued         = dockettype.Enqueued
-	Lease            = dockettype.Lease
-	TaskInfo         = dockettype.TaskInfo
-	AttemptError     = dockettype.AttemptError
-	Unique           = dockettype.Unique
-	OpKind           = dockettype.OpKind
-	Filter           = dockettype.Filter
-	Retrying         = dockettype.Retrying
-	BulkAction       = dockettype.BulkAction
-	Reschedule       = dockettype.Reschedule
-	WorkerPresence   = dockettype.WorkerPresence
-	WorkerQueue      = dockettype.WorkerQueue
-	RunningTask      = dockettype.RunningTask
-	ScheduleInfo     = dockettype.ScheduleInfo
-
+	DependencyPolicy     = dockettype.DependencyPolicy
+	Limits               = dockettype.Limits
+	EventKind            = dockettype.EventKind
+	TaskEvent            = dockettype.TaskEvent
+	Perm                 = dockettype.Perm
+	Namespace            = dockettype.Namespace
+	State                = dockettype.State
+	Task                 = dockettype.Task
+	Enqueued             = dockettype.Enqueued
+	Lease                = dockettype.Lease
+	TaskInfo             = dockettype.TaskInfo
+	AttemptError         = dockettype.AttemptError
+	Unique               = dockettype.Unique
+	OpKind               = dockettype.OpKind
+	Filter               = dockettype.Filter
+	Retrying             = dockettype.Retrying
+	BulkAction           = dockettype.BulkAction
+	Reschedule           = dockettype.Reschedule
+	WorkerPresence       = dockettype.WorkerPresence
+	WorkerQueue          = dockettype.WorkerQueue
+	RunningTask          = dockettype.RunningTask
+	ScheduleInfo         = dockettype.ScheduleInfo
 	Done                 = dockettype.Done
 	FollowUp             = dockettype.FollowUp
 	Failure              = dockettype.Failure
@@ -60,6 +59,7 @@ type (
 	Stats                = dockettype.Stats
 	KV                   = dockettype.KV
 	Durability           = dockettype.Durability
+	Op                   = dockettype.Op
 )
 
 // Sentinel errors (see dockettype).
@@ -169,6 +169,34 @@ func ParsePolicy(s string) (DependencyPolicy, error) { return dockettype.ParsePo
 
 // ParseBulkAction reads retry, cancel, run-now (or run_now) and delete.
 func ParseBulkAction(s string) (BulkAction, error) { return dockettype.ParseBulkAction(s) }
+
+// Set writes value under key.
+func Set(key string, value []byte) Op { return dockettype.Set(key, value) }
+
+// Delete removes key (deleting an absent key is not an error).
+func Delete(key string) Op { return dockettype.Delete(key) }
+
+// IfVersion asserts that key exists with exactly version.
+func IfVersion(key string, version uint64) Op { return dockettype.IfVersion(key, version) }
+
+// IfExists asserts that key exists.
+func IfExists(key string) Op { return dockettype.IfExists(key) }
+
+// IfAbsent asserts that key does not exist.
+func IfAbsent(key string) Op { return dockettype.IfAbsent(key) }
+
+// Enqueue enqueues t on queue as part of the transaction.
+func Enqueue(queue string, t Task) Op { return dockettype.Enqueue(queue, t) }
+
+// UniqueKey returns the idempotency key Unique derives from a task's kind
+// and payload (see dockettype.UniqueKey).
+func UniqueKey(kind string, payload []byte) (string, error) {
+	return dockettype.UniqueKey(kind, payload)
+}
+
+// CanonicalJSON returns the canonical form of the JSON value b that
+// unique-by-content keys are derived from (see dockettype.CanonicalJSON).
+func CanonicalJSON(b []byte) ([]byte, error) { return dockettype.CanonicalJSON(b) }
 
 // idxNS is the index's name of namespace n.
 func idxNS(n Namespace) index.Namespace { return index.Namespace{Project: n.Project, Scope: n.Scope} }

@@ -28,7 +28,7 @@ type Spec struct {
 	Window      int64 // unique by content: the window, micros
 	// deps are the ids the task depends on and sibs the positions of the
 	// siblings it depends on, each sorted without repeats; policy is its
-	// DependencyPolicy (deps.go).
+	// DependencyPolicy (see deps).
 	Deps   []uint64
 	Sibs   []int
 	Policy uint8
