@@ -99,3 +99,16 @@ type Stats struct {
 // LogGroupBuckets is the number of buckets of Stats.LogGroups: one per
 // group size up to 16, then one per power of two, the last open-ended.
 const LogGroupBuckets = 24
+
+// Clock is the engine's source of time. Every commit reads it once; blocking
+// claims use its timers to wake when a timer or a lease comes due.
+type Clock interface {
+	Now() time.Time
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer created by a Clock.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+}
