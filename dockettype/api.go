@@ -1,9 +1,6 @@
 package dockettype
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Done is what a completion commits together with the acknowledgement.
 type Done struct {
@@ -140,18 +137,4 @@ type PartitionListOptions struct {
 type PartitionPage struct {
 	Partitions []PartitionInfo
 	Next       string
-}
-
-// KV is a handle on the key-value entries of one namespace.
-type KV interface {
-	// Namespace returns the handle's namespace.
-	Namespace() Namespace
-	// Get returns the entry for key, ErrNotFound if there is none.
-	Get(ctx context.Context, key string) (Entry, error)
-	// Scan returns entries in key order.
-	Scan(ctx context.Context, o ScanOptions) ([]Entry, error)
-	// Commit applies ops atomically: assertions are checked against the
-	// state before the commit; if any fails, nothing is applied and the call
-	// returns ErrConflict.
-	Commit(ctx context.Context, ops ...Op) (TxResult, error)
 }

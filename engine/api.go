@@ -160,4 +160,18 @@ type Queue interface {
 	Partitions(ctx context.Context, o PartitionListOptions) (PartitionPage, error)
 }
 
+// KV is a handle on the key-value entries of one namespace.
+type KV interface {
+	// Namespace returns the handle's namespace.
+	Namespace() Namespace
+	// Get returns the entry for key, ErrNotFound if there is none.
+	Get(ctx context.Context, key string) (Entry, error)
+	// Scan returns entries in key order.
+	Scan(ctx context.Context, o ScanOptions) ([]Entry, error)
+	// Commit applies ops atomically: assertions are checked against the
+	// state before the commit; if any fails, nothing is applied and the call
+	// returns ErrConflict.
+	Commit(ctx context.Context, ops ...Op) (TxResult, error)
+}
+
 var _ API = (*DB)(nil)

@@ -57,7 +57,6 @@ type (
 	Policy               = dockettype.Policy
 	Observer             = dockettype.Observer
 	Stats                = dockettype.Stats
-	KV                   = dockettype.KV
 	Durability           = dockettype.Durability
 	Op                   = dockettype.Op
 )
