@@ -118,3 +118,57 @@ const UniquePrefix = ReservedPrefix + "unique/"
 // MaxDependencies bounds the tasks one task depends on (DependsOn and
 // DependsOnSibling together).
 const MaxDependencies = 10_000
+
+// Queue controls: pause and resume, a bound on the tasks in flight and a
+// rate limit, per queue, enforced where claims are planned so that they
+// hold across every claimer of every process. A queue's settings are a
+// record of their own in the log and snapshots (index.QueueConf), kept
+// whether or not the queue holds tasks, and every decision about them
+// reads the state and the batch's time only, so a replicated log plans
+// the same claims on every node.
+// QueueSettings are a queue's controls, as Settings reports them.
+type QueueSettings struct {
+	// Paused is set by Pause and cleared by Resume. A paused queue takes
+	// enqueues and every other call, but its claims lease nothing:
+	// ClaimWait waits until it is resumed.
+	Paused bool
+	Limits Limits
+}
+
+// Quota is the limit of one namespace's state. Zero in a field is no
+// limit on it.
+type Quota struct {
+	// MaxTasks bounds the namespace's tasks, in every state.
+	MaxTasks int `json:"max_tasks,omitempty"`
+	// MaxBytes bounds the bytes its tasks, idempotency keys and KV
+	// entries take, as the memory budget counts them.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+}
+
+// Durability says when a commit is acknowledged relative to the disk.
+type Durability int
+
+const (
+	// SyncAlways acknowledges a commit only after the log holding it is
+	// fsynced. Concurrent commits share one fsync (group commit). Default.
+	SyncAlways Durability = iota
+	// SyncInterval acknowledges once the log is written to the OS and fsyncs
+	// it every Options.SyncEvery: a power loss can lose that window, a process
+	// crash loses nothing.
+	SyncInterval
+	// SyncNever acknowledges once the log is written to the OS and leaves
+	// fsync to the OS.
+	SyncNever
+)
+
+func (d Durability) String() string {
+	switch d {
+	case SyncAlways:
+		return "always"
+	case SyncInterval:
+		return "interval"
+	case SyncNever:
+		return "never"
+	}
+	return "invalid"
+}

@@ -143,3 +143,56 @@ func ParseBulkAction(s string) (BulkAction, error) {
 	}
 	return 0, invalid("bulk action %.40q is not retry, cancel, run-now or delete", s)
 }
+
+// SearchOptions asks Search for a page of the tasks a filter selects.
+type SearchOptions struct {
+	Filter Filter
+	// Newest orders the tasks newest first (descending id); by default
+	// they come oldest first.
+	Newest bool
+	// Limit bounds the page; 0 means 100, at most MaxBatch.
+	Limit int
+	// Cursor continues after the page that returned it (with the same
+	// filter and order); "" starts at the beginning.
+	Cursor string
+	// Count asks for the number of every task the filter selects, not
+	// only this page's: a walk over the whole queue.
+	Count bool
+}
+
+// SearchPage is one page of a search. Next is "" when nothing more
+// matches.
+type SearchPage struct {
+	Tasks []TaskInfo
+	Next  string
+	// Count is the number of tasks the filter selects, when
+	// SearchOptions.Count asked for it (else 0), and MaxID the highest id
+	// among them: a bulk action confirmed for Count tasks can bound its
+	// filter by it (Filter.MaxID) to leave out tasks enqueued since. The
+	// count is exact over a walk in chunks: a task that changes while the
+	// walk runs is counted as its chunk saw it.
+	Count int
+	MaxID uint64
+}
+
+// BulkSkip counts the tasks a bulk action left as they were for one reason.
+type BulkSkip struct {
+	Reason string
+	Count  int
+}
+
+// BulkResult says what a bulk action did: Done tasks acted on, and the
+// selected tasks it left, by reason.
+type BulkResult struct {
+	Done    int
+	Skipped []BulkSkip
+}
+
+// SkippedTotal is the number of tasks skipped for any reason.
+func (r BulkResult) SkippedTotal() int {
+	n := 0
+	for _, s := range r.Skipped {
+		n += s.Count
+	}
+	return n
+}

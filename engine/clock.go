@@ -3,20 +3,15 @@ package engine
 import (
 	"sync"
 	"time"
+
+	"github.com/docketdb/docket/dockettype"
 )
 
-// Clock is the engine's source of time. Every commit reads it once; blocking
-// claims use its timers to wake when a timer or a lease comes due.
-type Clock interface {
-	Now() time.Time
-	NewTimer(d time.Duration) Timer
-}
+// Clock is the engine's source of time (see dockettype.Clock).
+type Clock = dockettype.Clock
 
 // Timer is a one-shot timer created by a Clock.
-type Timer interface {
-	C() <-chan time.Time
-	Stop() bool
-}
+type Timer = dockettype.Timer
 
 // SystemClock is the wall clock, the default Clock.
 var SystemClock Clock = systemClock{}

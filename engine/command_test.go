@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 
 	"bytes"
 	"errors"
@@ -34,7 +35,7 @@ func versionedSamples() []versionedSample {
 		MaxAttempts: 7, Base: 10, Max: 1000, Idem: "key", Headers: map[string]string{"b": "2", "a": "1", "c": ""}}
 	bare := spec{MaxAttempts: 5, Base: 1_000_000, Max: 60_000_000}
 	unique := spec{Payload: []byte(`{"a":1}`), Kind: "k", MaxAttempts: 5, Base: 1, Max: 2, Idem: UniquePrefix + "ab",
-		Uniq: machine.UniqueDefault, Window: 3_600_000_000}
+		Uniq: validate.UniqueDefault, Window: 3_600_000_000}
 	dependent := full
 	dependent.Deps, dependent.Sibs, dependent.Policy = []uint64{3, 9, 1 << 40}, []int{0, 2}, uint8(RunOnFailure)
 	uniqueDependent := unique
@@ -234,7 +235,7 @@ func TestDecodeCommandRefuses(t *testing.T) {
 	}
 	u := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Idem: UniquePrefix + "x", Uniq: 1 << index.StateReady, Window: 5}}
 	bad["unique without the required states"] = must(u.Encode())
-	u.Task.Uniq, u.Task.Idem = machine.UniqueDefault, ""
+	u.Task.Uniq, u.Task.Idem = validate.UniqueDefault, ""
 	bad["unique without a key"] = must(u.Encode())
 	rated := must((&command{Op: cmdSetLimits, NS: ns, Queue: "q", Limits: Limits{PartitionRate: 3, PartitionPer: time.Second}}).Encode())
 	bad["partition rate in version 3"] = append([]byte{cmdVersion3}, rated[1:]...)

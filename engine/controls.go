@@ -4,25 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
-
-// Queue controls: pause and resume, a bound on the tasks in flight and a
-// rate limit, per queue, enforced where claims are planned so that they
-// hold across every claimer of every process. A queue's settings are a
-// record of their own in the log and snapshots (index.QueueConf), kept
-// whether or not the queue holds tasks, and every decision about them
-// reads the state and the batch's time only, so a replicated log plans
-// the same claims on every node.
-// QueueSettings are a queue's controls, as Settings reports them.
-type QueueSettings struct {
-	// Paused is set by Pause and cleared by Resume. A paused queue takes
-	// enqueues and every other call, but its claims lease nothing:
-	// ClaimWait waits until it is resumed.
-	Paused bool
-	Limits Limits
-}
 
 // Bounds of Limits. A bucket holds at most MaxRateTokens tokens of
 // MaxRatePer each, so its level is exact in 64-bit integers.
@@ -66,7 +50,7 @@ func (q *queue) setPaused(ctx context.Context, paused bool) error {
 // bucket. A change of the partition rate limit starts every partition
 // with a full bucket. PermAdmin.
 func (q *queue) SetLimits(ctx context.Context, l Limits) error {
-	if err := machine.CheckLimits(l); err != nil {
+	if err := validate.Limits(l); err != nil {
 		return err
 	}
 	if err := q.check(PermAdmin); err != nil {

@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/index"
-	"github.com/docketdb/docket/internal/snapshot"
-	"github.com/docketdb/docket/wal"
 )
 
 // DB is an open docket directory (or an in-memory instance). It is safe for
@@ -94,18 +92,8 @@ type core struct {
 }
 
 // wrapStorage marks errors from the storage packages with the engine's
-// sentinels.
-func wrapStorage(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, wal.ErrCorrupt), errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, index.ErrCorrupt):
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
-	case errors.Is(err, wal.ErrFailed):
-		return fmt.Errorf("%w: %w", ErrFailed, err)
-	}
-	return err
-}
+// sentinels (see recovery.WrapStorage).
+func wrapStorage(err error) error { return recovery.WrapStorage(err) }
 
 // writable reports why the engine cannot take a write. Call with mu held.
 func (c *core) writable() error {

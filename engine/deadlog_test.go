@@ -122,7 +122,7 @@ func TestDeadLogForgetsQuietQueues(t *testing.T) {
 			clock.Advance(deadLogEvery)
 		}
 	}
-	if n := len(l.queues); n > deadLogSweep {
+	if n := l.Remembered(); n > deadLogSweep {
 		t.Fatalf("remembers %d queues, want at most %d", n, deadLogSweep)
 	}
 	if len(lines) != 3*deadLogSweep {

@@ -27,7 +27,8 @@
 // task can be unique by content
 // (Task.Unique): its idempotency key is derived from its kind and the
 // canonical JSON of its payload, and blocks a duplicate within a window
-// and a set of states (unique.go).
+// and a set of states (dockettype.UniqueKey derives it; package validate
+// checks the rest).
 //
 // Every change goes through one commit path: under the engine's mutex a call
 // validates and plans a batch of physical mutations (reading the clock once),
@@ -54,8 +55,9 @@
 //
 // Snapshots of the indexes are written in the background from copy-on-write
 // images, and the log is truncated behind the older of the two kept. Open
-// loads the newest snapshot that verifies and replays the log after it;
-// Check and Repair inspect and mend a directory offline.
+// loads the newest snapshot that verifies and replays the log after it
+// (package recovery); Check, Repair and Salvage inspect and mend a
+// directory offline (package verify).
 //
 // # Locks
 //

@@ -9,24 +9,56 @@ import (
 // imports nothing of docket's; engine keeps every name.
 
 type (
-	DependencyPolicy = dockettype.DependencyPolicy
-	Limits           = dockettype.Limits
-	EventKind        = dockettype.EventKind
-	TaskEvent        = dockettype.TaskEvent
-	Perm             = dockettype.Perm
-	Namespace        = dockettype.Namespace
-	State            = dockettype.State
-	Task             = dockettype.Task
-	Enqueued         = dockettype.Enqueued
-	Lease            = dockettype.Lease
-	TaskInfo         = dockettype.TaskInfo
-	AttemptError     = dockettype.AttemptError
-	Unique           = dockettype.Unique
-	OpKind           = dockettype.OpKind
-	Filter           = dockettype.Filter
-	Retrying         = dockettype.Retrying
-	BulkAction       = dockettype.BulkAction
-	Reschedule       = dockettype.Reschedule
+	DependencyPolicy     = dockettype.DependencyPolicy
+	Limits               = dockettype.Limits
+	EventKind            = dockettype.EventKind
+	TaskEvent            = dockettype.TaskEvent
+	Perm                 = dockettype.Perm
+	Namespace            = dockettype.Namespace
+	State                = dockettype.State
+	Task                 = dockettype.Task
+	Enqueued             = dockettype.Enqueued
+	Lease                = dockettype.Lease
+	TaskInfo             = dockettype.TaskInfo
+	AttemptError         = dockettype.AttemptError
+	Unique               = dockettype.Unique
+	OpKind               = dockettype.OpKind
+	Filter               = dockettype.Filter
+	Retrying             = dockettype.Retrying
+	BulkAction           = dockettype.BulkAction
+	Reschedule           = dockettype.Reschedule
+	WorkerPresence       = dockettype.WorkerPresence
+	WorkerQueue          = dockettype.WorkerQueue
+	RunningTask          = dockettype.RunningTask
+	ScheduleInfo         = dockettype.ScheduleInfo
+	Done                 = dockettype.Done
+	FollowUp             = dockettype.FollowUp
+	Failure              = dockettype.Failure
+	Counts               = dockettype.Counts
+	ListOptions          = dockettype.ListOptions
+	Page                 = dockettype.Page
+	Entry                = dockettype.Entry
+	ScanOptions          = dockettype.ScanOptions
+	TxResult             = dockettype.TxResult
+	PartitionInfo        = dockettype.PartitionInfo
+	PartitionListOptions = dockettype.PartitionListOptions
+	PartitionPage        = dockettype.PartitionPage
+	SearchOptions        = dockettype.SearchOptions
+	SearchPage           = dockettype.SearchPage
+	BulkSkip             = dockettype.BulkSkip
+	BulkResult           = dockettype.BulkResult
+	QueueSettings        = dockettype.QueueSettings
+	Quota                = dockettype.Quota
+	SnapshotEvent        = dockettype.SnapshotEvent
+	Caller               = dockettype.Caller
+	Authorizer           = dockettype.Authorizer
+	GrantLister          = dockettype.GrantLister
+	Grant                = dockettype.Grant
+	Policy               = dockettype.Policy
+	Observer             = dockettype.Observer
+	Stats                = dockettype.Stats
+	Durability           = dockettype.Durability
+	Op                   = dockettype.Op
 )
 
 // Sentinel errors (see dockettype).
@@ -103,6 +135,21 @@ const (
 	QuotaKey         = dockettype.QuotaKey
 	UniquePrefix     = dockettype.UniquePrefix
 	MaxDependencies  = dockettype.MaxDependencies
+
+	WorkerKeyPrefix      = dockettype.WorkerKeyPrefix
+	ScheduleKeyPrefix    = dockettype.ScheduleKeyPrefix
+	SchedulePausedPrefix = dockettype.SchedulePausedPrefix
+	ScheduleRunPrefix    = dockettype.ScheduleRunPrefix
+	MaxPresenceBytes     = dockettype.MaxPresenceBytes
+	MaxWorkers           = dockettype.MaxWorkers
+	MaxSchedules         = dockettype.MaxSchedules
+	MinPresenceTTL       = dockettype.MinPresenceTTL
+	MaxPresenceTTL       = dockettype.MaxPresenceTTL
+
+	LogGroupBuckets = dockettype.LogGroupBuckets
+	SyncAlways      = dockettype.SyncAlways
+	SyncInterval    = dockettype.SyncInterval
+	SyncNever       = dockettype.SyncNever
 )
 
 // NS returns the namespace (project, scope).
@@ -112,11 +159,43 @@ func NS(project, scope string) Namespace { return dockettype.NS(project, scope) 
 // dockettype.ParseNamespace).
 func ParseNamespace(s string) (Namespace, error) { return dockettype.ParseNamespace(s) }
 
+// ScheduleKey returns the key suffix of a schedule: its queue and name,
+// path-escaped, joined by "/".
+func ScheduleKey(queue, name string) string { return dockettype.ScheduleKey(queue, name) }
+
 // ParsePolicy returns the policy its String names.
 func ParsePolicy(s string) (DependencyPolicy, error) { return dockettype.ParsePolicy(s) }
 
 // ParseBulkAction reads retry, cancel, run-now (or run_now) and delete.
 func ParseBulkAction(s string) (BulkAction, error) { return dockettype.ParseBulkAction(s) }
+
+// Set writes value under key.
+func Set(key string, value []byte) Op { return dockettype.Set(key, value) }
+
+// Delete removes key (deleting an absent key is not an error).
+func Delete(key string) Op { return dockettype.Delete(key) }
+
+// IfVersion asserts that key exists with exactly version.
+func IfVersion(key string, version uint64) Op { return dockettype.IfVersion(key, version) }
+
+// IfExists asserts that key exists.
+func IfExists(key string) Op { return dockettype.IfExists(key) }
+
+// IfAbsent asserts that key does not exist.
+func IfAbsent(key string) Op { return dockettype.IfAbsent(key) }
+
+// Enqueue enqueues t on queue as part of the transaction.
+func Enqueue(queue string, t Task) Op { return dockettype.Enqueue(queue, t) }
+
+// UniqueKey returns the idempotency key Unique derives from a task's kind
+// and payload (see dockettype.UniqueKey).
+func UniqueKey(kind string, payload []byte) (string, error) {
+	return dockettype.UniqueKey(kind, payload)
+}
+
+// CanonicalJSON returns the canonical form of the JSON value b that
+// unique-by-content keys are derived from (see dockettype.CanonicalJSON).
+func CanonicalJSON(b []byte) ([]byte, error) { return dockettype.CanonicalJSON(b) }
 
 // idxNS is the index's name of namespace n.
 func idxNS(n Namespace) index.Namespace { return index.Namespace{Project: n.Project, Scope: n.Scope} }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -49,7 +50,7 @@ func (k *kv) check(perms Perm) error {
 }
 
 // space is the key space the handle reaches.
-func (k *kv) space() keySpace {
+func (k *kv) space() validate.KeySpace {
 	if k.system {
 		return systemSpace
 	}
@@ -66,7 +67,7 @@ func (k *kv) readPerm() Perm {
 
 // Get returns the entry for key, ErrNotFound if there is none.
 func (k *kv) Get(ctx context.Context, key string) (Entry, error) {
-	if err := k.space().checkKey("key", key); err != nil {
+	if err := k.space().Key("key", key); err != nil {
 		return Entry{}, err
 	}
 	if err := k.check(k.readPerm()); err != nil {
@@ -133,7 +134,7 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if len(ops) == 0 {
 		return TxResult{}, invalid("empty transaction")
 	}
-	vops, perms, _, err := k.space().checkOps(ops, k.db.c.opts.MaxPayloadBytes, nil)
+	vops, perms, _, err := k.space().Ops(ops, k.db.c.opts.MaxPayloadBytes, nil)
 	if err != nil {
 		return TxResult{}, err
 	}

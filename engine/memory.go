@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/internal/bytesize"
 	"github.com/docketdb/docket/internal/index"
 )
@@ -107,7 +108,7 @@ func (c *core) admit(cmd *command) error {
 	if c.vals != nil {
 		threshold = c.vals.threshold
 	}
-	add, completion := cmd.Adds(threshold)
+	add, completion := admit.Adds(cmd, threshold)
 	c.admitClaim(cmd, add)
 	if add == 0 {
 		return nil
@@ -141,7 +142,7 @@ func (c *core) admit(cmd *command) error {
 // refuse every claim): the state then passes the reserve by at most the
 // owner names of the leases held.
 func (c *core) admitClaim(cmd *command, add int64) {
-	per := cmd.ClaimAdds()
+	per := admit.ClaimAdds(cmd)
 	if per == 0 {
 		return
 	}

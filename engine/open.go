@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/internal/fsync"
 	"github.com/docketdb/docket/internal/index"
@@ -42,7 +43,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("%w: empty data directory", ErrInvalid)
 	}
 	fsys := vfs.Or(opts.fs)
-	if err := isDocketDir(fsys, dir); err != nil {
+	if err := recovery.IsDocketDir(fsys, dir); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
@@ -62,7 +63,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	b, _, err := recoverInPlace(fsys, dir, opts.Logger, false)
+	b, _, err := recovery.InPlace(fsys, dir, opts.Logger, false, applyBatch)
 	if err != nil {
 		if lock != nil {
 			lock.Close()
@@ -74,7 +75,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		clock:   opts.Clock,
 		dir:     dir,
 		st:      readOnlyStorage{lock: lock},
-		store:   b.store,
+		store:   b.Store,
 		enc:     index.NewEncoder(),
 		waiters: make(map[index.QueueKey]*waitq),
 		stopBg:  make(chan struct{}),
@@ -188,12 +189,12 @@ func (c *core) openDir() (err error) {
 	}
 	validated := make(chan *wal.Validation, 1)
 	go func() { validated <- wal.ValidateFS(fsys, c.walDir(), from) }()
-	b, err := loadBase(fsys, c.snapDir(), c.opts.Logger, false)
+	b, err := recovery.LoadBase(fsys, c.snapDir(), c.opts.Logger, false)
 	v := <-validated // read no file after Open returns
 	if err != nil {
 		return err
 	}
-	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint, From: b.from(), Validated: v,
+	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint, From: b.From(), Validated: v,
 		// The values a batch refers to reach the value log, as durably,
 		// before the batch reaches the log: whichever commit's sync writes
 		// it (group commit), the values of every record it takes were
@@ -213,15 +214,15 @@ func (c *core) openDir() (err error) {
 		return wrapStorage(err)
 	}
 	c.logRepairs(log.Repaired())
-	if err := b.decide(log.FirstSeq(), log.LastSeq(), c.opts.Logger); err != nil {
+	if err := b.Decide(log.FirstSeq(), log.LastSeq(), c.opts.Logger); err != nil {
 		return err
 	}
-	if err := b.replay(log.Replay); err != nil {
+	if err := b.Replay(applyBatch, log.Replay); err != nil {
 		return err
 	}
-	store := b.store
-	if b.refused > 0 {
-		c.opts.Logger.Info("docket: replay refused batches whose assertions no longer held", "refused", b.refused)
+	store := b.Store
+	if b.Refused > 0 {
+		c.opts.Logger.Info("docket: replay refused batches whose assertions no longer held", "refused", b.Refused)
 	}
 	c.store = store
 	d := &diskStorage{fsys: fsys, snapDir: c.snapDir(), log: log, lock: lock,
@@ -232,40 +233,6 @@ func (c *core) openDir() (err error) {
 	}
 	d.vals = c.vals
 	return nil
-}
-
-// replay applies logged batches to store in order: records is a log reader
-// (wal.Log.Replay, wal.Scan) that calls its argument for every record from
-// store.Seq()+1 on. It returns how many batches were refused (a refusal is
-// an outcome, not damage); an error means the log does not fit the state.
-// Open, Check and anything else that rebuilds state from a log call it, and
-// it applies through applyBatch like the live commit path, so they cannot
-// disagree about what a log means.
-func replay(store *index.Store, records func(func(seq uint64, data []byte) error) error) (refused int, err error) {
-	dec := index.NewDecoder(store)
-	var b index.Batch
-	err = records(func(seq uint64, data []byte) error {
-		out, err := applyLogged(store, dec, &b, seq, data)
-		if err != nil {
-			return err
-		}
-		if out.Refused != "" {
-			refused++
-		}
-		return nil
-	})
-	return refused, err
-}
-
-// applyLogged decodes data, the bytes logged as record seq, into b (reused)
-// with dec and applies it to store: exactly what was logged. The outcome says whether the batch applied or was
-// refused (and why); an error (wrapping index.ErrCorrupt) means the record
-// is damaged or does not follow store, and store must then be discarded.
-func applyLogged(store *index.Store, dec *index.Decoder, b *index.Batch, seq uint64, data []byte) (index.Outcome, error) {
-	if err := dec.Batch(data, b); err != nil {
-		return index.Outcome{Seq: seq}, fmt.Errorf("log record %d: %w", seq, err)
-	}
-	return applyBatch(store, seq, b)
 }
 
 // logRepairs tells the operator what opening the log did to the directory.

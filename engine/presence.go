@@ -1,52 +1,16 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/presence"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
-)
-
-// The keys of the presence records, in the system area of each namespace.
-// A schedule's keys name its queue and its name, each path-escaped, so
-// that no two schedules share a key.
-const (
-	// WorkerKeyPrefix + worker id: a worker process's presence.
-	WorkerKeyPrefix = ReservedPrefix + "workers/"
-	// ScheduleKeyPrefix + queue + "/" + name: a periodic schedule as its
-	// runtime registered it.
-	ScheduleKeyPrefix = ReservedPrefix + "schedules/"
-	// SchedulePausedPrefix + queue + "/" + name: present while the
-	// schedule is paused.
-	SchedulePausedPrefix = ReservedPrefix + "schedule-paused/"
-	// ScheduleRunPrefix + queue + "/" + name: a request to run the
-	// schedule now, which its runtime consumes.
-	ScheduleRunPrefix = ReservedPrefix + "schedule-run/"
-)
-
-// Bounds of the presence records.
-const (
-	// MaxPresenceBytes bounds one record (a worker or a schedule), encoded.
-	MaxPresenceBytes = 64 << 10
-	// MaxWorkers bounds the live workers of one namespace: a report from
-	// one more is refused, and Workers lists at most this many.
-	MaxWorkers = 1000
-	// MaxSchedules bounds the live schedules of one namespace, as
-	// MaxWorkers does workers.
-	MaxSchedules = 1000
-	// MinPresenceTTL and MaxPresenceTTL bound the time to live of a
-	// report.
-	MinPresenceTTL = time.Second
-	MaxPresenceTTL = 24 * time.Hour
 )
 
 // Presence is implemented by an API that keeps which worker processes are
@@ -95,138 +59,6 @@ type Presence interface {
 
 var _ Presence = (*DB)(nil)
 
-// WorkerPresence is one worker process, as it reported itself.
-type WorkerPresence struct {
-	// ID names the process's runtime (a worker's Owner); at most
-	// MaxNameBytes.
-	ID       string        `json:"id"`
-	Host     string        `json:"host,omitempty"`
-	PID      int           `json:"pid,omitempty"`
-	Version  string        `json:"version,omitempty"`
-	Started  time.Time     `json:"started,omitzero"`
-	Queues   []WorkerQueue `json:"queues,omitempty"`
-	Running  []RunningTask `json:"running,omitempty"`
-	Draining bool          `json:"draining,omitempty"`
-	// Heartbeat is when the engine took the last report, Expires when
-	// the record stops being listed without another.
-	Heartbeat time.Time `json:"heartbeat"`
-	Expires   time.Time `json:"expires"`
-}
-
-// WorkerQueue is a queue a worker process works, and with how many
-// handlers at once.
-type WorkerQueue struct {
-	Queue       string `json:"queue"`
-	Concurrency int    `json:"concurrency"`
-}
-
-// RunningTask is a task whose handler was running at a worker's report.
-type RunningTask struct {
-	Queue   string    `json:"queue"`
-	ID      uint64    `json:"id"`
-	Kind    string    `json:"kind,omitempty"`
-	Attempt int       `json:"attempt,omitempty"`
-	Started time.Time `json:"started"`
-}
-
-// ScheduleInfo is a periodic schedule as its runtime registered it.
-type ScheduleInfo struct {
-	Queue string `json:"queue"`
-	Name  string `json:"name"`
-	Spec  string `json:"spec"`
-	Kind  string `json:"kind,omitempty"`
-	// Worker is the id of the runtime that reported it last.
-	Worker string `json:"worker,omitempty"`
-	// Next is the schedule's next tick; Last the last tick it enqueued
-	// (zero if none yet), LastTask that task's id (0 if unknown).
-	Next     time.Time `json:"next,omitzero"`
-	Last     time.Time `json:"last,omitzero"`
-	LastTask uint64    `json:"last_task,omitempty"`
-	// Outcome is what became of the last enqueued task as its runtime
-	// last saw it ("enqueued", "completed", "failed: ...", "skipped:
-	// paused"), "" if nothing ran yet.
-	Outcome string `json:"outcome,omitempty"`
-	// Paused and RunRequested are kept by the engine, not the report.
-	Paused       bool      `json:"-"`
-	RunRequested bool      `json:"-"`
-	Updated      time.Time `json:"updated"`
-	Expires      time.Time `json:"expires"`
-}
-
-// ScheduleKey returns the key suffix of a schedule: its queue and name,
-// path-escaped, joined by "/".
-func ScheduleKey(queue, name string) string {
-	return url.PathEscape(queue) + "/" + url.PathEscape(name)
-}
-
-func checkTTL(ttl time.Duration) error {
-	if ttl < MinPresenceTTL || ttl > MaxPresenceTTL {
-		return invalid("presence ttl %v is outside %v..%v", ttl, MinPresenceTTL, MaxPresenceTTL)
-	}
-	return nil
-}
-
-func checkText(field, s string, limit int) error {
-	switch {
-	case len(s) > limit:
-		return invalid("%s is %d bytes, over the limit of %d", field, len(s), limit)
-	case !utf8.ValidString(s):
-		return invalid("%s is not valid UTF-8", field)
-	}
-	return nil
-}
-
-func (p *WorkerPresence) check() error {
-	if err := machine.CheckName("worker id", p.ID); err != nil {
-		return err
-	}
-	if err := checkText("worker host", p.Host, 255); err != nil {
-		return err
-	}
-	if err := checkText("worker version", p.Version, 200); err != nil {
-		return err
-	}
-	if p.PID < 0 {
-		return invalid("worker pid %d is negative", p.PID)
-	}
-	for i, q := range p.Queues {
-		if err := machine.CheckName(fmt.Sprintf("worker queue %d", i), q.Queue); err != nil {
-			return err
-		}
-		if q.Concurrency < 0 {
-			return invalid("worker queue %q concurrency %d is negative", q.Queue, q.Concurrency)
-		}
-	}
-	for i, t := range p.Running {
-		if err := machine.CheckName(fmt.Sprintf("running task %d queue", i), t.Queue); err != nil {
-			return err
-		}
-		if err := checkText(fmt.Sprintf("running task %d kind", i), t.Kind, MaxNameBytes); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *ScheduleInfo) check() error {
-	if err := machine.CheckName("schedule queue", s.Queue); err != nil {
-		return err
-	}
-	if err := machine.CheckName("schedule name", s.Name); err != nil {
-		return err
-	}
-	if err := checkText("schedule spec", s.Spec, 1000); err != nil {
-		return err
-	}
-	if err := checkText("schedule kind", s.Kind, MaxNameBytes); err != nil {
-		return err
-	}
-	if err := checkText("schedule worker", s.Worker, MaxNameBytes); err != nil {
-		return err
-	}
-	return checkText("schedule outcome", s.Outcome, 2000)
-}
-
 // sysEntries returns up to limit entries of ns's system area under prefix.
 func (d *DB) sysEntries(ctx context.Context, ns Namespace, prefix string, limit int) ([]index.KV, error) {
 	var out []index.KV
@@ -245,24 +77,13 @@ func (d *DB) sysEntries(ctx context.Context, ns Namespace, prefix string, limit 
 // sysCommit commits ops on ns's system area, for a call authorized on its
 // own terms.
 func (d *DB) sysCommit(ctx context.Context, ns Namespace, ops ...Op) error {
-	vops, _, _, err := systemSpace.checkOps(ops, d.c.opts.MaxPayloadBytes, nil)
+	vops, _, _, err := systemSpace.Ops(ops, d.c.opts.MaxPayloadBytes, nil)
 	if err != nil {
 		return err
 	}
 	cmd := command{Op: cmdCommit, NS: ns, Ops: vops}
 	var res cmdResult
 	return d.c.exec(ctx, &cmd, &res)
-}
-
-// expiresOf reads the expiry of an encoded record, zero if unreadable.
-func expiresOf(b []byte) time.Time {
-	var v struct {
-		Expires time.Time `json:"expires"`
-	}
-	if json.Unmarshal(b, &v) != nil {
-		return time.Time{}
-	}
-	return v.Expires
 }
 
 // report writes the record at key and deletes the expired records under
@@ -277,25 +98,9 @@ func (d *DB) report(ctx context.Context, ns Namespace, prefix, key string, value
 		if err != nil {
 			return err
 		}
-		ops := []Op{Set(key, value)}
-		live, known := 0, false
-		for _, e := range es {
-			if e.Key == key {
-				known = true
-				continue
-			}
-			if !expiresOf(e.Value).After(now) {
-				ops = append(ops, IfVersion(e.Key, e.Version), Delete(e.Key))
-				continue
-			}
-			live++
-		}
-		if !known && live >= limit {
-			return invalid("namespace %s already has %d live %ss, the limit", ns, live, what)
-		}
-		ops = ops[:min(len(ops), MaxOps)]
-		if len(ops)%2 == 0 { // never cut an assertion from its delete
-			ops = ops[:len(ops)-1]
+		ops, err := presence.Report(ns, es, key, value, now, limit, what)
+		if err != nil {
+			return err
 		}
 		err = d.sysCommit(ctx, ns, ops...)
 		if errors.Is(err, ErrConflict) {
@@ -311,10 +116,10 @@ func (d *DB) ReportWorker(ctx context.Context, ns Namespace, p WorkerPresence, t
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := checkTTL(ttl); err != nil {
+	if err := validate.PresenceTTL(ttl); err != nil {
 		return err
 	}
-	if err := p.check(); err != nil {
+	if err := validate.Worker(&p); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermWork); err != nil {
@@ -334,7 +139,7 @@ func (d *DB) RemoveWorker(ctx context.Context, ns Namespace, id string) error {
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := machine.CheckName("worker id", id); err != nil {
+	if err := validate.Name("worker id", id); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermWork); err != nil {
@@ -356,18 +161,7 @@ func (d *DB) Workers(ctx context.Context, ns Namespace) ([]WorkerPresence, error
 	if err != nil {
 		return nil, err
 	}
-	out := []WorkerPresence{}
-	for _, e := range es {
-		var p WorkerPresence
-		if json.Unmarshal(e.Value, &p) != nil || !p.Expires.After(now) {
-			continue
-		}
-		out = append(out, p)
-		if len(out) == MaxWorkers {
-			break
-		}
-	}
-	return out, nil
+	return presence.Workers(es, now), nil
 }
 
 // ReportSchedule implements Presence.
@@ -375,10 +169,10 @@ func (d *DB) ReportSchedule(ctx context.Context, ns Namespace, s ScheduleInfo, t
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := checkTTL(ttl); err != nil {
+	if err := validate.PresenceTTL(ttl); err != nil {
 		return err
 	}
-	if err := s.check(); err != nil {
+	if err := validate.Schedule(&s); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermWork); err != nil {
@@ -420,26 +214,7 @@ func (d *DB) Schedules(ctx context.Context, ns Namespace) ([]ScheduleInfo, error
 	if err != nil {
 		return nil, err
 	}
-	has := func(es []index.KV, key string) bool {
-		_, ok := slices.BinarySearchFunc(es, key, func(e index.KV, k string) int { return cmp.Compare(e.Key, k) })
-		return ok
-	}
-	out := []ScheduleInfo{}
-	for _, e := range es {
-		var s ScheduleInfo
-		if json.Unmarshal(e.Value, &s) != nil || !s.Expires.After(now) {
-			continue
-		}
-		k := ScheduleKey(s.Queue, s.Name)
-		s.Paused = has(paused, SchedulePausedPrefix+k)
-		s.RunRequested = has(runs, ScheduleRunPrefix+k)
-		out = append(out, s)
-		if len(out) == MaxSchedules {
-			break
-		}
-	}
-	slices.SortFunc(out, func(a, b ScheduleInfo) int { return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Name, b.Name)) })
-	return out, nil
+	return presence.Schedules(es, paused, runs, now), nil
 }
 
 // scheduleControl checks a control call on a live schedule and commits
@@ -448,10 +223,10 @@ func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name stri
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := machine.CheckName("schedule queue", queue); err != nil {
+	if err := validate.Name("schedule queue", queue); err != nil {
 		return err
 	}
-	if err := machine.CheckName("schedule name", name); err != nil {
+	if err := validate.Name("schedule name", name); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermAdmin); err != nil {
@@ -463,7 +238,7 @@ func (d *DB) scheduleControl(ctx context.Context, ns Namespace, queue, name stri
 	if err := d.c.read(ctx, func() { e, ok = d.c.store.KV(idxNS(ns), ScheduleKeyPrefix+k) }); err != nil {
 		return err
 	}
-	if !ok || !expiresOf(e.Value).After(d.Clock().Now()) {
+	if !ok || !presence.Expires(e.Value).After(d.Clock().Now()) {
 		return fmt.Errorf("%w: no live periodic schedule %q on queue %s/%s", ErrNotFound, name, ns, queue)
 	}
 	return d.sysCommit(ctx, ns, ops(k)...)

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -54,7 +55,7 @@ func (q *queue) check(perms Perm) error {
 	if err := checkNS(q.ns); err != nil {
 		return err
 	}
-	if err := machine.CheckName("queue name", q.name); err != nil {
+	if err := validate.Name("queue name", q.name); err != nil {
 		return err
 	}
 	return q.db.authorize(q.ns, perms)
@@ -175,7 +176,7 @@ func putSpecs(sp *[]spec) {
 }
 
 func checkClaim(owner string, lease time.Duration, max int) error {
-	if err := machine.CheckName("owner", owner); err != nil {
+	if err := validate.Name("owner", owner); err != nil {
 		return err
 	}
 	if err := checkDuration("lease", lease, false); err != nil {
@@ -532,7 +533,7 @@ func (q *queue) Reschedule(ctx context.Context, id uint64, r Reschedule) error {
 	if r.Priority != nil {
 		cmd.Prio, cmd.SetPrio = int64(*r.Priority), true
 	}
-	if err := machine.CheckReschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
+	if err := validate.Reschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
 		return err
 	}
 	var res cmdResult

@@ -5,19 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/docketdb/docket/engine/internal/admit"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/bytesize"
 	"github.com/docketdb/docket/internal/index"
 )
-
-// Quota is the limit of one namespace's state. Zero in a field is no
-// limit on it.
-type Quota struct {
-	// MaxTasks bounds the namespace's tasks, in every state.
-	MaxTasks int `json:"max_tasks,omitempty"`
-	// MaxBytes bounds the bytes its tasks, idempotency keys and KV
-	// entries take, as the memory budget counts them.
-	MaxBytes int64 `json:"max_bytes,omitempty"`
-}
 
 // Quotas is implemented by an API that keeps per-namespace quotas: *DB in
 // process, the client package over the network. Setting a quota needs
@@ -32,22 +24,12 @@ type Quotas interface {
 
 var _ Quotas = (*DB)(nil)
 
-func (q Quota) check() error {
-	if q.MaxTasks < 0 {
-		return invalid("quota max tasks %d is negative", q.MaxTasks)
-	}
-	if q.MaxBytes < 0 {
-		return invalid("quota max bytes %d is negative", q.MaxBytes)
-	}
-	return nil
-}
-
 // SetQuota implements Quotas.
 func (d *DB) SetQuota(ctx context.Context, ns Namespace, q Quota) error {
 	if err := checkNS(ns); err != nil {
 		return err
 	}
-	if err := q.check(); err != nil {
+	if err := validate.Quota(q); err != nil {
 		return err
 	}
 	if err := d.authorize(ns, PermAdmin); err != nil {
@@ -103,7 +85,7 @@ func (c *core) quotaOf(ns index.Namespace) Quota {
 		return qc.q
 	}
 	var q Quota
-	if json.Unmarshal(e.Value, &q) != nil || q.check() != nil {
+	if json.Unmarshal(e.Value, &q) != nil || validate.Quota(q) != nil {
 		q = Quota{} // only SetQuota writes the record
 	}
 	if c.quotas == nil {
@@ -119,7 +101,7 @@ func (c *core) quotaOf(ns index.Namespace) Quota {
 func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
 	ns := idxNS(cmd.NS)
 	q := c.quotaOf(ns)
-	if q == (Quota{}) || cmd.OnlyQuota() {
+	if q == (Quota{}) || admit.OnlyQuota(cmd) {
 		return nil
 	}
 	if completion && cmd.Op != cmdCommit && len(cmd.Ops) == 0 {
@@ -128,7 +110,7 @@ func (c *core) admitQuota(cmd *command, add int64, completion bool) error {
 		// its workers from draining it.
 		return nil
 	}
-	tasks := cmd.TasksAdded()
+	tasks := admit.TasksAdded(cmd)
 	u := c.store.NamespaceUsage(ns)
 	maxTasks, maxBytes := int64(q.MaxTasks), q.MaxBytes
 	if completion {

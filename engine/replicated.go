@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/snapshot"
 )
@@ -219,7 +220,7 @@ func (d *DB) Restore(r io.Reader) error {
 	if c.repl == nil {
 		return invalid("Restore is for a DB opened with OpenReplicated: a standalone DB restores from its own directory")
 	}
-	store, err := loadSnapshot("snapshot stream", func(fn func([]byte) error) (uint64, error) {
+	store, err := recovery.LoadSnapshot("snapshot stream", func(fn func([]byte) error) (uint64, error) {
 		seq, _, err := snapshot.Decode(r, fn)
 		return seq, err
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/docketdb/docket/engine/internal/verify"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vlog"
 )
@@ -74,9 +75,9 @@ func unreadable(w *want, err error) (badValue, bool) {
 	if !errors.As(err, &re) || errors.Is(err, vlog.ErrClosed) {
 		return badValue{}, false
 	}
-	return badValue{w: *w, permanent: isValueDamage(re.err),
+	return badValue{w: *w, permanent: verify.IsValueDamage(re.err),
 		err: fmt.Errorf("%w: the %s of task %d cannot be read from value log file %s offset %d: %w",
-			ErrCorrupt, re.kind, re.id, vlogFileName(re.ref.File), re.ref.Off, re.err)}, true
+			ErrCorrupt, re.kind, re.id, verify.FileName(re.ref.File), re.ref.Off, re.err)}, true
 }
 
 // failUnreadable fails lease l, whose value b the claim that made it could

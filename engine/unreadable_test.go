@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/verify"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/internal/vfs/errorfs"
@@ -115,7 +116,7 @@ func (u *unreadEnv) damage(id uint64) (string, int64) { return u.damageValue(id,
 func (u *unreadEnv) damageValue(id uint64, kind vlog.Kind) (string, int64) {
 	u.t.Helper()
 	r := u.refOf(id, kind)
-	name := vlogFileName(r.File)
+	name := verify.FileName(r.File)
 	f, err := u.mem.OpenFile(unreadDir+"/vlog/"+name, os.O_RDWR, 0)
 	if err != nil {
 		u.t.Fatal(err)
@@ -223,7 +224,7 @@ func TestClaimRetriesOnReadError(t *testing.T) {
 	}
 	info := page.Tasks[0]
 	if info.Attempts != 1 || !strings.Contains(info.LastError, errorfs.ErrInjected.Error()) ||
-		!strings.Contains(info.LastError, vlogFileName(u.ref(big).File)) || !strings.Contains(info.Unreadable, "injected") {
+		!strings.Contains(info.LastError, verify.FileName(u.ref(big).File)) || !strings.Contains(info.Unreadable, "injected") {
 		t.Fatalf("the task: attempts %d, last error %q, unreadable %q", info.Attempts, info.LastError, info.Unreadable)
 	}
 	u.failReads.Store(false)
@@ -359,7 +360,7 @@ func TestClaimLeavesOutATaskGoneWhileRead(t *testing.T) {
 	a := u.enqueue(Task{Payload: pa, Priority: 9})
 	b := u.enqueue(Task{Payload: bigJSON(2, 5000), Priority: 5})
 	u.enqueue(Task{Payload: bigJSON(3, 5000)})
-	fileA, fileB := vlogFileName(u.ref(a).File), u.ref(b).File
+	fileA, fileB := verify.FileName(u.ref(a).File), u.ref(b).File
 	if u.ref(a).File == fileB {
 		t.Fatal("the two values share a file")
 	}

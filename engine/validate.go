@@ -2,178 +2,57 @@ package engine
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// The index keeps the attempt history: its bound is this one (a// difference in either direction overflows the unsigned constant).
+// The index keeps the attempt history: its bound is this one (a
+// difference in either direction overflows the unsigned constant).
 const _ = uint(MaxAttemptErrors-index.MaxAttemptErrors) + uint(index.MaxAttemptErrors-MaxAttemptErrors)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-func checkNS(ns Namespace) error {
-	if err := machine.CheckName("namespace project", ns.Project); err != nil {
-		return err
-	}
-	return machine.CheckName("namespace scope", ns.Scope)
-}
+// The argument checks are package validate's.
 
-func checkKey(field, k string) error {
-	switch {
-	case k == "":
-		return invalid("%s is empty", field)
-	case len(k) > MaxKeyBytes:
-		return invalid("%s is %d bytes, over the limit of %d", field, len(k), MaxKeyBytes)
-	}
-	return nil
-}
-
-// checkJSON accepts empty or valid JSON of at most max bytes, in valid
-// UTF-8 (inside strings too: the value is sent back inside JSON answers).
-func checkJSON(field string, b []byte, max int) error {
-	if len(b) == 0 {
-		return nil
-	}
-	if len(b) > max {
-		return invalid("%s is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", field, len(b), max)
-	}
-	if !validJSON(b) {
-		if !utf8.Valid(b) {
-			return invalid("%s is not valid UTF-8 (JSON text must be)", field)
-		}
-		return invalid("%s is not valid JSON", field)
-	}
-	return nil
-}
-
+func checkNS(ns Namespace) error                      { return validate.NS(ns) }
+func checkKey(field, k string) error                  { return validate.Key(field, k) }
+func checkJSON(field string, b []byte, max int) error { return validate.JSON(field, b, max) }
 func checkDuration(field string, d time.Duration, allowZero bool) error {
-	switch {
-	case d < 0:
-		return invalid("%s is negative (%v)", field, d)
-	case d == 0 && !allowZero:
-		return invalid("%s is zero", field)
-	case d > MaxDuration:
-		return invalid("%s is %v, over the limit of %v", field, d, MaxDuration)
-	}
-	return nil
-}
-
-func clone(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	// make and copy, which the compiler turns into one allocation that is
-	// not cleared first; append would round the capacity up to the size
-	// class and clear what is past the copy.
-	c := make([]byte, len(b))
-	copy(c, b)
-	return c
+	return validate.Duration(field, d, allowZero)
 }
 
 // checkTask validates t and makes its spec, with a copy of its payload
 // unless borrow is set (see core.borrows).
 func checkTask(t *Task, maxPayload int, borrow bool) (spec, error) {
-	var s spec
-	if err := checkJSON("payload", t.Payload, maxPayload); err != nil {
-		return s, err
+	return validate.Task(t, maxPayload, borrow)
+}
+
+// checkOps validates ops of the user's key space and returns the
+// permissions they need.
+func checkOps(ops []Op, maxPayload int, out []vop) ([]vop, Perm, int, error) {
+	return userSpace.Ops(ops, maxPayload, out)
+}
+
+// checkSiblings checks that every task a call enqueues (specs, then the
+// Enqueue ops of ops) depends only on siblings that come before it.
+func checkSiblings(specs []spec, ops []vop) error { return validate.Siblings(specs, ops) }
+
+// The key spaces a handle reaches (see validate.KeySpace).
+const (
+	userSpace   = validate.UserSpace
+	systemSpace = validate.SystemSpace
+)
+
+// clone copies b (nil for an empty b).
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
 	}
-	if t.Kind != "" {
-		if err := machine.CheckName("kind", t.Kind); err != nil {
-			return s, err
-		}
-	}
-	if err := checkDuration("delay", t.Delay, true); err != nil {
-		return s, err
-	}
-	if !t.At.IsZero() {
-		us := t.At.UnixMicro()
-		if t.At.Year() < 1970 || t.At.Year() > 9999 || us <= 0 {
-			return s, invalid("at %v is outside the years 1970-9999", t.At)
-		}
-		s.At = us
-	}
-	if t.MaxAttempts < 0 || t.MaxAttempts > MaxAttemptsLimit {
-		return s, invalid("max attempts %d is outside 0..%d", t.MaxAttempts, MaxAttemptsLimit)
-	}
-	if err := checkDuration("backoff base", t.BackoffBase, true); err != nil {
-		return s, err
-	}
-	if err := checkDuration("backoff max", t.BackoffMax, true); err != nil {
-		return s, err
-	}
-	if t.BackoffBase > 0 && t.BackoffBase < time.Microsecond || t.BackoffMax > 0 && t.BackoffMax < time.Microsecond {
-		// Stored in microseconds, it would become 0: the default.
-		return s, invalid("backoff base %v or max %v is under a microsecond", t.BackoffBase, t.BackoffMax)
-	}
-	if t.BackoffMax > 0 && t.BackoffBase > t.BackoffMax {
-		// A zero on either side is the default and is not compared: a base
-		// over the default max is capped at it, as before.
-		return s, invalid("backoff base %v is over backoff max %v", t.BackoffBase, t.BackoffMax)
-	}
-	if t.IdempotencyKey != "" {
-		if err := checkKey("idempotency key", t.IdempotencyKey); err != nil {
-			return s, err
-		}
-		if strings.HasPrefix(t.IdempotencyKey, ReservedPrefix) {
-			return s, invalid("idempotency key %.40q is under the reserved prefix %q", t.IdempotencyKey, ReservedPrefix)
-		}
-	}
-	if len(t.Headers) > MaxHeaders {
-		return s, invalid("%d headers, over the limit of %d", len(t.Headers), MaxHeaders)
-	}
-	s.Size = len(t.Payload) + len(t.IdempotencyKey) + len(t.Kind) + 64
-	if len(t.Headers) > 0 {
-		s.Headers = make(map[string]string, len(t.Headers))
-		for k, v := range t.Headers {
-			if k == "" || len(k) > MaxHeaderBytes || len(v) > MaxHeaderBytes {
-				return s, invalid("header %.32q: key must be 1..%d bytes and value at most %d", k, MaxHeaderBytes, MaxHeaderBytes)
-			}
-			if !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return s, invalid("header %.32q: key and value must be valid UTF-8", k)
-			}
-			s.Headers[k] = v
-			s.Size += len(k) + len(v)
-		}
-	}
-	if s.Payload = t.Payload; !borrow {
-		s.Payload = clone(t.Payload)
-	}
-	s.Kind = t.Kind
-	s.Delay = t.Delay.Microseconds()
-	s.Prio = int64(t.Priority)
-	s.MaxAttempts = uint32(t.MaxAttempts)
-	if s.MaxAttempts == 0 {
-		s.MaxAttempts = 5
-	}
-	s.Base, s.Max = t.BackoffBase.Microseconds(), t.BackoffMax.Microseconds()
-	if s.Base == 0 {
-		s.Base = int64(time.Second / time.Microsecond)
-	}
-	if s.Max == 0 {
-		s.Max = int64(time.Minute / time.Microsecond)
-	}
-	s.Idem = t.IdempotencyKey
-	if t.Unique != nil {
-		if err := checkUnique(t, &s); err != nil {
-			return s, err
-		}
-		s.Size += len(s.Idem)
-	}
-	if err := checkDeps(t, &s); err != nil {
-		return s, err
-	}
-	if t.Partition != "" {
-		if err := machine.CheckName("partition", t.Partition); err != nil {
-			return s, err
-		}
-		s.Part = t.Partition
-		s.Size += len(s.Part)
-	}
-	return s, nil
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }

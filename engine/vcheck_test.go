@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/verify"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vfs/errorfs"
 )
@@ -50,10 +51,10 @@ func newValuesDir(t *testing.T) *valuesDir {
 	c := e.db.c
 	c.mu.Lock()
 	for _, r := range stateRefs(c.store) {
-		if v.refs[r.id] == nil {
-			v.refs[r.id] = map[index.ValueKind]index.ValueRef{}
+		if v.refs[r.ID] == nil {
+			v.refs[r.ID] = map[index.ValueKind]index.ValueRef{}
 		}
-		v.refs[r.id][r.kind] = r.ref
+		v.refs[r.ID][r.Kind] = r.Ref
 	}
 	c.mu.Unlock()
 	if err := e.db.Close(); err != nil {
@@ -67,7 +68,7 @@ func newValuesDir(t *testing.T) *valuesDir {
 }
 
 // file is the path of value log file n.
-func (v *valuesDir) file(n uint32) string { return filepath.Join(v.dir, "vlog", vlogFileName(n)) }
+func (v *valuesDir) file(n uint32) string { return filepath.Join(v.dir, "vlog", verify.FileName(n)) }
 
 // lostTasks checks that Check fails with ErrCorrupt, changes nothing, and
 // reports as lost exactly the values want lists (task: kind), each with
@@ -92,7 +93,7 @@ func (v *valuesDir) lost(t *testing.T, want map[uint64][]index.ValueKind) CheckR
 			}
 		}
 		r := v.refs[d.Task][k]
-		if d.File != vlogFileName(r.File) || d.Offset != r.Off {
+		if d.File != verify.FileName(r.File) || d.Offset != r.Off {
 			t.Fatalf("lost %s of task %d reported at %s offset %d, it is at %+v", d.Kind, d.Task, d.File, d.Offset, r)
 		}
 		got[d.Task] = append(got[d.Task], k)
@@ -304,7 +305,7 @@ func TestSalvageValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := droppedTasks(rep.Dropped); !slices.Equal(got, sortedIDs(bad, cut)) {
+	if got := (ValuesCheck{Lost: rep.Dropped}).LostTasks(); !slices.Equal(got, sortedIDs(bad, cut)) {
 		t.Fatalf("dropped %v, want %v", got, sortedIDs(bad, cut))
 	}
 	var out strings.Builder

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -91,7 +92,7 @@ const (
 
 // version is the oldest command version that can carry cmd.
 func (cmd *Command) version() uint64 {
-	v := cmd.Task.version()
+	v := specVersion(&cmd.Task)
 	if o, ok := operationOf(cmd.Op).(since); ok {
 		v = max(v, o.since())
 	}
@@ -99,18 +100,18 @@ func (cmd *Command) version() uint64 {
 		v = Version
 	}
 	for i := range cmd.Tasks {
-		v = max(v, cmd.Tasks[i].version())
+		v = max(v, specVersion(&cmd.Tasks[i]))
 	}
 	for i := range cmd.Ops {
 		if cmd.Ops[i].Kind == dockettype.OpEnqueue {
-			v = max(v, cmd.Ops[i].Spec.version())
+			v = max(v, specVersion(&cmd.Ops[i].Spec))
 		}
 	}
 	return v
 }
 
-// version is the oldest command version that can carry s.
-func (s *Spec) version() uint64 {
+// specVersion is the oldest command version that can carry s.
+func specVersion(s *Spec) uint64 {
 	switch {
 	case s.Part != "":
 		return Version
@@ -328,7 +329,7 @@ func (d *cmdDecoder) bulk(b *BulkArgs) {
 	if d.err != nil {
 		return
 	}
-	if !validAction(b.Action) || b.From == 0 || b.Scan < 1 || b.Scan > dockettype.MaxBatch {
+	if !validate.BulkAction(b.Action) || b.From == 0 || b.Scan < 1 || b.Scan > dockettype.MaxBatch {
 		d.fail(fmt.Errorf("bulk %s from %d scanning %d", b.Action, b.From, b.Scan))
 		return
 	}
@@ -494,14 +495,14 @@ func (d *cmdDecoder) spec(s *Spec) {
 	s.Window = d.int()
 	uniq := d.uint()
 	if d.err == nil && (uniq > 0xff || (uniq == 0) != (s.Window == 0) ||
-		uniq != 0 && (CheckUniqueStates(uint8(uniq)) != nil || s.Window < 1 || s.Window > dockettype.MaxDuration.Microseconds() || s.Idem == "")) {
+		uniq != 0 && (validate.UniqueStates(uint8(uniq)) != nil || s.Window < 1 || s.Window > dockettype.MaxDuration.Microseconds() || s.Idem == "")) {
 		d.fail(fmt.Errorf("unique by content for %d µs in states %#x", s.Window, uniq))
 	}
 	s.Uniq = uint8(uniq)
 	d.deps(s)
 	if d.ver >= Version {
 		if s.Part = d.str(); d.err == nil && s.Part != "" {
-			d.fail(CheckName("partition", s.Part))
+			d.fail(validate.Name("partition", s.Part))
 		}
 	}
 }

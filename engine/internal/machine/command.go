@@ -1,10 +1,11 @@
 package machine
 
 import (
+	"fmt"
 	"math"
-	"strings"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -151,147 +152,11 @@ func (cmd *Command) Plan(p *Planner, res *Result) error {
 	return err
 }
 
-// Adds estimates the bytes cmd adds to the state if it is planned as
-// asked, and whether it is a completion (which may use the reserve).
-// Zero means it adds nothing the budget bounds. A payload or result of at
-// least outOfLine bytes (0: none is) is kept on disk, the state holding a
-// reference to it (engine.Options.ValueThreshold), and counts as that.
-func (cmd *Command) Adds(outOfLine int) (n int64, completion bool) {
-	switch cmd.Op {
-	case CmdEnqueue:
-		return specAdds(&cmd.Task, outOfLine) + opsAdd(cmd.Ops, outOfLine), false
-	case CmdEnqueueBatch:
-		for i := range cmd.Tasks {
-			n += specAdds(&cmd.Tasks[i], outOfLine)
-		}
-		return n + opsAdd(cmd.Ops, outOfLine), false
-	case CmdCommit:
-		// The system area (worker presence, schedules, a periodic task's
-		// last tick) is written by the runtime that drains the queues: it
-		// may use the reserve, so that workers stay visible and schedules
-		// keep their place while the budget is full.
-		return opsAdd(cmd.Ops, outOfLine), systemOnly(cmd.Ops)
-	case CmdComplete, CmdCompleteClaim:
-		return valueAdds(len(cmd.Result), outOfLine) + opsAdd(cmd.Ops, outOfLine), true
-	}
-	return 0, false
-}
-
-// ClaimAdds is what each task cmd leases adds to the state: its owner's
-// bytes (the lease record itself is counted from the task's admission,
-// see index.TaskBytes). 0 for a command that leases nothing.
-func (cmd *Command) ClaimAdds() int64 {
-	if cmd.Op != CmdClaim && cmd.Op != CmdCompleteClaim {
-		return 0
-	}
-	return int64(len(cmd.Owner))
-}
-
-// systemOnly reports whether every write of ops is to the system area.
-func systemOnly(ops []TxOp) bool {
-	for i := range ops {
-		if ops[i].Kind == dockettype.OpEnqueue || !strings.HasPrefix(ops[i].Key, dockettype.ReservedPrefix) {
-			return false
-		}
-	}
-	return len(ops) > 0
-}
-
-// specAdds is what a task of s adds: its record as index.TaskBytes counts
-// it (s.size holds its variable fields' lengths), a map entry per header,
-// its idempotency key and dependencies, and the lease record its first
-// claim adds, so that claiming what the budget admitted stays within it.
-func specAdds(s *Spec, outOfLine int) int64 {
-	n := index.TaskCost + index.ExtraCost + int64(s.Size) + index.DepCost*int64(len(s.Deps)+len(s.Sibs)) +
-		index.HeaderCost*int64(len(s.Headers)) + index.RunCost
-	if p := len(s.Payload); outOfLine > 0 && p >= outOfLine {
-		n += valueAdds(p, outOfLine) - int64(p)
-	}
-	if s.Idem != "" {
-		n += index.IdemCost + int64(len(s.Idem))
-	}
-	return n
-}
-
-// valueAdds is what a value of n bytes adds: itself, or its reference
-// when it is kept on disk.
-func valueAdds(n, outOfLine int) int64 {
-	if outOfLine > 0 && n >= outOfLine {
-		return index.RefsCost
-	}
-	return int64(n)
-}
-
-func opsAdd(ops []TxOp, outOfLine int) int64 {
-	var n int64
-	for i := range ops {
-		switch op := &ops[i]; op.Kind {
-		case dockettype.OpSet:
-			n += index.KVCost + int64(len(op.Key)+len(op.Value))
-		case dockettype.OpEnqueue:
-			n += specAdds(&op.Spec, outOfLine)
-		}
-	}
-	return n
-}
-
-// TasksAdded counts the tasks cmd adds if it is planned as asked.
-func (cmd *Command) TasksAdded() int64 {
-	var n int64
-	switch cmd.Op {
-	case CmdEnqueue:
-		n = 1
-	case CmdEnqueueBatch:
-		n = int64(len(cmd.Tasks))
-	case CmdCommit, CmdComplete, CmdCompleteClaim:
-	default:
-		return 0
-	}
-	for i := range cmd.Ops {
-		if cmd.Ops[i].Kind == dockettype.OpEnqueue {
-			n++
-		}
-	}
-	return n
-}
-
-// OnlyQuota reports whether cmd writes nothing but a quota record: setting
-// a quota is never refused for the quota it replaces.
-func (cmd *Command) OnlyQuota() bool {
-	if cmd.Op != CmdCommit || len(cmd.Ops) == 0 {
-		return false
-	}
-	for i := range cmd.Ops {
-		if cmd.Ops[i].Key != dockettype.QuotaKey || cmd.Ops[i].Kind == dockettype.OpEnqueue {
-			return false
-		}
-	}
-	return true
-}
-
-// Spec is a validated Task, with its byte fields copied so the caller may
-// reuse them.
-type Spec struct {
-	Payload     []byte
-	Kind        string
-	Delay       int64 // micros
-	At          int64 // absolute micros, 0 when unset
-	Prio        int64
-	MaxAttempts uint32
-	Base, Max   int64
-	Idem        string // the caller's idempotency key, or the one derived from the content
-	Headers     map[string]string
-	Size        int
-	Uniq        uint8 // unique by content: the blocking states (0: not unique)
-	Window      int64 // unique by content: the window, micros
-	// deps are the ids the task depends on and sibs the positions of the
-	// siblings it depends on, each sorted without repeats; policy is its
-	// DependencyPolicy (deps.go).
-	Deps   []uint64
-	Sibs   []int
-	Policy uint8
-	Part   string // dockettype.Task.Partition
-}
+// Spec and TxOp, a validated Task and Op, are package validate's.
+type (
+	Spec = validate.Spec
+	TxOp = validate.TxOp
+)
 
 // Backoff is base * 2^(attempts-1), capped at max.
 func Backoff(base, max int64, attempts uint32) int64 {
@@ -312,12 +177,18 @@ func Backoff(base, max int64, attempts uint32) int64 {
 	return d
 }
 
-// TxOp is a validated Op with its bytes copied.
-type TxOp struct {
-	Kind    dockettype.OpKind
-	Key     string
-	Value   []byte
-	Version uint64
-	Queue   string
-	Spec    Spec
+// RepeatedLeases returns, one per lease, ErrLeaseLost for a lease whose task
+// appears earlier in leases and nil for the others.
+func RepeatedLeases(leases []dockettype.Lease) []error {
+	errs := make([]error, len(leases))
+	if len(leases) > 1 {
+		seen := make(map[uint64]struct{}, len(leases))
+		for i := range leases {
+			if _, dup := seen[leases[i].ID]; dup {
+				errs[i] = fmt.Errorf("%w: task %d appears twice in the batch", dockettype.ErrLeaseLost, leases[i].ID)
+			}
+			seen[leases[i].ID] = struct{}{}
+		}
+	}
+	return errs
 }

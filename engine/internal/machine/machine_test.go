@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -149,7 +150,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			case "key":
 				s.Idem = v
 			case "unique":
-				s.Idem, s.Uniq, s.Window = dockettype.UniquePrefix+args["kind"], UniqueDefault, dur(t, v)
+				s.Idem, s.Uniq, s.Window = dockettype.UniquePrefix+args["kind"], validate.UniqueDefault, dur(t, v)
 			case "kind":
 				s.Kind = v
 			case "part":
@@ -247,7 +248,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		if v, ok := args["priority"]; ok {
 			cmd.Prio, cmd.SetPrio = num(t, v), true
 		}
-		if err := CheckReschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
+		if err := validate.Reschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
 			return "error: " + err.Error()
 		}
 		data, err := cmd.Encode()
@@ -283,7 +284,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 				t.Fatalf("limits: unknown argument %s", k)
 			}
 		}
-		if err := CheckLimits(*l); err != nil {
+		if err := validate.Limits(*l); err != nil {
 			return "error: " + err.Error()
 		}
 	case "state":

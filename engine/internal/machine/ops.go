@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -306,7 +307,7 @@ func (opSetLimits) decode(d *cmdDecoder, cmd *Command) {
 		l.PartitionPer, l.PartitionBurst = micros(d.int()), int(d.small())
 	}
 	if d.err == nil {
-		d.fail(CheckLimits(*l))
+		d.fail(validate.Limits(*l))
 	}
 }
 

@@ -2,9 +2,9 @@ package machine
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -35,7 +35,7 @@ func (opReschedule) decode(d *cmdDecoder, cmd *Command) {
 	cmd.SetPrio = d.bool()
 	cmd.Prio = d.int()
 	if d.err == nil {
-		d.fail(CheckReschedule(cmd.At, cmd.SetPrio, cmd.Prio))
+		d.fail(validate.Reschedule(cmd.At, cmd.SetPrio, cmd.Prio))
 	}
 }
 
@@ -71,22 +71,5 @@ func planReschedule(p *Planner, cmd *Command, t *index.Task) error {
 	f := t.With(&u).Fields()
 	f.Priority = cmd.Prio
 	p.put(index.Mutation{Kind: index.MutPutTask, Task: f.Task()})
-	return nil
-}
-
-// maxAt is the first microsecond after the year 9999: a due time is
-// before it, as an enqueue's At is.
-var maxAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
-
-// CheckReschedule validates a reschedule's arguments: a due time at (Unix
-// micros, 0 to keep the task's) after the epoch and before the year 10000,
-// and something to change.
-func CheckReschedule(at int64, setPrio bool, prio int64) error {
-	switch {
-	case at < 0 || at >= maxAt:
-		return invalid("reschedule at %d µs is outside the years 1970-9999", at)
-	case at == 0 && !setPrio:
-		return invalid("reschedule with neither a due time nor a priority: nothing to change")
-	}
 	return nil
 }

@@ -1,4 +1,7 @@
-package engine
+// Package jsonvalid checks that bytes are one JSON value in valid UTF-8,
+// in one pass: what the engine asks of every payload, result and value it
+// is given. It is pure: no state, no I/O.
+package jsonvalid
 
 import (
 	"encoding/binary"
@@ -6,14 +9,14 @@ import (
 	"unicode/utf8"
 )
 
-// validJSON reports whether b is one valid JSON value of valid UTF-8: what
+// Valid reports whether b is one valid JSON value of valid UTF-8: what
 // encoding/json.Valid(b) && utf8.Valid(b) says (the same grammar, nesting
 // deeper than 10,000 refused, and, unlike encoding/json alone, invalid UTF-8
 // inside strings refused: RFC 8259 requires UTF-8, and a payload is sent
 // back inside JSON answers), but in one pass without the per-byte
 // state-machine calls of encoding/json's scanner. FuzzValidJSON checks they
 // agree.
-func validJSON(b []byte) bool {
+func Valid(b []byte) bool {
 	const maxDepth = 10000 // encoding/json's maxNestingDepth
 	// stack holds one bit per open container: 1 for an object, 0 for an
 	// array; depth is how many are open. Every bit is written when its

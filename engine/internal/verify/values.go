@@ -1,15 +1,15 @@
-package engine
+package verify
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"path/filepath"
 	"slices"
 
+	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/internal/vlog"
@@ -30,7 +30,7 @@ type ValueDamage struct {
 	// compaction copied away) loses nothing.
 	Referenced bool
 	Task       uint64
-	Namespace  Namespace
+	Namespace  dockettype.Namespace
 	Queue      string
 	Kind       string // payload, result, progress
 	Torn       bool   // the tail of a file, as a crash during a write leaves it
@@ -72,16 +72,17 @@ func (v ValuesCheck) Print(w io.Writer) {
 	}
 }
 
-// lostErr is the error of a check that found values the state has lost.
-func (v ValuesCheck) lostErr() error {
-	if len(v.Lost) == 0 {
+// LostErr is the error of a check that found lost, the values the state
+// refers to that do not read back (nil for none).
+func LostErr(lost []ValueDamage) error {
+	if len(lost) == 0 {
 		return nil
 	}
 	more := ""
-	if n := len(v.Lost) - 1; n > 0 {
+	if n := len(lost) - 1; n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	return fmt.Errorf("%w: %d values the state refers to do not read back: %s%s", ErrCorrupt, len(v.Lost), v.Lost[0], more)
+	return fmt.Errorf("%w: %d values the state refers to do not read back: %s%s", dockettype.ErrCorrupt, len(lost), lost[0], more)
 }
 
 // LostTasks lists the ids of the tasks that lost a value, in order, once each.
@@ -94,31 +95,18 @@ func (v ValuesCheck) LostTasks() []uint64 {
 	return slices.Compact(ids)
 }
 
-// valueRef is one reference of the state, for a check.
-type valueRef struct {
-	id   uint64
-	q    index.QueueKey
-	kind index.ValueKind
-	ref  index.ValueRef
-}
-
-// stateRefs lists every reference to the value log store holds.
-func stateRefs(store *index.Store) []valueRef {
-	var out []valueRef
-	var ws []want
-	store.TasksFrom(0, false, func(t *index.Task) bool {
-		ws = wants(ws[:0], 0, t, true)
-		for _, w := range ws {
-			out = append(out, valueRef{id: t.ID, q: t.Queue.Key, kind: w.kind, ref: w.ref})
-		}
-		return true
-	})
-	return out
+// ValueRef is one reference of the state to the value log, for a check.
+type ValueRef struct {
+	ID   uint64
+	Q    index.QueueKey
+	Kind index.ValueKind
+	VK   vlog.Kind // Kind as the value log names it
+	Ref  index.ValueRef
 }
 
 // checkValues reads back every value refs names from the value log in dir
 // and checks every record of it, without changing a byte.
-func checkValues(fsys vfs.FS, dir string, refs []valueRef) (ValuesCheck, error) {
+func checkValues(fsys vfs.FS, dir string, refs []ValueRef) (ValuesCheck, error) {
 	rep := ValuesCheck{Refs: len(refs)}
 	vdir := filepath.Join(dir, "vlog")
 	if _, err := fsys.Stat(vdir); err != nil {
@@ -127,14 +115,14 @@ func checkValues(fsys vfs.FS, dir string, refs []valueRef) (ValuesCheck, error) 
 		}
 		// No value log: every reference is lost.
 		for _, r := range refs {
-			rep.Lost = append(rep.Lost, lostValue(r, errors.New("the value log directory is missing")))
+			rep.Lost = append(rep.Lost, LostValue(r, errors.New("the value log directory is missing")))
 		}
 		return rep, nil
 	}
 	// The directory exists: Open creates nothing and reads no value.
 	l, err := vlog.Open(vdir, vlog.Options{FS: fsys})
 	if err != nil {
-		return rep, wrapStorage(err)
+		return rep, recovery.WrapStorage(err)
 	}
 	defer l.Close()
 	for _, f := range l.Files() {
@@ -143,7 +131,7 @@ func checkValues(fsys vfs.FS, dir string, refs []valueRef) (ValuesCheck, error) 
 	}
 	damage, err := l.Check()
 	if err != nil {
-		return rep, wrapStorage(err)
+		return rep, recovery.WrapStorage(err)
 	}
 	type at struct {
 		file uint32
@@ -151,21 +139,21 @@ func checkValues(fsys vfs.FS, dir string, refs []valueRef) (ValuesCheck, error) 
 	}
 	lost := map[at]bool{}
 	for _, r := range refs {
-		_, err := l.Read(vlog.Ref(r.ref), r.id, vlogKind[r.kind], nil)
+		_, err := l.Read(vlog.Ref(r.Ref), r.ID, r.VK, nil)
 		if err == nil {
 			continue
 		}
-		if !isValueDamage(err) {
-			return rep, wrapStorage(err)
+		if !IsValueDamage(err) {
+			return rep, recovery.WrapStorage(err)
 		}
-		rep.Lost = append(rep.Lost, lostValue(r, err))
-		lost[at{r.ref.File, r.ref.Off}] = true
+		rep.Lost = append(rep.Lost, LostValue(r, err))
+		lost[at{r.Ref.File, r.Ref.Off}] = true
 	}
 	for _, d := range damage {
 		if lost[at{d.File, d.Off}] {
 			continue // reported with its task
 		}
-		vd := ValueDamage{File: vlogFileName(d.File), Offset: d.Off, Size: d.Size, Torn: d.Torn, Reason: d.Err.Error()}
+		vd := ValueDamage{File: FileName(d.File), Offset: d.Off, Size: d.Size, Torn: d.Torn, Reason: d.Err.Error()}
 		if d.HeaderOK {
 			vd.Task, vd.Kind = d.Owner, d.Kind.String()
 		}
@@ -174,93 +162,34 @@ func checkValues(fsys vfs.FS, dir string, refs []valueRef) (ValuesCheck, error) 
 	return rep, nil
 }
 
-// isValueDamage says whether a Read failed because of the bytes on disk
+// IsValueDamage says whether a Read failed because of the bytes on disk
 // (or their absence), as opposed to an I/O error that says nothing about
 // them.
-func isValueDamage(err error) bool {
+func IsValueDamage(err error) bool {
 	return errors.Is(err, vlog.ErrCorrupt) || errors.Is(err, vlog.ErrMissing) ||
 		errors.Is(err, vlog.ErrMismatch) || errors.Is(err, vlog.ErrBadRef) || errors.Is(err, vlog.ErrUnsynced)
 }
 
-func lostValue(r valueRef, err error) ValueDamage {
-	return ValueDamage{File: vlogFileName(r.ref.File), Offset: r.ref.Off, Referenced: true,
-		Task: r.id, Namespace: Namespace(r.q.Namespace), Queue: r.q.Name, Kind: r.kind.String(), Reason: err.Error()}
+// LostValue is the damage of reference r, whose value read back with err.
+func LostValue(r ValueRef, err error) ValueDamage {
+	return ValueDamage{File: FileName(r.Ref.File), Offset: r.Ref.Off, Referenced: true,
+		Task: r.ID, Namespace: dockettype.Namespace(r.Q.Namespace), Queue: r.Q.Name, Kind: r.Kind.String(), Reason: err.Error()}
 }
 
-// vlogFileName is the name of value log file n (vlog's naming).
-func vlogFileName(n uint32) string { return fmt.Sprintf("%010d.vlog", n) }
+// FileName is the name of value log file n (vlog's naming).
+func FileName(n uint32) string { return fmt.Sprintf("%010d.vlog", n) }
 
 // repairedValues checks, after Repair, that every value the recovered
 // state refers to reads back: an error wrapping ErrCorrupt names the
 // first task that lost one.
-func repairedValues(dir string) error {
-	b, _, err := recoverInPlace(vfs.Default, dir, nil, false)
+func repairedValues(dir string, env Env) error {
+	b, _, err := recovery.InPlace(vfs.Default, dir, nil, false, env.Apply)
 	if err != nil {
 		return err
 	}
-	v, err := checkValues(vfs.Default, dir, stateRefs(b.store))
+	v, err := checkValues(vfs.Default, dir, env.Refs(b.Store))
 	if err != nil {
 		return err
 	}
-	return v.lostErr()
-}
-
-// dropTasks opens dir and deletes the tasks ids, whatever their state, as
-// Cancel does (a task waiting on one is released as for a cancel).
-func dropTasks(dir string, ids []uint64) error {
-	db, err := Open(dir, Options{Logger: slog.New(slog.DiscardHandler), SnapshotBytes: -1})
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := db.dropTask(id); err != nil && !errors.Is(err, ErrNotFound) {
-			db.Close()
-			return fmt.Errorf("task %d: %w", id, err)
-		}
-	}
-	return db.Close()
-}
-
-// droppedTasks is the number of distinct tasks of ds.
-func droppedTasks(ds []ValueDamage) []uint64 { return ValuesCheck{Lost: ds}.LostTasks() }
-
-// dropTask cancels task id in its own queue.
-func (d *DB) dropTask(id uint64) error {
-	c := d.c
-	c.mu.Lock()
-	t, ok := c.store.Task(id)
-	var q index.QueueKey
-	if ok {
-		q = t.Queue.Key
-	}
-	c.mu.Unlock()
-	if !ok {
-		return ErrNotFound
-	}
-	return d.Queue(Namespace(q.Namespace), q.Name).Cancel(context.Background(), id)
-}
-
-// verifyValues reads back every value the state refers to, outside the
-// lock as Get does: an error wrapping ErrCorrupt names the first task whose
-// value does not read. A value whose task ended meanwhile is passed over.
-func (c *core) verifyValues() error {
-	if c.vals == nil {
-		return nil
-	}
-	c.mu.Lock()
-	refs := stateRefs(c.store)
-	c.mu.Unlock()
-	var lost []ValueDamage
-	for _, r := range refs {
-		w := want{id: r.id, kind: r.kind, ref: r.ref}
-		_, err := c.readValue(&w)
-		switch {
-		case err == nil, errors.Is(err, errGone):
-		case isValueDamage(err):
-			lost = append(lost, lostValue(r, err))
-		default:
-			return err
-		}
-	}
-	return ValuesCheck{Lost: lost}.lostErr()
+	return LostErr(v.Lost)
 }
