@@ -203,15 +203,9 @@ type runStep struct {
 	waits  bool   // an outcome rests on the log
 	logged bool   // a batch was logged
 
-	in    []int        // the items the open batch holds
-	size  int          // about what the open batch's commands weigh
-	pend  pendingUsage // what the open batch adds to the state, at most
-	idems []idemKey    // the idempotency keys the open batch uses
-}
-
-type idemKey struct {
-	q   index.QueueKey
-	key string
+	in   []int        // the items the open batch holds
+	size int          // about what the open batch's commands weigh
+	pend pendingUsage // what the open batch adds to the state, at most
 }
 
 // pendingUsage is at least what a batch not applied yet adds to the
@@ -254,7 +248,7 @@ func (s *runStep) plan(now int64, from, to int) {
 		}
 		cmd := &s.cmds[k]
 		alone := len(cmd.Ops) > 0 || len(cmd.Task.Deps) > 0 || len(cmd.Task.Sibs) > 0
-		if len(s.in) > 0 && (alone || s.size+cmd.Task.Size > MaxCommitBytes || s.usesIdem(cmd)) {
+		if len(s.in) > 0 && (alone || s.size+cmd.Task.Size > MaxCommitBytes) {
 			s.flush()
 		}
 		if len(s.in) > 0 && !s.fits(cmd) {
@@ -275,7 +269,6 @@ func (s *runStep) begin() {
 	s.size = 0
 	s.pend.bytes = 0
 	s.pend.ns = s.pend.ns[:0]
-	s.idems = s.idems[:0]
 }
 
 // planOne plans item k into the open batch, or gives it the error that
@@ -305,9 +298,6 @@ func (s *runStep) planOne(k int, cmd *command) {
 	}
 	s.in = append(s.in, k)
 	s.size += cmd.Task.Size
-	if cmd.Task.Idem != "" {
-		s.idems = append(s.idems, idemKey{cmd.Key(), cmd.Task.Idem})
-	}
 	ns := s.pend.of(idxNS(cmd.NS))
 	for i := nm; i < len(b.Mutations); i++ {
 		var n int64
@@ -323,21 +313,6 @@ func (s *runStep) planOne(k int, cmd *command) {
 		s.pend.bytes += n
 		ns.bytes += n
 	}
-}
-
-// usesIdem reports whether cmd's idempotency key is one an enqueue of the
-// open batch used.
-func (s *runStep) usesIdem(cmd *command) bool {
-	if cmd.Task.Idem == "" {
-		return false
-	}
-	k := idemKey{cmd.Key(), cmd.Task.Idem}
-	for _, e := range s.idems {
-		if e == k {
-			return true
-		}
-	}
-	return false
 }
 
 // fits reports whether cmd is admitted (memory budget, namespace quota)
