@@ -219,16 +219,20 @@ type enqueueRunner interface {
 // enqueueProc is the procedure of an Enqueue call, for the logs.
 const enqueueProc = docketv1connect.QueuesEnqueueProcedure
 
-// enqueueRunner returns the caller's view of the DB as an enqueueRunner,
-// nil if it is not one (or the caller has no view: each call then fails
-// alone as it would).
+// enqueueRunner returns the caller's view of the DB as an enqueueRunner
+// when it is an *engine.DB itself, nil otherwise: an API that wraps one
+// (embedding it, its Queue overridden) has its enqueues made through its
+// own queues, one by one; so has a caller without a view (each call then
+// fails alone, as it would).
 func (s *Server) enqueueRunner(ctx context.Context) enqueueRunner {
 	api, err := s.api(ctx)
 	if err != nil {
 		return nil
 	}
-	er, _ := api.(enqueueRunner)
-	return er
+	if db, ok := api.(*engine.DB); ok {
+		return db
+	}
+	return nil
 }
 
 func (s *Server) runEnqueue(ctx context.Context, m *v1.EnqueueRequest) (*v1.EnqueueResponse, error) {

@@ -123,7 +123,7 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 	// handing the wait to the engine's pipeline as the first item's commit
 	// would have, which started a round before the other items were in).
 	dctx, deferred := engine.DeferDurable(ctx)
-	if er, ok := api.(enqueueRunner); ok && !h.s.replicated() {
+	if er := h.s.enqueueRunner(ctx); er != nil && !h.s.replicated() {
 		h.s.enqueueEach(ctx, dctx, deferred, er, proc, items, out, results)
 		return reply(out)
 	}
