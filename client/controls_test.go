@@ -170,6 +170,7 @@ func exercisePartitions(t *testing.T, api engine.API, note func(string, ...any))
 	for _, l := range ls {
 		got = append(got, l.Partition)
 	}
+	slices.Sort(got)
 	note("claimed under a partition rate %q", got)
 	if len(ls) != 3 {
 		t.Fatalf("claimed under a partition rate %q", got)
