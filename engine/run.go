@@ -78,11 +78,16 @@ func (d *DB) EnqueueRun(ctx context.Context, run []RunEnqueue) {
 		q := queue{db: d, ns: r.Namespace, name: r.Queue}
 		rs.cmds[i], r.Err = q.enqueueCommand(&r.Task, r.Ops)
 	}
-	c.enqueueRun(ctx, rs.cmds, run)
+	c.enqueueRun(ctx, rs, run)
 }
 
-// runState is the commands of a run, kept for reuse.
-type runState struct{ cmds []command }
+// runState is the commands of a run and the scratch of its steps, kept
+// for reuse.
+type runState struct {
+	cmds []command
+	step runStep
+	rep  stepReport
+}
 
 var runStates = sync.Pool{New: func() any { return new(runState) }}
 
@@ -100,12 +105,14 @@ func putRunState(rs *runState) {
 		return
 	}
 	clear(rs.cmds) // hold on to no payload
+	rs.step = runStep{in: rs.step.in[:0], pend: pendingUsage{ns: rs.step.pend.ns[:0]}}
+	rs.rep = stepReport{}
 	runStates.Put(rs)
 }
 
 // enqueueRun commits the valid commands of run (those whose item has no
 // Err yet), MaxRunStep at a time, and waits once for their durability.
-func (c *core) enqueueRun(ctx context.Context, cmds []command, run []RunEnqueue) {
+func (c *core) enqueueRun(ctx context.Context, rs *runState, run []RunEnqueue) {
 	var (
 		seq     uint64 // the newest batch the run wrote or saw
 		waits   bool   // an outcome rests on the log
@@ -123,16 +130,19 @@ func (c *core) enqueueRun(ctx context.Context, cmds []command, run []RunEnqueue)
 			failRest(run[i:], err)
 			break
 		}
-		var rep stepReport
+		rs.rep = stepReport{}
+		rep := &rs.rep
 		now := c.now()
-		if err := c.housekeep(now, &rep); err != nil {
+		if err := c.housekeep(now, rep); err != nil {
 			c.mu.Unlock()
 			failRest(run[i:], err)
 			break
 		}
 		end := min(len(run), i+MaxRunStep)
-		s := runStep{c: c, cmds: cmds, run: run, rep: &rep}
+		s := &rs.step
+		s.c, s.cmds, s.run, s.rep, s.waits, s.logged = c, rs.cmds, run, rep, false, false
 		s.plan(now, i, end)
+		s.rep = nil
 		seq = max(seq, s.seq)
 		waits = waits || s.waits
 		startSnap := s.logged && c.shouldSnapshot()
@@ -148,11 +158,11 @@ func (c *core) enqueueRun(ctx context.Context, cmds []command, run []RunEnqueue)
 		}
 		switch {
 		case d != nil && s.waits:
-			d.add(s.seq, rep, nil)
+			d.add(s.seq, *rep, nil)
 		case d != nil:
-			c.report(&rep, nil)
-		default:
-			reports = append(reports, rep)
+			c.report(rep, nil)
+		case rep.events != nil || rep.dead != nil || rep.hkEvents != nil || rep.hkDead != nil:
+			reports = append(reports, *rep)
 		}
 		i = end
 	}
