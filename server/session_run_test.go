@@ -44,7 +44,7 @@ func TestSessionEnqueuesCommitInOneStep(t *testing.T) {
 	for i := 7; i <= 11; i++ {
 		calls = append(calls, enqueueCall(uint64(i), "q"))
 	}
-	calls[7].(*v1.Call).GetEnqueue().Task.IdempotencyKey = "k" // call 8
+	calls[7].(*v1.Call).GetEnqueue().Task.IdempotencyKey = "k"  // call 8
 	calls[8].(*v1.Call).GetEnqueue().Task.Payload = []byte(`{`) // call 9
 	before := db.Stats().Commits
 	ts.send(calls...)
