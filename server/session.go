@@ -31,7 +31,9 @@ import (
 // reads a frame (waiting as long as the client likes between frames), then
 // every whole frame already buffered, and runs that batch: in order, on a
 // standalone DB with one engine.DeferDurable context, so that the batch's
-// commits share one sync of the log; then it hands the batch to the
+// commits share one sync of the log, and its Enqueue calls in a row as one
+// engine.DB.EnqueueRun, so that they are one engine step (one record of the
+// log), each with the answer it would have had alone; then it hands the batch to the
 // session's answerer, which waits for that sync and writes the replies
 // while the reader goes on with the next batch; the answerer answers the
 // batches it finds queued together (one sync, one write). A batch with no
