@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,5 +347,79 @@ func TestEnqueueRunClosed(t *testing.T) {
 	}
 	if slices.ContainsFunc(run, func(r RunEnqueue) bool { return r.Enqueued != Enqueued{} }) {
 		t.Fatal("an outcome with an error")
+	}
+}
+
+// TestEnqueueRunLogFailure: when the log fails under a run, no item it
+// enqueued is acknowledged (each gets ErrFailed), an invalid item keeps
+// its own error, and the next run fails at once; the acknowledged state
+// before it is what a reopen finds.
+func TestEnqueueRunLogFailure(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"sync", "append.write"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			var armed atomic.Bool
+			e := newEnv(t, false, func(o *Options) {
+				o.Logger = quietLogger()
+				o.failpoint = func(name string) error {
+					if name == point && armed.Load() {
+						return errors.New("injected " + name + " failure")
+					}
+					return nil
+				}
+			})
+			q := e.q("q")
+			e.enqueue(q, Task{Payload: []byte(`"kept"`)})
+			armed.Store(true)
+			run := make([]RunEnqueue, MaxRunStep+5)
+			for i := range run {
+				run[i] = RunEnqueue{Namespace: ns, Queue: "q", Task: Task{Payload: []byte(`1`)}}
+			}
+			run[3].Task.Payload = []byte(`{`)
+			e.db.EnqueueRun(ctx, run)
+			for i, r := range run {
+				if i == 3 {
+					wantErr(t, r.Err, ErrInvalid)
+					continue
+				}
+				if !errors.Is(r.Err, ErrFailed) || r.Enqueued != (Enqueued{}) {
+					t.Fatalf("item %d: %+v %v, want ErrFailed", i, r.Enqueued, r.Err)
+				}
+			}
+			again := []RunEnqueue{{Namespace: ns, Queue: "q"}}
+			e.db.EnqueueRun(ctx, again)
+			wantErr(t, again[0].Err, ErrFailed)
+			armed.Store(false)
+			e.db.Close()
+			e.open()
+			if c, err := q.Counts(ctx); err != nil || c.Ready < 1 {
+				t.Fatalf("after reopening: %+v %v", c, err)
+			}
+		})
+	}
+}
+
+// TestEnqueueRunReplicated: a replicated DB makes a run's enqueues one by
+// one (each its own entry of the replicated log), with the outcomes of
+// calls one by one.
+func TestEnqueueRunReplicated(t *testing.T) {
+	t.Parallel()
+	l := newLocalLog(t, 1, func(int) Options { return Options{} })
+	db := l.members[0].db
+	run := []RunEnqueue{
+		{Namespace: ns, Queue: "q", Task: Task{IdempotencyKey: "k"}},
+		{Namespace: ns, Queue: "q", Task: Task{IdempotencyKey: "k"}},
+		{Namespace: ns, Queue: "", Task: Task{}},
+		{Namespace: ns, Queue: "q", Task: Task{}},
+	}
+	before := l.len()
+	db.EnqueueRun(ctx, run)
+	if run[0].Err != nil || run[1].Enqueued != (Enqueued{ID: run[0].Enqueued.ID, Deduplicated: true}) || run[3].Err != nil {
+		t.Fatalf("outcomes %+v", run)
+	}
+	wantErr(t, run[2].Err, ErrInvalid)
+	if n := l.len() - before; n != 3 {
+		t.Fatalf("%d entries of the replicated log, want 3", n)
 	}
 }
