@@ -173,7 +173,8 @@ func randomRun(rng *rand.Rand, nss []Namespace, ids []uint64) []RunEnqueue {
 // deduplicated in the step, an item with ops is a step of its own.
 func TestEnqueueRunOneStep(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1 })
+	obs := &eventLog{}
+	e := newEnv(t, false, func(o *Options) { o.SnapshotBytes = -1; o.Observer = obs })
 	steps := func(run []RunEnqueue) uint64 {
 		t.Helper()
 		before := e.db.Stats()
@@ -212,8 +213,12 @@ func TestEnqueueRunOneStep(t *testing.T) {
 	if n := steps(run); n != 3 {
 		t.Fatalf("an item with ops: %d steps, want 3", n)
 	}
-	if c, _ := e.q("q").Counts(ctx); c.Ready != 100+MaxRunStep+1+10+10-1 {
+	const enqueued = 100 + MaxRunStep + 1 + 10 + 10 - 1
+	if c, _ := e.q("q").Counts(ctx); c.Ready != enqueued {
 		t.Fatalf("counts %+v", c)
+	}
+	if n := obs.len(); n != enqueued {
+		t.Fatalf("the Observer heard of %d events, want %d enqueues", n, enqueued)
 	}
 	e.reopen()
 }
