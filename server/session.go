@@ -639,13 +639,14 @@ func (x *sess) run(calls []scall) *sbatch {
 	b := &sbatch{}
 	dctx := x.ctx
 	par := s.replicated()
-	var er enqueueRunner
 	if !par {
 		dctx, b.deferred = engine.DeferDurable(x.ctx)
-		er = s.enqueueRunner(x.ctx)
 	}
 	// Enqueue calls in a row are held and run together (flushRun), before
-	// any other call runs, so that they commit in one engine step.
+	// any other call runs, so that they commit in one engine step. er is
+	// the DB that runs them, looked up at the first Enqueue.
+	var er enqueueRunner
+	erKnown := par
 calls:
 	for _, sc := range calls {
 		if sc.refused != nil {
@@ -682,6 +683,9 @@ calls:
 			continue
 		}
 		req := c.ProtoReflect().Get(fd).Message().Interface()
+		if fd == enqueueField && !erKnown {
+			er, erKnown = s.enqueueRunner(x.ctx), true
+		}
 		if fd != enqueueField || er == nil {
 			x.flushRun(dctx, er, b)
 		}
