@@ -110,6 +110,12 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 	proc := req.Spec().Procedure
 	results := make([]v1.EnqueueEachResult, len(items))
 	out := &v1.EnqueueEachResponse{Results: make([]*v1.EnqueueEachResult, len(items))}
+	if db, ok := api.(*engine.DB); ok && !h.s.replicated() {
+		// The items are one run of the engine (see enqueueRunner).
+		dctx, deferred := engine.DeferDurable(ctx)
+		h.s.enqueueEach(ctx, dctx, deferred, db, proc, items, out, results)
+		return reply(out)
+	}
 	enqueued := make([]v1.Enqueued, len(items))
 	pending := make([]*engine.Pending, len(items))
 	// The items of a request are mostly for one queue: its handle is made
@@ -123,10 +129,6 @@ func (h pipelineRPC) EnqueueEach(ctx context.Context, req *connect.Request[v1.En
 	// handing the wait to the engine's pipeline as the first item's commit
 	// would have, which started a round before the other items were in).
 	dctx, deferred := engine.DeferDurable(ctx)
-	if er := h.s.enqueueRunner(ctx); er != nil && !h.s.replicated() {
-		h.s.enqueueEach(ctx, dctx, deferred, er, proc, items, out, results)
-		return reply(out)
-	}
 	for i, m := range items {
 		out.Results[i] = &results[i]
 		t, ops, err := decodeEnqueue(m)
