@@ -16,9 +16,10 @@ import (
 // TestEnqueueRunMatchesCalls is a model test of EnqueueRun: random runs of
 // enqueues (duplicate idempotency keys, unique contents, invalid items,
 // KV ops and assertions, dependencies, several namespaces, a memory
-// budget and a quota that refuse some) on one DB give every item the
-// outcome the same enqueues called one by one give on a second DB, and
-// leave the same state (but for the number of log records).
+// budget and a quota that refuse some, large payloads kept on disk) on
+// one DB give every item the outcome the same enqueues called one by one
+// give on a second DB, and leave the same state (but for the number of
+// log records).
 func TestEnqueueRunMatchesCalls(t *testing.T) {
 	t.Parallel()
 	seeds := 24
@@ -34,6 +35,9 @@ func TestEnqueueRunMatchesCalls(t *testing.T) {
 				o.MaxMemory = -1
 				if seed%4 == 1 {
 					o.MaxMemory = 60_000
+				}
+				if seed%3 == 1 {
+					o.ValueThreshold = 1000 // the big payloads are kept on disk
 				}
 				o.IdempotencyTTL = 30 * time.Second
 				o.SnapshotBytes = 64 << 10
