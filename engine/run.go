@@ -18,22 +18,27 @@ import (
 // durability for the run.
 //
 // Each enqueue's outcome is the one it would have had as a call of its
-// own, made after the enqueues before it: what an enqueue's plan reads
-// and the ones before it in the batch changed is either seen by the
-// planner (new task ids), or the batch is logged and applied before the
-// enqueue is planned (a flush), so that it is planned on the state the
-// calls one by one would have left:
-//   - an idempotency key an enqueue of the batch already used (a
-//     duplicate, or a unique key, whose answer depends on the task's state);
+// own, made after the enqueues before it. What an enqueue's plan reads
+// that those before it in the batch changed is either seen by the planner
+// (the task ids they took; the idempotency keys and unique contents they
+// enqueued: a task new in the batch is ready, scheduled or waiting, so it
+// blocks a duplicate as it would once applied), or the batch is logged
+// and applied first (a flush), so that the enqueue is planned on the
+// state the calls one by one would have left:
 //   - an enqueue with ops (KV writes, assertions, more enqueues) or with
-//     dependencies, which read what the batch may have written: planned
-//     alone, in a batch of its own;
+//     dependencies, which read what the batch may have written, is
+//     planned alone, in a batch of its own;
 //   - the memory budget and the namespace's quota: an enqueue is admitted
-//     in the batch only if it would be with everything the batch holds
+//     into the batch only if it would be with everything the batch holds
 //     counted at no less than what it adds to the state; otherwise the
 //     batch is applied first and the enqueue admitted, or refused, on the
 //     state as it is then;
-//   - a batch at the size limit of one log record.
+//   - a batch at the size limit of one commit (MaxCommitBytes).
+//
+// The log holds fewer records than the calls one by one would have
+// written, so what follows its sequence numbers differs from what they
+// would have given: the versions of KV entries a run's enqueue writes,
+// and where a claim's rotation over a queue's partitions starts.
 
 // RunEnqueue is one enqueue of a run (DB.EnqueueRun): its arguments,
 // and, once the run has returned, its outcome.
