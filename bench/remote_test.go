@@ -75,7 +75,9 @@ func TestRemoteWorkloads(t *testing.T) {
 	})
 	t.Run("W2/always", func(t *testing.T) {
 		res := run(t, remoteAlways.config(t, "W2", 200))
-		if res.Tasks != 200 || res.Fsyncs == 0 || res.Commits != 200 {
+		// The server commits the enqueues of a session that arrive together
+		// in one step: at most one commit per task.
+		if res.Tasks != 200 || res.Fsyncs == 0 || res.Commits == 0 || res.Commits > 200 {
 			t.Fatalf("%d tasks, %d commits, %d fsyncs", res.Tasks, res.Commits, res.Fsyncs)
 		}
 	})

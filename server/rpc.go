@@ -209,6 +209,32 @@ func (h queuesRPC) Enqueue(ctx context.Context, req *connect.Request[v1.EnqueueR
 	return answer(h.s.runEnqueue(ctx, req.Msg))
 }
 
+// enqueueRunner is a DB that commits a run of enqueues in as few engine
+// steps as it can (engine.DB.EnqueueRun), each with the outcome it would
+// have had alone.
+type enqueueRunner interface {
+	EnqueueRun(context.Context, []engine.RunEnqueue)
+}
+
+// enqueueProc is the procedure of an Enqueue call, for the logs.
+const enqueueProc = docketv1connect.QueuesEnqueueProcedure
+
+// enqueueRunner returns the caller's view of the DB as an enqueueRunner
+// when it is an *engine.DB itself, nil otherwise: an API that wraps one
+// (embedding it, its Queue overridden) has its enqueues made through its
+// own queues, one by one; so has a caller without a view (each call then
+// fails alone, as it would).
+func (s *Server) enqueueRunner(ctx context.Context) enqueueRunner {
+	api, err := s.api(ctx)
+	if err != nil {
+		return nil
+	}
+	if db, ok := api.(*engine.DB); ok {
+		return db
+	}
+	return nil
+}
+
 func (s *Server) runEnqueue(ctx context.Context, m *v1.EnqueueRequest) (*v1.EnqueueResponse, error) {
 	t, ops, err := decodeEnqueue(m)
 	if err != nil {

@@ -31,7 +31,9 @@ import (
 // reads a frame (waiting as long as the client likes between frames), then
 // every whole frame already buffered, and runs that batch: in order, on a
 // standalone DB with one engine.DeferDurable context, so that the batch's
-// commits share one sync of the log; then it hands the batch to the
+// commits share one sync of the log, and its Enqueue calls in a row as one
+// engine.DB.EnqueueRun, so that they are one engine step (one record of the
+// log), each with the answer it would have had alone; then it hands the batch to the
 // session's answerer, which waits for that sync and writes the replies
 // while the reader goes on with the next batch; the answerer answers the
 // batches it finds queued together (one sync, one write). A batch with no
@@ -98,6 +100,9 @@ type sess struct {
 	large bool            // the reader holds the server's large body slot
 	lbuf  []byte          // and the slot's frame buffer (Server.largeBufs)
 	last  uint64          // the highest id of a call the reader ran or answered (GoingAway)
+
+	erun []engine.RunEnqueue // the run of Enqueue calls the reader holds (flushRun)
+	eat  []int               // and where their results are in the batch
 }
 
 // sbatch is the calls of one read, run and waiting to be answered.
@@ -637,6 +642,11 @@ func (x *sess) run(calls []scall) *sbatch {
 	if !par {
 		dctx, b.deferred = engine.DeferDurable(x.ctx)
 	}
+	// Enqueue calls in a row are held and run together (flushRun), before
+	// any other call runs, so that they commit in one engine step. er is
+	// the DB that runs them, looked up at the first Enqueue.
+	var er enqueueRunner
+	erKnown := par
 calls:
 	for _, sc := range calls {
 		if sc.refused != nil {
@@ -673,6 +683,12 @@ calls:
 			continue
 		}
 		req := c.ProtoReflect().Get(fd).Message().Interface()
+		if fd == enqueueField && !erKnown {
+			er, erKnown = s.enqueueRunner(x.ctx), true
+		}
+		if fd != enqueueField || er == nil {
+			x.flushRun(dctx, er, b)
+		}
 		if fd == claimWaitFld {
 			// Its parked slot is taken here, so that one over the
 			// caller's limit is refused without a goroutine, and it is
@@ -721,11 +737,17 @@ calls:
 			}(c.Id, sc)
 			continue
 		}
+		if fd == enqueueField && er != nil {
+			if x.holdEnqueue(c.Id, rt, req.(*v1.EnqueueRequest), slot, b) {
+				continue
+			}
+		}
 		ctx, cancel := sc.withLazyDeadline(dctx)
 		res, err := x.call(ctx, c.Id, rt, req)
 		cancel()
 		b.results = append(b.results, sresult{id: c.Id, rt: rt, res: res, err: err, slot: slot})
 	}
+	x.flushRun(dctx, er, b)
 	if len(b.results) == 0 {
 		return nil
 	}
@@ -743,6 +765,53 @@ calls:
 		s.onHandoff()
 	}
 	return nil
+}
+
+// holdEnqueue adds an Enqueue call to the run the reader holds, its
+// result to be set in b when the run is flushed; false if the call is to
+// run on its own (a request that does not decode: its error is the
+// call's, as alone).
+func (x *sess) holdEnqueue(id uint64, rt *route, m *v1.EnqueueRequest, slot *usage, b *sbatch) bool {
+	t, ops, err := decodeEnqueue(m)
+	if err != nil {
+		return false
+	}
+	x.erun = append(x.erun, engine.RunEnqueue{Namespace: wire.Namespace(m.GetNamespace()), Queue: m.GetQueue(), Task: t, Ops: ops})
+	x.eat = append(x.eat, len(b.results))
+	b.results = append(b.results, sresult{id: id, rt: rt, slot: slot})
+	return true
+}
+
+// flushRun runs the Enqueue calls the reader holds, as one run of the
+// engine (in as few steps as it can), and sets their results in b. A
+// panic is recovered as Internal for each of them.
+func (x *sess) flushRun(ctx context.Context, er enqueueRunner, b *sbatch) {
+	if len(x.erun) == 0 {
+		return
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				x.log.Error("docket: panic in a call", "req", x.reqID(b.results[x.eat[0]].id), "procedure", enqueueProc, "panic", p)
+				for i := range x.erun {
+					x.erun[i].Err = connect.NewError(connect.CodeInternal, errors.New("docket: internal error"))
+				}
+			}
+		}()
+		er.EnqueueRun(ctx, x.erun)
+	}()
+	enqs := make([]v1.Enqueued, len(x.erun))
+	for i, at := range x.eat {
+		r, res := &x.erun[i], &b.results[at]
+		if r.Err != nil {
+			res.err = r.Err
+			continue
+		}
+		enqs[i].Id, enqs[i].Deduplicated = r.Enqueued.ID, r.Enqueued.Deduplicated
+		res.res = &v1.EnqueueResponse{Enqueued: &enqs[i]}
+	}
+	clear(x.erun)
+	x.erun, x.eat = x.erun[:0], x.eat[:0]
 }
 
 // call runs one call's route, a panic recovered as Internal.
