@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -340,7 +341,7 @@ func (s *runStep) fits(cmd *command) bool {
 	if c.vals != nil {
 		threshold = c.vals.threshold
 	}
-	add, _ := cmd.Adds(threshold)
+	add, _ := admit.Adds(cmd, threshold)
 	if add == 0 {
 		return true
 	}
@@ -349,12 +350,12 @@ func (s *runStep) fits(cmd *command) bool {
 	}
 	ns := idxNS(cmd.NS)
 	q := c.quotaOf(ns)
-	if q == (Quota{}) || cmd.OnlyQuota() {
+	if q == (Quota{}) || admit.OnlyQuota(cmd) {
 		return true
 	}
 	u := c.store.NamespaceUsage(ns)
 	pn := s.pend.of(ns)
-	if tasks := cmd.TasksAdded(); q.MaxTasks > 0 && tasks > 0 && u.Tasks+pn.tasks+tasks > int64(q.MaxTasks) {
+	if tasks := admit.TasksAdded(cmd); q.MaxTasks > 0 && tasks > 0 && u.Tasks+pn.tasks+tasks > int64(q.MaxTasks) {
 		return false
 	}
 	return q.MaxBytes <= 0 || u.Bytes+pn.bytes+add <= q.MaxBytes
