@@ -11,6 +11,7 @@ import (
 
 	"github.com/docketdb/docket/engine/internal/verify"
 	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/internal/lograte"
 	"github.com/docketdb/docket/internal/vlog"
 )
 
@@ -144,10 +145,9 @@ const unreadableRemember = 4096
 // every read: a task read again and again is logged once, and a burst of
 // damaged tasks at most once every unreadableEvery.
 type unreadableLog struct {
-	mu       sync.Mutex
-	logged   map[uint64]bool // tasks logged already
-	next     time.Time       // no line before then
-	unlogged int             // values not logged since the last line, for the rate
+	mu     sync.Mutex
+	logged map[uint64]bool // tasks logged already
+	rate   lograte.Sampler // at most one line every unreadableEvery
 }
 
 // noteUnreadable counts the value b, of a task of queue in ns, that could
@@ -164,20 +164,18 @@ func (c *core) noteUnreadable(b *badValue, ns *Namespace, queue, what string) {
 	if l.logged[b.w.id] {
 		return
 	}
-	if now.Before(l.next) {
-		l.unlogged++
+	unlogged, ok := l.rate.Allow(now, unreadableEvery)
+	if !ok {
 		return
 	}
 	if l.logged == nil || len(l.logged) >= unreadableRemember {
 		l.logged = map[uint64]bool{}
 	}
 	l.logged[b.w.id] = true
-	l.next = now.Add(unreadableEvery)
 	args := []any{"id", b.w.id, "namespace", ns.String(), "queue", queue, "value", b.w.kind.String(),
 		"permanent", b.permanent, "err", b.err}
-	if l.unlogged > 0 {
-		args = append(args, "unlogged", l.unlogged)
-		l.unlogged = 0
+	if unlogged > 0 {
+		args = append(args, "unlogged", unlogged)
 	}
 	c.opts.Logger.Error("docket: a value in the value log cannot be read; "+what+" (docket verify lists the damage)", args...)
 }

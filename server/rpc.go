@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -117,7 +116,7 @@ func (s *Server) logFailure(ctx context.Context, req, procedure, caller string, 
 	}
 	args := []any{"req", req, "procedure", procedure, "caller", caller, "code", connect.CodeOf(err).String(), "err", err}
 	if errors.As(err, new(errBusy)) {
-		unlogged, ok := s.busyLog.allow(s.now())
+		unlogged, ok := s.busyLog.Allow(s.now(), time.Second)
 		if !ok {
 			return
 		}
@@ -126,27 +125,6 @@ func (s *Server) logFailure(ctx context.Context, req, procedure, caller string, 
 		}
 	}
 	s.log.Log(ctx, level, "docket: call failed", args...)
-}
-
-// sampler lets one event through per interval and counts the others.
-type sampler struct {
-	mu       sync.Mutex
-	next     time.Time // when the next event may pass
-	unlogged int       // events held back since the last that passed
-}
-
-// allow reports whether an event at now passes, and if so how many were
-// held back before it.
-func (l *sampler) allow(now time.Time) (held int, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Before(l.next) {
-		l.unlogged++
-		return 0, false
-	}
-	held, l.unlogged = l.unlogged, 0
-	l.next = now.Add(time.Second)
-	return held, true
 }
 
 // failureLevel is the level of the log line about a failed call.

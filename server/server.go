@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/lograte"
 	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 )
 
@@ -85,7 +86,7 @@ type Server struct {
 	boot     string // random, per Server: request ids differ across restarts
 	reqID    atomic.Uint64
 
-	busyLog sampler          // log lines of calls refused for a caller's limits (logFailure)
+	busyLog lograte.Sampler  // log lines of calls refused for a caller's limits (logFailure)
 	now     func() time.Time // the clock of busyLog (a test's fake)
 
 	routes   map[protoreflect.FieldNumber]*route // a session's calls (session_routes.go)
