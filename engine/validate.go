@@ -48,11 +48,4 @@ const (
 )
 
 // clone copies b (nil for an empty b).
-func clone(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	c := make([]byte, len(b))
-	copy(c, b)
-	return c
-}
+func clone(b []byte) []byte { return validate.Clone(b) }

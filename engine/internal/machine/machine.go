@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -52,11 +53,4 @@ func timeOf(us int64) time.Time {
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // clone copies b (nil for an empty b).
-func clone(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	c := make([]byte, len(b))
-	copy(c, b)
-	return c
-}
+func clone(b []byte) []byte { return validate.Clone(b) }

@@ -45,7 +45,9 @@ type TxOp struct {
 	Spec    Spec
 }
 
-func clone(b []byte) []byte {
+// Clone copies b (nil for an empty b): the copy the engine keeps of a
+// caller's bytes.
+func Clone(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
@@ -123,7 +125,7 @@ func Task(t *dockettype.Task, maxPayload int, borrow bool) (Spec, error) {
 		}
 	}
 	if s.Payload = t.Payload; !borrow {
-		s.Payload = clone(t.Payload)
+		s.Payload = Clone(t.Payload)
 	}
 	s.Kind = t.Kind
 	s.Delay = t.Delay.Microseconds()
@@ -302,7 +304,7 @@ func (s KeySpace) Ops(ops []dockettype.Op, maxPayload int, out []TxOp) ([]TxOp, 
 				if len(op.Value()) > maxPayload {
 					return nil, 0, 0, invalid("op %d value is %d bytes, over the limit of %d (Options.MaxPayloadBytes)", i, len(op.Value()), maxPayload)
 				}
-				v.Value = clone(op.Value())
+				v.Value = Clone(op.Value())
 				if v.Value == nil {
 					v.Value = []byte{}
 				}
