@@ -2,13 +2,17 @@ package wal
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -72,4 +76,68 @@ func TestMappedTailSurvivesAKill(t *testing.T) {
 	}
 	cmd.Wait()
 	reopenAndCheck(t, dir, 1, n)
+}
+
+// refusingMap is a tail file whose file system offers mappings but cannot
+// make one (Map fails, or Stat does): the Log writes with write calls.
+type refusingMap struct {
+	*os.File
+	statErr bool
+	writes  *atomic.Int64
+}
+
+func (f refusingMap) Map(int) ([]byte, error) {
+	return nil, errors.New("mmap: not on this file system")
+}
+func (f refusingMap) Datasync() error { return f.File.Sync() }
+
+func (f refusingMap) Stat() (fs.FileInfo, error) {
+	if f.statErr {
+		return nil, errors.New("stat: refused")
+	}
+	return f.File.Stat()
+}
+
+func (f refusingMap) WriteAt(b []byte, off int64) (int, error) {
+	f.writes.Add(1)
+	return f.File.WriteAt(b, off)
+}
+
+// TestTailWrittenWhenItCannotBeMapped: a tail file the Log cannot map (the
+// mapping refused, or the file's size unknown) gets its records by write
+// calls, every one of them there on reopening.
+func TestTailWrittenWhenItCannotBeMapped(t *testing.T) {
+	t.Parallel()
+	for _, statErr := range []bool{false, true} {
+		t.Run(fmt.Sprint("stat fails: ", statErr), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var writes atomic.Int64
+			open := func(name string, flag int, perm fs.FileMode) (segmentFile, error) {
+				f, err := os.OpenFile(name, flag, perm)
+				if err != nil {
+					return nil, err
+				}
+				return refusingMap{File: f, statErr: statErr, writes: &writes}, nil
+			}
+			l := openLog(t, dir, Options{SegmentSize: 64 << 10, Preallocate: 16 << 10, openFile: open})
+			const n = 500
+			for range n {
+				appendN(t, l, 1)
+				if err := l.FlushTo(l.LastSeq()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if l.tmap != nil {
+				t.Fatal("the tail is mapped though its file refused")
+			}
+			if w := writes.Load(); w < n {
+				t.Fatalf("%d write calls for %d flushed records", w, n)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			reopenAndCheck(t, dir, 1, n)
+		})
+	}
 }
