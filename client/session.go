@@ -107,6 +107,12 @@ type sessionHost struct {
 	conn      *sessionConn // nil when none is open
 	dial      *sessionDial // the dial under way, nil when none
 	noSession int64        // the client's clock's nanoseconds until which calls go unary (0: never)
+
+	// Tests' hooks, set before the first call: onReader runs as the
+	// reader goroutine starts, onFrame as a caller that reads begins a
+	// frame, onInterrupt as one is asked to stop (under the connection's
+	// lock).
+	onReader, onFrame, onInterrupt func()
 }
 
 // sessionDial is a dial under way; done is closed when it ends.
@@ -654,6 +660,9 @@ func (s *sessionConn) abandon(id uint64) {
 // calls in flight until none is pending (or, on a connection that cannot
 // be probed, until the connection ends).
 func (s *sessionConn) read() {
+	if s.h.onReader != nil {
+		s.h.onReader()
+	}
 	for s.readOne() {
 		s.mu.Lock()
 		if s.probe != nil && len(s.pending) == 0 && s.rcaller == nil {
@@ -699,6 +708,9 @@ func (s *sessionConn) interruptLocked() {
 	if !s.inFrame {
 		s.nc.SetReadDeadline(time.Unix(1, 0))
 	}
+	if s.h.onInterrupt != nil {
+		s.h.onInterrupt()
+	}
 }
 
 // release ends caller p's reading: the reader goroutine goes on if calls
@@ -739,7 +751,11 @@ func (s *sessionConn) readOne() bool {
 	if s.interrupted {
 		s.nc.SetReadDeadline(time.Time{}) // set as the frame began: it is read whole
 	}
+	caller := s.rcaller != nil
 	s.mu.Unlock()
+	if caller && s.h.onFrame != nil {
+		s.h.onFrame()
+	}
 	f, err := session.ReadFrame(s.br, maxReplyBytes, s.rbuf)
 	s.mu.Lock()
 	s.inFrame = false
