@@ -201,3 +201,48 @@ func TestSessionReaderInterrupted(t *testing.T) {
 		t.Fatalf("%d sessions, want the first to go on", s)
 	}
 }
+
+// TestSessionWithoutProbe: where a connection cannot be probed, the
+// reader goroutine reads it from the start for as long as it is open:
+// lone calls are answered through it, and a server that ends an idle
+// session is seen ending it, so the next call goes on a new session.
+func TestSessionWithoutProbe(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	var once sync.Once
+	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
+		sc.reply(enqueued(c.GetId(), uint64(sc.n), false))
+		if sc.n == 1 && c.GetId() == 3 {
+			sc.nc.Close()
+			once.Do(func() { close(closed) })
+		}
+	})
+	c := dial(t, f.url, fastRetries(Options{}))
+	h := c.sessionHost(f.url)
+	h.noProbe = true
+	var readers atomic.Int32
+	ended := make(chan struct{}, 1)
+	h.onReader = func() { readers.Add(1) }
+	h.onEnd = func() {
+		select {
+		case ended <- struct{}{}:
+		default:
+		}
+	}
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	ctx := context.Background()
+	for i := range 3 {
+		if e, err := q.Enqueue(ctx, engine.Task{}); err != nil || e.ID != 1 {
+			t.Fatalf("lone call %d: %+v, %v", i, e, err)
+		}
+	}
+	if n := readers.Load(); n != 1 {
+		t.Fatalf("the reader goroutine started %d times for one connection, want 1", n)
+	}
+	<-closed
+	<-ended // the reader saw the end
+	e, err := q.Enqueue(ctx, engine.Task{})
+	if err != nil || e.ID != 2 {
+		t.Fatalf("an unkeyed enqueue after the server ended the idle session: %+v, %v; want it answered on a new session", e, err)
+	}
+}

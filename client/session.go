@@ -111,8 +111,10 @@ type sessionHost struct {
 	// Tests' hooks, set before the first call: onReader runs as the
 	// reader goroutine starts, onFrame as a caller that reads begins a
 	// frame, onInterrupt as one is asked to stop (under the connection's
-	// lock).
-	onReader, onFrame, onInterrupt func()
+	// lock), onEnd once a connection ended (fail).
+	onReader, onFrame, onInterrupt, onEnd func()
+	// noProbe makes the connections as on a platform without a probe.
+	noProbe bool
 }
 
 // sessionDial is a dial under way; done is closed when it ends.
@@ -226,10 +228,8 @@ func (h *sessionHost) dialing(d *sessionDial) {
 	close(d.done)
 	if err == nil && conn.probe == nil {
 		// Nothing tells an idle connection's end but a read: the
-		// reader goroutine reads for as long as it is open.
-		conn.mu.Lock()
-		conn.reading = true
-		conn.mu.Unlock()
+		// reader goroutine reads for as long as it is open (reading
+		// was set as the connection was made).
 		go conn.read()
 	}
 }
@@ -343,8 +343,11 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 	if n := w.GetMaxParked(); n > 0 {
 		h.parked.setLimit(int(n))
 	}
-	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}, epoch: time.Now(),
-		probe: probeConn(nc)}
+	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}, epoch: time.Now()}
+	if !h.noProbe {
+		sc.probe = probeConn(nc)
+	}
+	sc.reading = sc.probe == nil // without a probe, the reader goroutine reads from the start (dialing)
 	sc.w.OnFail(sc.fail) // a write left to the Writer's goroutine failed: the connection ends
 	return sc, nil
 }
@@ -920,6 +923,9 @@ func (s *sessionConn) fail(cause error) {
 	err := fmt.Errorf("%w: %w", errSessionLost, cause)
 	for _, p := range pending {
 		p.to.deliver(nil, err)
+	}
+	if h.onEnd != nil {
+		h.onEnd()
 	}
 }
 
