@@ -348,7 +348,7 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 		sc.probe = probeConn(nc)
 	}
 	sc.reading = sc.probe == nil // without a probe, the reader goroutine reads from the start (dialing)
-	sc.w.OnFail(sc.fail) // a write left to the Writer's goroutine failed: the connection ends
+	sc.w.OnFail(sc.fail)         // a write left to the Writer's goroutine failed: the connection ends
 	return sc, nil
 }
 
