@@ -15,28 +15,22 @@ import (
 )
 
 // TestSessionLoneCallsReadTheirAnswers: calls one at a time on a session
-// are read by their callers, no reader goroutine started for them; calls
-// in flight together start it, and each gets its answer; once they are
-// answered the callers read again.
+// are read by their callers, no reader goroutine started for them; a
+// caller that reads and gets its answer while another call waits for its
+// own leaves the reading to the reader goroutine, which delivers it; once
+// no call waits, callers read again.
 func TestSessionLoneCallsReadTheirAnswers(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var held []*v1.Call
 	hold := atomic.Bool{}
+	got := make(chan *fakeConn, 2)
+	calls := make(chan *v1.Call, 2)
 	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
 		if !hold.Load() {
 			sc.reply(enqueued(c.GetId(), 5, false))
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		held = append(held, c)
-		if len(held) == 4 {
-			for _, h := range held {
-				sc.reply(enqueued(h.GetId(), 6, false))
-			}
-			held = nil
-		}
+		got <- sc
+		calls <- c
 	})
 	c := dial(t, f.url, Options{})
 	var readers atomic.Int32
@@ -51,30 +45,41 @@ func TestSessionLoneCallsReadTheirAnswers(t *testing.T) {
 	if n := readers.Load(); n != 0 {
 		t.Fatalf("20 lone calls started the reader goroutine %d times, want 0", n)
 	}
+
+	// A reads; B waits; A's answer comes alone.
 	hold.Store(true)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if e, err := q.Enqueue(ctx, engine.Task{}); err != nil || e.ID != 6 {
-				t.Errorf("call %d of 4 together: %+v, %v", i, e, err)
-			}
-		}()
+	enq := func(done chan<- uint64) {
+		e, err := q.Enqueue(ctx, engine.Task{})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- e.ID
 	}
-	wg.Wait()
-	if n := readers.Load(); n == 0 {
-		t.Fatal("4 calls in flight together, answered together: no reader goroutine started for the others")
+	aDone, bDone := make(chan uint64, 1), make(chan uint64, 1)
+	go enq(aDone)
+	sc, a := <-got, <-calls
+	go enq(bDone)
+	<-got
+	b := <-calls
+	sc.reply(enqueued(a.GetId(), 6, false))
+	if id := <-aDone; id != 6 {
+		t.Fatalf("A got task %d, want 6", id)
+	}
+	sc.reply(enqueued(b.GetId(), 7, false))
+	if id := <-bDone; id != 7 {
+		t.Fatalf("B got task %d, want 7", id)
+	}
+	if n := readers.Load(); n != 1 {
+		t.Fatalf("the reader goroutine started %d times for B, whose answer came after A's reader returned; want 1", n)
 	}
 	hold.Store(false)
-	before := readers.Load()
 	for range 5 {
 		if _, err := q.Enqueue(ctx, engine.Task{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := readers.Load(); n != before {
-		t.Fatalf("lone calls after the burst started the reader goroutine %d more times", n-before)
+	if n := readers.Load(); n != 1 {
+		t.Fatalf("lone calls after B started the reader goroutine %d more times", n-1)
 	}
 	if s, _ := f.count(); s != 1 {
 		t.Fatalf("%d sessions, want 1", s)
@@ -244,5 +249,53 @@ func TestSessionWithoutProbe(t *testing.T) {
 	e, err := q.Enqueue(ctx, engine.Task{})
 	if err != nil || e.ID != 2 {
 		t.Fatalf("an unkeyed enqueue after the server ended the idle session: %+v, %v; want it answered on a new session", e, err)
+	}
+}
+
+// TestSessionReaderDeliversWhatCameWithIt: a caller that reads delivers
+// the answers that came in the same read as its own before it returns,
+// rather than starting the reader goroutine for them.
+func TestSessionReaderDeliversWhatCameWithIt(t *testing.T) {
+	t.Parallel()
+	got := make(chan *fakeConn, 2)
+	calls := make(chan *v1.Call, 2)
+	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
+		got <- sc
+		calls <- c
+	})
+	c := dial(t, f.url, Options{})
+	var readers atomic.Int32
+	c.sessionHost(f.url).onReader = func() { readers.Add(1) }
+	q := c.Queue(engine.NS("acme", "prod"), "q")
+	ctx := context.Background()
+	aDone, bDone := make(chan uint64, 1), make(chan uint64, 1)
+	enq := func(done chan<- uint64) {
+		e, err := q.Enqueue(ctx, engine.Task{})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- e.ID
+	}
+	go enq(aDone)
+	sc, a := <-got, <-calls
+	go enq(bDone)
+	<-got
+	b := <-calls
+	var out []byte
+	for _, r := range []*v1.Reply{enqueued(a.GetId(), 6, false), enqueued(b.GetId(), 7, false)} {
+		body, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(binary.AppendUvarint(out, uint64(len(body))), body...)
+	}
+	if _, err := sc.nc.Write(out); err != nil { // both answers in one write
+		t.Fatal(err)
+	}
+	if a, b := <-aDone, <-bDone; a != 6 || b != 7 {
+		t.Fatalf("A got task %d, B %d; want 6 and 7", a, b)
+	}
+	if n := readers.Load(); n != 0 {
+		t.Fatalf("the reader goroutine started %d times for an answer read with the reader's own", n)
 	}
 }

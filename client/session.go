@@ -697,8 +697,13 @@ func (s *sessionConn) readFor(ctx context.Context, p *pendingCall, ch chanReply)
 		stop := s.interrupted
 		s.mu.Unlock()
 		if stop || !s.readOne() {
-			break
+			s.release(p)
+			return
 		}
+	}
+	// The replies that came with its own, read already, go to their
+	// calls before the reading passes on: often all there are.
+	for session.FrameBuffered(s.br) && s.readOne() {
 	}
 	s.release(p)
 }
