@@ -191,7 +191,7 @@ func TestSessionBoundsOfAnsweredAndUnansweredCalls(t *testing.T) {
 		if i%2 == 0 {
 			bound = 20 * time.Millisecond
 		}
-		if _, err := conn.send(call, &pendingCall{to: chs[i]}, bound); err != nil {
+		if _, _, err := conn.send(call, &pendingCall{to: chs[i]}, bound, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,7 +76,7 @@ func (q *queue) EnqueueAsync(ctx context.Context, t engine.Task, ops ...engine.O
 	a.wrap.Enqueue = &a.msg
 	a.call.Call = &a.wrap
 	a.pending.to = a
-	n, err := conn.send(&a.call, &a.pending, bound)
+	n, _, err := conn.send(&a.call, &a.pending, bound, false)
 	if err != nil {
 		a.finish(nil, err)
 		return p

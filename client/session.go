@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,6 +107,14 @@ type sessionHost struct {
 	conn      *sessionConn // nil when none is open
 	dial      *sessionDial // the dial under way, nil when none
 	noSession int64        // the client's clock's nanoseconds until which calls go unary (0: never)
+
+	// Tests' hooks, set before the first call: onReader runs as the
+	// reader goroutine starts, onFrame as a caller that reads begins a
+	// frame, onInterrupt as one is asked to stop (under the connection's
+	// lock), onEnd once a connection ended (fail).
+	onReader, onFrame, onInterrupt, onEnd func()
+	// noProbe makes the connections as on a platform without a probe.
+	noProbe bool
 }
 
 // sessionDial is a dial under way; done is closed when it ends.
@@ -217,7 +226,10 @@ func (h *sessionHost) dialing(d *sessionDial) {
 	h.mu.Unlock()
 	d.conn, d.err = conn, err
 	close(d.done)
-	if err == nil {
+	if err == nil && conn.probe == nil {
+		// Nothing tells an idle connection's end but a read: the
+		// reader goroutine reads for as long as it is open (reading
+		// was set as the connection was made).
 		go conn.read()
 	}
 }
@@ -332,7 +344,11 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 		h.parked.setLimit(int(n))
 	}
 	sc := &sessionConn{h: h, nc: nc, br: br, w: session.NewWriter(nc), welcome: &w, pending: map[uint64]*pendingCall{}, epoch: time.Now()}
-	sc.w.OnFail(sc.fail) // a write left to the Writer's goroutine failed: the connection ends
+	if !h.noProbe {
+		sc.probe = probeConn(nc)
+	}
+	sc.reading = sc.probe == nil // without a probe, the reader goroutine reads from the start (dialing)
+	sc.w.OnFail(sc.fail)         // a write left to the Writer's goroutine failed: the connection ends
 	return sc, nil
 }
 
@@ -369,6 +385,25 @@ type sessionConn struct {
 	err       error // why the connection ended; nil while open
 	closing   bool  // the client is closed: end once nothing is pending
 	away      bool  // the server is going away: send nothing, end once nothing is pending
+
+	// Who reads the replies. reading: someone does (a caller or the
+	// reader goroutine), as long as a call is pending; rcaller is the
+	// caller that does (nil: the goroutine, or nobody). A caller that
+	// reads stops at the next frame's boundary once asked (interrupted:
+	// its context ended or its bound passed), and is interrupted by a
+	// read deadline only between frames (inFrame false), so that no
+	// frame is cut.
+	reading     bool
+	rcaller     *pendingCall
+	inFrame     bool
+	interrupted bool
+
+	// probe reports whether the server ended the connection, without
+	// reading what it sent (nil where the platform has no way to ask:
+	// there the reader goroutine reads for as long as the connection is
+	// open). rbuf is the reader's frame buffer.
+	probe func() error
+	rbuf  []byte
 }
 
 // replyTo is told a call's reply, or the error that ended it, once: by
@@ -400,25 +435,40 @@ func (ch chanReply) deliver(r *v1.Reply, err error) { ch <- reply{r, err} }
 // bound is not 0, to fail with errNoAnswer once bound passes without an
 // answer), and returns the id. A call that was not written returns a
 // notSentError (or the error of a message that cannot be encoded).
-func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration) (uint64, error) {
-	id := s.next.Add(1)
+//
+// If nobody reads the connection (no call is pending) and read is true,
+// the caller becomes its reader (reader true): it must call readFor, which
+// reads the replies until its own comes. Otherwise the reader goroutine
+// reads, started here if none is running. On a connection nobody has read
+// since its last answer, send first asks whether the server ended it: a
+// call is then not sent, rather than sent on a connection already closed.
+func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration, read bool) (id uint64, reader bool, err error) {
+	id = s.next.Add(1)
 	call.Id = id // before its size is taken: the frame's length uses the size cached
 	if max := s.welcome.GetMaxFrameBytes(); max > 0 {
 		// A frame over the server's bound would end the session, and
 		// with it every call in flight: refused here, unsent.
 		if n := (proto.MarshalOptions{}).Size(call); uint64(n) > max {
-			return 0, connect.NewError(connect.CodeResourceExhausted,
+			return 0, false, connect.NewError(connect.CodeResourceExhausted,
 				fmt.Errorf("docket: the call is %d bytes, over the server's limit of %d on a session's frame", n, max))
 		}
 	}
 	s.mu.Lock()
+	if s.err == nil && !s.away && !s.reading && s.probe != nil && s.br.Buffered() == 0 {
+		// Nobody reads (nothing is pending), so br is nobody's.
+		if perr := s.probe(); perr != nil {
+			s.mu.Unlock()
+			s.fail(perr)
+			return 0, false, &notSentError{perr}
+		}
+	}
 	if s.err != nil || s.away {
 		err := s.err
 		if err == nil {
 			err = errGoingAway
 		}
 		s.mu.Unlock()
-		return 0, &notSentError{err}
+		return 0, false, &notSentError{err}
 	}
 	p.id, p.at, p.list = id, 0, nil
 	if bound > 0 {
@@ -426,6 +476,14 @@ func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration) (
 		s.pushDeadlineLocked(p)
 	}
 	s.pending[id] = p
+	if !s.reading {
+		s.reading = true
+		if read {
+			s.rcaller, reader = p, true
+		} else {
+			go s.read()
+		}
+	}
 	lone := len(s.pending) == 1
 	s.mu.Unlock()
 	send := s.w.SendLater // other calls in flight: this one may wait for the next write of several
@@ -435,14 +493,17 @@ func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration) (
 	if err := send(call); err != nil {
 		if s.w.Err() == nil {
 			s.remove(id) // this message alone could not be encoded
-			return 0, err
+			if reader {
+				s.release(p)
+			}
+			return 0, false, err
 		}
 		// The write failed: the frame may be on its way. The connection
 		// ends, and with it every call in flight, this one included.
 		s.fail(err)
-		return id, nil
+		return id, reader, nil
 	}
-	return id, nil
+	return id, reader, nil
 }
 
 // remove forgets call id (its caller stopped waiting), and reports
@@ -502,7 +563,11 @@ func (s *sessionConn) expire() {
 	s.armed = 0
 	for _, l := range s.deadlines {
 		for l.head != nil && l.head.at <= now {
-			over = append(over, s.takeLocked(l.head.id))
+			p := s.takeLocked(l.head.id)
+			over = append(over, p)
+			if p == s.rcaller {
+				s.interruptLocked() // it reads: it stops, and finds its error
+			}
 		}
 	}
 	if at := s.deadlines.soonest(); at != 0 && s.err == nil {
@@ -594,63 +659,166 @@ func (s *sessionConn) abandon(id uint64) {
 	s.w.Send(&v1.Call{Id: id, Call: &v1.Call_Abandon{Abandon: &v1.Abandon{}}}) // a failure ends the connection: the reader tells
 }
 
-// read matches the server's replies to the calls in flight, until the
-// connection ends.
+// read is the reader goroutine: it matches the server's replies to the
+// calls in flight until none is pending (or, on a connection that cannot
+// be probed, until the connection ends).
 func (s *sessionConn) read() {
-	var buf []byte
-	for {
-		f, err := session.ReadFrame(s.br, maxReplyBytes, buf)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		buf = f
-		id, kind, ok := replyHead(f)
-		if !ok {
-			s.fail(fmt.Errorf("%w: a Reply that is not protobuf", session.ErrBadFrame))
-			return
-		}
-		var p *pendingCall
-		end := false
-		if id != 0 {
-			s.mu.Lock()
-			p = s.takeLocked(id)
-			end = (s.closing || s.away) && len(s.pending) == 0
+	if s.h.onReader != nil {
+		s.h.onReader()
+	}
+	for s.readOne() {
+		s.mu.Lock()
+		if s.probe != nil && len(s.pending) == 0 && s.rcaller == nil {
+			s.reading = false
 			s.mu.Unlock()
-		}
-		var r *v1.Reply
-		if p != nil {
-			if ri, ok := p.to.(replyInto); ok {
-				r = ri.replyFor(kind)
-			}
-		}
-		if r != nil {
-			err = mergeReply.Unmarshal(f, r)
-		} else {
-			r = new(v1.Reply)
-			err = proto.Unmarshal(f, r)
-		}
-		if err != nil {
-			err = fmt.Errorf("%w: %v", session.ErrBadFrame, err)
-			s.fail(err)
-			if p != nil {
-				p.to.deliver(nil, fmt.Errorf("%w: %w", errSessionLost, err))
-			}
 			return
 		}
-		if id == 0 {
-			if g := r.GetGoingAway(); g != nil {
-				s.goingAway(g.GetLastCallId())
+		s.mu.Unlock()
+	}
+}
+
+// readFor is a caller reading the replies, its own (p's, to come on ch)
+// and others', until its own has come, ctx ends or its bound passed; then
+// the reader goroutine reads for the calls still pending. A lone call so
+// reads its answer itself: no goroutine wakes another for it.
+func (s *sessionConn) readFor(ctx context.Context, p *pendingCall, ch chanReply) {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			s.mu.Lock()
+			if s.rcaller == p {
+				s.interruptLocked()
 			}
-			continue // a Reply of id 0 answers no call: one of a newer server is ignored
-		}
-		if p != nil {
-			p.to.deliver(r, nil)
-		}
-		if end {
-			s.nc.Close()
+			s.mu.Unlock()
+		})
+		defer stop()
+	}
+	for len(ch) == 0 {
+		s.mu.Lock()
+		stop := s.interrupted
+		s.mu.Unlock()
+		if stop || !s.readOne() {
+			s.release(p)
+			return
 		}
 	}
+	// The replies that came with its own, read already, go to their
+	// calls before the reading passes on: often all there are.
+	for session.FrameBuffered(s.br) && s.readOne() {
+	}
+	s.release(p)
+}
+
+// interruptLocked asks the caller that reads to stop: at once if it waits
+// for a frame to begin (a read deadline in the past), else once the frame
+// it reads is whole.
+func (s *sessionConn) interruptLocked() {
+	s.interrupted = true
+	if !s.inFrame {
+		s.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+	if s.h.onInterrupt != nil {
+		s.h.onInterrupt()
+	}
+}
+
+// release ends caller p's reading: the reader goroutine goes on if calls
+// are pending.
+func (s *sessionConn) release(p *pendingCall) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rcaller != p {
+		return
+	}
+	s.rcaller = nil
+	if s.interrupted {
+		s.interrupted = false
+		s.nc.SetReadDeadline(time.Time{})
+	}
+	if s.err == nil && len(s.pending) > 0 {
+		go s.read()
+		return
+	}
+	s.reading = false
+}
+
+// readOne reads one reply and hands it to its call; false means the
+// connection ended (fail was called), or a caller that reads was
+// interrupted before a frame began.
+func (s *sessionConn) readOne() bool {
+	if _, err := s.br.Peek(1); err != nil {
+		s.mu.Lock()
+		stopped := s.interrupted && s.rcaller != nil && errors.Is(err, os.ErrDeadlineExceeded)
+		s.mu.Unlock()
+		if !stopped {
+			s.fail(err)
+		}
+		return false
+	}
+	s.mu.Lock()
+	s.inFrame = true
+	if s.interrupted {
+		s.nc.SetReadDeadline(time.Time{}) // set as the frame began: it is read whole
+	}
+	caller := s.rcaller != nil
+	s.mu.Unlock()
+	if caller && s.h.onFrame != nil {
+		s.h.onFrame()
+	}
+	f, err := session.ReadFrame(s.br, maxReplyBytes, s.rbuf)
+	s.mu.Lock()
+	s.inFrame = false
+	s.mu.Unlock()
+	if err != nil {
+		s.fail(err)
+		return false
+	}
+	s.rbuf = f
+	id, kind, ok := replyHead(f)
+	if !ok {
+		s.fail(fmt.Errorf("%w: a Reply that is not protobuf", session.ErrBadFrame))
+		return false
+	}
+	var p *pendingCall
+	end := false
+	if id != 0 {
+		s.mu.Lock()
+		p = s.takeLocked(id)
+		end = (s.closing || s.away) && len(s.pending) == 0
+		s.mu.Unlock()
+	}
+	var r *v1.Reply
+	if p != nil {
+		if ri, ok := p.to.(replyInto); ok {
+			r = ri.replyFor(kind)
+		}
+	}
+	if r != nil {
+		err = mergeReply.Unmarshal(f, r)
+	} else {
+		r = new(v1.Reply)
+		err = proto.Unmarshal(f, r)
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: %v", session.ErrBadFrame, err)
+		s.fail(err)
+		if p != nil {
+			p.to.deliver(nil, fmt.Errorf("%w: %w", errSessionLost, err))
+		}
+		return false
+	}
+	if id == 0 {
+		if g := r.GetGoingAway(); g != nil {
+			s.goingAway(g.GetLastCallId())
+		}
+		return true // a Reply of id 0 answers no call: one of a newer server is ignored
+	}
+	if p != nil {
+		p.to.deliver(r, nil)
+	}
+	if end {
+		s.nc.Close()
+	}
+	return true
 }
 
 // replyInto is a replyTo that decodes its reply into a Reply it holds,
@@ -761,6 +929,9 @@ func (s *sessionConn) fail(cause error) {
 	for _, p := range pending {
 		p.to.deliver(nil, err)
 	}
+	if h.onEnd != nil {
+		h.onEnd()
+	}
 }
 
 // shutdown ends the connection once no call is in flight (Client.Close).
@@ -836,9 +1007,13 @@ func (c *Client) sessionTry(ctx context.Context, base string, call *v1.Call, par
 	if dl, ok := ctx.Deadline(); bound > 0 && (!ok || time.Until(dl) > bound) {
 		within = bound
 	}
-	id, err := conn.send(call, &pendingCall{to: ch}, within)
+	p := &pendingCall{to: ch}
+	id, reader, err := conn.send(call, p, within, !parked)
 	if err != nil {
 		return nil, err
+	}
+	if reader {
+		conn.readFor(ctx, p, ch)
 	}
 	select {
 	case r := <-ch:
