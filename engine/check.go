@@ -84,7 +84,7 @@ func stateRefs(store *index.Store) []verify.ValueRef {
 	store.TasksFrom(0, false, func(t *index.Task) bool {
 		ws = wants(ws[:0], 0, t, true)
 		for _, w := range ws {
-			out = append(out, verify.ValueRef{ID: t.ID, Q: t.Queue.Key, Kind: w.kind, VK: vlogKind[w.kind], Ref: w.ref})
+			out = append(out, verify.ValueRef{ID: t.ID, Q: t.Queue.Key, Kind: w.Kind, VK: vlogKind[w.Kind], Ref: w.Ref})
 		}
 		return true
 	})
@@ -135,8 +135,8 @@ func (c *core) verifyValues() error {
 	c.mu.Unlock()
 	var lost []ValueDamage
 	for _, r := range refs {
-		w := want{id: r.ID, kind: r.Kind, ref: r.Ref}
-		_, err := c.readValue(&w)
+		w := want{ID: r.ID, Kind: r.Kind, Ref: r.Ref}
+		_, err := c.vals.Read(&w)
 		switch {
 		case err == nil, errors.Is(err, errGone):
 		case verify.IsValueDamage(err):

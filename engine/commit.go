@@ -234,7 +234,7 @@ func (c *core) logAndApply() (uint64, error) {
 	b := &c.batch
 	b.Seq = c.store.Seq() + 1
 	if c.vals != nil {
-		if err := c.vals.outOfLine(b); err != nil {
+		if err := c.vals.OutOfLine(b); err != nil {
 			return 0, c.fail(err)
 		}
 	}

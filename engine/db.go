@@ -6,6 +6,7 @@ import (
 
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/recovery"
+	"github.com/docketdb/docket/engine/internal/valuelog"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -57,11 +58,11 @@ type core struct {
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
-	// unread logs the values that cannot be read (unreadable.go), with
-	// its own lock.
-	unread unreadableLog
+	// unread logs the values that cannot be read (package valuelog),
+	// with its own lock.
+	unread valuelog.Notes
 	// liveChecks counts the batches of records whose liveness a value
-	// log compaction asked under mu (values.go).
+	// log compaction asked under mu (valueHost.Live).
 	liveChecks int
 	// open is the sync round commits in flight join (pipeline.go); kick
 	// tells the pipeline goroutine it has one, and slots bounds the commits
@@ -71,9 +72,7 @@ type core struct {
 	slots chan struct{}
 
 	snapMu sync.Mutex // one snapshot at a time
-	// compactMu allows one value log compaction at a time, and compactor
-	// is the goroutine that runs them (values.go).
-	compactMu sync.Mutex
+	// compactor is the goroutine that compacts the value log.
 	compactor sync.WaitGroup
 	snapping  bool // a background snapshot is running (guarded by mu)
 	bg        sync.WaitGroup
@@ -193,9 +192,7 @@ func (d *DB) Stats() Stats {
 	c.mu.Unlock()
 	c.st.stats(&s)
 	if c.vals != nil {
-		for _, f := range c.vals.log.Files() {
-			s.ValueLogBytes += f.Size
-		}
+		s.ValueLogBytes = c.vals.Bytes()
 	}
 	return s
 }

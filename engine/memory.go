@@ -106,7 +106,7 @@ func availableMemory() int64 {
 func (c *core) admit(cmd *command) error {
 	threshold := 0
 	if c.vals != nil {
-		threshold = c.vals.threshold
+		threshold = c.vals.Threshold
 	}
 	add, completion := admit.Adds(cmd, threshold)
 	c.admitClaim(cmd, add)

@@ -81,7 +81,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		stopBg:  make(chan struct{}),
 		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
-	if err := c.openValuesReadOnly(); err != nil {
+	if err := c.openValues(true); err != nil {
 		if lock != nil {
 			lock.Close()
 		}
@@ -132,7 +132,10 @@ func open(dir string, opts Options, attach func(*core) error) (*DB, error) {
 	}
 	if c.vals != nil {
 		c.compactor.Add(1)
-		go c.compactLoop()
+		go func() {
+			defer c.compactor.Done()
+			c.vals.Loop(c.stopBg, c.opts.Logger)
+		}()
 	}
 	return &DB{c: c}, nil
 }
@@ -204,7 +207,7 @@ func (c *core) openDir() (err error) {
 			if c.vals == nil {
 				return nil
 			}
-			return c.vals.sync()
+			return c.vals.Sync()
 		}}
 	if obs := c.opts.Observer; obs != nil {
 		wopts.OnSync = obs.Synced
@@ -228,7 +231,7 @@ func (c *core) openDir() (err error) {
 	d := &diskStorage{fsys: fsys, snapDir: c.snapDir(), log: log, lock: lock,
 		durability: c.opts.Durability, failpoint: c.opts.failpoint, fail: c.failLocked}
 	c.st = d
-	if err := c.openValues(); err != nil {
+	if err := c.openValues(false); err != nil {
 		return err
 	}
 	d.vals = c.vals

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/validate"
@@ -422,15 +421,7 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if err := q.check(PermWork); err != nil {
 		return err
 	}
-	msg := f.Err
-	if len(msg) > MaxErrorBytes {
-		msg = msg[:MaxErrorBytes]
-	}
-	if !utf8.ValidString(msg) {
-		// Cut inside a rune, or not UTF-8 at all: the text is sent back in
-		// answers, which must be UTF-8.
-		msg = strings.ToValidUTF8(msg, "")
-	}
+	msg := errText(f.Err)
 	if err := q.owns(&l); err != nil {
 		return err
 	}
@@ -633,7 +624,7 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		bad, err = c.fillInfos(infos, ws)
 		info = infos[0]
 		if err == nil && len(bad) > 0 {
-			err = bad[0].err
+			err = bad[0].Err
 		}
 	}
 	return info, err

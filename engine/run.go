@@ -339,7 +339,7 @@ func (s *runStep) fits(cmd *command) bool {
 	c := s.c
 	threshold := 0
 	if c.vals != nil {
-		threshold = c.vals.threshold
+		threshold = c.vals.Threshold
 	}
 	add, _ := admit.Adds(cmd, threshold)
 	if add == 0 {
