@@ -77,7 +77,7 @@ func (q *queue) Settings(ctx context.Context) (QueueSettings, error) {
 }
 
 // setSettings fills in what a queue's settings show in Queues.
-func (info *QueueInfo) setSettings(c index.QueueConf) {
+func setSettings(info *QueueInfo, c index.QueueConf) {
 	s := settingsOf(c)
 	info.Paused, info.Limits = s.Paused, s.Limits
 }
@@ -97,12 +97,12 @@ func (c *core) withSettings(out []QueueInfo, readable []index.Namespace) []Queue
 	add := func(conf index.QueueConf) bool {
 		k := conf.Queue
 		if i, ok := at[k]; ok {
-			out[i].setSettings(conf)
+			setSettings(&out[i], conf)
 			return true
 		}
 		tot := c.store.TotalsOf(k)
 		info := QueueInfo{Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Name: k.Name, Totals: totalsOf(tot)}
-		info.setSettings(conf)
+		setSettings(&info, conf)
 		out = append(out, info)
 		return true
 	}
