@@ -6,26 +6,20 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/validate"
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// timeOf turns stored Unix micros into a time in UTC (the zero time for 0),
-// so that what a call returns does not depend on the process's time zone.
-func timeOf(us int64) time.Time {
-	if us == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(us).UTC()
-}
-
-func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+var (
+	timeOf = view.TimeOf
+	micros = view.Micros
+	infoOf = view.Info
+)
 
 // queue is the in-process Queue.
 type queue struct {
@@ -609,7 +603,7 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		var t *index.Task
 		if t, terr = c.task(qk, id, now); terr == nil {
 			info = infoOf(t, now)
-			c.depInfo(&info, true)
+			view.Deps(c.store, &info, true)
 			ws = wants(ws, 0, t, true)
 		}
 	})
@@ -644,17 +638,11 @@ func (q *queue) Counts(ctx context.Context) (Counts, error) {
 	c := q.db.c
 	err := c.read(ctx, func() {
 		if iq := c.store.Queue(qk); iq != nil {
-			n = c.countsAt(iq, c.now())
+			now := c.now()
+			n = view.Counts(iq, now, c.doneBefore(now))
 		}
 	})
 	return n, err
-}
-
-// countsAt counts the tasks of iq by state at now. Call with mu held.
-func (c *core) countsAt(iq *index.Queue, now int64) Counts {
-	n := iq.CountsAt(now, c.doneBefore(now))
-	return Counts{Ready: n[index.StateReady], Scheduled: n[index.StateScheduled], InFlight: n[index.StateInFlight],
-		Dead: n[index.StateDead], Completed: n[index.StateCompleted], Waiting: n[index.StateWaiting]}
 }
 
 // List returns a page of the queue's tasks in state o.State as of the
@@ -679,7 +667,7 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if o.Limit == 0 {
 		o.Limit = 100
 	}
-	a, id, err := parseCursor(o.Cursor)
+	a, id, err := view.ParseCursor(o.Cursor)
 	if err != nil {
 		return Page{}, err
 	}
@@ -696,112 +684,16 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 			return
 		}
 		now := c.now()
-		var last [2]int64
-		more := false
-		add := func(tid uint64, k0 int64) bool {
-			if len(page.Tasks) == o.Limit {
-				more = true
-				return false
-			}
-			t, _ := c.store.Task(tid)
+		page.Next = view.List(c.store, iq, o.State, a, id, o.Cursor == "", o.Limit, now, c.doneBefore(now), func(t *index.Task) {
 			page.Tasks = append(page.Tasks, infoOf(t, now))
-			c.depInfo(&page.Tasks[len(page.Tasks)-1], false)
+			view.Deps(c.store, &page.Tasks[len(page.Tasks)-1], false)
 			ws = wants(ws, len(page.Tasks)-1, t, true)
-			last = [2]int64{k0, int64(tid)}
-			return true
-		}
-		start := o.Cursor == ""
-		switch State(o.State) {
-		case Ready:
-			for _, d := range iq.Claimable(now, index.PrioItem{Prio: a, ID: id}, !start, o.Limit+1, nil) {
-				if !add(d.ID, d.Prio) {
-					break
-				}
-			}
-		case Scheduled, InFlight:
-			tree := iq.Scheduled
-			if State(o.State) == InFlight {
-				tree = iq.InFlight
-			}
-			if start {
-				a = -1 << 63
-			}
-			// Only those not yet due: from just after now.
-			from := index.TimeItem{At: a, ID: id}
-			if from.At <= now {
-				from = index.TimeItem{At: now + 1}
-			}
-			tree.Ascend(from, func(it index.TimeItem) bool {
-				if !start && it.At == a && it.ID == id {
-					return true
-				}
-				return add(it.ID, it.At)
-			})
-		case Dead:
-			for _, d := range iq.DeadAt(now, id, !start, o.Limit+1, nil) {
-				if !add(d.ID, 0) {
-					break
-				}
-			}
-		case Waiting:
-			iq.Waiting.Ascend(id, func(tid uint64) bool {
-				if !start && tid == id {
-					return true
-				}
-				return add(tid, 0)
-			})
-		default:
-			gone := c.doneBefore(now)
-			iq.Completed.Ascend(id, func(tid uint64) bool {
-				if !start && tid == id {
-					return true
-				}
-				if t, _ := c.store.Task(tid); t.Updated() <= gone {
-					return true // forgotten at now
-				}
-				return add(tid, 0)
-			})
-		}
-		if more {
-			page.Next = strconv.FormatInt(last[0], 10) + ":" + strconv.FormatUint(uint64(last[1]), 10)
-		}
+		})
 	})
 	if err == nil && len(ws) > 0 {
 		_, err = c.fillInfos(page.Tasks, ws)
 	}
 	return page, err
-}
-
-// parseCursor reads "key:id"; the empty cursor is the start of the order.
-func parseCursor(s string) (int64, uint64, error) {
-	if s == "" {
-		return 1<<63 - 1, 0, nil // highest priority first for the ready order
-	}
-	a, b, ok := strings.Cut(s, ":")
-	k, err1 := strconv.ParseInt(a, 10, 64)
-	id, err2 := strconv.ParseUint(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, invalid("cursor %.40q", s)
-	}
-	return k, id, nil
-}
-
-// queueInfo describes iq at now for Queues; false when only forgotten
-// completions are left in it. Call with mu held.
-func (c *core) queueInfo(iq *index.Queue, now int64) (QueueInfo, bool) {
-	k := iq.Key
-	n := c.countsAt(iq, now)
-	if _, set := c.store.Conf(k); n == (Counts{}) && !set {
-		return QueueInfo{}, false
-	}
-	tot := iq.Totals()
-	info := QueueInfo{Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Name: k.Name, Counts: n,
-		Totals: Totals{Enqueued: tot.Enqueued, Claimed: tot.Claimed, Completed: tot.Completed,
-			Retried: tot.Retried, DeadLettered: tot.DeadLettered}}
-	if at, ok := iq.OldestReady(now); ok {
-		info.OldestReady = timeOf(at)
-	}
-	return info, true
 }
 
 // namespacePage is how many namespaces readableSpaces visits under one
@@ -937,7 +829,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	err := d.c.read(ctx, func() {
 		now := d.c.now()
 		add := func(iq *index.Queue) bool {
-			if info, ok := d.c.queueInfo(iq, now); ok {
+			if info, ok := view.Queue(d.c.store, iq, now, d.c.doneBefore(now)); ok {
 				out = append(out, info)
 			}
 			return true
@@ -949,7 +841,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 				d.c.store.QueuesIn(ns, add)
 			}
 		}
-		out = d.c.withSettings(out, readable)
+		out = view.WithSettings(d.c.store, out, readable)
 	})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -81,7 +82,7 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 			return false
 		}
 		page.Tasks = append(page.Tasks, infoOf(t, now))
-		c.depInfo(&page.Tasks[len(page.Tasks)-1], false)
+		view.Deps(c.store, &page.Tasks[len(page.Tasks)-1], false)
 		ws = wants(ws, len(page.Tasks)-1, t, true)
 		return true
 	}, &f)
