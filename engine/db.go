@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/engine/internal/valuelog"
@@ -81,13 +82,9 @@ type core struct {
 	// dead writes the log lines about dead-lettered tasks, gathered per
 	// queue (deadlog.go).
 	dead *deadLog
-	// budget is Options.MaxMemory resolved (0: none), and memWarn the
-	// state of its warnings, guarded by mu (memory.go).
-	budget  int64
-	memWarn memWarn
-	// quotas holds the namespaces' quotas as last parsed, guarded by mu
-	// (quota.go).
-	quotas map[index.Namespace]quotaCache
+	// adm admits commands against the memory budget and the quotas,
+	// guarded by mu (package admit).
+	adm admit.Admitter
 }
 
 // wrapStorage marks errors from the storage packages with the engine's
@@ -185,7 +182,7 @@ func (d *DB) Stats() Stats {
 	s := c.stats
 	s.Seq = c.store.Seq()
 	s.Tasks = c.store.Len()
-	s.Memory, s.MemoryBudget = c.store.Usage().Bytes, c.budget
+	s.Memory, s.MemoryBudget = c.store.Usage().Bytes, c.adm.Budget
 	for _, fb := range c.store.LiveBytes() {
 		s.ValueLiveBytes += fb.Bytes
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/internal/fsync"
@@ -114,7 +115,7 @@ func open(dir string, opts Options, attach func(*core) error) (*DB, error) {
 		stopBg:  make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		slots:   make(chan struct{}, opts.MaxInFlight),
-		budget:  budgetOf(opts.MaxMemory),
+		adm:     admit.Admitter{Budget: budgetOf(opts.MaxMemory), Log: opts.Logger, Clock: opts.Clock},
 	}
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	if attach != nil {

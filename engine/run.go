@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -336,29 +335,10 @@ func (s *runStep) planOne(k int, cmd *command) {
 // after the batch is applied too, so it is planned into it. Otherwise the
 // batch is applied first, and cmd admitted or refused on that state.
 func (s *runStep) fits(cmd *command) bool {
-	c := s.c
-	threshold := 0
-	if c.vals != nil {
-		threshold = c.vals.Threshold
-	}
-	add, _ := admit.Adds(cmd, threshold)
-	if add == 0 {
-		return true
-	}
-	if c.budget > 0 && c.store.Usage().Bytes+s.pend.bytes+add > c.budget {
-		return false
-	}
-	ns := idxNS(cmd.NS)
-	q := c.quotaOf(ns)
-	if q == (Quota{}) || admit.OnlyQuota(cmd) {
-		return true
-	}
-	u := c.store.NamespaceUsage(ns)
-	pn := s.pend.of(ns)
-	if tasks := admit.TasksAdded(cmd); q.MaxTasks > 0 && tasks > 0 && u.Tasks+pn.tasks+tasks > int64(q.MaxTasks) {
-		return false
-	}
-	return q.MaxBytes <= 0 || u.Bytes+pn.bytes+add <= q.MaxBytes
+	return s.c.adm.Fits(s.c.store, cmd, s.c.threshold(), s.pend.bytes, func(ns index.Namespace) (int64, int64) {
+		pn := s.pend.of(ns)
+		return pn.bytes, pn.tasks
+	})
 }
 
 // flush logs and applies the open batch, if it holds anything, and begins
