@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/readable"
 	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
@@ -698,64 +698,15 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 
 // namespacePage is how many namespaces readableSpaces visits under one
 // hold of the engine lock.
-const namespacePage = 256
+const namespacePage = readable.Page
 
 // testHookNamespacePage, when set, is called after each page of
 // namespaces readableSpaces visits under the lock, with their number.
 var testHookNamespacePage func(n int)
 
 // readableSpaces returns, in order, the namespaces that hold a queue (or
-// a queue's settings) and that the caller may read. With a GrantLister
-// Authorizer only the namespaces its grants match are visited; otherwise
-// every one, namespacePage at a time under the lock, and the Authorizer is
-// asked about each outside it.
+// a queue's settings) and that the caller may read (package readable).
 func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
-	var out []index.Namespace
-	auth, caller := d.c.opts.Authorizer, *d.caller
-	check := func(page []index.Namespace) {
-		for _, ns := range page {
-			// permit's question without its error, which a caller
-			// refused on most namespaces would make for each.
-			if auth.Allowed(caller, Namespace{Project: ns.Project, Scope: ns.Scope}, PermRead)&PermRead != 0 {
-				out = append(out, ns)
-			}
-		}
-	}
-	// walk visits the namespaces from from on while in(ns).
-	walk := func(from index.Namespace, in func(index.Namespace) bool) error {
-		for {
-			page := make([]index.Namespace, 0, namespacePage)
-			more := false
-			err := d.c.locked(func() {
-				d.c.store.NamespacesFrom(from, func(ns index.Namespace) bool {
-					if !in(ns) {
-						return false
-					}
-					if len(page) == namespacePage {
-						more = true
-						return false
-					}
-					page = append(page, ns)
-					return true
-				})
-			})
-			if err != nil {
-				return err
-			}
-			if testHookNamespacePage != nil {
-				testHookNamespacePage(len(page))
-			}
-			check(page)
-			if !more {
-				return nil
-			}
-			last := page[len(page)-1]
-			from = index.Namespace{Project: last.Project, Scope: last.Scope + "\x00"}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-	}
 	// The pages skip read's barrier: make it once, first, so that no
 	// namespace committed before the call is missed.
 	if err := ctx.Err(); err != nil {
@@ -764,43 +715,10 @@ func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
 	if err := d.c.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	all := func(index.Namespace) bool { return true }
-	lister, ok := auth.(GrantLister)
-	if !ok {
-		return out, walk(index.Namespace{}, all)
+	visit := func(from index.Namespace, fn func(index.Namespace) bool) error {
+		return d.c.locked(func() { d.c.store.NamespacesFrom(from, fn) })
 	}
-	exact := map[index.Namespace]bool{}
-	projects := map[string]bool{}
-	for _, g := range lister.Grants(caller) {
-		switch {
-		case g.Perms&PermRead == 0:
-		case g.Project == "*":
-			return out, walk(index.Namespace{}, all)
-		case g.Scope == "*":
-			projects[g.Project] = true
-		default:
-			exact[index.Namespace{Project: g.Project, Scope: g.Scope}] = true
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(projects)) {
-		if err := walk(index.Namespace{Project: p}, func(ns index.Namespace) bool { return ns.Project == p }); err != nil {
-			return nil, err
-		}
-	}
-	var named []index.Namespace
-	for ns := range exact {
-		if !projects[ns.Project] {
-			named = append(named, ns)
-		}
-	}
-	if testHookNamespacePage != nil {
-		testHookNamespacePage(len(named))
-	}
-	check(named) // namespaces without queues are asked about, and list nothing
-	slices.SortFunc(out, func(a, b index.Namespace) int {
-		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.Scope, b.Scope))
-	})
-	return out, nil
+	return readable.Spaces(ctx, d.c.opts.Authorizer, *d.caller, visit, testHookNamespacePage)
 }
 
 // Queues lists every queue that holds tasks or has settings (paused, or
