@@ -19,7 +19,6 @@ func invalid(format string, args ...any) error {
 // The argument checks are package validate's.
 
 func checkNS(ns Namespace) error                      { return validate.NS(ns) }
-func checkKey(field, k string) error                  { return validate.Key(field, k) }
 func checkJSON(field string, b []byte, max int) error { return validate.JSON(field, b, max) }
 func checkDuration(field string, d time.Duration, allowZero bool) error {
 	return validate.Duration(field, d, allowZero)
