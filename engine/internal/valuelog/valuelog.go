@@ -26,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/verify"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/internal/vlog"
@@ -337,4 +338,37 @@ func (v *Log) FillInfos(infos []dockettype.TaskInfo, ws []Want, note func(b *Bad
 		note(b, t)
 	}
 	return bad[:n], nil
+}
+
+// Refs lists every reference to the value log st holds.
+func Refs(st *index.Store) []verify.ValueRef {
+	var out []verify.ValueRef
+	var ws []Want
+	st.TasksFrom(0, false, func(t *index.Task) bool {
+		ws = Wants(ws[:0], 0, t, true)
+		for _, w := range ws {
+			out = append(out, verify.ValueRef{ID: t.ID, Q: t.Queue.Key, Kind: w.Kind, VK: VlogKind[w.Kind], Ref: w.Ref})
+		}
+		return true
+	})
+	return out
+}
+
+// Verify reads back every value refs name, outside the engine lock as Get
+// does: an error wrapping ErrCorrupt names the first task whose value does
+// not read. A value whose task ended meanwhile is passed over.
+func (v *Log) Verify(refs []verify.ValueRef) error {
+	var lost []verify.ValueDamage
+	for _, r := range refs {
+		w := Want{ID: r.ID, Kind: r.Kind, Ref: r.Ref}
+		_, err := v.Read(&w)
+		switch {
+		case err == nil, errors.Is(err, ErrGone):
+		case verify.IsValueDamage(err):
+			lost = append(lost, verify.LostValue(r, err))
+		default:
+			return err
+		}
+	}
+	return verify.LostErr(lost)
 }
