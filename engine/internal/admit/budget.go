@@ -241,16 +241,60 @@ func (a *Admitter) quota(st *index.Store, cmd *machine.Command, add int64, compl
 	return nil
 }
 
+// Pending is at least what a batch not applied yet adds to the state: in
+// all, and in each namespace it writes to.
+type Pending struct {
+	bytes int64
+	ns    []nsPending
+}
+
+type nsPending struct {
+	ns           index.Namespace
+	bytes, tasks int64
+}
+
+func (u *Pending) of(ns index.Namespace) *nsPending {
+	for i := range u.ns {
+		if u.ns[i].ns == ns {
+			return &u.ns[i]
+		}
+	}
+	u.ns = append(u.ns, nsPending{ns: ns})
+	return &u.ns[len(u.ns)-1]
+}
+
+// Add counts what ms, mutations a command of namespace ns planned into
+// the batch, add to the state.
+func (u *Pending) Add(ns index.Namespace, ms []index.Mutation) {
+	pn := u.of(ns)
+	for i := range ms {
+		var n int64
+		switch m := &ms[i]; m.Kind {
+		case index.MutPutTask:
+			n = index.TaskBytes(m.Task)
+			pn.tasks++
+		case index.MutPutIdem:
+			n = index.IdemBytes(&m.Idem)
+		case index.MutPutDep:
+			n = index.DepCost
+		}
+		u.bytes += n
+		pn.bytes += n
+	}
+}
+
+// Reset empties u for the next batch, keeping its memory.
+func (u *Pending) Reset() { u.bytes, u.ns = 0, u.ns[:0] }
+
 // Fits reports whether cmd would be admitted with what a batch not applied
-// yet adds counted: pending bytes in all, and pendingNS's bytes and tasks
-// in cmd's namespace. If so it is admitted after the batch is applied too.
-func (a *Admitter) Fits(st *index.Store, cmd *machine.Command, threshold int, pending int64,
-	pendingNS func(index.Namespace) (bytes, tasks int64)) bool {
+// yet adds (pend) counted. If so it is admitted after the batch is applied
+// too.
+func (a *Admitter) Fits(st *index.Store, cmd *machine.Command, threshold int, pend *Pending) bool {
 	add, _ := Adds(cmd, threshold)
 	if add == 0 {
 		return true
 	}
-	if a.Budget > 0 && st.Usage().Bytes+pending+add > a.Budget {
+	if a.Budget > 0 && st.Usage().Bytes+pend.bytes+add > a.Budget {
 		return false
 	}
 	ns := index.Namespace(cmd.NS)
@@ -259,11 +303,11 @@ func (a *Admitter) Fits(st *index.Store, cmd *machine.Command, threshold int, pe
 		return true
 	}
 	u := st.NamespaceUsage(ns)
-	pb, pt := pendingNS(ns)
-	if tasks := TasksAdded(cmd); q.MaxTasks > 0 && tasks > 0 && u.Tasks+pt+tasks > int64(q.MaxTasks) {
+	pn := pend.of(ns)
+	if tasks := TasksAdded(cmd); q.MaxTasks > 0 && tasks > 0 && u.Tasks+pn.tasks+tasks > int64(q.MaxTasks) {
 		return false
 	}
-	return q.MaxBytes <= 0 || u.Bytes+pb+add <= q.MaxBytes
+	return q.MaxBytes <= 0 || u.Bytes+pn.bytes+add <= q.MaxBytes
 }
 
 func (a *Admitter) warn(used int64) {
