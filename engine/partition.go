@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/engine/internal/view"
 )
 
@@ -12,11 +13,8 @@ import (
 // named a partition since it last held none has no partitions to list. It
 // costs O(p log p) for p partitions, whatever the page. PermRead.
 func (q *queue) Partitions(ctx context.Context, o PartitionListOptions) (PartitionPage, error) {
-	if o.Limit < 0 || o.Limit > MaxBatch {
-		return PartitionPage{}, invalid("limit %d is outside 0..%d", o.Limit, MaxBatch)
-	}
-	if o.Limit == 0 {
-		o.Limit = 100
+	if err := validate.PageLimit("limit", &o.Limit); err != nil {
+		return PartitionPage{}, err
 	}
 	after, from := "", false
 	if o.Cursor != "" {

@@ -661,11 +661,8 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if !index.TaskState(o.State).Valid() {
 		return Page{}, invalid("list state %d", o.State)
 	}
-	if o.Limit < 0 || o.Limit > MaxBatch {
-		return Page{}, invalid("list limit %d is outside 0..%d", o.Limit, MaxBatch)
-	}
-	if o.Limit == 0 {
-		o.Limit = 100
+	if err := validate.PageLimit("list limit", &o.Limit); err != nil {
+		return Page{}, err
 	}
 	a, id, err := view.ParseCursor(o.Cursor)
 	if err != nil {

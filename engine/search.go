@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
@@ -48,11 +49,8 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 	if err != nil {
 		return SearchPage{}, err
 	}
-	if o.Limit < 0 || o.Limit > MaxBatch {
-		return SearchPage{}, invalid("search limit %d is outside 0..%d", o.Limit, MaxBatch)
-	}
-	if o.Limit == 0 {
-		o.Limit = 100
+	if err := validate.PageLimit("search limit", &o.Limit); err != nil {
+		return SearchPage{}, err
 	}
 	lo, hi := f.IDs()
 	from := lo

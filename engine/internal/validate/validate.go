@@ -250,3 +250,15 @@ func Quota(q dockettype.Quota) error {
 	}
 	return nil
 }
+
+// PageLimit checks the limit of a page (the field named what) and makes
+// its 0 the default of 100.
+func PageLimit(what string, limit *int) error {
+	if *limit < 0 || *limit > dockettype.MaxBatch {
+		return invalid("%s %d is outside 0..%d", what, *limit, dockettype.MaxBatch)
+	}
+	if *limit == 0 {
+		*limit = 100
+	}
+	return nil
+}

@@ -257,3 +257,43 @@ func WithSettings(st *index.Store, out []dockettype.QueueInfo, readable []index.
 	}
 	return out
 }
+
+// reservedEnd is the first key after every key with ReservedPrefix.
+const reservedEnd = "docket0" // '0' follows '/'
+
+// Scan returns the entries of ns that o selects, in key order: of its
+// system area (the keys under ReservedPrefix) with system set, of the
+// user's area (every other key) without.
+func Scan(st *index.Store, ns index.Namespace, o dockettype.ScanOptions, system bool) []dockettype.Entry {
+	start := max(o.Start, o.Prefix)
+	end := o.End
+	if system {
+		// Only the reserved range.
+		start = max(start, dockettype.ReservedPrefix)
+		if end == "" || end > reservedEnd {
+			end = reservedEnd
+		}
+	}
+	var out []dockettype.Entry
+	// The user's area is the whole key order but the reserved range: a
+	// scan that meets it goes on after it.
+	for from := start; end == "" || from < end; {
+		jump := ""
+		st.ScanKV(ns, from, end, func(e index.KV) bool {
+			if !strings.HasPrefix(e.Key, o.Prefix) {
+				return false
+			}
+			if !system && strings.HasPrefix(e.Key, dockettype.ReservedPrefix) {
+				jump = reservedEnd
+				return false
+			}
+			out = append(out, dockettype.Entry{Key: e.Key, Value: e.Value, Version: e.Version})
+			return len(out) < o.Limit
+		})
+		if jump == "" || len(out) == o.Limit {
+			break
+		}
+		from = jump
+	}
+	return out
+}
