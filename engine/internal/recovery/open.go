@@ -72,3 +72,44 @@ func logRepairs(logger *slog.Logger, rep wal.RepairReport) {
 			"file", d.File, "offset", d.Offset, "reason", d.Reason)
 	}
 }
+
+// WriteSnapshot writes img as a snapshot in the snapshot directory of a
+// data directory open for writing, and truncates its log behind the
+// older of the two snapshots it keeps. The log (and, by before, the values
+// the state refers to) is made durable up to the image first: a crash must
+// not leave a snapshot ahead of a shorter log. A failure of the log or of
+// before goes to fail, which stops the engine.
+func WriteSnapshot(fsys vfs.FS, snapDir string, img *index.Image, failpoint func(string) error, log *wal.Log,
+	before func() error, fail func(error) error) (snapshot.Info, error) {
+	infos, err := snapshot.ListFS(fsys, snapDir)
+	if err != nil {
+		return snapshot.Info{}, err
+	}
+	if len(infos) > 0 && infos[0].Seq == img.Seq {
+		return infos[0], nil // nothing changed since
+	}
+	if err := before(); err != nil {
+		return snapshot.Info{}, fail(err)
+	}
+	if err := log.SyncGathered(img.Seq); err != nil {
+		return snapshot.Info{}, fail(err)
+	}
+	info, err := snapshot.Write(snapDir, img.Seq, snapshot.Options{Failpoint: failpoint, FS: fsys}, func(w *snapshot.Writer) error {
+		return index.WriteImage(img, index.NewEncoder(), w.Add)
+	})
+	if err != nil {
+		return info, err
+	}
+	// Keep two snapshots, and the log back to the older one, so that an
+	// unreadable newest snapshot can fall back to the previous plus the log.
+	infos, err = snapshot.ListFS(fsys, snapDir)
+	if err != nil {
+		return info, err
+	}
+	if len(infos) >= 2 {
+		if err := log.TruncateFront(infos[1].Seq + 1); err != nil {
+			return info, fail(err)
+		}
+	}
+	return info, snapshot.PruneFS(fsys, snapDir, 2)
+}
