@@ -7,16 +7,9 @@ import (
 	"github.com/docketdb/docket/engine/internal/ticket"
 )
 
-// This file is the pipelined commit path: EnqueueAsync plans, logs and
-// applies its commit under the engine lock exactly as Enqueue does, then
-// returns a Pending at once instead of waiting for the log. Commits in
-// flight join the open sync round; one goroutine per DB (the pipeline)
-// takes the open round, waits once for the log to make everything in it
-// durable (one fsync for the whole round at SyncAlways), and then settles
-// every Pending of the round together. No goroutine is started per commit,
-// and nothing is reported durable before the log says it is: if the log
-// fails, every Pending of the round (and of every later one) gets the
-// failure.
+// This file is the pipelined commit path of EnqueueAsync (see the package
+// doc): no goroutine is started per commit, and nothing is reported
+// durable before the log says it is.
 
 // DefaultMaxInFlight is Options.MaxInFlight when it is not set.
 const DefaultMaxInFlight = 1024

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"math"
 	"strconv"
 
 	"github.com/docketdb/docket/engine/internal/validate"
@@ -53,20 +52,9 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 		return SearchPage{}, err
 	}
 	lo, hi := f.IDs()
-	from := lo
-	if o.Newest {
-		from = hi
-	}
-	if o.Cursor != "" {
-		id, err := strconv.ParseUint(o.Cursor, 10, 64)
-		if err != nil || id == 0 || id == math.MaxUint64 {
-			return SearchPage{}, invalid("search cursor %.40q", o.Cursor)
-		}
-		if o.Newest {
-			from = min(from, id-1)
-		} else {
-			from = max(from, id+1)
-		}
+	from, err := view.SearchFrom(o.Cursor, o.Newest, lo, hi)
+	if err != nil {
+		return SearchPage{}, err
 	}
 	if err := q.check(PermRead); err != nil {
 		return SearchPage{}, err

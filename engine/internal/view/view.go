@@ -3,12 +3,14 @@
 // the QueueInfo and QueueSettings of its queues. Every function reads the
 // indexes it is given and nothing else: the shell calls them under its
 // lock, as of a now its clock gave (a due timer is ready, an expired lease
-// ready again or dead, whether or not a commit has stored that yet).
+// ready again or dead, whether or not a commit has stored that yet). The
+// counters of Stats count the events of the commits (Count).
 package view
 
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +105,28 @@ func ParseCursor(s string) (int64, uint64, error) {
 		return 0, 0, fmt.Errorf("%w: cursor %.40q", dockettype.ErrInvalid, s)
 	}
 	return k, id, nil
+}
+
+// SearchFrom is the id a page of Search starts from, in lo..hi (from the
+// newest down with newest set), after the page cursor ended ("" for the
+// first page).
+func SearchFrom(cursor string, newest bool, lo, hi uint64) (uint64, error) {
+	from := lo
+	if newest {
+		from = hi
+	}
+	if cursor != "" {
+		id, err := strconv.ParseUint(cursor, 10, 64)
+		if err != nil || id == 0 || id == math.MaxUint64 {
+			return 0, fmt.Errorf("%w: search cursor %.40q", dockettype.ErrInvalid, cursor)
+		}
+		if newest {
+			from = min(from, id-1)
+		} else {
+			from = max(from, id+1)
+		}
+	}
+	return from, nil
 }
 
 // List calls add, in serving order, with up to limit tasks of iq in state
@@ -296,4 +320,26 @@ func Scan(st *index.Store, ns index.Namespace, o dockettype.ScanOptions, system 
 		from = jump
 	}
 	return out
+}
+
+// Count adds committed events to the counters of s.
+func Count(s *dockettype.Stats, events []dockettype.TaskEvent) {
+	for i := range events {
+		switch events[i].Kind {
+		case dockettype.EvEnqueued:
+			s.Enqueued++
+		case dockettype.EvClaimed:
+			s.Claimed++
+		case dockettype.EvCompleted:
+			s.Completed++
+		case dockettype.EvRetried:
+			s.Retried++
+		case dockettype.EvDead:
+			s.DeadLettered++
+		case dockettype.EvReclaimed:
+			s.Reclaimed++
+		case dockettype.EvLeaseLost:
+			s.LeaseLost++
+		}
+	}
 }
