@@ -77,20 +77,27 @@ func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	if err != nil {
 		return command{}, err
 	}
-	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
+	vops, err := q.enqueueOps([]spec{s}, s.Size, ops)
 	if err != nil {
 		return command{}, err
 	}
-	if s.Size+opSize > MaxCommitBytes {
-		return command{}, invalid("commit of about %d bytes, over the limit of %d", s.Size+opSize, MaxCommitBytes)
-	}
-	if err := checkSiblings([]spec{s}, vops); err != nil {
-		return command{}, err
-	}
-	if err := q.check(PermEnqueue | perms); err != nil {
-		return command{}, err
-	}
 	return command{Op: cmdEnqueue, NS: q.ns, Queue: q.name, Task: s, Ops: vops}, nil
+}
+
+// enqueueOps validates the ops of an enqueue of specs, of about size
+// bytes, and checks the caller's permissions.
+func (q *queue) enqueueOps(specs []spec, size int, ops []Op) ([]vop, error) {
+	vops, perms, opSize, err := checkOps(ops, q.db.c.opts.MaxPayloadBytes, nil)
+	if err != nil {
+		return nil, err
+	}
+	if size+opSize > MaxCommitBytes {
+		return nil, invalid("commit of about %d bytes, over the limit of %d", size+opSize, MaxCommitBytes)
+	}
+	if err := checkSiblings(specs, vops); err != nil {
+		return nil, err
+	}
+	return vops, q.check(PermEnqueue | perms)
 }
 
 // EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The results
@@ -119,17 +126,8 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 		specs[i] = s
 		size += s.Size
 	}
-	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
+	vops, err := q.enqueueOps(specs, size, ops)
 	if err != nil {
-		return nil, err
-	}
-	if size+opSize > MaxCommitBytes {
-		return nil, invalid("commit of about %d bytes, over the limit of %d", size+opSize, MaxCommitBytes)
-	}
-	if err := checkSiblings(specs, vops); err != nil {
-		return nil, err
-	}
-	if err := q.check(PermEnqueue | perms); err != nil {
 		return nil, err
 	}
 	cmd := command{Op: cmdEnqueueBatch, NS: q.ns, Queue: q.name, Tasks: specs, Ops: vops}
@@ -168,22 +166,6 @@ func putSpecs(sp *[]spec) {
 	specSlices.Put(sp)
 }
 
-func checkClaim(owner string, lease time.Duration, max int) error {
-	if err := validate.Name("owner", owner); err != nil {
-		return err
-	}
-	if err := checkDuration("lease", lease, false); err != nil {
-		return err
-	}
-	if lease < time.Microsecond {
-		return invalid("lease %v is under a microsecond", lease)
-	}
-	if max < 1 || max > MaxBatch {
-		return invalid("claim max %d is outside 1..%d", max, MaxBatch)
-	}
-	return nil
-}
-
 // Claim leases up to max tasks to owner for lease, highest priority first
 // and FIFO within a priority, from every task ready now: stored ready, due
 // timers, and expired leases with attempts left (an expired lease on its
@@ -192,7 +174,7 @@ func checkClaim(owner string, lease time.Duration, max int) error {
 // log is not handed out: the engine fails it (unreadable.go) and returns
 // the other leases.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
-	if err := checkClaim(owner, lease, max); err != nil {
+	if err := validate.Claim(owner, lease, max); err != nil {
 		return nil, err
 	}
 	if err := q.check(PermWork); err != nil {
@@ -261,7 +243,7 @@ const claimRounds = 4
 // permission is checked again each time it wakes, so a revoked grant ends
 // the wait with ErrPermission.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
-	if err := checkClaim(owner, lease, max); err != nil {
+	if err := validate.Claim(owner, lease, max); err != nil {
 		return nil, err
 	}
 	if err := q.check(PermWork); err != nil {
@@ -429,11 +411,8 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 	if l == nil {
 		return invalid("nil lease")
 	}
-	if err := checkDuration("extend", extend, false); err != nil {
+	if err := validate.LeaseTime("extend", extend); err != nil {
 		return err
-	}
-	if extend < time.Microsecond {
-		return invalid("extend %v is under a microsecond", extend)
 	}
 	if err := checkJSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
 		return err

@@ -151,6 +151,32 @@ func Duration(field string, d time.Duration, allowZero bool) error {
 	return nil
 }
 
+// LeaseTime checks the length of a lease (field lease or extend): a
+// duration of at least a microsecond.
+func LeaseTime(field string, d time.Duration) error {
+	if err := Duration(field, d, false); err != nil {
+		return err
+	}
+	if d < time.Microsecond {
+		return invalid("%s %v is under a microsecond", field, d)
+	}
+	return nil
+}
+
+// Claim checks a claim's arguments.
+func Claim(owner string, lease time.Duration, max int) error {
+	if err := Name("owner", owner); err != nil {
+		return err
+	}
+	if err := LeaseTime("lease", lease); err != nil {
+		return err
+	}
+	if max < 1 || max > dockettype.MaxBatch {
+		return invalid("claim max %d is outside 1..%d", max, dockettype.MaxBatch)
+	}
+	return nil
+}
+
 // maxAt is the first microsecond after the year 9999: a due time is
 // before it, as an enqueue's At is.
 var maxAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
