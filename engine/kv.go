@@ -49,9 +49,9 @@ func (k *kv) check(perms Perm) error {
 // space is the key space the handle reaches.
 func (k *kv) space() validate.KeySpace {
 	if k.system {
-		return systemSpace
+		return validate.SystemSpace
 	}
-	return userSpace
+	return validate.UserSpace
 }
 
 // readPerm is the permission a read of the handle needs.
@@ -102,7 +102,7 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if err != nil {
 		return TxResult{}, err
 	}
-	if err := checkSiblings(nil, vops); err != nil {
+	if err := validate.Siblings(nil, vops); err != nil {
 		return TxResult{}, err
 	}
 	if err := k.check(perms); err != nil {

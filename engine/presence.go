@@ -68,7 +68,7 @@ func (d *DB) sysEntries(ctx context.Context, ns Namespace, prefix string, limit 
 // sysCommit commits ops on ns's system area, for a call authorized on its
 // own terms.
 func (d *DB) sysCommit(ctx context.Context, ns Namespace, ops ...Op) error {
-	vops, _, _, err := systemSpace.Ops(ops, d.c.opts.MaxPayloadBytes, nil)
+	vops, _, _, err := validate.SystemSpace.Ops(ops, d.c.opts.MaxPayloadBytes, nil)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error
 // caller's permissions.
 func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	maxPayload := q.db.c.opts.MaxPayloadBytes
-	s, err := checkTask(t, maxPayload, q.db.c.borrows(t.Payload))
+	s, err := validate.Task(t, maxPayload, q.db.c.borrows(t.Payload))
 	if err != nil {
 		return command{}, err
 	}
@@ -87,14 +87,14 @@ func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 // enqueueOps validates the ops of an enqueue of specs, of about size
 // bytes, and checks the caller's permissions.
 func (q *queue) enqueueOps(specs []spec, size int, ops []Op) ([]vop, error) {
-	vops, perms, opSize, err := checkOps(ops, q.db.c.opts.MaxPayloadBytes, nil)
+	vops, perms, opSize, err := validate.UserSpace.Ops(ops, q.db.c.opts.MaxPayloadBytes, nil)
 	if err != nil {
 		return nil, err
 	}
 	if size+opSize > MaxCommitBytes {
 		return nil, invalid("commit of about %d bytes, over the limit of %d", size+opSize, MaxCommitBytes)
 	}
-	if err := checkSiblings(specs, vops); err != nil {
+	if err := validate.Siblings(specs, vops); err != nil {
 		return nil, err
 	}
 	return vops, q.check(PermEnqueue | perms)
@@ -116,7 +116,7 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 	}
 	size := 0
 	for i := range tasks {
-		s, err := checkTask(&tasks[i], maxPayload, q.db.c.borrows(tasks[i].Payload))
+		s, err := validate.Task(&tasks[i], maxPayload, q.db.c.borrows(tasks[i].Payload))
 		if err != nil {
 			if len(tasks) > 1 {
 				err = fmt.Errorf("task %d: %w", i, err)
@@ -326,27 +326,15 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 // caller's permissions.
 func (q *queue) completeCommand(l Lease, d Done) (command, error) {
 	c := q.db.c
-	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
-		return command{}, err
-	}
-	if len(d.FollowUps) > MaxOps {
-		return command{}, invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), MaxOps)
-	}
-	var ops []Op
-	if len(d.FollowUps) == 0 {
-		ops = d.Ops
-	} else {
-		ops = make([]Op, 0, len(d.Ops)+len(d.FollowUps))
-		ops = append(ops, d.Ops...)
-		for _, f := range d.FollowUps {
-			ops = append(ops, Enqueue(f.Queue, f.Task))
-		}
-	}
-	vops, perms, _, err := checkOps(ops, c.opts.MaxPayloadBytes, nil)
+	ops, err := validate.Done(&d, c.opts.MaxPayloadBytes)
 	if err != nil {
 		return command{}, err
 	}
-	if err := checkSiblings(nil, vops); err != nil {
+	vops, perms, _, err := validate.UserSpace.Ops(ops, c.opts.MaxPayloadBytes, nil)
+	if err != nil {
+		return command{}, err
+	}
+	if err := validate.Siblings(nil, vops); err != nil {
 		return command{}, err
 	}
 	if err := q.check(PermWork | perms); err != nil {
@@ -355,7 +343,7 @@ func (q *queue) completeCommand(l Lease, d Done) (command, error) {
 	if err := q.owns(&l); err != nil {
 		return command{}, err
 	}
-	return command{Op: cmdComplete, NS: q.ns, Queue: q.name, Fence: l, Result: clone(d.Result), Ops: vops}, nil
+	return command{Op: cmdComplete, NS: q.ns, Queue: q.name, Fence: l, Result: validate.Clone(d.Result), Ops: vops}, nil
 }
 
 // owns refuses a lease of another queue presented to this queue's handle
@@ -391,7 +379,7 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 // exponential backoff (or f.RetryAfter), or dead-lettered when its attempts
 // are spent or f.Permanent is set. Fenced like Complete.
 func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
-	if err := checkDuration("retry after", f.RetryAfter, true); err != nil {
+	if err := validate.Duration("retry after", f.RetryAfter, true); err != nil {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
@@ -414,13 +402,13 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 	if err := validate.LeaseTime("extend", extend); err != nil {
 		return err
 	}
-	if err := checkJSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
+	if err := validate.JSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
 		return err
 	}
-	prog := clone(progress)
+	prog := validate.Clone(progress)
 	if err := q.owns(l); err != nil {
 		return err
 	}
@@ -432,7 +420,7 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 	}
 	l.Deadline = timeOf(res.Deadline)
 	if progress != nil {
-		l.Progress = clone(prog)
+		l.Progress = validate.Clone(prog)
 	}
 	return nil
 }
@@ -441,7 +429,7 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 // (d == 0 releases it to be claimed again at once, as a worker shutting down
 // does). Fenced like Complete.
 func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
-	if err := checkDuration("snooze", d, true); err != nil {
+	if err := validate.Duration("snooze", d, true); err != nil {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {

@@ -288,3 +288,23 @@ func PageLimit(what string, limit *int) error {
 	}
 	return nil
 }
+
+// Done checks the result of a completion and returns its ops: d.Ops, then
+// an Enqueue op for each of its follow-ups.
+func Done(d *dockettype.Done, maxPayload int) ([]dockettype.Op, error) {
+	if err := JSON("result", d.Result, maxPayload); err != nil {
+		return nil, err
+	}
+	if len(d.FollowUps) > dockettype.MaxOps {
+		return nil, invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), dockettype.MaxOps)
+	}
+	if len(d.FollowUps) == 0 {
+		return d.Ops, nil
+	}
+	ops := make([]dockettype.Op, 0, len(d.Ops)+len(d.FollowUps))
+	ops = append(ops, d.Ops...)
+	for _, f := range d.FollowUps {
+		ops = append(ops, dockettype.Enqueue(f.Queue, f.Task))
+	}
+	return ops, nil
+}
