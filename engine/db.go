@@ -8,6 +8,7 @@ import (
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/engine/internal/valuelog"
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -180,12 +181,8 @@ func (d *DB) Stats() Stats {
 	c := d.c
 	c.mu.Lock()
 	s := c.stats
-	s.Seq = c.store.Seq()
-	s.Tasks = c.store.Len()
-	s.Memory, s.MemoryBudget = c.store.Usage().Bytes, c.adm.Budget
-	for _, fb := range c.store.LiveBytes() {
-		s.ValueLiveBytes += fb.Bytes
-	}
+	view.Stats(c.store, &s)
+	s.MemoryBudget = c.adm.Budget
 	c.mu.Unlock()
 	c.st.stats(&s)
 	if c.vals != nil {

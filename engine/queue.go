@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -728,9 +727,6 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b QueueInfo) int {
-		return cmp.Or(cmp.Compare(a.Namespace.Project, b.Namespace.Project),
-			cmp.Compare(a.Namespace.Scope, b.Namespace.Scope), cmp.Compare(a.Name, b.Name))
-	})
+	view.SortQueues(out)
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
@@ -160,13 +161,7 @@ func (q *queue) Bulk(ctx context.Context, f Filter, a BulkAction) (out BulkResul
 	}
 	c, qk := q.db.c, q.key()
 	var skips [nSkip]int
-	defer func() {
-		for r, n := range skips {
-			if n > 0 {
-				out.Skipped = append(out.Skipped, BulkSkip{Reason: skipNames[r], Count: n})
-			}
-		}
-	}()
+	defer func() { out.Skipped = machine.Skipped(&skips) }()
 	lo, hi := tf.IDs()
 	from := lo
 	for {

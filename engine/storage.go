@@ -53,8 +53,7 @@ type storage interface {
 	readBarrier(ctx context.Context) error
 	// stats adds the log's counters to s.
 	stats(s *Stats)
-	// close releases the storage's files and lock.
-	// close releases the storage; failed says the engine failed, so
+	// close releases the storage's files and lock; failed says the engine failed, so
 	// what was appended and not written is abandoned, not written.
 	close(failed bool) error
 }

@@ -8,6 +8,7 @@
 package view
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -320,6 +321,23 @@ func Scan(st *index.Store, ns index.Namespace, o dockettype.ScanOptions, system 
 		from = jump
 	}
 	return out
+}
+
+// Stats sets what s says of the state st holds: its last batch, its
+// tasks, the memory it takes and the bytes of the value log it refers to.
+func Stats(st *index.Store, s *dockettype.Stats) {
+	s.Seq, s.Tasks, s.Memory = st.Seq(), st.Len(), st.Usage().Bytes
+	for _, fb := range st.LiveBytes() {
+		s.ValueLiveBytes += fb.Bytes
+	}
+}
+
+// SortQueues sorts queues in namespace and name order.
+func SortQueues(queues []dockettype.QueueInfo) {
+	slices.SortFunc(queues, func(a, b dockettype.QueueInfo) int {
+		return cmp.Or(cmp.Compare(a.Namespace.Project, b.Namespace.Project),
+			cmp.Compare(a.Namespace.Scope, b.Namespace.Scope), cmp.Compare(a.Name, b.Name))
+	})
 }
 
 // Count adds committed events to the counters of s.
