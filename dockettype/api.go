@@ -41,6 +41,40 @@ type Counts struct {
 	Waiting                                     int
 }
 
+// QueueInfo names a queue and counts its tasks, as of the clock's now.
+type QueueInfo struct {
+	Namespace Namespace
+	Name      string
+	Counts    Counts
+	// OldestReady is when the task that has been ready longest became
+	// ready (a due timer at its time, an expired lease at its deadline);
+	// zero when none is ready. Now minus it is the queue's wait.
+	OldestReady time.Time
+	// Totals count what happened to the queue's tasks: for rates.
+	Totals Totals
+	// Paused and Limits are the queue's settings (Queue.Settings).
+	Paused bool
+	Limits Limits
+}
+
+// Totals count what happened to a queue's tasks, as the log recorded it:
+// they survive restarts (the log and snapshots hold them) and never go
+// down. A queue that holds no task is not listed, but its totals are kept
+// for 24 hours after its last task left, so a queue that drains and fills
+// again counts on; after that they are forgotten and start again from 0.
+// Only the 1,024 queues idle most recently keep theirs (older ones are
+// forgotten sooner), so that queue names used once cost no memory.
+// What time does without a write (a timer coming due, a lease expiring) is
+// counted when a commit acts on it: a claim that takes an expired lease
+// counts a retry and a claim, one that dead-letters it a dead letter.
+type Totals struct {
+	Enqueued     uint64 // tasks put on the queue
+	Claimed      uint64 // leases handed out
+	Completed    uint64 // tasks completed
+	Retried      uint64 // failed attempts (a failure or an expired lease) after which the task waits to run again
+	DeadLettered uint64 // tasks moved to the dead-letter queue
+}
+
 // ListOptions select a page of tasks.
 type ListOptions struct {
 	State State

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/docketdb/docket/engine/internal/recovery"
+	"github.com/docketdb/docket/engine/internal/valuelog"
 	"github.com/docketdb/docket/engine/internal/verify"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vfs"
@@ -78,18 +79,7 @@ func Salvage(dir string) (SalvageReport, error) { return verify.Salvage(dir, off
 var offline = verify.Env{Apply: applyBatch, Refs: stateRefs, Drop: dropTasks}
 
 // stateRefs lists every reference to the value log store holds.
-func stateRefs(store *index.Store) []verify.ValueRef {
-	var out []verify.ValueRef
-	var ws []want
-	store.TasksFrom(0, false, func(t *index.Task) bool {
-		ws = wants(ws[:0], 0, t, true)
-		for _, w := range ws {
-			out = append(out, verify.ValueRef{ID: t.ID, Q: t.Queue.Key, Kind: w.kind, VK: vlogKind[w.kind], Ref: w.ref})
-		}
-		return true
-	})
-	return out
-}
+func stateRefs(store *index.Store) []verify.ValueRef { return valuelog.Refs(store) }
 
 // dropTasks opens dir and deletes the tasks ids, whatever their state, as
 // Cancel does (a task waiting on one is released as for a cancel).
@@ -123,9 +113,8 @@ func (d *DB) dropTask(id uint64) error {
 	return d.Queue(Namespace(q.Namespace), q.Name).Cancel(context.Background(), id)
 }
 
-// verifyValues reads back every value the state refers to, outside the
-// lock as Get does: an error wrapping ErrCorrupt names the first task whose
-// value does not read. A value whose task ended meanwhile is passed over.
+// verifyValues reads back every value the state refers to
+// (valuelog.Log.Verify).
 func (c *core) verifyValues() error {
 	if c.vals == nil {
 		return nil
@@ -133,17 +122,5 @@ func (c *core) verifyValues() error {
 	c.mu.Lock()
 	refs := stateRefs(c.store)
 	c.mu.Unlock()
-	var lost []ValueDamage
-	for _, r := range refs {
-		w := want{id: r.ID, kind: r.Kind, ref: r.Ref}
-		_, err := c.readValue(&w)
-		switch {
-		case err == nil, errors.Is(err, errGone):
-		case verify.IsValueDamage(err):
-			lost = append(lost, verify.LostValue(r, err))
-		default:
-			return err
-		}
-	}
-	return verify.LostErr(lost)
+	return c.vals.Verify(refs)
 }

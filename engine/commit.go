@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -28,27 +29,7 @@ func applyBatch(store *index.Store, seq uint64, b *index.Batch) (index.Outcome, 
 }
 
 // count adds committed events to the counters. Call with mu held.
-func (c *core) count(events []TaskEvent) {
-	s := &c.stats
-	for i := range events {
-		switch events[i].Kind {
-		case EvEnqueued:
-			s.Enqueued++
-		case EvClaimed:
-			s.Claimed++
-		case EvCompleted:
-			s.Completed++
-		case EvRetried:
-			s.Retried++
-		case EvDead:
-			s.DeadLettered++
-		case EvReclaimed:
-			s.Reclaimed++
-		case EvLeaseLost:
-			s.LeaseLost++
-		}
-	}
-}
+func (c *core) count(events []TaskEvent) { view.Count(&c.stats, events) }
 
 func (c *core) countDenied() {
 	c.mu.Lock()
@@ -234,7 +215,7 @@ func (c *core) logAndApply() (uint64, error) {
 	b := &c.batch
 	b.Seq = c.store.Seq() + 1
 	if c.vals != nil {
-		if err := c.vals.outOfLine(b); err != nil {
+		if err := c.vals.OutOfLine(b); err != nil {
 			return 0, c.fail(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine/internal/validate"
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -15,13 +16,6 @@ const (
 	MaxRateTokens    = index.MaxRateTokens
 	MaxRatePer       = time.Duration(index.MaxRatePer) * time.Microsecond
 )
-
-// settingsOf is what a queue's record says to a caller.
-func settingsOf(c index.QueueConf) QueueSettings {
-	return QueueSettings{Paused: c.Paused, Limits: Limits{MaxInFlight: int(c.MaxInFlight), Rate: int(c.Rate),
-		Per: micros(c.Per), Burst: int(c.Burst), PartitionMaxInFlight: int(c.PartMaxInFlight),
-		PartitionRate: int(c.PartRate), PartitionPer: micros(c.PartPer), PartitionBurst: int(c.PartBurst)}}
-}
 
 // Pause stops the queue's claims: Claim leases nothing and ClaimWait
 // waits, until Resume. Enqueues, completions, failures, heartbeats and
@@ -71,51 +65,7 @@ func (q *queue) Settings(ctx context.Context) (QueueSettings, error) {
 	c := q.db.c
 	err := c.read(ctx, func() {
 		conf, _ := c.store.Conf(qk)
-		s = settingsOf(conf)
+		s = view.Settings(conf)
 	})
 	return s, err
-}
-
-// setSettings fills in what a queue's settings show in Queues.
-func (info *QueueInfo) setSettings(c index.QueueConf) {
-	s := settingsOf(c)
-	info.Paused, info.Limits = s.Paused, s.Limits
-}
-
-// withSettings adds to out (QueueInfo of the queues holding tasks) the
-// settings of those queues and an entry for each queue with settings and
-// no task, of the namespaces readable lists (every one when nil). Call
-// with mu held.
-func (c *core) withSettings(out []QueueInfo, readable []index.Namespace) []QueueInfo {
-	if c.store.NumConfs() == 0 {
-		return out
-	}
-	at := make(map[index.QueueKey]int, len(out))
-	for i := range out {
-		at[index.QueueKey{Namespace: idxNS(out[i].Namespace), Name: out[i].Name}] = i
-	}
-	add := func(conf index.QueueConf) bool {
-		k := conf.Queue
-		if i, ok := at[k]; ok {
-			out[i].setSettings(conf)
-			return true
-		}
-		tot := c.store.TotalsOf(k)
-		info := QueueInfo{Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Name: k.Name, Totals: totalsOf(tot)}
-		info.setSettings(conf)
-		out = append(out, info)
-		return true
-	}
-	if readable == nil {
-		c.store.Confs(add)
-	}
-	for _, ns := range readable {
-		c.store.ConfsIn(ns, add)
-	}
-	return out
-}
-
-func totalsOf(t index.Totals) Totals {
-	return Totals{Enqueued: t.Enqueued, Claimed: t.Claimed, Completed: t.Completed, Retried: t.Retried,
-		DeadLettered: t.DeadLettered}
 }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/recovery"
+	"github.com/docketdb/docket/engine/internal/valuelog"
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -57,11 +60,11 @@ type core struct {
 	watch     watchSet // lease watches (watch.go), with their own lock
 	sinceSnap int64
 	stats     Stats
-	// unread logs the values that cannot be read (unreadable.go), with
-	// its own lock.
-	unread unreadableLog
+	// unread logs the values that cannot be read (package valuelog),
+	// with its own lock.
+	unread valuelog.Notes
 	// liveChecks counts the batches of records whose liveness a value
-	// log compaction asked under mu (values.go).
+	// log compaction asked under mu (valueHost.Live).
 	liveChecks int
 	// open is the sync round commits in flight join (pipeline.go); kick
 	// tells the pipeline goroutine it has one, and slots bounds the commits
@@ -71,9 +74,7 @@ type core struct {
 	slots chan struct{}
 
 	snapMu sync.Mutex // one snapshot at a time
-	// compactMu allows one value log compaction at a time, and compactor
-	// is the goroutine that runs them (values.go).
-	compactMu sync.Mutex
+	// compactor is the goroutine that compacts the value log.
 	compactor sync.WaitGroup
 	snapping  bool // a background snapshot is running (guarded by mu)
 	bg        sync.WaitGroup
@@ -82,13 +83,9 @@ type core struct {
 	// dead writes the log lines about dead-lettered tasks, gathered per
 	// queue (deadlog.go).
 	dead *deadLog
-	// budget is Options.MaxMemory resolved (0: none), and memWarn the
-	// state of its warnings, guarded by mu (memory.go).
-	budget  int64
-	memWarn memWarn
-	// quotas holds the namespaces' quotas as last parsed, guarded by mu
-	// (quota.go).
-	quotas map[index.Namespace]quotaCache
+	// adm admits commands against the memory budget and the quotas,
+	// guarded by mu (package admit).
+	adm admit.Admitter
 }
 
 // wrapStorage marks errors from the storage packages with the engine's
@@ -184,18 +181,12 @@ func (d *DB) Stats() Stats {
 	c := d.c
 	c.mu.Lock()
 	s := c.stats
-	s.Seq = c.store.Seq()
-	s.Tasks = c.store.Len()
-	s.Memory, s.MemoryBudget = c.store.Usage().Bytes, c.budget
-	for _, fb := range c.store.LiveBytes() {
-		s.ValueLiveBytes += fb.Bytes
-	}
+	view.Stats(c.store, &s)
+	s.MemoryBudget = c.adm.Budget
 	c.mu.Unlock()
 	c.st.stats(&s)
 	if c.vals != nil {
-		for _, f := range c.vals.log.Files() {
-			s.ValueLogBytes += f.Size
-		}
+		s.ValueLogBytes = c.vals.Bytes()
 	}
 	return s
 }

@@ -48,6 +48,8 @@ type (
 	BulkSkip             = dockettype.BulkSkip
 	BulkResult           = dockettype.BulkResult
 	QueueSettings        = dockettype.QueueSettings
+	QueueInfo            = dockettype.QueueInfo
+	Totals               = dockettype.Totals
 	Quota                = dockettype.Quota
 	SnapshotEvent        = dockettype.SnapshotEvent
 	Caller               = dockettype.Caller

@@ -3,14 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/docketdb/docket/engine/internal/validate"
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
-
-// reservedEnd is the first key after every key with ReservedPrefix.
-const reservedEnd = "docket0" // '0' follows '/'
 
 // SystemAPI is implemented by an API that offers each namespace's system
 // area. *DB implements it; code that keeps runtime state (the worker's
@@ -52,9 +49,9 @@ func (k *kv) check(perms Perm) error {
 // space is the key space the handle reaches.
 func (k *kv) space() validate.KeySpace {
 	if k.system {
-		return systemSpace
+		return validate.SystemSpace
 	}
-	return userSpace
+	return validate.UserSpace
 }
 
 // readPerm is the permission a read of the handle needs.
@@ -84,47 +81,14 @@ func (k *kv) Get(ctx context.Context, key string) (Entry, error) {
 
 // Scan returns entries in key order, selected by o.
 func (k *kv) Scan(ctx context.Context, o ScanOptions) ([]Entry, error) {
-	if o.Limit < 0 || o.Limit > MaxBatch {
-		return nil, invalid("scan limit %d is outside 0..%d", o.Limit, MaxBatch)
-	}
-	if o.Limit == 0 {
-		o.Limit = 100
+	if err := validate.PageLimit("scan limit", &o.Limit); err != nil {
+		return nil, err
 	}
 	if err := k.check(k.readPerm()); err != nil {
 		return nil, err
 	}
-	start := max(o.Start, o.Prefix)
-	end := o.End
-	if k.system {
-		// Only the reserved range.
-		start = max(start, ReservedPrefix)
-		if end == "" || end > reservedEnd {
-			end = reservedEnd
-		}
-	}
 	var out []Entry
-	err := k.db.c.read(ctx, func() {
-		// The user's area is the whole key order but the reserved range:
-		// a scan that meets it goes on after it.
-		for from := start; end == "" || from < end; {
-			jump := ""
-			k.db.c.store.ScanKV(idxNS(k.ns), from, end, func(e index.KV) bool {
-				if !strings.HasPrefix(e.Key, o.Prefix) {
-					return false
-				}
-				if !k.system && strings.HasPrefix(e.Key, ReservedPrefix) {
-					jump = reservedEnd
-					return false
-				}
-				out = append(out, Entry{Key: e.Key, Value: e.Value, Version: e.Version})
-				return len(out) < o.Limit
-			})
-			if jump == "" || len(out) == o.Limit {
-				break
-			}
-			from = jump
-		}
-	})
+	err := k.db.c.read(ctx, func() { out = view.Scan(k.db.c.store, idxNS(k.ns), o, k.system) })
 	return out, err
 }
 
@@ -138,7 +102,7 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if err != nil {
 		return TxResult{}, err
 	}
-	if err := checkSiblings(nil, vops); err != nil {
+	if err := validate.Siblings(nil, vops); err != nil {
 		return TxResult{}, err
 	}
 	if err := k.check(perms); err != nil {

@@ -14,7 +14,6 @@ type (
 	spec       = machine.Spec
 	vop        = machine.TxOp
 	bulkArgs   = machine.BulkArgs
-	skipReason = machine.SkipReason
 	planner    = machine.Planner
 	taskFilter = machine.TaskFilter
 )
@@ -77,20 +76,8 @@ func (c *core) task(qk index.QueueKey, id uint64, now int64) (*index.Task, error
 
 func (c *core) doneBefore(now int64) int64 { return c.state().DoneBefore(now) }
 
-func (c *core) allowed(qk index.QueueKey, conf *index.QueueConf, now int64, max, freed int) (int, int64) {
-	return c.state().Allowed(qk, conf, now, max, freed)
-}
-
 func (c *core) claimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
 	return c.state().ClaimDue(qk, iq, now)
-}
-
-func (c *core) partsClaimable(iq *index.Queue, now int64, conf *index.QueueConf, limit int) int {
-	return c.state().PartsClaimable(iq, now, conf, limit)
-}
-
-func (c *core) partsDue(iq *index.Queue, now int64, conf *index.QueueConf) int64 {
-	return c.state().PartsDue(iq, now, conf)
 }
 
 // planCmd admits cmd and plans it with p: a standalone commit's plan. A

@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/docketdb/docket/engine/internal/admit"
 	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/flock"
 	"github.com/docketdb/docket/internal/fsync"
 	"github.com/docketdb/docket/internal/index"
-	"github.com/docketdb/docket/internal/snapshot"
 	"github.com/docketdb/docket/internal/vfs"
 	"github.com/docketdb/docket/wal"
 )
@@ -81,7 +81,7 @@ func OpenReadOnly(dir string, opts Options) (*DB, error) {
 		stopBg:  make(chan struct{}),
 		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
-	if err := c.openValuesReadOnly(); err != nil {
+	if err := c.openValues(true); err != nil {
 		if lock != nil {
 			lock.Close()
 		}
@@ -114,7 +114,7 @@ func open(dir string, opts Options, attach func(*core) error) (*DB, error) {
 		stopBg:  make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		slots:   make(chan struct{}, opts.MaxInFlight),
-		budget:  budgetOf(opts.MaxMemory),
+		adm:     admit.Admitter{Budget: budgetOf(opts.MaxMemory), Log: opts.Logger, Clock: opts.Clock},
 	}
 	c.dead = newDeadLog(opts.Logger, opts.Clock, c.stopBg)
 	if attach != nil {
@@ -132,18 +132,20 @@ func open(dir string, opts Options, attach func(*core) error) (*DB, error) {
 	}
 	if c.vals != nil {
 		c.compactor.Add(1)
-		go c.compactLoop()
+		go func() {
+			defer c.compactor.Done()
+			c.vals.Loop(c.stopBg, c.opts.Logger)
+		}()
 	}
 	return &DB{c: c}, nil
 }
 
 func (c *core) snapDir() string { return filepath.Join(c.dir, "snap") }
-func (c *core) walDir() string  { return filepath.Join(c.dir, "wal") }
 
 // fs is the file system the DB's files are on.
 func (c *core) fs() vfs.FS { return vfs.Or(c.opts.fs) }
 
-func (c *core) openDir() (err error) {
+func (c *core) openDir() error {
 	fsys := c.fs()
 	if err := fsync.MkdirAllFS(fsys, c.dir, 0o755); err != nil {
 		return err
@@ -159,42 +161,7 @@ func (c *core) openDir() (err error) {
 		}
 		return err
 	}
-	var log *wal.Log
-	defer func() {
-		if err != nil {
-			if log != nil {
-				log.Close()
-			}
-			if c.vals != nil {
-				c.vals.log.Close()
-				c.vals = nil
-			}
-			lock.Close()
-		}
-	}()
-	if err := fsync.MkdirAllFS(fsys, c.snapDir(), 0o755); err != nil {
-		return err
-	}
-	if err := snapshot.RemoveTempFS(fsys, c.snapDir()); err != nil {
-		return err
-	}
-	// Validating the log reads every record of it, which takes about as
-	// long as loading a large snapshot: do both at once, validating from
-	// where the newest snapshot ends. Should that one not be the snapshot
-	// used (it does not read), wal.Open validates again from the right
-	// place.
-	from := uint64(1)
-	if infos, err := snapshot.ListFS(fsys, c.snapDir()); err == nil && len(infos) > 0 {
-		from = infos[0].Seq + 1
-	}
-	validated := make(chan *wal.Validation, 1)
-	go func() { validated <- wal.ValidateFS(fsys, c.walDir(), from) }()
-	b, err := recovery.LoadBase(fsys, c.snapDir(), c.opts.Logger, false)
-	v := <-validated // read no file after Open returns
-	if err != nil {
-		return err
-	}
-	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint, From: b.From(), Validated: v,
+	wopts := wal.Options{FS: fsys, SegmentSize: c.opts.SegmentBytes, Failpoint: c.opts.failpoint,
 		// The values a batch refers to reach the value log, as durably,
 		// before the batch reaches the log: whichever commit's sync writes
 		// it (group commit), the values of every record it takes were
@@ -204,45 +171,25 @@ func (c *core) openDir() (err error) {
 			if c.vals == nil {
 				return nil
 			}
-			return c.vals.sync()
+			return c.vals.Sync()
 		}}
 	if obs := c.opts.Observer; obs != nil {
 		wopts.OnSync = obs.Synced
 	}
-	log, err = wal.Open(c.walDir(), wopts)
+	store, log, err := recovery.OpenLog(fsys, c.dir, c.opts.Logger, applyBatch, wopts)
 	if err != nil {
-		return wrapStorage(err)
-	}
-	c.logRepairs(log.Repaired())
-	if err := b.Decide(log.FirstSeq(), log.LastSeq(), c.opts.Logger); err != nil {
+		lock.Close()
 		return err
-	}
-	if err := b.Replay(applyBatch, log.Replay); err != nil {
-		return err
-	}
-	store := b.Store
-	if b.Refused > 0 {
-		c.opts.Logger.Info("docket: replay refused batches whose assertions no longer held", "refused", b.Refused)
 	}
 	c.store = store
 	d := &diskStorage{fsys: fsys, snapDir: c.snapDir(), log: log, lock: lock,
 		durability: c.opts.Durability, failpoint: c.opts.failpoint, fail: c.failLocked}
 	c.st = d
-	if err := c.openValues(); err != nil {
+	if err := c.openValues(false); err != nil {
+		log.Close()
+		lock.Close()
 		return err
 	}
 	d.vals = c.vals
 	return nil
-}
-
-// logRepairs tells the operator what opening the log did to the directory.
-func (c *core) logRepairs(rep wal.RepairReport) {
-	if cut := rep.Cut; cut != nil {
-		c.opts.Logger.Warn("docket: cut a torn tail off the log (a write the crash interrupted, never acknowledged)",
-			"file", cut.File, "offset", cut.Offset, "bytes", cut.Size, "reason", cut.Reason, "copy", rep.Broken)
-	}
-	for _, d := range rep.Covered {
-		c.opts.Logger.Warn("docket: damaged log record before the snapshot ignored (the snapshot holds its effect)",
-			"file", d.File, "offset", d.Offset, "reason", d.Reason)
-	}
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/docketdb/docket/internal/index"
+	"github.com/docketdb/docket/engine/internal/validate"
+	"github.com/docketdb/docket/engine/internal/view"
 )
 
 // Partitions lists, in key order, the partitions of the queue that hold a
@@ -12,11 +13,8 @@ import (
 // named a partition since it last held none has no partitions to list. It
 // costs O(p log p) for p partitions, whatever the page. PermRead.
 func (q *queue) Partitions(ctx context.Context, o PartitionListOptions) (PartitionPage, error) {
-	if o.Limit < 0 || o.Limit > MaxBatch {
-		return PartitionPage{}, invalid("limit %d is outside 0..%d", o.Limit, MaxBatch)
-	}
-	if o.Limit == 0 {
-		o.Limit = 100
+	if err := validate.PageLimit("limit", &o.Limit); err != nil {
+		return PartitionPage{}, err
 	}
 	after, from := "", false
 	if o.Cursor != "" {
@@ -34,22 +32,9 @@ func (q *queue) Partitions(ctx context.Context, o PartitionListOptions) (Partiti
 	qk := q.key()
 	c := q.db.c
 	err := c.read(ctx, func() {
-		iq := c.store.Queue(qk)
-		if iq == nil {
-			return
+		if iq := c.store.Queue(qk); iq != nil {
+			page = view.Partitions(iq, after, from, o.Limit, c.now())
 		}
-		now := c.now()
-		iq.Partitions(after, from, func(p *index.Partition) bool {
-			if len(page.Partitions) == o.Limit {
-				page.Next = "@" + page.Partitions[len(page.Partitions)-1].Key
-				return false
-			}
-			n := p.CountsAt(now)
-			page.Partitions = append(page.Partitions, PartitionInfo{Key: p.Key, Counts: Counts{Ready: n[index.StateReady],
-				Scheduled: n[index.StateScheduled], InFlight: n[index.StateInFlight], Dead: n[index.StateDead],
-				Completed: n[index.StateCompleted], Waiting: n[index.StateWaiting]}})
-			return true
-		})
 	})
 	return page, err
 }

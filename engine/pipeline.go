@@ -3,18 +3,13 @@ package engine
 import (
 	"context"
 	"sync"
+
+	"github.com/docketdb/docket/engine/internal/ticket"
 )
 
-// This file is the pipelined commit path: EnqueueAsync plans, logs and
-// applies its commit under the engine lock exactly as Enqueue does, then
-// returns a Pending at once instead of waiting for the log. Commits in
-// flight join the open sync round; one goroutine per DB (the pipeline)
-// takes the open round, waits once for the log to make everything in it
-// durable (one fsync for the whole round at SyncAlways), and then settles
-// every Pending of the round together. No goroutine is started per commit,
-// and nothing is reported durable before the log says it is: if the log
-// fails, every Pending of the round (and of every later one) gets the
-// failure.
+// This file is the pipelined commit path of EnqueueAsync (see the package
+// doc): no goroutine is started per commit, and nothing is reported
+// durable before the log says it is.
 
 // DefaultMaxInFlight is Options.MaxInFlight when it is not set.
 const DefaultMaxInFlight = 1024
@@ -22,72 +17,18 @@ const DefaultMaxInFlight = 1024
 // Pending is an asynchronous enqueue in flight (Queue.EnqueueAsync). Its
 // outcome is known once Done is closed: Wait returns it. A Pending that
 // reports success is as durable as Enqueue's answer would be.
-type Pending struct {
-	done  <-chan struct{}
-	enq   Enqueued
-	err   error
-	round *syncRound // nil: settled on its own
-}
+type Pending = ticket.Pending
 
-// closedChan is the Done of a Pending settled when it was made.
-var closedChan = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}()
-
-// settledPending returns a Pending whose outcome is known already.
-func settledPending(enq Enqueued, err error) *Pending {
-	if err != nil {
-		enq = Enqueued{}
-	}
-	return &Pending{done: closedChan, enq: enq, err: err}
-}
+var settledPending = ticket.Settled
 
 // NewPending returns a Pending and the function that settles it, for an
 // implementation of Queue other than a DB's (a network client) to return
 // from EnqueueAsync. Only the first call of settle counts.
-func NewPending() (*Pending, func(Enqueued, error)) {
-	ch := make(chan struct{})
-	p := &Pending{done: ch}
-	var once sync.Once
-	return p, func(enq Enqueued, err error) {
-		once.Do(func() {
-			if err != nil {
-				enq = Enqueued{}
-			}
-			p.enq, p.err = enq, err
-			close(ch)
-		})
-	}
-}
-
-// Done returns a channel that is closed once the outcome is known.
-func (p *Pending) Done() <-chan struct{} { return p.done }
-
-// Wait returns the outcome of the enqueue once it is known: what Enqueue
-// would have returned. If ctx ends first it returns ctx's error; the
-// enqueue goes on regardless, and Wait may be called again.
-func (p *Pending) Wait(ctx context.Context) (Enqueued, error) {
-	select {
-	case <-p.done:
-	default:
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			return Enqueued{}, ctx.Err()
-		}
-	}
-	if p.round != nil && p.round.err != nil {
-		return Enqueued{}, p.round.err
-	}
-	return p.enq, p.err
-}
+func NewPending() (*Pending, func(Enqueued, error)) { return ticket.New() }
 
 // syncRound is the commits in flight that one wait for the log settles.
 type syncRound struct {
-	done    chan struct{}
-	err     error  // the log's failure, set before done is closed
+	*ticket.Round
 	seq     uint64 // the newest batch a commit of the round wrote or saw
 	n       int    // commits in the round, each holding a slot
 	reports []roundReport
@@ -171,7 +112,7 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		// A refusal waits too: it may rest on batches not durable yet.
 		r := c.open
 		if r == nil {
-			r = &syncRound{done: make(chan struct{})}
+			r = &syncRound{Round: ticket.NewRound()}
 			c.open = r
 		}
 		r.n++
@@ -184,10 +125,7 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		case c.kick <- struct{}{}:
 		default: // the pipeline is told already
 		}
-		if err != nil {
-			res.Enq = Enqueued{}
-		}
-		p = &Pending{done: r.done, round: r, enq: res.Enq, err: err}
+		p = r.Pending(res.Enq, err)
 	}
 	if startSnap {
 		go func() {
@@ -263,14 +201,14 @@ func (c *core) settleRound() {
 	if r == nil {
 		return
 	}
-	r.err = c.durable(r.seq)
+	rerr := c.durable(r.seq)
 	c.release(r.n) // before the outcomes: a caller that saw one may enqueue again at once
-	close(r.done)
+	r.Settle(rerr)
 	for i := range r.reports {
 		rr := &r.reports[i]
 		err := rr.err
-		if r.err != nil {
-			err = r.err
+		if rerr != nil {
+			err = rerr
 		}
 		c.report(&rr.rep, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/docketdb/docket/engine/internal/presence"
@@ -62,22 +61,14 @@ var _ Presence = (*DB)(nil)
 // sysEntries returns up to limit entries of ns's system area under prefix.
 func (d *DB) sysEntries(ctx context.Context, ns Namespace, prefix string, limit int) ([]index.KV, error) {
 	var out []index.KV
-	err := d.c.read(ctx, func() {
-		d.c.store.ScanKV(idxNS(ns), prefix, "", func(e index.KV) bool {
-			if !strings.HasPrefix(e.Key, prefix) {
-				return false
-			}
-			out = append(out, e)
-			return limit <= 0 || len(out) < limit
-		})
-	})
+	err := d.c.read(ctx, func() { out = presence.Entries(d.c.store, idxNS(ns), prefix, limit) })
 	return out, err
 }
 
 // sysCommit commits ops on ns's system area, for a call authorized on its
 // own terms.
 func (d *DB) sysCommit(ctx context.Context, ns Namespace, ops ...Op) error {
-	vops, _, _, err := systemSpace.Ops(ops, d.c.opts.MaxPayloadBytes, nil)
+	vops, _, _, err := validate.SystemSpace.Ops(ops, d.c.opts.MaxPayloadBytes, nil)
 	if err != nil {
 		return err
 	}
@@ -198,18 +189,9 @@ func (d *DB) Schedules(ctx context.Context, ns Namespace) ([]ScheduleInfo, error
 	now := d.Clock().Now()
 	var es, paused, runs []index.KV
 	err := d.c.read(ctx, func() {
-		scan := func(prefix string, out *[]index.KV) {
-			d.c.store.ScanKV(idxNS(ns), prefix, "", func(e index.KV) bool {
-				if !strings.HasPrefix(e.Key, prefix) {
-					return false
-				}
-				*out = append(*out, e)
-				return true
-			})
-		}
-		scan(ScheduleKeyPrefix, &es)
-		scan(SchedulePausedPrefix, &paused)
-		scan(ScheduleRunPrefix, &runs)
+		st, n := d.c.store, idxNS(ns)
+		es, paused, runs = presence.Entries(st, n, ScheduleKeyPrefix, 0), presence.Entries(st, n, SchedulePausedPrefix, 0),
+			presence.Entries(st, n, ScheduleRunPrefix, 0)
 	})
 	if err != nil {
 		return nil, err

@@ -1,32 +1,24 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/readable"
 	"github.com/docketdb/docket/engine/internal/validate"
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// timeOf turns stored Unix micros into a time in UTC (the zero time for 0),
-// so that what a call returns does not depend on the process's time zone.
-func timeOf(us int64) time.Time {
-	if us == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(us).UTC()
-}
-
-func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+var (
+	timeOf = view.TimeOf
+	micros = view.Micros
+	infoOf = view.Info
+)
 
 // queue is the in-process Queue.
 type queue struct {
@@ -80,24 +72,31 @@ func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error
 // caller's permissions.
 func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	maxPayload := q.db.c.opts.MaxPayloadBytes
-	s, err := checkTask(t, maxPayload, q.db.c.borrows(t.Payload))
+	s, err := validate.Task(t, maxPayload, q.db.c.borrows(t.Payload))
 	if err != nil {
 		return command{}, err
 	}
-	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
+	vops, err := q.enqueueOps([]spec{s}, s.Size, ops)
 	if err != nil {
-		return command{}, err
-	}
-	if s.Size+opSize > MaxCommitBytes {
-		return command{}, invalid("commit of about %d bytes, over the limit of %d", s.Size+opSize, MaxCommitBytes)
-	}
-	if err := checkSiblings([]spec{s}, vops); err != nil {
-		return command{}, err
-	}
-	if err := q.check(PermEnqueue | perms); err != nil {
 		return command{}, err
 	}
 	return command{Op: cmdEnqueue, NS: q.ns, Queue: q.name, Task: s, Ops: vops}, nil
+}
+
+// enqueueOps validates the ops of an enqueue of specs, of about size
+// bytes, and checks the caller's permissions.
+func (q *queue) enqueueOps(specs []spec, size int, ops []Op) ([]vop, error) {
+	vops, perms, opSize, err := validate.UserSpace.Ops(ops, q.db.c.opts.MaxPayloadBytes, nil)
+	if err != nil {
+		return nil, err
+	}
+	if size+opSize > MaxCommitBytes {
+		return nil, invalid("commit of about %d bytes, over the limit of %d", size+opSize, MaxCommitBytes)
+	}
+	if err := validate.Siblings(specs, vops); err != nil {
+		return nil, err
+	}
+	return vops, q.check(PermEnqueue | perms)
 }
 
 // EnqueueBatch adds tasks in one commit, with ops as in Enqueue. The results
@@ -116,7 +115,7 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 	}
 	size := 0
 	for i := range tasks {
-		s, err := checkTask(&tasks[i], maxPayload, q.db.c.borrows(tasks[i].Payload))
+		s, err := validate.Task(&tasks[i], maxPayload, q.db.c.borrows(tasks[i].Payload))
 		if err != nil {
 			if len(tasks) > 1 {
 				err = fmt.Errorf("task %d: %w", i, err)
@@ -126,17 +125,8 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 		specs[i] = s
 		size += s.Size
 	}
-	vops, perms, opSize, err := checkOps(ops, maxPayload, nil)
+	vops, err := q.enqueueOps(specs, size, ops)
 	if err != nil {
-		return nil, err
-	}
-	if size+opSize > MaxCommitBytes {
-		return nil, invalid("commit of about %d bytes, over the limit of %d", size+opSize, MaxCommitBytes)
-	}
-	if err := checkSiblings(specs, vops); err != nil {
-		return nil, err
-	}
-	if err := q.check(PermEnqueue | perms); err != nil {
 		return nil, err
 	}
 	cmd := command{Op: cmdEnqueueBatch, NS: q.ns, Queue: q.name, Tasks: specs, Ops: vops}
@@ -175,22 +165,6 @@ func putSpecs(sp *[]spec) {
 	specSlices.Put(sp)
 }
 
-func checkClaim(owner string, lease time.Duration, max int) error {
-	if err := validate.Name("owner", owner); err != nil {
-		return err
-	}
-	if err := checkDuration("lease", lease, false); err != nil {
-		return err
-	}
-	if lease < time.Microsecond {
-		return invalid("lease %v is under a microsecond", lease)
-	}
-	if max < 1 || max > MaxBatch {
-		return invalid("claim max %d is outside 1..%d", max, MaxBatch)
-	}
-	return nil
-}
-
 // Claim leases up to max tasks to owner for lease, highest priority first
 // and FIFO within a priority, from every task ready now: stored ready, due
 // timers, and expired leases with attempts left (an expired lease on its
@@ -199,7 +173,7 @@ func checkClaim(owner string, lease time.Duration, max int) error {
 // log is not handed out: the engine fails it (unreadable.go) and returns
 // the other leases.
 func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
-	if err := checkClaim(owner, lease, max); err != nil {
+	if err := validate.Claim(owner, lease, max); err != nil {
 		return nil, err
 	}
 	if err := q.check(PermWork); err != nil {
@@ -268,7 +242,7 @@ const claimRounds = 4
 // permission is checked again each time it wakes, so a revoked grant ends
 // the wait with ErrPermission.
 func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration, max int) ([]Lease, error) {
-	if err := checkClaim(owner, lease, max); err != nil {
+	if err := validate.Claim(owner, lease, max); err != nil {
 		return nil, err
 	}
 	if err := q.check(PermWork); err != nil {
@@ -351,27 +325,15 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 // caller's permissions.
 func (q *queue) completeCommand(l Lease, d Done) (command, error) {
 	c := q.db.c
-	if err := checkJSON("result", d.Result, c.opts.MaxPayloadBytes); err != nil {
-		return command{}, err
-	}
-	if len(d.FollowUps) > MaxOps {
-		return command{}, invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), MaxOps)
-	}
-	var ops []Op
-	if len(d.FollowUps) == 0 {
-		ops = d.Ops
-	} else {
-		ops = make([]Op, 0, len(d.Ops)+len(d.FollowUps))
-		ops = append(ops, d.Ops...)
-		for _, f := range d.FollowUps {
-			ops = append(ops, Enqueue(f.Queue, f.Task))
-		}
-	}
-	vops, perms, _, err := checkOps(ops, c.opts.MaxPayloadBytes, nil)
+	ops, err := validate.Done(&d, c.opts.MaxPayloadBytes)
 	if err != nil {
 		return command{}, err
 	}
-	if err := checkSiblings(nil, vops); err != nil {
+	vops, perms, _, err := validate.UserSpace.Ops(ops, c.opts.MaxPayloadBytes, nil)
+	if err != nil {
+		return command{}, err
+	}
+	if err := validate.Siblings(nil, vops); err != nil {
 		return command{}, err
 	}
 	if err := q.check(PermWork | perms); err != nil {
@@ -380,7 +342,7 @@ func (q *queue) completeCommand(l Lease, d Done) (command, error) {
 	if err := q.owns(&l); err != nil {
 		return command{}, err
 	}
-	return command{Op: cmdComplete, NS: q.ns, Queue: q.name, Fence: l, Result: clone(d.Result), Ops: vops}, nil
+	return command{Op: cmdComplete, NS: q.ns, Queue: q.name, Fence: l, Result: validate.Clone(d.Result), Ops: vops}, nil
 }
 
 // owns refuses a lease of another queue presented to this queue's handle
@@ -416,21 +378,13 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 // exponential backoff (or f.RetryAfter), or dead-lettered when its attempts
 // are spent or f.Permanent is set. Fenced like Complete.
 func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
-	if err := checkDuration("retry after", f.RetryAfter, true); err != nil {
+	if err := validate.Duration("retry after", f.RetryAfter, true); err != nil {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
 		return err
 	}
-	msg := f.Err
-	if len(msg) > MaxErrorBytes {
-		msg = msg[:MaxErrorBytes]
-	}
-	if !utf8.ValidString(msg) {
-		// Cut inside a rune, or not UTF-8 at all: the text is sent back in
-		// answers, which must be UTF-8.
-		msg = strings.ToValidUTF8(msg, "")
-	}
+	msg := errText(f.Err)
 	if err := q.owns(&l); err != nil {
 		return err
 	}
@@ -444,19 +398,16 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 	if l == nil {
 		return invalid("nil lease")
 	}
-	if err := checkDuration("extend", extend, false); err != nil {
+	if err := validate.LeaseTime("extend", extend); err != nil {
 		return err
 	}
-	if extend < time.Microsecond {
-		return invalid("extend %v is under a microsecond", extend)
-	}
-	if err := checkJSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
+	if err := validate.JSON("progress", progress, q.db.c.opts.MaxPayloadBytes); err != nil {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
 		return err
 	}
-	prog := clone(progress)
+	prog := validate.Clone(progress)
 	if err := q.owns(l); err != nil {
 		return err
 	}
@@ -468,7 +419,7 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 	}
 	l.Deadline = timeOf(res.Deadline)
 	if progress != nil {
-		l.Progress = clone(prog)
+		l.Progress = validate.Clone(prog)
 	}
 	return nil
 }
@@ -477,7 +428,7 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 // (d == 0 releases it to be claimed again at once, as a worker shutting down
 // does). Fenced like Complete.
 func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
-	if err := checkDuration("snooze", d, true); err != nil {
+	if err := validate.Duration("snooze", d, true); err != nil {
 		return err
 	}
 	if err := q.check(PermWork); err != nil {
@@ -618,7 +569,7 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		var t *index.Task
 		if t, terr = c.task(qk, id, now); terr == nil {
 			info = infoOf(t, now)
-			c.depInfo(&info, true)
+			view.Deps(c.store, &info, true)
 			ws = wants(ws, 0, t, true)
 		}
 	})
@@ -633,7 +584,7 @@ func (q *queue) Get(ctx context.Context, id uint64) (TaskInfo, error) {
 		bad, err = c.fillInfos(infos, ws)
 		info = infos[0]
 		if err == nil && len(bad) > 0 {
-			err = bad[0].err
+			err = bad[0].Err
 		}
 	}
 	return info, err
@@ -653,17 +604,11 @@ func (q *queue) Counts(ctx context.Context) (Counts, error) {
 	c := q.db.c
 	err := c.read(ctx, func() {
 		if iq := c.store.Queue(qk); iq != nil {
-			n = c.countsAt(iq, c.now())
+			now := c.now()
+			n = view.Counts(iq, now, c.doneBefore(now))
 		}
 	})
 	return n, err
-}
-
-// countsAt counts the tasks of iq by state at now. Call with mu held.
-func (c *core) countsAt(iq *index.Queue, now int64) Counts {
-	n := iq.CountsAt(now, c.doneBefore(now))
-	return Counts{Ready: n[index.StateReady], Scheduled: n[index.StateScheduled], InFlight: n[index.StateInFlight],
-		Dead: n[index.StateDead], Completed: n[index.StateCompleted], Waiting: n[index.StateWaiting]}
 }
 
 // List returns a page of the queue's tasks in state o.State as of the
@@ -682,13 +627,10 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if !index.TaskState(o.State).Valid() {
 		return Page{}, invalid("list state %d", o.State)
 	}
-	if o.Limit < 0 || o.Limit > MaxBatch {
-		return Page{}, invalid("list limit %d is outside 0..%d", o.Limit, MaxBatch)
+	if err := validate.PageLimit("list limit", &o.Limit); err != nil {
+		return Page{}, err
 	}
-	if o.Limit == 0 {
-		o.Limit = 100
-	}
-	a, id, err := parseCursor(o.Cursor)
+	a, id, err := view.ParseCursor(o.Cursor)
 	if err != nil {
 		return Page{}, err
 	}
@@ -705,75 +647,11 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 			return
 		}
 		now := c.now()
-		var last [2]int64
-		more := false
-		add := func(tid uint64, k0 int64) bool {
-			if len(page.Tasks) == o.Limit {
-				more = true
-				return false
-			}
-			t, _ := c.store.Task(tid)
+		page.Next = view.List(c.store, iq, o.State, a, id, o.Cursor == "", o.Limit, now, c.doneBefore(now), func(t *index.Task) {
 			page.Tasks = append(page.Tasks, infoOf(t, now))
-			c.depInfo(&page.Tasks[len(page.Tasks)-1], false)
+			view.Deps(c.store, &page.Tasks[len(page.Tasks)-1], false)
 			ws = wants(ws, len(page.Tasks)-1, t, true)
-			last = [2]int64{k0, int64(tid)}
-			return true
-		}
-		start := o.Cursor == ""
-		switch State(o.State) {
-		case Ready:
-			for _, d := range iq.Claimable(now, index.PrioItem{Prio: a, ID: id}, !start, o.Limit+1, nil) {
-				if !add(d.ID, d.Prio) {
-					break
-				}
-			}
-		case Scheduled, InFlight:
-			tree := iq.Scheduled
-			if State(o.State) == InFlight {
-				tree = iq.InFlight
-			}
-			if start {
-				a = -1 << 63
-			}
-			// Only those not yet due: from just after now.
-			from := index.TimeItem{At: a, ID: id}
-			if from.At <= now {
-				from = index.TimeItem{At: now + 1}
-			}
-			tree.Ascend(from, func(it index.TimeItem) bool {
-				if !start && it.At == a && it.ID == id {
-					return true
-				}
-				return add(it.ID, it.At)
-			})
-		case Dead:
-			for _, d := range iq.DeadAt(now, id, !start, o.Limit+1, nil) {
-				if !add(d.ID, 0) {
-					break
-				}
-			}
-		case Waiting:
-			iq.Waiting.Ascend(id, func(tid uint64) bool {
-				if !start && tid == id {
-					return true
-				}
-				return add(tid, 0)
-			})
-		default:
-			gone := c.doneBefore(now)
-			iq.Completed.Ascend(id, func(tid uint64) bool {
-				if !start && tid == id {
-					return true
-				}
-				if t, _ := c.store.Task(tid); t.Updated() <= gone {
-					return true // forgotten at now
-				}
-				return add(tid, 0)
-			})
-		}
-		if more {
-			page.Next = strconv.FormatInt(last[0], 10) + ":" + strconv.FormatUint(uint64(last[1]), 10)
-		}
+		})
 	})
 	if err == nil && len(ws) > 0 {
 		_, err = c.fillInfos(page.Tasks, ws)
@@ -781,114 +659,17 @@ func (q *queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	return page, err
 }
 
-// parseCursor reads "key:id"; the empty cursor is the start of the order.
-func parseCursor(s string) (int64, uint64, error) {
-	if s == "" {
-		return 1<<63 - 1, 0, nil // highest priority first for the ready order
-	}
-	a, b, ok := strings.Cut(s, ":")
-	k, err1 := strconv.ParseInt(a, 10, 64)
-	id, err2 := strconv.ParseUint(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, invalid("cursor %.40q", s)
-	}
-	return k, id, nil
-}
-
-// QueueInfo names a queue and counts its tasks, as of the clock's now.
-type QueueInfo struct {
-	Namespace Namespace
-	Name      string
-	Counts    Counts
-	// OldestReady is when the task that has been ready longest became
-	// ready (a due timer at its time, an expired lease at its deadline);
-	// zero when none is ready. Now minus it is the queue's wait.
-	OldestReady time.Time
-	// Totals count what happened to the queue's tasks: for rates.
-	Totals Totals
-	// Paused and Limits are the queue's settings (Queue.Settings).
-	Paused bool
-	Limits Limits
-}
-
-// queueInfo describes iq at now for Queues; false when only forgotten
-// completions are left in it. Call with mu held.
-func (c *core) queueInfo(iq *index.Queue, now int64) (QueueInfo, bool) {
-	k := iq.Key
-	n := c.countsAt(iq, now)
-	if _, set := c.store.Conf(k); n == (Counts{}) && !set {
-		return QueueInfo{}, false
-	}
-	tot := iq.Totals()
-	info := QueueInfo{Namespace: Namespace{Project: k.Project, Scope: k.Scope}, Name: k.Name, Counts: n,
-		Totals: Totals{Enqueued: tot.Enqueued, Claimed: tot.Claimed, Completed: tot.Completed,
-			Retried: tot.Retried, DeadLettered: tot.DeadLettered}}
-	if at, ok := iq.OldestReady(now); ok {
-		info.OldestReady = timeOf(at)
-	}
-	return info, true
-}
-
 // namespacePage is how many namespaces readableSpaces visits under one
 // hold of the engine lock.
-const namespacePage = 256
+const namespacePage = readable.Page
 
 // testHookNamespacePage, when set, is called after each page of
 // namespaces readableSpaces visits under the lock, with their number.
 var testHookNamespacePage func(n int)
 
 // readableSpaces returns, in order, the namespaces that hold a queue (or
-// a queue's settings) and that the caller may read. With a GrantLister
-// Authorizer only the namespaces its grants match are visited; otherwise
-// every one, namespacePage at a time under the lock, and the Authorizer is
-// asked about each outside it.
+// a queue's settings) and that the caller may read (package readable).
 func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
-	var out []index.Namespace
-	auth, caller := d.c.opts.Authorizer, *d.caller
-	check := func(page []index.Namespace) {
-		for _, ns := range page {
-			// permit's question without its error, which a caller
-			// refused on most namespaces would make for each.
-			if auth.Allowed(caller, Namespace{Project: ns.Project, Scope: ns.Scope}, PermRead)&PermRead != 0 {
-				out = append(out, ns)
-			}
-		}
-	}
-	// walk visits the namespaces from from on while in(ns).
-	walk := func(from index.Namespace, in func(index.Namespace) bool) error {
-		for {
-			page := make([]index.Namespace, 0, namespacePage)
-			more := false
-			err := d.c.locked(func() {
-				d.c.store.NamespacesFrom(from, func(ns index.Namespace) bool {
-					if !in(ns) {
-						return false
-					}
-					if len(page) == namespacePage {
-						more = true
-						return false
-					}
-					page = append(page, ns)
-					return true
-				})
-			})
-			if err != nil {
-				return err
-			}
-			if testHookNamespacePage != nil {
-				testHookNamespacePage(len(page))
-			}
-			check(page)
-			if !more {
-				return nil
-			}
-			last := page[len(page)-1]
-			from = index.Namespace{Project: last.Project, Scope: last.Scope + "\x00"}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-	}
 	// The pages skip read's barrier: make it once, first, so that no
 	// namespace committed before the call is missed.
 	if err := ctx.Err(); err != nil {
@@ -897,61 +678,10 @@ func (d *DB) readableSpaces(ctx context.Context) ([]index.Namespace, error) {
 	if err := d.c.readBarrier(ctx); err != nil {
 		return nil, err
 	}
-	all := func(index.Namespace) bool { return true }
-	lister, ok := auth.(GrantLister)
-	if !ok {
-		return out, walk(index.Namespace{}, all)
+	visit := func(from index.Namespace, fn func(index.Namespace) bool) error {
+		return d.c.locked(func() { d.c.store.NamespacesFrom(from, fn) })
 	}
-	exact := map[index.Namespace]bool{}
-	projects := map[string]bool{}
-	for _, g := range lister.Grants(caller) {
-		switch {
-		case g.Perms&PermRead == 0:
-		case g.Project == "*":
-			return out, walk(index.Namespace{}, all)
-		case g.Scope == "*":
-			projects[g.Project] = true
-		default:
-			exact[index.Namespace{Project: g.Project, Scope: g.Scope}] = true
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(projects)) {
-		if err := walk(index.Namespace{Project: p}, func(ns index.Namespace) bool { return ns.Project == p }); err != nil {
-			return nil, err
-		}
-	}
-	var named []index.Namespace
-	for ns := range exact {
-		if !projects[ns.Project] {
-			named = append(named, ns)
-		}
-	}
-	if testHookNamespacePage != nil {
-		testHookNamespacePage(len(named))
-	}
-	check(named) // namespaces without queues are asked about, and list nothing
-	slices.SortFunc(out, func(a, b index.Namespace) int {
-		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.Scope, b.Scope))
-	})
-	return out, nil
-}
-
-// Totals count what happened to a queue's tasks, as the log recorded it:
-// they survive restarts (the log and snapshots hold them) and never go
-// down. A queue that holds no task is not listed, but its totals are kept
-// for 24 hours after its last task left, so a queue that drains and fills
-// again counts on; after that they are forgotten and start again from 0.
-// Only the 1,024 queues idle most recently keep theirs (older ones are
-// forgotten sooner), so that queue names used once cost no memory.
-// What time does without a write (a timer coming due, a lease expiring) is
-// counted when a commit acts on it: a claim that takes an expired lease
-// counts a retry and a claim, one that dead-letters it a dead letter.
-type Totals struct {
-	Enqueued     uint64 // tasks put on the queue
-	Claimed      uint64 // leases handed out
-	Completed    uint64 // tasks completed
-	Retried      uint64 // failed attempts (a failure or an expired lease) after which the task waits to run again
-	DeadLettered uint64 // tasks moved to the dead-letter queue
+	return readable.Spaces(ctx, d.c.opts.Authorizer, *d.caller, visit, testHookNamespacePage)
 }
 
 // Queues lists every queue that holds tasks or has settings (paused, or
@@ -980,7 +710,7 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 	err := d.c.read(ctx, func() {
 		now := d.c.now()
 		add := func(iq *index.Queue) bool {
-			if info, ok := d.c.queueInfo(iq, now); ok {
+			if info, ok := view.Queue(d.c.store, iq, now, d.c.doneBefore(now)); ok {
 				out = append(out, info)
 			}
 			return true
@@ -992,14 +722,11 @@ func (d *DB) Queues(ctx context.Context) ([]QueueInfo, error) {
 				d.c.store.QueuesIn(ns, add)
 			}
 		}
-		out = d.c.withSettings(out, readable)
+		out = view.WithSettings(d.c.store, out, readable)
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b QueueInfo) int {
-		return cmp.Or(cmp.Compare(a.Namespace.Project, b.Namespace.Project),
-			cmp.Compare(a.Namespace.Scope, b.Namespace.Scope), cmp.Compare(a.Name, b.Name))
-	})
+	view.SortQueues(out)
 	return out, nil
 }

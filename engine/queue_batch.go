@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
 )
 
 // This file holds the calls that do in one commit what would otherwise
@@ -24,7 +25,7 @@ import (
 // (ErrLeaseLost), or d's ops are refused, nothing is completed and nothing
 // claimed. The leases returned may be none when nothing is due.
 func (q *queue) CompleteAndClaim(ctx context.Context, l Lease, d Done, owner string, lease time.Duration, max int) (TxResult, []Lease, error) {
-	if err := checkClaim(owner, lease, max); err != nil {
+	if err := validate.Claim(owner, lease, max); err != nil {
 		return TxResult{}, nil, err
 	}
 	cmd, err := q.completeCommand(l, d)
@@ -49,11 +50,8 @@ func (q *queue) HeartbeatBatch(ctx context.Context, leases []*Lease, extend time
 	if len(leases) > MaxBatch {
 		return nil, invalid("%d leases in one batch, over the limit of %d", len(leases), MaxBatch)
 	}
-	if err := checkDuration("extend", extend, false); err != nil {
+	if err := validate.LeaseTime("extend", extend); err != nil {
 		return nil, err
-	}
-	if extend < time.Microsecond {
-		return nil, invalid("extend %v is under a microsecond", extend)
 	}
 	fences := make([]Lease, len(leases))
 	for i, l := range leases {

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/docketdb/docket/engine/internal/admit"
-	"github.com/docketdb/docket/internal/index"
 )
 
 // This file commits a run of enqueues in one step: the server's session
@@ -111,7 +110,8 @@ func putRunState(rs *runState) {
 		return
 	}
 	clear(rs.cmds) // hold on to no payload
-	rs.step = runStep{in: rs.step.in[:0], pend: pendingUsage{ns: rs.step.pend.ns[:0]}}
+	rs.step.pend.Reset()
+	rs.step = runStep{in: rs.step.in[:0], pend: rs.step.pend}
 	rs.rep = stepReport{}
 	runStates.Put(rs)
 }
@@ -219,31 +219,9 @@ type runStep struct {
 	waits  bool   // an outcome rests on the log
 	logged bool   // a batch was logged
 
-	in   []int        // the items the open batch holds
-	size int          // about what the open batch's commands weigh
-	pend pendingUsage // what the open batch adds to the state, at most
-}
-
-// pendingUsage is at least what a batch not applied yet adds to the
-// state: in all, and in each namespace it writes to.
-type pendingUsage struct {
-	bytes int64
-	ns    []nsPending
-}
-
-type nsPending struct {
-	ns           index.Namespace
-	bytes, tasks int64
-}
-
-func (u *pendingUsage) of(ns index.Namespace) *nsPending {
-	for i := range u.ns {
-		if u.ns[i].ns == ns {
-			return &u.ns[i]
-		}
-	}
-	u.ns = append(u.ns, nsPending{ns: ns})
-	return &u.ns[len(u.ns)-1]
+	in   []int         // the items the open batch holds
+	size int           // about what the open batch's commands weigh
+	pend admit.Pending // what the open batch adds to the state, at most
 }
 
 // plan plans, logs and applies the items [from, to) of the run. Call with
@@ -283,8 +261,7 @@ func (s *runStep) begin() {
 	s.p = s.c.plan.Begin(s.c.state(), &s.c.batch, s.now)
 	s.in = s.in[:0]
 	s.size = 0
-	s.pend.bytes = 0
-	s.pend.ns = s.pend.ns[:0]
+	s.pend.Reset()
 }
 
 // planOne plans item k into the open batch, or gives it the error that
@@ -314,21 +291,7 @@ func (s *runStep) planOne(k int, cmd *command) {
 	}
 	s.in = append(s.in, k)
 	s.size += cmd.Task.Size
-	ns := s.pend.of(idxNS(cmd.NS))
-	for i := nm; i < len(b.Mutations); i++ {
-		var n int64
-		switch m := &b.Mutations[i]; m.Kind {
-		case index.MutPutTask:
-			n = index.TaskBytes(m.Task)
-			ns.tasks++
-		case index.MutPutIdem:
-			n = index.IdemBytes(&m.Idem)
-		case index.MutPutDep:
-			n = index.DepCost
-		}
-		s.pend.bytes += n
-		ns.bytes += n
-	}
+	s.pend.Add(idxNS(cmd.NS), b.Mutations[nm:])
 }
 
 // fits reports whether cmd is admitted (memory budget, namespace quota)
@@ -336,29 +299,7 @@ func (s *runStep) planOne(k int, cmd *command) {
 // after the batch is applied too, so it is planned into it. Otherwise the
 // batch is applied first, and cmd admitted or refused on that state.
 func (s *runStep) fits(cmd *command) bool {
-	c := s.c
-	threshold := 0
-	if c.vals != nil {
-		threshold = c.vals.threshold
-	}
-	add, _ := admit.Adds(cmd, threshold)
-	if add == 0 {
-		return true
-	}
-	if c.budget > 0 && c.store.Usage().Bytes+s.pend.bytes+add > c.budget {
-		return false
-	}
-	ns := idxNS(cmd.NS)
-	q := c.quotaOf(ns)
-	if q == (Quota{}) || admit.OnlyQuota(cmd) {
-		return true
-	}
-	u := c.store.NamespaceUsage(ns)
-	pn := s.pend.of(ns)
-	if tasks := admit.TasksAdded(cmd); q.MaxTasks > 0 && tasks > 0 && u.Tasks+pn.tasks+tasks > int64(q.MaxTasks) {
-		return false
-	}
-	return q.MaxBytes <= 0 || u.Bytes+pn.bytes+add <= q.MaxBytes
+	return s.c.adm.Fits(s.c.store, cmd, s.c.threshold(), &s.pend)
 }
 
 // flush logs and applies the open batch, if it holds anything, and begins

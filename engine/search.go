@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
-	"math"
 	"strconv"
 
+	"github.com/docketdb/docket/engine/internal/machine"
+	"github.com/docketdb/docket/engine/internal/validate"
+	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -47,27 +49,13 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 	if err != nil {
 		return SearchPage{}, err
 	}
-	if o.Limit < 0 || o.Limit > MaxBatch {
-		return SearchPage{}, invalid("search limit %d is outside 0..%d", o.Limit, MaxBatch)
-	}
-	if o.Limit == 0 {
-		o.Limit = 100
+	if err := validate.PageLimit("search limit", &o.Limit); err != nil {
+		return SearchPage{}, err
 	}
 	lo, hi := f.IDs()
-	from := lo
-	if o.Newest {
-		from = hi
-	}
-	if o.Cursor != "" {
-		id, err := strconv.ParseUint(o.Cursor, 10, 64)
-		if err != nil || id == 0 || id == math.MaxUint64 {
-			return SearchPage{}, invalid("search cursor %.40q", o.Cursor)
-		}
-		if o.Newest {
-			from = min(from, id-1)
-		} else {
-			from = max(from, id+1)
-		}
+	from, err := view.SearchFrom(o.Cursor, o.Newest, lo, hi)
+	if err != nil {
+		return SearchPage{}, err
 	}
 	if err := q.check(PermRead); err != nil {
 		return SearchPage{}, err
@@ -81,7 +69,7 @@ func (q *queue) Search(ctx context.Context, o SearchOptions) (SearchPage, error)
 			return false
 		}
 		page.Tasks = append(page.Tasks, infoOf(t, now))
-		c.depInfo(&page.Tasks[len(page.Tasks)-1], false)
+		view.Deps(c.store, &page.Tasks[len(page.Tasks)-1], false)
 		ws = wants(ws, len(page.Tasks)-1, t, true)
 		return true
 	}, &f)
@@ -173,13 +161,7 @@ func (q *queue) Bulk(ctx context.Context, f Filter, a BulkAction) (out BulkResul
 	}
 	c, qk := q.db.c, q.key()
 	var skips [nSkip]int
-	defer func() {
-		for r, n := range skips {
-			if n > 0 {
-				out.Skipped = append(out.Skipped, BulkSkip{Reason: skipNames[r], Count: n})
-			}
-		}
-	}()
+	defer func() { out.Skipped = machine.Skipped(&skips) }()
 	lo, hi := tf.IDs()
 	from := lo
 	for {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/snapshot"
 	"github.com/docketdb/docket/internal/vfs"
@@ -52,8 +53,7 @@ type storage interface {
 	readBarrier(ctx context.Context) error
 	// stats adds the log's counters to s.
 	stats(s *Stats)
-	// close releases the storage's files and lock.
-	// close releases the storage; failed says the engine failed, so
+	// close releases the storage's files and lock; failed says the engine failed, so
 	// what was appended and not written is abandoned, not written.
 	close(failed bool) error
 }
@@ -149,52 +149,22 @@ func (d *diskStorage) durable(seq uint64, gathered bool) error {
 // sync is one tick of syncLoop: no commit waits for it, so the log's
 // leader waits for no committers (SyncGathered).
 func (d *diskStorage) sync(seq uint64) error {
-	if d.vals != nil {
-		if err := d.vals.log.Sync(); err != nil {
-			return err
-		}
+	if err := d.syncValues(); err != nil {
+		return err
 	}
 	return d.log.SyncGathered(seq)
 }
 
 func (d *diskStorage) snapshot(img *index.Image) (snapshot.Info, error) {
-	infos, err := snapshot.ListFS(d.fsys, d.snapDir)
-	if err != nil {
-		return snapshot.Info{}, err
+	return recovery.WriteSnapshot(d.fsys, d.snapDir, img, d.failpoint, d.log, d.syncValues, d.fail)
+}
+
+// syncValues makes the values appended so far durable.
+func (d *diskStorage) syncValues() error {
+	if d.vals == nil {
+		return nil
 	}
-	if len(infos) > 0 && infos[0].Seq == img.Seq {
-		return infos[0], nil // nothing changed since
-	}
-	// The log must hold everything up to the image before the image exists:
-	// otherwise a crash could leave a snapshot ahead of a shorter log, and the
-	// next append would not follow the log's last record.
-	if d.vals != nil {
-		// Likewise the values it refers to.
-		if err := d.vals.log.Sync(); err != nil {
-			return snapshot.Info{}, d.fail(err)
-		}
-	}
-	if err := d.log.SyncGathered(img.Seq); err != nil {
-		return snapshot.Info{}, d.fail(err)
-	}
-	info, err := snapshot.Write(d.snapDir, img.Seq, snapshot.Options{Failpoint: d.failpoint, FS: d.fsys}, func(w *snapshot.Writer) error {
-		return index.WriteImage(img, index.NewEncoder(), w.Add)
-	})
-	if err != nil {
-		return info, err
-	}
-	// Keep two snapshots, and the log back to the older one, so that an
-	// unreadable newest snapshot can fall back to the previous plus the log.
-	infos, err = snapshot.ListFS(d.fsys, d.snapDir)
-	if err != nil {
-		return info, err
-	}
-	if len(infos) >= 2 {
-		if err := d.log.TruncateFront(infos[1].Seq + 1); err != nil {
-			return info, d.fail(err)
-		}
-	}
-	return info, snapshot.PruneFS(d.fsys, d.snapDir, 2)
+	return d.vals.log.Sync()
 }
 
 func (d *diskStorage) stats(s *Stats) {

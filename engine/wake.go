@@ -165,7 +165,7 @@ func (c *core) rewake(w *waitq, iq *index.Queue, now int64) {
 	if len(w.sleepers) == 0 {
 		return
 	}
-	need := c.claimable(w.key, iq, now, w.woken+len(w.sleepers)) - w.woken
+	need := c.state().Claimable(w.key, iq, now, w.woken+len(w.sleepers)) - w.woken
 	for need > 0 && len(w.sleepers) > 0 {
 		// The timed sleeper goes last: waking it would leave the queue's
 		// due time unwatched.
@@ -184,24 +184,6 @@ func (c *core) rewake(w *waitq, iq *index.Queue, now int64) {
 	}
 }
 
-// claimable returns how many tasks of queue qk (indexes iq) a claim may
-// lease at now within the queue's settings, or any number of at least
-// limit when there are that many.
-func (c *core) claimable(qk index.QueueKey, iq *index.Queue, now int64, limit int) int {
-	n := claimableUpTo(iq, now, limit)
-	if n == 0 {
-		return 0
-	}
-	if conf, ok := c.store.Conf(qk); ok {
-		allowed, _ := c.allowed(qk, &conf, now, limit, 0)
-		n = min(n, allowed)
-		if n > 0 && (conf.PartMaxInFlight > 0 || conf.PartRate > 0) && iq.Partitioned() {
-			n = min(n, c.partsClaimable(iq, now, &conf, n))
-		}
-	}
-	return n
-}
-
 // wakeAll wakes every parked call (the engine closed or failed, its state
 // was replaced). Call with mu held.
 func (c *core) wakeAll() {
@@ -211,16 +193,4 @@ func (c *core) wakeAll() {
 		}
 		delete(c.waiters, k)
 	}
-}
-
-// claimableUpTo returns how many tasks of iq are claimable at now, or any
-// number of at least limit when there are that many.
-func claimableUpTo(iq *index.Queue, now int64, limit int) int {
-	if iq == nil {
-		return 0
-	}
-	if n := iq.Ready.Len(); n >= limit {
-		return n
-	}
-	return iq.CountsAt(now, 0)[index.StateReady]
 }

@@ -1,7 +1,10 @@
 // Package admit says what a command adds to the state before it is
 // planned: the bytes the memory budget bounds, the tasks a namespace's
 // quota counts. The shell admits a command with it, under its lock, before
-// the machine plans it. It is pure: no state, no lock, no I/O.
+// the machine plans it. Adds and the other functions are pure; an Admitter
+// (budget.go) refuses what the memory budget or a quota does not hold,
+// keeping the quotas as last parsed and the state of its warnings, under
+// the shell's lock.
 package admit
 
 import (

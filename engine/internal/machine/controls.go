@@ -207,6 +207,36 @@ func (s *State) ClaimDue(qk index.QueueKey, iq *index.Queue, now int64) int64 {
 	return NextDue(iq)
 }
 
+// Claimable returns how many tasks of queue qk (indexes iq) a claim may
+// lease at now within the queue's settings, or any number of at least
+// limit when there are that many. Call with mu held.
+func (s *State) Claimable(qk index.QueueKey, iq *index.Queue, now int64, limit int) int {
+	n := claimableUpTo(iq, now, limit)
+	if n == 0 {
+		return 0
+	}
+	if conf, ok := s.Store.Conf(qk); ok {
+		allowed, _ := s.Allowed(qk, &conf, now, limit, 0)
+		n = min(n, allowed)
+		if n > 0 && (conf.PartMaxInFlight > 0 || conf.PartRate > 0) && iq.Partitioned() {
+			n = min(n, s.PartsClaimable(iq, now, &conf, n))
+		}
+	}
+	return n
+}
+
+// claimableUpTo returns how many tasks of iq are claimable at now, or any
+// number of at least limit when there are that many.
+func claimableUpTo(iq *index.Queue, now int64, limit int) int {
+	if iq == nil {
+		return 0
+	}
+	if n := iq.Ready.Len(); n >= limit {
+		return n
+	}
+	return iq.CountsAt(now, 0)[index.StateReady]
+}
+
 func max64(a, b int64) int64 {
 	if a > b {
 		return a

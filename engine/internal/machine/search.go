@@ -40,6 +40,18 @@ var SkipNames = [NSkip]string{
 	SkipPending:   "not ended (cancel removes tasks still to run)",
 }
 
+// Skipped lists the tasks a bulk action skipped, by reason, as
+// BulkResult.Skipped does: skips counts them by SkipReason.
+func Skipped(skips *[NSkip]int) []dockettype.BulkSkip {
+	var out []dockettype.BulkSkip
+	for r, n := range skips {
+		if n > 0 {
+			out = append(out, dockettype.BulkSkip{Reason: SkipNames[r], Count: n})
+		}
+	}
+	return out
+}
+
 // TaskFilter is a validated Filter in the index's terms.
 type TaskFilter struct {
 	states       uint8 // a bit per index.TaskState; 0: all

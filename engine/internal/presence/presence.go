@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/docketdb/docket/dockettype"
@@ -98,6 +99,20 @@ func Schedules(es, paused, runs []index.KV, now time.Time) []dockettype.Schedule
 	}
 	slices.SortFunc(out, func(a, b dockettype.ScheduleInfo) int {
 		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// Entries returns up to limit entries (every one for limit <= 0) of the
+// system area of ns under prefix. Call with the engine lock held.
+func Entries(st *index.Store, ns index.Namespace, prefix string, limit int) []index.KV {
+	var out []index.KV
+	st.ScanKV(ns, prefix, "", func(e index.KV) bool {
+		if !strings.HasPrefix(e.Key, prefix) {
+			return false
+		}
+		out = append(out, e)
+		return limit <= 0 || len(out) < limit
 	})
 	return out
 }

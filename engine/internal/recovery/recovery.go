@@ -1,8 +1,9 @@
 // Package recovery finds the state a data directory holds, the one path
 // Open, OpenReadOnly and the offline checks share: the newest snapshot
 // that reads, whether the log continues it, and the replay of the log
-// after it. It also keeps the state a replicated log's follower builds
-// from the same batches (Replica). It takes no lock and keeps no engine:
+// after it (OpenLog, for a directory opened to write). It writes the
+// snapshots it reads back (WriteSnapshot), and keeps the state a
+// replicated log's follower builds from the same batches (Replica). It takes no lock and keeps no engine:
 // the engine gives it the one step that applies a batch (Apply).
 package recovery
 

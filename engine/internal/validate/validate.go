@@ -151,6 +151,32 @@ func Duration(field string, d time.Duration, allowZero bool) error {
 	return nil
 }
 
+// LeaseTime checks the length of a lease (field lease or extend): a
+// duration of at least a microsecond.
+func LeaseTime(field string, d time.Duration) error {
+	if err := Duration(field, d, false); err != nil {
+		return err
+	}
+	if d < time.Microsecond {
+		return invalid("%s %v is under a microsecond", field, d)
+	}
+	return nil
+}
+
+// Claim checks a claim's arguments.
+func Claim(owner string, lease time.Duration, max int) error {
+	if err := Name("owner", owner); err != nil {
+		return err
+	}
+	if err := LeaseTime("lease", lease); err != nil {
+		return err
+	}
+	if max < 1 || max > dockettype.MaxBatch {
+		return invalid("claim max %d is outside 1..%d", max, dockettype.MaxBatch)
+	}
+	return nil
+}
+
 // maxAt is the first microsecond after the year 9999: a due time is
 // before it, as an enqueue's At is.
 var maxAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
@@ -249,4 +275,36 @@ func Quota(q dockettype.Quota) error {
 		return invalid("quota max bytes %d is negative", q.MaxBytes)
 	}
 	return nil
+}
+
+// PageLimit checks the limit of a page (the field named what) and makes
+// its 0 the default of 100.
+func PageLimit(what string, limit *int) error {
+	if *limit < 0 || *limit > dockettype.MaxBatch {
+		return invalid("%s %d is outside 0..%d", what, *limit, dockettype.MaxBatch)
+	}
+	if *limit == 0 {
+		*limit = 100
+	}
+	return nil
+}
+
+// Done checks the result of a completion and returns its ops: d.Ops, then
+// an Enqueue op for each of its follow-ups.
+func Done(d *dockettype.Done, maxPayload int) ([]dockettype.Op, error) {
+	if err := JSON("result", d.Result, maxPayload); err != nil {
+		return nil, err
+	}
+	if len(d.FollowUps) > dockettype.MaxOps {
+		return nil, invalid("%d follow-ups, over the limit of %d", len(d.FollowUps), dockettype.MaxOps)
+	}
+	if len(d.FollowUps) == 0 {
+		return d.Ops, nil
+	}
+	ops := make([]dockettype.Op, 0, len(d.Ops)+len(d.FollowUps))
+	ops = append(ops, d.Ops...)
+	for _, f := range d.FollowUps {
+		ops = append(ops, dockettype.Enqueue(f.Queue, f.Task))
+	}
+	return ops, nil
 }
