@@ -110,6 +110,7 @@ type stepReport struct {
 // last batch the commit saw or wrote. Call with mu held; the caller reports
 // rep after releasing it.
 func (c *core) step(now int64, plan func(p *planner) error) (seq uint64, rep stepReport, err error) {
+	defer c.unlockOnPanic()
 	if err := c.housekeep(now, &rep); err != nil {
 		rep.housekept = err
 		return 0, rep, err
@@ -212,6 +213,11 @@ func (c *core) now() int64 {
 // logAndApply appends the planned batch to the log and applies it. Call with
 // mu held.
 func (c *core) logAndApply() (uint64, error) {
+	defer func() {
+		if p := recover(); p != nil {
+			panic(c.fail(fmt.Errorf("a commit panicked, the state may be half changed: %v", p)))
+		}
+	}()
 	b := &c.batch
 	b.Seq = c.store.Seq() + 1
 	if c.vals != nil {

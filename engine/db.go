@@ -108,6 +108,16 @@ func (c *core) usable() error {
 	return c.failed
 }
 
+// unlockOnPanic, deferred where mu is held around planning and applying,
+// lets a panic (a bug) go on with mu released, not held for every later
+// call; one raised while applying failed the engine first (logAndApply).
+func (c *core) unlockOnPanic() {
+	if p := recover(); p != nil {
+		c.mu.Unlock()
+		panic(p)
+	}
+}
+
 // fail puts the engine into the failed state. Call with mu held.
 func (c *core) fail(err error) error {
 	if c.failed == nil {

@@ -56,10 +56,6 @@ func LeaseSecret(seed, id, token uint64) uint64 { return machine.LeaseSecret(see
 
 func decodeCommand(data []byte, cmd *command) error { return machine.Decode(data, cmd) }
 
-func backoff(base, max int64, attempts uint32) int64 { return machine.Backoff(base, max, attempts) }
-
-func at(t *index.Task, now int64) *index.Task { return machine.At(t, now) }
-
 func compileFilter(f *Filter) (taskFilter, error) { return machine.CompileFilter(f) }
 
 // state is the machine's view of c: its store and the options planning

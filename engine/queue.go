@@ -528,14 +528,10 @@ func (c *core) read(ctx context.Context, fn func()) error {
 	if err := c.readBarrier(ctx); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if err := c.usable(); err != nil {
-		c.mu.Unlock()
+	var seq uint64
+	if err := c.locked(func() { fn(); seq = c.store.Seq() }); err != nil {
 		return err
 	}
-	fn()
-	seq := c.store.Seq()
-	c.mu.Unlock()
 	return c.durable(seq)
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docketdb/docket/engine/internal/machine"
 )
 
 func TestEnqueueOptions(t *testing.T) {
@@ -266,7 +268,7 @@ func TestBackoffFunction(t *testing.T) {
 		{1e6, 60e6, 0, 1e6}, {1e6, 60e6, 40, 60e6}, {1 << 40, 1 << 62, 1000, 1 << 62}, {3, 1 << 62, 62, 1 << 62},
 	}
 	for _, c := range cases {
-		if got := backoff(c.base, c.max, c.att); got != c.want {
+		if got := machine.Backoff(c.base, c.max, c.att); got != c.want {
 			t.Errorf("backoff(%d,%d,%d)=%d want %d", c.base, c.max, c.att, got, c.want)
 		}
 	}

@@ -228,6 +228,7 @@ type runStep struct {
 // mu held.
 func (s *runStep) plan(now int64, from, to int) {
 	c := s.c
+	defer c.unlockOnPanic()
 	s.now = now
 	s.seq = c.store.Seq()
 	s.begin()
