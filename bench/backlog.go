@@ -127,7 +127,7 @@ func runW10(ctx context.Context, cfg Config, dir string, r *Result) error {
 }
 
 func fillBacklog(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) error {
-	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks enqueued")
 	defer prog.end()
 	payload := makePayload(cfg.PayloadBytes, 0)
 	batch := make([][]byte, EnqueueBatchSize)
@@ -499,7 +499,7 @@ func (h secondsHist) quantile(q float64) time.Duration {
 // drainBacklog empties the queue with cfg.Workers goroutines, each
 // claiming cfg.ClaimBatch tasks and completing them in one commit.
 func drainBacklog(ctx context.Context, cfg Config, d *docketDriver, b *Backlog) error {
-	prog := startProgress(cfg.Progress, label(cfg)+" drain", "tasks completed")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg)+" drain", "tasks completed")
 	defer prog.end()
 	var drained atomic.Int64
 	start := time.Now()

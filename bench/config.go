@@ -96,6 +96,8 @@ type Config struct {
 	// Progress, if set, receives a line about every 500 ms while the run
 	// goes on.
 	Progress io.Writer
+	// progressEvery, if set, is the interval of the Progress lines (tests).
+	progressEvery time.Duration
 	// InFlight is how many W1P enqueues may be in flight at once. Default
 	// 1,024.
 	InFlight int

@@ -46,7 +46,7 @@ func runW7(ctx context.Context, cfg Config, dir string, r *Result) error {
 }
 
 func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) error {
-	prog := startProgress(cfg.Progress, label(cfg), "wake-ups")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "wake-ups")
 	defer prog.end()
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -160,7 +160,7 @@ func wakeTrials(ctx context.Context, cfg Config, d *docketDriver, r *Result) err
 // the snapshot directory removed so that the whole log is replayed, as
 // after a crash before any snapshot.
 func runW8(ctx context.Context, cfg Config, dir string, r *Result) error {
-	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks enqueued")
 	defer prog.end()
 	noSnap := func(o *engine.Options) { o.SnapshotBytes = -1 }
 	// The build's own durability does not matter to what is measured.
@@ -263,7 +263,7 @@ const lifecycleSample = 10_000
 // mode), and the log bytes each step of a task's life
 // writes, one step per commit (always on disk: there is no log in memory).
 func runW9(ctx context.Context, cfg Config, dir string, r *Result) error {
-	prog := startProgress(cfg.Progress, label(cfg), "tasks")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks")
 	defer prog.end()
 	f := &Footprint{Tasks: cfg.N, PayloadBytes: cfg.PayloadBytes}
 	r.Footprint = f

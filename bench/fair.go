@@ -111,7 +111,7 @@ func runWF(ctx context.Context, cfg Config, dir string, r *Result) error {
 // fairSetup opens a DB for WF in dir holding big ready tasks in the big
 // partition (not measured).
 func fairSetup(ctx context.Context, cfg Config, dir string, big int) (*docketDriver, error) {
-	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks enqueued")
 	defer prog.end()
 	d, err := openDocket(cfg, dir, func(o *engine.Options) { o.SnapshotBytes = -1 })
 	if err != nil {

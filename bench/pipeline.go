@@ -74,7 +74,7 @@ func runW1P(ctx context.Context, cfg Config, dir string, r *Result) error {
 // its acknowledgement, the oldest first. counted is the queue whose
 // counters the window reads.
 func pipelined(ctx context.Context, cfg Config, p Pipeliner, counted any, r *Result) error {
-	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks enqueued")
 	defer prog.end()
 	payload := makePayload(cfg.PayloadBytes, 0)
 	type call struct {

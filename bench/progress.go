@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// progressEvery is how often a running workload reports.
+// progressEvery is how often a running workload reports, unless its
+// Config says otherwise (tests).
 const progressEvery = 500 * time.Millisecond
 
 // progress counts what a workload has done and, if it has a writer,
-// reports it about every 500 ms from its own goroutine.
+// reports it every interval (progressEvery if 0) from its own goroutine.
 type progress struct {
 	done  atomic.Int64
 	stop  chan struct{}
@@ -20,10 +21,14 @@ type progress struct {
 	label string
 	unit  string
 	w     io.Writer
+	every time.Duration
 }
 
-func startProgress(w io.Writer, label, unit string) *progress {
-	p := &progress{stop: make(chan struct{}), label: label, unit: unit, w: w}
+func startProgress(w io.Writer, every time.Duration, label, unit string) *progress {
+	if every <= 0 {
+		every = progressEvery
+	}
+	p := &progress{stop: make(chan struct{}), label: label, unit: unit, w: w, every: every}
 	if w == nil {
 		return p
 	}
@@ -34,7 +39,7 @@ func startProgress(w io.Writer, label, unit string) *progress {
 
 func (p *progress) loop() {
 	defer p.wg.Done()
-	t := time.NewTicker(progressEvery)
+	t := time.NewTicker(p.every)
 	defer t.Stop()
 	start := time.Now()
 	last, lastAt := int64(0), start

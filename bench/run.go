@@ -114,7 +114,7 @@ func runEnqueue[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) 
 	}
 	calls := int64((cfg.N + batch - 1) / batch)
 	payload := makePayload(cfg.PayloadBytes, 0)
-	prog := startProgress(cfg.Progress, label(cfg), "tasks enqueued")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks enqueued")
 	defer prog.end()
 	var next atomic.Int64
 	kind := callEnqueue
@@ -195,7 +195,7 @@ func fill[J any](ctx context.Context, d Driver[J], n, size int, prog *progress) 
 // runDrain is W4 and W5: workers drain N tasks enqueued beforehand, each
 // looping Claim(ClaimBatch) and a Complete per task.
 func runDrain[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) error {
-	prog := startProgress(cfg.Progress, label(cfg), "tasks completed")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks completed")
 	defer prog.end()
 	if err := fill(ctx, d, cfg.N, cfg.PayloadBytes, prog); err != nil {
 		return err
@@ -312,7 +312,7 @@ const maxInFlightSends = 4096
 // tasks have completed.
 func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) error {
 	paced := cfg.Workload == "W6R"
-	prog := startProgress(cfg.Progress, label(cfg), "tasks completed")
+	prog := startProgress(cfg.Progress, cfg.progressEvery, label(cfg), "tasks completed")
 	defer prog.end()
 
 	stopCtx, stop := context.WithCancel(ctx)

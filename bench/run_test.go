@@ -311,11 +311,14 @@ func TestProgress(t *testing.T) {
 	t.Parallel()
 	var b syncBuffer
 	cfg := memory.config(t, "W6", 0)
-	cfg.Duration = 1200 * time.Millisecond
+	// Lines every 25 ms, not 500: a run of 150 ms shows them, where one of
+	// 1.2 s kept a CPU busy.
+	cfg.Duration = 150 * time.Millisecond
+	cfg.progressEvery = 25 * time.Millisecond
 	cfg.Progress = &b
 	run(t, cfg)
 	if n := strings.Count(b.String(), "\n"); n < 2 {
-		t.Fatalf("%d progress lines in 1.2 s:\n%s", n, b.String())
+		t.Fatalf("%d progress lines in 150 ms, one every 25 ms:\n%s", n, b.String())
 	}
 }
 

@@ -128,6 +128,7 @@ func TestALostAnswerIsNeverUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			t.Parallel() // a DB, server and proxy of its own: the deadlines run out side by side
 			ctx := context.Background()
 			ns := engine.NS("acme", "prod")
 			db := memDB(t, engine.Options{})
@@ -249,6 +250,7 @@ func TestAPausedNodeCostsOneTry(t *testing.T) {
 	srv := serve(t, db, "127.0.0.1:0", server.Options{}, nil)
 
 	t.Run("CallTimeout bounds a try with a deadline", func(t *testing.T) {
+		t.Parallel() // a proxy, a client and keys of its own
 		p := newFaultProxy(t, srv.addr)
 		c := dial(t, p.url+","+srv.url, Options{CallTimeout: 200 * time.Millisecond})
 		q := c.Queue(ns, "q")
@@ -263,6 +265,7 @@ func TestAPausedNodeCostsOneTry(t *testing.T) {
 		}
 	})
 	t.Run("a try cut by the deadline moves on", func(t *testing.T) {
+		t.Parallel() // a proxy, a client and keys of its own
 		p := newFaultProxy(t, srv.addr)
 		c := dial(t, p.url+","+srv.url, Options{Transport: TransportUnary}) // the unary path: the session's is in session_test.go
 		q := c.Queue(ns, "q")

@@ -678,6 +678,10 @@ func TestSessionCallTimeoutBoundsATry(t *testing.T) {
 	paused := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {})
 	live := newFakeSession(t, func(sc *fakeConn, c *v1.Call) { sc.reply(enqueued(c.GetId(), 9, false)) })
 	c := dial(t, paused.url+","+live.url, fastRetries(Options{CallTimeout: 100 * time.Millisecond}))
+	// The session to the paused server is open before the calls: a Hello
+	// answered later than CallTimeout (a loaded machine) would move the
+	// call on unsent, not test a try cut short.
+	openSession(t, c, paused.url)
 	q := c.Queue(engine.NS("acme", "prod"), "q")
 	if e, err := q.Enqueue(context.Background(), engine.Task{IdempotencyKey: "k"}); err != nil || e.ID != 9 {
 		t.Fatalf("a keyed enqueue, paused server first: %+v, %v", e, err)
@@ -686,8 +690,18 @@ func TestSessionCallTimeoutBoundsATry(t *testing.T) {
 		t.Fatalf("%d calls reached the paused server, want 1", n)
 	}
 	c2 := dial(t, paused.url+","+live.url, fastRetries(Options{CallTimeout: 100 * time.Millisecond}))
+	openSession(t, c2, paused.url)
 	_, err := c2.Queue(engine.NS("acme", "prod"), "q").Enqueue(context.Background(), engine.Task{})
 	wantErr(t, "an unkeyed enqueue, paused server first", err, ErrOutcomeUnknown)
+}
+
+// openSession opens c's session to the server at url, waiting for its
+// Hello's answer as long as the dial allows.
+func openSession(t *testing.T, c *Client, url string) {
+	t.Helper()
+	if _, err := c.sessionHost(url).get(context.Background(), 0); err != nil {
+		t.Fatalf("opening a session to %s: %v", url, err)
+	}
 }
 
 // TestSessionClaimWaitAcrossAStop: a server that stops ends a waiting

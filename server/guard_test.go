@@ -269,47 +269,51 @@ func TestSlowBodyIsCutAndHoldsNoSlot(t *testing.T) {
 func TestBodyTimeoutSparesLongPolls(t *testing.T) {
 	t.Parallel()
 	const bodyTimeout = 100 * time.Millisecond
+	// The two protocols side by side: each waits out the body deadline.
 	for _, h2c := range []bool{false, true} {
-		s, db := newTestServer(t, nil, Options{BodyTimeout: bodyTimeout, MaxWait: time.Hour})
-		parked := make(chan struct{}, 1)
-		s.onPark = func() { parked <- struct{}{} }
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs := NewHTTPServer(s.Mux(), nil)
-		go hs.Serve(ln)
-		t.Cleanup(func() { hs.Close() })
-		var p http.Protocols
-		if h2c {
-			p.SetUnencryptedHTTP2(true)
-		} else {
-			p.SetHTTP1(true)
-		}
-		hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
-		defer hc.CloseIdleConnections()
-		c := docketv1connect.NewQueuesClient(hc, "http://"+ln.Addr().String())
-		got := make(chan error, 1)
-		go func() {
-			res, err := c.ClaimWait(context.Background(), connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "lp",
-				Owner: "w", Lease: durationpb.New(time.Minute), Max: 1}))
-			if err == nil && len(res.Msg.Leases) != 1 {
-				err = fmt.Errorf("%d leases", len(res.Msg.Leases))
+		t.Run(fmt.Sprintf("h2c=%v", h2c), func(t *testing.T) {
+			t.Parallel()
+			s, db := newTestServer(t, nil, Options{BodyTimeout: bodyTimeout, MaxWait: time.Hour})
+			parked := make(chan struct{}, 1)
+			s.onPark = func() { parked <- struct{}{} }
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
 			}
-			got <- err
-		}()
-		<-parked
-		select {
-		case err := <-got:
-			t.Fatalf("h2c %v: the waiting claim ended: %v", h2c, err)
-		case <-time.After(5 * bodyTimeout): // the time the body deadline would have cut it
-		}
-		if _, err := db.Queue(engine.NS("acme", "prod"), "lp").Enqueue(context.Background(), engine.Task{Payload: []byte("1")}); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; err != nil {
-			t.Fatalf("h2c %v: a claim waiting longer than the body timeout: %v", h2c, err)
-		}
+			hs := NewHTTPServer(s.Mux(), nil)
+			go hs.Serve(ln)
+			t.Cleanup(func() { hs.Close() })
+			var p http.Protocols
+			if h2c {
+				p.SetUnencryptedHTTP2(true)
+			} else {
+				p.SetHTTP1(true)
+			}
+			hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+			defer hc.CloseIdleConnections()
+			c := docketv1connect.NewQueuesClient(hc, "http://"+ln.Addr().String())
+			got := make(chan error, 1)
+			go func() {
+				res, err := c.ClaimWait(context.Background(), connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "lp",
+					Owner: "w", Lease: durationpb.New(time.Minute), Max: 1}))
+				if err == nil && len(res.Msg.Leases) != 1 {
+					err = fmt.Errorf("%d leases", len(res.Msg.Leases))
+				}
+				got <- err
+			}()
+			<-parked
+			select {
+			case err := <-got:
+				t.Fatalf("h2c %v: the waiting claim ended: %v", h2c, err)
+			case <-time.After(5 * bodyTimeout): // the time the body deadline would have cut it
+			}
+			if _, err := db.Queue(engine.NS("acme", "prod"), "lp").Enqueue(context.Background(), engine.Task{Payload: []byte("1")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("h2c %v: a claim waiting longer than the body timeout: %v", h2c, err)
+			}
+		})
 	}
 }
 

@@ -95,6 +95,8 @@ func FuzzSession(f *testing.F) {
 func TestSessionHostileInputs(t *testing.T) {
 	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{MaxWait: time.Hour, BodyTimeout: 300 * time.Millisecond})
+	parked := make(chan struct{}, DefaultMaxParked)
+	s.onPark = func() { parked <- struct{}{} }
 	addr, stop := serveSessions(t, s)
 
 	t.Run("parked", func(t *testing.T) {
@@ -116,7 +118,12 @@ func TestSessionHostileInputs(t *testing.T) {
 		if r := ts.mustRecv(); r.GetId() != n+1 || r.GetEnqueue() == nil {
 			t.Fatalf("the session goes on: %v", r)
 		}
-		// A stop answers the parked ones.
+		// A stop answers the parked ones. The session runs its calls side
+		// by side: the enqueue's answer does not mean every claim before
+		// it has parked (one that has not yet is answered "draining").
+		for range DefaultMaxParked {
+			<-parked
+		}
 		stop()
 		got = ts.recvAll(DefaultMaxParked)
 		for id, r := range got {

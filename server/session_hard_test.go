@@ -98,6 +98,9 @@ func TestSessionOverTLS(t *testing.T) {
 	if resp.ProtoMajor != 2 {
 		t.Fatalf("HTTPS clients get %s, not HTTP/2, beside sessions", resp.Proto)
 	}
+	// Closing the idle HTTP/2 connection here spares Shutdown the second
+	// the server gives a client to close it after GOAWAY.
+	hc.CloseIdleConnections()
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatal(err)
