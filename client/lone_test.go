@@ -48,17 +48,10 @@ func TestSessionLoneCallsReadTheirAnswers(t *testing.T) {
 
 	// A reads; B waits; A's answer comes alone.
 	hold.Store(true)
-	enq := func(done chan<- uint64) {
-		e, err := q.Enqueue(ctx, engine.Task{})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- e.ID
-	}
 	aDone, bDone := make(chan uint64, 1), make(chan uint64, 1)
-	go enq(aDone)
+	go enqueueTo(t, q, aDone)
 	sc, a := <-got, <-calls
-	go enq(bDone)
+	go enqueueTo(t, q, bDone)
 	<-got
 	b := <-calls
 	sc.reply(enqueued(a.GetId(), 6, false))
@@ -92,26 +85,14 @@ func TestSessionLoneCallsReadTheirAnswers(t *testing.T) {
 // never repeated once written) goes on a new session.
 func TestSessionEndedWhileIdle(t *testing.T) {
 	t.Parallel()
-	closed := make(chan struct{})
-	var once sync.Once
-	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
-		sc.reply(enqueued(c.GetId(), uint64(sc.n), false))
-		if sc.n == 1 {
-			sc.nc.Close() // after the answer: the client sees it, then the end
-			once.Do(func() { close(closed) })
-		}
-	})
+	f, closed := closingSession(t, 1)
 	c := dial(t, f.url, fastRetries(Options{}))
 	q := c.Queue(engine.NS("acme", "prod"), "q")
-	ctx := context.Background()
-	if e, err := q.Enqueue(ctx, engine.Task{}); err != nil || e.ID != 1 {
+	if e, err := q.Enqueue(context.Background(), engine.Task{}); err != nil || e.ID != 1 {
 		t.Fatalf("first call: %+v, %v", e, err)
 	}
 	<-closed
-	e, err := q.Enqueue(ctx, engine.Task{})
-	if err != nil || e.ID != 2 {
-		t.Fatalf("an unkeyed enqueue after the server ended the idle session: %+v, %v; want it answered on a new session", e, err)
-	}
+	wantNewSession(t, q)
 	if s, calls := f.count(); s != 2 || calls != 2 {
 		t.Fatalf("%d sessions, %d calls; want 2 and 2", s, calls)
 	}
@@ -122,12 +103,7 @@ func TestSessionEndedWhileIdle(t *testing.T) {
 // (for the call it answers), and the session goes on.
 func TestSessionReaderInterrupted(t *testing.T) {
 	t.Parallel()
-	got := make(chan *fakeConn, 3)
-	calls := make(chan *v1.Call, 3)
-	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
-		got <- sc
-		calls <- c
-	})
+	f, got, calls := heldSession(t)
 	c := dial(t, f.url, Options{})
 	h := c.sessionHost(f.url)
 	inFrame := make(chan struct{}, 1)
@@ -213,15 +189,7 @@ func TestSessionReaderInterrupted(t *testing.T) {
 // session is seen ending it, so the next call goes on a new session.
 func TestSessionWithoutProbe(t *testing.T) {
 	t.Parallel()
-	closed := make(chan struct{})
-	var once sync.Once
-	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
-		sc.reply(enqueued(c.GetId(), uint64(sc.n), false))
-		if sc.n == 1 && c.GetId() == 3 {
-			sc.nc.Close()
-			once.Do(func() { close(closed) })
-		}
-	})
+	f, closed := closingSession(t, 3)
 	c := dial(t, f.url, fastRetries(Options{}))
 	h := c.sessionHost(f.url)
 	h.noProbe = true
@@ -246,10 +214,7 @@ func TestSessionWithoutProbe(t *testing.T) {
 	}
 	<-closed
 	<-ended // the reader saw the end
-	e, err := q.Enqueue(ctx, engine.Task{})
-	if err != nil || e.ID != 2 {
-		t.Fatalf("an unkeyed enqueue after the server ended the idle session: %+v, %v; want it answered on a new session", e, err)
-	}
+	wantNewSession(t, q)
 }
 
 // TestSessionReaderDeliversWhatCameWithIt: a caller that reads delivers
@@ -257,28 +222,15 @@ func TestSessionWithoutProbe(t *testing.T) {
 // rather than starting the reader goroutine for them.
 func TestSessionReaderDeliversWhatCameWithIt(t *testing.T) {
 	t.Parallel()
-	got := make(chan *fakeConn, 2)
-	calls := make(chan *v1.Call, 2)
-	f := newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
-		got <- sc
-		calls <- c
-	})
+	f, got, calls := heldSession(t)
 	c := dial(t, f.url, Options{})
 	var readers atomic.Int32
 	c.sessionHost(f.url).onReader = func() { readers.Add(1) }
 	q := c.Queue(engine.NS("acme", "prod"), "q")
-	ctx := context.Background()
 	aDone, bDone := make(chan uint64, 1), make(chan uint64, 1)
-	enq := func(done chan<- uint64) {
-		e, err := q.Enqueue(ctx, engine.Task{})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- e.ID
-	}
-	go enq(aDone)
+	go enqueueTo(t, q, aDone)
 	sc, a := <-got, <-calls
-	go enq(bDone)
+	go enqueueTo(t, q, bDone)
 	<-got
 	b := <-calls
 	var out []byte
@@ -297,5 +249,52 @@ func TestSessionReaderDeliversWhatCameWithIt(t *testing.T) {
 	}
 	if n := readers.Load(); n != 0 {
 		t.Fatalf("the reader goroutine started %d times for an answer read with the reader's own", n)
+	}
+}
+
+// heldSession is a fake session server that answers nothing itself: each
+// call it reads, with its connection, comes out on got and calls.
+func heldSession(t *testing.T) (f *fakeSession, got chan *fakeConn, calls chan *v1.Call) {
+	got, calls = make(chan *fakeConn, 3), make(chan *v1.Call, 3)
+	f = newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
+		got <- sc
+		calls <- c
+	})
+	return f, got, calls
+}
+
+// closingSession is a fake session server that answers each Enqueue with
+// its session's number as the task's id, and ends the first session once
+// it answered the call of id last.
+func closingSession(t *testing.T, last uint64) (f *fakeSession, closed chan struct{}) {
+	closed = make(chan struct{})
+	var once sync.Once
+	f = newFakeSession(t, func(sc *fakeConn, c *v1.Call) {
+		sc.reply(enqueued(c.GetId(), uint64(sc.n), false))
+		if sc.n == 1 && c.GetId() == last {
+			sc.nc.Close() // after the answer: the client sees it, then the end
+			once.Do(func() { close(closed) })
+		}
+	})
+	return f, closed
+}
+
+// enqueueTo enqueues on q and sends the task's id to done (0 on an error,
+// which fails t).
+func enqueueTo(t *testing.T, q engine.Queue, done chan<- uint64) {
+	e, err := q.Enqueue(context.Background(), engine.Task{})
+	if err != nil {
+		t.Error(err)
+	}
+	done <- e.ID
+}
+
+// wantNewSession enqueues on q, unkeyed, after the server ended the idle
+// session it was on: the call goes on the second session.
+func wantNewSession(t *testing.T, q engine.Queue) {
+	t.Helper()
+	e, err := q.Enqueue(context.Background(), engine.Task{})
+	if err != nil || e.ID != 2 {
+		t.Fatalf("an unkeyed enqueue after the server ended the idle session: %+v, %v; want it answered on a new session", e, err)
 	}
 }

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"flag"
-	"fmt"
-	"os"
-	"runtime"
 	"testing"
+
+	"github.com/docketdb/docket/internal/testrun"
 )
 
 // TestMain runs twice as many tests at once as there are CPUs unless
@@ -13,12 +11,4 @@ import (
 // connections, body and frame deadlines, a server's shutdown) rather than
 // compute, about 1.5 s of CPU time in 4 s of wall time with one test per
 // CPU, 2.5 s with two.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", fmt.Sprint(2*runtime.GOMAXPROCS(0)))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testrun.Waiting(m) }
