@@ -297,6 +297,11 @@ func (s *sampler) seriesOf(keys []qkey) series {
 		ts = append(ts, t)
 	}
 	slices.Sort(ts)
+	// Columns of no samples are empty arrays in JSON, not null: the
+	// dashboard's charts read their lengths.
+	out.T, out.Oldest = make([]int64, 0, len(ts)), make([]*float64, 0, len(ts))
+	out.Enqueued, out.Completed = make([]float64, 0, len(ts)), make([]float64, 0, len(ts))
+	out.Failed, out.Dead = make([]float64, 0, len(ts)), make([]float64, 0, len(ts))
 	for _, t := range ts {
 		x := byT[t]
 		out.T = append(out.T, t/int64(time.Second))

@@ -51,6 +51,15 @@ func TestSamplerCountsTheBurstThatCreatesAQueue(t *testing.T) {
 	if r := s.rates(ns, "old"); r.Known {
 		t.Fatalf("a queue seen once has rates: %+v", r)
 	}
+	// Not sampled twice yet: every column an empty array, which the
+	// dashboard's charts take the length of (null made them fail).
+	b, err := json.Marshal(s.seriesOf([]qkey{{ns, "old"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"t":[],"enqueued":[],"completed":[],"failed":[],"dead":[],"oldest":[]`; !strings.Contains(string(b), want) {
+		t.Fatalf("the series of a queue seen once: %s, want %s", b, want)
+	}
 	at := t0.Add(5 * time.Second)
 	s.add(at, append(info("old", engine.Totals{Enqueued: 500}, time.Time{}), info("new", engine.Totals{Enqueued: 100_000}, at.Add(-3*time.Second))...))
 	r := s.rates(ns, "new")
