@@ -276,13 +276,7 @@ func TestBodyTimeoutSparesLongPolls(t *testing.T) {
 			s, db := newTestServer(t, nil, Options{BodyTimeout: bodyTimeout, MaxWait: time.Hour})
 			parked := make(chan struct{}, 1)
 			s.onPark = func() { parked <- struct{}{} }
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := NewHTTPServer(s.Mux(), nil)
-			go hs.Serve(ln)
-			t.Cleanup(func() { hs.Close() })
+			addr := serveHTTP(t, s)
 			var p http.Protocols
 			if h2c {
 				p.SetUnencryptedHTTP2(true)
@@ -291,7 +285,7 @@ func TestBodyTimeoutSparesLongPolls(t *testing.T) {
 			}
 			hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
 			defer hc.CloseIdleConnections()
-			c := docketv1connect.NewQueuesClient(hc, "http://"+ln.Addr().String())
+			c := docketv1connect.NewQueuesClient(hc, "http://"+addr)
 			got := make(chan error, 1)
 			go func() {
 				res, err := c.ClaimWait(context.Background(), connect.NewRequest(&v1.ClaimWaitRequest{Namespace: acme, Queue: "lp",

@@ -579,18 +579,12 @@ func TestParkedClaimsHoldNoCallSlot(t *testing.T) {
 func TestGRPCServedOverH2C(t *testing.T) {
 	t.Parallel()
 	s, _ := newTestServer(t, nil, Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := NewHTTPServer(s.Mux(), nil)
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	addr := serveHTTP(t, s)
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	hc := &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{}}}
 	defer hc.CloseIdleConnections()
-	url := "http://" + ln.Addr().String()
+	url := "http://" + addr
 	for _, opt := range []connect.ClientOption{connect.WithGRPC(), connect.WithGRPCWeb()} {
 		q := docketv1connect.NewQueuesClient(hc, url, opt)
 		ctx := context.Background()

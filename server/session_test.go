@@ -19,6 +19,20 @@ import (
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
 
+// serveHTTP serves s's Mux with NewHTTPServer on a loopback listener
+// until the test ends, and returns the listener's address.
+func serveHTTP(t testing.TB, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := NewHTTPServer(s.Mux(), nil)
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return ln.Addr().String()
+}
+
 // serveSessions serves s on a loopback listener with Serve (cleartext)
 // until the test ends, and returns its address and a function that stops
 // it and returns Serve's error.
