@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -216,5 +217,31 @@ func waitThroughGate(t *testing.T, d *Deferred, gate *syncGate) {
 	gate.release(nil)
 	if err := <-done; err != nil {
 		t.Fatalf("Wait: %v", err)
+	}
+}
+
+// TestEnqueueAsyncReportsHousekeeping: an EnqueueAsync whose own step has
+// nothing to tell (a refused assertion) still tells the Observer, once its round is
+// durable, of what the step's housekeeping did: here the death of a parent
+// whose last lease expired.
+func TestEnqueueAsyncReportsHousekeeping(t *testing.T) {
+	t.Parallel()
+	obs := &eventLog{}
+	e := newEnv(t, false, func(o *Options) { o.Observer = obs; o.Logger = quiet })
+	q := e.q("q")
+	if _, err := q.EnqueueBatch(ctx, []Task{{MaxAttempts: 1}, {DependsOnSibling: []int{0}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := q.Claim(ctx, "w", time.Minute, 1); err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %v %v", ls, err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	before := obs.len()
+	_, err := q.EnqueueAsync(ctx, Task{}, IfExists("absent")).Wait(ctx)
+	wantErr(t, err, ErrConflict)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if !slices.Contains(obs.kinds[before:], EvDead) {
+		t.Fatalf("events after the refused EnqueueAsync: %v, want the parent's death", obs.kinds[before:])
 	}
 }

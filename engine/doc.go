@@ -74,12 +74,12 @@
 //     snapshot. Nothing takes snapMu with core.mu held.
 //   - core.mu: the commit path. It guards the store, the planner and its
 //     batch, the parked ClaimWait calls' wait queues, the counters, closed
-//     and failed, and the open sync round of EnqueueAsync (a syncRound has
-//     no lock of its own: it is written under core.mu until settleRound
-//     takes it off, and its err is set before its done is closed). Under
-//     it the engine takes only the log's append lock (wal.Log.Append
-//     frames the record in memory under the Log's mu: no I/O, no wait), a
-//     Deferred's mu (EnqueueAsync looking up DeferDurable's Deferred) and
+//     and failed, and the open sync round of EnqueueAsync (a syncRound is
+//     joined under core.mu until settleRound takes it off, and its err is
+//     set before its done is closed). Under it the engine takes only the
+//     log's append lock (wal.Log.Append frames the record in memory under
+//     the Log's mu: no I/O, no wait), a Deferred's mu (DeferDurable's, or
+//     the one of a sync round, joined under core.mu) and
 //     the Clock (ManualClock's mu); it writes to the Logger once, when the
 //     engine fails. It closes channels (a woken ClaimWait's) but sends on
 //     none that can block, and it is never held while waiting for the log
@@ -88,8 +88,9 @@
 //     background snapshot (Close waits for them after releasing it), nor
 //     while calling the Observer, a Replicator (Submit, ReadBarrier) or a
 //     lease watch's function.
-//   - Deferred.mu: a DeferDurable context's commits; nothing is taken
-//     under it, and Deferred.Wait releases it before it waits for the log.
+//   - Deferred.mu: the commits left to a Deferred (a DeferDurable context's,
+//     a sync round's, a run's); nothing is taken under it, and its wait
+//     releases it before it waits for the log.
 //   - parking.mu (the parked ClaimWait calls WaitParked counts), deadLog.mu
 //     (the log lines about dead-lettered tasks), watchSet.mu (lease watches
 //     by task), a leaseWatch's mu: none of them is taken with core.mu held

@@ -26,12 +26,12 @@ var settledPending = ticket.Settled
 // from EnqueueAsync. Only the first call of settle counts.
 func NewPending() (*Pending, func(Enqueued, error)) { return ticket.New() }
 
-// syncRound is the commits in flight that one wait for the log settles.
+// syncRound is the commits in flight that one wait for the log settles:
+// a Deferred, whose wait the pipeline makes, and the Pendings it settles.
 type syncRound struct {
 	*ticket.Round
-	seq     uint64 // the newest batch a commit of the round wrote or saw
-	n       int    // commits in the round, each holding a slot
-	reports []roundReport
+	d Deferred
+	n int // commits in the round, each holding a slot
 }
 
 // roundReport is what a commit of the round leaves to tell the Observer
@@ -112,14 +112,11 @@ func (c *core) execAsync(ctx context.Context, cmd *command) *Pending {
 		// A refusal waits too: it may rest on batches not durable yet.
 		r := c.open
 		if r == nil {
-			r = &syncRound{Round: ticket.NewRound()}
+			r = &syncRound{Round: ticket.NewRound(), d: Deferred{c: c}}
 			c.open = r
 		}
 		r.n++
-		r.seq = max(r.seq, seq)
-		if rep.events != nil || rep.dead != nil {
-			r.reports = append(r.reports, roundReport{rep: rep, err: err})
-		}
+		r.d.add(seq, rep, err)
 		c.mu.Unlock()
 		select {
 		case c.kick <- struct{}{}:
@@ -201,17 +198,11 @@ func (c *core) settleRound() {
 	if r == nil {
 		return
 	}
-	rerr := c.durable(r.seq)
+	_, seq, reports := r.d.take()
+	rerr := c.durable(seq)
 	c.release(r.n) // before the outcomes: a caller that saw one may enqueue again at once
 	r.Settle(rerr)
-	for i := range r.reports {
-		rr := &r.reports[i]
-		err := rr.err
-		if rerr != nil {
-			err = rerr
-		}
-		c.report(&rr.rep, err)
-	}
+	c.reportAll(reports, rerr)
 }
 
 // deferKey marks a context whose commits leave their wait for durability
@@ -219,7 +210,9 @@ func (c *core) settleRound() {
 type deferKey struct{}
 
 // Deferred is the wait for durability of the commits made with a context
-// from DeferDurable, left for Wait to do once for all of them.
+// from DeferDurable, left for Wait to do once for all of them. It is the
+// engine's one way of committing now and waiting later: EnqueueAsync's
+// sync rounds and a run of enqueues (EnqueueRun) wait through one too.
 type Deferred struct {
 	mu      sync.Mutex
 	c       *core
@@ -278,15 +271,32 @@ func (d *Deferred) add(seq uint64, rep stepReport, err error) {
 // the DB's options promise, or with the error that stops it from being
 // (the log failed, the DB closed): then none of those calls' answers
 // holds. Commits deferred after Wait has begun are left to the next call.
-func (d *Deferred) Wait() error {
-	d.mu.Lock()
-	c, seq, reports := d.c, d.seq, d.reports
-	d.seq, d.reports = 0, nil
-	d.mu.Unlock()
+func (d *Deferred) Wait() error { return d.wait(true) }
+
+// wait is Wait; gathered is durableGathered's: false for a caller whose
+// commits may not all be in.
+func (d *Deferred) wait(gathered bool) error {
+	c, seq, reports := d.take()
 	if c == nil || seq == 0 && reports == nil {
 		return nil
 	}
-	err := c.durableGathered(seq, true)
+	err := c.durableGathered(seq, gathered)
+	c.reportAll(reports, err)
+	return err
+}
+
+// take returns what was deferred to d so far (its DB, the newest batch, the
+// reports) and leaves d empty.
+func (d *Deferred) take() (*core, uint64, []roundReport) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, seq, reports := d.c, d.seq, d.reports
+	d.seq, d.reports = 0, nil
+	return c, seq, reports
+}
+
+// reportAll reports deferred commits once their wait ended with err.
+func (c *core) reportAll(reports []roundReport, err error) {
 	for i := range reports {
 		rr := &reports[i]
 		rerr := rr.err
@@ -295,5 +305,4 @@ func (d *Deferred) Wait() error {
 		}
 		c.report(&rr.rep, rerr)
 	}
-	return err
 }

@@ -92,6 +92,7 @@ type runState struct {
 	cmds []command
 	step runStep
 	rep  stepReport
+	own  Deferred // the run's wait, when ctx leaves it to no Deferred
 }
 
 var runStates = sync.Pool{New: func() any { return new(runState) }}
@@ -113,18 +114,19 @@ func putRunState(rs *runState) {
 	rs.step.pend.Reset()
 	rs.step = runStep{in: rs.step.in[:0], pend: rs.step.pend}
 	rs.rep = stepReport{}
+	rs.own.c, rs.own.seq, rs.own.reports = nil, 0, nil
 	runStates.Put(rs)
 }
 
 // enqueueRun commits the valid commands of run (those whose item has no
 // Err yet), MaxRunStep at a time, and waits once for their durability.
 func (c *core) enqueueRun(ctx context.Context, rs *runState, run []RunEnqueue) {
-	var (
-		seq     uint64 // the newest batch the run wrote or saw
-		waits   bool   // an outcome rests on the log
-		reports []stepReport
-	)
 	d := c.deferredOf(ctx)
+	own := d == nil
+	if own {
+		d = &rs.own
+		d.c = c
+	}
 	for i := 0; i < len(run); {
 		if err := ctx.Err(); err != nil {
 			failRest(run[i:], err)
@@ -149,8 +151,6 @@ func (c *core) enqueueRun(ctx context.Context, rs *runState, run []RunEnqueue) {
 		s.c, s.cmds, s.run, s.rep, s.waits, s.logged = c, rs.cmds, run, rep, false, false
 		s.plan(now, i, end)
 		s.rep = nil
-		seq = max(seq, s.seq)
-		waits = waits || s.waits
 		startSnap := s.logged && c.shouldSnapshot()
 		if startSnap {
 			c.bg.Add(1) // under mu, as in commit
@@ -162,32 +162,22 @@ func (c *core) enqueueRun(ctx context.Context, rs *runState, run []RunEnqueue) {
 				c.snapshotNow(false)
 			}()
 		}
-		switch {
-		case d != nil && s.waits:
+		if s.waits {
 			d.add(s.seq, *rep, nil)
-		case d != nil:
+		} else {
 			c.report(rep, nil)
-		case rep.events != nil || rep.dead != nil || rep.hkEvents != nil || rep.hkDead != nil:
-			reports = append(reports, *rep)
 		}
 		i = end
 	}
-	if d != nil {
+	if !own {
 		return
 	}
-	var werr error
-	if waits {
-		werr = c.durable(seq)
-		if werr != nil {
-			for i := range run {
-				if r := &run[i]; r.Err == nil || restsOnLog(r.Err) {
-					r.Enqueued, r.Err = Enqueued{}, werr
-				}
+	if werr := d.wait(false); werr != nil {
+		for i := range run {
+			if r := &run[i]; r.Err == nil || restsOnLog(r.Err) {
+				r.Enqueued, r.Err = Enqueued{}, werr
 			}
 		}
-	}
-	for i := range reports {
-		c.report(&reports[i], werr)
 	}
 }
 
