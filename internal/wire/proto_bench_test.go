@@ -14,7 +14,7 @@ func enqueueCall(tb testing.TB) []byte {
 	tb.Helper()
 	c := &v1.Call{Id: 12345, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{
 		Queue: "bench",
-		Task: &v1.Task{Payload: make([]byte, 100), Headers: map[string]string{"a": "1", "b": "2"}, Priority: 3},
+		Task:  &v1.Task{Payload: make([]byte, 100), Headers: map[string]string{"a": "1", "b": "2"}, Priority: 3},
 	}}}
 	b, err := proto.Marshal(c)
 	if err != nil {
