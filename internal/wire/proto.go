@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -78,12 +79,93 @@ func overLimit(fd protoreflect.FieldDescriptor) error {
 
 // CheckProto walks protobuf bytes of a message of type md and refuses them
 // when a list or map field of any message in them holds more elements than
-// the engine accepts, or when they do not parse. It allocates nothing.
+// the engine accepts, or when they do not parse. It allocates nothing once
+// it has seen md (the first call for a type builds the type's shape).
 func CheckProto(b []byte, md protoreflect.MessageDescriptor) error {
-	return checkProto(b, md, 0)
+	return checkProto(b, shapeOf(md), 0)
 }
 
-func checkProto(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+// shape is what checkProto needs of a message type, found once: its list,
+// map and message fields by number.
+type shape struct {
+	md     protoreflect.MessageDescriptor
+	fields []fieldShape // by field number; past its end, a field checkProto skips
+}
+
+// fieldShape is one field of a shape: a list or map and its limit, or a
+// message to walk into, or neither (zero: skipped).
+type fieldShape struct {
+	fd       protoreflect.FieldDescriptor
+	limit    int // > 0 for a list or map: the elements it may hold
+	kind     protoreflect.Kind
+	packable bool   // a list that may come packed
+	msg      *shape // a message (or a list of them) to walk into
+}
+
+// shapes holds the shapes built so far, by message descriptor.
+var shapes sync.Map
+
+// shapeOf returns md's shape, building it and those of the messages it
+// holds the first time.
+func shapeOf(md protoreflect.MessageDescriptor) *shape {
+	if sh, ok := shapes.Load(md); ok {
+		return sh.(*shape)
+	}
+	built := map[protoreflect.MessageDescriptor]*shape{}
+	sh := buildShape(md, built)
+	for d, s := range built {
+		shapes.LoadOrStore(d, s)
+	}
+	v, _ := shapes.Load(md)
+	if v != nil {
+		return v.(*shape)
+	}
+	return sh
+}
+
+// buildShape builds md's shape and, through built (which breaks the
+// cycles of recursive types), those of its message fields.
+func buildShape(md protoreflect.MessageDescriptor, built map[protoreflect.MessageDescriptor]*shape) *shape {
+	if sh, ok := built[md]; ok {
+		return sh
+	}
+	if v, ok := shapes.Load(md); ok {
+		return v.(*shape)
+	}
+	sh := &shape{md: md}
+	built[md] = sh
+	fds := md.Fields()
+	for i := range fds.Len() {
+		fd := fds.Get(i)
+		var f fieldShape
+		if fd.IsList() || fd.IsMap() {
+			f.limit = elementLimit(fd)
+			f.packable = fd.IsList() && packable(fd.Kind())
+		}
+		if !fd.IsMap() && fd.Message() != nil {
+			f.msg = buildShape(fd.Message(), built)
+		}
+		if f.limit == 0 && f.msg == nil {
+			continue // a scalar: nothing to check
+		}
+		f.fd, f.kind = fd, fd.Kind()
+		num := int(fd.Number())
+		if num >= maxShapeField {
+			continue // not in docket's schema; walked over as unknown
+		}
+		if num >= len(sh.fields) {
+			sh.fields = append(sh.fields, make([]fieldShape, num+1-len(sh.fields))...)
+		}
+		sh.fields[num] = f
+	}
+	return sh
+}
+
+// maxShapeField bounds the field numbers a shape indexes: docket's
+// messages number their fields well under it.
+const maxShapeField = 1 << 10
+
+func checkProto(b []byte, sh *shape, depth int) error {
 	if depth > maxDepth {
 		return errors.New("protobuf message nested too deep")
 	}
@@ -95,44 +177,46 @@ func checkProto(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 	}
 	var buf [4]count
 	counts := buf[:0]
-	fields := md.Fields()
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		fd := fields.ByNumber(num)
-		if fd != nil && (fd.IsList() || fd.IsMap()) {
+		var f *fieldShape
+		if int(num) < len(sh.fields) {
+			f = &sh.fields[num]
+		}
+		if f != nil && f.limit > 0 {
 			i := 0
 			for i < len(counts) && counts[i].num != num {
 				i++
 			}
 			if i == len(counts) {
 				if len(counts) == cap(counts) {
-					return fmt.Errorf("%s has more list fields than the schema", md.FullName())
+					return fmt.Errorf("%s has more list fields than the schema", sh.md.FullName())
 				}
 				counts = append(counts, count{num: num})
 			}
 			elems := 1
-			if typ == protowire.BytesType && fd.IsList() && packable(fd.Kind()) {
+			if typ == protowire.BytesType && f.packable {
 				v, n := protowire.ConsumeBytes(b)
 				if n < 0 {
 					return protowire.ParseError(n)
 				}
-				elems = packedElements(v, fd.Kind())
+				elems = packedElements(v, f.kind)
 			}
 			counts[i].n += elems
-			if counts[i].n > elementLimit(fd) {
-				return overLimit(fd)
+			if counts[i].n > f.limit {
+				return overLimit(f.fd)
 			}
 		}
-		if fd != nil && typ == protowire.BytesType && !fd.IsMap() && fd.Message() != nil {
+		if f != nil && f.msg != nil && typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return protowire.ParseError(n)
 			}
-			if err := checkProto(v, fd.Message(), depth+1); err != nil {
+			if err := checkProto(v, f.msg, depth+1); err != nil {
 				return err
 			}
 			b = b[n:]

@@ -1,0 +1,162 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	v1 "github.com/docketdb/docket/proto/docket/v1"
+)
+
+// checkProtoRef is CheckProto as it walked the descriptors themselves on
+// every call, before shapes: the reference the shapes must agree with.
+func checkProtoRef(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+	if depth > maxDepth {
+		return errors.New("protobuf message nested too deep")
+	}
+	// The few list fields of one message and how many elements each has
+	// held so far; docket's messages have at most two.
+	type count struct {
+		num protowire.Number
+		n   int
+	}
+	var buf [4]count
+	counts := buf[:0]
+	fields := md.Fields()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		fd := fields.ByNumber(num)
+		if fd != nil && (fd.IsList() || fd.IsMap()) {
+			i := 0
+			for i < len(counts) && counts[i].num != num {
+				i++
+			}
+			if i == len(counts) {
+				if len(counts) == cap(counts) {
+					return fmt.Errorf("%s has more list fields than the schema", md.FullName())
+				}
+				counts = append(counts, count{num: num})
+			}
+			elems := 1
+			if typ == protowire.BytesType && fd.IsList() && packable(fd.Kind()) {
+				v, n := protowire.ConsumeBytes(b)
+				if n < 0 {
+					return protowire.ParseError(n)
+				}
+				elems = packedElements(v, fd.Kind())
+			}
+			counts[i].n += elems
+			if counts[i].n > elementLimit(fd) {
+				return overLimit(fd)
+			}
+		}
+		if fd != nil && typ == protowire.BytesType && !fd.IsMap() && fd.Message() != nil {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			if err := checkProtoRef(v, fd.Message(), depth+1); err != nil {
+				return err
+			}
+			b = b[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// refCases are frames for the comparison: well-formed calls, calls over
+// the element limits (repeated and packed), nesting, and damage.
+func refCases(tb testing.TB) [][]byte {
+	tb.Helper()
+	mk := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return b
+	}
+	headers := map[string]string{}
+	for i := range 65 {
+		headers[fmt.Sprint(i)] = "v"
+	}
+	tasks := make([]*v1.Task, 10_001)
+	for i := range tasks {
+		tasks[i] = &v1.Task{}
+	}
+	ids := make([]uint64, 10_001)
+	frame := enqueueCall(tb)
+	cases := [][]byte{
+		frame,
+		mk(&v1.Call{Id: 1, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Task: &v1.Task{Headers: headers}}}}),
+		mk(&v1.Call{Id: 2, Call: &v1.Call_EnqueueBatch{EnqueueBatch: &v1.EnqueueBatchRequest{Tasks: tasks}}}),
+		mk(&v1.Call{Id: 3, Call: &v1.Call_EnqueueBatch{EnqueueBatch: &v1.EnqueueBatchRequest{Tasks: tasks[:10]}}}),
+		mk(&v1.Call{Id: 4, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Task: &v1.Task{DependsOn: ids}}}}),
+		mk(&v1.Call{Id: 5, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Task: &v1.Task{DependsOn: ids[:3]}}}}),
+		{},
+		{0xff},
+		frame[:len(frame)-1],
+		append(protowire.AppendTag(nil, 999, protowire.BytesType), 2, 1, 1),
+	}
+	// An unpacked list over the limit: the same field repeated.
+	var unpacked []byte
+	for range 10_001 {
+		unpacked = protowire.AppendTag(unpacked, 1, protowire.VarintType)
+		unpacked = protowire.AppendVarint(unpacked, 7)
+	}
+	return append(cases, unpacked)
+}
+
+// TestCheckProtoAgreesWithReference: the shapes give every frame the
+// verdict, and the error, the descriptors' own walk gave.
+func TestCheckProtoAgreesWithReference(t *testing.T) {
+	md := (&v1.Call{}).ProtoReflect().Descriptor()
+	for i, b := range refCases(t) {
+		if got, want := errText(CheckProto(b, md)), errText(checkProtoRef(b, md, 0)); got != want {
+			t.Errorf("case %d: %q, reference %q", i, got, want)
+		}
+	}
+	for _, m := range []proto.Message{&v1.Call{}, &v1.EnqueueBatchRequest{}, &v1.Task{}} {
+		d := m.ProtoReflect().Descriptor()
+		for i, b := range refCases(t) {
+			if got, want := errText(CheckProto(b, d)), errText(checkProtoRef(b, d, 0)); got != want {
+				t.Errorf("%s case %d: %q, reference %q", d.FullName(), i, got, want)
+			}
+		}
+	}
+}
+
+// FuzzCheckProto: on any bytes, the shapes and the reference agree.
+func FuzzCheckProto(f *testing.F) {
+	for _, b := range refCases(f) {
+		if len(b) < 4096 {
+			f.Add(b)
+		}
+	}
+	md := (&v1.Call{}).ProtoReflect().Descriptor()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := errText(CheckProto(b, md)), errText(checkProtoRef(b, md, 0)); got != want {
+			t.Fatalf("%q, reference %q", got, want)
+		}
+	})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
