@@ -239,6 +239,12 @@ func TestEnqueueAsyncReportsHousekeeping(t *testing.T) {
 	before := obs.len()
 	_, err := q.EnqueueAsync(ctx, Task{}, IfExists("absent")).Wait(ctx)
 	wantErr(t, err, ErrConflict)
+	// The round tells the Observer after it settles its Pendings; Close
+	// waits for the round's goroutine.
+	if err := e.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.db = nil
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	if !slices.Contains(obs.kinds[before:], EvDead) {
