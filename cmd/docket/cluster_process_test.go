@@ -634,7 +634,8 @@ func (h *history) check(completed map[uint64]engine.TaskInfo) violations {
 }
 
 // TestClusterBench runs `docket cluster bench` small: a workload on one
-// server and on three nodes, and two timed failovers.
+// server, on a one-node cluster and on three nodes, and two timed
+// failovers.
 func TestClusterBench(t *testing.T) {
 	bin := docketBinary(t)
 	old := benchBinary
@@ -649,8 +650,12 @@ func TestClusterBench(t *testing.T) {
 		t.Fatalf("%d workloads", len(res.Workloads))
 	}
 	p := res.Workloads[0]
-	if p.Single.Tasks != 300 || p.Three.Tasks != 300 || p.Single.System != "1 node" || p.Three.System != "3 nodes" || p.Ratio <= 0 {
+	if p.Single.Tasks != 300 || p.OneRaft.Tasks != 300 || p.Three.Tasks != 300 || p.Single.System != "1 node" ||
+		p.OneRaft.System != "1-node cluster" || p.Three.System != "3 nodes" || p.Ratio <= 0 || p.RaftRatio <= 0 {
 		t.Fatalf("W2: %+v", p)
+	}
+	if want := p.Three.TasksPerSec / p.OneRaft.TasksPerSec; p.RaftRatio != want {
+		t.Fatalf("raft ratio %v, want %v", p.RaftRatio, want)
 	}
 	if len(res.Targets) != 1 || res.Targets[0].Ratio != p.Ratio || res.Targets[0].Pass != (p.Ratio >= clusterW2Target) {
 		t.Fatalf("targets: %+v", res.Targets)

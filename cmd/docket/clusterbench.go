@@ -25,8 +25,9 @@ const clusterBenchAbout = `
 Measures a replicated docket against a single server over the same network
 API, with real 'docket serve' processes of this binary on loopback: for each
 workload (see 'docket bench'; W1–W6R) one fresh standalone server (durable:
--durability always) and one fresh three-node cluster (every entry fsynced on
-a majority), each driven through the client. Then the failover time: on a
+-durability always), one fresh one-node cluster (raft without replication:
+what the replicated log costs by itself) and one fresh three-node cluster
+(every entry fsynced on a majority), each driven through the client. Then the failover time: on a
 three-node cluster under writes, the leader is killed with SIGKILL and the
 time until the next write succeeds is taken, -failovers times (the killed
 node restarts and catches up between kills).
@@ -75,9 +76,14 @@ func clusterTargets(pairs []clusterBenchPair) []bench.PerfTarget {
 
 type clusterBenchPair struct {
 	Single bench.Result `json:"single"`
-	Three  bench.Result `json:"three"`
+	// OneRaft is a cluster of one node: raft's log without replication.
+	OneRaft bench.Result `json:"one_raft"`
+	Three   bench.Result `json:"three"`
 	// Ratio is the cluster's tasks/s over the single server's.
 	Ratio float64 `json:"ratio"`
+	// RaftRatio is the three-node cluster's tasks/s over the one-node
+	// cluster's: what replication costs beyond raft's own log.
+	RaftRatio float64 `json:"raft_ratio"`
 }
 
 // failoverResult is the time from the kill of a leader to the first write
@@ -125,18 +131,24 @@ func runClusterBench(ctx context.Context, c cli, args []string) error {
 		cfg := bench.Config{Workload: w, N: *n, Duration: *duration, Producers: *producers, Workers: *workers,
 			ClaimBatch: *claim, Dir: *dir, Durability: engine.SyncAlways}
 		var pair clusterBenchPair
-		if pair.Single, err = bench.RunDriver(ctx, "1 node", cfg, procOpener(bin, 1)); err != nil {
+		if pair.Single, err = bench.RunDriver(ctx, "1 node", cfg, procOpener(bin, 1, false)); err != nil {
 			return err
 		}
-		if pair.Three, err = bench.RunDriver(ctx, "3 nodes", cfg, procOpener(bin, 3)); err != nil {
+		if pair.OneRaft, err = bench.RunDriver(ctx, "1-node cluster", cfg, procOpener(bin, 1, true)); err != nil {
+			return err
+		}
+		if pair.Three, err = bench.RunDriver(ctx, "3 nodes", cfg, procOpener(bin, 3, true)); err != nil {
 			return err
 		}
 		if pair.Single.TasksPerSec > 0 {
 			pair.Ratio = pair.Three.TasksPerSec / pair.Single.TasksPerSec
 		}
+		if pair.OneRaft.TasksPerSec > 0 {
+			pair.RaftRatio = pair.Three.TasksPerSec / pair.OneRaft.TasksPerSec
+		}
 		out.Workloads = append(out.Workloads, pair)
 		if !*asJSON {
-			fmt.Fprintf(c.stdout, "%s: 3 nodes at %.0f%% of 1 node's tasks/s\n", w, 100*pair.Ratio)
+			fmt.Fprintf(c.stdout, "%s: 3 nodes at %.0f%% of 1 node's tasks/s (%.0f%% of a one-node cluster's)\n", w, 100*pair.Ratio, 100*pair.RaftRatio)
 		}
 	}
 	out.Targets = clusterTargets(out.Workloads)
@@ -153,7 +165,7 @@ func runClusterBench(ctx context.Context, c cli, args []string) error {
 	if len(out.Workloads) > 0 {
 		var rs []bench.Result
 		for _, p := range out.Workloads {
-			rs = append(rs, p.Single, p.Three)
+			rs = append(rs, p.Single, p.OneRaft, p.Three)
 		}
 		fmt.Fprintln(c.stdout)
 		if err := bench.WriteTable(c.stdout, rs); err != nil {
@@ -200,7 +212,10 @@ func (t *tailBuffer) String() string {
 
 // localCluster starts n nodes in dir (n == 1: a standalone server) and
 // waits until they serve.
-func localCluster(ctx context.Context, bin, dir string, n int) ([]*nodeProc, error) {
+// localCluster starts n nodes of bin on loopback, each under dir: a
+// cluster of them when raft is set (the first bootstraps it, the others
+// join), or else one standalone server (n must be 1).
+func localCluster(ctx context.Context, bin, dir string, n int, raft bool) ([]*nodeProc, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -218,15 +233,15 @@ func localCluster(ctx context.Context, bin, dir string, n int) ([]*nodeProc, err
 		p := &nodeProc{bin: bin, id: "n" + strconv.Itoa(i+1), dir: filepath.Join(dir, "n"+strconv.Itoa(i+1)),
 			httpPort: ports[2*i], log: &tailBuffer{}, args: []string{"-log-level", "warn"}}
 		p.url = "http://127.0.0.1:" + strconv.Itoa(p.httpPort)
-		if n > 1 {
+		if raft {
 			p.raftPort = ports[2*i+1]
 		}
 		nodes = append(nodes, p)
 		var extra []string
 		switch {
-		case n > 1 && i == 0:
+		case raft && i == 0:
 			extra = []string{"-bootstrap"}
-		case n > 1:
+		case raft:
 			extra = []string{"-join", nodes[0].url}
 		}
 		if err := p.start(extra...); err != nil {
@@ -251,9 +266,9 @@ func urlsOf(nodes []*nodeProc) string {
 }
 
 // procOpener opens a fresh local cluster of n nodes for each run.
-func procOpener(bin string, n int) bench.Opener[engine.Lease] {
+func procOpener(bin string, n int, raft bool) bench.Opener[engine.Lease] {
 	return func(ctx context.Context, cfg bench.Config, dir string) (bench.Driver[engine.Lease], error) {
-		nodes, err := localCluster(ctx, bin, dir, n)
+		nodes, err := localCluster(ctx, bin, dir, n, raft)
 		if err != nil {
 			return nil, err
 		}
@@ -361,7 +376,7 @@ func measureFailovers(ctx context.Context, bin, dir string, kills int, progress 
 		return failoverResult{}, err
 	}
 	defer os.RemoveAll(root)
-	nodes, err := localCluster(ctx, bin, root, 3)
+	nodes, err := localCluster(ctx, bin, root, 3, true)
 	if err != nil {
 		return failoverResult{}, err
 	}
