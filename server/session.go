@@ -733,7 +733,7 @@ calls:
 				cancel()
 				s.lim.give(caller, slot, 1, 0)
 				<-x.par
-				x.send(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
+				x.sendLater(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
 			}(c.Id, sc)
 			continue
 		}
@@ -861,7 +861,15 @@ func (x *sess) wait(b *sbatch) {
 }
 
 // send writes batches' replies, then gives back their slots.
-func (x *sess) send(bs ...*sbatch) {
+func (x *sess) send(bs ...*sbatch) { x.sendWith(x.w.SendFrames, bs) }
+
+// sendLater is send for a call answered on a goroutine of its own: its
+// reply is written by the Writer's goroutine, with those of the calls
+// answered at the same moment (a replicated log answers a round's calls
+// together), in one write instead of one each.
+func (x *sess) sendLater(b *sbatch) { x.sendWith(x.w.SendFramesLater, []*sbatch{b}) }
+
+func (x *sess) sendWith(write func([]byte) error, bs []*sbatch) {
 	bp := replyBufs.Get().(*[]byte)
 	out := (*bp)[:0]
 	caller := x.ci.callerID()
@@ -874,7 +882,7 @@ func (x *sess) send(bs ...*sbatch) {
 			}
 		}
 	}
-	x.w.SendFrames(out) // copies out
+	write(out) // copies out
 	if cap(out) <= keepFrameBuf {
 		*bp = out
 		replyBufs.Put(bp)

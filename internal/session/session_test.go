@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	v1 "github.com/docketdb/docket/proto/docket/v1"
 	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
 
 func call(id uint64, queue string) *v1.Call {
@@ -401,6 +402,12 @@ func TestReadBodyHoldsWhatArrived(t *testing.T) {
 // whole and in order; Wait returns once they are written; a failed write
 // left to the Writer's goroutine is told to OnFail.
 func TestSendLaterCoalescesAPipelinedSender(t *testing.T) {
+	for _, send := range laterSends {
+		t.Run(send.name, func(t *testing.T) { coalescesAPipelinedSender(t, send.f) })
+	}
+}
+
+func coalescesAPipelinedSender(t *testing.T, send func(*Writer, proto.Message) error) {
 	a, b := net.Pipe()
 	defer a.Close()
 	writes := &countingWriter{w: a}
@@ -423,7 +430,7 @@ func TestSendLaterCoalescesAPipelinedSender(t *testing.T) {
 		got <- nil
 	}()
 	for i := range n {
-		if err := w.SendLater(call(uint64(i), "q")); err != nil {
+		if err := send(w, call(uint64(i), "q")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -441,14 +448,14 @@ func TestSendLaterCoalescesAPipelinedSender(t *testing.T) {
 	f := NewWriter(failingWriter{boom})
 	failed := make(chan error, 1)
 	f.OnFail(func(err error) { failed <- err })
-	if err := f.SendLater(call(1, "q")); err != nil {
-		t.Fatalf("SendLater returned the write's error itself: %v", err)
+	if err := send(f, call(1, "q")); err != nil {
+		t.Fatalf("the send returned the write's error itself: %v", err)
 	}
 	if err := <-failed; !errors.Is(err, boom) {
 		t.Fatalf("OnFail got %v", err)
 	}
-	if err := f.SendLater(call(2, "q")); !errors.Is(err, boom) {
-		t.Fatalf("a SendLater after the failure: %v", err)
+	if err := send(f, call(2, "q")); !errors.Is(err, boom) {
+		t.Fatalf("a send after the failure: %v", err)
 	}
 }
 
@@ -457,8 +464,31 @@ func TestSendLaterCoalescesAPipelinedSender(t *testing.T) {
 // next call) share a write, rather than the Writer's goroutine, run next
 // after the first of them, writing that one's frame alone. One P makes the
 // order of the goroutines the scheduler's own, not the machine's.
+// SendFramesLater does the same for frames encoded already (a server's
+// replies to calls a replicated log answered together).
 func TestSendLaterCoalescesSendersWokenTogether(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, send := range laterSends {
+		t.Run(send.name, func(t *testing.T) { coalescesSendersWokenTogether(t, send.f) })
+	}
+}
+
+// laterSends are the Writer's two ways of leaving a frame to its goroutine.
+var laterSends = []struct {
+	name string
+	f    func(*Writer, proto.Message) error
+}{
+	{"SendLater", (*Writer).SendLater},
+	{"SendFramesLater", func(w *Writer, m proto.Message) error {
+		b, err := AppendFrame(nil, m)
+		if err != nil {
+			return err
+		}
+		return w.SendFramesLater(b)
+	}},
+}
+
+func coalescesSendersWokenTogether(t *testing.T, send func(*Writer, proto.Message) error) {
 	const senders = 16
 	for round := range 5 {
 		writes := &countingWriter{w: io.Discard}
@@ -470,7 +500,7 @@ func TestSendLaterCoalescesSendersWokenTogether(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if err := w.SendLater(call(uint64(s), "q")); err != nil {
+				if err := send(w, call(uint64(s), "q")); err != nil {
 					t.Error(err)
 				}
 			}()

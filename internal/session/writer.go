@@ -137,6 +137,24 @@ func (x *Writer) flushLater() {
 	}
 }
 
+// SendFramesLater is SendLater for frames already encoded (AppendFrame):
+// for answers that finish together on goroutines of their own (the calls
+// a replicated log answered in one round), which then share a write.
+func (x *Writer) SendFramesLater(b []byte) error {
+	x.mu.Lock()
+	if err := x.roomLocked(); err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	x.buf = append(x.buf, b...)
+	if !x.writing && !x.kicked {
+		x.kicked = true
+		go x.flushLater()
+	}
+	x.mu.Unlock()
+	return nil
+}
+
 // SendFrames is Send for frames already encoded (AppendFrame): b holds
 // whole frames, written together, in order.
 func (x *Writer) SendFrames(b []byte) error {
