@@ -108,12 +108,19 @@ func (x *Writer) SendLater(m proto.Message) error {
 		return err
 	}
 	x.buf = b
+	x.kickLocked()
+	x.mu.Unlock()
+	return nil
+}
+
+// kickLocked starts the Writer's goroutine on what the buffer holds,
+// unless a sender is writing (it writes that too) or the goroutine is on
+// its way already. It holds mu.
+func (x *Writer) kickLocked() {
 	if !x.writing && !x.kicked {
 		x.kicked = true
 		go x.flushLater()
 	}
-	x.mu.Unlock()
-	return nil
 }
 
 // flushLater writes what SendLater left, unless a sender is writing (it
@@ -147,10 +154,7 @@ func (x *Writer) SendFramesLater(b []byte) error {
 		return err
 	}
 	x.buf = append(x.buf, b...)
-	if !x.writing && !x.kicked {
-		x.kicked = true
-		go x.flushLater()
-	}
+	x.kickLocked()
 	x.mu.Unlock()
 	return nil
 }
