@@ -16,6 +16,19 @@
 // engine.ErrNotLeader) that names the leader; a write whose leader lost its
 // leadership before it committed fails with engine.ErrOutcomeUnknown.
 //
+// # A panic while applying
+//
+// A panic while a node's FSM applies an entry (a bug in planning or
+// applying a command) stops the node's process, with a panic naming the
+// entry: the DB's state may be half changed (the engine fails itself,
+// engine.ErrFailed, on a panic while applying), and the node must not
+// apply later entries on top of it, serve reads from it or snapshot it.
+// Raft has already made the entry durable, so nothing acknowledged is
+// lost: a restarted node restores its newest snapshot and replays the log
+// after it, applying the entry again on a state rebuilt whole. An entry
+// that panics wherever it applies stops every node that applies it, at
+// every restart: the cluster stops taking writes rather than diverge.
+//
 // # Reads
 //
 // Reads are linearizable: served by the leader once it has applied every
