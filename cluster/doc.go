@@ -15,6 +15,11 @@
 // that is not the leader refuses writes with a *NotLeaderError (matching
 // engine.ErrNotLeader) that names the leader; a write whose leader lost its
 // leadership before it committed fails with engine.ErrOutcomeUnknown.
+// The commit index a leader's AppendEntries carries is bounded by the last
+// entry that request lets the follower check against the leader's log, so
+// that a node that once led alone never applies the entries of that term
+// the majority replaced (hashicorp/raft's follower would, up to its own
+// last index).
 //
 // # A panic while applying
 //
