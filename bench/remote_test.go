@@ -90,11 +90,20 @@ func TestRemoteWorkloads(t *testing.T) {
 		}
 	})
 	t.Run("W6R/memory", func(t *testing.T) {
-		cfg := remoteMemory.config(t, "W6R", 0)
-		cfg.Duration, cfg.OfferedRate = 300*time.Millisecond, 1000
+		// The run ends once n tasks have completed (Duration is a
+		// generous bound): a fixed short Duration on a loaded machine
+		// could end before any task completed, or late.
+		const n, rate, producers = 50, 1000, 4
+		cfg := remoteMemory.config(t, "W6R", n)
+		cfg.Duration, cfg.OfferedRate, cfg.Producers = time.Minute, rate, producers
 		res := run(t, cfg)
-		if res.EndToEnd == nil || res.EndToEnd.Count == 0 || res.Enqueued > 400 {
-			t.Fatalf("end to end %+v, %d enqueued at 1,000/s for 0.3 s", res.EndToEnd, res.Enqueued)
+		if res.Tasks < n || res.Elapsed >= cfg.Duration || res.EndToEnd == nil || res.EndToEnd.Count < uint64(res.Tasks) {
+			t.Fatalf("%d tasks in %v, end to end %+v", res.Tasks, res.Elapsed, res.EndToEnd)
+		}
+		// Paced: producer p's k-th enqueue is due (k*P+p)/rate after the
+		// start, so at most rate*Elapsed+P have begun by the end.
+		if due := int64(rate*res.Elapsed.Seconds()) + producers; res.Enqueued < res.Tasks || res.Enqueued > due {
+			t.Fatalf("%d enqueued (%d completed) in %v at %d/s, at most %d due", res.Enqueued, res.Tasks, res.Elapsed, rate, due)
 		}
 	})
 }

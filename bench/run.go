@@ -334,8 +334,11 @@ func runSteady[J any](ctx context.Context, cfg Config, d Driver[J], r *Result) e
 	}
 	halt = func() {
 		stopOnce.Do(func() {
-			stopAt = time.Now()
+			// The counts before the time: what they count happened by
+			// stopAt, so that Enqueued is at most what the schedule had
+			// due by the end of Elapsed, however late this runs.
 			enqAtStop, doneAtStop = enqueued.Load(), prog.done.Load()
+			stopAt = time.Now()
 			stopped.Store(true)
 			stop()
 		})

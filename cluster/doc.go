@@ -15,6 +15,24 @@
 // that is not the leader refuses writes with a *NotLeaderError (matching
 // engine.ErrNotLeader) that names the leader; a write whose leader lost its
 // leadership before it committed fails with engine.ErrOutcomeUnknown.
+// The commit index a leader's AppendEntries carries is bounded by the last
+// entry that request lets the follower check against the leader's log, so
+// that a node that once led alone never applies the entries of that term
+// the majority replaced (hashicorp/raft's follower would, up to its own
+// last index).
+//
+// # A panic while applying
+//
+// A panic while a node's FSM applies an entry (a bug in planning or
+// applying a command) stops the node's process, with a panic naming the
+// entry: the DB's state may be half changed (the engine fails itself,
+// engine.ErrFailed, on a panic while applying), and the node must not
+// apply later entries on top of it, serve reads from it or snapshot it.
+// Raft has already made the entry durable, so nothing acknowledged is
+// lost: a restarted node restores its newest snapshot and replays the log
+// after it, applying the entry again on a state rebuilt whole. An entry
+// that panics wherever it applies stops every node that applies it, at
+// every restart: the cluster stops taking writes rather than diverge.
 //
 // # Reads
 //

@@ -89,14 +89,24 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 // follows, and what it appended alone is gone from every node.
 func TestMinorityLeaderWritesNeverAcknowledged(t *testing.T) {
 	m := clustertest.NewMesh(t, clustertest.MeshOptions{})
-	old, err := m.WaitLeader(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := within(t, 60*time.Second)
-	q := old.API().Queue(ns, "q")
-	if _, err := q.Enqueue(ctx, engine.Task{Payload: []byte(`"before"`)}); err != nil {
-		t.Fatal(err)
+	// A leader that loses its lease (a loaded machine) is replaced: the
+	// write goes to the new one, under one idempotency key.
+	var old *clustertest.Node
+	var q engine.Queue
+	for try := 0; ; try++ {
+		var err error
+		if old, err = m.WaitLeader(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		q = old.API().Queue(ns, "q")
+		_, err = q.Enqueue(ctx, engine.Task{IdempotencyKey: "before", Payload: []byte(`"before"`)})
+		if err == nil {
+			break
+		}
+		if !unavailable(err) || try == 20 {
+			t.Fatal(err)
+		}
 	}
 	m.Net.Isolate(old.Addr)
 	if _, err := q.Enqueue(ctx, engine.Task{Payload: []byte(`"minority"`)}); err == nil || !unavailable(err) {
@@ -108,9 +118,18 @@ func TestMinorityLeaderWritesNeverAcknowledged(t *testing.T) {
 	if n, err := q.Counts(engine.WithStaleReads(ctx)); err != nil || n.Ready < 1 {
 		t.Fatalf("a stale read on the cut-off node: %+v %v", n, err)
 	}
-	l := newLeader(t, m, old)
-	if _, err := l.API().Queue(ns, "q").Enqueue(ctx, engine.Task{Payload: []byte(`"majority"`)}); err != nil {
-		t.Fatal(err)
+	// The majority's leader may lose its leadership while it commits (a
+	// loaded machine misses a lease): the write is sent again, under one
+	// idempotency key, until it is acknowledged.
+	for try := 0; ; try++ {
+		l := newLeader(t, m, old)
+		_, err := l.API().Queue(ns, "q").Enqueue(ctx, engine.Task{IdempotencyKey: "majority", Payload: []byte(`"majority"`)})
+		if err == nil {
+			break
+		}
+		if !unavailable(err) || try == 20 {
+			t.Fatal(err)
+		}
 	}
 	var nle *cluster.NotLeaderError
 	if _, err := q.Enqueue(ctx, engine.Task{Payload: []byte(`"late"`)}); !errors.As(err, &nle) {

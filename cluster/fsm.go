@@ -17,6 +17,8 @@ import (
 // Restore replaces the whole state with one.
 type FSM struct {
 	db *engine.DB
+	// apply is db.ApplyCommand; a test replaces it to make applying panic.
+	apply func([]byte) *engine.Applied
 
 	mu sync.Mutex
 	// applied is the index of the last command entry applied since the
@@ -34,37 +36,67 @@ func NewFSM(db *engine.DB) (*FSM, error) {
 	if db == nil || !db.Replicated() {
 		return nil, fmt.Errorf("%w: the FSM needs a DB opened with engine.OpenReplicated", engine.ErrInvalid)
 	}
-	return &FSM{db: db, changed: make(chan struct{})}, nil
+	return &FSM{db: db, apply: db.ApplyCommand, changed: make(chan struct{})}, nil
 }
 
 // DB returns the DB the FSM applies to.
 func (f *FSM) DB() *engine.DB { return f.db }
 
-// Apply applies one committed entry.
+// Apply applies one committed entry. A panic while it applies stops the
+// process (applyPanicked).
 func (f *FSM) Apply(e *raft.Log) any {
 	if e.Type != raft.LogCommand {
 		return nil
 	}
-	a := f.db.ApplyCommand(e.Data)
+	defer func() {
+		if p := recover(); p != nil {
+			panic(applyPanicked(e.Index, p))
+		}
+	}()
+	a := f.apply(e.Data)
 	f.setApplied(e.Index)
 	return a
 }
 
-// ApplyBatch applies committed entries in order, one answer per entry.
+// ApplyBatch applies committed entries in order, one answer per entry. A
+// panic while one applies stops the process (applyPanicked).
 func (f *FSM) ApplyBatch(entries []*raft.Log) []any {
 	out := make([]any, len(entries))
-	last := uint64(0)
+	last, at := uint64(0), uint64(0)
+	defer func() {
+		if p := recover(); p != nil {
+			panic(applyPanicked(at, p))
+		}
+	}()
 	for i, e := range entries {
 		if e.Type != raft.LogCommand {
 			continue
 		}
-		out[i] = f.db.ApplyCommand(e.Data)
+		at = e.Index
+		out[i] = f.apply(e.Data)
 		last = e.Index
 	}
 	if last != 0 {
 		f.setApplied(last)
 	}
 	return out
+}
+
+// applyPanicked is what a panic p while entry index applied goes on
+// with, out of raft's FSM goroutine, which ends the process: the DB's
+// state may be half changed (the engine fails itself on a panic while
+// applying, not on one while planning), and a node must not apply later
+// entries on top of it, answer reads from it, or snapshot it. A restarted
+// node restores its newest snapshot and replays the log after it, so the
+// entry is applied again on a state rebuilt whole. An entry that panics
+// wherever it applies stops every node that applies it, at every restart:
+// the cluster stops rather than diverge.
+func applyPanicked(index uint64, p any) error {
+	err, ok := p.(error)
+	if !ok {
+		err = fmt.Errorf("%v", p)
+	}
+	return fmt.Errorf("cluster: applying log entry %d panicked; the process stops rather than go on from a state the panic may have half changed (a restart replays the log): %w", index, err)
 }
 
 func (f *FSM) setApplied(i uint64) {

@@ -196,7 +196,7 @@ func (n *Node) start(rc *raft.Config) (err error) {
 			}
 		}
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, n.trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, boundCommits(n.trans)); err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.obs = make(chan raft.Observation, 16)

@@ -106,6 +106,10 @@ type Server struct {
 	// onLargeReleased, for tests, is called when a session's reader has
 	// given back the large body slot.
 	onLargeReleased func()
+	// largeTimer, for tests, replaces the timer of a session's wait for
+	// the large body slot (d is BodyTimeout): the wait ends when the
+	// channel it returns receives.
+	largeTimer func(d time.Duration) <-chan time.Time
 }
 
 // New returns a server over db. db is usually the *engine.DB the process

@@ -595,10 +595,14 @@ func (x *sess) releaseLarge() {
 func (x *sess) waitLarge() error {
 	t := time.NewTimer(x.s.opts.BodyTimeout)
 	defer t.Stop()
+	expired := t.C
+	if x.s.largeTimer != nil {
+		expired = x.s.largeTimer(x.s.opts.BodyTimeout)
+	}
 	select {
 	case x.s.large <- struct{}{}:
 		return nil
-	case <-t.C:
+	case <-expired:
 		return fmt.Errorf("docket: a frame of over %d bytes waited %v for the server to read it (docket serve -body-timeout)",
 			largeBodyBytes, x.s.opts.BodyTimeout)
 	case <-x.stopped:

@@ -430,18 +430,47 @@ func packedCompleteBatch(id uint64, n int) []byte {
 
 // TestSessionLargeFramesTakeTheLargeSlot: a frame past its first MiB is
 // read only with the server's large body slot, as an HTTP body is; one
-// that cannot get it within BodyTimeout ends its session.
+// that cannot get it within BodyTimeout ends its session. The wait's timer
+// is the test's (largeTimer), and BodyTimeout generous: the 2 MiB frame
+// read once the slot is free is not raced against a short real deadline,
+// which a loaded machine missed (the server reset the connection).
 func TestSessionLargeFramesTakeTheLargeSlot(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestServer(t, nil, Options{BodyTimeout: 300 * time.Millisecond})
+	const bodyTimeout = time.Minute
+	s, _ := newTestServer(t, nil, Options{BodyTimeout: bodyTimeout})
+	waits := make(chan time.Duration, 1)
+	expire := make(chan time.Time, 1)
+	s.largeTimer = func(d time.Duration) <-chan time.Time {
+		waits <- d
+		return expire
+	}
 	addr, _ := serveSessions(t, s)
 	ts, _ := dialSession(t, addr, "")
 	big := &v1.Call{Id: 1, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{Namespace: sessNS, Key: strings.Repeat("k", 2<<20)}}}
+	frame, err := session.AppendFrame(nil, big)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.large <- struct{}{} // another large body is being read
-	go ts.send(big)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		ts.conn.Write(frame) // may fail: the server ends the session with the frame unread
+	}()
+	select {
+	case d := <-waits:
+		if d != bodyTimeout {
+			t.Fatalf("the large frame waits %v for the slot, not BodyTimeout", d)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the large frame did not wait for the slot")
+	}
+	expire <- time.Now()
 	if _, err := ts.recv(); err == nil {
 		t.Fatal("a large frame was read without the slot")
 	}
+	ts.conn.Close()
+	<-written
 	<-s.large
 	ts, _ = dialSession(t, addr, "")
 	ts.send(big)

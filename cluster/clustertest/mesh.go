@@ -114,7 +114,39 @@ func NewMesh(t testing.TB, opts MeshOptions) *Mesh {
 			t.Fatal(err)
 		}
 	}
+	if err := m.waitMembers(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	return m
+}
+
+// waitMembers waits until every node's configuration holds every node. A
+// join commits once the leader and a majority hold it, so a follower may
+// not have it yet; cut off from the leader then, that follower refuses
+// the votes of a member it does not know, and the other two cannot elect
+// a leader (a test that isolates the leader at once saw no new leader).
+// Raft signals no change of a follower's configuration: this looks every
+// few milliseconds, until the deadline.
+func (m *Mesh) waitMembers(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for _, n := range m.Nodes {
+		for {
+			f := n.Raft().GetConfiguration()
+			if err := f.Error(); err != nil {
+				return fmt.Errorf("clustertest: configuration of %s: %w", n.ID, err)
+			}
+			if len(f.Configuration().Servers) == len(m.Nodes) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("clustertest: %s knows %d members, not %d, at the deadline", n.ID, len(f.Configuration().Servers), len(m.Nodes))
+			}
+			<-tick.C
+		}
+	}
+	return nil
 }
 
 // Join asks the leader to add n, retrying while leadership moves.
