@@ -481,11 +481,28 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 func (n *memNode) writeAt(p []byte, off int64) {
 	end := off + int64(len(p))
 	n.dirty(min(off, int64(len(n.data))), end)
-	if end > int64(len(n.data)) {
-		n.data = append(n.data, make([]byte, end-int64(len(n.data)))...)
+	if size := int64(len(n.data)); end > size {
+		n.grow(end)
 	}
 	copy(n.data[off:], p)
 	n.mod = time.Now()
+}
+
+// grow makes data size bytes long, the new ones zeros. Its array at
+// least doubles when it must grow: a log writing its zeros ahead in
+// pieces, then its records, would otherwise copy the file at every piece
+// (append grows a large slice by a quarter). Past data's length its array
+// may hold what a truncation cut: cleared.
+func (n *memNode) grow(size int64) {
+	old := int64(len(n.data))
+	if size > int64(cap(n.data)) {
+		data := make([]byte, size, max(size, 2*int64(cap(n.data))))
+		copy(data, n.data)
+		n.data = data
+		return
+	}
+	n.data = n.data[:size]
+	clear(n.data[old:])
 }
 
 // dirty adds data's bytes lo to hi to those written since the last Sync.
@@ -544,10 +561,10 @@ func (f *memFile) Truncate(size int64) error {
 		return &fs.PathError{Op: "truncate", Path: f.name, Err: fs.ErrInvalid}
 	}
 	if size <= int64(len(f.n.data)) {
-		f.n.data = f.n.data[:size:size]
+		f.n.data = f.n.data[:size] // grow clears the rest if it comes back
 	} else {
 		f.n.dirty(int64(len(f.n.data)), size)
-		f.n.data = append(f.n.data, make([]byte, size-int64(len(f.n.data)))...)
+		f.n.grow(size)
 	}
 	f.n.mod = time.Now()
 	return nil
