@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/docketdb/docket/bench"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -419,7 +418,7 @@ func start(b *testing.B, st *stats) *measure {
 	m := &measure{st: st}
 	b.ReportAllocs()
 	b.ResetTimer()
-	m.cpu = bench.ProcessCPU()
+	m.cpu = processCPU()
 	m.msgs, m.batches, m.srvR, m.ioCalls = st.msgs.Load(), st.batches.Load(), st.srv.reads.Load(), m.io()
 	return m
 }
@@ -427,7 +426,7 @@ func start(b *testing.B, st *stats) *measure {
 func (m *measure) report(b *testing.B) {
 	b.StopTimer()
 	n := float64(b.N)
-	cpu := bench.ProcessCPU() - m.cpu
+	cpu := processCPU() - m.cpu
 	b.ReportMetric(n/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/n, "µs/msg")
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/msg")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/docketdb/docket/internal/vfs"
 )
@@ -16,6 +17,35 @@ import (
 // maxReadBuf bounds the read buffer; records that fit in it are handed to fn
 // straight from the buffer without a copy.
 const maxReadBuf = 1 << 20
+
+// readers keeps the read buffers of maxReadBuf of the snapshots read, for
+// the next read (the one of any size that finds one there); smaller ones,
+// sized to their file, are not kept. The pool lets the collector free
+// them once reads stop.
+var readers sync.Pool
+
+// newReader returns a reader of r buffering size bytes, or more: a kept
+// buffer of maxReadBuf when there is one. It is never r itself (as
+// bufio.NewReaderSize returns a large enough *bufio.Reader), so that
+// releaseReader never keeps a caller's reader.
+func newReader(r io.Reader, size int) *bufio.Reader {
+	if br, ok := readers.Get().(*bufio.Reader); ok {
+		br.Reset(r)
+		return br
+	}
+	br := bufio.NewReaderSize(nil, size)
+	br.Reset(r)
+	return br
+}
+
+// releaseReader keeps br, from newReader, for the next read if its buffer
+// is of maxReadBuf, no longer holding what it read.
+func releaseReader(br *bufio.Reader) {
+	if br.Size() == maxReadBuf {
+		br.Reset(nil)
+		readers.Put(br)
+	}
+}
 
 // Read streams the records of the snapshot at path to fn and returns the
 // snapshot's seq and record count.
@@ -54,9 +84,10 @@ func ReadFS(fsys vfs.FS, path string, fn func(rec []byte) error) (seq uint64, n 
 	d := decoder{
 		path:   path,
 		size:   st.Size(),
-		br:     bufio.NewReaderSize(cr, int(min(max(st.Size(), 16), maxReadBuf))),
+		br:     newReader(cr, int(min(max(st.Size(), 16), maxReadBuf))),
 		stream: cr,
 	}
+	defer releaseReader(d.br)
 	d.nameSeq, d.named = parseName(filepath.Base(path), snapExt)
 	seq, n, err = d.decode(fn)
 	if err != nil {

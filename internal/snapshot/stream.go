@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bufio"
 	"io"
 )
 
@@ -15,7 +14,7 @@ const streamName = "snapshot stream"
 // the same bytes made durable under a file name.
 func Encode(w io.Writer, seq uint64, fill func(w *Writer) error) (int64, error) {
 	sw := newWriter(w, writeBufSize)
-	defer func() { sw.err = errWriterDone }()
+	defer sw.release()
 	sw.writeHeader(seq)
 	if sw.err != nil {
 		return sw.size, sw.err
@@ -35,7 +34,8 @@ func Encode(w io.Writer, seq uint64, fill func(w *Writer) error) (int64, error) 
 // unknown, a record is allocated as its bytes arrive, never from its length
 // field alone.
 func Decode(r io.Reader, fn func(rec []byte) error) (seq uint64, n int, err error) {
-	d := decoder{path: streamName, size: -1, br: bufio.NewReaderSize(r, maxReadBuf)}
+	d := decoder{path: streamName, size: -1, br: newReader(r, maxReadBuf)}
+	defer releaseReader(d.br)
 	seq, n, err = d.decode(fn)
 	if err != nil {
 		return 0, 0, err

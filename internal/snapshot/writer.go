@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/docketdb/docket/internal/fsync"
 	"github.com/docketdb/docket/internal/vfs"
@@ -17,6 +18,12 @@ import (
 // writeBufSize batches the many small records of a snapshot into few large
 // write calls.
 const writeBufSize = 1 << 20
+
+// writers keeps the buffers of writeBufSize of the snapshots written, for
+// the next one: a snapshot written often (a small DB's, a test's) would
+// otherwise allocate and clear its megabyte each time. The pool lets the
+// collector free them once snapshots stop.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufSize) }}
 
 // Failpoint names passed to Options.Failpoint, in the order Write reaches them.
 const (
@@ -71,6 +78,7 @@ type Info struct {
 // for concurrent use and is only valid inside the fill function.
 type Writer struct {
 	bw      *bufio.Writer
+	pooled  bool   // bw is from writers
 	n       uint64 // records added
 	crc     uint32 // stream CRC of the record section so far
 	size    int64  // bytes handed to bw
@@ -82,8 +90,26 @@ type Writer struct {
 	middleFired bool
 }
 
+// newWriter returns a Writer to dst buffering size bytes; one of
+// writeBufSize takes its buffer from writers, and release gives it back.
 func newWriter(dst io.Writer, size int) *Writer {
-	return &Writer{bw: bufio.NewWriterSize(dst, size)}
+	if size != writeBufSize {
+		return &Writer{bw: bufio.NewWriterSize(dst, size)}
+	}
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(dst)
+	return &Writer{bw: bw, pooled: true}
+}
+
+// release ends w: every later use of it fails with errWriterDone, and its
+// buffer goes back to writers (no longer holding dst) for the next one.
+func (w *Writer) release() {
+	w.err = errWriterDone
+	if w.pooled {
+		w.bw.Reset(nil)
+		writers.Put(w.bw)
+	}
+	w.bw, w.pooled = nil, false
 }
 
 // Add appends one record. The bytes are copied before Add returns, so the
@@ -175,7 +201,7 @@ func Write(dir string, seq uint64, opts Options, fill func(w *Writer) error) (In
 	defer func() {
 		// Runs on success too; any use of w after Write returns is a bug in
 		// fill (it kept the Writer), so refuse it loudly.
-		w.err = errWriterDone
+		w.release()
 		if !closed {
 			f.Close()
 		}

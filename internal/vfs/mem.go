@@ -35,8 +35,16 @@ type memNode struct {
 	mode fs.FileMode
 	mod  time.Time
 	data []byte // a file's content
-	// synced is the content at the last Sync, nil before the first one.
+	// synced is the content at the last Sync, nil before the first one,
+	// in an array of its own.
 	synced []byte
+	// dirty is the span of data's bytes written since the last Sync
+	// (empty when lo >= hi): the bytes that may differ from synced below
+	// the shorter's length. Sync copies only these, and what data holds
+	// past synced, so that a Sync after an append (a log's commit, over
+	// the zeros the log wrote ahead) costs the bytes written, not the
+	// file.
+	dirtyLo, dirtyHi int64
 	// children are a directory's entries, durable those at its last Sync.
 	children, durable map[string]*memNode
 	// locks held on the file: -1 exclusive, n > 0 shared holders.
@@ -324,8 +332,10 @@ func (n *memNode) clone(seen map[*memNode]*memNode, crash bool) *memNode {
 	seen[n] = c
 	if !n.dir {
 		c.data = bytes.Clone(n.data)
+		c.dirtyLo, c.dirtyHi = n.dirtyLo, n.dirtyHi
 		if crash {
 			c.data = bytes.Clone(n.synced)
+			c.dirtyLo, c.dirtyHi = 0, 0
 		}
 		return c
 	}
@@ -469,11 +479,60 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (n *memNode) writeAt(p []byte, off int64) {
-	if end := off + int64(len(p)); end > int64(len(n.data)) {
-		n.data = append(n.data, make([]byte, end-int64(len(n.data)))...)
+	end := off + int64(len(p))
+	n.dirty(min(off, int64(len(n.data))), end)
+	if size := int64(len(n.data)); end > size {
+		n.grow(end)
 	}
 	copy(n.data[off:], p)
 	n.mod = time.Now()
+}
+
+// grow makes data size bytes long, the new ones zeros. Its array at
+// least doubles when it must grow: a log writing its zeros ahead in
+// pieces, then its records, would otherwise copy the file at every piece
+// (append grows a large slice by a quarter). Past data's length its array
+// may hold what a truncation cut: cleared.
+func (n *memNode) grow(size int64) {
+	old := int64(len(n.data))
+	if size > int64(cap(n.data)) {
+		data := make([]byte, size, max(size, 2*int64(cap(n.data))))
+		copy(data, n.data)
+		n.data = data
+		return
+	}
+	n.data = n.data[:size]
+	clear(n.data[old:])
+}
+
+// dirty adds data's bytes lo to hi to those written since the last Sync.
+func (n *memNode) dirty(lo, hi int64) {
+	if lo >= hi {
+		return
+	}
+	if n.dirtyLo >= n.dirtyHi {
+		n.dirtyLo, n.dirtyHi = lo, hi
+		return
+	}
+	n.dirtyLo, n.dirtyHi = min(n.dirtyLo, lo), max(n.dirtyHi, hi)
+}
+
+// sync makes synced what data holds, copying the bytes written since the
+// last Sync and those past synced's end.
+func (n *memNode) sync() {
+	size := int64(len(n.data))
+	switch {
+	case n.synced == nil:
+		n.synced = bytes.Clone(n.data)
+	case size <= int64(len(n.synced)):
+		n.synced = n.synced[:size]
+	default:
+		n.synced = append(n.synced, n.data[len(n.synced):]...)
+	}
+	if lo, hi := n.dirtyLo, min(n.dirtyHi, size); lo < hi {
+		copy(n.synced[lo:hi], n.data[lo:hi])
+	}
+	n.dirtyLo, n.dirtyHi = 0, 0
 }
 
 func (f *memFile) Sync() error {
@@ -486,7 +545,7 @@ func (f *memFile) Sync() error {
 		f.n.durable = maps.Clone(f.n.children)
 		return nil
 	}
-	f.n.synced = bytes.Clone(f.n.data)
+	f.n.sync()
 	return nil
 }
 
@@ -502,9 +561,10 @@ func (f *memFile) Truncate(size int64) error {
 		return &fs.PathError{Op: "truncate", Path: f.name, Err: fs.ErrInvalid}
 	}
 	if size <= int64(len(f.n.data)) {
-		f.n.data = f.n.data[:size:size]
+		f.n.data = f.n.data[:size] // grow clears the rest if it comes back
 	} else {
-		f.n.data = append(f.n.data, make([]byte, size-int64(len(f.n.data)))...)
+		f.n.dirty(int64(len(f.n.data)), size)
+		f.n.grow(size)
 	}
 	f.n.mod = time.Now()
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docketdb/docket/dockettype"
@@ -69,9 +70,43 @@ func BudgetOf(maxMemory int64) int64 {
 	return AvailableMemory() / DefaultMemoryShare
 }
 
+// memoryFresh is how long AvailableMemory keeps a figure read: Opens in a
+// row (a test's, a process opening its DBs) read the files once, and an
+// Open a while later reads what the machine or the cgroup allows then.
+const memoryFresh = time.Second
+
+// available is AvailableMemory's figure, read again once memoryFresh old.
+var available = memoProbe{read: readAvailableMemory, now: time.Now, fresh: memoryFresh}
+
+// memoProbe keeps what read returns for fresh, as now tells time.
+type memoProbe struct {
+	read  func() int64
+	now   func() time.Time
+	fresh time.Duration
+
+	mu sync.Mutex
+	at time.Time // when v was read; zero before the first read
+	v  int64
+}
+
+func (p *memoProbe) get() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if age := now.Sub(p.at); p.at.IsZero() || age < 0 || age >= p.fresh {
+		p.v, p.at = p.read(), now
+	}
+	return p.v
+}
+
 // AvailableMemory is the smaller of the machine's memory and the cgroup's
-// limit, 0 where neither can be read.
-func AvailableMemory() int64 {
+// limit, 0 where neither can be read. The figure is read at most once a
+// memoryFresh.
+func AvailableMemory() int64 { return available.get() }
+
+// readAvailableMemory reads AvailableMemory's figure from /proc and the
+// cgroup's files.
+func readAvailableMemory() int64 {
 	var limit int64
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))

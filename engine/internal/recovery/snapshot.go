@@ -18,6 +18,50 @@ func ReadSnapshot(fsys vfs.FS, path string) (*index.Store, error) {
 	})
 }
 
+const (
+	chunk    = 1024      // records a chunk holds at most
+	rawBytes = 256 << 10 // bytes of records a raw chunk holds, unless one record is larger
+	inFlight = 4         // chunks queued between two stages
+)
+
+// raw is a chunk of records as read: record i is buf[ends[i-1]:ends[i]].
+type raw struct {
+	buf  []byte
+	ends []int
+}
+
+// A record is handed to the loader as its task, or, for the few records
+// of other kinds, as a Record (which is large) of its own.
+type item struct {
+	task *index.Task
+	rec  *index.Record
+}
+
+// raws and items keep LoadSnapshot's chunks between loads: a snapshot
+// loaded often (a small DB's, opened again and again) would otherwise
+// allocate and clear them each time. A raw chunk grown for a large record
+// is not kept; the pools let the collector free the rest once loads stop.
+var (
+	raws  = sync.Pool{New: func() any { return &raw{buf: make([]byte, 0, rawBytes)} }}
+	items = sync.Pool{New: func() any { b := make([]item, 0, chunk); return &b }}
+)
+
+// keepRaw puts r back in raws, empty, unless it grew past rawBytes.
+func keepRaw(r *raw) {
+	if cap(r.buf) != rawBytes {
+		return
+	}
+	r.buf, r.ends = r.buf[:0], r.ends[:0]
+	raws.Put(r)
+}
+
+// keepItems puts b back in items, empty.
+func keepItems(b []item) {
+	clear(b)
+	b = b[:0]
+	items.Put(&b)
+}
+
 // LoadSnapshot builds a store from the snapshot named name, whose records
 // read streams to its argument, returning the snapshot's seq.
 //
@@ -31,26 +75,27 @@ func ReadSnapshot(fsys vfs.FS, path string) (*index.Store, error) {
 // are those of doing all three in one loop: the records before a damaged
 // one are loaded, and checked, first.
 func LoadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, error)) (*index.Store, error) {
-	const (
-		chunk    = 1024      // records a chunk holds at most
-		rawBytes = 256 << 10 // bytes of records a raw chunk holds, unless one record is larger
-		inFlight = 4         // chunks queued between two stages
-	)
-	// raw is a chunk of records as read: record i is buf[ends[i-1]:ends[i]].
-	type raw struct {
-		buf  []byte
-		ends []int
-	}
-	// A record is handed to the loader as its task, or, for the few records
-	// of other kinds, as a Record (which is large) of its own.
-	type item struct {
-		task *index.Task
-		rec  *index.Record
-	}
-	raws := make(chan *raw, inFlight)
+	// Each stage hands its chunks back to the one before (freeRaws, free)
+	// for its next ones; the chunks left at the end go back to the pools,
+	// from this goroutine, which took the first ones (a pool keeps what a
+	// goroutine puts for that goroutine's processor first).
+	firstRaw, firstItems := raws.Get().(*raw), *items.Get().(*[]item)
+	filled := make(chan *raw, inFlight)
 	freeRaws := make(chan *raw, inFlight+2)
 	chunks := make(chan []item, inFlight)
 	free := make(chan []item, inFlight+2)
+	defer func() {
+		for {
+			select {
+			case r := <-freeRaws:
+				keepRaw(r)
+			case b := <-free:
+				keepItems(b)
+			default:
+				return
+			}
+		}
+	}()
 	stop := make(chan struct{}) // a later stage failed: read and decode no further
 	var stopOnce sync.Once
 	halt := func() { stopOnce.Do(func() { close(stop) }) }
@@ -60,18 +105,18 @@ func LoadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		defer close(raws)
-		r := &raw{buf: make([]byte, 0, rawBytes)}
+		defer close(filled)
+		r := firstRaw
 		send := func() bool {
 			select {
-			case raws <- r:
+			case filled <- r:
 			case <-stop:
 				return false
 			}
 			select {
 			case r = <-freeRaws:
 			default:
-				r = &raw{buf: make([]byte, 0, rawBytes)}
+				r = raws.Get().(*raw)
 			}
 			return true
 		}
@@ -86,11 +131,26 @@ func LoadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 		if len(r.ends) > 0 {
 			send()
 		}
+		r.buf, r.ends = r.buf[:0], r.ends[:0] // not sent, or the one send took after it
+		select {
+		case freeRaws <- r:
+		default:
+			keepRaw(r)
+		}
 	}()
 	go func() {
 		defer close(chunks)
 		dec := index.NewDecoder(nil)
-		buf := make([]item, 0, chunk)
+		buf := firstItems
+		defer func() {
+			// Not sent, or the one send took after it.
+			clear(buf)
+			select {
+			case free <- buf[:0]:
+			default:
+				keepItems(buf)
+			}
+		}()
 		send := func() bool {
 			select {
 			case chunks <- buf:
@@ -100,11 +160,11 @@ func LoadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 			select {
 			case buf = <-free:
 			default:
-				buf = make([]item, 0, chunk)
+				buf = *items.Get().(*[]item)
 			}
 			return true
 		}
-		for r := range raws {
+		for r := range filled {
 			prev := 0
 			for _, end := range r.ends {
 				rec := r.buf[prev:end]
@@ -130,6 +190,7 @@ func LoadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 				select {
 				case freeRaws <- r:
 				default:
+					keepRaw(r)
 				}
 			}
 		}
@@ -160,6 +221,7 @@ func LoadSnapshot(name string, read func(fn func(rec []byte) error) (uint64, err
 		select {
 		case free <- recs[:0]:
 		default:
+			keepItems(recs)
 		}
 	}
 	<-readDone // the decoder is done: chunks is closed

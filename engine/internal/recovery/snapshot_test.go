@@ -3,6 +3,7 @@ package recovery
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -79,5 +80,65 @@ func TestLoadSnapshotPipeline(t *testing.T) {
 	}
 	if seen > 200+20*1024 {
 		t.Fatalf("the read went on to record %d after a record that does not decode", seen)
+	}
+}
+
+// TestLoadSnapshotKeepsItsChunks: loads in a row take their chunks of
+// records from the ones the loads before kept, not allocating them anew,
+// and a chunk grown for a large record is not kept.
+func TestLoadSnapshotKeepsItsChunks(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop what it is given at random")
+	}
+	enc := index.NewEncoder()
+	var recs [][]byte
+	add := func(rec []byte, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, bytes.Clone(rec))
+	}
+	const n = 10
+	add(enc.Header(7, n+1, 100))
+	q := index.NewStore().QueueRef(index.QueueKey{Namespace: index.Namespace{Project: "p", Scope: "s"}, Name: "q"})
+	for id := uint64(1); id <= n; id++ {
+		add(enc.TaskRecord((&index.Fields{ID: id, Queue: q, State: index.StateReady, MaxAttempts: 5,
+			NotBefore: 50, Created: 50, Updated: 50}).Task()))
+	}
+	load := func() {
+		t.Helper()
+		store, err := LoadSnapshot("small", func(fn func([]byte) error) (uint64, error) {
+			for _, rec := range recs {
+				if err := fn(rec); err != nil {
+					return 0, err
+				}
+			}
+			return 7, nil
+		})
+		if err != nil || store.Len() != n {
+			t.Fatalf("load: %v", err)
+		}
+	}
+	load()
+	const loads = 16
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range loads {
+		load()
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > loads*rawBytes/4 {
+		t.Errorf("%d loads of a %d-record snapshot allocated %d bytes, a chunk is %d", loads, n+1, got, rawBytes)
+	}
+
+	r := raws.Get().(*raw)
+	r.buf = append(r.buf, make([]byte, rawBytes+1)...)
+	keepRaw(r)
+	for range 4 {
+		if r := raws.Get().(*raw); cap(r.buf) != rawBytes || len(r.buf) != 0 || len(r.ends) != 0 {
+			t.Fatalf("a chunk from the pool holds %d bytes of %d, %d records", len(r.buf), cap(r.buf), len(r.ends))
+		}
 	}
 }
