@@ -438,9 +438,9 @@ func (s runtimeSample) since(before runtimeSample) RuntimeShare {
 	var r RuntimeShare
 	r.GCs = u64(s, 0) - u64(before, 0)
 	if used := (f64(s, 2) - f64(before, 2)) - (f64(s, 3) - f64(before, 3)); used > 0 {
-		// The runtime's estimates can count a GC's idle-time marking as
-		// idle too, so that over a short phase on an idle machine the GC
-		// seems to have used more than all the CPU used: at most all of it.
+		// The runtime's /cpu/classes figures are estimates (overestimates,
+		// its documentation says); over a short phase on an idle machine
+		// the GC's read 1.5 times all the CPU used. A share is at most 1.
 		r.GCCPU = min(1, (f64(s, 1)-f64(before, 1))/used)
 	}
 	pauses := histDelta(s[4], before[4])
