@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/proccpu"
 	"github.com/docketdb/docket/server"
 )
 
@@ -123,7 +124,7 @@ func BenchmarkTransport(b *testing.B) {
 	parallel := func(b *testing.B, call func() error) {
 		b.ReportAllocs()
 		b.SetParallelism(8) // 16 callers on 2 cores
-		c0 := processCPU()
+		c0 := proccpu.Used()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := call(); err != nil {
@@ -132,7 +133,7 @@ func BenchmarkTransport(b *testing.B) {
 				}
 			}
 		})
-		b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+		b.ReportMetric(float64(proccpu.Used()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 	}
 	for _, kind := range []string{"plain", "onewrite", "h2c"} {
 		b.Run(kind+"/enqueue", func(b *testing.B) {
@@ -203,7 +204,7 @@ func BenchmarkSession(b *testing.B) {
 			q, _ := queue(b)
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
-			c0 := processCPU()
+			c0 := proccpu.Used()
 			b.ResetTimer()
 			for range b.N {
 				t0 := time.Now()
@@ -213,14 +214,14 @@ func BenchmarkSession(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(proccpu.Used()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
 		})
 		b.Run(tr.name+"/async1024", func(b *testing.B) {
 			q, _ := queue(b)
 			b.ReportAllocs()
-			c0 := processCPU()
+			c0 := proccpu.Used()
 			b.ResetTimer()
 			if tr.t == TransportSession {
 				ring := make([]*engine.Pending, 0, inflight)
@@ -258,7 +259,7 @@ func BenchmarkSession(b *testing.B) {
 				wg.Wait()
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(proccpu.Used()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 		})
 	}
@@ -303,7 +304,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			q := queue(b)
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
-			c0 := processCPU()
+			c0 := proccpu.Used()
 			r0, w0 := processIO()
 			s0 := db.Stats().LogSyncs
 			b.ResetTimer()
@@ -315,7 +316,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(proccpu.Used()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 			r1, w1 := processIO()
 			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
 			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
@@ -328,7 +329,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 		b.Run(mode.name+"/callers16", func(b *testing.B) {
 			q := queue(b)
 			b.ReportAllocs()
-			c0 := processCPU()
+			c0 := proccpu.Used()
 			r0, w0 := processIO()
 			s0 := db.Stats().LogSyncs
 			b.ResetTimer()
@@ -348,7 +349,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(proccpu.Used()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 			r1, w1 := processIO()
 			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
 			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
@@ -361,7 +362,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 			q := queue(b)
 			const inflight = 1024
 			b.ReportAllocs()
-			c0 := processCPU()
+			c0 := proccpu.Used()
 			r0, w0 := processIO()
 			s0 := db.Stats().LogSyncs
 			b.ResetTimer()
@@ -383,7 +384,7 @@ func BenchmarkSessionDisk(b *testing.B) {
 				wait(p)
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(proccpu.Used()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 			r1, w1 := processIO()
 			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
 			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/proccpu"
 	"github.com/docketdb/docket/internal/session"
 	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 )
@@ -26,16 +26,9 @@ import (
 // (the process's user and system time per call: the firmer figure on a
 // loaded machine).
 
-// cpuTime is the process's user and system time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportCPU reports the CPU time per call since start.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N)/1e3, "cpu-µs/call")
+	b.ReportMetric(float64(proccpu.Used()-start)/float64(b.N)/1e3, "cpu-µs/call")
 }
 
 func benchServer(b *testing.B) string {
@@ -62,7 +55,7 @@ func benchSession(b *testing.B, inFlight int) {
 	done := make(chan error, 1)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu := proccpu.Used()
 	defer reportCPU(b, cpu)
 	go func() {
 		for range b.N {
@@ -99,7 +92,7 @@ func benchUnary(b *testing.B, inFlight int) {
 	q := docketv1connect.NewQueuesClient(hc, "http://"+addr)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu := proccpu.Used()
 	defer reportCPU(b, cpu)
 	var wg sync.WaitGroup
 	var next sync.Mutex

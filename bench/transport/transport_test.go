@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/docketdb/docket/internal/proccpu"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -418,7 +419,7 @@ func start(b *testing.B, st *stats) *measure {
 	m := &measure{st: st}
 	b.ReportAllocs()
 	b.ResetTimer()
-	m.cpu = processCPU()
+	m.cpu = proccpu.Used()
 	m.msgs, m.batches, m.srvR, m.ioCalls = st.msgs.Load(), st.batches.Load(), st.srv.reads.Load(), m.io()
 	return m
 }
@@ -426,7 +427,7 @@ func start(b *testing.B, st *stats) *measure {
 func (m *measure) report(b *testing.B) {
 	b.StopTimer()
 	n := float64(b.N)
-	cpu := processCPU() - m.cpu
+	cpu := proccpu.Used() - m.cpu
 	b.ReportMetric(n/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/n, "µs/msg")
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/msg")
