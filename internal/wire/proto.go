@@ -89,7 +89,8 @@ func CheckProto(b []byte, md protoreflect.MessageDescriptor) error {
 // map and message fields by number.
 type shape struct {
 	md     protoreflect.MessageDescriptor
-	fields []fieldShape // by field number; past its end, a field checkProto skips
+	fields []fieldShape                     // by field number, below maxShapeField
+	far    map[protowire.Number]*fieldShape // the others (none in docket's schema)
 }
 
 // fieldShape is one field of a shape: a list or map and its limit, or a
@@ -151,7 +152,11 @@ func buildShape(md protoreflect.MessageDescriptor, built map[protoreflect.Messag
 		f.fd, f.kind = fd, fd.Kind()
 		num := int(fd.Number())
 		if num >= maxShapeField {
-			continue // not in docket's schema; walked over as unknown
+			if sh.far == nil {
+				sh.far = map[protowire.Number]*fieldShape{}
+			}
+			sh.far[fd.Number()] = &f
+			continue
 		}
 		if num >= len(sh.fields) {
 			sh.fields = append(sh.fields, make([]fieldShape, num+1-len(sh.fields))...)
@@ -161,8 +166,9 @@ func buildShape(md protoreflect.MessageDescriptor, built map[protoreflect.Messag
 	return sh
 }
 
-// maxShapeField bounds the field numbers a shape indexes: docket's
-// messages number their fields well under it.
+// maxShapeField bounds the field numbers a shape indexes in a slice:
+// docket's messages number their list, map and message fields well under
+// it; a field past it is looked up in a map.
 const maxShapeField = 1 << 10
 
 func checkProto(b []byte, sh *shape, depth int) error {
@@ -186,6 +192,8 @@ func checkProto(b []byte, sh *shape, depth int) error {
 		var f *fieldShape
 		if int(num) < len(sh.fields) {
 			f = &sh.fields[num]
+		} else if sh.far != nil {
+			f = sh.far[num]
 		}
 		if f != nil && f.limit > 0 {
 			i := 0

@@ -7,8 +7,11 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/docketdb/docket/engine"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
 
@@ -159,4 +162,42 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestCheckProtoFarFields: list fields numbered past maxShapeField are
+// checked as the others (docket's schema has none; a type made here has).
+func TestCheckProtoFarFields(t *testing.T) {
+	fdp := &descriptorpb.FileDescriptorProto{
+		Name:    proto.String("far.proto"),
+		Package: proto.String("far"),
+		Syntax:  proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{{
+			Name: proto.String("Far"),
+			Field: []*descriptorpb.FieldDescriptorProto{{
+				Name:   proto.String("ids"),
+				Number: proto.Int32(5000),
+				Label:  descriptorpb.FieldDescriptorProto_LABEL_REPEATED.Enum(),
+				Type:   descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+			}},
+		}},
+	}
+	fd, err := protodesc.NewFile(fdp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := fd.Messages().Get(0)
+	var over, under []byte
+	for i := range max(engine.MaxBatch, engine.MaxOps) + 1 {
+		over = protowire.AppendTag(over, 5000, protowire.BytesType)
+		over = protowire.AppendString(over, "x")
+		if i < 10 {
+			under = append(under, over[len(over)-5:]...)
+		}
+	}
+	if err := CheckProto(over, md); err == nil || errText(err) != errText(checkProtoRef(over, md, 0)) {
+		t.Fatalf("a far list over the limit: %v, reference %v", err, checkProtoRef(over, md, 0))
+	}
+	if err := CheckProto(under, md); err != nil {
+		t.Fatalf("a far list under the limit: %v", err)
+	}
 }
