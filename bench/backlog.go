@@ -437,12 +437,7 @@ func (s runtimeSample) since(before runtimeSample) RuntimeShare {
 	}
 	var r RuntimeShare
 	r.GCs = u64(s, 0) - u64(before, 0)
-	if used := (f64(s, 2) - f64(before, 2)) - (f64(s, 3) - f64(before, 3)); used > 0 {
-		// The runtime's /cpu/classes figures are estimates (overestimates,
-		// its documentation says); over a short phase on an idle machine
-		// the GC's read 1.5 times all the CPU used. A share is at most 1.
-		r.GCCPU = min(1, (f64(s, 1)-f64(before, 1))/used)
-	}
+	r.GCCPU = gcShare(f64(s, 1)-f64(before, 1), f64(s, 2)-f64(before, 2), f64(s, 3)-f64(before, 3))
 	pauses := histDelta(s[4], before[4])
 	r.PauseP99, r.PauseMax = pauses.quantile(0.99), pauses.quantile(1)
 	sched := histDelta(s[5], before[5])
@@ -450,6 +445,19 @@ func (s runtimeSample) since(before runtimeSample) RuntimeShare {
 	r.HeapGoal, r.LiveHeap = u64(s, 6), u64(s, 7)
 	r.HeapLimit = int64(u64(s, 8))
 	return r
+}
+
+// gcShare is the GC's share of the CPU the process used over a phase,
+// from the runtime's /cpu/classes figures for it: gc, total and idle
+// seconds. Those are estimates (overestimates, the runtime's documentation
+// says), and over a short phase on an idle machine the GC's read 1.5 times
+// all the CPU used: a share is at most 1, and 0 when nothing was used.
+func gcShare(gc, total, idle float64) float64 {
+	used := total - idle
+	if used <= 0 || gc <= 0 {
+		return 0
+	}
+	return min(1, gc/used)
 }
 
 // secondsHist is the difference of two readings of a runtime histogram.

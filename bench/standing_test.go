@@ -74,3 +74,23 @@ func TestBacklogStandingPaced(t *testing.T) {
 		t.Fatalf("a negative standing rate: %v", err)
 	}
 }
+
+// TestGCShare: the GC's share of the CPU used, from the runtime's
+// estimates, is a share: at most 1 when the estimates overlap (as they did
+// on an idle machine, 1.5), 0 when nothing was used.
+func TestGCShare(t *testing.T) {
+	for _, c := range []struct {
+		gc, total, idle, want float64
+	}{
+		{0.1, 2, 1, 0.1},
+		{0.5, 1, 0.5, 1},
+		{0.75, 1, 0.5, 1}, // 1.5 of what was used: the estimates overlap
+		{0.1, 1, 1, 0},    // nothing used
+		{0.1, 1, 2, 0},
+		{0, 2, 1, 0},
+	} {
+		if got := gcShare(c.gc, c.total, c.idle); got != c.want {
+			t.Errorf("gcShare(%v, %v, %v) = %v, want %v", c.gc, c.total, c.idle, got, c.want)
+		}
+	}
+}
