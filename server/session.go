@@ -737,7 +737,7 @@ calls:
 				cancel()
 				s.lim.give(caller, slot, 1, 0)
 				<-x.par
-				x.sendLater(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
+				x.sendRan(&sbatch{results: []sresult{{id: id, rt: rt, res: res, err: err}}})
 			}(c.Id, sc)
 			continue
 		}
@@ -867,11 +867,20 @@ func (x *sess) wait(b *sbatch) {
 // send writes batches' replies, then gives back their slots.
 func (x *sess) send(bs ...*sbatch) { x.sendWith(x.w.SendFrames, bs) }
 
-// sendLater is send for a call answered on a goroutine of its own: its
-// reply is written by the Writer's goroutine, with those of the calls
-// answered at the same moment (a replicated log answers a round's calls
-// together), in one write instead of one each.
-func (x *sess) sendLater(b *sbatch) { x.sendWith(x.w.SendFramesLater, []*sbatch{b}) }
+// sendRan is send for a call that ran on a goroutine of its own (a
+// replicated DB's) and gave back its slot of x.par. While other calls of
+// the session run, its reply is left to the Writer's goroutine, which
+// writes it with those of the calls answered at the same moment (a
+// replicated log answers a round's calls together), in one write instead
+// of one each; a call that ran alone writes its reply itself, without the
+// goroutine's hop.
+func (x *sess) sendRan(b *sbatch) {
+	if len(x.par) > 0 {
+		x.sendWith(x.w.SendFramesLater, []*sbatch{b})
+		return
+	}
+	x.send(b)
+}
 
 func (x *sess) sendWith(write func([]byte) error, bs []*sbatch) {
 	bp := replyBufs.Get().(*[]byte)
