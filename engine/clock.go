@@ -3,15 +3,7 @@ package engine
 import (
 	"sync"
 	"time"
-
-	"github.com/docketdb/docket/dockettype"
 )
-
-// Clock is the engine's source of time (see dockettype.Clock).
-type Clock = dockettype.Clock
-
-// Timer is a one-shot timer created by a Clock.
-type Timer = dockettype.Timer
 
 // SystemClock is the wall clock, the default Clock.
 var SystemClock Clock = systemClock{}
