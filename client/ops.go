@@ -95,13 +95,7 @@ var (
 	opFail      = sop(func(m *v1.FailRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Fail{Fail: m}} }, (*v1.Reply).GetFail)
 	opHeartbeat = sop(func(m *v1.HeartbeatRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Heartbeat{Heartbeat: m}} },
 		(*v1.Reply).GetHeartbeat)
-	opSnooze     = sop(func(m *v1.SnoozeRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Snooze{Snooze: m}} }, (*v1.Reply).GetSnooze)
-	opCancel     = sop(func(m *v1.CancelRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Cancel{Cancel: m}} }, (*v1.Reply).GetCancel)
-	opRedrive    = sop(func(m *v1.RedriveRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Redrive{Redrive: m}} }, (*v1.Reply).GetRedrive)
-	opRedriveAll = sop(func(m *v1.RedriveAllRequest) *v1.Call {
-		return &v1.Call{Call: &v1.Call_RedriveAll{RedriveAll: m}}
-	}, (*v1.Reply).GetRedriveAll)
-	opRunNow = sop(func(m *v1.RunNowRequest) *v1.Call { return &v1.Call{Call: &v1.Call_RunNow{RunNow: m}} }, (*v1.Reply).GetRunNow)
+	opSnooze = sop(func(m *v1.SnoozeRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Snooze{Snooze: m}} }, (*v1.Reply).GetSnooze)
 	opGet    = sop(func(m *v1.GetRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Get{Get: m}} }, (*v1.Reply).GetGet)
 	opList   = sop(func(m *v1.ListRequest) *v1.Call { return &v1.Call{Call: &v1.Call_List{List: m}} }, (*v1.Reply).GetList)
 	opCounts = sop(func(m *v1.CountsRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Counts{Counts: m}} }, (*v1.Reply).GetCounts)

@@ -423,55 +423,6 @@ func onQueue[T any](ctx context.Context, s *Server, ns *v1.Namespace, queue stri
 	return out, nil
 }
 
-func (h queuesRPC) Cancel(ctx context.Context, req *connect.Request[v1.CancelRequest]) (*connect.Response[v1.CancelResponse], error) {
-	return answer(h.s.runCancel(ctx, req.Msg))
-}
-
-func (s *Server) runCancel(ctx context.Context, m *v1.CancelRequest) (*v1.CancelResponse, error) {
-	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.CancelResponse{}, func(q engine.Queue) error { return q.Cancel(ctx, m.GetId()) })
-}
-
-func (h queuesRPC) Redrive(ctx context.Context, req *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
-	return answer(h.s.runRedrive(ctx, req.Msg))
-}
-
-func (s *Server) runRedrive(ctx context.Context, m *v1.RedriveRequest) (*v1.RedriveResponse, error) {
-	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.RedriveResponse{}, func(q engine.Queue) error { return q.Redrive(ctx, m.GetId()) })
-}
-
-func (h queuesRPC) RunNow(ctx context.Context, req *connect.Request[v1.RunNowRequest]) (*connect.Response[v1.RunNowResponse], error) {
-	return answer(h.s.runRunNow(ctx, req.Msg))
-}
-
-func (s *Server) runRunNow(ctx context.Context, m *v1.RunNowRequest) (*v1.RunNowResponse, error) {
-	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.RunNowResponse{}, func(q engine.Queue) error { return q.RunNow(ctx, m.GetId()) })
-}
-
-func (h queuesRPC) Reschedule(ctx context.Context, req *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
-	return answer(h.s.runReschedule(ctx, req.Msg))
-}
-
-func (s *Server) runReschedule(ctx context.Context, m *v1.RescheduleRequest) (*v1.RescheduleResponse, error) {
-	r, err := wire.Reschedule(m)
-	if err != nil {
-		return nil, err
-	}
-	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), &v1.RescheduleResponse{}, func(q engine.Queue) error { return q.Reschedule(ctx, m.GetId(), r) })
-}
-
-func (h queuesRPC) RedriveAll(ctx context.Context, req *connect.Request[v1.RedriveAllRequest]) (*connect.Response[v1.RedriveAllResponse], error) {
-	return answer(h.s.runRedriveAll(ctx, req.Msg))
-}
-
-func (s *Server) runRedriveAll(ctx context.Context, m *v1.RedriveAllRequest) (*v1.RedriveAllResponse, error) {
-	out := &v1.RedriveAllResponse{}
-	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), out, func(q engine.Queue) error {
-		n, err := q.RedriveAll(ctx)
-		out.Count = int64(n)
-		return err
-	})
-}
-
 func (h queuesRPC) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
 	return answer(h.s.runGet(ctx, req.Msg))
 }
