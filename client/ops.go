@@ -96,7 +96,6 @@ var (
 	opHeartbeat = sop(func(m *v1.HeartbeatRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Heartbeat{Heartbeat: m}} },
 		(*v1.Reply).GetHeartbeat)
 	opSnooze = sop(func(m *v1.SnoozeRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Snooze{Snooze: m}} }, (*v1.Reply).GetSnooze)
-	opGet    = sop(func(m *v1.GetRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Get{Get: m}} }, (*v1.Reply).GetGet)
 	opList   = sop(func(m *v1.ListRequest) *v1.Call { return &v1.Call{Call: &v1.Call_List{List: m}} }, (*v1.Reply).GetList)
 	opCounts = sop(func(m *v1.CountsRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Counts{Counts: m}} }, (*v1.Reply).GetCounts)
 	opSearch = sop(func(m *v1.SearchRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Search{Search: m}} }, (*v1.Reply).GetSearch)

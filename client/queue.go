@@ -217,15 +217,6 @@ func (q *queue) Snooze(ctx context.Context, l engine.Lease, d time.Duration) err
 	return err
 }
 
-func (q *queue) Get(ctx context.Context, id uint64) (engine.TaskInfo, error) {
-	res, err := invoke(ctx, q.c, true, opGet, queuesOf, docketv1connect.QueuesClient.Get,
-		&v1.GetRequest{Namespace: q.pb, Queue: q.name, Id: id})
-	if err != nil {
-		return engine.TaskInfo{}, err
-	}
-	return wire.TaskInfo(res.Task), nil
-}
-
 func (q *queue) List(ctx context.Context, o engine.ListOptions) (engine.Page, error) {
 	res, err := invoke(ctx, q.c, true, opList, queuesOf, docketv1connect.QueuesClient.List,
 		&v1.ListRequest{Namespace: q.pb, Queue: q.name, State: v1.State(o.State), Limit: wire.Int32(o.Limit), Cursor: o.Cursor})

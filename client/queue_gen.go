@@ -19,6 +19,7 @@ var (
 	opRedriveAll = sop(func(m *v1.RedriveAllRequest) *v1.Call { return &v1.Call{Call: &v1.Call_RedriveAll{RedriveAll: m}} }, (*v1.Reply).GetRedriveAll)
 	opRunNow     = sop(func(m *v1.RunNowRequest) *v1.Call { return &v1.Call{Call: &v1.Call_RunNow{RunNow: m}} }, (*v1.Reply).GetRunNow)
 	opReschedule = sop(func(m *v1.RescheduleRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Reschedule{Reschedule: m}} }, (*v1.Reply).GetReschedule)
+	opGet        = sop(func(m *v1.GetRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Get{Get: m}} }, (*v1.Reply).GetGet)
 )
 
 // Cancel deletes a task in any state. A worker holding its lease gets
@@ -83,4 +84,22 @@ func (q *queue) Reschedule(ctx context.Context, id uint64, r engine.Reschedule) 
 	_, err := invoke(ctx, q.c, false, opReschedule, queuesOf, docketv1connect.QueuesClient.Reschedule,
 		wire.PBReschedule(q.pb, q.name, id, r))
 	return err
+}
+
+// Get returns a task of the queue, ErrNotFound if there is none. Reads
+// report the state as of the clock's now: a due timer is ready, an
+// expired lease ready again (or dead on its last attempt), a retained
+// completion past its retention gone, whether or not a commit has
+// stored that yet.
+//
+// It is repeated after a lost answer: the rpc has no side effects or is
+// idempotent.
+func (q *queue) Get(ctx context.Context, id uint64) (engine.TaskInfo, error) {
+	res, err := invoke(ctx, q.c, true, opGet, queuesOf, docketv1connect.QueuesClient.Get,
+		wire.PBGet(q.pb, q.name, id))
+	if err != nil {
+		var zero engine.TaskInfo
+		return zero, err
+	}
+	return wire.GetResult(res), nil
 }

@@ -423,21 +423,6 @@ func onQueue[T any](ctx context.Context, s *Server, ns *v1.Namespace, queue stri
 	return out, nil
 }
 
-func (h queuesRPC) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
-	return answer(h.s.runGet(ctx, req.Msg))
-}
-
-func (s *Server) runGet(ctx context.Context, m *v1.GetRequest) (*v1.GetResponse, error) {
-	out := &v1.GetResponse{}
-	return onQueue(ctx, s, m.GetNamespace(), m.GetQueue(), out, func(q engine.Queue) error {
-		t, err := q.Get(ctx, m.GetId())
-		if err == nil {
-			out.Task = wire.PBTaskInfo(t)
-		}
-		return err
-	})
-}
-
 func (h queuesRPC) List(ctx context.Context, req *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
 	return answer(h.s.runList(ctx, req.Msg))
 }

@@ -80,3 +80,17 @@ func (s *Server) runReschedule(ctx context.Context, m *v1.RescheduleRequest) (*v
 func (h queuesRPC) Reschedule(ctx context.Context, req *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
 	return answer(h.s.runReschedule(ctx, req.Msg))
 }
+
+// runGet runs a Queues.Get call, alone or in a session:
+// wire.ServeGet on the request's queue.
+func (s *Server) runGet(ctx context.Context, m *v1.GetRequest) (*v1.GetResponse, error) {
+	q, err := s.queue(ctx, m.GetNamespace(), m.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	return wire.ServeGet(ctx, q, m)
+}
+
+func (h queuesRPC) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
+	return answer(h.s.runGet(ctx, req.Msg))
+}

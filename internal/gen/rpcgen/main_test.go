@@ -87,6 +87,9 @@ func TestGeneratedCoversPlainCalls(t *testing.T) {
 			t.Errorf("client: %s is repeated after a lost answer", m)
 		}
 	}
+	if !strings.Contains(src["queue_gen.go"], "func (q *queue) Get(") || !strings.Contains(src["queue_gen.go"], ", true, opGet,") {
+		t.Errorf("client: Get (no side effects) is not generated as repeated after a lost answer")
+	}
 	for _, r := range []string{`to("enqueue", docketv1connect.QueuesEnqueueProcedure, s.runEnqueue)`,
 		`to("kv_get", docketv1connect.KVGetProcedure, s.runKVGet)`, `to("reschedule", docketv1connect.QueuesRescheduleProcedure, s.runReschedule)`,
 		`to("queues", docketv1connect.AdminQueuesProcedure, s.runQueues)`} {
