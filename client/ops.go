@@ -1,11 +1,6 @@
 package client
 
 import (
-	"fmt"
-
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/docketdb/docket/internal/wire"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
@@ -15,45 +10,6 @@ import (
 
 func sop[Req, Res any](wrap func(*Req) *v1.Call, unwrap func(*v1.Reply) *Res) *sessionOp[Req, Res] {
 	return &sessionOp[Req, Res]{wrap: wrap, unwrap: unwrap}
-}
-
-// sopOf is the session op of a call whose Call field carries Req and whose
-// Reply field of the same number carries Res, as they are: the fields are
-// found by their message types, once, so that a call added to the schema
-// needs no wrapping of its own. It panics (at init) when the schema has no
-// such pair.
-func sopOf[Req, Res any, PReq interface {
-	*Req
-	proto.Message
-}, PRes interface {
-	*Res
-	proto.Message
-}]() *sessionOp[Req, Res] {
-	in := PReq(new(Req)).ProtoReflect().Descriptor()
-	out := PRes(new(Res)).ProtoReflect().Descriptor()
-	var cf, rf protoreflect.FieldDescriptor
-	calls := (&v1.Call{}).ProtoReflect().Descriptor().Oneofs().ByName("call").Fields()
-	for i := range calls.Len() {
-		if f := calls.Get(i); f.Message() != nil && f.Message().FullName() == in.FullName() {
-			cf = f
-		}
-	}
-	if cf != nil {
-		rf = (&v1.Reply{}).ProtoReflect().Descriptor().Oneofs().ByName("reply").Fields().ByNumber(cf.Number())
-	}
-	if cf == nil || rf == nil || rf.Message() == nil || rf.Message().FullName() != out.FullName() {
-		panic(fmt.Sprintf("client: no session call carries %s answered with %s", in.FullName(), out.FullName()))
-	}
-	return sop(func(m *Req) *v1.Call {
-		c := &v1.Call{}
-		c.ProtoReflect().Set(cf, protoreflect.ValueOfMessage(PReq(m).ProtoReflect()))
-		return c
-	}, func(r *v1.Reply) *Res {
-		if pr := r.ProtoReflect(); pr.Has(rf) {
-			return (*Res)(pr.Get(rf).Message().Interface().(PRes))
-		}
-		return nil
-	})
 }
 
 // noSession is the op of a call that has no session form: it always goes
