@@ -1,11 +1,6 @@
 package client
 
 import (
-	"fmt"
-
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/docketdb/docket/internal/wire"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
@@ -15,45 +10,6 @@ import (
 
 func sop[Req, Res any](wrap func(*Req) *v1.Call, unwrap func(*v1.Reply) *Res) *sessionOp[Req, Res] {
 	return &sessionOp[Req, Res]{wrap: wrap, unwrap: unwrap}
-}
-
-// sopOf is the session op of a call whose Call field carries Req and whose
-// Reply field of the same number carries Res, as they are: the fields are
-// found by their message types, once, so that a call added to the schema
-// needs no wrapping of its own. It panics (at init) when the schema has no
-// such pair.
-func sopOf[Req, Res any, PReq interface {
-	*Req
-	proto.Message
-}, PRes interface {
-	*Res
-	proto.Message
-}]() *sessionOp[Req, Res] {
-	in := PReq(new(Req)).ProtoReflect().Descriptor()
-	out := PRes(new(Res)).ProtoReflect().Descriptor()
-	var cf, rf protoreflect.FieldDescriptor
-	calls := (&v1.Call{}).ProtoReflect().Descriptor().Oneofs().ByName("call").Fields()
-	for i := range calls.Len() {
-		if f := calls.Get(i); f.Message() != nil && f.Message().FullName() == in.FullName() {
-			cf = f
-		}
-	}
-	if cf != nil {
-		rf = (&v1.Reply{}).ProtoReflect().Descriptor().Oneofs().ByName("reply").Fields().ByNumber(cf.Number())
-	}
-	if cf == nil || rf == nil || rf.Message() == nil || rf.Message().FullName() != out.FullName() {
-		panic(fmt.Sprintf("client: no session call carries %s answered with %s", in.FullName(), out.FullName()))
-	}
-	return sop(func(m *Req) *v1.Call {
-		c := &v1.Call{}
-		c.ProtoReflect().Set(cf, protoreflect.ValueOfMessage(PReq(m).ProtoReflect()))
-		return c
-	}, func(r *v1.Reply) *Res {
-		if pr := r.ProtoReflect(); pr.Has(rf) {
-			return (*Res)(pr.Get(rf).Message().Interface().(PRes))
-		}
-		return nil
-	})
 }
 
 // noSession is the op of a call that has no session form: it always goes
@@ -95,14 +51,7 @@ var (
 	opFail      = sop(func(m *v1.FailRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Fail{Fail: m}} }, (*v1.Reply).GetFail)
 	opHeartbeat = sop(func(m *v1.HeartbeatRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Heartbeat{Heartbeat: m}} },
 		(*v1.Reply).GetHeartbeat)
-	opSnooze     = sop(func(m *v1.SnoozeRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Snooze{Snooze: m}} }, (*v1.Reply).GetSnooze)
-	opCancel     = sop(func(m *v1.CancelRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Cancel{Cancel: m}} }, (*v1.Reply).GetCancel)
-	opRedrive    = sop(func(m *v1.RedriveRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Redrive{Redrive: m}} }, (*v1.Reply).GetRedrive)
-	opRedriveAll = sop(func(m *v1.RedriveAllRequest) *v1.Call {
-		return &v1.Call{Call: &v1.Call_RedriveAll{RedriveAll: m}}
-	}, (*v1.Reply).GetRedriveAll)
-	opRunNow = sop(func(m *v1.RunNowRequest) *v1.Call { return &v1.Call{Call: &v1.Call_RunNow{RunNow: m}} }, (*v1.Reply).GetRunNow)
-	opGet    = sop(func(m *v1.GetRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Get{Get: m}} }, (*v1.Reply).GetGet)
+	opSnooze = sop(func(m *v1.SnoozeRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Snooze{Snooze: m}} }, (*v1.Reply).GetSnooze)
 	opList   = sop(func(m *v1.ListRequest) *v1.Call { return &v1.Call{Call: &v1.Call_List{List: m}} }, (*v1.Reply).GetList)
 	opCounts = sop(func(m *v1.CountsRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Counts{Counts: m}} }, (*v1.Reply).GetCounts)
 	opSearch = sop(func(m *v1.SearchRequest) *v1.Call { return &v1.Call{Call: &v1.Call_Search{Search: m}} }, (*v1.Reply).GetSearch)

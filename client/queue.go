@@ -217,55 +217,6 @@ func (q *queue) Snooze(ctx context.Context, l engine.Lease, d time.Duration) err
 	return err
 }
 
-// Cancel is not repeated after a lost answer (ErrOutcomeUnknown).
-func (q *queue) Cancel(ctx context.Context, id uint64) error {
-	_, err := invoke(ctx, q.c, false, opCancel, queuesOf, docketv1connect.QueuesClient.Cancel,
-		&v1.CancelRequest{Namespace: q.pb, Queue: q.name, Id: id})
-	return err
-}
-
-// Redrive is not repeated after a lost answer (ErrOutcomeUnknown).
-func (q *queue) Redrive(ctx context.Context, id uint64) error {
-	_, err := invoke(ctx, q.c, false, opRedrive, queuesOf, docketv1connect.QueuesClient.Redrive,
-		&v1.RedriveRequest{Namespace: q.pb, Queue: q.name, Id: id})
-	return err
-}
-
-// RedriveAll is not repeated after a lost answer (ErrOutcomeUnknown).
-func (q *queue) RedriveAll(ctx context.Context) (int, error) {
-	res, err := invoke(ctx, q.c, false, opRedriveAll, queuesOf, docketv1connect.QueuesClient.RedriveAll,
-		&v1.RedriveAllRequest{Namespace: q.pb, Queue: q.name})
-	if err != nil {
-		return 0, err
-	}
-	return int(res.Count), nil
-}
-
-// RunNow is not repeated after a lost answer (ErrOutcomeUnknown).
-func (q *queue) RunNow(ctx context.Context, id uint64) error {
-	_, err := invoke(ctx, q.c, false, opRunNow, queuesOf, docketv1connect.QueuesClient.RunNow,
-		&v1.RunNowRequest{Namespace: q.pb, Queue: q.name, Id: id})
-	return err
-}
-
-var opReschedule = sopOf[v1.RescheduleRequest, v1.RescheduleResponse]()
-
-// Reschedule is not repeated after a lost answer (ErrOutcomeUnknown).
-func (q *queue) Reschedule(ctx context.Context, id uint64, r engine.Reschedule) error {
-	_, err := invoke(ctx, q.c, false, opReschedule, queuesOf, docketv1connect.QueuesClient.Reschedule,
-		wire.PBReschedule(q.pb, q.name, id, r))
-	return err
-}
-
-func (q *queue) Get(ctx context.Context, id uint64) (engine.TaskInfo, error) {
-	res, err := invoke(ctx, q.c, true, opGet, queuesOf, docketv1connect.QueuesClient.Get,
-		&v1.GetRequest{Namespace: q.pb, Queue: q.name, Id: id})
-	if err != nil {
-		return engine.TaskInfo{}, err
-	}
-	return wire.TaskInfo(res.Task), nil
-}
-
 func (q *queue) List(ctx context.Context, o engine.ListOptions) (engine.Page, error) {
 	res, err := invoke(ctx, q.c, true, opList, queuesOf, docketv1connect.QueuesClient.List,
 		&v1.ListRequest{Namespace: q.pb, Queue: q.name, State: v1.State(o.State), Limit: wire.Int32(o.Limit), Cursor: o.Cursor})

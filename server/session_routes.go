@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	v1 "github.com/docketdb/docket/proto/docket/v1"
-	"github.com/docketdb/docket/proto/docket/v1/docketv1connect"
 )
 
 // route is how a session serves one kind of Call: the unary call's own
@@ -58,42 +57,9 @@ func to[Req, Res proto.Message](name protoreflect.Name, proc string, run func(co
 	}}
 }
 
-// routes maps each Call field number to its route: every call a session
-// serves is the unary call's function, with the same decoding, engine call
-// and errors.
-func (s *Server) buildRoutes() map[protoreflect.FieldNumber]*route {
-	rs := []route{
-		to("enqueue", docketv1connect.QueuesEnqueueProcedure, s.runEnqueue),
-		to("enqueue_batch", docketv1connect.QueuesEnqueueBatchProcedure, s.runEnqueueBatch),
-		to("claim", docketv1connect.QueuesClaimProcedure, s.runClaim),
-		to("claim_wait", docketv1connect.QueuesClaimWaitProcedure, s.runClaimWait),
-		to("complete", docketv1connect.QueuesCompleteProcedure, s.runComplete),
-		to("complete_batch", docketv1connect.QueuesCompleteBatchProcedure, s.runCompleteBatch),
-		to("fail", docketv1connect.QueuesFailProcedure, s.runFail),
-		to("heartbeat", docketv1connect.QueuesHeartbeatProcedure, s.runHeartbeat),
-		to("snooze", docketv1connect.QueuesSnoozeProcedure, s.runSnooze),
-		to("cancel", docketv1connect.QueuesCancelProcedure, s.runCancel),
-		to("redrive", docketv1connect.QueuesRedriveProcedure, s.runRedrive),
-		to("redrive_all", docketv1connect.QueuesRedriveAllProcedure, s.runRedriveAll),
-		to("run_now", docketv1connect.QueuesRunNowProcedure, s.runRunNow),
-		to("reschedule", docketv1connect.QueuesRescheduleProcedure, s.runReschedule),
-		to("get", docketv1connect.QueuesGetProcedure, s.runGet),
-		to("list", docketv1connect.QueuesListProcedure, s.runList),
-		to("counts", docketv1connect.QueuesCountsProcedure, s.runCounts),
-		to("search", docketv1connect.SearchSearchProcedure, s.runSearch),
-		to("bulk", docketv1connect.SearchBulkProcedure, s.runBulk),
-		to("complete_and_claim", docketv1connect.PipelineCompleteAndClaimProcedure, s.runCompleteAndClaim),
-		to("heartbeat_batch", docketv1connect.PipelineHeartbeatBatchProcedure, s.runHeartbeatBatch),
-		to("kv_get", docketv1connect.KVGetProcedure, s.runKVGet),
-		to("kv_scan", docketv1connect.KVScanProcedure, s.runKVScan),
-		to("kv_commit", docketv1connect.KVCommitProcedure, s.runKVCommit),
-		to("pause", docketv1connect.ControlsPauseProcedure, s.runPause),
-		to("resume", docketv1connect.ControlsResumeProcedure, s.runResume),
-		to("set_limits", docketv1connect.ControlsSetLimitsProcedure, s.runSetLimits),
-		to("settings", docketv1connect.ControlsSettingsProcedure, s.runSettings),
-		to("partitions", docketv1connect.ControlsPartitionsProcedure, s.runPartitions),
-		to("queues", docketv1connect.AdminQueuesProcedure, s.runQueues),
-	}
+// routeMap indexes routes by their Call field number. It panics (at New)
+// when two routes serve one field.
+func routeMap(rs []route) map[protoreflect.FieldNumber]*route {
 	m := make(map[protoreflect.FieldNumber]*route, len(rs))
 	for i := range rs {
 		r := &rs[i]

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"context"
+
 	"github.com/docketdb/docket/engine"
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
@@ -21,6 +23,19 @@ func Reschedule(m *v1.RescheduleRequest) (engine.Reschedule, error) {
 		r.Priority = &p
 	}
 	return r, nil
+}
+
+// ServeReschedule runs a RescheduleRequest on q: its changes are
+// converted (Reschedule) before the engine is asked.
+func ServeReschedule(ctx context.Context, q engine.Queue, m *v1.RescheduleRequest) (*v1.RescheduleResponse, error) {
+	r, err := Reschedule(m)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.Reschedule(ctx, m.GetId(), r); err != nil {
+		return nil, err
+	}
+	return &v1.RescheduleResponse{}, nil
 }
 
 // PBReschedule is the request that asks for r on task id.

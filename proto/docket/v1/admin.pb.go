@@ -847,9 +847,9 @@ const file_docket_v1_admin_proto_rawDesc = "" +
 	"\x0eHealthResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1a\n" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason2\xdf\x02\n" +
-	"\x05Admin\x12B\n" +
-	"\x06Queues\x12\x18.docket.v1.QueuesRequest\x1a\x19.docket.v1.QueuesResponse\"\x03\x90\x02\x01\x12?\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason2\xe3\x02\n" +
+	"\x05Admin\x12F\n" +
+	"\x06Queues\x12\x18.docket.v1.QueuesRequest\x1a\x19.docket.v1.QueuesResponse\"\a\xf0\xe0\x18<\x90\x02\x01\x12?\n" +
 	"\x05Stats\x12\x17.docket.v1.StatsRequest\x1a\x18.docket.v1.StatsResponse\"\x03\x90\x02\x01\x12I\n" +
 	"\n" +
 	"Checkpoint\x12\x1c.docket.v1.CheckpointRequest\x1a\x1d.docket.v1.CheckpointResponse\x12B\n" +

@@ -778,14 +778,14 @@ const file_docket_v1_controls_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x14.docket.v1.PartitionR\n" +
 	"partitions\x12\x12\n" +
-	"\x04next\x18\x02 \x01(\tR\x04next2\xf6\x02\n" +
-	"\bControls\x12?\n" +
-	"\x05Pause\x12\x17.docket.v1.PauseRequest\x1a\x18.docket.v1.PauseResponse\"\x03\x90\x02\x02\x12B\n" +
-	"\x06Resume\x12\x18.docket.v1.ResumeRequest\x1a\x19.docket.v1.ResumeResponse\"\x03\x90\x02\x02\x12K\n" +
-	"\tSetLimits\x12\x1b.docket.v1.SetLimitsRequest\x1a\x1c.docket.v1.SetLimitsResponse\"\x03\x90\x02\x02\x12H\n" +
-	"\bSettings\x12\x1a.docket.v1.SettingsRequest\x1a\x1b.docket.v1.SettingsResponse\"\x03\x90\x02\x01\x12N\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next2\x8a\x03\n" +
+	"\bControls\x12C\n" +
+	"\x05Pause\x12\x17.docket.v1.PauseRequest\x1a\x18.docket.v1.PauseResponse\"\a\xf0\xe0\x182\x90\x02\x02\x12F\n" +
+	"\x06Resume\x12\x18.docket.v1.ResumeRequest\x1a\x19.docket.v1.ResumeResponse\"\a\xf0\xe0\x183\x90\x02\x02\x12O\n" +
+	"\tSetLimits\x12\x1b.docket.v1.SetLimitsRequest\x1a\x1c.docket.v1.SetLimitsResponse\"\a\xf0\xe0\x184\x90\x02\x02\x12L\n" +
+	"\bSettings\x12\x1a.docket.v1.SettingsRequest\x1a\x1b.docket.v1.SettingsResponse\"\a\xf0\xe0\x185\x90\x02\x01\x12R\n" +
 	"\n" +
-	"Partitions\x12\x1c.docket.v1.PartitionsRequest\x1a\x1d.docket.v1.PartitionsResponse\"\x03\x90\x02\x01B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"Partitions\x12\x1c.docket.v1.PartitionsRequest\x1a\x1d.docket.v1.PartitionsResponse\"\a\xf0\xe0\x186\x90\x02\x01B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_controls_proto_rawDescOnce sync.Once

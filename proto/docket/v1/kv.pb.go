@@ -357,11 +357,11 @@ const file_docket_v1_kv_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x1f\n" +
 	"\x03ops\x18\x02 \x03(\v2\r.docket.v1.OpR\x03ops\"?\n" +
 	"\x10KVCommitResponse\x12+\n" +
-	"\x06result\x18\x01 \x01(\v2\x13.docket.v1.TxResultR\x06result2\xc8\x01\n" +
-	"\x02KV\x12=\n" +
-	"\x03Get\x12\x17.docket.v1.KVGetRequest\x1a\x18.docket.v1.KVGetResponse\"\x03\x90\x02\x01\x12@\n" +
-	"\x04Scan\x12\x18.docket.v1.KVScanRequest\x1a\x19.docket.v1.KVScanResponse\"\x03\x90\x02\x01\x12A\n" +
-	"\x06Commit\x12\x1a.docket.v1.KVCommitRequest\x1a\x1b.docket.v1.KVCommitResponseB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"\x06result\x18\x01 \x01(\v2\x13.docket.v1.TxResultR\x06result2\xf8\x01\n" +
+	"\x02KV\x12K\n" +
+	"\x03Get\x12\x17.docket.v1.KVGetRequest\x1a\x18.docket.v1.KVGetResponse\"\x11\xf0\xe0\x18(\xfa\xe0\x18\x06kv_get\x90\x02\x01\x12O\n" +
+	"\x04Scan\x12\x18.docket.v1.KVScanRequest\x1a\x19.docket.v1.KVScanResponse\"\x12\xf0\xe0\x18)\xfa\xe0\x18\akv_scan\x90\x02\x01\x12T\n" +
+	"\x06Commit\x12\x1a.docket.v1.KVCommitRequest\x1a\x1b.docket.v1.KVCommitResponse\"\x11\xf0\xe0\x18*\xfa\xe0\x18\tkv_commitB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_kv_proto_rawDescOnce sync.Once

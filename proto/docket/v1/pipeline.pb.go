@@ -1155,10 +1155,10 @@ const file_docket_v1_pipeline_proto_rawDesc = "" +
 	"\x1aCompleteAndClaimEachResult\x12+\n" +
 	"\x06result\x18\x01 \x01(\v2\x13.docket.v1.TxResultR\x06result\x12(\n" +
 	"\x06leases\x18\x02 \x03(\v2\x10.docket.v1.LeaseR\x06leases\x12*\n" +
-	"\x05error\x18\x03 \x01(\v2\x14.docket.v1.ItemErrorR\x05error2\xdf\x04\n" +
-	"\bPipeline\x12[\n" +
-	"\x10CompleteAndClaim\x12\".docket.v1.CompleteAndClaimRequest\x1a#.docket.v1.CompleteAndClaimResponse\x12U\n" +
-	"\x0eHeartbeatBatch\x12 .docket.v1.HeartbeatBatchRequest\x1a!.docket.v1.HeartbeatBatchResponse\x12L\n" +
+	"\x05error\x18\x03 \x01(\v2\x14.docket.v1.ItemErrorR\x05error2\xeb\x04\n" +
+	"\bPipeline\x12a\n" +
+	"\x10CompleteAndClaim\x12\".docket.v1.CompleteAndClaimRequest\x1a#.docket.v1.CompleteAndClaimResponse\"\x04\xf0\xe0\x18\x1e\x12[\n" +
+	"\x0eHeartbeatBatch\x12 .docket.v1.HeartbeatBatchRequest\x1a!.docket.v1.HeartbeatBatchResponse\"\x04\xf0\xe0\x18\x1f\x12L\n" +
 	"\vEnqueueEach\x12\x1d.docket.v1.EnqueueEachRequest\x1a\x1e.docket.v1.EnqueueEachResponse\x12O\n" +
 	"\fCompleteEach\x12\x1e.docket.v1.CompleteEachRequest\x1a\x1f.docket.v1.CompleteEachResponse\x12C\n" +
 	"\bFailEach\x12\x1a.docket.v1.FailEachRequest\x1a\x1b.docket.v1.FailEachResponse\x12R\n" +

@@ -1997,27 +1997,28 @@ const file_docket_v1_queues_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\v2\x14.docket.v1.NamespaceR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\";\n" +
 	"\x0eCountsResponse\x12)\n" +
-	"\x06counts\x18\x01 \x01(\v2\x11.docket.v1.CountsR\x06counts2\x8b\t\n" +
-	"\x06Queues\x12@\n" +
-	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\x12O\n" +
-	"\fEnqueueBatch\x12\x1e.docket.v1.EnqueueBatchRequest\x1a\x1f.docket.v1.EnqueueBatchResponse\x12:\n" +
-	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\x12F\n" +
-	"\tClaimWait\x12\x1b.docket.v1.ClaimWaitRequest\x1a\x1c.docket.v1.ClaimWaitResponse\x12C\n" +
-	"\bComplete\x12\x1a.docket.v1.CompleteRequest\x1a\x1b.docket.v1.CompleteResponse\x12R\n" +
-	"\rCompleteBatch\x12\x1f.docket.v1.CompleteBatchRequest\x1a .docket.v1.CompleteBatchResponse\x127\n" +
-	"\x04Fail\x12\x16.docket.v1.FailRequest\x1a\x17.docket.v1.FailResponse\x12F\n" +
-	"\tHeartbeat\x12\x1b.docket.v1.HeartbeatRequest\x1a\x1c.docket.v1.HeartbeatResponse\x12=\n" +
-	"\x06Snooze\x12\x18.docket.v1.SnoozeRequest\x1a\x19.docket.v1.SnoozeResponse\x12=\n" +
-	"\x06Cancel\x12\x18.docket.v1.CancelRequest\x1a\x19.docket.v1.CancelResponse\x12@\n" +
-	"\aRedrive\x12\x19.docket.v1.RedriveRequest\x1a\x1a.docket.v1.RedriveResponse\x12I\n" +
+	"\x06counts\x18\x01 \x01(\v2\x11.docket.v1.CountsR\x06counts2\xeb\t\n" +
+	"\x06Queues\x12F\n" +
+	"\aEnqueue\x12\x19.docket.v1.EnqueueRequest\x1a\x1a.docket.v1.EnqueueResponse\"\x04\xf0\xe0\x18\n" +
+	"\x12U\n" +
+	"\fEnqueueBatch\x12\x1e.docket.v1.EnqueueBatchRequest\x1a\x1f.docket.v1.EnqueueBatchResponse\"\x04\xf0\xe0\x18\v\x12@\n" +
+	"\x05Claim\x12\x17.docket.v1.ClaimRequest\x1a\x18.docket.v1.ClaimResponse\"\x04\xf0\xe0\x18\f\x12L\n" +
+	"\tClaimWait\x12\x1b.docket.v1.ClaimWaitRequest\x1a\x1c.docket.v1.ClaimWaitResponse\"\x04\xf0\xe0\x18\r\x12I\n" +
+	"\bComplete\x12\x1a.docket.v1.CompleteRequest\x1a\x1b.docket.v1.CompleteResponse\"\x04\xf0\xe0\x18\x0e\x12X\n" +
+	"\rCompleteBatch\x12\x1f.docket.v1.CompleteBatchRequest\x1a .docket.v1.CompleteBatchResponse\"\x04\xf0\xe0\x18\x0f\x12=\n" +
+	"\x04Fail\x12\x16.docket.v1.FailRequest\x1a\x17.docket.v1.FailResponse\"\x04\xf0\xe0\x18\x10\x12L\n" +
+	"\tHeartbeat\x12\x1b.docket.v1.HeartbeatRequest\x1a\x1c.docket.v1.HeartbeatResponse\"\x04\xf0\xe0\x18\x11\x12C\n" +
+	"\x06Snooze\x12\x18.docket.v1.SnoozeRequest\x1a\x19.docket.v1.SnoozeResponse\"\x04\xf0\xe0\x18\x12\x12C\n" +
+	"\x06Cancel\x12\x18.docket.v1.CancelRequest\x1a\x19.docket.v1.CancelResponse\"\x04\xf0\xe0\x18\x13\x12F\n" +
+	"\aRedrive\x12\x19.docket.v1.RedriveRequest\x1a\x1a.docket.v1.RedriveResponse\"\x04\xf0\xe0\x18\x14\x12O\n" +
 	"\n" +
-	"RedriveAll\x12\x1c.docket.v1.RedriveAllRequest\x1a\x1d.docket.v1.RedriveAllResponse\x12=\n" +
-	"\x06RunNow\x12\x18.docket.v1.RunNowRequest\x1a\x19.docket.v1.RunNowResponse\x12I\n" +
+	"RedriveAll\x12\x1c.docket.v1.RedriveAllRequest\x1a\x1d.docket.v1.RedriveAllResponse\"\x04\xf0\xe0\x18\x15\x12C\n" +
+	"\x06RunNow\x12\x18.docket.v1.RunNowRequest\x1a\x19.docket.v1.RunNowResponse\"\x04\xf0\xe0\x18\x16\x12O\n" +
 	"\n" +
-	"Reschedule\x12\x1c.docket.v1.RescheduleRequest\x1a\x1d.docket.v1.RescheduleResponse\x129\n" +
-	"\x03Get\x12\x15.docket.v1.GetRequest\x1a\x16.docket.v1.GetResponse\"\x03\x90\x02\x01\x12<\n" +
-	"\x04List\x12\x16.docket.v1.ListRequest\x1a\x17.docket.v1.ListResponse\"\x03\x90\x02\x01\x12B\n" +
-	"\x06Counts\x12\x18.docket.v1.CountsRequest\x1a\x19.docket.v1.CountsResponse\"\x03\x90\x02\x01B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"Reschedule\x12\x1c.docket.v1.RescheduleRequest\x1a\x1d.docket.v1.RescheduleResponse\"\x04\xf0\xe0\x18\x1c\x12=\n" +
+	"\x03Get\x12\x15.docket.v1.GetRequest\x1a\x16.docket.v1.GetResponse\"\a\xf0\xe0\x18\x17\x90\x02\x01\x12@\n" +
+	"\x04List\x12\x16.docket.v1.ListRequest\x1a\x17.docket.v1.ListResponse\"\a\xf0\xe0\x18\x18\x90\x02\x01\x12F\n" +
+	"\x06Counts\x12\x18.docket.v1.CountsRequest\x1a\x19.docket.v1.CountsResponse\"\a\xf0\xe0\x18\x19\x90\x02\x01B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_queues_proto_rawDescOnce sync.Once

@@ -660,10 +660,10 @@ const file_docket_v1_search_proto_rawDesc = "" +
 	"\x11BULK_ACTION_RETRY\x10\x01\x12\x16\n" +
 	"\x12BULK_ACTION_CANCEL\x10\x02\x12\x17\n" +
 	"\x13BULK_ACTION_RUN_NOW\x10\x03\x12\x16\n" +
-	"\x12BULK_ACTION_DELETE\x10\x042\x8a\x01\n" +
-	"\x06Search\x12B\n" +
-	"\x06Search\x12\x18.docket.v1.SearchRequest\x1a\x19.docket.v1.SearchResponse\"\x03\x90\x02\x01\x12<\n" +
-	"\x04Bulk\x12\x16.docket.v1.BulkRequest\x1a\x17.docket.v1.BulkResponse\"\x03\x90\x02\x02B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"\x12BULK_ACTION_DELETE\x10\x042\x92\x01\n" +
+	"\x06Search\x12F\n" +
+	"\x06Search\x12\x18.docket.v1.SearchRequest\x1a\x19.docket.v1.SearchResponse\"\a\xf0\xe0\x18\x1a\x90\x02\x01\x12@\n" +
+	"\x04Bulk\x12\x16.docket.v1.BulkRequest\x1a\x17.docket.v1.BulkResponse\"\a\xf0\xe0\x18\x1b\x90\x02\x02B5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_search_proto_rawDescOnce sync.Once

@@ -1956,12 +1956,36 @@ var file_docket_v1_types_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "varint,50701,opt,name=raw_json",
 		Filename:      "docket/v1/types.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*uint32)(nil),
+		Field:         50702,
+		Name:          "docket.v1.session",
+		Tag:           "varint,50702,opt,name=session",
+		Filename:      "docket/v1/types.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         50703,
+		Name:          "docket.v1.session_name",
+		Tag:           "bytes,50703,opt,name=session_name",
+		Filename:      "docket/v1/types.proto",
+	},
 }
 
 // Extension fields to descriptorpb.FieldOptions.
 var (
 	// optional bool raw_json = 50701;
 	E_RawJson = &file_docket_v1_types_proto_extTypes[0]
+)
+
+// Extension fields to descriptorpb.MethodOptions.
+var (
+	// optional uint32 session = 50702;
+	E_Session = &file_docket_v1_types_proto_extTypes[1]
+	// optional string session_name = 50703;
+	E_SessionName = &file_docket_v1_types_proto_extTypes[2]
 )
 
 var File_docket_v1_types_proto protoreflect.FileDescriptor
@@ -2153,7 +2177,9 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x12SENTINEL_READ_ONLY\x10\n" +
 	"\x12\x11\n" +
 	"\rSENTINEL_FULL\x10\v::\n" +
-	"\braw_json\x12\x1d.google.protobuf.FieldOptions\x18\x8d\x8c\x03 \x01(\bR\arawJsonB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
+	"\braw_json\x12\x1d.google.protobuf.FieldOptions\x18\x8d\x8c\x03 \x01(\bR\arawJson::\n" +
+	"\asession\x12\x1e.google.protobuf.MethodOptions\x18\x8e\x8c\x03 \x01(\rR\asession:C\n" +
+	"\fsession_name\x12\x1e.google.protobuf.MethodOptions\x18\x8f\x8c\x03 \x01(\tR\vsessionNameB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
 
 var (
 	file_docket_v1_types_proto_rawDescOnce sync.Once
@@ -2170,36 +2196,37 @@ func file_docket_v1_types_proto_rawDescGZIP() []byte {
 var file_docket_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_docket_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_docket_v1_types_proto_goTypes = []any{
-	(State)(0),                        // 0: docket.v1.State
-	(DependencyPolicy)(0),             // 1: docket.v1.DependencyPolicy
-	(Sentinel)(0),                     // 2: docket.v1.Sentinel
-	(*Namespace)(nil),                 // 3: docket.v1.Namespace
-	(*Task)(nil),                      // 4: docket.v1.Task
-	(*Unique)(nil),                    // 5: docket.v1.Unique
-	(*Enqueued)(nil),                  // 6: docket.v1.Enqueued
-	(*Op)(nil),                        // 7: docket.v1.Op
-	(*SetOp)(nil),                     // 8: docket.v1.SetOp
-	(*DeleteOp)(nil),                  // 9: docket.v1.DeleteOp
-	(*IfVersionOp)(nil),               // 10: docket.v1.IfVersionOp
-	(*KeyOp)(nil),                     // 11: docket.v1.KeyOp
-	(*EnqueueOp)(nil),                 // 12: docket.v1.EnqueueOp
-	(*Lease)(nil),                     // 13: docket.v1.Lease
-	(*LeaseRef)(nil),                  // 14: docket.v1.LeaseRef
-	(*Done)(nil),                      // 15: docket.v1.Done
-	(*FollowUp)(nil),                  // 16: docket.v1.FollowUp
-	(*Failure)(nil),                   // 17: docket.v1.Failure
-	(*TaskInfo)(nil),                  // 18: docket.v1.TaskInfo
-	(*AttemptError)(nil),              // 19: docket.v1.AttemptError
-	(*Counts)(nil),                    // 20: docket.v1.Counts
-	(*Entry)(nil),                     // 21: docket.v1.Entry
-	(*TxResult)(nil),                  // 22: docket.v1.TxResult
-	(*Error)(nil),                     // 23: docket.v1.Error
-	nil,                               // 24: docket.v1.Task.HeadersEntry
-	nil,                               // 25: docket.v1.Lease.HeadersEntry
-	nil,                               // 26: docket.v1.TaskInfo.HeadersEntry
-	(*durationpb.Duration)(nil),       // 27: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 28: google.protobuf.Timestamp
-	(*descriptorpb.FieldOptions)(nil), // 29: google.protobuf.FieldOptions
+	(State)(0),                         // 0: docket.v1.State
+	(DependencyPolicy)(0),              // 1: docket.v1.DependencyPolicy
+	(Sentinel)(0),                      // 2: docket.v1.Sentinel
+	(*Namespace)(nil),                  // 3: docket.v1.Namespace
+	(*Task)(nil),                       // 4: docket.v1.Task
+	(*Unique)(nil),                     // 5: docket.v1.Unique
+	(*Enqueued)(nil),                   // 6: docket.v1.Enqueued
+	(*Op)(nil),                         // 7: docket.v1.Op
+	(*SetOp)(nil),                      // 8: docket.v1.SetOp
+	(*DeleteOp)(nil),                   // 9: docket.v1.DeleteOp
+	(*IfVersionOp)(nil),                // 10: docket.v1.IfVersionOp
+	(*KeyOp)(nil),                      // 11: docket.v1.KeyOp
+	(*EnqueueOp)(nil),                  // 12: docket.v1.EnqueueOp
+	(*Lease)(nil),                      // 13: docket.v1.Lease
+	(*LeaseRef)(nil),                   // 14: docket.v1.LeaseRef
+	(*Done)(nil),                       // 15: docket.v1.Done
+	(*FollowUp)(nil),                   // 16: docket.v1.FollowUp
+	(*Failure)(nil),                    // 17: docket.v1.Failure
+	(*TaskInfo)(nil),                   // 18: docket.v1.TaskInfo
+	(*AttemptError)(nil),               // 19: docket.v1.AttemptError
+	(*Counts)(nil),                     // 20: docket.v1.Counts
+	(*Entry)(nil),                      // 21: docket.v1.Entry
+	(*TxResult)(nil),                   // 22: docket.v1.TxResult
+	(*Error)(nil),                      // 23: docket.v1.Error
+	nil,                                // 24: docket.v1.Task.HeadersEntry
+	nil,                                // 25: docket.v1.Lease.HeadersEntry
+	nil,                                // 26: docket.v1.TaskInfo.HeadersEntry
+	(*durationpb.Duration)(nil),        // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 28: google.protobuf.Timestamp
+	(*descriptorpb.FieldOptions)(nil),  // 29: google.protobuf.FieldOptions
+	(*descriptorpb.MethodOptions)(nil), // 30: google.protobuf.MethodOptions
 }
 var file_docket_v1_types_proto_depIdxs = []int32{
 	27, // 0: docket.v1.Task.delay:type_name -> google.protobuf.Duration
@@ -2241,10 +2268,12 @@ var file_docket_v1_types_proto_depIdxs = []int32{
 	6,  // 36: docket.v1.TxResult.enqueued:type_name -> docket.v1.Enqueued
 	2,  // 37: docket.v1.Error.sentinel:type_name -> docket.v1.Sentinel
 	29, // 38: docket.v1.raw_json:extendee -> google.protobuf.FieldOptions
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	38, // [38:39] is the sub-list for extension extendee
+	30, // 39: docket.v1.session:extendee -> google.protobuf.MethodOptions
+	30, // 40: docket.v1.session_name:extendee -> google.protobuf.MethodOptions
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	38, // [38:41] is the sub-list for extension extendee
 	0,  // [0:38] is the sub-list for field type_name
 }
 
@@ -2268,7 +2297,7 @@ func file_docket_v1_types_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_docket_v1_types_proto_rawDesc), len(file_docket_v1_types_proto_rawDesc)),
 			NumEnums:      3,
 			NumMessages:   24,
-			NumExtensions: 1,
+			NumExtensions: 3,
 			NumServices:   0,
 		},
 		GoTypes:           file_docket_v1_types_proto_goTypes,
