@@ -16,6 +16,7 @@ package taskaction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -98,8 +99,10 @@ type Action struct {
 	// Fields are the fields of the options, in order; none for an action
 	// without options.
 	Fields []Field
-	index  int          // of the method in engine.Queue
-	opts   reflect.Type // nil without options
+	// Opts names the options' type ("Reschedule"), "" without options.
+	Opts  string
+	index int          // of the method in engine.Queue
+	opts  reflect.Type // nil without options
 }
 
 // Title is the action's name in words, capitalised: "Reschedule", "Run now".
@@ -153,7 +156,7 @@ func actionsOf(t reflect.Type) []*Action {
 			if !ok {
 				continue
 			}
-			a.Fields, a.opts = fields, mt.In(2)
+			a.Fields, a.opts, a.Opts = fields, mt.In(2), mt.In(2).Name()
 		}
 		out = append(out, a)
 	}
@@ -282,8 +285,11 @@ func (a *Action) Parse(get func(f *Field) (string, bool)) (Input, error) {
 				t = t.Elem()
 			}
 			n, err := strconv.ParseInt(s, 10, t.Bits())
-			if err != nil {
-				return Input{}, bad(fmt.Sprintf("want a whole number of %d bits", t.Bits()))
+			switch {
+			case errors.Is(err, strconv.ErrRange):
+				return Input{}, bad(fmt.Sprintf("out of range for a whole number of %d bits", t.Bits()))
+			case err != nil:
+				return Input{}, bad("want a whole number")
 			}
 			if f.Kind == OptInt {
 				p := reflect.New(t)

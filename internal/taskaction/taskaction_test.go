@@ -141,8 +141,9 @@ func TestParse(t *testing.T) {
 		{map[string]string{"at": "tomorrow"}, `at "tomorrow": want an RFC 3339 time`},
 		{map[string]string{"at": "-5m"}, `at "-5m": how long from now must be 0..`},
 		{map[string]string{"every": "often"}, `every "often": want a duration`},
-		{map[string]string{"max-attempts": "9999999999"}, `max-attempts "9999999999": want a whole number of 32 bits`},
+		{map[string]string{"max-attempts": "9999999999"}, `max-attempts "9999999999": out of range for a whole number of 32 bits`},
 		{map[string]string{"priority": "high"}, `priority "high": want a whole number`},
+		{map[string]string{"max-attempts": "1.5"}, `max-attempts "1.5": want a whole number`},
 		{map[string]string{"urgent": "very"}, `urgent "very": want true or false`},
 	} {
 		_, err := mv.Parse(given(c.in))
