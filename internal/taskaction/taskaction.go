@@ -86,9 +86,9 @@ type Action struct {
 	// without options.
 	Fields []Field
 	// Opts names the options' type ("Reschedule"), "" without options.
-	Opts  string
-	index int          // of the method in engine.Queue
-	opts  reflect.Type // nil without options
+	Opts string
+	typ  reflect.Type // the method's, without its receiver
+	opts reflect.Type // nil without options
 }
 
 // Title is the action's name in words, capitalised: "Reschedule", "Run now".
@@ -114,7 +114,7 @@ var (
 
 // Actions returns the task actions of engine.Queue in the order of its
 // methods' names. They are found once; the caller must not change them.
-var Actions = sync.OnceValue(func() []*Action { return actionsOf(queueType) })
+var Actions = sync.OnceValue(func() []*Action { return Of(queueType) })
 
 // Lookup returns the task action named name ("reschedule"), or nil.
 func Lookup(name string) *Action {
@@ -126,8 +126,9 @@ func Lookup(name string) *Action {
 	return nil
 }
 
-// actionsOf returns the task actions among the methods of the interface t.
-func actionsOf(t reflect.Type) []*Action {
+// Of returns the task actions among the methods of the interface t (Actions
+// is Of engine.Queue): a test gives an interface that adds one.
+func Of(t reflect.Type) []*Action {
 	var out []*Action
 	for i := range t.NumMethod() {
 		m := t.Method(i)
@@ -136,7 +137,7 @@ func actionsOf(t reflect.Type) []*Action {
 			mt.In(0) != contextType || mt.In(1).Kind() != reflect.Uint64 {
 			continue
 		}
-		a := &Action{Method: m.Name, Name: Kebab(m.Name), index: i}
+		a := &Action{Method: m.Name, Name: Kebab(m.Name), typ: mt}
 		if mt.NumIn() == 3 {
 			fields, ok := fieldsOf(mt.In(2))
 			if !ok {
@@ -315,15 +316,14 @@ func (in Input) Opts(now time.Time) any {
 }
 
 // Call runs the action on task id of q; the times given as how long from
-// now count from now (the DB's clock).
+// now count from now (the DB's clock). q has the action's method when the
+// action is one of Actions; one of Of another interface needs a q that
+// implements it too.
 func (in Input) Call(ctx context.Context, q engine.Queue, id uint64, now time.Time) error {
-	return in.call(ctx, reflect.ValueOf(&q).Elem(), id, now)
-}
-
-// call is Call on recv, a value of the interface type the action was found
-// in.
-func (in Input) call(ctx context.Context, recv reflect.Value, id uint64, now time.Time) error {
-	m := recv.Method(in.a.index)
+	m := reflect.ValueOf(q).MethodByName(in.a.Method)
+	if !m.IsValid() || m.Type() != in.a.typ {
+		return fmt.Errorf("%w: this queue has no task action %s", engine.ErrInvalid, in.a.Method)
+	}
 	args := []reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(id)}
 	if in.opts.IsValid() {
 		args = append(args, reflect.ValueOf(in.Opts(now)))
@@ -354,7 +354,7 @@ func Kebab(s string) string {
 
 // irregular are the past tenses of verbs a task action may start with that
 // do not take -ed.
-var irregular = map[string]string{"run": "ran", "set": "set", "reset": "reset", "put": "put", "stop": "stopped", "drop": "dropped", "split": "split"}
+var irregular = map[string]string{"run": "ran", "set": "set", "reset": "reset", "put": "put", "split": "split"}
 
 // pastTense returns the past tense of the English verb v (lower case).
 func pastTense(v string) string {
@@ -367,10 +367,26 @@ func pastTense(v string) string {
 		return v
 	case v[n-1] == 'e':
 		return v + "d"
-	case v[n-1] == 'y' && n > 1 && !strings.ContainsRune("aeiou", rune(v[n-2])):
+	case v[n-1] == 'y' && n > 1 && !isVowel(v[n-2]):
 		return v[:n-1] + "ied"
+	case n >= 3 && !isVowel(v[n-1]) && !strings.ContainsRune("wxy", rune(v[n-1])) && isVowel(v[n-2]) && !isVowel(v[n-3]) &&
+		(syllables(v) == 1 || v[n-1] == 'l'):
+		return v + v[n-1:] + "ed" // tag: tagged; cancel: cancelled, as the project spells it
 	}
 	return v + "ed"
+}
+
+func isVowel(b byte) bool { return strings.IndexByte("aeiou", b) >= 0 }
+
+// syllables counts the groups of vowels of v.
+func syllables(v string) int {
+	n := 0
+	for i := range len(v) {
+		if isVowel(v[i]) && (i == 0 || !isVowel(v[i-1])) {
+			n++
+		}
+	}
+	return n
 }
 
 func capitalise(s string) string {

@@ -43,7 +43,7 @@ type shapes interface {
 // error, and only those; their fields are read by kind, named in kebab
 // case.
 func TestActionsOf(t *testing.T) {
-	as := actionsOf(reflect.TypeFor[shapes]())
+	as := Of(reflect.TypeFor[shapes]())
 	var names []string
 	for _, a := range as {
 		names = append(names, a.Name)
@@ -92,7 +92,8 @@ func TestKebabAndPast(t *testing.T) {
 			t.Errorf("Kebab(%q) = %q, want %q", in, got, want)
 		}
 	}
-	for in, want := range map[string]string{"reschedule": "rescheduled", "retry": "retried", "delay": "delayed", "run": "ran", "bump": "bumped", "pause": "paused"} {
+	for in, want := range map[string]string{"reschedule": "rescheduled", "retry": "retried", "delay": "delayed", "run": "ran", "bump": "bumped", "pause": "paused",
+		"tag": "tagged", "stop": "stopped", "pin": "pinned", "open": "opened", "fix": "fixed", "boost": "boosted", "cancel": "cancelled", "label": "labelled", "pull": "pulled", "fail": "failed"} {
 		if got := pastTense(in); got != want {
 			t.Errorf("pastTense(%q) = %q, want %q", in, got, want)
 		}
@@ -111,7 +112,7 @@ func given(m map[string]string) func(f *Field) (string, bool) {
 // int left unset is nil; bad text names the field and what it wants;
 // nothing given is refused.
 func TestParse(t *testing.T) {
-	mv := actionsOf(reflect.TypeFor[shapes]())[1]
+	mv := Of(reflect.TypeFor[shapes]())[1]
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, c := range []struct {
 		in   map[string]string
@@ -152,7 +153,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("%v: %v, want %q", c.in, err, c.want)
 		}
 	}
-	if in, err := actionsOf(reflect.TypeFor[shapes]())[0].Parse(given(nil)); err != nil || in.Opts(now) != nil {
+	if in, err := Of(reflect.TypeFor[shapes]())[0].Parse(given(nil)); err != nil || in.Opts(now) != nil {
 		t.Fatalf("an action without options: %v %v", in.Opts(now), err)
 	}
 }
@@ -188,5 +189,9 @@ func TestCall(t *testing.T) {
 	}
 	if err := in.Call(ctx, q, 99, clock.Now()); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("a missing task: %v", err)
+	}
+	bump, _ := Of(reflect.TypeFor[shapes]())[0].Parse(given(nil))
+	if err := bump.Call(ctx, q, e.ID, clock.Now()); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "no task action Bump") {
+		t.Fatalf("an action the queue lacks: %v", err)
 	}
 }
