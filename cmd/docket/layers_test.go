@@ -141,7 +141,7 @@ func TestParityCLI(t *testing.T) {
 		}
 		args := append([]string{a.Name}, on...)
 		for _, f := range a.Fields {
-			args = append(args, "-"+f.Flag+"="+sampleValue(f.Kind))
+			args = append(args, "-"+fieldFlag(&f)+"="+sampleValue(f.Kind))
 		}
 		args = append(args, "4")
 		var out, errb bytes.Buffer

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/taskaction"
 )
 
 // cli is what a command runs with: where it writes and reads, and how it
@@ -66,7 +67,7 @@ func init() {
 	// The task actions of engine.Queue without a command of their own,
 	// after the hand-written ones.
 	i := slices.IndexFunc(commands, func(c command) bool { return c.name == "run-now" }) + 1
-	commands = slices.Insert(commands, i, taskActionCommands()...)
+	commands = slices.Insert(commands, i, taskActionCommands(taskaction.Actions())...)
 }
 
 func usage(w io.Writer) {

@@ -22,21 +22,22 @@ var byHand = map[string]string{
 // engine.Queue without a hand-written one: named after the method in kebab
 // case, with the target flags, a flag per field of its options and the
 // task ids as arguments.
-func taskActionCommands() []command {
+func taskActionCommands(actions []*taskaction.Action) []command {
 	var cmds []command
-	for _, a := range taskaction.Actions() {
+	for _, a := range actions {
 		if _, ok := byHand[a.Method]; ok {
 			continue
 		}
 		line := "[-dir DIR | -server URL] [-ns P/S] [-queue Q]"
 		var flags []string
-		for _, f := range a.Fields {
+		for i := range a.Fields {
+			f := &a.Fields[i]
 			if p := f.Placeholder(); p != "" {
-				line += fmt.Sprintf(" [-%s %s]", f.Flag, p)
+				line += fmt.Sprintf(" [-%s %s]", fieldFlag(f), p)
 			} else {
-				line += fmt.Sprintf(" [-%s]", f.Flag)
+				line += fmt.Sprintf(" [-%s]", fieldFlag(f))
 			}
-			flags = append(flags, "-"+f.Flag)
+			flags = append(flags, "-"+fieldFlag(f))
 		}
 		summary := fmt.Sprintf("%s tasks by id (Queue.%s)", strings.ToLower(a.Title()), a.Method)
 		if len(flags) > 0 {
@@ -45,6 +46,18 @@ func taskActionCommands() []command {
 		cmds = append(cmds, command{a.Name, line + " ID...", summary, runTaskAction(a)})
 	}
 	return cmds
+}
+
+// targetFlagNames are the flags of addTargetFlags (oneQueue) and -h: a
+// field of the same name is set by -set-NAME (fieldFlag).
+var targetFlagNames = map[string]bool{"dir": true, "server": true, "token": true, "json": true, "ns": true, "queue": true, "h": true, "help": true}
+
+// fieldFlag is the flag of a field of a task action's options.
+func fieldFlag(f *taskaction.Field) string {
+	if targetFlagNames[f.Flag] {
+		return "set-" + f.Flag
+	}
+	return f.Flag
 }
 
 // andOrList joins names as "a", "a and/or b", "a, b and/or c".
@@ -82,14 +95,9 @@ func runTaskAction(a *taskaction.Action) func(ctx context.Context, c cli, args [
 	return func(ctx context.Context, c cli, args []string) error {
 		tf := newTargetFlags(c, a.Name, oneQueue)
 		given := map[string]string{}
-		names := map[*taskaction.Field]string{}
 		for i := range a.Fields {
 			f := &a.Fields[i]
-			name := f.Flag
-			if tf.fs.Lookup(name) != nil {
-				name = "set-" + name // a field named as a target flag
-			}
-			names[f] = name
+			name := fieldFlag(f)
 			set := func(s string) error { given[name] = s; return nil }
 			if f.Kind == taskaction.Bool {
 				tf.fs.BoolFunc(name, fieldUsage(a, f), set)
@@ -105,17 +113,17 @@ func runTaskAction(a *taskaction.Action) func(ctx context.Context, c cli, args [
 		if err != nil {
 			return err
 		}
-		in, err := a.Parse(func(f *taskaction.Field) (string, bool) { s, ok := given[names[f]]; return s, ok })
+		in, err := a.Parse(func(f *taskaction.Field) (string, bool) { s, ok := given[fieldFlag(f)]; return s, ok })
 		var bad *taskaction.Error
 		if errors.As(err, &bad) {
 			if bad.Field == nil {
 				var flags []string
 				for i := range a.Fields {
-					flags = append(flags, "-"+names[&a.Fields[i]])
+					flags = append(flags, "-"+fieldFlag(&a.Fields[i]))
 				}
 				return usageError{fmt.Sprintf("%s: %s: give %s", a.Name, bad.Why, taskaction.OrList(flags))}
 			}
-			return usageError{fmt.Sprintf("%s: -%s %q: %s", a.Name, names[bad.Field], bad.Value, bad.Why)}
+			return usageError{fmt.Sprintf("%s: -%s %q: %s", a.Name, fieldFlag(bad.Field), bad.Value, bad.Why)}
 		} else if err != nil {
 			return err
 		}

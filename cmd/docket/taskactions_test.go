@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -127,10 +132,150 @@ func TestTaskActionCommands(t *testing.T) {
 			t.Errorf("%s: the command of Queue.%s is not the generated one: %+v", a.Name, a.Method, c)
 		}
 		code, out, _ := docket(t, a.Name, "-h")
-		for _, f := range a.Fields {
-			if code != 0 || !strings.Contains(out, "  -"+f.Flag) {
-				t.Errorf("%s -h: exit %d, no -%s:\n%s", a.Name, code, f.Flag, out)
+		for i := range a.Fields {
+			if f := fieldFlag(&a.Fields[i]); code != 0 || !strings.Contains(out, "  -"+f+" ") {
+				t.Errorf("%s -h: exit %d, no -%s:\n%s", a.Name, code, f, out)
 			}
 		}
+	}
+}
+
+// tagOpts are the options of tag, a task action engine.Queue does not
+// have: a field of each kind, one named as a target flag.
+type tagOpts struct {
+	Queue  string
+	Due    time.Time
+	Weight *int
+	Every  time.Duration
+	Urgent bool
+}
+
+// taggingQueue is engine.Queue with one more task action.
+type taggingQueue interface {
+	engine.Queue
+	Tag(ctx context.Context, id uint64, o tagOpts) error
+}
+
+type tagCall struct {
+	id uint64
+	o  tagOpts
+}
+
+// tagger is a queue of a DB with Tag, which records its calls on the
+// queue's tasks.
+type tagger struct {
+	engine.Queue
+	calls *[]tagCall
+}
+
+func (q tagger) Tag(ctx context.Context, id uint64, o tagOpts) error {
+	if _, err := q.Get(ctx, id); err != nil {
+		return err
+	}
+	*q.calls = append(*q.calls, tagCall{id, o})
+	return nil
+}
+
+// taggingAPI is a DB whose queues have Tag.
+type taggingAPI struct {
+	engine.API
+	calls *[]tagCall
+}
+
+func (a taggingAPI) Queue(ns engine.Namespace, name string) engine.Queue {
+	return tagger{a.API.Queue(ns, name), a.calls}
+}
+
+func (taggingAPI) Close() error { return nil }
+
+// TestNewTaskActionNeedsNoHandEdit: a task action engine.Queue does not
+// have, found on an interface that adds it, gets its command from
+// taskActionCommands with nothing written for it: a flag per field (the
+// one named as a target flag as -set-queue), the times from now by the
+// DB's clock, an optional int left nil, each task's outcome printed; bad
+// input is a usage error that calls nothing.
+func TestNewTaskActionNeedsNoHandEdit(t *testing.T) {
+	clock := engine.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	db := openMem(t, engine.Options{Clock: clock})
+	for range 2 {
+		if _, err := db.Queue(demoNS, demoQueue).Enqueue(ctx, engine.Task{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cmd *command
+	cmds := taskActionCommands(taskaction.Of(reflect.TypeFor[taggingQueue]()))
+	for i, c := range cmds {
+		switch c.name {
+		case "tag":
+			cmd = &cmds[i]
+		case "cancel", "redrive", "run-now":
+			t.Errorf("%s, which a hand-written command takes, is generated", c.name)
+		}
+	}
+	if cmd == nil || cmd.args != "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-set-queue TEXT] [-due TIME] [-weight N] [-every DUR] [-urgent] ID..." ||
+		cmd.summary != "tag tasks by id, setting -set-queue, -due, -weight, -every and/or -urgent (Queue.Tag)" {
+		t.Fatalf("tag: %+v", cmd)
+	}
+	var calls []tagCall
+	run := func(args ...string) (error, string, string) {
+		var out, errb bytes.Buffer
+		c := cli{stdout: &out, stderr: &errb, stdin: strings.NewReader(""),
+			dial: func(context.Context, string, string) (engine.API, error) { return taggingAPI{db, &calls}, nil }}
+		return cmd.run(ctx, c, append([]string{"-server", "s"}, args...)), out.String(), errb.String()
+	}
+	err, out, errs := run("-set-queue", "blue", "-due", "10m", "-every", "1m", "-urgent", "1", "2", "3")
+	if !errors.Is(err, exitError(1)) || out != "task 1 tagged\ntask 2 tagged\n" || !strings.Contains(errs, "task 3: not found") {
+		t.Fatalf("tag: %v\n%s%s", err, out, errs)
+	}
+	want := tagOpts{Queue: "blue", Due: clock.Now().Add(10 * time.Minute), Every: time.Minute, Urgent: true}
+	if len(calls) != 2 || calls[0] != (tagCall{1, want}) || calls[1] != (tagCall{2, want}) {
+		t.Fatalf("calls: %+v", calls)
+	}
+	calls = nil
+	if err, out, _ := run("-weight", "4", "1"); err != nil || out != "task 1 tagged\n" || len(calls) != 1 || *calls[0].o.Weight != 4 {
+		t.Fatalf("tag -weight: %v %q %+v", err, out, calls)
+	}
+	calls = nil
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"1"}, "tag: nothing to change: give -set-queue, -due, -weight, -every or -urgent"},
+		{[]string{"-weight", "x", "1"}, `tag: -weight "x": want a whole number`},
+		{[]string{"-due", "soon", "1"}, `tag: -due "soon": want an RFC 3339 time`},
+		{[]string{"-every", "often", "1"}, `tag: -every "often": want a duration`},
+		{[]string{"-urgent=maybe", "1"}, `tag: -urgent "maybe": want true or false`},
+		{[]string{"-queue", "x", "-set-queue", "a", "-json=maybe", "1"}, "invalid boolean value"}, // the flag package says why
+		{[]string{"-urgent"}, "tag: missing argument"},
+	} {
+		err, _, errs := run(c.args...)
+		var ue usageError
+		if errors.As(err, &ue) {
+			errs += ue.msg
+		} else if !errors.Is(err, exitError(2)) {
+			t.Errorf("%v: %v, want a usage error", c.args, err)
+		}
+		if !strings.Contains(errs, c.want) {
+			t.Errorf("%v: %q, want %q", c.args, errs, c.want)
+		}
+	}
+	if len(calls) != 0 {
+		t.Fatalf("bad input called Tag: %+v", calls)
+	}
+}
+
+// TestTargetFlagNames: the flags a field's flag may not take are those of
+// the target flags.
+func TestTargetFlagNames(t *testing.T) {
+	tf := newTargetFlags(cli{}, "x", oneQueue)
+	n := 0
+	tf.fs.VisitAll(func(f *flag.Flag) {
+		n++
+		if !targetFlagNames[f.Name] {
+			t.Errorf("-%s is not in targetFlagNames", f.Name)
+		}
+	})
+	if n+2 != len(targetFlagNames) { // and -h, -help
+		t.Errorf("targetFlagNames %v; the target flags are %d", targetFlagNames, n)
 	}
 }
