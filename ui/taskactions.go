@@ -45,30 +45,37 @@ func init() {
 		if _, byHand := ops[a.Name]; byHand {
 			continue
 		}
-		tf := &taskForm{Name: a.Name, Title: a.Title(), a: a}
-		for i := range a.Fields {
-			f := &a.Fields[i]
-			ff := formField{Name: f.Flag, Label: f.Label, f: f}
-			if formNames[ff.Name] {
-				ff.Name = "set-" + ff.Name
-			}
-			switch f.Kind {
-			case taskaction.Time:
-				ff.Placeholder, ff.Hint = "keep", "due in (0, 10m, 2h) or at a time (2006-01-02T15:04:05Z)"
-			case taskaction.Duration:
-				ff.Placeholder, ff.Hint = "0", "a duration (10s, 5m, 2h)"
-			case taskaction.Int:
-				ff.Placeholder, ff.Numeric = "0", true
-			case taskaction.OptInt:
-				ff.Placeholder, ff.Numeric = "keep", true
-			case taskaction.Bool:
-				ff.Check = true
-			}
-			tf.Fields = append(tf.Fields, ff)
-		}
+		tf := newTaskForm(a)
 		taskForms = append(taskForms, tf)
 		ops[a.Name] = op{Name: a.Name, Verb: capitalise(a.Past()), What: fmt.Sprintf("%s these tasks (Queue.%s)", a.Name, a.Method), Task: tf}
 	}
+}
+
+// newTaskForm returns the form of the task action a: an input per field of
+// its options.
+func newTaskForm(a *taskaction.Action) *taskForm {
+	tf := &taskForm{Name: a.Name, Title: a.Title(), a: a}
+	for i := range a.Fields {
+		f := &a.Fields[i]
+		ff := formField{Name: f.Flag, Label: f.Label, f: f}
+		if formNames[ff.Name] {
+			ff.Name = "set-" + ff.Name
+		}
+		switch f.Kind {
+		case taskaction.Time:
+			ff.Placeholder, ff.Hint = "keep", "due in (0, 10m, 2h) or at a time (2006-01-02T15:04:05Z)"
+		case taskaction.Duration:
+			ff.Placeholder, ff.Hint = "0", "a duration (10s, 5m, 2h)"
+		case taskaction.Int:
+			ff.Placeholder, ff.Numeric = "0", true
+		case taskaction.OptInt:
+			ff.Placeholder, ff.Numeric = "keep", true
+		case taskaction.Bool:
+			ff.Check = true
+		}
+		tf.Fields = append(tf.Fields, ff)
+	}
+	return tf
 }
 
 // taskFormsFor returns the task forms a task in state st is offered: every

@@ -2,9 +2,11 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +174,71 @@ func TestEveryTaskActionIsOffered(t *testing.T) {
 					mustContain(t, body, fmt.Sprintf(`<label>%s <input name="%s"`, f.Label, f.Name))
 				}
 			}
+		}
+	}
+}
+
+// tagOpts are the options of tag, a task action engine.Queue does not
+// have: a field of each kind, one named as a hidden input of the form.
+type tagOpts struct {
+	Q      string
+	Due    time.Time
+	Weight *int
+	Every  time.Duration
+	Urgent bool
+}
+
+// taggingQueue is engine.Queue with one more task action.
+type taggingQueue interface {
+	engine.Queue
+	Tag(ctx context.Context, id uint64, o tagOpts) error
+}
+
+type tagger struct {
+	engine.Queue
+	got *tagOpts
+}
+
+func (q tagger) Tag(ctx context.Context, id uint64, o tagOpts) error { *q.got = o; return nil }
+
+// TestNewTaskActionForm: a task action engine.Queue does not have, found
+// on an interface that adds it, gets its form with nothing written for
+// it: an input per field, labelled (a checkbox for a bool; the field named
+// as a hidden input posted as set-q), read from the post with the times
+// from now by the clock given, and bad input named in the form's words.
+func TestNewTaskActionForm(t *testing.T) {
+	var tag *taskaction.Action
+	for _, a := range taskaction.Of(reflect.TypeFor[taggingQueue]()) {
+		if a.Name == "tag" {
+			tag = a
+		}
+	}
+	tf := newTaskForm(tag)
+	var got []string
+	for _, f := range tf.Fields {
+		got = append(got, fmt.Sprintf("%s:%s:%s:%v:%v", f.Name, f.Label, f.Placeholder, f.Numeric, f.Check))
+	}
+	if want := "set-q:Q::false:false due:Due:keep:false:false weight:Weight:keep:true:false every:Every:0:false:false urgent:Urgent::false:true"; strings.Join(got, " ") != want || tf.Title != "Tag" {
+		t.Fatalf("the form: %s %s\nwant %s", tf.Title, strings.Join(got, " "), want)
+	}
+	var opts tagOpts
+	in, err := tf.parse(url.Values{"q": {"jobs"}, "set-q": {"blue"}, "due": {"10m"}, "weight": {""}, "every": {"1m"}, "urgent": {"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Call(ctx, tagger{got: &opts}, 1, t0); err != nil {
+		t.Fatal(err)
+	}
+	if opts != (tagOpts{Q: "blue", Due: t0.Add(10 * time.Minute), Every: time.Minute, Urgent: true}) {
+		t.Fatalf("tag: %+v", opts)
+	}
+	for msg, form := range map[string]url.Values{
+		"Tag: nothing to change: give Q, Due, Weight, Every or Urgent": {"q": {"jobs"}, "weight": {""}},
+		`Tag: Weight "x": want a whole number`:                         {"weight": {"x"}},
+		`Tag: Due "soon": want an RFC 3339 time`:                       {"due": {"soon"}},
+	} {
+		if _, err := tf.parse(form); !errors.Is(err, errBadInput) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%v: %v, want %q", form, err, msg)
 		}
 	}
 }
