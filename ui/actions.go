@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docketdb/docket/engine"
 	"github.com/docketdb/docket/internal/taskaction"
@@ -157,8 +158,9 @@ func (rq *request) action() {
 		}
 	}
 	var input taskaction.Input
-	now := rq.api.Clock().Now()
+	var now time.Time // of the DB's clock, for times from now
 	if o.Task != nil {
+		now = rq.api.Clock().Now()
 		// The form on the task page is its own confirmation.
 		if input, err = o.Task.parse(f); err != nil {
 			rq.fail(fmt.Errorf("%w. Nothing changed.", err))
