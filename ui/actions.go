@@ -8,8 +8,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/taskaction"
 )
 
 // op is an action the dashboard can take.
@@ -24,6 +26,9 @@ type op struct {
 	// of the queue (see scheduleAction).
 	Schedule bool
 	Bulk     bool // acts on every task a filter selects (search.go)
+	// Task is the form of a task action of engine.Queue that no op takes
+	// by hand (taskactions.go), which the op runs on each task.
+	Task *taskForm
 }
 
 var ops = map[string]op{
@@ -34,7 +39,6 @@ var ops = map[string]op{
 	"delete-dead-all":      {Name: "delete-dead-all", Verb: "Deleted", What: "delete every dead task of the queue", All: true},
 	"cancel":               {Name: "cancel", Verb: "Cancelled", What: "delete these tasks whatever their state; a worker holding one loses its lease"},
 	"run-now":              {Name: "run-now", Verb: "Made due", What: "make these scheduled tasks due now"},
-	"reschedule":           {Name: "reschedule", Verb: "Rescheduled", What: "move these tasks to a new due time and/or priority"},
 	"delete-completed":     {Name: "delete-completed", Verb: "Deleted", What: "delete these retained completed tasks and their results"},
 	"delete-completed-all": {Name: "delete-completed-all", Verb: "Deleted", What: "delete every retained completed task of the queue", All: true},
 	"pause":                {Name: "pause", Verb: "Paused", What: "stop workers from claiming tasks of this queue", Queue: true},
@@ -153,10 +157,12 @@ func (rq *request) action() {
 			return
 		}
 	}
-	var resched engine.Reschedule
-	if o.Name == "reschedule" {
+	var input taskaction.Input
+	var now time.Time // of the DB's clock, for times from now
+	if o.Task != nil {
+		now = rq.api.Clock().Now()
 		// The form on the task page is its own confirmation.
-		if resched, err = parseReschedule(f, rq.api.Clock().Now()); err != nil {
+		if input, err = o.Task.parse(f); err != nil {
 			rq.fail(fmt.Errorf("%w. Nothing changed.", err))
 			return
 		}
@@ -235,8 +241,6 @@ func (rq *request) action() {
 				err = q.Cancel(ctx, id)
 			case "run-now":
 				err = q.RunNow(ctx, id)
-			case "reschedule":
-				err = q.Reschedule(ctx, id, resched)
 			case "delete-completed":
 				var t engine.TaskInfo
 				if t, err = q.Get(ctx, id); err == nil {
@@ -245,6 +249,10 @@ func (rq *request) action() {
 					} else {
 						err = q.Cancel(ctx, id)
 					}
+				}
+			default:
+				if o.Task != nil {
+					err = input.Call(ctx, q, id, now)
 				}
 			}
 			if err != nil {

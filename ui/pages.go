@@ -751,10 +751,11 @@ type taskPage struct {
 	Lineage  lineage
 	Now      time.Time
 	RunNow   bool
-	// Reschedule: the task can be moved (ready, scheduled or waiting).
-	Reschedule bool
-	Deps       depView
-	Tree       depTree
+	// TaskForms are the forms of the task actions of engine.Queue
+	// without a hand-written button the task is offered (taskactions.go).
+	TaskForms []*taskForm
+	Deps      depView
+	Tree      depTree
 }
 
 func (rq *request) task() {
@@ -801,7 +802,7 @@ func (rq *request) task() {
 	rq.render("task", fmt.Sprintf("Task %d", t.ID), "queue", taskPage{
 		Ref: ref, T: t, Headers: headers, Timeline: timeline(t), Lineage: lineage{Parent: t.Parent, FollowUps: t.FollowUps},
 		Now: rq.api.Clock().Now(), RunNow: t.State == engine.Scheduled, Deps: depViewOf(t), Tree: tree,
-		Reschedule: t.State == engine.Scheduled || t.State == engine.Ready || t.State == engine.Waiting,
+		TaskForms: taskFormsFor(t.State),
 	})
 }
 

@@ -474,7 +474,7 @@ func TestHelpOfEveryCommand(t *testing.T) {
 		"enqueue":    {"-kind", "-delay", "-at", "-priority", "-max-attempts", "-key", "-header", "-unique", "-unique-states", "PAYLOAD | -"},
 		"cancel":     {"-completed-all", "-completed", "ID..."},
 		"run-now":    {"ID..."},
-		"reschedule": {"-at", "-in", "-priority", "ID..."},
+		"reschedule": {"-at TIME", "-priority N", "RFC 3339", "how long from now", "ID..."},
 		"token":      {"CALLER GRANT", "docket token billing"},
 		"pause":      {"-dir", "-server", "-queue", "docket resume"},
 		"resume":     {"-queue", "-json"},

@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/docketdb/docket/engine"
+	"github.com/docketdb/docket/internal/taskaction"
 )
 
 // cli is what a command runs with: where it writes and reads, and how it
@@ -48,7 +50,6 @@ func init() {
 		{"enqueue", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags] [PAYLOAD | -]", "add a task (payload JSON as an argument, or - for stdin)", runEnqueue},
 		{"cancel", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-completed] ID... | -completed-all", "delete tasks in any state (-completed: only retained completions)", runCancel},
 		{"run-now", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] ID...", "make scheduled tasks (timers, retries in backoff) due now", runRunNow},
-		{"reschedule", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [-at TIME | -in DUR] [-priority N] ID...", "move ready, scheduled or waiting tasks to a new due time and/or priority", runReschedule},
 		{"pause", "[-dir DIR | -server URL] [-ns P/S] [-queue Q]", "stop a queue's claims (workers wait) until resume", runPause},
 		{"resume", "[-dir DIR | -server URL] [-ns P/S] [-queue Q]", "let a paused queue's tasks be claimed again", runResume},
 		{"limits", "[-dir DIR | -server URL] [-ns P/S] [-queue Q] [flags]", "show or set a queue's in-flight bounds and rate limit", runLimits},
@@ -63,6 +64,10 @@ func init() {
 		{"bench", "[-workload W1,W2] [-json]", "run the load generator's workloads and print throughput and latency", runBench},
 		{"version", "", "print the version of docket and of Go it was built with", runVersion},
 	}
+	// The task actions of engine.Queue without a command of their own,
+	// after the hand-written ones.
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == "run-now" }) + 1
+	commands = slices.Insert(commands, i, taskActionCommands(taskaction.Actions())...)
 }
 
 func usage(w io.Writer) {

@@ -85,6 +85,11 @@ func TestDashboardActionsFromTheCommandLine(t *testing.T) {
     7,
     8
   ]`},
+		// A generated command (a task action of engine.Queue), on ready task 9.
+		{[]string{"reschedule", "-at", "0", "-priority", "3", "-json", "9"}, 0, `"done": [
+    9
+  ]`},
+		{[]string{"get", "-json", "9"}, 0, `"priority": 3`},
 		// A task that is not a completion is refused, the others deleted.
 		{[]string{"cancel", "-completed", "-json", "10", "9"}, 1, `"error": "conflict: task 9 is ready, not completed: nothing deleted"`},
 		{[]string{"cancel", "-completed-all", "-json"}, 0, `"deleted": 2`},

@@ -315,6 +315,14 @@ func TestAxeEveryPage(t *testing.T) {
 				t.Errorf("%s scheme, %q:\n%s", scheme, path, strings.Join(v, "\n"))
 			}
 		}
+		// The forms of the task actions, opened.
+		b.open(fmt.Sprintf("task?p=acme&s=prod&q=email&id=%d", task))
+		if !eval[bool](b, `(() => { const ds = document.querySelectorAll("details.task-action"); ds.forEach(d => d.open = true); return ds.length > 0 })()`) {
+			t.Fatal("the task page offers no task action's form")
+		}
+		if v := b.axe(); len(v) > 0 {
+			t.Errorf("%s scheme, task action forms:\n%s", scheme, strings.Join(v, "\n"))
+		}
 		// The confirmation and the report.
 		b.open("queue?p=acme&s=prod&q=webhooks&state=dead")
 		b.click(`button[value="redrive-all"]`, `#confirm-form`)
