@@ -5,9 +5,13 @@ import (
 	"github.com/docketdb/docket/engine/internal/validate"
 
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"flag"
+	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -398,3 +402,36 @@ const (
 	cmdVersion2 = machine.Version2
 	cmdVersion3 = machine.Version3
 )
+
+// TestCommandGolden: every sample command encodes to the bytes recorded in
+// testdata/commands.golden, one hex line per sample in order (-update
+// commands rewrites the file): the replicated log's format does not move when the
+// code that writes it does.
+var updateCommands = flag.Bool("update-commands", false, "rewrite testdata/commands.golden")
+
+func TestCommandGolden(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	for _, v := range versionedSamples() {
+		lines = append(lines, hex.EncodeToString(must(v.cmd.Encode())))
+	}
+	got := strings.Join(lines, "\n") + "\n"
+	const path = "testdata/commands.golden"
+	if *updateCommands {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wl := strings.Split(string(want), "\n"); got != string(want) {
+		for i, l := range lines {
+			if i >= len(wl) || wl[i] != l {
+				t.Fatalf("sample %d (%s) encodes to\n%s\nwant\n%s", i, versionedSamples()[i].cmd.Op, l, wl[min(i, len(wl)-1)])
+			}
+		}
+		t.Fatalf("%d samples, the golden file has %d lines", len(lines), len(wl)-1)
+	}
+}
