@@ -175,7 +175,7 @@ func (q *queue) Bulk(ctx context.Context, f Filter, a BulkAction) (out BulkResul
 		if err != nil || first == 0 {
 			return out, err
 		}
-		cmd := command{Op: cmdBulk, NS: q.ns, Queue: q.name, Bulk: bulkArgs{Action: a, Filter: f, From: first, Scan: bulkScan}}
+		cmd := q.cmd(&machine.Bulk{Action: a, Filter: f, From: first, Scan: bulkScan})
 		var res cmdResult
 		err = c.exec(ctx, &cmd, &res)
 		out.Done += res.N

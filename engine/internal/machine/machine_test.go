@@ -170,7 +170,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 				t.Fatalf("enqueue: unknown argument %s", k)
 			}
 		}
-		cmd.Op, cmd.Task = CmdEnqueue, s
+		cmd.Args = &Enqueue{Task: s}
 		res, err := h.plan(&cmd)
 		if err != nil {
 			return "error: " + err.Error()
@@ -180,17 +180,17 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		return fmt.Sprintf("id=%d", res.Enq.ID)
 	case "claim":
-		cmd.Op, cmd.Owner, cmd.Max, cmd.Lease = CmdClaim, "w", 1, dur(t, "30s")
+		a := &Claim{Owner: "w", Max: 1, Lease: dur(t, "30s"), Wait: true}
 		if v, ok := args["owner"]; ok {
-			cmd.Owner = v
+			a.Owner = v
 		}
 		if v, ok := args["max"]; ok {
-			cmd.Max = int(num(t, v))
+			a.Max = int(num(t, v))
 		}
 		if v, ok := args["lease"]; ok {
-			cmd.Lease = dur(t, v)
+			a.Lease = dur(t, v)
 		}
-		cmd.Wait = true
+		cmd.Args = a
 		res, err := h.plan(&cmd)
 		if err != nil {
 			return "error: " + err.Error()
@@ -215,40 +215,42 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		return b.String()
 	case "complete":
-		cmd.Op, cmd.Fence = CmdComplete, lease()
+		cmd.Args = &Complete{Fence: lease()}
 	case "fail":
-		cmd.Op, cmd.Fence, cmd.ErrMsg = CmdFail, lease(), args["error"]
-		if cmd.ErrMsg == "" {
-			cmd.ErrMsg = "boom"
+		a := &Fail{Fence: lease(), ErrMsg: args["error"], Permanent: td.HasArg("permanent")}
+		if a.ErrMsg == "" {
+			a.ErrMsg = "boom"
 		}
-		cmd.Permanent = td.HasArg("permanent")
 		if v, ok := args["retry"]; ok {
-			cmd.Delay = dur(t, v)
+			a.Delay = dur(t, v)
 		}
+		cmd.Args = a
 	case "heartbeat":
-		cmd.Op, cmd.Fence, cmd.Lease = CmdHeartbeat, lease(), dur(t, "30s")
+		a := &Heartbeat{Fence: lease(), Lease: dur(t, "30s")}
 		if v, ok := args["extend"]; ok {
-			cmd.Lease = dur(t, v)
+			a.Lease = dur(t, v)
 		}
+		cmd.Args = a
 		res, err := h.plan(&cmd)
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		return "deadline " + rel(res.Deadline)
 	case "snooze":
-		cmd.Op, cmd.Fence, cmd.Delay = CmdSnooze, lease(), dur(t, args["delay"])
+		cmd.Args = &Snooze{Fence: lease(), Delay: dur(t, args["delay"])}
 	case "cancel", "redrive", "run-now":
-		cmd.Op = map[string]CmdOp{"cancel": CmdCancel, "redrive": CmdRedrive, "run-now": CmdRunNow}[td.Cmd]
-		cmd.ID = uint64(num(t, args["id"]))
+		id := uint64(num(t, args["id"]))
+		cmd.Args = map[string]Args{"cancel": &Cancel{id}, "redrive": &Redrive{id}, "run-now": &RunNow{id}}[td.Cmd]
 	case "reschedule":
-		cmd.Op, cmd.ID = CmdReschedule, uint64(num(t, args["id"]))
+		a := &Reschedule{ID: uint64(num(t, args["id"]))}
 		if v, ok := args["at"]; ok {
-			cmd.At = h.now + dur(t, v)
+			a.At = h.now + dur(t, v)
 		}
 		if v, ok := args["priority"]; ok {
-			cmd.Prio, cmd.SetPrio = num(t, v), true
+			a.Prio, a.SetPrio = num(t, v), true
 		}
-		if err := validate.Reschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
+		cmd.Args = a
+		if err := a.Check(); err != nil {
 			return "error: " + err.Error()
 		}
 		data, err := cmd.Encode()
@@ -259,10 +261,11 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			t.Fatal(err)
 		}
 	case "pause", "resume":
-		cmd.Op, cmd.Paused = CmdSetPaused, td.Cmd == "pause"
+		cmd.Args = &SetPaused{Paused: td.Cmd == "pause"}
 	case "limits":
-		cmd.Op = CmdSetLimits
-		l := &cmd.Limits
+		a := &SetLimits{}
+		cmd.Args = a
+		l := &a.Limits
 		for k, v := range args {
 			switch k {
 			case "inflight":
