@@ -331,3 +331,57 @@ func (h *harness) state() string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestRegisterRefuses: registering an operation number twice, or
+// arguments that say another number, panics and leaves the registry as
+// it was.
+func TestRegisterRefuses(t *testing.T) {
+	for name, c := range map[string]struct {
+		op  CmdOp
+		new func() Args
+	}{
+		"a number twice":       {CmdEnqueue, func() Args { return new(Claim) }},
+		"another number":       {60, func() Args { return new(Claim) }},
+		"number out of range":  {200, func() Args { return new(Claim) }},
+		"the same type, twice": {CmdReschedule, func() Args { return new(Reschedule) }},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: register did not panic", name)
+				}
+			}()
+			register(c.op, "again", Version1, c.new)
+		}()
+	}
+	if CmdEnqueue.String() != "enqueue" || CmdReschedule.String() != "reschedule" || CmdOp(60).String() != "invalid" {
+		t.Fatalf("the registry changed: %s, %s, %s", CmdEnqueue, CmdReschedule, CmdOp(60))
+	}
+}
+
+// TestRegistry: every registered operation's arguments say its number,
+// and a command of them is written in at least the version it appeared
+// in.
+func TestRegistry(t *testing.T) {
+	n := 0
+	for i := range operations {
+		o := operationOf(CmdOp(i))
+		if o == nil {
+			continue
+		}
+		n++
+		cmd := Command{Args: o.new()}
+		if cmd.Op() != CmdOp(i) || cmd.Op().String() != o.name || cmd.version() < o.since {
+			t.Errorf("operation %d (%s): arguments say %d, version %d", i, o.name, cmd.Op(), cmd.version())
+		}
+	}
+	if n != 19 {
+		t.Errorf("%d operations registered, want 19", n)
+	}
+	if _, err := (&Command{}).Encode(); err == nil {
+		t.Error("a command without arguments encodes")
+	}
+	if err := (&Command{}).Plan(nil, &Result{}); err == nil {
+		t.Error("a command without arguments plans")
+	}
+}
