@@ -45,9 +45,8 @@ func Adds(cmd *machine.Command, outOfLine int) (n int64, completion bool) {
 
 // ClaimAdds is what each task cmd leases adds to the state: its owner's
 // bytes (the lease record itself is counted from the task's admission,
-// see index.TaskBytes), and the most it leases (nil for a command that
-// leases nothing), which Admit may lower. 0 for a command that leases
-// nothing.
+// see index.TaskBytes); and the most it leases, which Admit may lower.
+// 0 and nil for a command that leases nothing.
 func ClaimAdds(cmd *machine.Command) (int64, *int) {
 	switch a := cmd.Args.(type) {
 	case *machine.Claim:

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/docketdb/docket/dockettype"
-
 	"github.com/docketdb/docket/internal/index"
 )
 
@@ -60,8 +59,8 @@ func (a *Reschedule) Check() error {
 }
 
 // plan moves a ready, scheduled or waiting task to a new due time (a.At,
-// when set) and priority (a.Prio, when a.SetPrio). A due time
-// at or before now makes a scheduled or ready task ready now; a waiting task
+// when set) and priority (a.Prio, when a.SetPrio). A due time at or
+// before now makes a scheduled or ready task ready now; a waiting task
 // keeps waiting for its dependencies and is due at the new time once they
 // complete. A task in flight, dead or completed is a conflict.
 func (a *Reschedule) plan(p *Planner, cmd *Command, _ *Result) error {
