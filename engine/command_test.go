@@ -5,9 +5,13 @@ import (
 	"github.com/docketdb/docket/engine/internal/validate"
 
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"flag"
+	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,65 +59,68 @@ func versionedSamples() []versionedSample {
 	fence := Lease{ID: 12, Token: 3, Secret: 0xfeedface}
 	base := command{NS: NS("p", "s"), Queue: "q", Now: 1_893_456_000_000_000, Retain: 3_600_000_000, IdemTTL: -1}
 	cmds := []versionedSample{
-		{1, command{Op: cmdEnqueue, Task: full, Ops: ops}},
-		{1, command{Op: cmdEnqueue, Task: bare}},
-		{1, command{Op: cmdEnqueueBatch, Tasks: []spec{full, bare}, Ops: ops[:2]}},
-		{1, command{Op: cmdClaim, Owner: "w", Lease: 30_000_000, Max: 10, Wait: true, Seed: 77}},
-		{1, command{Op: cmdComplete, Fence: fence, Result: []byte(`"ok"`), Ops: ops}},
-		{1, command{Op: cmdCompleteBatch, Fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}}},
-		{1, command{Op: cmdFail, Fence: fence, ErrMsg: "boom", Permanent: true, Delay: 250}},
-		{1, command{Op: cmdHeartbeat, Fence: fence, Lease: 60_000_000, HasProg: true, Progress: []byte(`{"p":2}`)}},
-		{1, command{Op: cmdHeartbeat, Fence: fence, Lease: 1, HasProg: true}},
-		{1, command{Op: cmdHeartbeat, Fence: fence, Lease: 1}},
-		{1, command{Op: cmdSnooze, Fence: fence, Delay: 0}},
-		{1, command{Op: cmdCancel, ID: 4}}, {1, command{Op: cmdRedrive, ID: 5}}, {1, command{Op: cmdRunNow, ID: 6}},
-		{1, command{Op: cmdRedriveAll}},
-		{1, command{Op: cmdCommit, Ops: ops}},
+		{1, command{Args: &machine.Enqueue{Task: full, Ops: ops}}},
+		{1, command{Args: &machine.Enqueue{Task: bare}}},
+		{1, command{Args: &machine.EnqueueBatch{Tasks: []spec{full, bare}, Ops: ops[:2]}}},
+		{1, command{Seed: 77, Args: &machine.Claim{Owner: "w", Lease: 30_000_000, Max: 10, Wait: true}}},
+		{1, command{Args: &machine.Complete{Fence: fence, Result: []byte(`"ok"`), Ops: ops}}},
+		{1, command{Args: &machine.CompleteBatch{Fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}}}},
+		{1, command{Args: &machine.Fail{Fence: fence, ErrMsg: "boom", Permanent: true, Delay: 250}}},
+		{1, command{Args: &machine.Heartbeat{Fence: fence, Lease: 60_000_000, HasProg: true, Progress: []byte(`{"p":2}`)}}},
+		{1, command{Args: &machine.Heartbeat{Fence: fence, Lease: 1, HasProg: true}}},
+		{1, command{Args: &machine.Heartbeat{Fence: fence, Lease: 1}}},
+		{1, command{Args: &machine.Snooze{Fence: fence, Delay: 0}}},
+		{1, command{Args: &machine.Cancel{ID: 4}}}, {1, command{Args: &machine.Redrive{ID: 5}}}, {1, command{Args: &machine.RunNow{ID: 6}}},
+		{1, command{Args: &machine.RedriveAll{}}},
+		{1, command{Args: &machine.Commit{Ops: ops}}},
 		// Version 2: the queue controls, complete and claim, heartbeat
 		// batch, and tasks unique by content.
-		{2, command{Op: cmdSetPaused, Paused: true}}, {2, command{Op: cmdSetPaused}},
-		{2, command{Op: cmdSetLimits, Limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}}},
-		{2, command{Op: cmdSetLimits}},
-		{2, command{Op: cmdCompleteClaim, Fence: fence, Result: []byte(`"ok"`), Ops: ops, Owner: "w", Lease: 30_000_000, Max: 3, Seed: 78}},
-		{2, command{Op: cmdCompleteClaim, Fence: fence, Owner: "w", Lease: 1, Max: 1, Seed: 1}},
-		{2, command{Op: cmdCompleteClaim, Fence: fence, Ops: []vop{{Kind: OpEnqueue, Queue: "u", Spec: unique}}, Owner: "w", Lease: 1, Max: 1, Seed: 2}},
-		{2, command{Op: cmdHeartbeatBatch, Fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, Lease: 60_000_000}},
-		{2, command{Op: cmdEnqueue, Task: unique, Ops: ops[:1]}},
-		{2, command{Op: cmdBulk, Bulk: bulkArgs{Action: BulkCancel, From: 1, Scan: bulkScan}}},
-		{2, command{Op: cmdBulk, Bulk: bulkArgs{Action: BulkRetry, From: 17, Scan: 1, Filter: Filter{
+		{2, command{Args: &machine.SetPaused{Paused: true}}}, {2, command{Args: &machine.SetPaused{}}},
+		{2, command{Args: &machine.SetLimits{Limits: Limits{MaxInFlight: 3, Rate: 10, Per: 1500 * time.Millisecond, Burst: 20}}}},
+		{2, command{Args: &machine.SetLimits{}}},
+		{2, command{Seed: 78, Args: &machine.CompleteClaim{Complete: machine.Complete{Fence: fence, Result: []byte(`"ok"`), Ops: ops}, Owner: "w", Lease: 30_000_000, Max: 3}}},
+		{2, command{Seed: 1, Args: &machine.CompleteClaim{Complete: machine.Complete{Fence: fence}, Owner: "w", Lease: 1, Max: 1}}},
+		{2, command{Seed: 2, Args: &machine.CompleteClaim{Complete: machine.Complete{Fence: fence, Ops: []vop{{Kind: OpEnqueue, Queue: "u", Spec: unique}}}, Owner: "w", Lease: 1, Max: 1}}},
+		{2, command{Args: &machine.HeartbeatBatch{Fences: []Lease{fence, {ID: 13, Token: 1, Secret: 5}, fence}, Lease: 60_000_000}}},
+		{2, command{Args: &machine.Enqueue{Task: unique, Ops: ops[:1]}}},
+		{2, command{Args: &machine.Bulk{Action: BulkCancel, From: 1, Scan: bulkScan}}},
+		{2, command{Args: &machine.Bulk{Action: BulkRetry, From: 17, Scan: 1, Filter: Filter{
 			States: []State{Dead, Scheduled}, Retrying: OnlyRetrying, Kind: "k", Error: "Boom", Partition: "p",
 			HeaderKey: "h", HeaderValue: "v", MinID: 3, MaxID: 90,
 			EnqueuedSince: time.UnixMicro(1_700_000_000_000_001).UTC(), EnqueuedBefore: time.UnixMicro(1_800_000_000_000_000).UTC()}}}},
-		{2, command{Op: cmdEnqueueBatch, Tasks: []spec{bare, unique}}},
-		{2, command{Op: cmdCommit, Ops: []vop{{Kind: OpEnqueue, Queue: "u", Spec: unique}}}},
-		{2, command{Op: machine.CmdReschedule, ID: 7, At: 1_893_456_100_000_000}},
-		{2, command{Op: machine.CmdReschedule, ID: 8, Prio: -3, SetPrio: true}},
-		{2, command{Op: machine.CmdReschedule, ID: 9, At: 1, Prio: 1 << 40, SetPrio: true}},
+		{2, command{Args: &machine.EnqueueBatch{Tasks: []spec{bare, unique}}}},
+		{2, command{Args: &machine.Commit{Ops: []vop{{Kind: OpEnqueue, Queue: "u", Spec: unique}}}}},
+		{2, command{Args: &machine.Reschedule{ID: 7, At: 1_893_456_100_000_000}}},
+		{2, command{Args: &machine.Reschedule{ID: 8, Prio: -3, SetPrio: true}}},
+		{2, command{Args: &machine.Reschedule{ID: 9, At: 1, Prio: 1 << 40, SetPrio: true}}},
 		// Version 3: tasks with dependencies or a dependency policy,
 		// wherever a command carries them.
-		{3, command{Op: cmdEnqueue, Task: dependent, Ops: ops}},
-		{3, command{Op: cmdEnqueue, Task: full, Ops: depOps}},
-		{3, command{Op: cmdEnqueue, Task: uniqueDependent}},
-		{3, command{Op: cmdEnqueue, Task: policyOnly}},
-		{3, command{Op: cmdEnqueueBatch, Tasks: []spec{bare, unique, dependent}, Ops: ops[:2]}},
-		{3, command{Op: cmdComplete, Fence: fence, Ops: depOps}},
-		{3, command{Op: cmdCompleteClaim, Fence: fence, Ops: depOps, Owner: "w", Lease: 1, Max: 2, Seed: 3}},
-		{3, command{Op: cmdCommit, Ops: depOps}},
+		{3, command{Args: &machine.Enqueue{Task: dependent, Ops: ops}}},
+		{3, command{Args: &machine.Enqueue{Task: full, Ops: depOps}}},
+		{3, command{Args: &machine.Enqueue{Task: uniqueDependent}}},
+		{3, command{Args: &machine.Enqueue{Task: policyOnly}}},
+		{3, command{Args: &machine.EnqueueBatch{Tasks: []spec{bare, unique, dependent}, Ops: ops[:2]}}},
+		{3, command{Args: &machine.Complete{Fence: fence, Ops: depOps}}},
+		{3, command{Seed: 3, Args: &machine.CompleteClaim{Complete: machine.Complete{Fence: fence, Ops: depOps}, Owner: "w", Lease: 1, Max: 2}}},
+		{3, command{Args: &machine.Commit{Ops: depOps}}},
 		// Version 4: tasks that name a partition, and limits that bound
 		// each partition.
-		{4, command{Op: cmdEnqueue, Task: parted}},
-		{4, command{Op: cmdEnqueue, Task: partedDependent, Ops: ops}},
-		{4, command{Op: cmdEnqueueBatch, Tasks: []spec{bare, parted, dependent}}},
-		{4, command{Op: cmdCompleteClaim, Fence: fence, Ops: []vop{{Kind: OpEnqueue, Queue: "p", Spec: parted}}, Owner: "w", Lease: 1, Max: 2, Seed: 4}},
-		{4, command{Op: cmdSetLimits, Limits: Limits{MaxInFlight: 3, PartitionMaxInFlight: 2}}},
-		{4, command{Op: cmdSetLimits, Limits: Limits{PartitionRate: 5, PartitionPer: time.Second, PartitionBurst: 7}}},
-		{4, command{Op: cmdSetLimits, Limits: Limits{Rate: 1, Per: time.Minute, PartitionMaxInFlight: 1, PartitionRate: 2, PartitionPer: time.Millisecond}}},
+		{4, command{Args: &machine.Enqueue{Task: parted}}},
+		{4, command{Args: &machine.Enqueue{Task: partedDependent, Ops: ops}}},
+		{4, command{Args: &machine.EnqueueBatch{Tasks: []spec{bare, parted, dependent}}}},
+		{4, command{Seed: 4, Args: &machine.CompleteClaim{Complete: machine.Complete{Fence: fence, Ops: []vop{{Kind: OpEnqueue, Queue: "p", Spec: parted}}}, Owner: "w", Lease: 1, Max: 2}}},
+		{4, command{Args: &machine.SetLimits{Limits: Limits{MaxInFlight: 3, PartitionMaxInFlight: 2}}}},
+		{4, command{Args: &machine.SetLimits{Limits: Limits{PartitionRate: 5, PartitionPer: time.Second, PartitionBurst: 7}}}},
+		{4, command{Args: &machine.SetLimits{Limits: Limits{Rate: 1, Per: time.Minute, PartitionMaxInFlight: 1, PartitionRate: 2, PartitionPer: time.Millisecond}}}},
 	}
 	for i := range cmds {
 		c := &cmds[i].cmd
 		c.NS, c.Queue, c.Now, c.Retain, c.IdemTTL = base.NS, base.Queue, base.Now, base.Retain, base.IdemTTL
-		if c.Op == cmdCompleteBatch || c.Op == cmdHeartbeatBatch {
-			c.Dup = machine.RepeatedLeases(c.Fences)
+		switch a := c.Args.(type) {
+		case *machine.CompleteBatch:
+			a.Dup = machine.RepeatedLeases(a.Fences)
+		case *machine.HeartbeatBatch:
+			a.Dup = machine.RepeatedLeases(a.Fences)
 		}
 	}
 	return cmds
@@ -126,18 +133,18 @@ func TestCommandRoundTrip(t *testing.T) {
 	for _, cmd := range sampleCommands() {
 		data, err := cmd.Encode()
 		if err != nil {
-			t.Fatalf("%s: encode: %v", cmd.Op, err)
+			t.Fatalf("%s: encode: %v", cmd.Op(), err)
 		}
 		var got command
 		if err := decodeCommand(data, &got); err != nil {
-			t.Fatalf("%s: decode: %v", cmd.Op, err)
+			t.Fatalf("%s: decode: %v", cmd.Op(), err)
 		}
 		if !reflect.DeepEqual(got, cmd) {
-			t.Fatalf("%s: round trip\n got %+v\nwant %+v", cmd.Op, got, cmd)
+			t.Fatalf("%s: round trip\n got %+v\nwant %+v", cmd.Op(), got, cmd)
 		}
 		again, err := got.Encode()
 		if err != nil || !bytes.Equal(again, data) {
-			t.Fatalf("%s: re-encoding gives other bytes (%v)", cmd.Op, err)
+			t.Fatalf("%s: re-encoding gives other bytes (%v)", cmd.Op(), err)
 		}
 	}
 }
@@ -150,7 +157,7 @@ func TestCommandBytesDeterministic(t *testing.T) {
 	for _, k := range []string{"z", "y", "x", "w", "v", "u", "t", "s", "r", "q"} {
 		h[k] = k + k
 	}
-	cmd := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Headers: h, MaxAttempts: 5}}
+	cmd := command{NS: ns, Queue: "q", Args: &machine.Enqueue{Task: spec{Headers: h, MaxAttempts: 5}}}
 	first, err := cmd.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -176,35 +183,35 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		for n := range len(data) {
 			var got command
 			if err := decodeCommand(data[:n], &got); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("%s cut at %d of %d: %v, want ErrCorrupt", cmd.Op, n, len(data), err)
+				t.Fatalf("%s cut at %d of %d: %v, want ErrCorrupt", cmd.Op(), n, len(data), err)
 			}
 		}
 		var got command
 		if err := decodeCommand(append(bytes.Clone(data), 0), &got); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("%s with a trailing byte: %v", cmd.Op, err)
+			t.Fatalf("%s with a trailing byte: %v", cmd.Op(), err)
 		}
 	}
-	noSeed := command{Op: cmdClaim, NS: ns, Queue: "q", Owner: "w", Lease: 1, Max: 1}
-	unknown := command{Op: cmdRedriveAll, NS: ns, Queue: "q"}
+	noSeed := command{NS: ns, Queue: "q", Args: &machine.Claim{Owner: "w", Lease: 1, Max: 1}}
+	unknown := command{NS: ns, Queue: "q", Args: &machine.RedriveAll{}}
 	data, _ := unknown.Encode()
 	bad := map[string][]byte{"claim without a seed": must(noSeed.Encode())}
-	noSeed.Op = cmdCompleteClaim
+	noSeed.Args = &machine.CompleteClaim{Owner: "w", Lease: 1, Max: 1}
 	bad["complete and claim without a seed"] = must(noSeed.Encode())
-	noExtend := command{Op: cmdHeartbeatBatch, NS: ns, Queue: "q"}
+	noExtend := command{NS: ns, Queue: "q", Args: &machine.HeartbeatBatch{}}
 	bad["heartbeat batch extending by nothing"] = must(noExtend.Encode())
 	bad["unknown operation"] = append([]byte{data[0], 99}, data[2:]...)
-	h := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Headers: map[string]string{"a": "1", "b": "2"}}}
+	h := command{NS: ns, Queue: "q", Args: &machine.Enqueue{Task: spec{Headers: map[string]string{"a": "1", "b": "2"}}}}
 	hd := must(h.Encode())
 	i := bytes.Index(hd, []byte{0xa1, 'a', 0xa1, '1', 0xa1, 'b', 0xa1, '2'})
 	copy(hd[i:], []byte{0xa1, 'b', 0xa1, '2', 0xa1, 'a', 0xa1, '1'})
 	bad["headers out of order"] = hd
 	bad["empty"] = nil
-	deps := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Deps: []uint64{4, 7}}}
+	deps := command{NS: ns, Queue: "q", Args: &machine.Enqueue{Task: spec{Deps: []uint64{4, 7}}}}
 	dd := must(deps.Encode())
 	i = bytes.Index(dd, []byte{0x92, 4, 7})
 	bad["dependencies out of order"] = append(append(bytes.Clone(dd[:i]), 0x92, 7, 4), dd[i+3:]...)
 	bad["dependency on task 0"] = append(append(bytes.Clone(dd[:i]), 0x92, 0, 7), dd[i+3:]...)
-	pc := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Policy: uint8(RunOnFailure)}}
+	pc := command{NS: ns, Queue: "q", Args: &machine.Enqueue{Task: spec{Policy: uint8(RunOnFailure)}}}
 	pol := must(pc.Encode())
 	bad["unknown policy"] = append(bytes.Clone(pol[:len(pol)-2]), 9, 0x90)
 	for name, b := range bad {
@@ -214,12 +221,12 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		}
 	}
 	// Version 2's additions in a version 1 command, and nonsense in them.
-	pause := must((&command{Op: cmdSetPaused, NS: ns, Queue: "q", Paused: true}).Encode())
+	pause := must((&command{NS: ns, Queue: "q", Args: &machine.SetPaused{Paused: true}}).Encode())
 	bad = map[string][]byte{"set paused in version 1": append([]byte{cmdVersion1}, pause[1:]...)}
 	for _, cmd := range sampleCommands() {
-		if cmd.Op == cmdCompleteClaim || cmd.Op == cmdHeartbeatBatch {
+		if op := cmd.Op(); op == machine.CmdCompleteClaim || op == machine.CmdHeartbeatBatch {
 			b := must(cmd.Encode())
-			bad[cmd.Op.String()+" in version 1"] = append([]byte{cmdVersion1}, b[1:]...)
+			bad[op.String()+" in version 1"] = append([]byte{cmdVersion1}, b[1:]...)
 		}
 	}
 	for name, l := range map[string]Limits{
@@ -231,15 +238,16 @@ func TestDecodeCommandRefuses(t *testing.T) {
 		"partition rate, no per":   {PartitionRate: 3},
 		"negative partition burst": {PartitionRate: 3, PartitionPer: time.Second, PartitionBurst: -1},
 	} {
-		bad[name] = must((&command{Op: cmdSetLimits, NS: ns, Queue: "q", Limits: l}).Encode())
+		bad[name] = must((&command{NS: ns, Queue: "q", Args: &machine.SetLimits{Limits: l}}).Encode())
 	}
-	u := command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Idem: UniquePrefix + "x", Uniq: 1 << index.StateReady, Window: 5}}
+	ua := &machine.Enqueue{Task: spec{Idem: UniquePrefix + "x", Uniq: 1 << index.StateReady, Window: 5}}
+	u := command{NS: ns, Queue: "q", Args: ua}
 	bad["unique without the required states"] = must(u.Encode())
-	u.Task.Uniq, u.Task.Idem = validate.UniqueDefault, ""
+	ua.Task.Uniq, ua.Task.Idem = validate.UniqueDefault, ""
 	bad["unique without a key"] = must(u.Encode())
-	rated := must((&command{Op: cmdSetLimits, NS: ns, Queue: "q", Limits: Limits{PartitionRate: 3, PartitionPer: time.Second}}).Encode())
+	rated := must((&command{NS: ns, Queue: "q", Args: &machine.SetLimits{Limits: Limits{PartitionRate: 3, PartitionPer: time.Second}}}).Encode())
 	bad["partition rate in version 3"] = append([]byte{cmdVersion3}, rated[1:]...)
-	bad["partition with a NUL byte"] = must((&command{Op: cmdEnqueue, NS: ns, Queue: "q", Task: spec{Part: "a\x00"}}).Encode())
+	bad["partition with a NUL byte"] = must((&command{NS: ns, Queue: "q", Args: &machine.Enqueue{Task: spec{Part: "a\x00"}}}).Encode())
 	for name, b := range bad {
 		var got command
 		if err := decodeCommand(b, &got); !errors.Is(err, ErrCorrupt) {
@@ -263,7 +271,7 @@ func TestCommandVersion(t *testing.T) {
 	for _, v := range versionedSamples() {
 		data := must(v.cmd.Encode())
 		if uint64(data[0]) != v.ver {
-			t.Errorf("%s: version %d, want %d", v.cmd.Op, data[0], v.ver)
+			t.Errorf("%s: version %d, want %d", v.cmd.Op(), data[0], v.ver)
 		}
 		if v.ver == cmdVersion1 || !carriesSpec(&v.cmd) {
 			continue
@@ -275,7 +283,7 @@ func TestCommandVersion(t *testing.T) {
 			}
 			var got command
 			if err := decodeCommand(append([]byte{byte(other)}, data[1:]...), &got); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("%s of version %d read as version %d: %v, want ErrCorrupt", v.cmd.Op, v.ver, other, err)
+				t.Errorf("%s of version %d read as version %d: %v, want ErrCorrupt", v.cmd.Op(), v.ver, other, err)
 			}
 		}
 	}
@@ -283,10 +291,20 @@ func TestCommandVersion(t *testing.T) {
 
 // carriesSpec reports whether cmd has a task to enqueue.
 func carriesSpec(cmd *command) bool {
-	if cmd.Op == cmdEnqueue || len(cmd.Tasks) > 0 {
+	var ops []vop
+	switch a := cmd.Args.(type) {
+	case *machine.Enqueue:
 		return true
+	case *machine.EnqueueBatch:
+		return true
+	case *machine.Commit:
+		ops = a.Ops
+	case *machine.Complete:
+		ops = a.Ops
+	case *machine.CompleteClaim:
+		ops = a.Ops
 	}
-	return slices.ContainsFunc(cmd.Ops, func(op vop) bool { return op.Kind == OpEnqueue })
+	return slices.ContainsFunc(ops, func(op vop) bool { return op.Kind == OpEnqueue })
 }
 
 func must(b []byte, err error) []byte {
@@ -398,3 +416,36 @@ const (
 	cmdVersion2 = machine.Version2
 	cmdVersion3 = machine.Version3
 )
+
+// TestCommandGolden: every sample command encodes to the bytes recorded in
+// testdata/commands.golden, one hex line per sample in order (-update
+// commands rewrites the file): the replicated log's format does not move when the
+// code that writes it does.
+var updateCommands = flag.Bool("update-commands", false, "rewrite testdata/commands.golden")
+
+func TestCommandGolden(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	for _, v := range versionedSamples() {
+		lines = append(lines, hex.EncodeToString(must(v.cmd.Encode())))
+	}
+	got := strings.Join(lines, "\n") + "\n"
+	const path = "testdata/commands.golden"
+	if *updateCommands {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wl := strings.Split(string(want), "\n"); got != string(want) {
+		for i, l := range lines {
+			if i >= len(wl) || wl[i] != l {
+				t.Fatalf("sample %d (%s) encodes to\n%s\nwant\n%s", i, versionedSamples()[i].cmd.Op(), l, wl[min(i, len(wl)-1)])
+			}
+		}
+		t.Fatalf("%d samples, the golden file has %d lines", len(lines), len(wl)-1)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
@@ -32,7 +33,7 @@ func (q *queue) setPaused(ctx context.Context, paused bool) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{Op: cmdSetPaused, NS: q.ns, Queue: q.name, Paused: paused}
+	cmd := q.cmd(&machine.SetPaused{Paused: paused})
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
 }
@@ -50,7 +51,7 @@ func (q *queue) SetLimits(ctx context.Context, l Limits) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{Op: cmdSetLimits, NS: q.ns, Queue: q.name, Limits: l}
+	cmd := q.cmd(&machine.SetLimits{Limits: l})
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/engine/internal/view"
 	"github.com/docketdb/docket/internal/index"
@@ -108,7 +109,7 @@ func (k *kv) Commit(ctx context.Context, ops ...Op) (TxResult, error) {
 	if err := k.check(perms); err != nil {
 		return TxResult{}, err
 	}
-	cmd := command{Op: cmdCommit, NS: k.ns, Ops: vops}
+	cmd := command{NS: k.ns, Args: &machine.Commit{Ops: vops}}
 	var res cmdResult
 	err = k.db.c.exec(ctx, &cmd, &res)
 	return TxResult{Version: res.Seq, Enqueued: res.Enqs}, err

@@ -9,35 +9,14 @@ import (
 // these are its names as the shell uses them.
 type (
 	command    = machine.Command
-	cmdOp      = machine.CmdOp
 	cmdResult  = machine.Result
 	spec       = machine.Spec
 	vop        = machine.TxOp
-	bulkArgs   = machine.BulkArgs
 	planner    = machine.Planner
 	taskFilter = machine.TaskFilter
 )
 
 const (
-	cmdEnqueue        = machine.CmdEnqueue
-	cmdEnqueueBatch   = machine.CmdEnqueueBatch
-	cmdClaim          = machine.CmdClaim
-	cmdComplete       = machine.CmdComplete
-	cmdCompleteBatch  = machine.CmdCompleteBatch
-	cmdFail           = machine.CmdFail
-	cmdHeartbeat      = machine.CmdHeartbeat
-	cmdSnooze         = machine.CmdSnooze
-	cmdCancel         = machine.CmdCancel
-	cmdRedrive        = machine.CmdRedrive
-	cmdRedriveAll     = machine.CmdRedriveAll
-	cmdRunNow         = machine.CmdRunNow
-	cmdCommit         = machine.CmdCommit
-	cmdSetPaused      = machine.CmdSetPaused
-	cmdSetLimits      = machine.CmdSetLimits
-	cmdCompleteClaim  = machine.CmdCompleteClaim
-	cmdHeartbeatBatch = machine.CmdHeartbeatBatch
-	cmdBulk           = machine.CmdBulk
-
 	nSkip         = machine.NSkip
 	skipReady     = machine.SkipReady
 	skipInFlight  = machine.SkipInFlight

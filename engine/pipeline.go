@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/ticket"
 )
 
@@ -63,7 +64,11 @@ func (q *queue) EnqueueAsync(ctx context.Context, t Task, ops ...Op) *Pending {
 	if err != nil {
 		return settledPending(Enqueued{}, err)
 	}
-	return q.db.c.execAsync(ctx, &cmd)
+	p := q.db.c.execAsync(ctx, &cmd)
+	if q.db.c.repl == nil { // planned: execAsync submits a replicated command later
+		machine.Enqueues.Put(cmd.Args.(*machine.Enqueue))
+	}
+	return p
 }
 
 // execAsync runs a validated enqueue command and returns its Pending.

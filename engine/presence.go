@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/presence"
 	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
@@ -72,7 +73,7 @@ func (d *DB) sysCommit(ctx context.Context, ns Namespace, ops ...Op) error {
 	if err != nil {
 		return err
 	}
-	cmd := command{Op: cmdCommit, NS: ns, Ops: vops}
+	cmd := command{NS: ns, Args: &machine.Commit{Ops: vops}}
 	var res cmdResult
 	return d.c.exec(ctx, &cmd, &res)
 }

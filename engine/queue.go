@@ -62,7 +62,8 @@ func (q *queue) Enqueue(ctx context.Context, t Task, ops ...Op) (Enqueued, error
 		return Enqueued{}, err
 	}
 	var res cmdResult
-	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
+	err = q.db.c.exec(ctx, &cmd, &res)
+	if machine.Enqueues.Put(cmd.Args.(*machine.Enqueue)); err != nil {
 		return Enqueued{}, err
 	}
 	return res.Enq, nil
@@ -80,7 +81,9 @@ func (q *queue) enqueueCommand(t *Task, ops []Op) (command, error) {
 	if err != nil {
 		return command{}, err
 	}
-	return command{Op: cmdEnqueue, NS: q.ns, Queue: q.name, Task: s, Ops: vops}, nil
+	a := machine.Enqueues.Get()
+	a.Task, a.Ops = s, vops
+	return q.cmd(a), nil
 }
 
 // enqueueOps validates the ops of an enqueue of specs, of about size
@@ -129,7 +132,7 @@ func (q *queue) EnqueueBatch(ctx context.Context, tasks []Task, ops ...Op) ([]En
 	if err != nil {
 		return nil, err
 	}
-	cmd := command{Op: cmdEnqueueBatch, NS: q.ns, Queue: q.name, Tasks: specs, Ops: vops}
+	cmd := q.cmd(&machine.EnqueueBatch{Tasks: specs, Ops: vops})
 	// Allocated here, outside the engine lock; a replicated apply allocates
 	// it as it plans.
 	res := cmdResult{Enqs: make([]Enqueued, len(tasks), len(tasks)+len(vops))}
@@ -189,13 +192,16 @@ func (q *queue) Claim(ctx context.Context, owner string, lease time.Duration, ma
 // sleeper. If the claim never planned (an error before it), prev is
 // returned as it was, for the caller to leave.
 func (q *queue) claim(ctx context.Context, owner string, lease int64, max int, wait bool, prev *sleeper) ([]Lease, *sleeper, error) {
-	cmd := command{Op: cmdClaim, NS: q.ns, Queue: q.name, Owner: owner, Lease: lease, Max: max, Wait: wait}
+	a := machine.Claims.Get()
+	defer machine.Claims.Put(a)
+	a.Owner, a.Lease, a.Max, a.Wait = owner, lease, max, wait
+	cmd := q.cmd(a)
 	var res cmdResult
 	s := prev
 	qk := q.key()
 	c := q.db.c
 	if c.repl != nil {
-		return c.claimReplicated(ctx, &cmd, prev)
+		return c.claimReplicated(ctx, &cmd, wait, prev)
 	}
 	for round := 1; ; round++ {
 		var ws []want
@@ -310,11 +316,12 @@ func (q *queue) ClaimWait(ctx context.Context, owner string, lease time.Duration
 // stale lease, or one past its deadline, returns ErrLeaseLost and changes
 // nothing.
 func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error) {
-	cmd, err := q.completeCommand(l, d)
-	if err != nil {
+	a := machine.Completes.Get()
+	defer machine.Completes.Put(a)
+	if err := q.completeCommand(a, l, d); err != nil {
 		return TxResult{}, err
 	}
-	var res cmdResult
+	cmd, res := q.cmd(a), cmdResult{}
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return TxResult{}, err
 	}
@@ -323,27 +330,28 @@ func (q *queue) Complete(ctx context.Context, l Lease, d Done) (TxResult, error)
 
 // completeCommand validates a completion of l with d and checks the
 // caller's permissions.
-func (q *queue) completeCommand(l Lease, d Done) (command, error) {
+func (q *queue) completeCommand(a *machine.Complete, l Lease, d Done) error {
 	c := q.db.c
 	ops, err := validate.Done(&d, c.opts.MaxPayloadBytes)
 	if err != nil {
-		return command{}, err
+		return err
 	}
 	vops, perms, _, err := validate.UserSpace.Ops(ops, c.opts.MaxPayloadBytes, nil)
-	if err != nil {
-		return command{}, err
+	if err == nil {
+		err = validate.Siblings(nil, vops)
 	}
-	if err := validate.Siblings(nil, vops); err != nil {
-		return command{}, err
+	if err == nil {
+		err = q.check(PermWork | perms)
 	}
-	if err := q.check(PermWork | perms); err != nil {
-		return command{}, err
+	if err == nil {
+		err = q.owns(&l)
 	}
-	if err := q.owns(&l); err != nil {
-		return command{}, err
-	}
-	return command{Op: cmdComplete, NS: q.ns, Queue: q.name, Fence: l, Result: validate.Clone(d.Result), Ops: vops}, nil
+	a.Fence, a.Result, a.Ops = l, validate.Clone(d.Result), vops
+	return err
 }
+
+// cmd is the command of operation a on the queue.
+func (q *queue) cmd(a machine.Args) command { return command{NS: q.ns, Queue: q.name, Args: a} }
 
 // owns refuses a lease of another queue presented to this queue's handle
 // (see Lease.CheckQueue).
@@ -366,7 +374,7 @@ func (q *queue) CompleteBatch(ctx context.Context, leases []Lease) ([]error, err
 			return nil, err
 		}
 	}
-	cmd := command{Op: cmdCompleteBatch, NS: q.ns, Queue: q.name, Fences: leases, Dup: machine.RepeatedLeases(leases)}
+	cmd := q.cmd(&machine.CompleteBatch{Fences: leases, Dup: machine.RepeatedLeases(leases)})
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return nil, err
@@ -388,8 +396,7 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if err := q.owns(&l); err != nil {
 		return err
 	}
-	cmd := command{Op: cmdFail, NS: q.ns, Queue: q.name, Fence: l, ErrMsg: msg, Permanent: f.Permanent,
-		Delay: f.RetryAfter.Microseconds()}
+	cmd := q.cmd(&machine.Fail{Fence: l, ErrMsg: msg, Permanent: f.Permanent, Delay: f.RetryAfter.Microseconds()})
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
 }
@@ -411,8 +418,7 @@ func (q *queue) Heartbeat(ctx context.Context, l *Lease, extend time.Duration, p
 	if err := q.owns(l); err != nil {
 		return err
 	}
-	cmd := command{Op: cmdHeartbeat, NS: q.ns, Queue: q.name, Fence: *l, Lease: extend.Microseconds(),
-		Progress: prog, HasProg: progress != nil}
+	cmd := q.cmd(&machine.Heartbeat{Fence: *l, Lease: extend.Microseconds(), Progress: prog, HasProg: progress != nil})
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return err
@@ -437,7 +443,7 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 	if err := q.owns(&l); err != nil {
 		return err
 	}
-	cmd := command{Op: cmdSnooze, NS: q.ns, Queue: q.name, Fence: l, Delay: d.Microseconds()}
+	cmd := q.cmd(&machine.Snooze{Fence: l, Delay: d.Microseconds()})
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
 }
@@ -445,7 +451,7 @@ func (q *queue) Snooze(ctx context.Context, l Lease, d time.Duration) error {
 // Cancel removes a task in any state. A worker holding it gets ErrLeaseLost
 // when it completes. ErrNotFound if the queue has no such task.
 func (q *queue) Cancel(ctx context.Context, id uint64) error {
-	err := q.onTask(ctx, cmdCancel, id)
+	err := q.onTask(ctx, &machine.Cancel{ID: id})
 	if err == nil {
 		q.db.c.watch.fire(id)
 	}
@@ -455,7 +461,7 @@ func (q *queue) Cancel(ctx context.Context, id uint64) error {
 // Redrive moves a dead task back to ready with a fresh attempt budget.
 // ErrNotFound if there is no such task; ErrConflict if it is not dead.
 func (q *queue) Redrive(ctx context.Context, id uint64) error {
-	return q.onTask(ctx, cmdRedrive, id)
+	return q.onTask(ctx, &machine.Redrive{ID: id})
 }
 
 // RunNow makes a scheduled task (a timer, or a retry waiting out its
@@ -463,7 +469,7 @@ func (q *queue) Redrive(ctx context.Context, id uint64) error {
 // is. ErrNotFound if the queue has no such task; ErrInvalid, naming the
 // state, for a task in flight, dead or completed.
 func (q *queue) RunNow(ctx context.Context, id uint64) error {
-	return q.onTask(ctx, cmdRunNow, id)
+	return q.onTask(ctx, &machine.RunNow{ID: id})
 }
 
 // onTask runs an admin change (op) of task id of the queue in one commit:
@@ -474,28 +480,28 @@ func (q *queue) Reschedule(ctx context.Context, id uint64, r Reschedule) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{Op: machine.CmdReschedule, NS: q.ns, Queue: q.name, ID: id}
+	a := &machine.Reschedule{ID: id}
 	if !r.At.IsZero() {
 		if y := r.At.Year(); y < 1970 || y > 9999 || r.At.UnixMicro() <= 0 {
 			return invalid("reschedule at %v is outside the years 1970-9999", r.At)
 		}
-		cmd.At = r.At.UnixMicro()
+		a.At = r.At.UnixMicro()
 	}
 	if r.Priority != nil {
-		cmd.Prio, cmd.SetPrio = int64(*r.Priority), true
+		a.Prio, a.SetPrio = int64(*r.Priority), true
 	}
-	if err := validate.Reschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
+	if err := a.Check(); err != nil {
 		return err
 	}
-	var res cmdResult
+	cmd, res := q.cmd(a), cmdResult{}
 	return q.db.c.exec(ctx, &cmd, &res)
 }
 
-func (q *queue) onTask(ctx context.Context, op cmdOp, id uint64) error {
+func (q *queue) onTask(ctx context.Context, a machine.Args) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err
 	}
-	cmd := command{Op: op, NS: q.ns, Queue: q.name, ID: id}
+	cmd := q.cmd(a)
 	var res cmdResult
 	return q.db.c.exec(ctx, &cmd, &res)
 }
@@ -508,7 +514,7 @@ func (q *queue) RedriveAll(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		cmd := command{Op: cmdRedriveAll, NS: q.ns, Queue: q.name}
+		cmd := q.cmd(&machine.RedriveAll{})
 		var res cmdResult
 		err := q.db.c.exec(ctx, &cmd, &res)
 		total += res.N

@@ -28,12 +28,13 @@ func (q *queue) CompleteAndClaim(ctx context.Context, l Lease, d Done, owner str
 	if err := validate.Claim(owner, lease, max); err != nil {
 		return TxResult{}, nil, err
 	}
-	cmd, err := q.completeCommand(l, d)
-	if err != nil {
+	a := machine.CompleteClaims.Get()
+	defer machine.CompleteClaims.Put(a)
+	if err := q.completeCommand(&a.Complete, l, d); err != nil {
 		return TxResult{}, nil, err
 	}
-	cmd.Op, cmd.Owner, cmd.Lease, cmd.Max = cmdCompleteClaim, owner, lease.Microseconds(), max
-	var res cmdResult
+	a.Owner, a.Lease, a.Max = owner, lease.Microseconds(), max
+	cmd, res := q.cmd(a), cmdResult{}
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return TxResult{}, nil, err
 	}
@@ -68,8 +69,7 @@ func (q *queue) HeartbeatBatch(ctx context.Context, leases []*Lease, extend time
 			return nil, err
 		}
 	}
-	cmd := command{Op: cmdHeartbeatBatch, NS: q.ns, Queue: q.name, Fences: fences, Lease: extend.Microseconds(),
-		Dup: machine.RepeatedLeases(fences)}
+	cmd := q.cmd(&machine.HeartbeatBatch{Fences: fences, Lease: extend.Microseconds(), Dup: machine.RepeatedLeases(fences)})
 	var res cmdResult
 	if err := q.db.c.exec(ctx, &cmd, &res); err != nil {
 		return nil, err

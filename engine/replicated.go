@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/recovery"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/snapshot"
@@ -85,7 +86,8 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 		return err
 	}
 	cmd.Now = c.clock.Now().UnixMicro()
-	if cmd.Op == cmdClaim || cmd.Op == cmdCompleteClaim {
+	switch cmd.Args.(type) {
+	case *machine.Claim, *machine.CompleteClaim:
 		cmd.Seed = c.seeds()
 	}
 	cmd.Retain, cmd.IdemTTL = c.opts.RetainCompleted.Microseconds(), c.opts.IdempotencyTTL.Microseconds()
@@ -113,9 +115,9 @@ func (c *core) submit(ctx context.Context, cmd *command, res *cmdResult) error {
 // before its claim is submitted, so that a commit applied between the
 // claim and the wait still wakes it; prev, the sleeper of its last wait,
 // is back to claim at that moment.
-func (c *core) claimReplicated(ctx context.Context, cmd *command, prev *sleeper) ([]Lease, *sleeper, error) {
+func (c *core) claimReplicated(ctx context.Context, cmd *command, wait bool, prev *sleeper) ([]Lease, *sleeper, error) {
 	s := prev
-	if cmd.Wait {
+	if wait {
 		c.mu.Lock()
 		if err := c.usable(); err != nil {
 			c.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/docketdb/docket/engine/internal/machine"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -556,7 +558,7 @@ func TestReplicatedClaimWait(t *testing.T) {
 	claimed := make(chan struct{}, 8)
 	l.afterApply = func(l *localLog, entry []byte) {
 		var cmd command
-		if decodeCommand(entry, &cmd) == nil && cmd.Op == cmdClaim {
+		if decodeCommand(entry, &cmd) == nil && cmd.Op() == machine.CmdClaim {
 			claimed <- struct{}{}
 		}
 	}
@@ -601,9 +603,9 @@ func TestReplicatedClaimWait(t *testing.T) {
 	l.mu.Lock()
 	l.afterApply = func(l *localLog, entry []byte) {
 		var cmd command
-		if decodeCommand(entry, &cmd) == nil && cmd.Op == cmdClaim {
+		if decodeCommand(entry, &cmd) == nil && cmd.Op() == machine.CmdClaim {
 			l.afterApply = nil
-			e := command{Op: cmdEnqueue, NS: ns, Queue: "q", Now: t0.UnixMicro(), Task: spec{MaxAttempts: 5}}
+			e := command{NS: ns, Queue: "q", Now: t0.UnixMicro(), Args: &machine.Enqueue{Task: spec{MaxAttempts: 5}}}
 			l.appendLocked(must(e.Encode()), nil)
 		}
 	}
@@ -653,7 +655,7 @@ func TestReplicatedRestore(t *testing.T) {
 	}
 	// The lagging member holds a state of its own, which a restore must
 	// discard; every damaged stream is refused and leaves it.
-	own := command{Op: cmdEnqueue, NS: NS("other", "space"), Queue: "mine", Now: t0.Add(time.Hour).UnixMicro(), Task: spec{MaxAttempts: 5}}
+	own := command{NS: NS("other", "space"), Queue: "mine", Now: t0.Add(time.Hour).UnixMicro(), Args: &machine.Enqueue{Task: spec{MaxAttempts: 5}}}
 	if err := lag.db.ApplyCommand(must(own.Encode())).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +702,7 @@ func TestApplyCommandRefuses(t *testing.T) {
 	t.Parallel()
 	l := newLocalLog(t, 1, func(int) Options { return Options{Clock: NewManualClock(t0)} })
 	db := l.members[0].db
-	cmd := command{Op: cmdEnqueue, NS: ns, Queue: "q", Now: t0.UnixMicro(), Task: spec{MaxAttempts: 5}}
+	cmd := command{NS: ns, Queue: "q", Now: t0.UnixMicro(), Args: &machine.Enqueue{Task: spec{MaxAttempts: 5}}}
 	data := must(cmd.Encode())
 	if err := db.As(Caller{ID: "x"}).ApplyCommand(data).Err(); !errors.Is(err, ErrPermission) {
 		t.Fatalf("through a view: %v", err)

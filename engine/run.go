@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/docketdb/docket/engine/internal/admit"
+	"github.com/docketdb/docket/engine/internal/machine"
 )
 
 // This file commits a run of enqueues in one step: the server's session
@@ -232,8 +233,9 @@ func (s *runStep) plan(now int64, from, to int) {
 			continue
 		}
 		cmd := &s.cmds[k]
-		alone := len(cmd.Ops) > 0 || len(cmd.Task.Deps) > 0 || len(cmd.Task.Sibs) > 0
-		if len(s.in) > 0 && (alone || s.size+cmd.Task.Size > MaxCommitBytes) {
+		a := cmd.Args.(*machine.Enqueue)
+		alone := len(a.Ops) > 0 || len(a.Task.Deps) > 0 || len(a.Task.Sibs) > 0
+		if len(s.in) > 0 && (alone || s.size+a.Task.Size > MaxCommitBytes) {
 			s.flush()
 		}
 		if len(s.in) > 0 && !s.fits(cmd) {
@@ -281,7 +283,7 @@ func (s *runStep) planOne(k int, cmd *command) {
 		return // deduplicated: nothing to log
 	}
 	s.in = append(s.in, k)
-	s.size += cmd.Task.Size
+	s.size += cmd.Args.(*machine.Enqueue).Task.Size
 	s.pend.Add(idxNS(cmd.NS), b.Mutations[nm:])
 }
 

@@ -20,7 +20,7 @@ import (
 // commits interleave between chunks, and a search (or a count) sees each
 // task as it was when its chunk was read, not the queue at one moment.
 //
-// A bulk action is a command of its own (cmdBulk): the filter, the action
+// A bulk action is a command of its own (machine.Bulk): the filter, the action
 // and the id its walk starts from. Planned under the lock, it walks at
 // most bulkScan records from there, acts on at most MaxBatch matches and
 // says where the next one starts; Bulk repeats it until the walk ends, each
@@ -175,7 +175,7 @@ func (q *queue) Bulk(ctx context.Context, f Filter, a BulkAction) (out BulkResul
 		if err != nil || first == 0 {
 			return out, err
 		}
-		cmd := command{Op: cmdBulk, NS: q.ns, Queue: q.name, Bulk: bulkArgs{Action: a, Filter: f, From: first, Scan: bulkScan}}
+		cmd := q.cmd(&machine.Bulk{Action: a, Filter: f, From: first, Scan: bulkScan})
 		var res cmdResult
 		err = c.exec(ctx, &cmd, &res)
 		out.Done += res.N

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/valuelog"
 	"github.com/docketdb/docket/internal/index"
 	"github.com/docketdb/docket/internal/vlog"
@@ -154,7 +155,7 @@ func errNoValues(ws []want) error {
 // failed by the retry policy otherwise. The call's context does not cut
 // it short: the lease is the engine's to settle.
 func (c *core) failUnreadable(ctx context.Context, l *Lease, b *badValue) {
-	cmd := command{Op: cmdFail, NS: l.Namespace, Queue: l.Queue, Fence: *l, ErrMsg: errText(b.Err.Error()), Permanent: b.Permanent}
+	cmd := command{NS: l.Namespace, Queue: l.Queue, Args: &machine.Fail{Fence: *l, ErrMsg: errText(b.Err.Error()), Permanent: b.Permanent}}
 	var res cmdResult
 	if err := c.exec(context.WithoutCancel(ctx), &cmd, &res); err != nil {
 		// The lease stays until it expires; the next claim of the task

@@ -21,34 +21,58 @@ import (
 // least outOfLine bytes (0: none is) is kept on disk, the state holding a
 // reference to it (engine.Options.ValueThreshold), and counts as that.
 func Adds(cmd *machine.Command, outOfLine int) (n int64, completion bool) {
-	switch cmd.Op {
-	case machine.CmdEnqueue:
-		return specAdds(&cmd.Task, outOfLine) + opsAdd(cmd.Ops, outOfLine), false
-	case machine.CmdEnqueueBatch:
-		for i := range cmd.Tasks {
-			n += specAdds(&cmd.Tasks[i], outOfLine)
+	switch a := cmd.Args.(type) {
+	case *machine.Enqueue:
+		return specAdds(&a.Task, outOfLine) + opsAdd(a.Ops, outOfLine), false
+	case *machine.EnqueueBatch:
+		for i := range a.Tasks {
+			n += specAdds(&a.Tasks[i], outOfLine)
 		}
-		return n + opsAdd(cmd.Ops, outOfLine), false
-	case machine.CmdCommit:
+		return n + opsAdd(a.Ops, outOfLine), false
+	case *machine.Commit:
 		// The system area (worker presence, schedules, a periodic task's
 		// last tick) is written by the runtime that drains the queues: it
 		// may use the reserve, so that workers stay visible and schedules
 		// keep their place while the budget is full.
-		return opsAdd(cmd.Ops, outOfLine), systemOnly(cmd.Ops)
-	case machine.CmdComplete, machine.CmdCompleteClaim:
-		return valueAdds(len(cmd.Result), outOfLine) + opsAdd(cmd.Ops, outOfLine), true
+		return opsAdd(a.Ops, outOfLine), systemOnly(a.Ops)
+	case *machine.Complete:
+		return valueAdds(len(a.Result), outOfLine) + opsAdd(a.Ops, outOfLine), true
+	case *machine.CompleteClaim:
+		return valueAdds(len(a.Result), outOfLine) + opsAdd(a.Ops, outOfLine), true
 	}
 	return 0, false
 }
 
 // ClaimAdds is what each task cmd leases adds to the state: its owner's
 // bytes (the lease record itself is counted from the task's admission,
-// see index.TaskBytes). 0 for a command that leases nothing.
-func ClaimAdds(cmd *machine.Command) int64 {
-	if cmd.Op != machine.CmdClaim && cmd.Op != machine.CmdCompleteClaim {
-		return 0
+// see index.TaskBytes); and the most it leases, which Admit may lower.
+// 0 and nil for a command that leases nothing.
+func ClaimAdds(cmd *machine.Command) (int64, *int) {
+	switch a := cmd.Args.(type) {
+	case *machine.Claim:
+		return int64(len(a.Owner)), &a.Max
+	case *machine.CompleteClaim:
+		return int64(len(a.Owner)), &a.Max
 	}
-	return int64(len(cmd.Owner))
+	return 0, nil
+}
+
+// ops returns the ops of cmd: those of an enqueue, a completion or a
+// commit, nil for the others.
+func ops(cmd *machine.Command) []machine.TxOp {
+	switch a := cmd.Args.(type) {
+	case *machine.Enqueue:
+		return a.Ops
+	case *machine.EnqueueBatch:
+		return a.Ops
+	case *machine.Commit:
+		return a.Ops
+	case *machine.Complete:
+		return a.Ops
+	case *machine.CompleteClaim:
+		return a.Ops
+	}
+	return nil
 }
 
 // systemOnly reports whether every write of ops is to the system area.
@@ -102,17 +126,15 @@ func opsAdd(ops []machine.TxOp, outOfLine int) int64 {
 // TasksAdded counts the tasks cmd adds if it is planned as asked.
 func TasksAdded(cmd *machine.Command) int64 {
 	var n int64
-	switch cmd.Op {
-	case machine.CmdEnqueue:
+	switch a := cmd.Args.(type) {
+	case *machine.Enqueue:
 		n = 1
-	case machine.CmdEnqueueBatch:
-		n = int64(len(cmd.Tasks))
-	case machine.CmdCommit, machine.CmdComplete, machine.CmdCompleteClaim:
-	default:
-		return 0
+	case *machine.EnqueueBatch:
+		n = int64(len(a.Tasks))
 	}
-	for i := range cmd.Ops {
-		if cmd.Ops[i].Kind == dockettype.OpEnqueue {
+	ops := ops(cmd)
+	for i := range ops {
+		if ops[i].Kind == dockettype.OpEnqueue {
 			n++
 		}
 	}
@@ -122,11 +144,12 @@ func TasksAdded(cmd *machine.Command) int64 {
 // OnlyQuota reports whether cmd writes nothing but a quota record: setting
 // a quota is never refused for the quota it replaces.
 func OnlyQuota(cmd *machine.Command) bool {
-	if cmd.Op != machine.CmdCommit || len(cmd.Ops) == 0 {
+	a, ok := cmd.Args.(*machine.Commit)
+	if !ok || len(a.Ops) == 0 {
 		return false
 	}
-	for i := range cmd.Ops {
-		if cmd.Ops[i].Key != dockettype.QuotaKey || cmd.Ops[i].Kind == dockettype.OpEnqueue {
+	for i := range a.Ops {
+		if a.Ops[i].Key != dockettype.QuotaKey || a.Ops[i].Kind == dockettype.OpEnqueue {
 			return false
 		}
 	}

@@ -25,15 +25,15 @@ func TestAdds(t *testing.T) {
 		want       int64
 		completion bool
 	}{
-		{"enqueue", machine.Command{Op: machine.CmdEnqueue, Task: machine.Spec{Size: 100, Payload: make([]byte, 100)}}, 0, task + 100, false},
-		{"enqueue, value on disk", machine.Command{Op: machine.CmdEnqueue, Task: machine.Spec{Size: 100, Payload: make([]byte, 100)}}, 64,
+		{"enqueue", machine.Command{Args: &machine.Enqueue{Task: machine.Spec{Size: 100, Payload: make([]byte, 100)}}}, 0, task + 100, false},
+		{"enqueue, value on disk", machine.Command{Args: &machine.Enqueue{Task: machine.Spec{Size: 100, Payload: make([]byte, 100)}}}, 64,
 			task + index.RefsCost, false},
-		{"enqueue, value under the threshold", machine.Command{Op: machine.CmdEnqueue, Task: machine.Spec{Size: 100, Payload: make([]byte, 100)}}, 101,
+		{"enqueue, value under the threshold", machine.Command{Args: &machine.Enqueue{Task: machine.Spec{Size: 100, Payload: make([]byte, 100)}}}, 101,
 			task + 100, false},
-		{"idempotent", machine.Command{Op: machine.CmdEnqueue, Task: machine.Spec{Idem: "k"}}, 0, task + index.IdemCost + 1, false},
-		{"batch", machine.Command{Op: machine.CmdEnqueueBatch, Tasks: []machine.Spec{{Size: 1}, {Size: 2}}}, 0, 2*task + 3, false},
-		{"complete", machine.Command{Op: machine.CmdComplete, Result: make([]byte, 10)}, 0, 10, true},
-		{"fail", machine.Command{Op: machine.CmdFail}, 0, 0, false},
+		{"idempotent", machine.Command{Args: &machine.Enqueue{Task: machine.Spec{Idem: "k"}}}, 0, task + index.IdemCost + 1, false},
+		{"batch", machine.Command{Args: &machine.EnqueueBatch{Tasks: []machine.Spec{{Size: 1}, {Size: 2}}}}, 0, 2*task + 3, false},
+		{"complete", machine.Command{Args: &machine.Complete{Result: make([]byte, 10)}}, 0, 10, true},
+		{"fail", machine.Command{Args: &machine.Fail{}}, 0, 0, false},
 	} {
 		n, completion := Adds(&c.cmd, c.outOfLine)
 		if n != c.want || completion != c.completion {
@@ -60,7 +60,7 @@ func TestAdmitBudget(t *testing.T) {
 	t.Parallel()
 	st := index.NewStore()
 	enq := func(size int) *machine.Command {
-		return &machine.Command{Op: machine.CmdEnqueue, Task: machine.Spec{Size: size}}
+		return &machine.Command{Args: &machine.Enqueue{Task: machine.Spec{Size: size}}}
 	}
 	one, _ := Adds(enq(0), 0)
 	a := &Admitter{Budget: one + 100, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock{}}
@@ -71,18 +71,18 @@ func TestAdmitBudget(t *testing.T) {
 	}{
 		{"within", enq(100), false},
 		{"past", enq(101), true},
-		{"completion within the reserve", &machine.Command{Op: machine.CmdComplete, Result: make([]byte, one+100+(one+100)/ReserveShare)}, false},
-		{"completion past the reserve", &machine.Command{Op: machine.CmdComplete, Result: make([]byte, one+101+(one+100)/ReserveShare)}, true},
+		{"completion within the reserve", &machine.Command{Args: &machine.Complete{Result: make([]byte, one+100+(one+100)/ReserveShare)}}, false},
+		{"completion past the reserve", &machine.Command{Args: &machine.Complete{Result: make([]byte, one+101+(one+100)/ReserveShare)}}, true},
 	} {
 		if err := a.Admit(st, c.cmd, 0); errors.Is(err, dockettype.ErrFull) != c.full {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
-	claim := &machine.Command{Op: machine.CmdClaim, Owner: "worker", Max: 1000}
-	if err := a.Admit(st, claim, 0); err != nil {
+	claim := &machine.Claim{Owner: "worker", Max: 1000}
+	if err := a.Admit(st, &machine.Command{Args: claim}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if per := ClaimAdds(claim); claim.Max < 1 || int64(claim.Max) > (a.Budget+a.Budget/ReserveShare)/per {
+	if per, _ := ClaimAdds(&machine.Command{Args: claim}); claim.Max < 1 || int64(claim.Max) > (a.Budget+a.Budget/ReserveShare)/per {
 		t.Fatalf("a claim of 1000 cut to %d, each adding %d of a budget of %d", claim.Max, per, a.Budget)
 	}
 }
@@ -91,7 +91,7 @@ func TestAdmitBudget(t *testing.T) {
 func TestFits(t *testing.T) {
 	t.Parallel()
 	st := index.NewStore()
-	cmd := &machine.Command{Op: machine.CmdEnqueue, NS: dockettype.NS("p", "s"), Task: machine.Spec{Size: 10}}
+	cmd := &machine.Command{NS: dockettype.NS("p", "s"), Args: &machine.Enqueue{Task: machine.Spec{Size: 10}}}
 	add, _ := Adds(cmd, 0)
 	a := &Admitter{Budget: 2 * add}
 	var pend Pending

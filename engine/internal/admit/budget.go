@@ -224,11 +224,11 @@ func (a *Admitter) Admit(st *index.Store, cmd *machine.Command, threshold int) e
 // every claim): the state then passes the reserve by at most the owner
 // names of the leases held.
 func (a *Admitter) claim(st *index.Store, cmd *machine.Command, add int64) {
-	per := ClaimAdds(cmd)
+	per, most := ClaimAdds(cmd)
 	if per == 0 {
 		return
 	}
-	fit := int64(cmd.Max)
+	fit := int64(*most)
 	if a.Budget > 0 {
 		room := a.Budget + a.Budget/ReserveShare - st.Usage().Bytes - add
 		fit = min(fit, max(room, 0)/per)
@@ -238,8 +238,8 @@ func (a *Admitter) claim(st *index.Store, cmd *machine.Command, add int64) {
 		room := q.MaxBytes + q.MaxBytes/ReserveShare - st.NamespaceUsage(ns).Bytes - add
 		fit = min(fit, max(room, 0)/per)
 	}
-	if fit < int64(cmd.Max) {
-		cmd.Max = int(max(fit, 1))
+	if fit < int64(*most) {
+		*most = int(max(fit, 1))
 	}
 }
 
@@ -252,7 +252,7 @@ func (a *Admitter) quota(st *index.Store, cmd *machine.Command, add int64, compl
 	if q == (dockettype.Quota{}) || OnlyQuota(cmd) {
 		return nil
 	}
-	if completion && cmd.Op != machine.CmdCommit && len(cmd.Ops) == 0 {
+	if _, commit := cmd.Args.(*machine.Commit); completion && !commit && len(ops(cmd)) == 0 {
 		// A completion that writes nothing but its result frees its task:
 		// a quota lowered below what the namespace holds must not stop
 		// its workers from draining it.

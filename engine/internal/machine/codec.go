@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/docketdb/docket/dockettype"
 	"github.com/docketdb/docket/engine/internal/validate"
@@ -23,34 +21,9 @@ import (
 //	version(=1, 2, 3 or 4) op now seed retain idemTTL project scope queue args...
 //
 // where now, retain and idemTTL are Unix or plain microseconds, and args
-// depend on op:
-//
-//	enqueue         spec [vop...]
-//	enqueue batch   [spec...] [vop...]
-//	claim           owner lease max wait
-//	complete        fence result [vop...]
-//	complete batch  [fence...]
-//	fail            fence error permanent retryAfter
-//	heartbeat       fence extend hasProgress progress
-//	snooze          fence delay
-//	cancel          id
-//	redrive         id
-//	run now         id
-//	redrive all     (nothing)
-//	commit          [vop...]
-//	set paused      paused                       (version 2 on)
-//	set limits      maxInFlight rate per burst   (version 2 on; per in micros),
-//	                then partitionMaxInFlight partitionRate partitionPer
-//	                partitionBurst (version 4; partitionPer in micros)
-//	complete and claim  fence result [vop...] owner lease max  (version 2 on)
-//	heartbeat batch     [fence...] extend                      (version 2 on)
-//	bulk                action from scan [state...] retrying kind error
-//	                    partition headerKey headerValue minID maxID
-//	                    since before                           (version 2 on;
-//	                    since and before in Unix micros, the lowest and
-//	                    highest int64 for no bound)
-//	reschedule          id at setPriority priority             (version 2 on;
-//	                    at in Unix micros, 0 to keep the due time)
+// depend on op: each operation's type says them (Enqueue, Claim, ...), and
+// the version it appeared in (an operation added since version 1 is
+// refused in an older command). Its parts are
 //
 //	fence = [id token secret]
 //	spec  = [payload kind delay at priority maxAttempts backoffBase
@@ -92,19 +65,26 @@ const (
 
 // version is the oldest command version that can carry cmd.
 func (cmd *Command) version() uint64 {
-	v := specVersion(&cmd.Task)
-	if o, ok := operationOf(cmd.Op).(since); ok {
-		v = max(v, o.since())
+	v := uint64(Version1)
+	if o := operationOf(cmd.Op()); o != nil {
+		v = o.since
 	}
-	if cmd.Op == CmdSetLimits && (cmd.Limits.PartitionMaxInFlight != 0 || cmd.Limits.PartitionRate != 0) {
-		v = Version
+	if a, ok := cmd.Args.(versioned); ok {
+		v = max(v, a.version())
 	}
-	for i := range cmd.Tasks {
-		v = max(v, specVersion(&cmd.Tasks[i]))
+	return v
+}
+
+// specsVersion is the oldest command version that can carry the tasks of
+// specs and of the enqueues of ops.
+func specsVersion(specs []Spec, ops []TxOp) uint64 {
+	v := uint64(Version1)
+	for i := range specs {
+		v = max(v, specVersion(&specs[i]))
 	}
-	for i := range cmd.Ops {
-		if cmd.Ops[i].Kind == dockettype.OpEnqueue {
-			v = max(v, specVersion(&cmd.Ops[i].Spec))
+	for i := range ops {
+		if ops[i].Kind == dockettype.OpEnqueue {
+			v = max(v, specVersion(&ops[i].Spec))
 		}
 	}
 	return v
@@ -148,9 +128,12 @@ func (cmd *Command) Encode() ([]byte, error) {
 	defer cmdEncoders.Put(e)
 	e.buf.Reset()
 	e.err = nil
+	if cmd.Args == nil {
+		return nil, invalid("command without an operation")
+	}
 	e.ver = cmd.version()
 	e.uint(e.ver)
-	e.uint(uint64(cmd.Op))
+	e.uint(uint64(cmd.Op()))
 	e.int(cmd.Now)
 	e.uint(cmd.Seed)
 	e.int(cmd.Retain)
@@ -158,9 +141,7 @@ func (cmd *Command) Encode() ([]byte, error) {
 	e.str(cmd.NS.Project)
 	e.str(cmd.NS.Scope)
 	e.str(cmd.Queue)
-	if o := operationOf(cmd.Op); o != nil {
-		o.encode(e, cmd)
-	}
+	cmd.Args.encode(e)
 	if e.err != nil {
 		return nil, e.err
 	}
@@ -183,6 +164,13 @@ func (e *cmdEncoder) fence(l *dockettype.Lease) {
 	e.uint(l.ID)
 	e.uint(l.Token)
 	e.uint(l.Secret)
+}
+
+func (e *cmdEncoder) fences(ls []dockettype.Lease) {
+	e.array(len(ls))
+	for i := range ls {
+		e.fence(&ls[i])
+	}
 }
 
 func (e *cmdEncoder) bytes(b []byte) {
@@ -283,7 +271,8 @@ func Decode(data []byte, cmd *Command) error {
 	if d.ver = d.uint(); d.err == nil && (d.ver < Version1 || d.ver > Version) {
 		return fmt.Errorf("%w: command version %d (this build plans versions %d to %d)", dockettype.ErrFailed, d.ver, Version1, Version)
 	}
-	*cmd = Command{Op: CmdOp(d.uint())}
+	op := CmdOp(d.uint())
+	*cmd = Command{}
 	cmd.Now = d.int()
 	cmd.Seed = d.uint()
 	cmd.Retain = d.int()
@@ -291,49 +280,24 @@ func Decode(data []byte, cmd *Command) error {
 	cmd.NS.Project = d.str()
 	cmd.NS.Scope = d.str()
 	cmd.Queue = d.str()
-	if o := operationOf(cmd.Op); o != nil {
-		o.decode(d, cmd)
-	} else {
-		d.fail(fmt.Errorf("unknown operation %d", cmd.Op))
+	switch o := operationOf(op); {
+	case d.err != nil:
+	case o == nil:
+		d.fail(fmt.Errorf("unknown operation %d", op))
+	case d.ver < o.since:
+		d.fail(fmt.Errorf("operation %s in a version %d command", op, d.ver))
+	default:
+		a := o.new()
+		a.decode(d, cmd)
+		cmd.Args = a
 	}
 	if d.err == nil && d.r.Len() != 0 {
-		d.fail(fmt.Errorf("%d bytes after the %s command", d.r.Len(), cmd.Op))
+		d.fail(fmt.Errorf("%d bytes after the %s command", d.r.Len(), op))
 	}
 	if d.err != nil {
 		return fmt.Errorf("%w: %w: %w", dockettype.ErrCorrupt, errCommand, d.err)
 	}
 	return nil
-}
-
-func (d *cmdDecoder) bulk(b *BulkArgs) {
-	f := &b.Filter
-	b.Action = dockettype.BulkAction(d.uint())
-	b.From = d.uint()
-	b.Scan = int(d.small())
-	if n := d.array(8); n > 0 {
-		f.States = make([]dockettype.State, n)
-		for i := range f.States {
-			f.States[i] = dockettype.State(d.small())
-		}
-	}
-	f.Retrying = dockettype.Retrying(d.small())
-	f.Kind, f.Error, f.Partition = d.str(), d.str(), d.str()
-	f.HeaderKey, f.HeaderValue = d.str(), d.str()
-	f.MinID, f.MaxID = d.uint(), d.uint()
-	if since := d.int(); since != math.MinInt64 {
-		f.EnqueuedSince = time.UnixMicro(since).UTC()
-	}
-	if before := d.int(); before != math.MaxInt64 {
-		f.EnqueuedBefore = time.UnixMicro(before).UTC()
-	}
-	if d.err != nil {
-		return
-	}
-	if !validate.BulkAction(b.Action) || b.From == 0 || b.Scan < 1 || b.Scan > dockettype.MaxBatch {
-		d.fail(fmt.Errorf("bulk %s from %d scanning %d", b.Action, b.From, b.Scan))
-		return
-	}
-	d.fail(f.Validate())
 }
 
 func (d *cmdDecoder) fail(err error) {
@@ -441,6 +405,16 @@ func (d *cmdDecoder) tuple(what string, n int) {
 func (d *cmdDecoder) fence(l *dockettype.Lease) {
 	d.tuple("fence", 3)
 	l.ID, l.Token, l.Secret = d.uint(), d.uint(), d.uint()
+}
+
+// fences decodes an array of fences, and marks those whose task appears
+// earlier in it (RepeatedLeases).
+func (d *cmdDecoder) fences() ([]dockettype.Lease, []error) {
+	ls := make([]dockettype.Lease, d.array(dockettype.MaxBatch))
+	for i := range ls {
+		d.fence(&ls[i])
+	}
+	return ls, RepeatedLeases(ls)
 }
 
 func (d *cmdDecoder) spec(s *Spec) {

@@ -3,21 +3,21 @@ package machine
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/docketdb/docket/dockettype"
 	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// A command is one write call of the API as data: the operation and its
-// validated arguments, never its results. Every write is one command
-// planned by cmd.plan under the engine lock: standalone, the call plans it
-// at once (commit, then the batch is logged); replicated, it is encoded
-// (command_codec.go), appended to the replicated log and planned by every
-// node as the log applies it (ApplyCommand), so the same state, command and
-// time give the same batch everywhere.
+// A command is one write call of the API as data: the operation's
+// validated arguments (Args) and the header every operation has, never its
+// results. Every write is one command planned by cmd.Plan under the engine
+// lock: standalone, the call plans it at once (commit, then the batch is
+// logged); replicated, it is encoded (codec.go), appended to the replicated
+// log and planned by every node as the log applies it (ApplyCommand), so
+// the same state, command and time give the same batch everywhere.
 type Command struct {
-	Op    CmdOp
 	NS    dockettype.Namespace
 	Queue string
 
@@ -30,68 +30,74 @@ type Command struct {
 	Retain  int64 // Options.RetainCompleted, micros
 	IdemTTL int64 // Options.IdempotencyTTL, micros
 
-	Task   Spec               // CmdEnqueue
-	Tasks  []Spec             // CmdEnqueueBatch
-	Ops    []TxOp             // CmdEnqueue, CmdEnqueueBatch, CmdComplete (ops then follow-ups), CmdCommit
-	Owner  string             // CmdClaim, CmdCompleteClaim
-	Lease  int64              // CmdClaim, CmdCompleteClaim: the lease; CmdHeartbeat, CmdHeartbeatBatch: the extension (micros)
-	Max    int                // CmdClaim, CmdCompleteClaim
-	Wait   bool               // CmdClaim from ClaimWait: with nothing leased, say when to retry
-	Fence  dockettype.Lease   // CmdComplete, CmdCompleteClaim, CmdFail, CmdHeartbeat, CmdSnooze: ID, Token and Secret
-	Fences []dockettype.Lease // CmdCompleteBatch, CmdHeartbeatBatch
-	// dup marks the leases of a cmdCompleteBatch or cmdHeartbeatBatch
-	// refused before planning because their task appears earlier in the
-	// batch.
-	Dup       []error
-	Result    []byte // CmdComplete, CmdCompleteClaim
-	Progress  []byte // CmdHeartbeat, when hasProg
-	HasProg   bool
-	ErrMsg    string            // CmdFail
-	Permanent bool              // CmdFail
-	Delay     int64             // CmdFail: retry after; CmdSnooze: the snooze (micros)
-	ID        uint64            // CmdCancel, CmdRedrive, CmdRunNow, CmdReschedule
-	At        int64             // CmdReschedule: the new due time (micros), 0 to keep it
-	Prio      int64             // CmdReschedule: the new priority, when SetPrio
-	SetPrio   bool              // CmdReschedule
-	Paused    bool              // CmdSetPaused
-	Limits    dockettype.Limits // CmdSetLimits
-	Bulk      BulkArgs          // CmdBulk (search.go)
+	Args Args // the operation and its arguments: *Enqueue, *Claim, ...
+}
+
+// Args are the arguments of one operation, a type of its own (*Enqueue,
+// *Claim, *Reschedule, ...) that says its operation and plans, writes and
+// reads itself. Each is registered by its number (register) in its file.
+type Args interface {
+	Op() CmdOp
+	plan(p *Planner, cmd *Command, res *Result) error
+	// encode writes the arguments after the command's header; decode
+	// reads them (cmd holds the header read), failing d on a bad value.
+	encode(e *cmdEncoder)
+	decode(d *cmdDecoder, cmd *Command)
+}
+
+// versioned is Args whose content may need a newer command version than
+// its operation's (tasks with new fields, new limits): the oldest that can
+// carry it.
+type versioned interface{ version() uint64 }
+
+// Op is cmd's operation, 0 for none.
+func (cmd *Command) Op() CmdOp {
+	if cmd.Args == nil {
+		return 0
+	}
+	return cmd.Args.Op()
 }
 
 // CmdOp is a command's operation. Part of the replicated log's format.
 type CmdOp uint8
 
-const (
-	CmdEnqueue       CmdOp = 1
-	CmdEnqueueBatch  CmdOp = 2
-	CmdClaim         CmdOp = 3
-	CmdComplete      CmdOp = 4
-	CmdCompleteBatch CmdOp = 5
-	CmdFail          CmdOp = 6
-	CmdHeartbeat     CmdOp = 7
-	CmdSnooze        CmdOp = 8
-	CmdCancel        CmdOp = 9
-	CmdRedrive       CmdOp = 10
-	CmdRedriveAll    CmdOp = 11
-	CmdRunNow        CmdOp = 12
-	CmdCommit        CmdOp = 13
-	CmdSetPaused     CmdOp = 14 // from version 2 on
-	CmdSetLimits     CmdOp = 15 // from version 2 on
+// operation is what the registry knows of an operation.
+type operation struct {
+	name  string
+	since uint64      // the oldest command version that carries it
+	new   func() Args // its arguments, zero, to decode into
+}
 
-	CmdCompleteClaim  CmdOp = 20 // queue_batch.go; from version 2 on
-	CmdHeartbeatBatch CmdOp = 21 // from version 2 on
-	CmdBulk           CmdOp = 22 // search.go; from version 4 on
-	CmdReschedule     CmdOp = 23 // from version 2 on
-)
+// operations are the registered operations by number.
+var operations [64]operation
 
-var cmdNames = [...]string{1: "enqueue", 2: "enqueue batch", 3: "claim", 4: "complete", 5: "complete batch",
-	6: "fail", 7: "heartbeat", 8: "snooze", 9: "cancel", 10: "redrive", 11: "redrive all", 12: "run now",
-	13: "commit", 14: "set paused", 15: "set limits",
-	CmdCompleteClaim: "complete and claim", CmdHeartbeatBatch: "heartbeat batch", CmdBulk: "bulk", CmdReschedule: "reschedule"}
+// register registers operation op, added in command version since, whose
+// arguments new returns. Every operation registers itself from its file;
+// registering a number twice, or arguments that say another number,
+// panics.
+func register(op CmdOp, name string, since uint64, new func() Args) {
+	switch {
+	case int(op) >= len(operations) || op == 0:
+		panic(fmt.Sprintf("machine: operation number %d of %q out of range", op, name))
+	case operations[op].new != nil:
+		panic(fmt.Sprintf("machine: operation %d registered twice (%q and %q)", op, operations[op].name, name))
+	case new().Op() != op:
+		panic(fmt.Sprintf("machine: the arguments of operation %d (%q) say operation %d", op, name, new().Op()))
+	}
+	operations[op] = operation{name: name, since: since, new: new}
+}
+
+// operationOf returns the operation numbered op, nil for none.
+func operationOf(op CmdOp) *operation {
+	if int(op) < len(operations) && operations[op].new != nil {
+		return &operations[op]
+	}
+	return nil
+}
 
 func (o CmdOp) String() string {
-	if int(o) < len(cmdNames) && cmdNames[o] != "" {
-		return cmdNames[o]
+	if op := operationOf(o); op != nil {
+		return op.name
 	}
 	return "invalid"
 }
@@ -119,35 +125,33 @@ func (cmd *Command) Key() index.QueueKey {
 // Plan plans cmd with p, writing what the call returns into res. It reads
 // nothing but the state, the command and p.now.
 //
-// The commands of the task path are planned by direct calls: a call
-// through the operation interface makes cmd and res escape, so that each
-// commit allocated them (a command is over a kilobyte). The others are
-// planned on copies, which only they allocate.
+// The operations of the task path are planned by direct calls: a call
+// through the Args interface makes cmd and res escape, so that each commit
+// allocated them. The others are planned on copies, which only they
+// allocate.
 func (cmd *Command) Plan(p *Planner, res *Result) error {
-	switch cmd.Op {
-	case CmdEnqueue:
-		return planEnqueue(p, cmd, res)
-	case CmdEnqueueBatch:
-		return planEnqueueBatch(p, cmd, res)
-	case CmdClaim:
-		return planClaim(p, cmd, res)
-	case CmdComplete:
-		return planComplete(p, cmd, res)
-	case CmdCompleteBatch:
-		return planCompleteBatch(p, cmd, res)
-	case CmdCompleteClaim:
-		return planCompleteClaim(p, cmd, res)
-	case CmdFail:
-		return planFail(p, cmd)
-	case CmdHeartbeat:
-		return planHeartbeat(p, cmd, res)
-	}
-	o := operationOf(cmd.Op)
-	if o == nil {
-		return invalid("command %d", cmd.Op)
+	switch a := cmd.Args.(type) {
+	case *Enqueue:
+		return a.plan(p, cmd, res)
+	case *EnqueueBatch:
+		return a.plan(p, cmd, res)
+	case *Claim:
+		return a.plan(p, cmd, res)
+	case *Complete:
+		return a.plan(p, cmd, res)
+	case *CompleteBatch:
+		return a.plan(p, cmd, res)
+	case *CompleteClaim:
+		return a.plan(p, cmd, res)
+	case *Fail:
+		return a.plan(p, cmd, res)
+	case *Heartbeat:
+		return a.plan(p, cmd, res)
+	case nil:
+		return invalid("command without an operation")
 	}
 	c, r := *cmd, *res
-	err := o.plan(p, &c, &r)
+	err := cmd.Args.plan(p, &c, &r)
 	*res = r
 	return err
 }
@@ -191,4 +195,31 @@ func RepeatedLeases(leases []dockettype.Lease) []error {
 		}
 	}
 	return errs
+}
+
+// Pool keeps arguments of one type for reuse. A command holds its
+// arguments behind the Args interface, through which they escape: the
+// task path takes them from a pool, so that a call allocates none.
+type Pool[T any] struct{ p sync.Pool }
+
+// The pools of the task path's arguments.
+var (
+	Enqueues       Pool[Enqueue]
+	Claims         Pool[Claim]
+	Completes      Pool[Complete]
+	CompleteClaims Pool[CompleteClaim]
+)
+
+// Get returns zero arguments.
+func (p *Pool[T]) Get() *T {
+	if a, ok := p.p.Get().(*T); ok {
+		return a
+	}
+	return new(T)
+}
+
+// Put clears a and keeps it for Get: call it once nothing holds a.
+func (p *Pool[T]) Put(a *T) {
+	*a = *new(T)
+	p.p.Put(a)
 }

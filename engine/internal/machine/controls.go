@@ -4,22 +4,84 @@ import (
 	"slices"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
-func planSetPaused(p *Planner, cmd *Command) error {
+// The queue controls.
+const (
+	CmdSetPaused CmdOp = 14
+	CmdSetLimits CmdOp = 15
+)
+
+func init() {
+	register(CmdSetPaused, "set paused", Version2, func() Args { return new(SetPaused) })
+	register(CmdSetLimits, "set limits", Version2, func() Args { return new(SetLimits) })
+}
+
+// SetPaused is Queue.Pause and Resume. Its arguments are [paused].
+type SetPaused struct{ Paused bool }
+
+func (*SetPaused) Op() CmdOp                          { return CmdSetPaused }
+func (a *SetPaused) encode(e *cmdEncoder)             { e.bool(a.Paused) }
+func (a *SetPaused) decode(d *cmdDecoder, _ *Command) { a.Paused = d.bool() }
+
+func (a *SetPaused) plan(p *Planner, cmd *Command, _ *Result) error {
 	qk := cmd.Key()
 	old, _ := p.s.Store.Conf(qk)
 	n := old
-	n.Queue, n.Paused = qk, cmd.Paused
+	n.Queue, n.Paused = qk, a.Paused
 	p.putConf(old, n)
 	return nil
 }
 
-func planSetLimits(p *Planner, cmd *Command) error {
+// SetLimits is Queue.SetLimits. Its arguments are [maxInFlight rate per
+// burst] (per in micros), then, from version 4 on, [partitionMaxInFlight
+// partitionRate partitionPer partitionBurst] (partitionPer in micros),
+// which a command of limits that neither bound nor rate-limit each
+// partition leaves out (and is version 2).
+type SetLimits struct{ Limits dockettype.Limits }
+
+func (*SetLimits) Op() CmdOp { return CmdSetLimits }
+
+func (a *SetLimits) version() uint64 {
+	if a.Limits.PartitionMaxInFlight != 0 || a.Limits.PartitionRate != 0 {
+		return Version
+	}
+	return Version2
+}
+
+func (a *SetLimits) encode(e *cmdEncoder) {
+	l := &a.Limits
+	e.int(int64(l.MaxInFlight))
+	e.int(int64(l.Rate))
+	e.int(l.Per.Microseconds())
+	e.int(int64(l.Burst))
+	if e.ver >= Version {
+		e.int(int64(l.PartitionMaxInFlight))
+		e.int(int64(l.PartitionRate))
+		e.int(l.PartitionPer.Microseconds())
+		e.int(int64(l.PartitionBurst))
+	}
+}
+
+func (a *SetLimits) decode(d *cmdDecoder, _ *Command) {
+	l := &a.Limits
+	l.MaxInFlight, l.Rate = int(d.small()), int(d.small())
+	l.Per, l.Burst = micros(d.int()), int(d.small())
+	if d.ver >= Version {
+		l.PartitionMaxInFlight, l.PartitionRate = int(d.small()), int(d.small())
+		l.PartitionPer, l.PartitionBurst = micros(d.int()), int(d.small())
+	}
+	if d.err == nil {
+		d.fail(validate.Limits(*l))
+	}
+}
+
+func (a *SetLimits) plan(p *Planner, cmd *Command, _ *Result) error {
 	qk := cmd.Key()
 	old, _ := p.s.Store.Conf(qk)
-	l := cmd.Limits
+	l := a.Limits
 	n := index.QueueConf{Queue: qk, Paused: old.Paused, MaxInFlight: int64(l.MaxInFlight),
 		PartMaxInFlight: int64(l.PartitionMaxInFlight)}
 	if l.Rate > 0 {

@@ -170,7 +170,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 				t.Fatalf("enqueue: unknown argument %s", k)
 			}
 		}
-		cmd.Op, cmd.Task = CmdEnqueue, s
+		cmd.Args = &Enqueue{Task: s}
 		res, err := h.plan(&cmd)
 		if err != nil {
 			return "error: " + err.Error()
@@ -180,17 +180,17 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		return fmt.Sprintf("id=%d", res.Enq.ID)
 	case "claim":
-		cmd.Op, cmd.Owner, cmd.Max, cmd.Lease = CmdClaim, "w", 1, dur(t, "30s")
+		a := &Claim{Owner: "w", Max: 1, Lease: dur(t, "30s"), Wait: true}
 		if v, ok := args["owner"]; ok {
-			cmd.Owner = v
+			a.Owner = v
 		}
 		if v, ok := args["max"]; ok {
-			cmd.Max = int(num(t, v))
+			a.Max = int(num(t, v))
 		}
 		if v, ok := args["lease"]; ok {
-			cmd.Lease = dur(t, v)
+			a.Lease = dur(t, v)
 		}
-		cmd.Wait = true
+		cmd.Args = a
 		res, err := h.plan(&cmd)
 		if err != nil {
 			return "error: " + err.Error()
@@ -215,40 +215,42 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		return b.String()
 	case "complete":
-		cmd.Op, cmd.Fence = CmdComplete, lease()
+		cmd.Args = &Complete{Fence: lease()}
 	case "fail":
-		cmd.Op, cmd.Fence, cmd.ErrMsg = CmdFail, lease(), args["error"]
-		if cmd.ErrMsg == "" {
-			cmd.ErrMsg = "boom"
+		a := &Fail{Fence: lease(), ErrMsg: args["error"], Permanent: td.HasArg("permanent")}
+		if a.ErrMsg == "" {
+			a.ErrMsg = "boom"
 		}
-		cmd.Permanent = td.HasArg("permanent")
 		if v, ok := args["retry"]; ok {
-			cmd.Delay = dur(t, v)
+			a.Delay = dur(t, v)
 		}
+		cmd.Args = a
 	case "heartbeat":
-		cmd.Op, cmd.Fence, cmd.Lease = CmdHeartbeat, lease(), dur(t, "30s")
+		a := &Heartbeat{Fence: lease(), Lease: dur(t, "30s")}
 		if v, ok := args["extend"]; ok {
-			cmd.Lease = dur(t, v)
+			a.Lease = dur(t, v)
 		}
+		cmd.Args = a
 		res, err := h.plan(&cmd)
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		return "deadline " + rel(res.Deadline)
 	case "snooze":
-		cmd.Op, cmd.Fence, cmd.Delay = CmdSnooze, lease(), dur(t, args["delay"])
+		cmd.Args = &Snooze{Fence: lease(), Delay: dur(t, args["delay"])}
 	case "cancel", "redrive", "run-now":
-		cmd.Op = map[string]CmdOp{"cancel": CmdCancel, "redrive": CmdRedrive, "run-now": CmdRunNow}[td.Cmd]
-		cmd.ID = uint64(num(t, args["id"]))
+		id := uint64(num(t, args["id"]))
+		cmd.Args = map[string]Args{"cancel": &Cancel{id}, "redrive": &Redrive{id}, "run-now": &RunNow{id}}[td.Cmd]
 	case "reschedule":
-		cmd.Op, cmd.ID = CmdReschedule, uint64(num(t, args["id"]))
+		a := &Reschedule{ID: uint64(num(t, args["id"]))}
 		if v, ok := args["at"]; ok {
-			cmd.At = h.now + dur(t, v)
+			a.At = h.now + dur(t, v)
 		}
 		if v, ok := args["priority"]; ok {
-			cmd.Prio, cmd.SetPrio = num(t, v), true
+			a.Prio, a.SetPrio = num(t, v), true
 		}
-		if err := validate.Reschedule(cmd.At, cmd.SetPrio, cmd.Prio); err != nil {
+		cmd.Args = a
+		if err := a.Check(); err != nil {
 			return "error: " + err.Error()
 		}
 		data, err := cmd.Encode()
@@ -259,10 +261,11 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			t.Fatal(err)
 		}
 	case "pause", "resume":
-		cmd.Op, cmd.Paused = CmdSetPaused, td.Cmd == "pause"
+		cmd.Args = &SetPaused{Paused: td.Cmd == "pause"}
 	case "limits":
-		cmd.Op = CmdSetLimits
-		l := &cmd.Limits
+		a := &SetLimits{}
+		cmd.Args = a
+		l := &a.Limits
 		for k, v := range args {
 			switch k {
 			case "inflight":
@@ -327,4 +330,58 @@ func (h *harness) state() string {
 		return "empty"
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestRegisterRefuses: registering an operation number twice, or
+// arguments that say another number, panics and leaves the registry as
+// it was.
+func TestRegisterRefuses(t *testing.T) {
+	for name, c := range map[string]struct {
+		op  CmdOp
+		new func() Args
+	}{
+		"a number twice":       {CmdEnqueue, func() Args { return new(Claim) }},
+		"another number":       {60, func() Args { return new(Claim) }},
+		"number out of range":  {200, func() Args { return new(Claim) }},
+		"the same type, twice": {CmdReschedule, func() Args { return new(Reschedule) }},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: register did not panic", name)
+				}
+			}()
+			register(c.op, "again", Version1, c.new)
+		}()
+	}
+	if CmdEnqueue.String() != "enqueue" || CmdReschedule.String() != "reschedule" || CmdOp(60).String() != "invalid" {
+		t.Fatalf("the registry changed: %s, %s, %s", CmdEnqueue, CmdReschedule, CmdOp(60))
+	}
+}
+
+// TestRegistry: every registered operation's arguments say its number,
+// and a command of them is written in at least the version it appeared
+// in.
+func TestRegistry(t *testing.T) {
+	n := 0
+	for i := range operations {
+		o := operationOf(CmdOp(i))
+		if o == nil {
+			continue
+		}
+		n++
+		cmd := Command{Args: o.new()}
+		if cmd.Op() != CmdOp(i) || cmd.Op().String() != o.name || cmd.version() < o.since {
+			t.Errorf("operation %d (%s): arguments say %d, version %d", i, o.name, cmd.Op(), cmd.version())
+		}
+	}
+	if n != 19 {
+		t.Errorf("%d operations registered, want 19", n)
+	}
+	if _, err := (&Command{}).Encode(); err == nil {
+		t.Error("a command without arguments encodes")
+	}
+	if err := (&Command{}).Plan(nil, &Result{}); err == nil {
+		t.Error("a command without arguments plans")
+	}
 }

@@ -7,51 +7,95 @@ import (
 	"github.com/docketdb/docket/internal/index"
 )
 
-func planEnqueue(p *Planner, cmd *Command, res *Result) error {
-	var err error
-	if res.Enq, err = p.enqueue(cmd.Key(), &cmd.Task); err != nil {
-		return err
-	}
-	_, err = p.ops(cmd.NS, cmd.Ops, nil)
-	return err
+// The operations of leases: claims and what a lease's holder does with
+// its task.
+const (
+	CmdClaim          CmdOp = 3
+	CmdComplete       CmdOp = 4
+	CmdCompleteBatch  CmdOp = 5
+	CmdFail           CmdOp = 6
+	CmdHeartbeat      CmdOp = 7
+	CmdSnooze         CmdOp = 8
+	CmdCompleteClaim  CmdOp = 20
+	CmdHeartbeatBatch CmdOp = 21
+)
+
+func init() {
+	register(CmdClaim, "claim", Version1, func() Args { return new(Claim) })
+	register(CmdComplete, "complete", Version1, func() Args { return new(Complete) })
+	register(CmdCompleteBatch, "complete batch", Version1, func() Args { return new(CompleteBatch) })
+	register(CmdFail, "fail", Version1, func() Args { return new(Fail) })
+	register(CmdHeartbeat, "heartbeat", Version1, func() Args { return new(Heartbeat) })
+	register(CmdSnooze, "snooze", Version1, func() Args { return new(Snooze) })
+	register(CmdCompleteClaim, "complete and claim", Version2, func() Args { return new(CompleteClaim) })
+	register(CmdHeartbeatBatch, "heartbeat batch", Version2, func() Args { return new(HeartbeatBatch) })
 }
 
-func planEnqueueBatch(p *Planner, cmd *Command, res *Result) error {
-	qk := cmd.Key()
-	out := res.Enqs
-	if len(out) != len(cmd.Tasks) {
-		out = make([]dockettype.Enqueued, len(cmd.Tasks), len(cmd.Tasks)+len(cmd.Ops))
-	}
-	for i := range cmd.Tasks {
-		var err error
-		if out[i], err = p.enqueue(qk, &cmd.Tasks[i]); err != nil {
-			if len(cmd.Tasks) > 1 {
-				err = fmt.Errorf("task %d: %w", i, err)
-			}
-			return err
-		}
-	}
-	res.Enqs = out
-	_, err := p.ops(cmd.NS, cmd.Ops, nil)
-	return err
+// Claim is Queue.Claim and ClaimWait: up to Max tasks leased to Owner for
+// Lease micros. Its arguments are [owner lease max wait]; the command
+// carries a seed other than 0.
+type Claim struct {
+	Owner string
+	Lease int64
+	Max   int
+	Wait  bool // from ClaimWait: with nothing leased, say when to retry (Result.Due)
 }
 
-func planClaim(p *Planner, cmd *Command, res *Result) error {
+func (*Claim) Op() CmdOp { return CmdClaim }
+
+func (a *Claim) encode(e *cmdEncoder) {
+	e.str(a.Owner)
+	e.int(a.Lease)
+	e.int(int64(a.Max))
+	e.bool(a.Wait)
+}
+
+func (a *Claim) decode(d *cmdDecoder, cmd *Command) {
+	a.Owner, a.Lease, a.Max, a.Wait = d.str(), d.int(), int(d.int()), d.bool()
+	if d.err == nil && (a.Max < 1 || a.Max > dockettype.MaxBatch || a.Lease < 1 || cmd.Seed == 0) {
+		d.fail(fmt.Errorf("claim of %d for %d µs with seed %d", a.Max, a.Lease, cmd.Seed))
+	}
+}
+
+func (a *Claim) plan(p *Planner, cmd *Command, res *Result) error {
 	qk := cmd.Key()
-	res.Leases = p.claimWithin(qk, cmd.Owner, cmd.Lease, cmd.Max, 0)
-	if cmd.Wait && len(res.Leases) == 0 {
+	res.Leases = p.claimWithin(qk, a.Owner, a.Lease, a.Max, 0)
+	if a.Wait && len(res.Leases) == 0 {
 		res.Due = p.s.ClaimDue(qk, p.s.Store.Queue(qk), p.now)
 	}
 	return nil
 }
 
-func planComplete(p *Planner, cmd *Command, res *Result) error {
-	t, err := p.fenced(cmd.Key(), &cmd.Fence)
+// Complete is Lease.Complete: the fenced task ends with Result, then ops
+// (its follow-ups). Its arguments are [fence result [vop...]].
+type Complete struct {
+	Fence  dockettype.Lease // ID, Token and Secret
+	Result []byte
+	Ops    []TxOp
+}
+
+func (*Complete) Op() CmdOp         { return CmdComplete }
+func (a *Complete) version() uint64 { return specsVersion(nil, a.Ops) }
+
+func (a *Complete) encode(e *cmdEncoder) {
+	e.fence(&a.Fence)
+	e.bytes(a.Result)
+	e.vops(a.Ops)
+}
+
+func (a *Complete) decode(d *cmdDecoder, _ *Command) {
+	d.fence(&a.Fence)
+	a.Result = d.bytes()
+	a.Ops = d.vops()
+}
+
+func (a *Complete) plan(p *Planner, cmd *Command, res *Result) error {
+	t, err := p.fenced(cmd.Key(), &a.Fence)
 	if err != nil {
 		return err
 	}
-	p.complete(t, cmd.Result)
-	res.Enqs, err = p.ops(cmd.NS, cmd.Ops, nil)
+	p.complete(t, a.Result)
+	res.Enqs, err = p.ops(cmd.NS, a.Ops, nil)
 	return err
 }
 
@@ -76,15 +120,67 @@ func (p *Planner) complete(t *index.Task, result []byte) {
 	p.parentEnded(t.ID, parentCompleted)
 }
 
-func planCompleteBatch(p *Planner, cmd *Command, res *Result) error {
+// CompleteClaim is Lease.CompleteAndClaim: a Complete, then a claim as
+// Claim's (without a wait). Its arguments are Complete's, then [owner
+// lease max]; the command carries a seed other than 0.
+type CompleteClaim struct {
+	Complete
+	Owner string
+	Lease int64
+	Max   int
+}
+
+func (*CompleteClaim) Op() CmdOp { return CmdCompleteClaim }
+
+func (a *CompleteClaim) encode(e *cmdEncoder) {
+	a.Complete.encode(e)
+	e.str(a.Owner)
+	e.int(a.Lease)
+	e.int(int64(a.Max))
+}
+
+func (a *CompleteClaim) decode(d *cmdDecoder, cmd *Command) {
+	a.Complete.decode(d, cmd)
+	a.Owner, a.Lease, a.Max = d.str(), d.int(), int(d.int())
+	if d.err == nil && (a.Max < 1 || a.Max > dockettype.MaxBatch || a.Lease < 1 || cmd.Seed == 0) {
+		d.fail(fmt.Errorf("complete and claim of %d for %d µs with seed %d", a.Max, a.Lease, cmd.Seed))
+	}
+}
+
+func (a *CompleteClaim) plan(p *Planner, cmd *Command, res *Result) error {
+	if err := a.Complete.plan(p, cmd, res); err != nil {
+		return err
+	}
+	// The completed task is in flight and its follow-ups are not stored
+	// yet: the claim cannot take them. The claim is planned within the
+	// queue's settings as Claim's is, the completed task's slot of an
+	// in-flight bound (and of its partition's) already free.
+	res.Leases = p.claimWithin(cmd.Key(), a.Owner, a.Lease, a.Max, a.Fence.ID)
+	return nil
+}
+
+// CompleteBatch is Queue.CompleteBatch: the fenced tasks end, with no
+// result. Its arguments are [[fence...]].
+type CompleteBatch struct {
+	Fences []dockettype.Lease
+	// Dup marks the leases refused before planning because their task
+	// appears earlier in the batch (RepeatedLeases).
+	Dup []error
+}
+
+func (*CompleteBatch) Op() CmdOp                          { return CmdCompleteBatch }
+func (a *CompleteBatch) encode(e *cmdEncoder)             { e.fences(a.Fences) }
+func (a *CompleteBatch) decode(d *cmdDecoder, _ *Command) { a.Fences, a.Dup = d.fences() }
+
+func (a *CompleteBatch) plan(p *Planner, cmd *Command, res *Result) error {
 	qk := cmd.Key()
-	errs := cmd.Dup
-	for i := range cmd.Fences {
+	errs := a.Dup
+	for i := range a.Fences {
 		if errs[i] != nil {
 			p.Event(dockettype.EvLeaseLost, qk, 0)
 			continue
 		}
-		t, err := p.fenced(qk, &cmd.Fences[i])
+		t, err := p.fenced(qk, &a.Fences[i])
 		if err != nil {
 			errs[i] = err
 			continue
@@ -95,26 +191,50 @@ func planCompleteBatch(p *Planner, cmd *Command, res *Result) error {
 	return nil
 }
 
-func planFail(p *Planner, cmd *Command) error {
+// Fail is Lease.Fail: the fenced task is retried after Delay micros (0:
+// its backoff), or dead when Permanent or out of attempts. Its arguments
+// are [fence error permanent retryAfter].
+type Fail struct {
+	Fence     dockettype.Lease
+	ErrMsg    string
+	Permanent bool
+	Delay     int64
+}
+
+func (*Fail) Op() CmdOp { return CmdFail }
+
+func (a *Fail) encode(e *cmdEncoder) {
+	e.fence(&a.Fence)
+	e.str(a.ErrMsg)
+	e.bool(a.Permanent)
+	e.int(a.Delay)
+}
+
+func (a *Fail) decode(d *cmdDecoder, _ *Command) {
+	d.fence(&a.Fence)
+	a.ErrMsg, a.Permanent, a.Delay = d.str(), d.bool(), d.int()
+}
+
+func (a *Fail) plan(p *Planner, cmd *Command, _ *Result) error {
 	qk := cmd.Key()
-	t, err := p.fenced(qk, &cmd.Fence)
+	t, err := p.fenced(qk, &a.Fence)
 	if err != nil {
 		return err
 	}
 	var u index.TaskUpdate
-	if cmd.Permanent || t.Attempts >= t.MaxAttempts() {
+	if a.Permanent || t.Attempts >= t.MaxAttempts() {
 		u = p.release(t, 0)
 		u.State, u.NotBefore = index.StateDead, t.NotBefore
 		p.Event(dockettype.EvDead, qk, 0)
 	} else {
-		delay := cmd.Delay
+		delay := a.Delay
 		if delay <= 0 {
 			delay = Backoff(t.BackoffBase(), t.BackoffMax(), t.Attempts)
 		}
 		u = p.release(t, delay)
 		p.Event(dockettype.EvRetried, qk, 0)
 	}
-	u.Flags, u.LastError = index.UpdLastError|index.UpdAddError, cmd.ErrMsg
+	u.Flags, u.LastError = index.UpdLastError|index.UpdAddError, a.ErrMsg
 	u.ErrAttempt, u.ErrAt = t.Attempts, p.now
 	p.update(u)
 	if u.State == index.StateDead {
@@ -123,27 +243,114 @@ func planFail(p *Planner, cmd *Command) error {
 	return nil
 }
 
-func planHeartbeat(p *Planner, cmd *Command, res *Result) error {
-	t, err := p.fenced(cmd.Key(), &cmd.Fence)
+// Heartbeat is Lease.Heartbeat: the fenced task's lease extended by Lease
+// micros, its progress set when HasProg. Its arguments are [fence extend
+// hasProgress progress].
+type Heartbeat struct {
+	Fence    dockettype.Lease
+	Lease    int64
+	HasProg  bool
+	Progress []byte
+}
+
+func (*Heartbeat) Op() CmdOp { return CmdHeartbeat }
+
+func (a *Heartbeat) encode(e *cmdEncoder) {
+	e.fence(&a.Fence)
+	e.int(a.Lease)
+	e.bool(a.HasProg)
+	e.bytes(a.Progress)
+}
+
+func (a *Heartbeat) decode(d *cmdDecoder, _ *Command) {
+	d.fence(&a.Fence)
+	a.Lease, a.HasProg, a.Progress = d.int(), d.bool(), d.bytes()
+}
+
+func (a *Heartbeat) plan(p *Planner, cmd *Command, res *Result) error {
+	t, err := p.fenced(cmd.Key(), &a.Fence)
 	if err != nil {
 		return err
 	}
 	u := index.UpdateOf(t)
-	u.LeaseUntil, u.Updated = p.now+cmd.Lease, p.now
-	if cmd.HasProg {
-		u.Flags, u.Progress = index.UpdProgress, cmd.Progress
+	u.LeaseUntil, u.Updated = p.now+a.Lease, p.now
+	if a.HasProg {
+		u.Flags, u.Progress = index.UpdProgress, a.Progress
 	}
 	res.Deadline = u.LeaseUntil
 	p.update(u)
 	return nil
 }
 
-func planSnooze(p *Planner, cmd *Command) error {
-	t, err := p.fenced(cmd.Key(), &cmd.Fence)
+// HeartbeatBatch is Queue.HeartbeatBatch: the fenced tasks' leases
+// extended by Lease micros. Its arguments are [[fence...] extend].
+type HeartbeatBatch struct {
+	Fences []dockettype.Lease
+	Dup    []error // as CompleteBatch's
+	Lease  int64
+}
+
+func (*HeartbeatBatch) Op() CmdOp { return CmdHeartbeatBatch }
+
+func (a *HeartbeatBatch) encode(e *cmdEncoder) {
+	e.fences(a.Fences)
+	e.int(a.Lease)
+}
+
+func (a *HeartbeatBatch) decode(d *cmdDecoder, _ *Command) {
+	a.Fences, a.Dup = d.fences()
+	if a.Lease = d.int(); d.err == nil && a.Lease < 1 {
+		d.fail(fmt.Errorf("heartbeat batch extending by %d µs", a.Lease))
+	}
+}
+
+func (a *HeartbeatBatch) plan(p *Planner, cmd *Command, res *Result) error {
+	qk := cmd.Key()
+	errs := a.Dup
+	res.Deadline = p.now + a.Lease
+	for i := range a.Fences {
+		if errs[i] != nil {
+			p.Event(dockettype.EvLeaseLost, qk, 0)
+			continue
+		}
+		t, err := p.fenced(qk, &a.Fences[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		u := index.UpdateOf(t)
+		u.LeaseUntil, u.Updated = res.Deadline, p.now
+		p.update(u)
+	}
+	res.Errs = errs
+	return nil
+}
+
+// Snooze is Lease.Snooze: the fenced task back to waiting for Delay
+// micros, the attempt not counted. Its arguments are [fence delay].
+type Snooze struct {
+	Fence dockettype.Lease
+	Delay int64
+}
+
+func (*Snooze) Op() CmdOp { return CmdSnooze }
+
+func (a *Snooze) encode(e *cmdEncoder) {
+	e.fence(&a.Fence)
+	e.int(a.Delay)
+}
+
+func (a *Snooze) decode(d *cmdDecoder, _ *Command) {
+	d.fence(&a.Fence)
+	a.Delay = d.int()
+}
+
+func (a *Snooze) plan(p *Planner, cmd *Command, _ *Result) error {
+	t, err := p.fenced(cmd.Key(), &a.Fence)
 	if err != nil {
 		return err
 	}
-	u := p.release(t, cmd.Delay)
+	u := p.release(t, a.Delay)
 	u.Attempts = t.Attempts - 1
 	p.update(u)
 	return nil
@@ -159,176 +366,4 @@ func (p *Planner) release(t *index.Task, delay int64) index.TaskUpdate {
 		u.State, u.NotBefore = index.StateReady, p.now
 	}
 	return u
-}
-
-func planCancel(p *Planner, cmd *Command, t *index.Task) error {
-	if t.State == index.StateWaiting {
-		p.cutWaits(t.ID)
-	}
-	p.put(index.Mutation{Kind: index.MutDeleteTask, Update: index.TaskUpdate{ID: t.ID}})
-	if t.State != index.StateCompleted {
-		p.ended(t)
-	}
-	p.Event(dockettype.EvCancelled, cmd.Key(), 0)
-	p.parentEnded(t.ID, parentCancelled)
-	return nil
-}
-
-// Task returns the stored record of task id of queue qk as of now. A task
-// of another queue or namespace is reported exactly like one that does not
-// exist, and so is a retained completion whose retention has passed at now
-// (housekeeping deletes it with the next commit). Call with mu held.
-func (s *State) Task(qk index.QueueKey, id uint64, now int64) (*index.Task, error) {
-	t, ok := s.Store.Task(id)
-	if !ok || t.Queue.Key != qk || t.State == index.StateCompleted && t.Updated() <= s.DoneBefore(now) {
-		return nil, fmt.Errorf("%w: task %d in queue %q", dockettype.ErrNotFound, id, qk.Name)
-	}
-	return t, nil
-}
-
-// DoneBefore is the time at or before which a retained completion has
-// been forgotten at now, 0 when completions are not retained.
-func (s *State) DoneBefore(now int64) int64 {
-	if r := s.Retain; r > 0 {
-		return now - r
-	}
-	return 0
-}
-
-func planRedrive(p *Planner, _ *Command, t *index.Task) error {
-	if st := t.StateAt(p.now); st != index.StateDead {
-		return fmt.Errorf("%w: task %d is %s, not dead", dockettype.ErrConflict, t.ID, st)
-	}
-	p.redrive(t)
-	return nil
-}
-
-func planRunNow(p *Planner, _ *Command, t *index.Task) error {
-	switch st := t.StateAt(p.now); st {
-	case index.StateReady:
-		return nil // also a due timer or an expired lease: claimable now
-	case index.StateScheduled:
-		u := index.UpdateOf(t)
-		u.State, u.NotBefore, u.Updated = index.StateReady, p.now, p.now
-		p.update(u)
-		return nil
-	default:
-		return invalid("task %d is %s: only a scheduled task can be run now", t.ID, st)
-	}
-}
-
-func (p *Planner) redrive(t *index.Task) {
-	_, u := p.settle(t) // an expired last lease is dead: store that first
-	if t.State == index.StateInFlight {
-		p.parentEnded(t.ID, parentDied) // its death is stored now
-	}
-	u.State, u.Attempts, u.NotBefore, u.Updated = index.StateReady, 0, p.now, p.now
-	p.update(u)
-	p.Event(dockettype.EvRedriven, t.Queue.Key, 0)
-}
-
-func planRedriveAll(p *Planner, cmd *Command, res *Result) error {
-	iq := p.s.Store.Queue(cmd.Key())
-	if iq == nil {
-		return nil
-	}
-	n := 0
-	// Dead now: stored dead, and expired last leases.
-	for _, d := range iq.DeadAt(p.now, 0, false, dockettype.MaxBatch, nil) {
-		t, _ := p.s.Store.Task(d.ID)
-		p.redrive(t)
-		n++
-	}
-	res.N = n
-	return nil
-}
-
-func planCompleteClaim(p *Planner, cmd *Command, res *Result) error {
-	if err := planComplete(p, cmd, res); err != nil {
-		return err
-	}
-	// The completed task is in flight and its follow-ups are not stored
-	// yet: the claim cannot take them. The claim is planned within the
-	// queue's settings as Claim's is, the completed task's slot of an
-	// in-flight bound (and of its partition's) already free.
-	res.Leases = p.claimWithin(cmd.Key(), cmd.Owner, cmd.Lease, cmd.Max, cmd.Fence.ID)
-	return nil
-}
-
-func planHeartbeatBatch(p *Planner, cmd *Command, res *Result) error {
-	qk := cmd.Key()
-	errs := cmd.Dup
-	res.Deadline = p.now + cmd.Lease
-	for i := range cmd.Fences {
-		if errs[i] != nil {
-			p.Event(dockettype.EvLeaseLost, qk, 0)
-			continue
-		}
-		t, err := p.fenced(qk, &cmd.Fences[i])
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		u := index.UpdateOf(t)
-		u.LeaseUntil, u.Updated = res.Deadline, p.now
-		p.update(u)
-	}
-	res.Errs = errs
-	return nil
-}
-
-func planCommit(p *Planner, cmd *Command, res *Result) error {
-	var err error
-	res.Enqs, err = p.ops(cmd.NS, cmd.Ops, nil)
-	return err
-}
-
-// ops plans validated ops in namespace ns: assertions first, against the
-// state before the commit, then writes and enqueues in order.
-func (p *Planner) ops(ns dockettype.Namespace, ops []TxOp, enq []dockettype.Enqueued) ([]dockettype.Enqueued, error) {
-	ins := idxNS(ns)
-	for i := range ops {
-		op := &ops[i]
-		var k index.AssertKind
-		switch op.Kind {
-		case dockettype.OpIfVersion:
-			k = index.AssertKVVersion
-		case dockettype.OpIfExists:
-			k = index.AssertKVExists
-		case dockettype.OpIfAbsent:
-			k = index.AssertKVAbsent
-		default:
-			continue
-		}
-		e, ok := p.s.Store.KV(ins, op.Key)
-		switch {
-		case k == index.AssertKVExists && !ok:
-			return nil, fmt.Errorf("%w: key %q does not exist", dockettype.ErrConflict, op.Key)
-		case k == index.AssertKVAbsent && ok:
-			return nil, fmt.Errorf("%w: key %q exists", dockettype.ErrConflict, op.Key)
-		case k == index.AssertKVVersion && !ok:
-			return nil, fmt.Errorf("%w: key %q does not exist (want version %d)", dockettype.ErrConflict, op.Key, op.Version)
-		case k == index.AssertKVVersion && e.Version != op.Version:
-			return nil, fmt.Errorf("%w: key %q has version %d, not %d", dockettype.ErrConflict, op.Key, e.Version, op.Version)
-		}
-		p.B.Assertions = append(p.B.Assertions, index.Assertion{Kind: k, NS: ins, Key: op.Key, Version: op.Version})
-	}
-	for i := range ops {
-		op := &ops[i]
-		switch op.Kind {
-		case dockettype.OpSet:
-			p.B.Mutations = append(p.B.Mutations, index.Mutation{Kind: index.MutSetKV,
-				KV: index.KV{Namespace: ins, Key: op.Key, Value: op.Value}})
-		case dockettype.OpDelete:
-			p.B.Mutations = append(p.B.Mutations, index.Mutation{Kind: index.MutDeleteKV,
-				KV: index.KV{Namespace: ins, Key: op.Key}})
-		case dockettype.OpEnqueue:
-			e, err := p.enqueue(index.QueueKey{Namespace: ins, Name: op.Queue}, &op.Spec)
-			if err != nil {
-				return nil, err
-			}
-			enq = append(enq, e)
-		}
-	}
-	return enq, nil
 }

@@ -2,49 +2,72 @@ package machine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/docketdb/docket/dockettype"
-	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// opReschedule is the operation of Queue.Reschedule (CmdReschedule): a
-// ready, scheduled or waiting task moved to a new due time and/or
-// priority. Its arguments are [id at setPriority priority].
-type opReschedule struct{}
+// CmdReschedule is Queue.Reschedule's operation.
+const CmdReschedule CmdOp = 23
 
-func (opReschedule) since() uint64 { return Version2 }
-
-func (opReschedule) plan(p *Planner, cmd *Command, res *Result) error {
-	return onTask(p, cmd, planReschedule)
+func init() {
+	register(CmdReschedule, "reschedule", Version2, func() Args { return new(Reschedule) })
 }
 
-func (opReschedule) encode(e *cmdEncoder, cmd *Command) {
-	e.uint(cmd.ID)
-	e.int(cmd.At)
-	e.bool(cmd.SetPrio)
-	e.int(cmd.Prio)
+// Reschedule is Queue.Reschedule: a ready, scheduled or waiting task moved
+// to a new due time and/or priority. Its arguments are [id at setPriority
+// priority] (at in Unix micros, 0 to keep the due time).
+type Reschedule struct {
+	ID      uint64
+	At      int64 // the new due time (micros), 0 to keep it
+	Prio    int64 // the new priority, when SetPrio
+	SetPrio bool
 }
 
-func (opReschedule) decode(d *cmdDecoder, cmd *Command) {
-	if !d.v2(cmd.Op) {
-		return
-	}
-	cmd.ID = d.uint()
-	cmd.At = d.int()
-	cmd.SetPrio = d.bool()
-	cmd.Prio = d.int()
+func (*Reschedule) Op() CmdOp { return CmdReschedule }
+
+func (a *Reschedule) encode(e *cmdEncoder) {
+	e.uint(a.ID)
+	e.int(a.At)
+	e.bool(a.SetPrio)
+	e.int(a.Prio)
+}
+
+func (a *Reschedule) decode(d *cmdDecoder, _ *Command) {
+	a.ID, a.At, a.SetPrio, a.Prio = d.uint(), d.int(), d.bool(), d.int()
 	if d.err == nil {
-		d.fail(validate.Reschedule(cmd.At, cmd.SetPrio, cmd.Prio))
+		d.fail(a.Check())
 	}
 }
 
-// planReschedule moves a ready, scheduled or waiting task to a new due time
-// (cmd.At, when set) and priority (cmd.Prio, when cmd.SetPrio). A due time
-// at or before now makes a scheduled or ready task ready now; a waiting task
+// maxAt is the first microsecond after the year 9999: a due time is
+// before it, as an enqueue's At is.
+var maxAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+
+// Check validates a reschedule's arguments, in the shell and as the
+// decoder reads them: a due time after the epoch and before the year
+// 10000 (0 keeps the task's), and something to change.
+func (a *Reschedule) Check() error {
+	switch {
+	case a.At < 0 || a.At >= maxAt:
+		return invalid("reschedule at %d µs is outside the years 1970-9999", a.At)
+	case a.At == 0 && !a.SetPrio:
+		return invalid("reschedule with neither a due time nor a priority: nothing to change")
+	}
+	return nil
+}
+
+// plan moves a ready, scheduled or waiting task to a new due time (a.At,
+// when set) and priority (a.Prio, when a.SetPrio). A due time at or
+// before now makes a scheduled or ready task ready now; a waiting task
 // keeps waiting for its dependencies and is due at the new time once they
 // complete. A task in flight, dead or completed is a conflict.
-func planReschedule(p *Planner, cmd *Command, t *index.Task) error {
+func (a *Reschedule) plan(p *Planner, cmd *Command, _ *Result) error {
+	t, err := p.s.Task(cmd.Key(), a.ID, p.now)
+	if err != nil {
+		return err
+	}
 	switch st := t.StateAt(p.now); st {
 	case index.StateReady, index.StateScheduled, index.StateWaiting:
 	default:
@@ -52,24 +75,24 @@ func planReschedule(p *Planner, cmd *Command, t *index.Task) error {
 			dockettype.ErrConflict, t.ID, st)
 	}
 	t, u := p.settle(t) // a lease expired with attempts left: its failed attempt first
-	if cmd.At != 0 {
-		u.NotBefore = cmd.At
+	if a.At != 0 {
+		u.NotBefore = a.At
 		if u.State != index.StateWaiting {
 			u.State = index.StateScheduled
-			if cmd.At <= p.now {
+			if a.At <= p.now {
 				u.State, u.NotBefore = index.StateReady, p.now
 			}
 		}
 	}
 	u.Updated = p.now
-	if !cmd.SetPrio || cmd.Prio == t.Priority {
+	if !a.SetPrio || a.Prio == t.Priority {
 		p.update(u)
 		return nil
 	}
 	// The priority is part of the record's place in the serving order: the
 	// record is put again whole, which moves it in the indexes.
 	f := t.With(&u).Fields()
-	f.Priority = cmd.Prio
+	f.Priority = a.Prio
 	p.put(index.Mutation{Kind: index.MutPutTask, Task: f.Task()})
 	return nil
 }

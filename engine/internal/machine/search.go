@@ -1,20 +1,93 @@
 package machine
 
 import (
+	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/docketdb/docket/dockettype"
+	"github.com/docketdb/docket/engine/internal/validate"
 	"github.com/docketdb/docket/internal/index"
 )
 
-// BulkArgs are a CmdBulk's arguments.
-type BulkArgs struct {
+// CmdBulk is Queue.Bulk's operation, one command per step of its walk.
+const CmdBulk CmdOp = 22
+
+func init() { register(CmdBulk, "bulk", Version2, func() Args { return new(Bulk) }) }
+
+// Bulk is one step of Queue.Bulk: the action on the tasks the filter
+// selects among Scan records from From. Its arguments are [action from
+// scan [state...] retrying kind error partition headerKey headerValue
+// minID maxID since before] (since and before in Unix micros, the lowest
+// and highest int64 for no bound).
+type Bulk struct {
 	Action dockettype.BulkAction
 	Filter dockettype.Filter
 	From   uint64 // the first id the walk reads
 	Scan   int    // the most records it reads
+}
+
+func (*Bulk) Op() CmdOp { return CmdBulk }
+
+func (b *Bulk) encode(e *cmdEncoder) {
+	f := &b.Filter
+	e.uint(uint64(b.Action))
+	e.uint(b.From)
+	e.int(int64(b.Scan))
+	e.array(len(f.States))
+	for _, st := range f.States {
+		e.uint(uint64(st))
+	}
+	e.uint(uint64(f.Retrying))
+	e.str(f.Kind)
+	e.str(f.Error)
+	e.str(f.Partition)
+	e.str(f.HeaderKey)
+	e.str(f.HeaderValue)
+	e.uint(f.MinID)
+	e.uint(f.MaxID)
+	since, before := int64(math.MinInt64), int64(math.MaxInt64)
+	if !f.EnqueuedSince.IsZero() {
+		since = f.EnqueuedSince.UnixMicro()
+	}
+	if !f.EnqueuedBefore.IsZero() {
+		before = f.EnqueuedBefore.UnixMicro()
+	}
+	e.int(since)
+	e.int(before)
+}
+
+func (b *Bulk) decode(d *cmdDecoder, _ *Command) {
+	f := &b.Filter
+	b.Action = dockettype.BulkAction(d.uint())
+	b.From = d.uint()
+	b.Scan = int(d.small())
+	if n := d.array(8); n > 0 {
+		f.States = make([]dockettype.State, n)
+		for i := range f.States {
+			f.States[i] = dockettype.State(d.small())
+		}
+	}
+	f.Retrying = dockettype.Retrying(d.small())
+	f.Kind, f.Error, f.Partition = d.str(), d.str(), d.str()
+	f.HeaderKey, f.HeaderValue = d.str(), d.str()
+	f.MinID, f.MaxID = d.uint(), d.uint()
+	if since := d.int(); since != math.MinInt64 {
+		f.EnqueuedSince = time.UnixMicro(since).UTC()
+	}
+	if before := d.int(); before != math.MaxInt64 {
+		f.EnqueuedBefore = time.UnixMicro(before).UTC()
+	}
+	if d.err != nil {
+		return
+	}
+	if !validate.BulkAction(b.Action) || b.From == 0 || b.Scan < 1 || b.Scan > dockettype.MaxBatch {
+		d.fail(fmt.Errorf("bulk %s from %d scanning %d", b.Action, b.From, b.Scan))
+		return
+	}
+	d.fail(f.Validate())
 }
 
 // Why a bulk action left a task that its filter selects as it was.
@@ -164,13 +237,12 @@ func containsFold(s, low string) bool {
 	return false
 }
 
-// planBulk walks at most cmd.bulk.scan records from cmd.bulk.from and
+// plan walks at most args.Scan records from args.From and
 // plans the action on the tasks of the queue that the filter selects, at
 // most MaxBatch of them. A task the batch already changed (a dependent
 // that a cancellation cancelled or woke) ends the walk before it: the
 // next command reads it as this one left it.
-func planBulk(p *Planner, cmd *Command, res *Result) error {
-	args := &cmd.Bulk
+func (args *Bulk) plan(p *Planner, cmd *Command, res *Result) error {
 	f, err := CompileFilter(&args.Filter)
 	if err != nil {
 		return err
@@ -218,7 +290,7 @@ func planBulk(p *Planner, cmd *Command, res *Result) error {
 			return true
 		}
 		acted++
-		if r, skip := bulkOne(p, cmd, t, res); skip {
+		if r, skip := args.one(p, cmd, t, res); skip {
 			res.Skips[r]++
 		} else {
 			res.N++
@@ -229,10 +301,10 @@ func planBulk(p *Planner, cmd *Command, res *Result) error {
 	return nil
 }
 
-// bulkOne plans the action on t, or says why it skips t.
-func bulkOne(p *Planner, cmd *Command, t *index.Task, res *Result) (SkipReason, bool) {
+// one plans the action on t, or says why it skips t.
+func (args *Bulk) one(p *Planner, cmd *Command, t *index.Task, res *Result) (SkipReason, bool) {
 	st := t.StateAt(p.now)
-	a := cmd.Bulk.Action
+	a := args.Action
 	switch {
 	case a == dockettype.BulkRetry && st == index.StateDead:
 		p.redrive(t)
@@ -247,7 +319,7 @@ func bulkOne(p *Planner, cmd *Command, t *index.Task, res *Result) (SkipReason, 
 		if t.State == index.StateInFlight {
 			res.IDs = append(res.IDs, t.ID) // its lease watches fire
 		}
-		_ = planCancel(p, cmd, t)
+		p.cancel(cmd.Key(), t)
 		return 0, false
 	}
 	if a == dockettype.BulkDelete {

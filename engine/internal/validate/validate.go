@@ -177,23 +177,6 @@ func Claim(owner string, lease time.Duration, max int) error {
 	return nil
 }
 
-// maxAt is the first microsecond after the year 9999: a due time is
-// before it, as an enqueue's At is.
-var maxAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
-
-// Reschedule validates a reschedule's arguments: a due time at (Unix
-// micros, 0 to keep the task's) after the epoch and before the year 10000,
-// and something to change.
-func Reschedule(at int64, setPrio bool, prio int64) error {
-	switch {
-	case at < 0 || at >= maxAt:
-		return invalid("reschedule at %d µs is outside the years 1970-9999", at)
-	case at == 0 && !setPrio:
-		return invalid("reschedule with neither a due time nor a priority: nothing to change")
-	}
-	return nil
-}
-
 // PresenceTTL checks the time to live of a presence report.
 func PresenceTTL(ttl time.Duration) error {
 	if ttl < dockettype.MinPresenceTTL || ttl > dockettype.MaxPresenceTTL {
