@@ -130,7 +130,9 @@ func versionedSamples() []versionedSample {
 // was encoded, and encodes to the same bytes again.
 func TestCommandRoundTrip(t *testing.T) {
 	t.Parallel()
+	sampled := map[machine.CmdOp]bool{}
 	for _, cmd := range sampleCommands() {
+		sampled[cmd.Op()] = true
 		data, err := cmd.Encode()
 		if err != nil {
 			t.Fatalf("%s: encode: %v", cmd.Op(), err)
@@ -145,6 +147,13 @@ func TestCommandRoundTrip(t *testing.T) {
 		again, err := got.Encode()
 		if err != nil || !bytes.Equal(again, data) {
 			t.Fatalf("%s: re-encoding gives other bytes (%v)", cmd.Op(), err)
+		}
+	}
+	// Every registered operation is among the samples (and so in the
+	// golden file): a new one cannot go untested by forgetting it.
+	for op := machine.CmdOp(1); op < 64; op++ {
+		if op.String() != "invalid" && !sampled[op] {
+			t.Errorf("operation %d (%s) has no sample command", op, op)
 		}
 	}
 }

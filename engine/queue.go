@@ -472,8 +472,6 @@ func (q *queue) RunNow(ctx context.Context, id uint64) error {
 	return q.onTask(ctx, &machine.RunNow{ID: id})
 }
 
-// onTask runs an admin change (op) of task id of the queue in one commit:
-// its plan runs once the task is found (ErrNotFound otherwise).
 // Reschedule moves a ready, scheduled or waiting task to a new due time
 // and/or priority.
 func (q *queue) Reschedule(ctx context.Context, id uint64, r Reschedule) error {
@@ -497,6 +495,8 @@ func (q *queue) Reschedule(ctx context.Context, id uint64, r Reschedule) error {
 	return q.db.c.exec(ctx, &cmd, &res)
 }
 
+// onTask runs an admin change of one task of the queue (a) in one commit:
+// its plan finds the task (ErrNotFound if the queue has none).
 func (q *queue) onTask(ctx context.Context, a machine.Args) error {
 	if err := q.check(PermAdmin); err != nil {
 		return err

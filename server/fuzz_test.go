@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,13 +18,15 @@ import (
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
 
+type requestType struct {
+	msg    func() proto.Message
+	decode func(proto.Message) error
+}
+
 // requestTypes are the request messages of every procedure with the
 // decoder its handler runs on it (nil where the handler only reads plain
 // fields).
-var requestTypes = []struct {
-	msg    func() proto.Message
-	decode func(proto.Message) error
-}{
+var requestTypes = []requestType{
 	{func() proto.Message { return new(v1.EnqueueRequest) }, func(m proto.Message) error {
 		_, _, err := decodeEnqueue(m.(*v1.EnqueueRequest))
 		return err
@@ -161,24 +164,32 @@ func FuzzDecodeRequest(f *testing.F) {
 		{Op: &v1.Op_IfVersion{IfVersion: &v1.IfVersionOp{Key: "k", Version: 3}}},
 		{Op: &v1.Op_Enqueue{Enqueue: &v1.EnqueueOp{Queue: "q", Task: task}}}}
 	ref := &v1.LeaseRef{Id: 1, Token: 2, Secret: 3}
-	seeds := map[int]proto.Message{
-		0:  &v1.EnqueueRequest{Namespace: acme, Queue: "emails", Task: task, Ops: ops},
-		1:  &v1.EnqueueBatchRequest{Namespace: acme, Queue: "q", Tasks: []*v1.Task{task, {}}, Ops: ops},
-		3:  &v1.ClaimWaitRequest{Namespace: acme, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 10, MaxWait: durationpb.New(time.Second)},
-		4:  &v1.CompleteRequest{Lease: ref, Done: &v1.Done{Result: []byte(`1`), Ops: ops, FollowUps: []*v1.FollowUp{{Queue: "n", Task: task}}}},
-		6:  &v1.FailRequest{Lease: ref, Failure: &v1.Failure{Error: "e", RetryAfter: durationpb.New(time.Second)}},
-		7:  &v1.HeartbeatRequest{Lease: ref, Extend: durationpb.New(time.Second), Progress: []byte(`{"p":1}`)},
-		9:  &v1.ListRequest{State: v1.State_STATE_DEAD, Limit: 5, Cursor: "1:2"},
-		11: &v1.KVCommitRequest{Namespace: acme, Ops: ops},
-		12: &v1.CompleteAndClaimRequest{Lease: ref, Done: &v1.Done{Ops: ops}, Owner: "w", ClaimLease: durationpb.New(time.Minute), Max: 3},
-		14: &v1.EnqueueEachRequest{Items: []*v1.EnqueueRequest{{Namespace: acme, Queue: "emails", Task: task, Ops: ops}, {}}},
-		15: &v1.CompleteEachRequest{Items: []*v1.CompleteRequest{{Lease: ref, Done: &v1.Done{Result: []byte(`1`)}}, {}}},
-		17: &v1.HeartbeatEachRequest{Items: []*v1.HeartbeatRequest{{Lease: ref, Extend: durationpb.New(time.Second)}}},
-	}
+	// Seeds by their message: each goes to the row of requestTypes that
+	// decodes its type, wherever that row is.
 	prio := int64(-2)
-	seeds[len(requestTypes)-1] = &v1.RescheduleRequest{Namespace: acme, Queue: "q", Id: 3, At: timestamppb.New(time.Unix(2e9, 0)), Priority: &prio}
+	seeds := []proto.Message{
+		&v1.EnqueueRequest{Namespace: acme, Queue: "emails", Task: task, Ops: ops},
+		&v1.EnqueueBatchRequest{Namespace: acme, Queue: "q", Tasks: []*v1.Task{task, {}}, Ops: ops},
+		&v1.ClaimWaitRequest{Namespace: acme, Queue: "q", Owner: "w", Lease: durationpb.New(time.Minute), Max: 10, MaxWait: durationpb.New(time.Second)},
+		&v1.CompleteRequest{Lease: ref, Done: &v1.Done{Result: []byte(`1`), Ops: ops, FollowUps: []*v1.FollowUp{{Queue: "n", Task: task}}}},
+		&v1.FailRequest{Lease: ref, Failure: &v1.Failure{Error: "e", RetryAfter: durationpb.New(time.Second)}},
+		&v1.HeartbeatRequest{Lease: ref, Extend: durationpb.New(time.Second), Progress: []byte(`{"p":1}`)},
+		&v1.ListRequest{State: v1.State_STATE_DEAD, Limit: 5, Cursor: "1:2"},
+		&v1.KVCommitRequest{Namespace: acme, Ops: ops},
+		&v1.CompleteAndClaimRequest{Lease: ref, Done: &v1.Done{Ops: ops}, Owner: "w", ClaimLease: durationpb.New(time.Minute), Max: 3},
+		&v1.EnqueueEachRequest{Items: []*v1.EnqueueRequest{{Namespace: acme, Queue: "emails", Task: task, Ops: ops}, {}}},
+		&v1.CompleteEachRequest{Items: []*v1.CompleteRequest{{Lease: ref, Done: &v1.Done{Result: []byte(`1`)}}, {}}},
+		&v1.HeartbeatEachRequest{Items: []*v1.HeartbeatRequest{{Lease: ref, Extend: durationpb.New(time.Second)}}},
+		&v1.RescheduleRequest{Namespace: acme, Queue: "q", Id: 3, At: timestamppb.New(time.Unix(2e9, 0)), Priority: &prio},
+	}
 	lax := wire.NewJSONCodec(wire.JSONName, false)
-	for kind, m := range seeds {
+	for _, m := range seeds {
+		kind := slices.IndexFunc(requestTypes, func(r requestType) bool {
+			return r.msg().ProtoReflect().Descriptor() == m.ProtoReflect().Descriptor()
+		})
+		if kind < 0 {
+			f.Fatalf("no request type decodes the seed %T", m)
+		}
 		b, err := proto.Marshal(m)
 		if err != nil {
 			f.Fatal(err)

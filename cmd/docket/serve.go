@@ -117,7 +117,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 	maxPayload := fs.Int("max-payload", 1<<20, "largest payload, progress, result or KV value, in bytes")
 	retain := fs.Duration("retain-completed", 0, "keep completed tasks and their results this long (0: delete them at once)")
 	withUI := fs.Bool("ui", false, "serve the dashboard at /ui/: read-only unless -ui-actions; with -tokens behind a sign-in form that takes a token")
-	uiActions := fs.Bool("ui-actions", false, "with -ui: offer redrive, cancel, run now and delete completed (with -tokens each needs the caller's admin permission)")
+	uiActions := fs.Bool("ui-actions", false, "with -ui: offer the admin actions: redrive, cancel, run now, delete completed, reschedule and every other task action (with -tokens each needs the caller's admin permission)")
 	withMetrics := fs.Bool("metrics", false, "serve Prometheus metrics at /metrics (with -tokens, to the bearer token of a caller granted read on */*)")
 	maxWait := fs.Duration("max-wait", 60*time.Second, "longest a blocking claim waits before it answers empty (the client asks again)")
 	maxCalls := fs.Int("max-calls", server.DefaultMaxCalls, "calls one caller may have in progress at once")

@@ -363,20 +363,23 @@ func TestRegisterRefuses(t *testing.T) {
 // and a command of them is written in at least the version it appeared
 // in.
 func TestRegistry(t *testing.T) {
-	n := 0
+	names := map[string]int{}
 	for i := range operations {
 		o := operationOf(CmdOp(i))
 		if o == nil {
 			continue
 		}
-		n++
+		if j, dup := names[o.name]; dup {
+			t.Errorf("operations %d and %d are both named %q", j, i, o.name)
+		}
+		names[o.name] = i
 		cmd := Command{Args: o.new()}
 		if cmd.Op() != CmdOp(i) || cmd.Op().String() != o.name || cmd.version() < o.since {
 			t.Errorf("operation %d (%s): arguments say %d, version %d", i, o.name, cmd.Op(), cmd.version())
 		}
 	}
-	if n != 19 {
-		t.Errorf("%d operations registered, want 19", n)
+	if len(names) < int(CmdCommit) {
+		t.Errorf("%d operations registered, fewer than version 1 had", len(names))
 	}
 	if _, err := (&Command{}).Encode(); err == nil {
 		t.Error("a command without arguments encodes")
