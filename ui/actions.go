@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,7 +172,7 @@ func (rq *request) action() {
 	back := safeBack(rq.d.opts.Prefix, f.Get("back"), ref)
 	q := rq.api.Queue(ref.NS, ref.Name)
 	if f.Get("confirm") != "yes" {
-		c := confirmPage{Op: o, Ref: ref, IDs: ids, Back: back, Err: errText, Count: -1}
+		c := confirmPage{Op: o, Ref: ref, IDs: ids, Back: back, Err: errText, Count: -1, Fields: carried(f)}
 		if o.All {
 			// Say how many the action would touch now; it may touch more.
 			counts, err := q.Counts(rq.ctx())
@@ -386,12 +388,36 @@ func withError(ctx context.Context, q engine.Queue, text string, act func(contex
 
 // confirmPage is what the confirmation template shows.
 type confirmPage struct {
-	Op    op
-	Ref   queueRef
-	IDs   []uint64
-	Count int // tasks an All action would touch now, -1 if not one
-	Err   string
-	Back  string
+	Op     op
+	Ref    queueRef
+	IDs    []uint64
+	Count  int // tasks an All action would touch now, -1 if not one
+	Err    string
+	Back   string
+	Fields []hiddenField // the action's own inputs, posted again on confirming
+}
+
+// hiddenField is one input of a form, carried through the confirmation.
+type hiddenField struct{ Name, Value string }
+
+// confirmFields are the inputs the confirmation form writes itself.
+var confirmFields = map[string]bool{"csrf": true, "op": true, "confirm": true, "p": true, "s": true, "q": true,
+	"back": true, "err": true, "id": true}
+
+// carried returns the inputs of a posted action form other than those the
+// confirmation writes (a task action's options, limits, a quota), sorted,
+// so that confirming posts what was asked for.
+func carried(f url.Values) []hiddenField {
+	var out []hiddenField
+	for _, name := range slices.Sorted(maps.Keys(f)) {
+		if confirmFields[name] {
+			continue
+		}
+		for _, v := range f[name] {
+			out = append(out, hiddenField{name, v})
+		}
+	}
+	return out
 }
 
 // safeBack returns back if it is a path of this dashboard, else the queue's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -240,5 +241,37 @@ func TestNewTaskActionForm(t *testing.T) {
 		if _, err := tf.parse(form); !errors.Is(err, errBadInput) || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%v: %v, want %q", form, err, msg)
 		}
+	}
+}
+
+// TestConfirmCarriesTheActionsInputs: a task action posted without
+// confirm=yes gets the confirmation page, whose form posts the action's
+// own inputs again (and none twice): confirming does what was asked, not
+// "nothing to change".
+func TestConfirmCarriesTheActionsInputs(t *testing.T) {
+	e := newEnv(t, Options{AllowActions: true})
+	q := e.queue("jobs")
+	id := e.enqueue(q, engine.Task{Delay: time.Hour})
+	asked := url.Values{"csrf": {e.csrf()}, "op": {"reschedule"}, "p": {"acme"}, "s": {"prod"}, "q": {"jobs"},
+		"id": {fmt.Sprint(id)}, "at": {"2h"}, "priority": {"7"}}
+	page := e.mustGetPost(asked)
+	if !strings.Contains(page, `id="confirm-form"`) {
+		t.Fatalf("no confirmation page:\n%.600s", page)
+	}
+	if info, _ := q.Get(context.Background(), id); info.Priority != 0 {
+		t.Fatalf("the task changed before the confirmation: %+v", info)
+	}
+	confirm := url.Values{}
+	for _, m := range hiddenRE.FindAllStringSubmatch(page, -1) {
+		confirm.Add(m[1], html.UnescapeString(m[2]))
+	}
+	for _, name := range []string{"at", "priority", "id", "op", "confirm"} {
+		if len(confirm[name]) != 1 {
+			t.Errorf("the confirmation posts %s %d times, want once: %v", name, len(confirm[name]), confirm)
+		}
+	}
+	mustContain(t, e.mustGetPost(confirm), "Rescheduled 1 of 1 task.")
+	if info, _ := q.Get(context.Background(), id); !info.NotBefore.Equal(t0.Add(2*time.Hour)) || info.Priority != 7 {
+		t.Fatalf("after confirming: %+v", info)
 	}
 }
