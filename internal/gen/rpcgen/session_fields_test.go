@@ -1,8 +1,9 @@
-package docketv1_test
+package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,9 +29,9 @@ func sessionFields(md protoreflect.MessageDescriptor, oneof protoreflect.Name) [
 // options, and clients and servers of other versions read these numbers),
 // and every Call field is answered by a Reply field of the same number and
 // name. A field added to the schema is listed here by the test's log; add
-// it to testdata/session_fields.golden.
+// it to proto/docket/v1/testdata/session_fields.golden.
 func TestSessionFieldsGolden(t *testing.T) {
-	golden, err := os.ReadFile("testdata/session_fields.golden")
+	golden, err := os.ReadFile(filepath.Join(root, "proto", "docket", "v1", "testdata", "session_fields.golden"))
 	if err != nil {
 		t.Fatal(err)
 	}
