@@ -4,7 +4,7 @@ import "github.com/docketdb/docket/internal/index"
 
 // The value types, sentinel errors, constants and helpers of package
 // dockettype are engine's under the same names (dockettype_gen.go).
-//go:generate go run ./internal/aliasgen -src ../dockettype -o dockettype_gen.go
+//go:generate go run ../internal/gen aliases -src ../dockettype -o dockettype_gen.go
 
 // idxNS is the index's name of namespace n.
 func idxNS(n Namespace) index.Namespace { return index.Namespace{Project: n.Project, Scope: n.Scope} }

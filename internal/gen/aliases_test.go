@@ -10,12 +10,12 @@ import (
 
 // TestGeneratedIsCurrent fails when engine's names of dockettype are not
 // what the generator writes from dockettype as it is.
-func TestGeneratedIsCurrent(t *testing.T) {
-	want, err := generate(filepath.Join("..", "..", "..", "dockettype"))
+func TestAliasesUpToDate(t *testing.T) {
+	want, err := generateAliases(filepath.Join("..", "..", "dockettype"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join("..", "..", "dockettype_gen.go"))
+	got, err := os.ReadFile(filepath.Join("..", "..", "engine", "dockettype_gen.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestGeneratedIsCurrent(t *testing.T) {
 // TestGenerateNamesEveryKind checks each kind of exported declaration is
 // named: a type, a variable, a constant (in a group with an unexported
 // one) and a function with its documentation and a variadic parameter.
-func TestGenerateNamesEveryKind(t *testing.T) {
+func TestAliasesNameEveryKind(t *testing.T) {
 	dir := t.TempDir()
 	src := `package dockettype
 
@@ -50,7 +50,7 @@ func private() {}
 	if err := os.WriteFile(filepath.Join(dir, "x.go"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := generate(dir)
+	out, err := generateAliases(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +72,12 @@ func private() {}
 
 // TestGenerateRefusesAnotherPackage checks a directory of another package
 // is refused rather than aliased.
-func TestGenerateRefusesAnotherPackage(t *testing.T) {
+func TestAliasesRefuseAnotherPackage(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "x.go"), []byte("package other\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := generate(dir); err == nil {
+	if _, err := generateAliases(dir); err == nil {
 		t.Fatal("a package other than dockettype was aliased")
 	}
 }

@@ -17,10 +17,10 @@ import (
 	v1 "github.com/docketdb/docket/proto/docket/v1"
 )
 
-const root = "../../.."
+const root = "../.."
 
 // schema is the schema as the generated Go registers it, as buf build
-// gives it to rpcgen (session.proto left out).
+// gives it to the rpc command (session.proto left out).
 func schema(t *testing.T) *descriptorpb.FileDescriptorSet {
 	t.Helper()
 	_ = v1.File_docket_v1_types_proto
@@ -37,13 +37,13 @@ func schema(t *testing.T) *descriptorpb.FileDescriptorSet {
 	return fds
 }
 
-// TestGeneratedUpToDate: what rpcgen writes from the schema and the
+// TestGeneratedUpToDate: what the rpc command writes from the schema and the
 // source is what the repository holds: a generated file edited by hand, a
 // handler or client method added or removed by hand, or a schema change
 // without `go generate ./proto/...`, fails here (and in CI's "generated
 // code" stage, which runs the whole chain).
 func TestGeneratedUpToDate(t *testing.T) {
-	outs, err := generate(root, schema(t))
+	outs, err := generateRPC(root, schema(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestGeneratedUpToDate(t *testing.T) {
 // longer write by hand are written, and the session routes cover every
 // session call, hand-written runs included.
 func TestGeneratedCoversPlainCalls(t *testing.T) {
-	outs, err := generate(root, schema(t))
+	outs, err := generateRPC(root, schema(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func method(t *testing.T, fds *descriptorpb.FileDescriptorSet, service, name str
 	return nil, 0
 }
 
-// TestGenerateRefuses: a schema or source rpcgen cannot write from is
+// TestGenerateRefuses: a schema or source the rpc command cannot write from is
 // refused with the reason, naming the call, and nothing is written.
 func TestGenerateRefuses(t *testing.T) {
 	for _, tc := range []struct {
@@ -166,7 +166,7 @@ func TestGenerateRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fds := schema(t)
 			tc.change(t, fds)
-			outs, err := generate(root, fds)
+			outs, err := generateRPC(root, fds)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %d files, error %v; want %q", len(outs), err, tc.want)
 			}
@@ -174,7 +174,7 @@ func TestGenerateRefuses(t *testing.T) {
 	}
 }
 
-// TestSessionOptionsUnknown: rpcgen, which links no generated Go, reads the
+// TestSessionOptionsUnknown: the rpc command, which links no generated Go, reads the
 // session options buf writes as fields its MethodOptions does not know.
 func TestSessionOptionsUnknown(t *testing.T) {
 	var b []byte
@@ -217,7 +217,7 @@ func TestBetweenMarkers(t *testing.T) {
 	}
 }
 
-// TestNames: the names rpcgen derives.
+// TestNames: the names the rpc command derives.
 func TestNames(t *testing.T) {
 	for in, want := range map[string]string{"RunNow": "run_now", "CompleteAndClaim": "complete_and_claim", "Get": "get"} {
 		if got := snake(in); got != want {

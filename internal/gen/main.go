@@ -1,0 +1,32 @@
+// Command gen writes docket's generated Go from what is written once:
+//
+//	gen rpc      the network layers' mechanical parts from the proto
+//	             services (run by go generate ./proto/...)
+//	gen aliases  engine's names of package dockettype (go generate ./engine/)
+//	gen record   the recording engine.API of the parity tests
+//	             (go generate ./internal/enginetest/)
+//
+// `go generate ./...` runs all three.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+var commands = map[string]func(args []string) error{
+	"rpc":     rpcCmd,
+	"aliases": aliasesCmd,
+	"record":  recordCmd,
+}
+
+func main() {
+	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
+		fmt.Fprintln(os.Stderr, "usage: gen rpc|aliases|record [flags]")
+		os.Exit(2)
+	}
+	if err := commands[os.Args[1]](os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "gen %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
