@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docketdb/docket/engine"
@@ -16,14 +17,16 @@ import (
 
 var pages = []string{"overview", "queue", "task", "dead", "kv", "workers", "periodic", "cluster", "confirm", "report", "login", "error", "bulk", "bulkreport"}
 
-func parseTemplates(o Options) map[string]*template.Template {
+// templates are the pages' templates, parsed once for every handler (they
+// are embedded, and a template executes safely from many goroutines).
+var templates = sync.OnceValue(func() map[string]*template.Template {
 	base := template.Must(template.New("layout").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
 	out := make(map[string]*template.Template, len(pages))
 	for _, p := range pages {
 		out[p] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+p+".html"))
 	}
 	return out
-}
+})
 
 var funcs = template.FuncMap{
 	"pretty":  pretty,

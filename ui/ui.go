@@ -232,7 +232,7 @@ func build(api engine.API, o Options) *Dashboard {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
 	d.rates = newSampler(o.Samples, o.SampleEvery, o.MaxTrackedQueues)
-	d.tmpl = parseTemplates(o)
+	d.tmpl = templates()
 	sub, _ := fs.Sub(staticFS, "static")
 	d.static = http.StripPrefix(o.Prefix+"static/", http.FileServer(http.FS(sub)))
 	return d
