@@ -82,6 +82,7 @@ type Node struct {
 	db     *engine.DB
 	fsm    *FSM
 	raft   *raft.Raft
+	acks   *acks // what each follower acknowledged of this leader's log
 
 	// ready is the term in which this node, as leader, has applied every
 	// entry committed before it: set by a barrier committed in that term.
@@ -196,7 +197,9 @@ func (n *Node) start(rc *raft.Config) (err error) {
 			}
 		}
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, boundCommits(n.trans)); err != nil {
+	trans, acks := boundCommits(n.trans)
+	n.acks = acks
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, trans); err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.obs = make(chan raft.Observation, 16)
