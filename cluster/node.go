@@ -604,7 +604,8 @@ func (n *Node) Join(ctx context.Context, id, addr string) error {
 }
 
 // awaitCaughtUp waits until member id has acknowledged index of this
-// leader's log, which holds the configuration that has it a member.
+// leader's log, an index at or past the configuration that has it a
+// member.
 func (n *Node) awaitCaughtUp(ctx context.Context, id string, index uint64) error {
 	if raft.ServerID(id) == n.id {
 		return nil
@@ -620,7 +621,7 @@ func (n *Node) awaitCaughtUp(ctx context.Context, id string, index uint64) error
 	caught, stop := n.acks.until(raft.ServerID(id), term, index)
 	defer stop()
 	notYet := func(cause error) error {
-		return fmt.Errorf("%w: %s is a member (configuration entry %d committed) but has not acknowledged it: %w",
+		return fmt.Errorf("%w: %s is a member but has not acknowledged entry %d of the leader's log: %w",
 			ErrNotCaughtUp, id, index, cause)
 	}
 	for {
