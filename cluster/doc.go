@@ -60,7 +60,10 @@
 // # Membership
 //
 // Start with Config.Bootstrap founds a cluster of one; the leader's Join
-// adds a node (AddVoter) and Remove drops one. Close on the leader first
+// adds a node (AddVoter) and returns once the node has acknowledged the
+// configuration that adds it (the transport records what each follower
+// acknowledges; raft keeps its match indexes to itself), and Remove drops
+// one. Close on the leader first
 // hands its leadership to an up-to-date follower, so writes resume at once
 // rather than after an election timeout. LANConfig documents the raft
 // timeouts a Node runs with.

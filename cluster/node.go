@@ -61,6 +61,10 @@ type Config struct {
 	// Log holds the options of the wal under the raft log (segment size,
 	// failpoints for fault injection).
 	Log wal.Options
+	// JoinWait bounds how long Join waits, when its context has no
+	// deadline, for the new member to acknowledge the configuration that
+	// adds it. Default 1 minute.
+	JoinWait time.Duration
 }
 
 // Node is one member of a replicated docket: a raft server whose state
@@ -82,6 +86,7 @@ type Node struct {
 	db     *engine.DB
 	fsm    *FSM
 	raft   *raft.Raft
+	acks   *acks // what each follower acknowledged of this leader's log
 
 	// ready is the term in which this node, as leader, has applied every
 	// entry committed before it: set by a barrier committed in that term.
@@ -118,6 +123,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.SnapshotsKept <= 0 {
 		cfg.SnapshotsKept = 2
+	}
+	if cfg.JoinWait <= 0 {
+		cfg.JoinWait = time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
@@ -196,7 +204,9 @@ func (n *Node) start(rc *raft.Config) (err error) {
 			}
 		}
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, boundCommits(n.trans)); err != nil {
+	trans, acks := boundCommits(n.trans)
+	n.acks = acks
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, trans); err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.obs = make(chan raft.Observation, 16)
@@ -542,11 +552,28 @@ func (n *Node) Members() ([]Member, error) {
 	return out, nil
 }
 
+// ErrNotCaughtUp is the error of a Join whose configuration change
+// committed, so that the node is a member, but that ended before the node
+// acknowledged holding that configuration. A Join of the member again
+// waits for it anew.
+var ErrNotCaughtUp = errors.New("cluster: the node is a member but has not caught up")
+
 // Join adds the node id, reachable for raft at addr, to the cluster as a
 // voter, or updates the address of a member id. It runs on the leader
 // (elsewhere it returns a *NotLeaderError) and returns once the new
-// configuration is committed, which needs the new node running. A member
-// with another id at addr is refused with ErrInvalid: Remove it first.
+// configuration is committed and the node has acknowledged holding it,
+// which needs the new node running: until it holds it, the node cannot
+// vote for a candidate, so a leader lost before that would leave the
+// others of a three-node cluster unable to elect a new one. A Join of a
+// member returns once the member holds everything this leader had when the
+// call began.
+//
+// If ctx ends (or, without a deadline, Config.JoinWait passes), or this
+// node loses its leadership, after the change committed but before the
+// node caught up, Join returns an error matching ErrNotCaughtUp and the
+// cause (ctx's error, or engine.ErrNotLeader): the node is a member. A
+// member with another id at addr is refused with ErrInvalid: Remove it
+// first.
 func (n *Node) Join(ctx context.Context, id, addr string) error {
 	if err := checkID(id); err != nil {
 		return err
@@ -564,12 +591,64 @@ func (n *Node) Join(ctx context.Context, id, addr string) error {
 	for _, m := range members {
 		switch {
 		case m.ID == id && m.Addr == addr && m.Voter:
-			return nil // already a member
+			return n.awaitCaughtUp(ctx, id, n.raft.LastIndex())
 		case m.ID != id && m.Addr == addr:
 			return fmt.Errorf("%w: cluster: %s is the address of member %s", engine.ErrInvalid, addr, m.ID)
 		}
 	}
-	return n.configure(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, enqueueTimeout(ctx)))
+	f := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, enqueueTimeout(ctx))
+	if err := n.configure(ctx, f); err != nil {
+		return err
+	}
+	return n.awaitCaughtUp(ctx, id, f.Index())
+}
+
+// awaitCaughtUp waits until member id has acknowledged index of this
+// leader's log, an index at or past the configuration that has it a
+// member.
+func (n *Node) awaitCaughtUp(ctx context.Context, id string, index uint64) error {
+	if raft.ServerID(id) == n.id {
+		return nil
+	}
+	// Not earlier than the term that appended index: an acknowledgement
+	// in that term or a later one of this node's covers the entry.
+	term := n.raft.CurrentTerm()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.JoinWait)
+		defer cancel()
+	}
+	caught, stop := n.acks.until(raft.ServerID(id), term, index)
+	defer stop()
+	notYet := func(cause error) error {
+		return fmt.Errorf("%w: %s is a member but has not acknowledged entry %d of the leader's log: %w",
+			ErrNotCaughtUp, id, index, cause)
+	}
+	for {
+		n.mu.Lock()
+		changed := n.changed
+		n.mu.Unlock()
+		select {
+		case <-caught:
+			return nil
+		case <-n.stop:
+			return notYet(errStopped)
+		default:
+		}
+		// Another leader's followers answer it, not this node.
+		if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+			return notYet(n.notLeader())
+		}
+		select {
+		case <-caught:
+			return nil
+		case <-changed:
+		case <-ctx.Done():
+			return notYet(ctx.Err())
+		case <-n.stop:
+			return notYet(errStopped)
+		}
+	}
 }
 
 // Remove removes the node id from the cluster. It runs on the leader; a
