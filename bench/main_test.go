@@ -1,0 +1,17 @@
+package bench
+
+import (
+	"os"
+	"testing"
+
+	"github.com/docketdb/docket/internal/testrun"
+)
+
+// TestMain keeps the scratch directories of a -short run in memory
+// (testrun.ShortScratch); the full run writes them to the disk.
+func TestMain(m *testing.M) {
+	remove := testrun.ShortScratch()
+	code := m.Run()
+	remove()
+	os.Exit(code)
+}
