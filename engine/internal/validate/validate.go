@@ -1,6 +1,6 @@
 // Package validate checks the arguments of the engine's calls, and of the
 // commands a log replays, against the API's limits: names, keys, JSON
-// values, durations, queue limits, unique states, reschedules. Each check
+// values, durations, queue limits, unique states. Each check
 // returns nil or an error wrapping dockettype.ErrInvalid that says what is
 // wrong. It is pure: no state, no lock, no I/O. The shell checks a call
 // with it before planning; the machine's codec checks what it decodes.
