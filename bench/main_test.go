@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"os"
 	"testing"
 
 	"github.com/docketdb/docket/internal/testrun"
@@ -9,9 +8,4 @@ import (
 
 // TestMain keeps the scratch directories of a -short run in memory
 // (testrun.ShortScratch); the full run writes them to the disk.
-func TestMain(m *testing.M) {
-	remove := testrun.ShortScratch()
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testrun.Run(m) }

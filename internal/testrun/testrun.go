@@ -46,6 +46,15 @@ func ShortScratch() (remove func()) {
 	}
 }
 
+// Run runs m with the scratch directories of a -short run in memory
+// (ShortScratch) and exits with its status.
+func Run(m *testing.M) {
+	remove := ShortScratch()
+	code := m.Run()
+	remove()
+	os.Exit(code)
+}
+
 // Waiting runs m with twice as many tests at once as there are CPUs,
 // unless -parallel says otherwise, and its scratch directories in memory
 // with -short (ShortScratch), and exits with its status: for a package
