@@ -67,8 +67,5 @@ func Waiting(m *testing.M) {
 	if !set {
 		flag.Set("test.parallel", fmt.Sprint(2*runtime.GOMAXPROCS(0)))
 	}
-	remove := ShortScratch()
-	code := m.Run()
-	remove()
-	os.Exit(code)
+	Run(m)
 }
