@@ -111,6 +111,11 @@ func putRunState(rs *runState) {
 	if cap(rs.cmds) > 4*MaxRunStep {
 		return
 	}
+	for i := range rs.cmds { // the run is over: nothing holds its arguments
+		if a, ok := rs.cmds[i].Args.(*machine.Enqueue); ok {
+			machine.Enqueues.Put(a)
+		}
+	}
 	clear(rs.cmds) // hold on to no payload
 	rs.step.pend.Reset()
 	rs.step = runStep{in: rs.step.in[:0], pend: rs.step.pend}

@@ -39,6 +39,7 @@ func TestValuesCommitAllocs(t *testing.T) {
 	// and its answer (the value log copies the payload, so the enqueue
 	// does not).
 	var leases []Lease
+	run := make([]RunEnqueue, 8)
 	cases := []struct {
 		name string
 		f    func()
@@ -62,6 +63,15 @@ func TestValuesCommitAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, 2},
+		{"run of 8 enqueues", func() {
+			for i := range run {
+				run[i] = RunEnqueue{Namespace: ns, Queue: "q", Task: Task{Payload: payload}}
+			}
+			db.EnqueueRun(ctx, run)
+			if run[7].Err != nil {
+				t.Fatal(run[7].Err)
+			}
+		}, runAllocs},
 	}
 	leases = make([]Lease, 0, 1000)
 	for _, c := range cases {
@@ -72,6 +82,11 @@ func TestValuesCommitAllocs(t *testing.T) {
 		}
 	}
 }
+
+// runAllocs bounds what a run of 8 enqueues allocates: a record per task
+// and one more, no arguments (a run gives them back to their pool once it
+// is over: 17 without).
+const runAllocs = 9
 
 // TestValuesEnqueueKeepsNoCallerBytes: an enqueue plans a payload bound
 // for the value log as the caller's bytes, without a copy of its own; the
