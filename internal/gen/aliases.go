@@ -17,7 +17,6 @@ import (
 	"go/parser"
 	"go/printer"
 	"go/token"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -29,11 +28,7 @@ func aliasesCmd(args []string) error {
 	src := fs.String("src", "../dockettype", "the directory of package dockettype")
 	out := fs.String("o", "dockettype_gen.go", "the file to write")
 	fs.Parse(args)
-	b, err := generateAliases(*src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(*out, b, 0o644)
+	return writeGenerated(*out, func() ([]byte, error) { return generateAliases(*src) })
 }
 
 // decls are the exported top-level names of a package, by kind, in the

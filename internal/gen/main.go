@@ -30,3 +30,12 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// writeGenerated writes what gen returns to out, and nothing on an error.
+func writeGenerated(out string, gen func() ([]byte, error)) error {
+	b, err := gen()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, b, 0o644)
+}

@@ -16,7 +16,6 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -38,11 +37,7 @@ func recordCmd(args []string) error {
 	dir := fs.String("engine", "engine", "the directory of package engine")
 	out := fs.String("o", "record_gen.go", "the file to write")
 	fs.Parse(args)
-	src, err := generateRecord(*dir)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(*out, src, 0o644)
+	return writeGenerated(*out, func() ([]byte, error) { return generateRecord(*dir) })
 }
 
 // generateRecord parses the non-test files of package engine in dir and returns
