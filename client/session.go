@@ -347,6 +347,7 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 	if !h.noProbe {
 		sc.probe = probeConn(nc)
 	}
+	sc.poll = session.NewPoller(nc, h.c.opts.BusyPoll, h.c.pollGate)
 	sc.reading = sc.probe == nil // without a probe, the reader goroutine reads from the start (dialing)
 	sc.w.OnFail(sc.fail)         // a write left to the Writer's goroutine failed: the connection ends
 	return sc, nil
@@ -403,7 +404,10 @@ type sessionConn struct {
 	// there the reader goroutine reads for as long as the connection is
 	// open). rbuf is the reader's frame buffer.
 	probe func() error
-	rbuf  []byte
+	// poll asks for a lone call's answer a little before its caller
+	// waits (Options.BusyPoll).
+	poll *session.Poller
+	rbuf []byte
 }
 
 // replyTo is told a call's reply, or the error that ended it, once: by
@@ -696,9 +700,21 @@ func (s *sessionConn) readFor(ctx context.Context, p *pendingCall, ch chanReply)
 		s.mu.Lock()
 		stop := s.interrupted
 		s.mu.Unlock()
-		if stop || !s.readOne() {
+		if stop {
 			s.release(p)
 			return
+		}
+		poll := s.br.Buffered() == 0
+		var start time.Time
+		if poll {
+			start = s.poll.Poll()
+		}
+		if !s.readOne() {
+			s.release(p)
+			return
+		}
+		if poll {
+			s.poll.Waited(start)
 		}
 	}
 	// The replies that came with its own, read already, go to their

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/docketdb/docket/internal/session"
 )
 
 // The guards against hostile requests: a bound on the time a body may take
@@ -24,6 +26,10 @@ import (
 // DefaultBodyTimeout is how long a request's body may take to arrive
 // (Options.BodyTimeout).
 const DefaultBodyTimeout = 10 * time.Second
+
+// DefaultBusyPoll is how long a session's reader asks for its client's
+// next call in a loop before it waits (Options.BusyPoll).
+const DefaultBusyPoll = session.DefaultBusyPoll
 
 // Compressed requests: a body may inflate to at most the request limit, and,
 // beyond its first compressionFreeBytes, to at most maxCompressionRatio

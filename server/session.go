@@ -99,6 +99,7 @@ type sess struct {
 	spare []*enqueueFrame // Enqueue calls to decode into (readCall)
 	large bool            // the reader holds the server's large body slot
 	lbuf  []byte          // and the slot's frame buffer (Server.largeBufs)
+	poll  *session.Poller // asks for the next call a little before the reader waits
 	last  uint64          // the highest id of a call the reader ran or answered (GoingAway)
 
 	erun []engine.RunEnqueue // the run of Enqueue calls the reader holds (flushRun)
@@ -193,6 +194,7 @@ func (s *Server) ServeSession(conn net.Conn) {
 		par:     make(chan struct{}, sessionParallel),
 		answers: make(chan *sbatch, sessionPipeline),
 		waits:   map[uint64]context.CancelFunc{},
+		poll:    session.NewPoller(conn, s.busyPoll, s.pollGate),
 	}
 	if !s.sessions.add(x) {
 		conn.Close()
@@ -360,8 +362,19 @@ func (x *sess) read() error {
 				return nil
 			}
 		}
-		if _, err := x.br.Peek(1); err != nil { // idle: as long as the client likes
+		// Idle: as long as the client likes. With no call in flight, the
+		// client's next is likely on its way: the reader asks for it in a
+		// loop a little first (session.Poller).
+		lone := x.br.Buffered() == 0 && len(x.slots) == 0
+		var start time.Time
+		if lone {
+			start = x.poll.Poll()
+		}
+		if _, err := x.br.Peek(1); err != nil {
 			return err
+		}
+		if lone {
+			x.poll.Waited(start)
 		}
 		if !session.FrameBuffered(x.br) {
 			// The rest of a frame that began must arrive within

@@ -149,6 +149,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 		}
 		return nil
 	})
+	busyPoll := fs.Duration("busy-poll", server.DefaultBusyPoll, "how long a session's reader, having answered every call of its client, asks for the next in a loop before it waits: a lone caller's next call then finds the server awake (on a virtual machine, waking a halted processor costs tens of microseconds a call); it spends a processor while it asks, at most GOMAXPROCS-1 sessions at once; 0: never")
 	grace := fs.Duration("grace", server.DefaultGrace, "on SIGTERM or SIGINT, how long calls in progress may take before their connections are cut")
 	logLevel := fs.String("log-level", "info", "least important log lines shown: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log lines as text (key=value) or json")
@@ -177,6 +178,9 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 		if f.d <= 0 {
 			return nil, usageError{fmt.Sprintf("serve: -%s must be more than 0", f.name)}
 		}
+	}
+	if *busyPoll < 0 {
+		return nil, usageError{"serve: -busy-poll cannot be negative (0 turns it off)"}
 	}
 	if *retain < 0 {
 		return nil, usageError{"serve: -retain-completed cannot be negative"}
@@ -231,7 +235,7 @@ func parseServe(c cli, args []string) (*serveConfig, error) {
 			TokensFile: *tokens, Insecure: *insecure, AllowHosts: allowHosts,
 			Engine: engine.Options{Durability: mode, SyncEvery: *syncEvery, MaxPayloadBytes: *maxPayload,
 				RetainCompleted: *retain, MaxMemory: maxMemory, ValueThreshold: int(valueThreshold), Logger: log},
-			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout,
+			Server: server.Options{MaxCalls: *maxCalls, MaxParked: *maxParked, MaxWait: *maxWait, BodyTimeout: *bodyTimeout, BusyPoll: busyPollOption(*busyPoll),
 				MaxRequestBytes: *maxRequest, Logger: log},
 			Grace: *grace,
 		},
@@ -574,3 +578,12 @@ func runToken(ctx context.Context, c cli, args []string) error {
 // use beyond it (an eighth), and 64 MiB for everything else the process
 // holds.
 func memoryLimitFor(b int64) int64 { return b + b/8 + 64<<20 }
+
+// busyPollOption is -busy-poll as server.Options.BusyPoll: 0 (never)
+// is negative there, where 0 is the default.
+func busyPollOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}

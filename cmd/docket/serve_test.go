@@ -287,7 +287,7 @@ func TestServeFlags(t *testing.T) {
 	}
 	flags := []string{"-dir", "-listen", "-tls-cert", "-tls-key", "-tls-client-ca", "-tokens", "-insecure",
 		"-durability", "-sync-every", "-max-payload", "-retain-completed", "-ui", "-ui-actions", "-metrics",
-		"-max-wait", "-max-calls", "-max-parked", "-max-request", "-max-memory", "-value-threshold", "-body-timeout", "-allow-host", "-grace", "-log-level", "-log-format",
+		"-max-wait", "-max-calls", "-max-parked", "-max-request", "-max-memory", "-value-threshold", "-body-timeout", "-busy-poll", "-allow-host", "-grace", "-log-level", "-log-format",
 		"-addr-file", "-raft", "-raft-advertise", "-raft-peer", "-bootstrap", "-join", "-join-token", "-id", "-advertise-url"}
 	for _, f := range append(flags, "SIGHUP", "SIGTERM", "/healthz", "/readyz", "Docket-Request-Id", "Docket-Limits", "DNS rebinding", `"event":"ready"`) {
 		if !strings.Contains(out, f) {
@@ -332,6 +332,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"-grace", "-1s"}, "-grace must be more than 0"},
 		{[]string{"-max-calls", "0"}, "-max-calls must be at least 1"},
 		{[]string{"-body-timeout", "0s"}, "-body-timeout must be more than 0"},
+		{[]string{"-busy-poll", "-1us"}, "-busy-poll cannot be negative"},
 		{[]string{"-max-request", "1000"}, "-max-request must be between 1048576 and"},
 		{[]string{"-max-request", "100000000"}, "-max-request must be between"},
 		{[]string{"-allow-host", "a/b"}, `want a host name, got "a/b"`},
@@ -373,7 +374,7 @@ func TestParseServe(t *testing.T) {
 		"-dir", "d", "-listen", "127.0.0.1:9", "-tls-cert", "c", "-tls-key", "k", "-tls-client-ca", "ca", "-tokens", "tk",
 		"-durability", "interval", "-sync-every", "5ms", "-max-payload", "2048", "-retain-completed", "1h",
 		"-ui", "-ui-actions", "-metrics", "-max-wait", "7s", "-max-calls", "3", "-max-parked", "4", "-grace", "9s", "-log-level", "warn",
-		"-body-timeout", "3s", "-max-request", "2000000", "-allow-host", "proxy.example,docket.lan", "-allow-host", "other.lan",
+		"-body-timeout", "3s", "-busy-poll", "80us", "-max-request", "2000000", "-allow-host", "proxy.example,docket.lan", "-allow-host", "other.lan",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +386,7 @@ func TestParseServe(t *testing.T) {
 	if e := c.Engine; e.Durability != engine.SyncInterval || e.SyncEvery != 5*time.Millisecond || e.MaxPayloadBytes != 2048 || e.RetainCompleted != time.Hour || e.Logger == nil {
 		t.Errorf("engine options: %+v", e)
 	}
-	if s := c.Server; s.MaxWait != 7*time.Second || s.MaxCalls != 3 || s.MaxParked != 4 || s.BodyTimeout != 3*time.Second || s.MaxRequestBytes != 2000000 || s.Logger == nil {
+	if s := c.Server; s.MaxWait != 7*time.Second || s.MaxCalls != 3 || s.MaxParked != 4 || s.BodyTimeout != 3*time.Second || s.BusyPoll != 80*time.Microsecond || s.MaxRequestBytes != 2000000 || s.Logger == nil {
 		t.Errorf("server options: %+v", s)
 	}
 	if !slices.Equal(c.AllowHosts, []string{"proxy.example", "docket.lan", "other.lan"}) {
@@ -478,6 +479,23 @@ func TestServeAnswersOnlyItsOwnHostNames(t *testing.T) {
 			if want == 200 && path != "/ui/" && resp.Header.Get(server.LimitsHeader) != "calls=5, parked=6" {
 				t.Fatalf("%s: %q", server.LimitsHeader, resp.Header.Get(server.LimitsHeader))
 			}
+		}
+	}
+}
+
+// TestServeBusyPoll: -busy-poll is the server's BusyPoll, by default
+// server.DefaultBusyPoll; 0 turns it off (a negative BusyPoll).
+func TestServeBusyPoll(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, server.DefaultBusyPoll}, {[]string{"-busy-poll", "0"}, -1}, {[]string{"-busy-poll", "1ms"}, time.Millisecond}} {
+		sc, err := parseServe(cli{stdout: io.Discard, stderr: io.Discard}, append([]string{"-dir", "d"}, tc.args...))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got := sc.Config.Server.BusyPoll; got != tc.want {
+			t.Errorf("%q: BusyPoll %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }
