@@ -69,7 +69,7 @@ func TestServeTargets(t *testing.T) {
 			t.Errorf("%s: pass %v ratio %v, want %v %v (%s)", name, tg.Pass, tg.Ratio, w.pass, w.ratio, tg.Figure)
 		}
 	}
-	if !strings.Contains(got["W2 always server CPU/task, docket-serve vs the recorded baseline"].Figure, "recorded in bench/README.md") {
+	if !strings.Contains(got["W2 always server CPU/task, docket-serve vs the recorded baseline"].Figure, "the pre-session build's (bench/README.md") {
 		t.Error("the CPU target does not say what it compares with")
 	}
 	// Over the baseline fails; without one the target is left out.
