@@ -45,7 +45,10 @@ type Poller struct {
 // NewPoller returns a Poller of nc that asks for at most budget, within
 // gate's room; nil (whose methods do nothing) if budget is not positive,
 // nc is not a socket, or the process has one processor (a loop would
-// only hold off the goroutines the network wakes).
+// only hold off the goroutines the network wakes). Under TLS it asks the
+// socket beneath: bytes the TLS layer has read and not yet decrypted are
+// not seen, and then cost a wait of at most the budget before the read
+// that finds them.
 func NewPoller(nc net.Conn, budget time.Duration, gate *Gate) *Poller {
 	if budget <= 0 || runtime.GOMAXPROCS(0) < 2 {
 		return nil
