@@ -1101,3 +1101,20 @@ func (op *sessionOp[Req, Res]) try(ctx context.Context, c *Client, base string, 
 	}
 	return res, nil
 }
+
+// probeConn returns a function that reports whether the peer ended nc
+// (io.EOF, or the socket's error) without reading from it: a peek that
+// does not wait. Bytes waiting (a reply the caller gave up on, a
+// GoingAway) are left for the reader. Nil where nc cannot be peeked at:
+// then the reader goroutine reads the connection for as long as it is
+// open.
+func probeConn(nc net.Conn) func() error {
+	p := session.NewPeek(nc)
+	if p == nil {
+		return nil
+	}
+	return func() error {
+		_, err := p.Ask()
+		return err
+	}
+}

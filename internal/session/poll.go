@@ -53,9 +53,13 @@ func NewPoller(nc net.Conn, budget time.Duration, gate *Gate) *Poller {
 	if budget <= 0 || runtime.GOMAXPROCS(0) < 2 {
 		return nil
 	}
-	peek := newPeeker(nc)
-	if peek == nil {
+	pk := NewPeek(nc)
+	if pk == nil {
 		return nil
+	}
+	peek := func() bool {
+		ready, _ := pk.Ask()
+		return ready
 	}
 	return &Poller{peek: peek, budget: budget, gate: gate}
 }

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"errors"
+	"io"
 	"net"
 	"runtime"
 	"testing"
@@ -54,35 +56,49 @@ func needProcs(t *testing.T) {
 	}
 }
 
-// TestPeekSeesWhatAReadWould: the peek says readable exactly when a read
-// would not wait (bytes there, the peer gone), and leaves the bytes for
-// the read.
+// TestPeekSeesWhatAReadWould: a Peek says ready exactly when a read would
+// not wait (bytes there, the peer gone, the connection closed), leaves
+// the bytes for the read, and names the end: io.EOF once the peer closed,
+// an error once the connection is closed here.
 func TestPeekSeesWhatAReadWould(t *testing.T) {
 	t.Parallel()
 	a, b := loopback(t)
-	peek := newPeeker(b)
-	if peek == nil {
+	pk := NewPeek(b)
+	if pk == nil {
 		t.Skip("no peek on this platform")
 	}
-	if peek() {
-		t.Fatal("readable with nothing sent")
+	peek := func() bool { ready, _ := pk.Ask(); return ready }
+	if ready, err := pk.Ask(); ready || err != nil {
+		t.Fatalf("nothing sent: ready %v, %v", ready, err)
 	}
 	if _, err := a.Write([]byte("hi")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, peek, "the bytes sent")
+	if _, err := pk.Ask(); err != nil {
+		t.Fatalf("bytes there: %v", err)
+	}
 	buf := make([]byte, 2)
 	if n, err := b.Read(buf); err != nil || string(buf[:n]) != "hi" {
 		t.Fatalf("read after the peek: %q %v", buf[:n], err)
 	}
 	if peek() {
-		t.Fatal("readable once the bytes were read")
+		t.Fatal("ready once the bytes were read")
 	}
 	a.Close()
 	waitFor(t, peek, "the peer's end")
+	if _, err := pk.Ask(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the peer closed: %v, want io.EOF", err)
+	}
 	b.Close()
-	if !peek() {
-		t.Fatal("a closed connection is not readable (its read fails at once)")
+	if ready, err := pk.Ask(); !ready || err == nil {
+		t.Fatalf("closed here: ready %v, %v; want ready and an error", ready, err)
+	}
+	pa, pb := net.Pipe()
+	defer pa.Close()
+	defer pb.Close()
+	if NewPeek(pa) != nil {
+		t.Fatal("a Peek of a pipe")
 	}
 }
 
