@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -607,6 +608,15 @@ func TestSessionOverTLS(t *testing.T) {
 	}
 	if p := conn.nc.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != session.ALPN {
 		t.Fatalf("negotiated %q", p)
+	}
+	// Lone calls poll for their answers under TLS too (the socket beneath).
+	for range 20 {
+		if _, err := q.Enqueue(context.Background(), engine.Task{Payload: []byte(`"x"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if polls := connPolls(c, url); runtime.GOMAXPROCS(0) > 1 && polls == 0 {
+		t.Fatal("20 lone calls under TLS never polled")
 	}
 }
 

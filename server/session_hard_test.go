@@ -83,6 +83,16 @@ func TestSessionOverTLS(t *testing.T) {
 	if r := ts.mustRecv(); r.GetId() != 7 || r.GetEnqueue() == nil {
 		t.Fatalf("reply %v", r)
 	}
+	// The reader polls for lone calls under TLS too (the socket beneath).
+	for id := uint64(8); id < 28; id++ {
+		ts.send(enqueueCall(id, "lone"))
+		if r := ts.mustRecv(); r.GetId() != id || r.GetEnqueue() == nil {
+			t.Fatalf("reply %v", r)
+		}
+	}
+	if polls := sessionPolls(s); runtime.GOMAXPROCS(0) > 1 && polls == 0 {
+		t.Fatal("20 lone calls under TLS: the reader never polled")
+	}
 
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
 	q := docketv1connect.NewQueuesClient(hc, "https://"+ln.Addr().String())
