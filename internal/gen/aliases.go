@@ -17,8 +17,6 @@ import (
 	"go/parser"
 	"go/printer"
 	"go/token"
-	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -40,22 +38,14 @@ type decls struct {
 
 func generateAliases(dir string) ([]byte, error) {
 	fset := token.NewFileSet()
-	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	files, err := parseFiles(fset, dir, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(names)
 	var d decls
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
-		if err != nil {
-			return nil, err
-		}
+	for _, f := range files {
 		if f.Name.Name != "dockettype" {
-			return nil, fmt.Errorf("%s: package %s, want dockettype", name, f.Name.Name)
+			return nil, fmt.Errorf("%s: package %s, want dockettype", fset.Position(f.Package).Filename, f.Name.Name)
 		}
 		d.add(f)
 	}

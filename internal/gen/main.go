@@ -11,7 +11,13 @@ package main
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 )
 
 var commands = map[string]func(args []string) error{
@@ -38,4 +44,26 @@ func writeGenerated(out string, gen func() ([]byte, error)) error {
 		return err
 	}
 	return os.WriteFile(out, b, 0o644)
+}
+
+// parseFiles parses the non-test Go files of dir, in the order of their
+// names, whatever their package (the caller looks).
+func parseFiles(fset *token.FileSet, dir string, mode parser.Mode) ([]*ast.File, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, mode)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }

@@ -16,7 +16,6 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -43,21 +42,12 @@ func recordCmd(args []string) error {
 // generateRecord parses the non-test files of package engine in dir and returns
 // the decorator's source, formatted.
 func generateRecord(dir string) ([]byte, error) {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	files, err := parseFiles(token.NewFileSet(), dir, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(files)
 	ifaces := map[string]*ast.InterfaceType{}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return nil, err
-		}
+	for _, f := range files {
 		if f.Name.Name != "engine" {
 			continue
 		}

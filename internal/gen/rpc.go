@@ -375,20 +375,12 @@ type goPackage struct {
 }
 
 func parseDir(dir, name string) (*goPackage, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	p := &goPackage{fset: token.NewFileSet(), types: map[string]bool{}, methods: map[string]map[string]bool{}}
+	files, err := parseFiles(p.fset, dir, parser.ParseComments|parser.SkipObjectResolution)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(names)
-	p := &goPackage{fset: token.NewFileSet(), types: map[string]bool{}, methods: map[string]map[string]bool{}}
-	for _, n := range names {
-		if strings.HasSuffix(n, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(p.fset, n, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return nil, err
-		}
+	for _, f := range files {
 		if f.Name.Name != name || ast.IsGenerated(f) {
 			continue
 		}
