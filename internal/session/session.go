@@ -1,6 +1,7 @@
 // Package session is the framing of docket's session protocol: the bytes
-// that open a session, the frames that carry its messages, and a writer
-// that coalesces the frames of concurrent senders into few writes. The
+// that open a session, the frames that carry its messages, a writer that
+// coalesces the frames of concurrent senders into few writes, and a
+// poller that waits a little for the peer's next frame without sleeping. The
 // messages themselves (Hello, Welcome, Call, Reply) are in
 // proto/docket/v1/session.proto; what a call does is the server's and the
 // client's business.
