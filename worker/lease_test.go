@@ -33,11 +33,14 @@ func TestHeartbeatKeepsLeaseAlive(t *testing.T) {
 			t.Fatalf("a live task was claimed by another owner: %v %+v", err, ls)
 		}
 	}
+	close(release)
+	e.eventually("completion", func() bool { return e.gone("q", id) })
+	// The task's own deadline is read once it completed: the last
+	// heartbeat records it after its commit, which the loop above saw,
+	// and the task's end waits for a heartbeat under way.
 	if !tk.Deadline().Equal(t0.Add(180 * time.Second)) {
 		t.Fatalf("task deadline %v", tk.Deadline())
 	}
-	close(release)
-	e.eventually("completion", func() bool { return e.gone("q", id) })
 }
 
 // TestLeaseLostCancelsHandler: the process stalls past its lease (the
