@@ -489,6 +489,7 @@ func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration, r
 		}
 	}
 	lone := len(s.pending) == 1
+	s.poll.Lone(lone)
 	s.mu.Unlock()
 	send := s.w.SendLater // other calls in flight: this one may wait for the next write of several
 	if lone {

@@ -590,7 +590,7 @@ func TestSessionOverTLS(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	url := "https://" + ln.Addr().String()
-	c := dial(t, url, Options{TLS: &tls.Config{RootCAs: roots, ServerName: "example.com"}})
+	c := dial(t, url, Options{TLS: &tls.Config{RootCAs: roots, ServerName: "example.com"}, BusyPoll: 5 * time.Millisecond})
 	q := c.Queue(engine.NS("acme", "prod"), "q")
 	e, err := q.Enqueue(context.Background(), engine.Task{Payload: []byte(`"x"`)})
 	if err != nil {
@@ -609,7 +609,8 @@ func TestSessionOverTLS(t *testing.T) {
 	if p := conn.nc.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != session.ALPN {
 		t.Fatalf("negotiated %q", p)
 	}
-	// Lone calls poll for their answers under TLS too (the socket beneath).
+	// Lone calls poll for their answers under TLS too (the socket beneath;
+	// a budget of 5 ms, which the race detector's slower answers fit).
 	for range 20 {
 		if _, err := q.Enqueue(context.Background(), engine.Task{Payload: []byte(`"x"`)}); err != nil {
 			t.Fatal(err)

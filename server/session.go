@@ -393,6 +393,8 @@ func (x *sess) read() error {
 				break
 			}
 		}
+		// A lone call: the only one read, with none in flight before it.
+		x.poll.Lone(len(calls) == 1 && len(x.slots) == 0)
 		b := x.run(calls)
 		if !x.s.replicated() {
 			// The calls ran and are done with their requests (on a

@@ -53,7 +53,7 @@ func TestSessionOverTLS(t *testing.T) {
 	if err := files.Load(); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := newTestServer(t, nil, Options{})
+	s, _ := newTestServer(t, nil, Options{BusyPoll: 5 * time.Millisecond}) // a budget the race detector fits
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

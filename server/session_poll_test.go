@@ -20,8 +20,11 @@ func sessionPolls(s *Server) int64 {
 
 // TestSessionReaderPollsBetweenLoneCalls: a session whose client sends a
 // call at a time has its reader ask for the next in a loop before it
-// waits (by default), never with BusyPoll negative; and not while a call
-// of the session is in flight (a waiting claim).
+// waits, never with BusyPoll negative; not while a call of the session is
+// in flight (a waiting claim); and not for calls that come two at a time.
+// (A budget of 5 ms: under the race detector the test's next call can
+// take longer than three of the default's 50 µs, and then is rightly not
+// polled for; TestSessionPollerDefault checks the default.)
 func TestSessionReaderPollsBetweenLoneCalls(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("a reader polls only with two processors or more")
@@ -31,7 +34,7 @@ func TestSessionReaderPollsBetweenLoneCalls(t *testing.T) {
 		name string
 		poll time.Duration
 		want bool
-	}{{"default", 0, true}, {"longer", time.Millisecond, true}, {"never", -1, false}} {
+	}{{"longer", 5 * time.Millisecond, true}, {"never", -1, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestServer(t, nil, Options{BusyPoll: tc.poll})
 			parked := make(chan struct{}, 1)
@@ -63,6 +66,38 @@ func TestSessionReaderPollsBetweenLoneCalls(t *testing.T) {
 			if after := sessionPolls(s); after != before {
 				t.Fatalf("with a claim waiting, the reader polled %d times", after-before)
 			}
+
+			// Another session whose calls come two at a time.
+			ts2, _ := dialSession(t, addr, "")
+			before = sessionPolls(s)
+			for id := uint64(1); id < 40; id += 2 {
+				ts2.send(enqueueCall(id, "q"), enqueueCall(id+1, "q"))
+				ts2.recvAll(2)
+			}
+			if after := sessionPolls(s); after != before {
+				t.Fatalf("calls two at a time: the reader polled %d times", after-before)
+			}
 		})
+	}
+}
+
+// TestSessionPollerDefault: a session's reader polls for up to
+// DefaultBusyPoll unless BusyPoll says otherwise.
+func TestSessionPollerDefault(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a reader polls only with two processors or more")
+	}
+	t.Parallel()
+	for _, tc := range []struct{ opt, want time.Duration }{{0, DefaultBusyPoll}, {time.Millisecond, time.Millisecond}, {-1, 0}} {
+		s, _ := newTestServer(t, nil, Options{BusyPoll: tc.opt})
+		addr, _ := serveSessions(t, s)
+		ts, _ := dialSession(t, addr, "")
+		ts.send(enqueueCall(1, "q"))
+		ts.mustRecv()
+		var got time.Duration
+		s.sessions.each(func(x *sess) { got = x.poll.Budget() })
+		if got != tc.want {
+			t.Errorf("BusyPoll %v: the reader polls for up to %v, want %v", tc.opt, got, tc.want)
+		}
 	}
 }

@@ -21,6 +21,13 @@ import (
 // awake, and the frame is found as it lands: 8 µs with both sides asking.
 const DefaultBusyPoll = 50 * time.Microsecond
 
+// loneStreak is how many lone calls in a row (Poller.Lone) a Poller
+// needs to have seen before it polls: a client with several callers has
+// moments with one call in flight, and polling then takes a processor
+// from the others' work, where a client that calls one at a time has
+// nothing else to run.
+const loneStreak = 8
+
 // pollWindow is how long, as a multiple of a Poller's budget, the last
 // wait may have taken for the next to be polled: a wait that took longer
 // says the peer is not answering at once, and polling would mostly
@@ -30,15 +37,17 @@ const pollWindow = 3
 
 // Poller waits a little for a connection to become readable, asking its
 // socket in a loop without blocking, before a read that would park the
-// goroutine: see DefaultBusyPoll. It polls only when the wait before the
-// last read was short (the peer answers at once), and only while the
-// Gate it shares with other Pollers has room. One goroutine at a time
+// goroutine: see DefaultBusyPoll. It polls only once the calls have come
+// one at a time for a while (Lone), when the wait before the last read
+// was short (the peer answers at once), and only while the Gate it shares
+// with other Pollers has room. One goroutine at a time
 // uses it (the connection's reader).
 type Poller struct {
 	peek   func() bool // reports whether a read would return at once
 	budget time.Duration
 	gate   *Gate
 	last   time.Duration // the last wait (Waited)
+	streak atomic.Int32  // lone calls in a row (Lone), up to loneStreak
 	polls  atomic.Int64  // Polls that asked the socket (tests)
 }
 
@@ -64,13 +73,28 @@ func NewPoller(nc net.Conn, budget time.Duration, gate *Gate) *Poller {
 	return &Poller{peek: peek, budget: budget, gate: gate}
 }
 
+// Lone records whether the call just sent or read was alone on the
+// connection (no other call in flight, none read with it). Unlike Poll,
+// it may be called by another goroutine than the reader's, one at a time
+// (under the connection's lock).
+func (p *Poller) Lone(lone bool) {
+	if p == nil {
+		return
+	}
+	if !lone {
+		p.streak.Store(0)
+	} else if p.streak.Load() < loneStreak {
+		p.streak.Add(1)
+	}
+}
+
 // Poll is called before a read that finds nothing buffered. It asks the
-// socket until it is readable or the budget has passed, if the last wait
-// was short and the gate has room, and returns when the wait began, for
-// Waited.
+// socket until it is readable or the budget has passed, if the calls
+// have come one at a time (Lone), the last wait was short and the gate
+// has room, and returns when the wait began, for Waited.
 func (p *Poller) Poll() time.Time {
 	start := time.Now()
-	if p == nil || p.last > pollWindow*p.budget || !p.gate.enter() {
+	if p == nil || p.streak.Load() < loneStreak || p.last > pollWindow*p.budget || !p.gate.enter() {
 		return start
 	}
 	defer p.gate.leave()
@@ -87,6 +111,14 @@ func (p *Poller) Waited(start time.Time) {
 	if p != nil {
 		p.last = time.Since(start)
 	}
+}
+
+// Budget is the longest one Poll asks (0 for a nil Poller).
+func (p *Poller) Budget() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.budget
 }
 
 // Polls is how many of p's waits asked the socket in a loop.

@@ -140,6 +140,7 @@ func TestPollWaitsForBytesWithinItsBudget(t *testing.T) {
 	if p == nil {
 		t.Skip("no peek on this platform")
 	}
+	lone(p)
 	start := p.Poll()
 	if waited := time.Since(start); waited < 2*time.Millisecond {
 		t.Fatalf("Poll returned after %v with nothing sent, before its budget", waited)
@@ -163,6 +164,47 @@ func TestPollWaitsForBytesWithinItsBudget(t *testing.T) {
 	p.Waited(start)
 }
 
+// lone tells p that loneStreak calls came one at a time.
+func lone(p *Poller) {
+	for range loneStreak {
+		p.Lone(true)
+	}
+}
+
+// TestPollOnlyForLoneCalls: a Poller polls once loneStreak calls in a row
+// came alone, and a call that was not alone starts the count again.
+func TestPollOnlyForLoneCalls(t *testing.T) {
+	needProcs(t)
+	t.Parallel()
+	p := &Poller{peek: func() bool { return true }, budget: time.Millisecond}
+	for i := range loneStreak {
+		p.Poll()
+		if p.Polls() != 0 {
+			t.Fatalf("polled after %d lone calls, before %d", i, loneStreak)
+		}
+		p.Lone(true)
+	}
+	p.Poll()
+	if p.Polls() != 1 {
+		t.Fatalf("after %d lone calls: %d polls, want 1", loneStreak, p.Polls())
+	}
+	p.Lone(true) // more lone calls keep it polling
+	p.Poll()
+	if p.Polls() != 2 {
+		t.Fatalf("%d polls, want 2", p.Polls())
+	}
+	p.Lone(false)
+	p.Poll()
+	if p.Polls() != 2 {
+		t.Fatal("polled right after a call that was not alone")
+	}
+	lone(p)
+	p.Poll()
+	if p.Polls() != 3 {
+		t.Fatalf("%d polls after another streak, want 3", p.Polls())
+	}
+}
+
 // TestPollOnlyAfterShortWaits: after a wait longer than pollWindow
 // budgets the next is not polled; after a short one it is. And no more
 // Pollers poll at once than their Gate lets.
@@ -171,6 +213,7 @@ func TestPollOnlyAfterShortWaits(t *testing.T) {
 	t.Parallel()
 	var peeks int
 	p := &Poller{peek: func() bool { peeks++; return true }, budget: time.Millisecond}
+	lone(p)
 	p.Waited(time.Now().Add(-time.Second))
 	p.Poll()
 	if peeks != 0 || p.Polls() != 0 {
