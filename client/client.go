@@ -112,9 +112,11 @@ type Options struct {
 	// waits (DefaultBusyPoll when zero; negative: never): on a
 	// virtual machine, an answer that has to wake a halted processor
 	// costs tens of microseconds more. It spends a processor while it
-	// asks; a call asks only while the server's answers come at once
-	// (not while each waits for a disk's sync), and at most GOMAXPROCS-1
-	// of the client's connections ask at a time.
+	// asks; a call asks only once the session's calls have come one at a
+	// time (eight in a row, none sent with another in flight), only while
+	// the server's answers come at once (not while each waits for a
+	// disk's sync), and at most GOMAXPROCS-1 of the client's connections
+	// ask at a time.
 	BusyPoll time.Duration
 }
 

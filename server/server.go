@@ -60,9 +60,10 @@ type Options struct {
 	// waits (DefaultBusyPoll when zero; negative: never). A lone
 	// caller's next call then finds the server awake: on a virtual machine
 	// waking a halted processor costs tens of microseconds a call. It
-	// spends a processor while it asks; the reader asks only while its
-	// client's calls come at once, and at most GOMAXPROCS-1 sessions ask
-	// at a time.
+	// spends a processor while it asks; the reader asks only once its
+	// client's calls have come one at a time (eight in a row, none with
+	// another in flight) and at once, and at most GOMAXPROCS-1 sessions
+	// ask at a time.
 	BusyPoll time.Duration
 	// Cluster, when set, makes the server a node of a replicated docket:
 	// it serves docket.v1.Cluster, names the leader to a client whose call
