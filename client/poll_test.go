@@ -29,9 +29,7 @@ func connPolls(c *Client, url string) int64 {
 // checked to have it: under the race detector an answer can take longer
 // than three of its 50 µs budgets, and then is rightly not polled for.)
 func TestLoneCallsPollForTheirAnswers(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a call polls only with two processors or more")
-	}
+	needPolling(t)
 	t.Parallel()
 	srv := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, nil)
 	ctx := context.Background()
@@ -83,9 +81,7 @@ func TestLoneCallsPollForTheirAnswers(t *testing.T) {
 // session (two asynchronous enqueues in flight, then a lone one, over and
 // over) never poll: the lone ones never come in a row.
 func TestCallsWithOthersInFlightDoNotPoll(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a call polls only with two processors or more")
-	}
+	needPolling(t)
 	t.Parallel()
 	srv := serve(t, memDB(t, engine.Options{}), "127.0.0.1:0", server.Options{}, nil)
 	ctx := context.Background()
@@ -105,5 +101,14 @@ func TestCallsWithOthersInFlightDoNotPoll(t *testing.T) {
 	}
 	if polls := connPolls(c, srv.url); polls != 0 {
 		t.Fatalf("calls with others in flight polled %d times", polls)
+	}
+}
+
+// needPolling skips a test of polling where a Poller never polls (one
+// processor).
+func needPolling(t *testing.T) {
+	t.Helper()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a call polls only with two processors or more")
 	}
 }

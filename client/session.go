@@ -706,16 +706,15 @@ func (s *sessionConn) readFor(ctx context.Context, p *pendingCall, ch chanReply)
 			return
 		}
 		poll := s.br.Buffered() == 0
-		var start time.Time
 		if poll {
-			start = s.poll.Poll()
+			s.poll.Poll()
 		}
 		if !s.readOne() {
 			s.release(p)
 			return
 		}
 		if poll {
-			s.poll.Waited(start)
+			s.poll.Waited()
 		}
 	}
 	// The replies that came with its own, read already, go to their

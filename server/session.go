@@ -365,16 +365,15 @@ func (x *sess) read() error {
 		// Idle: as long as the client likes. With no call in flight, the
 		// client's next is likely on its way: the reader asks for it in a
 		// loop a little first (session.Poller).
-		lone := x.br.Buffered() == 0 && len(x.slots) == 0
-		var start time.Time
-		if lone {
-			start = x.poll.Poll()
+		idle := x.br.Buffered() == 0 && len(x.slots) == 0
+		if idle {
+			x.poll.Poll()
 		}
 		if _, err := x.br.Peek(1); err != nil {
 			return err
 		}
-		if lone {
-			x.poll.Waited(start)
+		if idle {
+			x.poll.Waited()
 		}
 		if !session.FrameBuffered(x.br) {
 			// The rest of a frame that began must arrive within

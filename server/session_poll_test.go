@@ -26,9 +26,7 @@ func sessionPolls(s *Server) int64 {
 // take longer than three of the default's 50 µs, and then is rightly not
 // polled for; TestSessionPollerDefault checks the default.)
 func TestSessionReaderPollsBetweenLoneCalls(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a reader polls only with two processors or more")
-	}
+	needPolling(t)
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
@@ -84,9 +82,7 @@ func TestSessionReaderPollsBetweenLoneCalls(t *testing.T) {
 // TestSessionPollerDefault: a session's reader polls for up to
 // DefaultBusyPoll unless BusyPoll says otherwise.
 func TestSessionPollerDefault(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a reader polls only with two processors or more")
-	}
+	needPolling(t)
 	t.Parallel()
 	for _, tc := range []struct{ opt, want time.Duration }{{0, DefaultBusyPoll}, {time.Millisecond, time.Millisecond}, {-1, 0}} {
 		s, _ := newTestServer(t, nil, Options{BusyPoll: tc.opt})
@@ -99,5 +95,14 @@ func TestSessionPollerDefault(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("BusyPoll %v: the reader polls for up to %v, want %v", tc.opt, got, tc.want)
 		}
+	}
+}
+
+// needPolling skips a test of polling where a Poller never polls (one
+// processor).
+func needPolling(t *testing.T) {
+	t.Helper()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a reader polls only with two processors or more")
 	}
 }

@@ -46,6 +46,7 @@ type Poller struct {
 	peek   func() bool // reports whether a read would return at once
 	budget time.Duration
 	gate   *Gate
+	start  time.Time     // when the wait under way began (Poll)
 	last   time.Duration // the last wait (Waited)
 	streak atomic.Int32  // lone calls in a row (Lone), up to loneStreak
 	polls  atomic.Int64  // Polls that asked the socket (tests)
@@ -88,28 +89,30 @@ func (p *Poller) Lone(lone bool) {
 	}
 }
 
-// Poll is called before a read that finds nothing buffered. It asks the
-// socket until it is readable or the budget has passed, if the calls
-// have come one at a time (Lone), the last wait was short and the gate
-// has room, and returns when the wait began, for Waited.
-func (p *Poller) Poll() time.Time {
-	start := time.Now()
-	if p == nil || p.streak.Load() < loneStreak || p.last > pollWindow*p.budget || !p.gate.enter() {
-		return start
+// Poll is called before a read that finds nothing buffered; Waited once
+// that read returned. Poll asks the socket until it is readable or the
+// budget has passed, if the calls have come one at a time (Lone), the
+// last wait was short and the gate has room.
+func (p *Poller) Poll() {
+	if p == nil {
+		return
+	}
+	p.start = time.Now()
+	if p.streak.Load() < loneStreak || p.last > pollWindow*p.budget || !p.gate.enter() {
+		return
 	}
 	defer p.gate.leave()
 	p.polls.Add(1)
-	deadline := start.Add(p.budget)
+	deadline := p.start.Add(p.budget)
 	for !p.peek() && time.Now().Before(deadline) {
 	}
-	return start
 }
 
-// Waited records that the read that followed Poll returned: the wait
-// that began at start decides whether the next is polled.
-func (p *Poller) Waited(start time.Time) {
+// Waited records that the read after Poll returned: how long the wait
+// took decides whether the next is polled.
+func (p *Poller) Waited() {
 	if p != nil {
-		p.last = time.Since(start)
+		p.last = time.Since(p.start)
 	}
 }
 

@@ -123,8 +123,8 @@ func TestNewPollerRefuses(t *testing.T) {
 		t.Error("a Poller with one processor")
 	}
 	var nilPoller *Poller
-	start := nilPoller.Poll()
-	nilPoller.Waited(start)
+	nilPoller.Poll()
+	nilPoller.Waited()
 	if nilPoller.Polls() != 0 {
 		t.Error("a nil Poller polled")
 	}
@@ -141,27 +141,27 @@ func TestPollWaitsForBytesWithinItsBudget(t *testing.T) {
 		t.Skip("no peek on this platform")
 	}
 	lone(p)
-	start := p.Poll()
-	if waited := time.Since(start); waited < 2*time.Millisecond {
+	p.Poll()
+	if waited := time.Since(p.start); waited < 2*time.Millisecond {
 		t.Fatalf("Poll returned after %v with nothing sent, before its budget", waited)
 	}
 	if p.Polls() != 1 {
 		t.Fatalf("%d polls, want 1", p.Polls())
 	}
-	p.Waited(start.Add(5 * time.Millisecond)) // a short wait: the next polls
+	p.Waited() // a short wait (within three budgets): the next polls
 
 	p.budget = time.Minute
 	if _, err := a.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	start = p.Poll() // returns as the byte lands, long before its budget
+	p.Poll() // returns as the byte lands, long before its budget
 	if !p.peek() {
 		t.Fatal("Poll returned before the byte was readable")
 	}
 	if p.Polls() != 2 {
 		t.Fatalf("%d polls, want 2", p.Polls())
 	}
-	p.Waited(start)
+	p.Waited()
 }
 
 // lone tells p that loneStreak calls came one at a time.
@@ -214,12 +214,14 @@ func TestPollOnlyAfterShortWaits(t *testing.T) {
 	var peeks int
 	p := &Poller{peek: func() bool { peeks++; return true }, budget: time.Millisecond}
 	lone(p)
-	p.Waited(time.Now().Add(-time.Second))
+	p.start = time.Now().Add(-time.Second) // a wait of a second
+	p.Waited()
 	p.Poll()
 	if peeks != 0 || p.Polls() != 0 {
 		t.Fatalf("polled after a wait of a second: %d peeks", peeks)
 	}
-	p.Waited(time.Now())
+	p.start = time.Now() // a short wait
+	p.Waited()
 	p.Poll()
 	if peeks != 1 || p.Polls() != 1 {
 		t.Fatalf("after a short wait: %d peeks, %d polls; want 1, 1", peeks, p.Polls())
