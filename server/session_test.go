@@ -258,6 +258,56 @@ func TestSessionAnswersInlineWithoutFsync(t *testing.T) {
 	}
 }
 
+// TestSessionAnswersLoneCallsInline: a client that calls one at a time
+// (session.LoneStreak lone calls in a row) has its calls answered by the
+// session's reader even when they wait for an fsync, without the
+// answerer's hop; a batch of two ends the streak, and the calls after it
+// go to the answerer until a streak builds again.
+func TestSessionAnswersLoneCallsInline(t *testing.T) {
+	t.Parallel()
+	db, err := engine.Open(t.TempDir(), engine.Options{Durability: engine.SyncAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
+	var handoffs atomic.Int64
+	s.onHandoff = func() { handoffs.Add(1) }
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	id := uint64(0)
+	lone := func(n int) {
+		t.Helper()
+		for range n {
+			id++
+			ts.send(enqueueCall(id, "q"))
+			if r := ts.mustRecv(); r.GetId() != id || r.GetEnqueue() == nil {
+				t.Fatalf("call %d: %v", id, r)
+			}
+		}
+	}
+	want := func(n int64, after string) {
+		t.Helper()
+		if got := handoffs.Load(); got != n {
+			t.Fatalf("after %s: %d batches went to the answerer, want %d", after, got, n)
+		}
+	}
+	lone(session.LoneStreak - 1)
+	want(session.LoneStreak-1, "the lone calls before the streak")
+	lone(5)
+	want(session.LoneStreak-1, "a streak of lone calls")
+	// Two calls in one write: read as one batch, not lone.
+	ts.send(enqueueCall(id+1, "q"), enqueueCall(id+2, "q"))
+	got := ts.recvAll(2)
+	if got[id+1].GetEnqueue() == nil || got[id+2].GetEnqueue() == nil {
+		t.Fatalf("the batch of two: %v", got)
+	}
+	id += 2
+	want(session.LoneStreak, "a batch of two")
+	lone(1)
+	want(session.LoneStreak+1, "a lone call after the batch")
+}
+
 // writeCounter counts the writes to a connection.
 type writeCounter struct {
 	net.Conn

@@ -21,12 +21,12 @@ import (
 // awake, and the frame is found as it lands: 8 µs with both sides asking.
 const DefaultBusyPoll = 50 * time.Microsecond
 
-// loneStreak is how many lone calls in a row (Poller.Lone) a Poller
-// needs to have seen before it polls: a client with several callers has
-// moments with one call in flight, and polling then takes a processor
-// from the others' work, where a client that calls one at a time has
-// nothing else to run.
-const loneStreak = 8
+// LoneStreak is how many lone calls in a row (Poller.Lone) say that a
+// client calls one at a time, waiting for each answer: a Poller polls only
+// then. A client with several callers has moments with one call in
+// flight, and polling then takes a processor from the others' work, where
+// a client that calls one at a time has nothing else to run.
+const LoneStreak = 8
 
 // pollWindow is how long, as a multiple of a Poller's budget, the last
 // wait may have taken for the next to be polled: a wait that took longer
@@ -48,7 +48,7 @@ type Poller struct {
 	gate   *Gate
 	start  time.Time     // when the wait under way began (Poll)
 	last   time.Duration // the last wait (Waited)
-	streak atomic.Int32  // lone calls in a row (Lone), up to loneStreak
+	streak atomic.Int32  // lone calls in a row (Lone), up to LoneStreak
 	polls  atomic.Int64  // Polls that asked the socket (tests)
 }
 
@@ -84,7 +84,7 @@ func (p *Poller) Lone(lone bool) {
 	}
 	if !lone {
 		p.streak.Store(0)
-	} else if p.streak.Load() < loneStreak {
+	} else if p.streak.Load() < LoneStreak {
 		p.streak.Add(1)
 	}
 }
@@ -98,7 +98,7 @@ func (p *Poller) Poll() {
 		return
 	}
 	p.start = time.Now()
-	if p.streak.Load() < loneStreak || p.last > pollWindow*p.budget || !p.gate.enter() {
+	if p.streak.Load() < LoneStreak || p.last > pollWindow*p.budget || !p.gate.enter() {
 		return
 	}
 	defer p.gate.leave()

@@ -164,29 +164,29 @@ func TestPollWaitsForBytesWithinItsBudget(t *testing.T) {
 	p.Waited()
 }
 
-// lone tells p that loneStreak calls came one at a time.
+// lone tells p that LoneStreak calls came one at a time.
 func lone(p *Poller) {
-	for range loneStreak {
+	for range LoneStreak {
 		p.Lone(true)
 	}
 }
 
-// TestPollOnlyForLoneCalls: a Poller polls once loneStreak calls in a row
+// TestPollOnlyForLoneCalls: a Poller polls once LoneStreak calls in a row
 // came alone, and a call that was not alone starts the count again.
 func TestPollOnlyForLoneCalls(t *testing.T) {
 	needProcs(t)
 	t.Parallel()
 	p := &Poller{peek: func() bool { return true }, budget: time.Millisecond}
-	for i := range loneStreak {
+	for i := range LoneStreak {
 		p.Poll()
 		if p.Polls() != 0 {
-			t.Fatalf("polled after %d lone calls, before %d", i, loneStreak)
+			t.Fatalf("polled after %d lone calls, before %d", i, LoneStreak)
 		}
 		p.Lone(true)
 	}
 	p.Poll()
 	if p.Polls() != 1 {
-		t.Fatalf("after %d lone calls: %d polls, want 1", loneStreak, p.Polls())
+		t.Fatalf("after %d lone calls: %d polls, want 1", LoneStreak, p.Polls())
 	}
 	p.Lone(true) // more lone calls keep it polling
 	p.Poll()
