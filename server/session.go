@@ -327,7 +327,6 @@ func (x *sess) serve() {
 				}
 			}
 			x.answerAll(bs)
-			x.queued.Add(-int32(len(bs)))
 			clear(bs)
 		}
 	}()
@@ -867,11 +866,14 @@ func (x *sess) answer(b *sbatch) {
 // answerAll answers the batches the answerer found queued, in the order
 // they were read, together: the newest waits first, so that one sync of
 // the log covers them all (the others' waits then find their commits
-// durable), and their replies go in one write.
+// durable), and their replies go in one write. They stop counting as
+// queued before it: a client that sends its next call on a reply is to
+// find none ahead of it.
 func (x *sess) answerAll(bs []*sbatch) {
 	for i := len(bs) - 1; i >= 0; i-- {
 		x.wait(bs[i])
 	}
+	x.queued.Add(-int32(len(bs)))
 	x.send(bs...)
 }
 
