@@ -212,6 +212,23 @@ func TestSessionServesCalls(t *testing.T) {
 	}
 }
 
+// handoffSession is a session with a server on a DB of durability d that
+// counts the batches its sessions' readers leave to the answerer.
+func handoffSession(t *testing.T, d engine.Durability) (*testSession, *atomic.Int64) {
+	t.Helper()
+	db, err := engine.Open(t.TempDir(), engine.Options{Durability: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
+	handoffs := new(atomic.Int64)
+	s.onHandoff = func() { handoffs.Add(1) }
+	addr, _ := serveSessions(t, s)
+	ts, _ := dialSession(t, addr, "")
+	return ts, handoffs
+}
+
 // TestSessionAnswersInlineWithoutFsync: a batch with no fsync to wait for
 // (a DB that does not sync each commit, or calls that wrote nothing) is
 // answered by the session's reader; one whose commits wait for an fsync
@@ -233,16 +250,7 @@ func TestSessionAnswersInlineWithoutFsync(t *testing.T) {
 		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			db, err := engine.Open(t.TempDir(), engine.Options{Durability: c.d})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
-			var handoffs atomic.Int64
-			s.onHandoff = func() { handoffs.Add(1) }
-			addr, _ := serveSessions(t, s)
-			ts, _ := dialSession(t, addr, "")
+			ts, handoffs := handoffSession(t, c.d)
 			const n = 10
 			for i := uint64(1); i <= n; i++ {
 				ts.send(c.call(i))
@@ -265,16 +273,7 @@ func TestSessionAnswersInlineWithoutFsync(t *testing.T) {
 // go to the answerer until a streak builds again.
 func TestSessionAnswersLoneCallsInline(t *testing.T) {
 	t.Parallel()
-	db, err := engine.Open(t.TempDir(), engine.Options{Durability: engine.SyncAlways})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
-	var handoffs atomic.Int64
-	s.onHandoff = func() { handoffs.Add(1) }
-	addr, _ := serveSessions(t, s)
-	ts, _ := dialSession(t, addr, "")
+	ts, handoffs := handoffSession(t, engine.SyncAlways)
 	id := uint64(0)
 	lone := func(n int) {
 		t.Helper()
