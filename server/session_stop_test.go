@@ -40,8 +40,8 @@ func dialWithCalls(t *testing.T, addr string, calls ...proto.Message) *testSessi
 }
 
 // durableSessions serves a DB with a directory, whose syncs fail while
-// failSyncs is set.
-func durableSessions(t *testing.T, dir string) (addr string, db *engine.DB, failSyncs *atomic.Bool, stop func() error) {
+// failSyncs is set; setup, if any, is given the server before it serves.
+func durableSessions(t *testing.T, dir string, setup ...func(*Server)) (addr string, db *engine.DB, failSyncs *atomic.Bool, stop func() error) {
 	t.Helper()
 	failSyncs = new(atomic.Bool)
 	opts := engine.Options{Logger: slog.New(slog.DiscardHandler)}
@@ -56,7 +56,11 @@ func durableSessions(t *testing.T, dir string) (addr string, db *engine.DB, fail
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	addr, stop = serveSessions(t, New(db, Options{Logger: slog.New(slog.DiscardHandler)}))
+	s := New(db, Options{Logger: slog.New(slog.DiscardHandler)})
+	for _, f := range setup {
+		f(s)
+	}
+	addr, stop = serveSessions(t, s)
 	return addr, db, failSyncs, stop
 }
 
@@ -97,6 +101,47 @@ func TestSessionBatchSharesOneSync(t *testing.T) {
 	}
 	if e := got[2].GetError(); wire.ItemError(e).Code() != connect.CodeInvalidArgument {
 		t.Fatalf("an invalid call keeps its own answer: %v", got[2])
+	}
+}
+
+// TestSessionLoneCallSyncFails: a lone call that the reader answers
+// itself (a client calling one at a time) gets the failure of the sync
+// its answer rested on, as the answerer's calls do, and the session goes
+// on answering.
+func TestSessionLoneCallSyncFails(t *testing.T) {
+	t.Parallel()
+	var handoffs atomic.Int64
+	addr, _, failSyncs, _ := durableSessions(t, t.TempDir(), func(s *Server) {
+		s.onHandoff = func() { handoffs.Add(1) }
+	})
+	ts, _ := dialSession(t, addr, "")
+	id := uint64(0)
+	call := func() *v1.Reply {
+		t.Helper()
+		id++
+		ts.send(enqueueCall(id, "q"))
+		r := ts.mustRecv()
+		if r.GetId() != id {
+			t.Fatalf("call %d answered as %d", id, r.GetId())
+		}
+		return r
+	}
+	for range session.LoneStreak {
+		if r := call(); r.GetEnqueue() == nil {
+			t.Fatalf("call %d: %v", id, r)
+		}
+	}
+	before := handoffs.Load()
+	failSyncs.Store(true)
+	if r := call(); !errorsContain(r.GetError(), "disk gone") {
+		t.Fatalf("a lone call whose sync failed: %v", r)
+	}
+	if got := handoffs.Load(); got != before {
+		t.Fatalf("the lone call went to the answerer (%d hand-offs, %d before)", got, before)
+	}
+	// The log failed for good: the next lone call is refused, answered.
+	if r := call(); r.GetError() == nil {
+		t.Fatalf("a call after the log failed: %v", r)
 	}
 }
 
