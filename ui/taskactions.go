@@ -17,6 +17,7 @@ import (
 type taskForm struct {
 	Name   string // the op: the action's name ("reschedule")
 	Title  string // "Reschedule"
+	About  string // the first sentence of the method's documentation, if any
 	Fields []formField
 	a      *taskaction.Action
 }
@@ -54,7 +55,7 @@ func init() {
 // newTaskForm returns the form of the task action a: an input per field of
 // its options.
 func newTaskForm(a *taskaction.Action) *taskForm {
-	tf := &taskForm{Name: a.Name, Title: a.Title(), a: a}
+	tf := &taskForm{Name: a.Name, Title: a.Title(), About: a.Summary(), a: a}
 	for i := range a.Fields {
 		f := &a.Fields[i]
 		ff := formField{Name: f.Flag, Label: f.Label, f: f}

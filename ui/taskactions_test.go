@@ -168,6 +168,10 @@ func TestEveryTaskActionIsOffered(t *testing.T) {
 			}
 		default:
 			mustContain(t, body, fmt.Sprintf(`<button name="op" value="%s" class="primary">%s</button>`, a.Name, a.Title()))
+			if a.Summary() == "" {
+				t.Errorf("Queue.%s has no documentation to show", a.Method)
+			}
+			mustContain(t, body, `<p class="action-about">`+html.EscapeString(a.Summary())+`</p>`)
 			for _, f := range o.Task.Fields {
 				if f.Check {
 					mustContain(t, body, fmt.Sprintf(`<label><input type="checkbox" name="%s" value="true"> %s</label>`, f.Name, f.Label))

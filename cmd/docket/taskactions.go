@@ -93,7 +93,7 @@ func fieldUsage(a *taskaction.Action, f *taskaction.Field) string {
 // from the DB's clock.
 func runTaskAction(a *taskaction.Action) func(ctx context.Context, c cli, args []string) error {
 	return func(ctx context.Context, c cli, args []string) error {
-		tf := newTargetFlags(c, a.Name, oneQueue)
+		tf := addTargetFlags(c, newFlagsFor(c, a.Name, commandArgs(a.Name), wrapText(a.Doc, 76)), oneQueue)
 		given := map[string]string{}
 		for i := range a.Fields {
 			f := &a.Fields[i]
@@ -138,4 +138,25 @@ func runTaskAction(a *taskaction.Action) func(ctx context.Context, c cli, args [
 		q, now := t.Queue(), t.api.Clock().Now()
 		return eachTask(c, *tf.json, ids, a.Past(), func(id uint64) error { return in.Call(ctx, q, id, now) })
 	}
+}
+
+// wrapText breaks text into lines of at most width columns at its spaces
+// (a word longer than width has a line of its own).
+func wrapText(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case n == 0:
+		case n+1+len(w) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }

@@ -132,6 +132,14 @@ func TestTaskActionCommands(t *testing.T) {
 			t.Errorf("%s: the command of Queue.%s is not the generated one: %+v", a.Name, a.Method, c)
 		}
 		code, out, _ := docket(t, a.Name, "-h")
+		if a.Doc == "" || !strings.Contains(strings.Join(strings.Fields(out), " "), a.Doc) {
+			t.Errorf("%s -h does not say what Queue.%s does (%q):\n%s", a.Name, a.Method, a.Doc, out)
+		}
+		for _, line := range strings.Split(wrapText(a.Doc, 76), "\n") {
+			if len(line) > 76 && strings.Contains(line, " ") {
+				t.Errorf("%s -h: a line of %d columns: %q", a.Name, len(line), line)
+			}
+		}
 		for i := range a.Fields {
 			if f := fieldFlag(&a.Fields[i]); code != 0 || !strings.Contains(out, "  -"+f+" ") {
 				t.Errorf("%s -h: exit %d, no -%s:\n%s", a.Name, code, f, out)

@@ -5,8 +5,10 @@
 //	gen aliases  engine's names of package dockettype (go generate ./engine/)
 //	gen record   the recording engine.API of the parity tests
 //	             (go generate ./internal/enginetest/)
+//	gen docs     the documentation of engine.Queue's methods for the task
+//	             actions (go generate ./internal/taskaction/)
 //
-// `go generate ./...` runs all three.
+// `go generate ./...` runs all four.
 package main
 
 import (
@@ -24,11 +26,12 @@ var commands = map[string]func(args []string) error{
 	"rpc":     rpcCmd,
 	"aliases": aliasesCmd,
 	"record":  recordCmd,
+	"docs":    docsCmd,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: gen rpc|aliases|record [flags]")
+		fmt.Fprintln(os.Stderr, "usage: gen rpc|aliases|record|docs [flags]")
 		os.Exit(2)
 	}
 	if err := commands[os.Args[1]](os.Args[2:]); err != nil {

@@ -11,5 +11,8 @@
 // an RFC 3339 time, or as how long from now), time.Duration, a signed
 // integer, a pointer to one (optional: unset is nil), string or bool. A
 // method of another shape is not one (its layer offers it by hand, or
-// says why not).
+// says why not). An action carries its method's documentation (Doc),
+// which internal/gen copies from engine.Queue's declaration into
+// docs_gen.go (go generate ./internal/taskaction/): reflection has no
+// comments.
 package taskaction

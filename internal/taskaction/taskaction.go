@@ -87,8 +87,21 @@ type Action struct {
 	Fields []Field
 	// Opts names the options' type ("Reschedule"), "" without options.
 	Opts string
+	// Doc is the method's documentation in engine.Queue, one paragraph
+	// ("Reschedule moves a ready, scheduled or waiting task ..."); "" for
+	// a method of another interface (Of).
+	Doc  string
 	typ  reflect.Type // the method's, without its receiver
 	opts reflect.Type // nil without options
+}
+
+// Summary is the first sentence of the action's documentation, "" if it
+// has none.
+func (a *Action) Summary() string {
+	if i := strings.Index(a.Doc, ". "); i >= 0 {
+		return a.Doc[:i+1]
+	}
+	return a.Doc
 }
 
 // Title is the action's name in words, capitalised: "Reschedule", "Run now".
@@ -138,6 +151,9 @@ func Of(t reflect.Type) []*Action {
 			continue
 		}
 		a := &Action{Method: m.Name, Name: Kebab(m.Name), typ: mt}
+		if t == queueType {
+			a.Doc = methodDocs[m.Name]
+		}
 		if mt.NumIn() == 3 {
 			fields, ok := fieldsOf(mt.In(2))
 			if !ok {

@@ -63,6 +63,9 @@ func TestActionsOf(t *testing.T) {
 	if as[0].Fields != nil || as[0].Title() != "Bump" || as[0].Past() != "bumped" || mv.Past() != "moved" {
 		t.Fatalf("bump: %+v %q %q", as[0], as[0].Title(), as[0].Past())
 	}
+	if as[0].Doc != "" || as[0].Summary() != "" {
+		t.Fatalf("a method of another interface than engine.Queue has docs: %q", as[0].Doc)
+	}
 }
 
 // TestQueueActions: engine.Queue's task actions are found, Reschedule
@@ -83,6 +86,18 @@ func TestQueueActions(t *testing.T) {
 	}
 	if Lookup("redrive-all") != nil || Lookup("get") != nil || Lookup("snooze") != nil {
 		t.Fatal("a method that is not a task action is one")
+	}
+	// Each carries its method's documentation (docs_gen.go).
+	for _, a := range Actions() {
+		if !strings.HasPrefix(a.Doc, a.Method+" ") {
+			t.Errorf("%s: doc %q", a.Method, a.Doc)
+		}
+	}
+	if !strings.HasPrefix(r.Doc, "Reschedule moves a ready, scheduled or waiting task") || !strings.HasSuffix(r.Doc, "an error changes nothing.") {
+		t.Fatalf("reschedule's doc: %q", r.Doc)
+	}
+	if s := r.Summary(); !strings.HasSuffix(s, "keeps waiting for its dependencies.") || strings.Contains(s, "ErrNotFound") {
+		t.Fatalf("reschedule's summary is not its first sentence: %q", s)
 	}
 }
 
