@@ -10,7 +10,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"go/ast"
 	"go/format"
@@ -19,15 +18,6 @@ import (
 	"go/token"
 	"strings"
 )
-
-// aliasesCmd is the aliases command.
-func aliasesCmd(args []string) error {
-	fs := flag.NewFlagSet("aliases", flag.ExitOnError)
-	src := fs.String("src", "../dockettype", "the directory of package dockettype")
-	out := fs.String("o", "dockettype_gen.go", "the file to write")
-	fs.Parse(args)
-	return writeGenerated(*out, func() ([]byte, error) { return generateAliases(*src) })
-}
 
 // decls are the exported top-level names of a package, by kind, in the
 // order of its files (sorted) and declarations.

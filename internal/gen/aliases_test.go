@@ -8,20 +8,28 @@ import (
 	"testing"
 )
 
-// TestGeneratedIsCurrent fails when engine's names of dockettype are not
-// what the generator writes from dockettype as it is.
-func TestAliasesUpToDate(t *testing.T) {
-	want, err := generateAliases(filepath.Join("..", "..", "dockettype"))
+// upToDate fails t unless the committed file is what gen writes from dir
+// today; generate is the command that writes it again.
+func upToDate(t *testing.T, gen func(dir string) ([]byte, error), dir, file, generate string) {
+	t.Helper()
+	want, err := gen(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join("..", "..", "engine", "dockettype_gen.go"))
+	got, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal("engine/dockettype_gen.go is stale: run go generate ./engine/")
+		t.Fatalf("%s is out of date: run %s", file, generate)
 	}
+}
+
+// TestAliasesUpToDate fails when engine's names of dockettype are not
+// what the generator writes from dockettype as it is.
+func TestAliasesUpToDate(t *testing.T) {
+	upToDate(t, generateAliases, filepath.Join("..", "..", "dockettype"),
+		filepath.Join("..", "..", "engine", "dockettype_gen.go"), "go generate ./engine/")
 }
 
 // TestGenerateNamesEveryKind checks each kind of exported declaration is

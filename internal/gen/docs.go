@@ -10,49 +10,24 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"go/ast"
 	"go/format"
 	"go/parser"
-	"go/token"
 	"sort"
 	"strconv"
 	"strings"
 )
-
-// docsCmd is the docs command.
-func docsCmd(args []string) error {
-	fs := flag.NewFlagSet("docs", flag.ExitOnError)
-	dir := fs.String("engine", "engine", "the directory of package engine")
-	out := fs.String("o", "docs_gen.go", "the file to write")
-	fs.Parse(args)
-	return writeGenerated(*out, func() ([]byte, error) { return generateDocs(*dir) })
-}
 
 // generateDocs parses the non-test files of package engine in dir and
 // returns package taskaction's table of the Queue methods' documentation,
 // formatted: every method with a doc comment, by name, its text as godoc
 // gives it (comment markers gone, lines joined into one paragraph).
 func generateDocs(dir string) ([]byte, error) {
-	files, err := parseFiles(token.NewFileSet(), dir, parser.SkipObjectResolution|parser.ParseComments)
+	ifaces, err := engineInterfaces(dir, parser.SkipObjectResolution|parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
-	var queue *ast.InterfaceType
-	for _, f := range files {
-		if f.Name.Name != "engine" {
-			continue
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Name == "Queue" {
-				if it, ok := ts.Type.(*ast.InterfaceType); ok {
-					queue = it
-				}
-			}
-			return queue == nil
-		})
-	}
+	queue := ifaces["Queue"]
 	if queue == nil {
 		return nil, fmt.Errorf("no interface Queue in package engine in %s", dir)
 	}

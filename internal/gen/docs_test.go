@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,17 +11,7 @@ import (
 // engine.Queue today; a method documented anew fails here until
 // `go generate ./internal/taskaction/` is run.
 func TestDocsUpToDate(t *testing.T) {
-	want, err := generateDocs("../../engine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("../taskaction/docs_gen.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("internal/taskaction/docs_gen.go is out of date: run go generate ./internal/taskaction/")
-	}
+	upToDate(t, generateDocs, "../../engine", "../taskaction/docs_gen.go", "go generate ./internal/taskaction/")
 }
 
 // TestDocsOfQueue: each documented method of Queue gets its comment as

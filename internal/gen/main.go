@@ -12,6 +12,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -24,9 +25,22 @@ import (
 
 var commands = map[string]func(args []string) error{
 	"rpc":     rpcCmd,
-	"aliases": aliasesCmd,
-	"record":  recordCmd,
-	"docs":    docsCmd,
+	"aliases": fileCmd("aliases", "src", "../dockettype", "the directory of package dockettype", "dockettype_gen.go", generateAliases),
+	"record":  fileCmd("record", "engine", "engine", "the directory of package engine", "record_gen.go", generateRecord),
+	"docs":    fileCmd("docs", "engine", "engine", "the directory of package engine", "docs_gen.go", generateDocs),
+}
+
+// fileCmd is a command that writes, to the file its -o flag names (out by
+// default), what gen returns for the directory its flag dirFlag names
+// (dir by default; usage says what it is).
+func fileCmd(name, dirFlag, dir, usage, out string, gen func(dir string) ([]byte, error)) func(args []string) error {
+	return func(args []string) error {
+		fs := flag.NewFlagSet(name, flag.ExitOnError)
+		d := fs.String(dirFlag, dir, usage)
+		o := fs.String("o", out, "the file to write")
+		fs.Parse(args)
+		return writeGenerated(*o, func() ([]byte, error) { return gen(*d) })
+	}
 }
 
 func main() {
@@ -47,6 +61,30 @@ func writeGenerated(out string, gen func() ([]byte, error)) error {
 		return err
 	}
 	return os.WriteFile(out, b, 0o644)
+}
+
+// engineInterfaces parses the non-test files of package engine in dir
+// (with mode's options) and returns its interface types by name.
+func engineInterfaces(dir string, mode parser.Mode) (map[string]*ast.InterfaceType, error) {
+	files, err := parseFiles(token.NewFileSet(), dir, mode)
+	if err != nil {
+		return nil, err
+	}
+	ifaces := map[string]*ast.InterfaceType{}
+	for _, f := range files {
+		if f.Name.Name != "engine" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if ts, ok := n.(*ast.TypeSpec); ok {
+				if it, ok := ts.Type.(*ast.InterfaceType); ok {
+					ifaces[ts.Name.Name] = it
+				}
+			}
+			return true
+		})
+	}
+	return ifaces, nil
 }
 
 // parseFiles parses the non-test Go files of dir, in the order of their

@@ -10,12 +10,10 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"go/ast"
 	"go/format"
 	"go/parser"
-	"go/token"
 	"sort"
 	"strings"
 )
@@ -30,35 +28,12 @@ var wrapped = []struct{ iface, typ string }{
 	{"Quotas", "quotas"},
 }
 
-// recordCmd is the record command.
-func recordCmd(args []string) error {
-	fs := flag.NewFlagSet("record", flag.ExitOnError)
-	dir := fs.String("engine", "engine", "the directory of package engine")
-	out := fs.String("o", "record_gen.go", "the file to write")
-	fs.Parse(args)
-	return writeGenerated(*out, func() ([]byte, error) { return generateRecord(*dir) })
-}
-
 // generateRecord parses the non-test files of package engine in dir and returns
 // the decorator's source, formatted.
 func generateRecord(dir string) ([]byte, error) {
-	files, err := parseFiles(token.NewFileSet(), dir, parser.SkipObjectResolution)
+	ifaces, err := engineInterfaces(dir, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, err
-	}
-	ifaces := map[string]*ast.InterfaceType{}
-	for _, f := range files {
-		if f.Name.Name != "engine" {
-			continue
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if ts, ok := n.(*ast.TypeSpec); ok {
-				if it, ok := ts.Type.(*ast.InterfaceType); ok {
-					ifaces[ts.Name.Name] = it
-				}
-			}
-			return true
-		})
 	}
 	g := &gen{imports: map[string]bool{enginePath: true}}
 	for _, w := range wrapped {
