@@ -347,7 +347,7 @@ func (h *sessionHost) hello(ctx context.Context, nc net.Conn, preface bool) (*se
 	if !h.noProbe {
 		sc.probe = probeConn(nc)
 	}
-	sc.poll = session.NewPoller(nc, h.c.opts.BusyPoll, h.c.pollGate)
+	sc.poll = session.NewPoller(nc, h.c.opts.BusyPoll, h.c.pollGate, &sc.lones)
 	sc.reading = sc.probe == nil // without a probe, the reader goroutine reads from the start (dialing)
 	sc.w.OnFail(sc.fail)         // a write left to the Writer's goroutine failed: the connection ends
 	return sc, nil
@@ -405,9 +405,11 @@ type sessionConn struct {
 	// open). rbuf is the reader's frame buffer.
 	probe func() error
 	// poll asks for a lone call's answer a little before its caller
-	// waits (Options.BusyPoll).
-	poll *session.Poller
-	rbuf []byte
+	// waits (Options.BusyPoll), once lones (the calls sent with none
+	// other pending, in a row) is steady.
+	poll  *session.Poller
+	lones session.Streak
+	rbuf  []byte
 }
 
 // replyTo is told a call's reply, or the error that ended it, once: by
@@ -489,7 +491,7 @@ func (s *sessionConn) send(call *v1.Call, p *pendingCall, bound time.Duration, r
 		}
 	}
 	lone := len(s.pending) == 1
-	s.poll.Lone(lone)
+	s.lones.Record(lone)
 	s.mu.Unlock()
 	send := s.w.SendLater // other calls in flight: this one may wait for the next write of several
 	if lone {

@@ -102,7 +102,7 @@ type sess struct {
 	large bool            // the reader holds the server's large body slot
 	lbuf  []byte          // and the slot's frame buffer (Server.largeBufs)
 	poll  *session.Poller // asks for the next call a little before the reader waits
-	lones int             // lone calls in a row, up to session.LoneStreak
+	lones session.Streak  // the client's lone calls in a row (the reader records them)
 	last  uint64          // the highest id of a call the reader ran or answered (GoingAway)
 
 	erun []engine.RunEnqueue // the run of Enqueue calls the reader holds (flushRun)
@@ -197,8 +197,8 @@ func (s *Server) ServeSession(conn net.Conn) {
 		par:     make(chan struct{}, sessionParallel),
 		answers: make(chan *sbatch, sessionPipeline),
 		waits:   map[uint64]context.CancelFunc{},
-		poll:    session.NewPoller(conn, s.busyPoll, s.pollGate),
 	}
+	x.poll = session.NewPoller(conn, s.busyPoll, s.pollGate, &x.lones)
 	if !s.sessions.add(x) {
 		conn.Close()
 		return
@@ -395,14 +395,7 @@ func (x *sess) read() error {
 			}
 		}
 		// A lone call: the only one read, with none in flight before it.
-		lone := len(calls) == 1 && len(x.slots) == 0
-		x.poll.Lone(lone)
-		switch {
-		case !lone:
-			x.lones = 0
-		case x.lones < session.LoneStreak:
-			x.lones++
-		}
+		x.lones.Record(len(calls) == 1 && len(x.slots) == 0)
 		b := x.run(calls)
 		if !x.s.replicated() {
 			// The calls ran and are done with their requests (on a
@@ -778,7 +771,7 @@ calls:
 	if len(b.results) == 0 {
 		return nil
 	}
-	if x.queued.Load() == 0 && (b.deferred == nil || !b.deferred.Syncs() || x.lones >= session.LoneStreak) {
+	if x.queued.Load() == 0 && (b.deferred == nil || !b.deferred.Syncs() || x.lones.Steady()) {
 		// No batch ahead, and no fsync to wait for (nothing deferred, or
 		// a DB that does not sync each commit: the wait writes the log
 		// out) or a client that calls one at a time (LoneStreak lone

@@ -21,12 +21,30 @@ import (
 // awake, and the frame is found as it lands: 8 µs with both sides asking.
 const DefaultBusyPoll = 50 * time.Microsecond
 
-// LoneStreak is how many lone calls in a row (Poller.Lone) say that a
-// client calls one at a time, waiting for each answer: a Poller polls only
-// then. A client with several callers has moments with one call in
-// flight, and polling then takes a processor from the others' work, where
-// a client that calls one at a time has nothing else to run.
+// LoneStreak is how many lone calls in a row (Streak) say that a client
+// calls one at a time, waiting for each answer: a Poller polls only then.
+// A client with several callers has moments with one call in flight, and
+// polling then takes a processor from the others' work, where a client
+// that calls one at a time has nothing else to run.
 const LoneStreak = 8
+
+// Streak counts the calls in a row that were alone on a connection (no
+// other call in flight, none read with it), up to LoneStreak. Its methods
+// may be called by several goroutines.
+type Streak struct{ n atomic.Int32 }
+
+// Record records whether the call just sent or read was alone.
+func (s *Streak) Record(lone bool) {
+	if !lone {
+		s.n.Store(0)
+	} else if s.n.Load() < LoneStreak {
+		s.n.Add(1)
+	}
+}
+
+// Steady reports whether the last LoneStreak calls were each alone: the
+// client calls one at a time.
+func (s *Streak) Steady() bool { return s.n.Load() >= LoneStreak }
 
 // pollWindow is how long, as a multiple of a Poller's budget, the last
 // wait may have taken for the next to be polled: a wait that took longer
@@ -37,29 +55,30 @@ const pollWindow = 3
 
 // Poller waits a little for a connection to become readable, asking its
 // socket in a loop without blocking, before a read that would park the
-// goroutine: see DefaultBusyPoll. It polls only once the calls have come
-// one at a time for a while (Lone), when the wait before the last read
-// was short (the peer answers at once), and only while the Gate it shares
-// with other Pollers has room. One goroutine at a time
-// uses it (the connection's reader).
+// goroutine: see DefaultBusyPoll. It polls only once the connection's
+// calls have come one at a time for a while (its Streak is steady), when
+// the wait before the last read was short (the peer answers at once), and
+// only while the Gate it shares with other Pollers has room. One goroutine
+// at a time uses it (the connection's reader).
 type Poller struct {
 	peek   func() bool // reports whether a read would return at once
 	budget time.Duration
 	gate   *Gate
+	lones  *Streak       // the connection's lone calls
 	start  time.Time     // when the wait under way began (Poll)
 	last   time.Duration // the last wait (Waited)
-	streak atomic.Int32  // lone calls in a row (Lone), up to LoneStreak
 	polls  atomic.Int64  // Polls that asked the socket (tests)
 }
 
 // NewPoller returns a Poller of nc that asks for at most budget, within
-// gate's room; nil (whose methods do nothing) if budget is not positive,
+// gate's room, once lones (the connection's, which its owner records) is
+// steady; nil (whose methods do nothing) if budget is not positive,
 // nc is not a socket, or the process has one processor (a loop would
 // only hold off the goroutines the network wakes). Under TLS it asks the
 // socket beneath: bytes the TLS layer has read and not yet decrypted are
 // not seen, and then cost a wait of at most the budget before the read
 // that finds them.
-func NewPoller(nc net.Conn, budget time.Duration, gate *Gate) *Poller {
+func NewPoller(nc net.Conn, budget time.Duration, gate *Gate, lones *Streak) *Poller {
 	if budget <= 0 || runtime.GOMAXPROCS(0) < 2 {
 		return nil
 	}
@@ -71,34 +90,19 @@ func NewPoller(nc net.Conn, budget time.Duration, gate *Gate) *Poller {
 		ready, _ := pk.Ask()
 		return ready
 	}
-	return &Poller{peek: peek, budget: budget, gate: gate}
-}
-
-// Lone records whether the call just sent or read was alone on the
-// connection (no other call in flight, none read with it). Unlike Poll,
-// it may be called by another goroutine than the reader's, one at a time
-// (under the connection's lock).
-func (p *Poller) Lone(lone bool) {
-	if p == nil {
-		return
-	}
-	if !lone {
-		p.streak.Store(0)
-	} else if p.streak.Load() < LoneStreak {
-		p.streak.Add(1)
-	}
+	return &Poller{peek: peek, budget: budget, gate: gate, lones: lones}
 }
 
 // Poll is called before a read that finds nothing buffered; Waited once
 // that read returned. Poll asks the socket until it is readable or the
-// budget has passed, if the calls have come one at a time (Lone), the
-// last wait was short and the gate has room.
+// budget has passed, if the calls have come one at a time (its Streak),
+// the last wait was short and the gate has room.
 func (p *Poller) Poll() {
 	if p == nil {
 		return
 	}
 	p.start = time.Now()
-	if p.streak.Load() < LoneStreak || p.last > pollWindow*p.budget || !p.gate.enter() {
+	if !p.lones.Steady() || p.last > pollWindow*p.budget || !p.gate.enter() {
 		return
 	}
 	defer p.gate.leave()

@@ -106,20 +106,20 @@ func TestPeekSeesWhatAReadWould(t *testing.T) {
 // socket, or with one processor.
 func TestNewPollerRefuses(t *testing.T) {
 	a, _ := loopback(t)
-	if p := NewPoller(a, 0, nil); p != nil {
+	if p := NewPoller(a, 0, nil, new(Streak)); p != nil {
 		t.Error("a Poller with no budget")
 	}
-	if p := NewPoller(a, -time.Microsecond, nil); p != nil {
+	if p := NewPoller(a, -time.Microsecond, nil, new(Streak)); p != nil {
 		t.Error("a Poller with a negative budget")
 	}
 	pa, pb := net.Pipe()
 	defer pa.Close()
 	defer pb.Close()
-	if p := NewPoller(pa, time.Millisecond, nil); p != nil {
+	if p := NewPoller(pa, time.Millisecond, nil, new(Streak)); p != nil {
 		t.Error("a Poller of a pipe")
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	if p := NewPoller(a, time.Millisecond, nil); p != nil {
+	if p := NewPoller(a, time.Millisecond, nil, new(Streak)); p != nil {
 		t.Error("a Poller with one processor")
 	}
 	var nilPoller *Poller
@@ -136,7 +136,7 @@ func TestPollWaitsForBytesWithinItsBudget(t *testing.T) {
 	needProcs(t)
 	t.Parallel()
 	a, b := loopback(t)
-	p := NewPoller(b, 2*time.Millisecond, nil)
+	p := NewPoller(b, 2*time.Millisecond, nil, new(Streak))
 	if p == nil {
 		t.Skip("no peek on this platform")
 	}
@@ -167,7 +167,7 @@ func TestPollWaitsForBytesWithinItsBudget(t *testing.T) {
 // lone tells p that LoneStreak calls came one at a time.
 func lone(p *Poller) {
 	for range LoneStreak {
-		p.Lone(true)
+		p.lones.Record(true)
 	}
 }
 
@@ -176,24 +176,24 @@ func lone(p *Poller) {
 func TestPollOnlyForLoneCalls(t *testing.T) {
 	needProcs(t)
 	t.Parallel()
-	p := &Poller{peek: func() bool { return true }, budget: time.Millisecond}
+	p := &Poller{peek: func() bool { return true }, budget: time.Millisecond, lones: new(Streak)}
 	for i := range LoneStreak {
 		p.Poll()
-		if p.Polls() != 0 {
-			t.Fatalf("polled after %d lone calls, before %d", i, LoneStreak)
+		if p.Polls() != 0 || p.lones.Steady() {
+			t.Fatalf("polled (or steady) after %d lone calls, before %d", i, LoneStreak)
 		}
-		p.Lone(true)
+		p.lones.Record(true)
 	}
 	p.Poll()
 	if p.Polls() != 1 {
 		t.Fatalf("after %d lone calls: %d polls, want 1", LoneStreak, p.Polls())
 	}
-	p.Lone(true) // more lone calls keep it polling
+	p.lones.Record(true) // more lone calls keep it polling
 	p.Poll()
 	if p.Polls() != 2 {
 		t.Fatalf("%d polls, want 2", p.Polls())
 	}
-	p.Lone(false)
+	p.lones.Record(false)
 	p.Poll()
 	if p.Polls() != 2 {
 		t.Fatal("polled right after a call that was not alone")
@@ -212,7 +212,7 @@ func TestPollOnlyAfterShortWaits(t *testing.T) {
 	needProcs(t)
 	t.Parallel()
 	var peeks int
-	p := &Poller{peek: func() bool { peeks++; return true }, budget: time.Millisecond}
+	p := &Poller{peek: func() bool { peeks++; return true }, budget: time.Millisecond, lones: new(Streak)}
 	lone(p)
 	p.start = time.Now().Add(-time.Second) // a wait of a second
 	p.Waited()
