@@ -287,3 +287,23 @@ func TestTargetFlagNames(t *testing.T) {
 		t.Errorf("targetFlagNames %v; the target flags are %d", targetFlagNames, n)
 	}
 }
+
+// TestWrapText: lines break at spaces within the width; a word longer
+// than the width has a line of its own; runs of spaces and newlines in the
+// text are one space.
+func TestWrapText(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		width int
+		want  string
+	}{
+		{"", 10, ""},
+		{"one two three", 9, "one two\nthree"},
+		{"one two three", 13, "one two three"},
+		{"a  verylongword\nb", 5, "a\nverylongword\nb"},
+	} {
+		if got := wrapText(c.in, c.width); got != c.want {
+			t.Errorf("wrapText(%q, %d) = %q, want %q", c.in, c.width, got, c.want)
+		}
+	}
+}
