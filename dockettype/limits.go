@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits bound how fast a queue's tasks are leased, counted across every
@@ -86,6 +87,20 @@ const (
 	// that now+duration never overflows.
 	MaxDuration = 100 * 365 * 24 * time.Hour
 )
+
+// ErrorText is a failure's error text as a task records it: its first
+// MaxErrorBytes, made valid UTF-8 (a rune cut at the end, or bytes that
+// are not UTF-8 at all, are dropped), since the text is sent back in
+// answers.
+func ErrorText(msg string) string {
+	if len(msg) > MaxErrorBytes {
+		msg = msg[:MaxErrorBytes]
+	}
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "")
+	}
+	return msg
+}
 
 // ReservedPrefix starts the keys of a namespace's system area: state the
 // engine's own runtime keeps in the namespace (the worker's periodic

@@ -157,6 +157,14 @@ func ParsePolicy(s string) (DependencyPolicy, error) {
 	return dockettype.ParsePolicy(s)
 }
 
+// ErrorText is a failure's error text as a task records it: its first
+// MaxErrorBytes, made valid UTF-8 (a rune cut at the end, or bytes that
+// are not UTF-8 at all, are dropped), since the text is sent back in
+// answers.
+func ErrorText(msg string) string {
+	return dockettype.ErrorText(msg)
+}
+
 // Set writes value under key.
 func Set(key string, value []byte) Op {
 	return dockettype.Set(key, value)

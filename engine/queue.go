@@ -392,7 +392,7 @@ func (q *queue) Fail(ctx context.Context, l Lease, f Failure) error {
 	if err := q.check(PermWork); err != nil {
 		return err
 	}
-	msg := errText(f.Err)
+	msg := ErrorText(f.Err)
 	if err := q.owns(&l); err != nil {
 		return err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/docketdb/docket/engine/internal/machine"
 	"github.com/docketdb/docket/engine/internal/valuelog"
@@ -155,7 +153,7 @@ func errNoValues(ws []want) error {
 // failed by the retry policy otherwise. The call's context does not cut
 // it short: the lease is the engine's to settle.
 func (c *core) failUnreadable(ctx context.Context, l *Lease, b *badValue) {
-	cmd := command{NS: l.Namespace, Queue: l.Queue, Args: &machine.Fail{Fence: *l, ErrMsg: errText(b.Err.Error()), Permanent: b.Permanent}}
+	cmd := command{NS: l.Namespace, Queue: l.Queue, Args: &machine.Fail{Fence: *l, ErrMsg: ErrorText(b.Err.Error()), Permanent: b.Permanent}}
 	var res cmdResult
 	if err := c.exec(context.WithoutCancel(ctx), &cmd, &res); err != nil {
 		// The lease stays until it expires; the next claim of the task
@@ -163,18 +161,6 @@ func (c *core) failUnreadable(ctx context.Context, l *Lease, b *badValue) {
 		c.opts.Logger.Warn("docket: failing a task whose value cannot be read", "id", l.ID,
 			"namespace", l.Namespace.String(), "queue", l.Queue, "err", err)
 	}
-}
-
-// errText is a failure's error text as a task records it: at most
-// MaxErrorBytes, and UTF-8 (the text is sent back in answers).
-func errText(msg string) string {
-	if len(msg) > MaxErrorBytes {
-		msg = msg[:MaxErrorBytes]
-	}
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "") // cut inside a rune, or not UTF-8 at all
-	}
-	return msg
 }
 
 // noteUnreadable counts the value b, of a task of queue in ns, that could

@@ -460,8 +460,9 @@ func (x *sess) readCall() (scall, error) {
 			return scall{}, fmt.Errorf("%w: %v", session.ErrBadFrame, err)
 		}
 		// A well-formed call over the engine's limits fails alone, as a
-		// unary request would.
-		return scall{id: id, refused: connect.NewError(connect.CodeInvalidArgument, err)}, nil
+		// unary request would, in the words connect gives a unary
+		// request its codec refused.
+		return scall{id: id, refused: connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unmarshal message: %w", err))}, nil
 	}
 	var c *v1.Call
 	var spare *enqueueFrame

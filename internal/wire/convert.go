@@ -410,9 +410,11 @@ func Failure(pb *v1.Failure) (engine.Failure, error) {
 	return f, err
 }
 
-// PBFailure converts a failed attempt.
+// PBFailure converts a failed attempt. Its error text is cut as the
+// engine records it (engine.ErrorText): a server takes no string over
+// MaxStringBytes, and keeps no more than engine.MaxErrorBytes of this one.
 func PBFailure(f engine.Failure) *v1.Failure {
-	return &v1.Failure{Error: f.Err, Permanent: f.Permanent, RetryAfter: PBDuration(f.RetryAfter)}
+	return &v1.Failure{Error: engine.ErrorText(f.Err), Permanent: f.Permanent, RetryAfter: PBDuration(f.RetryAfter)}
 }
 
 // PBEnqueued converts the outcomes of enqueues.

@@ -252,6 +252,8 @@ func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
 		switch {
 		case fd != nil && r.limit && sub == nil && (fd.IsList() || fd.IsMap()):
 			err = r.count(fd)
+		case sub == nil && fd != nil && r.limit && fd.Kind() == protoreflect.StringKind:
+			err = r.copyString(fd)
 		case sub == nil:
 			err = r.copy()
 		case fd.IsMap():
@@ -364,16 +366,46 @@ func (r *rewriter) count(fd protoreflect.FieldDescriptor) error {
 			if err != nil {
 				return err
 			}
-			if _, ok := tok.(string); !ok {
+			k, ok := tok.(string)
+			if !ok {
 				return fmt.Errorf("%s: want a map key", fd.FullName())
+			}
+			if len(k) > MaxStringBytes && fd.MapKey().Kind() == protoreflect.StringKind {
+				return stringTooLong(fd.MapKey(), len(k))
 			}
 			kb, _ := json.Marshal(tok)
 			r.out.Write(kb)
 			r.out.WriteByte(':')
+			if fd.MapValue().Kind() == protoreflect.StringKind {
+				return r.copyString(fd.MapValue())
+			}
 			return r.copy()
 		})
 	}
+	if fd.Kind() == protoreflect.StringKind {
+		return r.each(fd, '[', ']', func() error { return r.copyString(fd) })
+	}
 	return r.each(fd, '[', ']', r.copy)
+}
+
+// copyString copies the next JSON value, a string of field fd, refusing
+// one longer than MaxStringBytes once unescaped (as CheckProto does its
+// bytes). A value that is not a string is copied for protojson to refuse.
+func (r *rewriter) copyString(fd protoreflect.FieldDescriptor) error {
+	var raw json.RawMessage
+	if err := r.dec.Decode(&raw); err != nil {
+		return err
+	}
+	// Escapes only lengthen a string: one whose JSON is within the limit
+	// (with its quotes) is within it unescaped.
+	if len(raw) > MaxStringBytes+2 {
+		var s string
+		if json.Unmarshal(raw, &s) == nil && len(s) > MaxStringBytes {
+			return stringTooLong(fd, len(s))
+		}
+	}
+	r.out.Write(raw)
+	return nil
 }
 
 // copy copies the next JSON value as it is.

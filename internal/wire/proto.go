@@ -77,9 +77,24 @@ func overLimit(fd protoreflect.FieldDescriptor) error {
 	return fmt.Errorf("%s holds more than %d elements, over the engine's limit", fd.FullName(), elementLimit(fd))
 }
 
+// MaxStringBytes bounds every string field of a request, a map's keys and
+// values included. The longest string the engine keeps is a failure's
+// error text, cut at engine.MaxErrorBytes (8 KiB); names, keys, headers
+// and filters are shorter still. A string over it is refused before the
+// request is built, so that a frame of megabytes in one string costs the
+// server its bytes once, not once more as a string it then refuses.
+// Payloads, results, progress and KV values are bytes, held to the
+// engine's payload limit when it runs the call.
+const MaxStringBytes = 64 << 10
+
+func stringTooLong(fd protoreflect.FieldDescriptor, n int) error {
+	return fmt.Errorf("%s is %d bytes, over the limit of %d for a string", fd.FullName(), n, MaxStringBytes)
+}
+
 // CheckProto walks protobuf bytes of a message of type md and refuses them
 // when a list or map field of any message in them holds more elements than
-// the engine accepts, or when they do not parse. It allocates nothing once
+// the engine accepts, when a string field (a map's keys and values too)
+// is longer than MaxStringBytes, or when they do not parse. It allocates nothing once
 // it has seen md (the first call for a type builds the type's shape).
 func CheckProto(b []byte, md protoreflect.MessageDescriptor) error {
 	return checkProto(b, shapeOf(md), 0)
@@ -93,14 +108,16 @@ type shape struct {
 	far    map[protowire.Number]*fieldShape // the others (none in docket's schema)
 }
 
-// fieldShape is one field of a shape: a list or map and its limit, or a
-// message to walk into, or neither (zero: skipped).
+// fieldShape is one field of a shape: a list or map and its limit, a
+// message (or a map's entry) to walk into, a string to measure, or none of
+// these (zero: skipped).
 type fieldShape struct {
 	fd       protoreflect.FieldDescriptor
 	limit    int // > 0 for a list or map: the elements it may hold
 	kind     protoreflect.Kind
 	packable bool   // a list that may come packed
-	msg      *shape // a message (or a list of them) to walk into
+	msg      *shape // a message (or a list or map of them) to walk into
+	str      bool   // a string (or a list of them): at most MaxStringBytes
 }
 
 // shapes holds the shapes built so far, by message descriptor.
@@ -143,10 +160,11 @@ func buildShape(md protoreflect.MessageDescriptor, built map[protoreflect.Messag
 			f.limit = elementLimit(fd)
 			f.packable = fd.IsList() && packable(fd.Kind())
 		}
-		if !fd.IsMap() && fd.Message() != nil {
-			f.msg = buildShape(fd.Message(), built)
+		if fd.Message() != nil {
+			f.msg = buildShape(fd.Message(), built) // a map's entries are messages
 		}
-		if f.limit == 0 && f.msg == nil {
+		f.str = fd.Kind() == protoreflect.StringKind
+		if f.limit == 0 && f.msg == nil && !f.str {
 			continue // a scalar: nothing to check
 		}
 		f.fd, f.kind = fd, fd.Kind()
@@ -219,13 +237,18 @@ func checkProto(b []byte, sh *shape, depth int) error {
 				return overLimit(f.fd)
 			}
 		}
-		if f != nil && f.msg != nil && typ == protowire.BytesType {
+		if f != nil && (f.msg != nil || f.str) && typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return protowire.ParseError(n)
 			}
-			if err := checkProto(v, f.msg, depth+1); err != nil {
-				return err
+			if f.str && len(v) > MaxStringBytes {
+				return stringTooLong(f.fd, len(v))
+			}
+			if f.msg != nil {
+				if err := checkProto(v, f.msg, depth+1); err != nil {
+					return err
+				}
 			}
 			b = b[n:]
 			continue

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -61,7 +62,18 @@ func checkProtoRef(b []byte, md protoreflect.MessageDescriptor, depth int) error
 				return overLimit(fd)
 			}
 		}
-		if fd != nil && typ == protowire.BytesType && !fd.IsMap() && fd.Message() != nil {
+		if fd != nil && typ == protowire.BytesType && fd.Kind() == protoreflect.StringKind {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			if len(v) > MaxStringBytes {
+				return stringTooLong(fd, len(v))
+			}
+			b = b[n:]
+			continue
+		}
+		if fd != nil && typ == protowire.BytesType && fd.Message() != nil {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return protowire.ParseError(n)
@@ -114,6 +126,12 @@ func refCases(tb testing.TB) [][]byte {
 		frame[:len(frame)-1],
 		append(protowire.AppendTag(nil, 999, protowire.BytesType), 2, 1, 1),
 	}
+	// Strings at and over MaxStringBytes: a field, a map's value and key.
+	long, over := strings.Repeat("k", MaxStringBytes), strings.Repeat("k", MaxStringBytes+1)
+	for _, task := range []*v1.Task{{Kind: long}, {Kind: over}, {Headers: map[string]string{"h": over}}, {Headers: map[string]string{over: "v"}}} {
+		cases = append(cases, mk(&v1.Call{Id: 6, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Task: task}}}))
+	}
+	cases = append(cases, mk(&v1.Call{Id: 7, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{Key: over}}}))
 	// An unpacked list over the limit: the same field repeated.
 	var unpacked []byte
 	for range 10_001 {

@@ -322,3 +322,63 @@ func TestParseLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestsWithLongStringsRefused: a string field over MaxStringBytes,
+// a map's key or value too, is refused by both of a server's codecs before
+// the request is built; one at the limit is taken.
+func TestRequestsWithLongStringsRefused(t *testing.T) {
+	long, over := strings.Repeat("k", MaxStringBytes), strings.Repeat("é", MaxStringBytes/2+1)
+	jsonCodec, lax := NewJSONCodec(JSONName, true), NewJSONCodec(JSONName, false)
+	for _, tc := range []struct {
+		m     proto.Message
+		field string // "" for a request the codecs take
+	}{
+		{&v1.KVGetRequest{Key: over}, "docket.v1.KVGetRequest.key"},
+		{&v1.EnqueueRequest{Task: &v1.Task{Kind: over}}, "docket.v1.Task.kind"},
+		{&v1.EnqueueRequest{Task: &v1.Task{Headers: map[string]string{"h": over}}}, "docket.v1.Task.HeadersEntry.value"},
+		{&v1.EnqueueRequest{Task: &v1.Task{Headers: map[string]string{over: "v"}}}, "docket.v1.Task.HeadersEntry.key"},
+		{&v1.FailRequest{Failure: &v1.Failure{Error: over}}, "docket.v1.Failure.error"},
+		{&v1.KVGetRequest{Key: long}, ""},
+		{&v1.EnqueueRequest{Task: &v1.Task{Headers: map[string]string{long: long}}}, ""},
+	} {
+		b, err := proto.Marshal(tc.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := lax.Marshal(tc.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for codec, err := range map[string]error{
+			"protobuf": (ProtoCodec{}).Unmarshal(b, tc.m.ProtoReflect().New().Interface()),
+			"JSON":     jsonCodec.Unmarshal(j, tc.m.ProtoReflect().New().Interface()),
+		} {
+			switch {
+			case tc.field == "" && err != nil:
+				t.Errorf("%T at the limit in %s: %v", tc.m, codec, err)
+			case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field+" is 65538 bytes, over the limit of 65536 for a string")):
+				t.Errorf("%s over the limit in %s: %v", tc.field, codec, err)
+			}
+		}
+		if err := lax.Unmarshal(j, tc.m.ProtoReflect().New().Interface()); err != nil {
+			t.Errorf("%T: a client's codec has no limits: %v", tc.m, err)
+		}
+	}
+}
+
+// TestFailureTextCutAsTheEngineRecordsIt: a client sends at most what the
+// engine keeps of a failure's text, valid UTF-8, well within the string
+// limit a server holds requests to.
+func TestFailureTextCutAsTheEngineRecordsIt(t *testing.T) {
+	text := strings.Repeat("€", engine.MaxErrorBytes) // 3 bytes: a rune across the cut
+	got := PBFailure(engine.Failure{Err: text}).GetError()
+	if got != engine.ErrorText(text) || len(got) != engine.MaxErrorBytes-2 || !strings.HasPrefix(text, got) {
+		t.Fatalf("cut to %d bytes, %q...", len(got), got[:min(len(got), 8)])
+	}
+	if _, err := proto.Marshal(PBFailure(engine.Failure{Err: "bad \xff byte"})); err != nil {
+		t.Fatalf("a failure whose text is not UTF-8: %v", err)
+	}
+	if got := PBFailure(engine.Failure{Err: "short"}).GetError(); got != "short" {
+		t.Fatalf("a short text: %q", got)
+	}
+}
