@@ -204,12 +204,15 @@ func exercise(t *testing.T, api engine.API) []string {
 	if len(ls) != 1 {
 		t.Fatalf("claim: %v", ls)
 	}
-	if err := q.Fail(ctx, ls[0], engine.Failure{Err: "boom", RetryAfter: time.Hour}); err != nil {
+	// An error text of 120 KiB, over what a server takes in a string: the
+	// task keeps its first 8 KiB, in process and over the network alike.
+	boom := "boom " + strings.Repeat("€", 40_000)
+	if err := q.Fail(ctx, ls[0], engine.Failure{Err: boom, RetryAfter: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	failed := must(q.Get(ctx, ls[0].ID))(t)
-	if failed.State != engine.Scheduled || failed.LastError != "boom" {
-		t.Fatalf("failed task %+v", failed)
+	if failed.State != engine.Scheduled || failed.LastError != engine.ErrorText(boom) || len(failed.LastError) < engine.MaxErrorBytes-3 {
+		t.Fatalf("failed task %v, last error of %d bytes", failed.State, len(failed.LastError))
 	}
 	if err := q.RunNow(ctx, failed.ID); err != nil {
 		t.Fatal(err)
