@@ -55,7 +55,11 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 // Join adds the node id, reachable by its peers at raftAddr and by clients
 // at url, to the cluster as a voter (or updates a member's addresses). The
 // call follows the leader and returns once the new configuration is
-// committed, which needs the new node running. Admin on */*, as Stats.
+// committed and the new node has acknowledged it, which needs the node
+// running. If it ends before that (its deadline, a leader that stopped),
+// the node is a member all the same: the error matches
+// engine.ErrNotCaughtUp, and a Join again waits anew. Admin on */*, as
+// Stats.
 func (c *Client) Join(ctx context.Context, id, raftAddr, url string) error {
 	_, err := invoke(ctx, c, true, noSession[v1.JoinRequest, v1.JoinResponse](), clusterOf, docketv1connect.ClusterClient.Join,
 		&v1.JoinRequest{Id: id, RaftAddress: raftAddr, Url: url})

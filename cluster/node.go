@@ -555,8 +555,9 @@ func (n *Node) Members() ([]Member, error) {
 // ErrNotCaughtUp is the error of a Join whose configuration change
 // committed, so that the node is a member, but that ended before the node
 // acknowledged holding that configuration. A Join of the member again
-// waits for it anew.
-var ErrNotCaughtUp = errors.New("cluster: the node is a member but has not caught up")
+// waits for it anew. It is engine.ErrNotCaughtUp, which a client's Join
+// over the network matches too.
+var ErrNotCaughtUp = engine.ErrNotCaughtUp
 
 // Join adds the node id, reachable for raft at addr, to the cluster as a
 // voter, or updates the address of a member id. It runs on the leader

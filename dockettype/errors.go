@@ -43,6 +43,12 @@ var (
 	// this node is not the cluster's leader (or there is none): nothing was
 	// done, and the call may be made again on the leader.
 	ErrNotLeader = errors.New("docket: not the leader")
+	// ErrNotCaughtUp reports a Join to a cluster whose configuration change
+	// committed, so that the node is a member, but that ended before the
+	// node acknowledged holding that configuration (the wait's deadline
+	// passed, the leader changed or stopped): the error also wraps that
+	// cause. A Join of the member again waits for it anew.
+	ErrNotCaughtUp = errors.New("docket: the node is a member but has not caught up")
 	// ErrOutcomeUnknown reports a write a replicated DB submitted whose fate
 	// it cannot know (the leader lost its leadership before the write
 	// committed): it may or may not have taken effect.

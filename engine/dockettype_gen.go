@@ -77,6 +77,7 @@ var (
 	ErrFull           = dockettype.ErrFull
 	ErrReadOnly       = dockettype.ErrReadOnly
 	ErrNotLeader      = dockettype.ErrNotLeader
+	ErrNotCaughtUp    = dockettype.ErrNotCaughtUp
 	ErrOutcomeUnknown = dockettype.ErrOutcomeUnknown
 )
 

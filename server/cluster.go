@@ -28,7 +28,9 @@ type Cluster interface {
 	// Join adds the node id, reachable by its peers at raftAddr and by
 	// clients at url, as a voter, or updates a member's addresses. Like
 	// Remove and TransferLeadership it runs on the leader; elsewhere it
-	// returns an error matching engine.ErrNotLeader.
+	// returns an error matching engine.ErrNotLeader. A Join that made the
+	// node a member but ended before the node caught up returns an error
+	// matching engine.ErrNotCaughtUp and its cause.
 	Join(ctx context.Context, id, raftAddr, url string) error
 	// Remove removes the node id; an id that is not a member is no error.
 	Remove(ctx context.Context, id string) error

@@ -68,8 +68,11 @@ type testCluster struct {
 
 func (c *testCluster) Status(context.Context) (ClusterStatus, error) { return c.status, nil }
 func (c *testCluster) Join(_ context.Context, id, raftAddr, url string) error {
-	if url == "" {
+	switch {
+	case url == "":
 		return fmt.Errorf("%w: no url", engine.ErrInvalid)
+	case id == "late":
+		return fmt.Errorf("%w: %s has not acknowledged entry 7: %w", engine.ErrNotCaughtUp, id, context.DeadlineExceeded)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -289,6 +292,13 @@ func TestClusterService(t *testing.T) {
 	}
 	if err := cl(tok["ops"]).Join(clusterCtx(t), "n4", "d:4", ""); !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("a join the node refuses: %v", err)
+	}
+	// A join that made the node a member but ended before it caught up
+	// is told from a failure (one whose leader changed is followed to the
+	// new leader: TestNotCaughtUpCrossesWithItsCause).
+	if err := cl(tok["ops"]).Join(clusterCtx(t), "late", "e:5", "http://e:7070"); !errors.Is(err, engine.ErrNotCaughtUp) ||
+		!strings.Contains(err.Error(), "late has not acknowledged entry 7") {
+		t.Fatalf("a join whose node has not caught up: %v", err)
 	}
 	if leader, err := cl(tok["ops"]).TransferLeadership(clusterCtx(t), "n1"); err != nil || leader != "n1" {
 		t.Fatalf("transfer: %q %v", leader, err)

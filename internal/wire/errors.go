@@ -16,13 +16,16 @@ import (
 const UnavailableHeader = "Docket-Unavailable"
 
 // sentinels maps the engine's sentinel errors to their wire names and
-// connect codes. Order matters only for an error wrapping two, which the
-// engine never returns.
+// connect codes. Order matters only for an error wrapping two: only
+// ErrNotCaughtUp does (with its cause), and it comes first.
 var sentinels = [...]struct {
 	err  error
 	pb   v1.Sentinel
 	code connect.Code
 }{
+	// Its code is its cause's (notCaughtUp); this one is for a cause
+	// without a code of its own.
+	{engine.ErrNotCaughtUp, v1.Sentinel_SENTINEL_NOT_CAUGHT_UP, connect.CodeUnavailable},
 	{engine.ErrInvalid, v1.Sentinel_SENTINEL_INVALID, connect.CodeInvalidArgument},
 	{engine.ErrNotFound, v1.Sentinel_SENTINEL_NOT_FOUND, connect.CodeNotFound},
 	// A lost lease is a state the call needs and the task is no longer in:
@@ -74,15 +77,16 @@ func ToConnect(err error) *connect.Error {
 	if errors.As(err, &ce) {
 		return ce
 	}
+	if errors.Is(err, engine.ErrNotCaughtUp) {
+		return notCaughtUp(err)
+	}
 	if ce := replicationError(err); ce != nil {
 		return ce
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
 			ce = connect.NewError(s.code, errors.New(err.Error()))
-			if d, derr := connect.NewErrorDetail(&v1.Error{Sentinel: s.pb}); derr == nil {
-				ce.AddDetail(d)
-			}
+			addSentinel(ce, s.pb)
 			if s.err == engine.ErrClosed {
 				// A closed DB took nothing: the call may go elsewhere.
 				ce.Meta().Set(UnavailableHeader, "closed")
@@ -97,6 +101,38 @@ func ToConnect(err error) *connect.Error {
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
 	return connect.NewError(connect.CodeInternal, err)
+}
+
+// addSentinel adds the docket.v1.Error detail naming s to ce.
+func addSentinel(ce *connect.Error, s v1.Sentinel) {
+	if d, err := connect.NewErrorDetail(&v1.Error{Sentinel: s}); err == nil {
+		ce.AddDetail(d)
+	}
+}
+
+// notCaughtUp answers a Join that made the node a member but ended before
+// it caught up: the code and headers of its cause (a leader that changed:
+// Unavailable naming no leader, which a client follows to the new leader,
+// where a Join of the member waits anew; the deadline; a node that
+// stopped), and the detail naming ErrNotCaughtUp, so that a client's
+// error matches it.
+func notCaughtUp(err error) *connect.Error {
+	var ce *connect.Error
+	switch {
+	case errors.Is(err, engine.ErrNotLeader):
+		ce = replicationError(err)
+	case errors.Is(err, context.DeadlineExceeded):
+		ce = connect.NewError(connect.CodeDeadlineExceeded, errors.New(err.Error()))
+	case errors.Is(err, context.Canceled):
+		ce = connect.NewError(connect.CodeCanceled, errors.New(err.Error()))
+	default:
+		ce = connect.NewError(connect.CodeUnavailable, errors.New(err.Error()))
+		if errors.Is(err, engine.ErrClosed) {
+			ce.Meta().Set(UnavailableHeader, "closed")
+		}
+	}
+	addSentinel(ce, v1.Sentinel_SENTINEL_NOT_CAUGHT_UP)
+	return ce
 }
 
 // RemoteError is an engine error rebuilt from a server's answer: its

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -225,6 +226,7 @@ func TestSentinelsCrossAsConnectErrors(t *testing.T) {
 		{engine.ErrLocked, connect.CodeUnavailable},
 		{engine.ErrReadOnly, connect.CodeFailedPrecondition},
 		{engine.ErrFull, connect.CodeResourceExhausted},
+		{engine.ErrNotCaughtUp, connect.CodeUnavailable},
 	} {
 		err := fmt.Errorf("%w: task 3 in detail", tc.err)
 		ce := ToConnect(err)
@@ -380,5 +382,39 @@ func TestFailureTextCutAsTheEngineRecordsIt(t *testing.T) {
 	}
 	if got := PBFailure(engine.Failure{Err: "short"}).GetError(); got != "short" {
 		t.Fatalf("a short text: %q", got)
+	}
+}
+
+// TestNotCaughtUpCrossesWithItsCause: a Join that made the node a member
+// but did not see it catch up is answered with its cause's code and
+// headers (a client follows a leader that changed, or stops at the
+// deadline) and rebuilt as ErrNotCaughtUp.
+func TestNotCaughtUpCrossesWithItsCause(t *testing.T) {
+	for _, tc := range []struct {
+		cause  error
+		code   connect.Code
+		header string // UnavailableHeader
+	}{
+		{fmt.Errorf("%w: the leader is n2", engine.ErrNotLeader), connect.CodeUnavailable, "not the leader"},
+		{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ""},
+		{context.Canceled, connect.CodeCanceled, ""},
+		{fmt.Errorf("%w: the node stopped", engine.ErrClosed), connect.CodeUnavailable, "closed"},
+		{errors.New("no code of its own"), connect.CodeUnavailable, ""},
+	} {
+		err := fmt.Errorf("%w: n3 has not acknowledged entry 9: %w", engine.ErrNotCaughtUp, tc.cause)
+		ce := ToConnect(err)
+		if ce.Code() != tc.code || ce.Meta().Get(UnavailableHeader) != tc.header || ce.Message() != err.Error() {
+			t.Errorf("%v: code %v, header %q, message %q", tc.cause, ce.Code(), ce.Meta().Get(UnavailableHeader), ce.Message())
+		}
+		wired := connect.NewWireError(ce.Code(), errors.New(ce.Message()))
+		for _, d := range ce.Details() {
+			wired.AddDetail(d)
+		}
+		if back := FromConnect(wired); !errors.Is(back, engine.ErrNotCaughtUp) || back.Error() != err.Error() {
+			t.Errorf("%v: rebuilt as %v", tc.cause, back)
+		}
+	}
+	if SentinelOf(fmt.Errorf("%w: %w", engine.ErrNotCaughtUp, engine.ErrClosed)) != v1.Sentinel_SENTINEL_NOT_CAUGHT_UP {
+		t.Error("ErrNotCaughtUp with ErrClosed is named as ErrClosed")
 	}
 }

@@ -163,6 +163,10 @@ const (
 	Sentinel_SENTINEL_LOCKED      Sentinel = 9  // engine.ErrLocked
 	Sentinel_SENTINEL_READ_ONLY   Sentinel = 10 // engine.ErrReadOnly
 	Sentinel_SENTINEL_FULL        Sentinel = 11 // engine.ErrFull (code resource_exhausted)
+	// engine.ErrNotCaughtUp: a Join that made the node a member but ended
+	// before it caught up; the code is its cause's (unavailable for a
+	// leader that changed or stopped, deadline_exceeded for the deadline).
+	Sentinel_SENTINEL_NOT_CAUGHT_UP Sentinel = 12
 )
 
 // Enum value maps for Sentinel.
@@ -180,20 +184,22 @@ var (
 		9:  "SENTINEL_LOCKED",
 		10: "SENTINEL_READ_ONLY",
 		11: "SENTINEL_FULL",
+		12: "SENTINEL_NOT_CAUGHT_UP",
 	}
 	Sentinel_value = map[string]int32{
-		"SENTINEL_UNSPECIFIED": 0,
-		"SENTINEL_INVALID":     1,
-		"SENTINEL_NOT_FOUND":   2,
-		"SENTINEL_LEASE_LOST":  3,
-		"SENTINEL_CONFLICT":    4,
-		"SENTINEL_PERMISSION":  5,
-		"SENTINEL_CLOSED":      6,
-		"SENTINEL_FAILED":      7,
-		"SENTINEL_CORRUPT":     8,
-		"SENTINEL_LOCKED":      9,
-		"SENTINEL_READ_ONLY":   10,
-		"SENTINEL_FULL":        11,
+		"SENTINEL_UNSPECIFIED":   0,
+		"SENTINEL_INVALID":       1,
+		"SENTINEL_NOT_FOUND":     2,
+		"SENTINEL_LEASE_LOST":    3,
+		"SENTINEL_CONFLICT":      4,
+		"SENTINEL_PERMISSION":    5,
+		"SENTINEL_CLOSED":        6,
+		"SENTINEL_FAILED":        7,
+		"SENTINEL_CORRUPT":       8,
+		"SENTINEL_LOCKED":        9,
+		"SENTINEL_READ_ONLY":     10,
+		"SENTINEL_FULL":          11,
+		"SENTINEL_NOT_CAUGHT_UP": 12,
 	}
 )
 
@@ -2162,7 +2168,7 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x10DependencyPolicy\x12\x1c\n" +
 	"\x18DEPENDENCY_POLICY_CANCEL\x10\x00\x12\x1a\n" +
 	"\x16DEPENDENCY_POLICY_WAIT\x10\x01\x12\x19\n" +
-	"\x15DEPENDENCY_POLICY_RUN\x10\x02*\x9b\x02\n" +
+	"\x15DEPENDENCY_POLICY_RUN\x10\x02*\xb7\x02\n" +
 	"\bSentinel\x12\x18\n" +
 	"\x14SENTINEL_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SENTINEL_INVALID\x10\x01\x12\x16\n" +
@@ -2176,7 +2182,8 @@ const file_docket_v1_types_proto_rawDesc = "" +
 	"\x0fSENTINEL_LOCKED\x10\t\x12\x16\n" +
 	"\x12SENTINEL_READ_ONLY\x10\n" +
 	"\x12\x11\n" +
-	"\rSENTINEL_FULL\x10\v::\n" +
+	"\rSENTINEL_FULL\x10\v\x12\x1a\n" +
+	"\x16SENTINEL_NOT_CAUGHT_UP\x10\f::\n" +
 	"\braw_json\x12\x1d.google.protobuf.FieldOptions\x18\x8d\x8c\x03 \x01(\bR\arawJson::\n" +
 	"\asession\x12\x1e.google.protobuf.MethodOptions\x18\x8e\x8c\x03 \x01(\rR\asession:C\n" +
 	"\fsession_name\x12\x1e.google.protobuf.MethodOptions\x18\x8f\x8c\x03 \x01(\tR\vsessionNameB5Z3github.com/docketdb/docket/proto/docket/v1;docketv1b\x06proto3"
