@@ -163,6 +163,11 @@ func (d *DB) Close() error {
 // runtime, a test) can share one notion of time.
 func (d *DB) Clock() Clock { return d.c.clock }
 
+// MaxPayloadBytes is the most a payload, result, progress record or KV
+// value may hold (Options.MaxPayloadBytes): a server refuses a longer one
+// before it decodes the request.
+func (d *DB) MaxPayloadBytes() int { return d.c.opts.MaxPayloadBytes }
+
 // Verify checks every index against the primary records.
 func (d *DB) Verify() error {
 	if err := d.owner("Verify"); err != nil {

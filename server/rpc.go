@@ -46,13 +46,21 @@ const (
 	compressMinBytes = 64 << 10
 )
 
+// jsonCodec is the server's JSON codec under name: the engine's element,
+// string and payload limits held before a request is built.
+func (s *Server) jsonCodec(name string) *wire.JSONCodec {
+	c := wire.NewJSONCodec(name, true)
+	c.MaxValueBytes = s.maxValue
+	return c
+}
+
 // register mounts the network API's handlers on mux, each behind
 // authentication and the per-caller call limit.
 func (s *Server) register(mux *http.ServeMux) {
 	opts := connect.WithHandlerOptions(
-		connect.WithCodec(wire.ProtoCodec{}),
-		connect.WithCodec(wire.NewJSONCodec(wire.JSONName, true)),
-		connect.WithCodec(wire.NewJSONCodec(wire.JSONCharsetName, true)),
+		connect.WithCodec(wire.ProtoCodec{MaxValueBytes: s.maxValue}),
+		connect.WithCodec(s.jsonCodec(wire.JSONName)),
+		connect.WithCodec(s.jsonCodec(wire.JSONCharsetName)),
 		connect.WithReadMaxBytes(int(s.opts.MaxRequestBytes)),
 		connect.WithSendMaxBytes(MaxResponseBytes),
 		// gzip costs more CPU than it saves bytes on a LAN for the small

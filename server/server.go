@@ -123,10 +123,15 @@ type Server struct {
 	// the large body slot (d is BodyTimeout): the wait ends when the
 	// channel it returns receives.
 	largeTimer func(d time.Duration) <-chan time.Time
+	// maxValue is the engine's payload limit, which a request's values
+	// are held to before it is decoded; 0 when db does not say it.
+	maxValue int
 }
 
 // New returns a server over db. db is usually the *engine.DB the process
-// opened; calls of authenticated callers run on db.As(caller).
+// opened; calls of authenticated callers run on db.As(caller). A db that
+// has a MaxPayloadBytes method (an *engine.DB) has the requests' values
+// held to it before they are decoded.
 func New(db engine.API, opts Options) *Server {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 60 * time.Second
@@ -161,6 +166,11 @@ func New(db engine.API, opts Options) *Server {
 	s.largeBufs = make(chan []byte, largeBodies)
 	for range largeBodies {
 		s.largeBufs <- nil
+	}
+	if p, ok := db.(interface{ MaxPayloadBytes() int }); ok {
+		// Values over it are refused as the request is read, before it
+		// is decoded (wire.CheckRequest): the engine would refuse them.
+		s.maxValue = p.MaxPayloadBytes()
 	}
 	s.limits = s.lim.header()
 	s.routes = s.buildRoutes()

@@ -454,7 +454,7 @@ func (x *sess) readCall() (scall, error) {
 	case cap(b) <= keepFrameBuf:
 		x.frame = b
 	}
-	if err := wire.CheckProto(b, callDesc); err != nil {
+	if err := wire.CheckRequest(b, callDesc, s.maxValue); err != nil {
 		id, ok := callID(b)
 		if !ok {
 			return scall{}, fmt.Errorf("%w: %v", session.ErrBadFrame, err)

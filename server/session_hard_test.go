@@ -227,6 +227,8 @@ func TestSessionErrorsAreTheUnaryOnes(t *testing.T) {
 	_, badErr := st.q.Enqueue(ctx, connect.NewRequest(&v1.EnqueueRequest{Namespace: sessNS, Queue: "q", Task: &v1.Task{Payload: []byte("{")}}))
 	longKey := &v1.KVGetRequest{Namespace: sessNS, Key: strings.Repeat("k", wire.MaxStringBytes+1)}
 	_, longErr := st.kv.Get(ctx, connect.NewRequest(longKey))
+	bigValue := &v1.EnqueueRequest{Namespace: sessNS, Queue: "q", Task: &v1.Task{Payload: []byte(`"` + strings.Repeat("v", 1<<20) + `"`)}}
+	_, bigErr := st.q.Enqueue(ctx, connect.NewRequest(bigValue))
 	ts.send(
 		&v1.Call{Id: 1, Call: &v1.Call_Get{Get: &v1.GetRequest{Namespace: sessNS, Queue: "q", Id: 12345}}},
 		&v1.Call{Id: 2, Call: &v1.Call_Counts{Counts: &v1.CountsRequest{Namespace: &v1.Namespace{Project: "x", Scope: "y"}, Queue: "q"}}},
@@ -234,8 +236,9 @@ func TestSessionErrorsAreTheUnaryOnes(t *testing.T) {
 		&v1.Call{Id: 4}, // no call at all
 		enqueueCall(5, "q"),
 		&v1.Call{Id: 6, Call: &v1.Call_KvGet{KvGet: longKey}},
+		&v1.Call{Id: 7, Call: &v1.Call_Enqueue{Enqueue: bigValue}},
 	)
-	got := ts.recvAll(6)
+	got := ts.recvAll(7)
 	sameAnswer(t, "get of a missing task", got[1].GetError(), getErr)
 	sameAnswer(t, "a namespace not granted", got[2].GetError(), pauseErr)
 	sameAnswer(t, "an invalid payload", got[3].GetError(), badErr)
@@ -246,6 +249,10 @@ func TestSessionErrorsAreTheUnaryOnes(t *testing.T) {
 		t.Fatalf("the session goes on: %v", got[5])
 	}
 	sameAnswer(t, "a string over the limit", got[6].GetError(), longErr)
+	sameAnswer(t, "a payload over the engine's limit", got[7].GetError(), bigErr)
+	if !strings.Contains(bigErr.Error(), "docket.v1.Task.payload is 1048578 bytes, over the limit of 1048576 (the payload limit)") {
+		t.Fatalf("a payload over the engine's limit is refused before it is decoded: %v", bigErr)
+	}
 }
 
 // TestSessionCallLimit: a session's calls hold the caller's call slots;
@@ -500,9 +507,9 @@ func TestSessionLargeFramesTakeTheLargeSlot(t *testing.T) {
 // TestSessionLargeRequestDroppedBeforeItsSlot: a session's reader gives
 // back the large body slot only once the request of the large frame it
 // read is dropped, so that the next large frame (of this session or
-// another) is not read while that request, a copy of the frame's value
-// (over the engine's payload limit, refused when the call runs), is
-// still held. The batch is answered by the reader itself (no fsync to
+// another) is not read while that request, a copy of the frame's two
+// values (of a MiB each, with keys the engine refuses when the call runs),
+// is still held. The batch is answered by the reader itself (no fsync to
 // wait for), after the slot is given back.
 func TestSessionLargeRequestDroppedBeforeItsSlot(t *testing.T) {
 	s, _ := newTestServer(t, nil, Options{})
@@ -525,8 +532,8 @@ func TestSessionLargeRequestDroppedBeforeItsSlot(t *testing.T) {
 	addr, _ := serveSessions(t, s)
 	ts, _ := dialSession(t, addr, "")
 	for id := uint64(1); id <= 2; id++ {
-		set := &v1.Op{Op: &v1.Op_Set{Set: &v1.SetOp{Key: "k", Value: bytes.Repeat([]byte{'v'}, 2<<20)}}}
-		ts.send(&v1.Call{Id: id, Call: &v1.Call_KvCommit{KvCommit: &v1.KVCommitRequest{Namespace: sessNS, Ops: []*v1.Op{set}}}})
+		set := &v1.Op{Op: &v1.Op_Set{Set: &v1.SetOp{Key: "", Value: bytes.Repeat([]byte{'v'}, 1<<20)}}}
+		ts.send(&v1.Call{Id: id, Call: &v1.Call_KvCommit{KvCommit: &v1.KVCommitRequest{Namespace: sessNS, Ops: []*v1.Op{set, set}}}})
 		r := ts.mustRecv()
 		if r.GetId() != id || r.GetError().GetCode() != connect.CodeInvalidArgument.String() || ran != int(id) {
 			t.Fatalf("call %d (%d run): %v", id, ran, r)

@@ -167,6 +167,9 @@ func sessionAttacks(addr string) []attack {
 	packed = append(binary.AppendUvarint(nil, uint64(len(packed))), packed...)
 	large, _ := session.AppendFrame(nil, &v1.Call{Id: 1, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{
 		Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Key: strings.Repeat("k", 9<<20)}}})
+	// A 9 MiB payload: a value over the engine's payload limit (1 MiB).
+	largeValue, _ := session.AppendFrame(nil, &v1.Call{Id: 1, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{
+		Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Queue: "q", Task: &v1.Task{Payload: []byte(`"` + strings.Repeat("v", 9<<20) + `"`)}}}})
 	return []attack{
 		{"sessions: frames of garbage x8", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 8, func(ctx context.Context) { hostileSession(ctx, addr, garbage) })
@@ -198,6 +201,9 @@ func sessionAttacks(addr string) []attack {
 		}},
 		{"sessions: 9 MiB frames x4", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 4, func(ctx context.Context) { hostileSession(ctx, addr, bytes.Repeat(large, 4)) })
+		}},
+		{"sessions: 9 MiB payloads x4", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 4, func(ctx context.Context) { hostileSession(ctx, addr, bytes.Repeat(largeValue, 4)) })
 		}},
 	}
 }

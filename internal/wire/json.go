@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -33,6 +34,11 @@ const (
 type JSONCodec struct {
 	name  string
 	limit bool
+	// MaxValueBytes, if positive, bounds every bytes field of a request
+	// a server's codec reads (a payload, result or progress record as its
+	// JSON text, a KV value once decoded from base64): the engine's
+	// payload limit, as ProtoCodec's.
+	MaxValueBytes int
 }
 
 // NewJSONCodec returns the codec under name (JSONName or JSONCharsetName).
@@ -62,7 +68,7 @@ func (c *JSONCodec) Marshal(m any) ([]byte, error) {
 	if !hasRaw(md) {
 		return b, nil
 	}
-	return rewrite(b, md, false, false)
+	return rewrite(b, md, false, false, 0)
 }
 
 // MarshalStable implements connect's stable codec (for GET requests).
@@ -90,7 +96,7 @@ func (c *JSONCodec) Unmarshal(b []byte, m any) error {
 	md := pm.ProtoReflect().Descriptor()
 	if c.limit || hasRaw(md) {
 		var err error
-		if b, err = rewrite(b, md, true, c.limit); err != nil {
+		if b, err = rewrite(b, md, true, c.limit, c.MaxValueBytes); err != nil {
 			// Not wrapped: connect takes an io.EOF from a codec for "no
 			// message", where this is a message cut short.
 			return fmt.Errorf("unmarshal into %T: %s", m, err.Error())
@@ -176,8 +182,8 @@ const maxDepth = 32
 // !toWire turns protojson's base64 strings back into the JSON they hold.
 // Everything else is copied as it is. With limit, every message is walked
 // and its lists and maps counted against the engine's limits.
-func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool) ([]byte, error) {
-	r := &rewriter{dec: json.NewDecoder(bytes.NewReader(b)), toWire: toWire, limit: limit}
+func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool, maxValue int) ([]byte, error) {
+	r := &rewriter{dec: json.NewDecoder(bytes.NewReader(b)), toWire: toWire, limit: limit, maxValue: maxValue}
 	r.out.Grow(len(b) + len(b)/3 + 16)
 	if err := r.message(md, 0); err != nil {
 		return nil, err
@@ -191,8 +197,9 @@ func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool) ([
 type rewriter struct {
 	dec    *json.Decoder
 	out    bytes.Buffer
-	toWire bool
-	limit  bool
+	toWire   bool
+	limit    bool
+	maxValue int // with limit: a bytes field's bound, 0 for none
 }
 
 // message rewrites one JSON object of type md (or null).
@@ -254,6 +261,8 @@ func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
 			err = r.count(fd)
 		case sub == nil && fd != nil && r.limit && fd.Kind() == protoreflect.StringKind:
 			err = r.copyString(fd)
+		case sub == nil && fd != nil && r.limit && r.maxValue > 0 && fd.Kind() == protoreflect.BytesKind && !fd.IsList():
+			err = r.copyBytes(fd)
 		case sub == nil:
 			err = r.copy()
 		case fd.IsMap():
@@ -291,6 +300,9 @@ func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
 // to leave out.
 func (r *rewriter) raw(fd protoreflect.FieldDescriptor, raw json.RawMessage) (val []byte, keep bool, err error) {
 	raw = bytes.TrimSpace(raw)
+	if r.limit && r.maxValue > 0 && len(raw) > r.maxValue {
+		return nil, false, valueTooLong(fd, len(raw), r.maxValue)
+	}
 	if r.toWire {
 		enc := make([]byte, base64.StdEncoding.EncodedLen(len(raw))+2)
 		enc[0] = '"'
@@ -402,6 +414,30 @@ func (r *rewriter) copyString(fd protoreflect.FieldDescriptor) error {
 		var s string
 		if json.Unmarshal(raw, &s) == nil && len(s) > MaxStringBytes {
 			return stringTooLong(fd, len(s))
+		}
+	}
+	r.out.Write(raw)
+	return nil
+}
+
+// copyBytes copies the next JSON value, the base64 text of bytes field fd,
+// refusing one that decodes to more than maxValue bytes (as CheckRequest
+// does the bytes themselves). A value that is not a string, or not
+// base64, is copied for protojson to refuse.
+func (r *rewriter) copyBytes(fd protoreflect.FieldDescriptor) error {
+	var raw json.RawMessage
+	if err := r.dec.Decode(&raw); err != nil {
+		return err
+	}
+	// Base64 is longer than what it encodes: text within the bound (with
+	// its quotes) decodes to bytes within it.
+	if len(raw) > r.maxValue+2 {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			// Standard or URL alphabet, padded or not, as protojson takes.
+			if n := len(strings.TrimRight(s, "=")) * 3 / 4; n > r.maxValue {
+				return valueTooLong(fd, n, r.maxValue)
+			}
 		}
 	}
 	r.out.Write(raw)

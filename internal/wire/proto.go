@@ -17,8 +17,12 @@ import (
 const ProtoName = "proto"
 
 // ProtoCodec is the protobuf codec of a server: it checks a request's
-// shape (CheckProto) before it builds the message.
-type ProtoCodec struct{}
+// shape (CheckRequest) before it builds the message.
+type ProtoCodec struct {
+	// MaxValueBytes, if positive, bounds every bytes field (a payload,
+	// result, progress record or KV value): the engine's payload limit.
+	MaxValueBytes int
+}
 
 var _ connect.Codec = ProtoCodec{}
 
@@ -50,12 +54,12 @@ func (ProtoCodec) MarshalStable(m any) ([]byte, error) {
 }
 
 // Unmarshal implements connect.Codec.
-func (ProtoCodec) Unmarshal(b []byte, m any) error {
+func (c ProtoCodec) Unmarshal(b []byte, m any) error {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return fmt.Errorf("%T is not a protobuf message", m)
 	}
-	if err := CheckProto(b, pm.ProtoReflect().Descriptor()); err != nil {
+	if err := CheckRequest(b, pm.ProtoReflect().Descriptor(), c.MaxValueBytes); err != nil {
 		return err
 	}
 	return proto.Unmarshal(b, pm)
@@ -91,13 +95,24 @@ func stringTooLong(fd protoreflect.FieldDescriptor, n int) error {
 	return fmt.Errorf("%s is %d bytes, over the limit of %d for a string", fd.FullName(), n, MaxStringBytes)
 }
 
+func valueTooLong(fd protoreflect.FieldDescriptor, n, max int) error {
+	return fmt.Errorf("%s is %d bytes, over the limit of %d (the payload limit)", fd.FullName(), n, max)
+}
+
 // CheckProto walks protobuf bytes of a message of type md and refuses them
 // when a list or map field of any message in them holds more elements than
 // the engine accepts, when a string field (a map's keys and values too)
 // is longer than MaxStringBytes, or when they do not parse. It allocates nothing once
 // it has seen md (the first call for a type builds the type's shape).
 func CheckProto(b []byte, md protoreflect.MessageDescriptor) error {
-	return checkProto(b, shapeOf(md), 0)
+	return checkProto(b, shapeOf(md), 0, 0)
+}
+
+// CheckRequest is CheckProto holding, too, every bytes field (a payload,
+// result, progress record or KV value, which the engine bounds by its
+// payload limit) to maxValue bytes when maxValue is positive.
+func CheckRequest(b []byte, md protoreflect.MessageDescriptor, maxValue int) error {
+	return checkProto(b, shapeOf(md), maxValue, 0)
 }
 
 // shape is what checkProto needs of a message type, found once: its list,
@@ -118,6 +133,7 @@ type fieldShape struct {
 	packable bool   // a list that may come packed
 	msg      *shape // a message (or a list or map of them) to walk into
 	str      bool   // a string (or a list of them): at most MaxStringBytes
+	bytes    bool   // bytes: at most the payload limit, when one is given
 }
 
 // shapes holds the shapes built so far, by message descriptor.
@@ -164,7 +180,8 @@ func buildShape(md protoreflect.MessageDescriptor, built map[protoreflect.Messag
 			f.msg = buildShape(fd.Message(), built) // a map's entries are messages
 		}
 		f.str = fd.Kind() == protoreflect.StringKind
-		if f.limit == 0 && f.msg == nil && !f.str {
+		f.bytes = fd.Kind() == protoreflect.BytesKind
+		if f.limit == 0 && f.msg == nil && !f.str && !f.bytes {
 			continue // a scalar: nothing to check
 		}
 		f.fd, f.kind = fd, fd.Kind()
@@ -189,7 +206,7 @@ func buildShape(md protoreflect.MessageDescriptor, built map[protoreflect.Messag
 // it; a field past it is looked up in a map.
 const maxShapeField = 1 << 10
 
-func checkProto(b []byte, sh *shape, depth int) error {
+func checkProto(b []byte, sh *shape, maxValue, depth int) error {
 	if depth > maxDepth {
 		return errors.New("protobuf message nested too deep")
 	}
@@ -237,16 +254,19 @@ func checkProto(b []byte, sh *shape, depth int) error {
 				return overLimit(f.fd)
 			}
 		}
-		if f != nil && (f.msg != nil || f.str) && typ == protowire.BytesType {
+		if f != nil && (f.msg != nil || f.str || f.bytes) && typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return protowire.ParseError(n)
 			}
-			if f.str && len(v) > MaxStringBytes {
+			switch {
+			case f.str && len(v) > MaxStringBytes:
 				return stringTooLong(f.fd, len(v))
+			case f.bytes && maxValue > 0 && len(v) > maxValue:
+				return valueTooLong(f.fd, len(v), maxValue)
 			}
 			if f.msg != nil {
-				if err := checkProto(v, f.msg, depth+1); err != nil {
+				if err := checkProto(v, f.msg, maxValue, depth+1); err != nil {
 					return err
 				}
 			}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,7 +19,7 @@ import (
 
 // checkProtoRef is CheckProto as it walked the descriptors themselves on
 // every call, before shapes: the reference the shapes must agree with.
-func checkProtoRef(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+func checkProtoRef(b []byte, md protoreflect.MessageDescriptor, maxValue, depth int) error {
 	if depth > maxDepth {
 		return errors.New("protobuf message nested too deep")
 	}
@@ -73,12 +74,23 @@ func checkProtoRef(b []byte, md protoreflect.MessageDescriptor, depth int) error
 			b = b[n:]
 			continue
 		}
+		if fd != nil && typ == protowire.BytesType && fd.Kind() == protoreflect.BytesKind {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			if maxValue > 0 && len(v) > maxValue {
+				return valueTooLong(fd, len(v), maxValue)
+			}
+			b = b[n:]
+			continue
+		}
 		if fd != nil && typ == protowire.BytesType && fd.Message() != nil {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return protowire.ParseError(n)
 			}
-			if err := checkProtoRef(v, fd.Message(), depth+1); err != nil {
+			if err := checkProtoRef(v, fd.Message(), maxValue, depth+1); err != nil {
 				return err
 			}
 			b = b[n:]
@@ -132,6 +144,13 @@ func refCases(tb testing.TB) [][]byte {
 		cases = append(cases, mk(&v1.Call{Id: 6, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Task: task}}}))
 	}
 	cases = append(cases, mk(&v1.Call{Id: 7, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{Key: over}}}))
+	// Values at and over refValueLimit: a payload, a KV value in an op.
+	for _, n := range []int{refValueLimit, refValueLimit + 1} {
+		v := bytes.Repeat([]byte("1"), n)
+		cases = append(cases,
+			mk(&v1.Call{Id: 8, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{Task: &v1.Task{Payload: v}}}}),
+			mk(&v1.Call{Id: 9, Call: &v1.Call_KvCommit{KvCommit: &v1.KVCommitRequest{Ops: []*v1.Op{{Op: &v1.Op_Set{Set: &v1.SetOp{Key: "k", Value: v}}}}}}}))
+	}
 	// An unpacked list over the limit: the same field repeated.
 	var unpacked []byte
 	for range 10_001 {
@@ -141,20 +160,38 @@ func refCases(tb testing.TB) [][]byte {
 	return append(cases, unpacked)
 }
 
+// refValueLimit is the payload limit the comparisons hold values to, as
+// well as none.
+const refValueLimit = 128
+
 // TestCheckProtoAgreesWithReference: the shapes give every frame the
-// verdict, and the error, the descriptors' own walk gave.
+// verdict, and the error, the descriptors' own walk gave, with a payload
+// limit and without.
 func TestCheckProtoAgreesWithReference(t *testing.T) {
 	md := (&v1.Call{}).ProtoReflect().Descriptor()
+	refused := 0
 	for i, b := range refCases(t) {
-		if got, want := errText(CheckProto(b, md)), errText(checkProtoRef(b, md, 0)); got != want {
+		if got, want := errText(CheckProto(b, md)), errText(checkProtoRef(b, md, 0, 0)); got != want {
 			t.Errorf("case %d: %q, reference %q", i, got, want)
 		}
+		got, want := errText(CheckRequest(b, md, refValueLimit)), errText(checkProtoRef(b, md, refValueLimit, 0))
+		if got != want {
+			t.Errorf("case %d within %d: %q, reference %q", i, refValueLimit, got, want)
+		}
+		if strings.Contains(got, "(the payload limit)") {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Errorf("%d cases over the payload limit refused, want the 2 made so", refused)
 	}
 	for _, m := range []proto.Message{&v1.Call{}, &v1.EnqueueBatchRequest{}, &v1.Task{}} {
 		d := m.ProtoReflect().Descriptor()
 		for i, b := range refCases(t) {
-			if got, want := errText(CheckProto(b, d)), errText(checkProtoRef(b, d, 0)); got != want {
-				t.Errorf("%s case %d: %q, reference %q", d.FullName(), i, got, want)
+			for _, limit := range []int{0, refValueLimit} {
+				if got, want := errText(CheckRequest(b, d, limit)), errText(checkProtoRef(b, d, limit, 0)); got != want {
+					t.Errorf("%s case %d within %d: %q, reference %q", d.FullName(), i, limit, got, want)
+				}
 			}
 		}
 	}
@@ -169,8 +206,10 @@ func FuzzCheckProto(f *testing.F) {
 	}
 	md := (&v1.Call{}).ProtoReflect().Descriptor()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := errText(CheckProto(b, md)), errText(checkProtoRef(b, md, 0)); got != want {
-			t.Fatalf("%q, reference %q", got, want)
+		for _, limit := range []int{0, 8} {
+			if got, want := errText(CheckRequest(b, md, limit)), errText(checkProtoRef(b, md, limit, 0)); got != want {
+				t.Fatalf("within %d: %q, reference %q", limit, got, want)
+			}
 		}
 	})
 }
@@ -212,8 +251,8 @@ func TestCheckProtoFarFields(t *testing.T) {
 			under = append(under, over[len(over)-5:]...)
 		}
 	}
-	if err := CheckProto(over, md); err == nil || errText(err) != errText(checkProtoRef(over, md, 0)) {
-		t.Fatalf("a far list over the limit: %v, reference %v", err, checkProtoRef(over, md, 0))
+	if err := CheckProto(over, md); err == nil || errText(err) != errText(checkProtoRef(over, md, 0, 0)) {
+		t.Fatalf("a far list over the limit: %v, reference %v", err, checkProtoRef(over, md, 0, 0))
 	}
 	if err := CheckProto(under, md); err != nil {
 		t.Fatalf("a far list under the limit: %v", err)

@@ -418,3 +418,54 @@ func TestNotCaughtUpCrossesWithItsCause(t *testing.T) {
 		t.Error("ErrNotCaughtUp with ErrClosed is named as ErrClosed")
 	}
 }
+
+// TestRequestsWithLongValuesRefused: with a payload limit, both of a
+// server's codecs refuse a payload (JSON text), result, progress record or
+// KV value (bytes; base64 in JSON) over it before the request is built,
+// and take one at it; without a limit they take either.
+func TestRequestsWithLongValuesRefused(t *testing.T) {
+	const limit = 1 << 10
+	value := func(n int) []byte { return []byte(`"` + strings.Repeat("v", n-2) + `"`) } // a JSON string of n bytes
+	kv := func(n int) proto.Message {
+		return &v1.KVCommitRequest{Ops: []*v1.Op{{Op: &v1.Op_Set{Set: &v1.SetOp{Key: "k", Value: bytes.Repeat([]byte{0xff}, n)}}}}}
+	}
+	jsonCodec, lax := NewJSONCodec(JSONName, true), NewJSONCodec(JSONName, false)
+	jsonCodec.MaxValueBytes = limit
+	unbounded := NewJSONCodec(JSONName, true)
+	for _, tc := range []struct {
+		m     proto.Message
+		field string // "" for a request within the limit
+	}{
+		{&v1.EnqueueRequest{Task: &v1.Task{Payload: value(limit + 1)}}, "docket.v1.Task.payload"},
+		{&v1.CompleteRequest{Done: &v1.Done{Result: value(limit + 1)}}, "docket.v1.Done.result"},
+		{kv(limit + 1), "docket.v1.SetOp.value"},
+		{&v1.EnqueueRequest{Task: &v1.Task{Payload: value(limit)}}, ""},
+		{kv(limit), ""},
+	} {
+		b, err := proto.Marshal(tc.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := lax.Marshal(tc.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for codec, err := range map[string]error{
+			"protobuf": (ProtoCodec{MaxValueBytes: limit}).Unmarshal(b, tc.m.ProtoReflect().New().Interface()),
+			"JSON":     jsonCodec.Unmarshal(j, tc.m.ProtoReflect().New().Interface()),
+		} {
+			switch {
+			case tc.field == "" && err != nil:
+				t.Errorf("%T at the limit in %s: %v", tc.m, codec, err)
+			case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field+" is 1025 bytes, over the limit of 1024 (the payload limit)")):
+				t.Errorf("%s over the limit in %s: %v", tc.field, codec, err)
+			}
+		}
+		if err := (ProtoCodec{}).Unmarshal(b, tc.m.ProtoReflect().New().Interface()); err != nil {
+			t.Errorf("%T without a payload limit, in protobuf: %v", tc.m, err)
+		}
+		if err := unbounded.Unmarshal(j, tc.m.ProtoReflect().New().Interface()); err != nil {
+			t.Errorf("%T without a payload limit, in JSON: %v", tc.m, err)
+		}
+	}
+}
