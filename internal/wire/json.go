@@ -195,8 +195,8 @@ func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool, ma
 }
 
 type rewriter struct {
-	dec    *json.Decoder
-	out    bytes.Buffer
+	dec      *json.Decoder
+	out      bytes.Buffer
 	toWire   bool
 	limit    bool
 	maxValue int // with limit: a bytes field's bound, 0 for none
