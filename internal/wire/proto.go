@@ -88,7 +88,7 @@ func overLimit(fd protoreflect.FieldDescriptor) error {
 // request is built, so that a frame of megabytes in one string costs the
 // server its bytes once, not once more as a string it then refuses.
 // Payloads, results, progress and KV values are bytes, held to the
-// engine's payload limit when it runs the call.
+// engine's payload limit (CheckRequest).
 const MaxStringBytes = 64 << 10
 
 func stringTooLong(fd protoreflect.FieldDescriptor, n int) error {
@@ -101,9 +101,10 @@ func valueTooLong(fd protoreflect.FieldDescriptor, n, max int) error {
 
 // CheckProto walks protobuf bytes of a message of type md and refuses them
 // when a list or map field of any message in them holds more elements than
-// the engine accepts, when a string field (a map's keys and values too)
-// is longer than MaxStringBytes, or when they do not parse. It allocates nothing once
-// it has seen md (the first call for a type builds the type's shape).
+// the engine accepts, when a string field (a map's keys and values too) is
+// longer than MaxStringBytes, or when they do not parse. It allocates
+// nothing once it has seen md (the first call for a type builds the
+// type's shape).
 func CheckProto(b []byte, md protoreflect.MessageDescriptor) error {
 	return checkProto(b, shapeOf(md), 0, 0)
 }
@@ -124,8 +125,8 @@ type shape struct {
 }
 
 // fieldShape is one field of a shape: a list or map and its limit, a
-// message (or a map's entry) to walk into, a string to measure, or none of
-// these (zero: skipped).
+// message (or a map's entry) to walk into, a string or bytes to measure,
+// or none of these (zero: skipped).
 type fieldShape struct {
 	fd       protoreflect.FieldDescriptor
 	limit    int // > 0 for a list or map: the elements it may hold
