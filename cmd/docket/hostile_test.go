@@ -150,6 +150,33 @@ func hostileSession(ctx context.Context, addr string, b []byte) {
 	io.Copy(io.Discard, c)
 }
 
+// hostileStream opens a session on addr and writes frame again and again,
+// reading what the server answers meanwhile, until the server closes the
+// session or ctx ends: a client that goes on sending calls the server
+// refuses, each alone.
+func hostileStream(ctx context.Context, addr string, frame []byte) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		io.Copy(io.Discard, c)
+	}()
+	hello, _ := session.AppendFrame([]byte(session.Preface), &v1.Hello{Version: session.Version})
+	for b := hello; ctx.Err() == nil; b = frame {
+		if _, err := c.Write(b); err != nil {
+			break
+		}
+	}
+	c.Close()
+	<-read
+}
+
 // sessionAttacks are the attacks on the session transport.
 func sessionAttacks(addr string) []attack {
 	garbage := append(binary.AppendUvarint(nil, 64), bytes.Repeat([]byte{0xff}, 64)...)
@@ -200,10 +227,10 @@ func sessionAttacks(addr string) []attack {
 			return untilDone(ctx, 1, func(ctx context.Context) { hostileSession(ctx, addr, packed) })
 		}},
 		{"sessions: 9 MiB frames x4", func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 4, func(ctx context.Context) { hostileSession(ctx, addr, bytes.Repeat(large, 4)) })
+			return untilDone(ctx, 4, func(ctx context.Context) { hostileStream(ctx, addr, large) })
 		}},
 		{"sessions: 9 MiB payloads x4", func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 4, func(ctx context.Context) { hostileSession(ctx, addr, bytes.Repeat(largeValue, 4)) })
+			return untilDone(ctx, 4, func(ctx context.Context) { hostileStream(ctx, addr, largeValue) })
 		}},
 	}
 }
