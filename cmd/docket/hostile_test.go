@@ -224,7 +224,7 @@ func sessionAttacks(addr string) []attack {
 			return untilDone(ctx, 2, func(ctx context.Context) { hostileSession(ctx, addr, parked) })
 		}},
 		{"sessions: packed depends_on of 8 Mi one-byte varints", func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 1, func(ctx context.Context) { hostileSession(ctx, addr, packed) })
+			return untilDone(ctx, 1, func(ctx context.Context) { hostileStream(ctx, addr, packed) })
 		}},
 		{"sessions: 9 MiB frames x4", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 4, func(ctx context.Context) { hostileStream(ctx, addr, large) })
