@@ -132,22 +132,31 @@ type attack struct {
 	run  func(ctx context.Context) *sync.WaitGroup
 }
 
-// hostileSession opens a session on addr (the preface and a Hello) and
-// writes b after it, then reads what the server answers until it closes
-// the session or ctx ends.
-func hostileSession(ctx context.Context, addr string, b []byte) {
+// hostileConn dials addr and opens a session on it (the preface and a
+// Hello), closed when ctx ends; nil if that failed.
+func hostileConn(ctx context.Context, addr string) net.Conn {
 	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return
+		return nil
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
+	context.AfterFunc(ctx, func() { c.Close() })
 	hello, _ := session.AppendFrame([]byte(session.Preface), &v1.Hello{Version: session.Version})
-	if _, err := c.Write(append(hello, b...)); err != nil {
-		return
+	if _, err := c.Write(hello); err != nil {
+		c.Close()
+		return nil
 	}
-	io.Copy(io.Discard, c)
+	return c
+}
+
+// hostileSession opens a session on addr and writes b on it, then reads
+// what the server answers until it closes the session or ctx ends.
+func hostileSession(ctx context.Context, addr string, b []byte) {
+	if c := hostileConn(ctx, addr); c != nil {
+		defer c.Close()
+		if _, err := c.Write(b); err == nil {
+			io.Copy(io.Discard, c)
+		}
+	}
 }
 
 // hostileStream opens a session on addr and writes frame again and again,
@@ -155,21 +164,17 @@ func hostileSession(ctx context.Context, addr string, b []byte) {
 // session or ctx ends: a client that goes on sending calls the server
 // refuses, each alone.
 func hostileStream(ctx context.Context, addr string, frame []byte) {
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	if err != nil {
+	c := hostileConn(ctx, addr)
+	if c == nil {
 		return
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		io.Copy(io.Discard, c)
 	}()
-	hello, _ := session.AppendFrame([]byte(session.Preface), &v1.Hello{Version: session.Version})
-	for b := hello; ctx.Err() == nil; b = frame {
-		if _, err := c.Write(b); err != nil {
+	for ctx.Err() == nil {
+		if _, err := c.Write(frame); err != nil {
 			break
 		}
 	}

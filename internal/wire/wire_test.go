@@ -330,7 +330,6 @@ func TestParseLimits(t *testing.T) {
 // the request is built; one at the limit is taken.
 func TestRequestsWithLongStringsRefused(t *testing.T) {
 	long, over := strings.Repeat("k", MaxStringBytes), strings.Repeat("é", MaxStringBytes/2+1)
-	jsonCodec, lax := NewJSONCodec(JSONName, true), NewJSONCodec(JSONName, false)
 	for _, tc := range []struct {
 		m     proto.Message
 		field string // "" for a request the codecs take
@@ -343,28 +342,39 @@ func TestRequestsWithLongStringsRefused(t *testing.T) {
 		{&v1.KVGetRequest{Key: long}, ""},
 		{&v1.EnqueueRequest{Task: &v1.Task{Headers: map[string]string{long: long}}}, ""},
 	} {
-		b, err := proto.Marshal(tc.m)
-		if err != nil {
-			t.Fatal(err)
+		wantCodecs(t, tc.m, 0, tc.field, " is 65538 bytes, over the limit of 65536 for a string")
+	}
+}
+
+// wantCodecs has a server's two codecs, with the payload limit maxValue,
+// read m in protobuf and in JSON: both refuse it with an error naming
+// field followed by want, or take it when field is "". A client's codec
+// takes it either way.
+func wantCodecs(t *testing.T, m proto.Message, maxValue int, field, want string) {
+	t.Helper()
+	jsonCodec, lax := NewJSONCodec(JSONName, true), NewJSONCodec(JSONName, false)
+	jsonCodec.MaxValueBytes = maxValue
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := lax.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for codec, err := range map[string]error{
+		"protobuf": (ProtoCodec{MaxValueBytes: maxValue}).Unmarshal(b, m.ProtoReflect().New().Interface()),
+		"JSON":     jsonCodec.Unmarshal(j, m.ProtoReflect().New().Interface()),
+	} {
+		switch {
+		case field == "" && err != nil:
+			t.Errorf("%T within the limits in %s: %v", m, codec, err)
+		case field != "" && (err == nil || !strings.Contains(err.Error(), field+want)):
+			t.Errorf("%s over the limit in %s: %v", field, codec, err)
 		}
-		j, err := lax.Marshal(tc.m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for codec, err := range map[string]error{
-			"protobuf": (ProtoCodec{}).Unmarshal(b, tc.m.ProtoReflect().New().Interface()),
-			"JSON":     jsonCodec.Unmarshal(j, tc.m.ProtoReflect().New().Interface()),
-		} {
-			switch {
-			case tc.field == "" && err != nil:
-				t.Errorf("%T at the limit in %s: %v", tc.m, codec, err)
-			case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field+" is 65538 bytes, over the limit of 65536 for a string")):
-				t.Errorf("%s over the limit in %s: %v", tc.field, codec, err)
-			}
-		}
-		if err := lax.Unmarshal(j, tc.m.ProtoReflect().New().Interface()); err != nil {
-			t.Errorf("%T: a client's codec has no limits: %v", tc.m, err)
-		}
+	}
+	if err := lax.Unmarshal(j, m.ProtoReflect().New().Interface()); err != nil {
+		t.Errorf("%T: a client's codec has no limits: %v", m, err)
 	}
 }
 
@@ -429,9 +439,6 @@ func TestRequestsWithLongValuesRefused(t *testing.T) {
 	kv := func(n int) proto.Message {
 		return &v1.KVCommitRequest{Ops: []*v1.Op{{Op: &v1.Op_Set{Set: &v1.SetOp{Key: "k", Value: bytes.Repeat([]byte{0xff}, n)}}}}}
 	}
-	jsonCodec, lax := NewJSONCodec(JSONName, true), NewJSONCodec(JSONName, false)
-	jsonCodec.MaxValueBytes = limit
-	unbounded := NewJSONCodec(JSONName, true)
 	for _, tc := range []struct {
 		m     proto.Message
 		field string // "" for a request within the limit
@@ -442,30 +449,7 @@ func TestRequestsWithLongValuesRefused(t *testing.T) {
 		{&v1.EnqueueRequest{Task: &v1.Task{Payload: value(limit)}}, ""},
 		{kv(limit), ""},
 	} {
-		b, err := proto.Marshal(tc.m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := lax.Marshal(tc.m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for codec, err := range map[string]error{
-			"protobuf": (ProtoCodec{MaxValueBytes: limit}).Unmarshal(b, tc.m.ProtoReflect().New().Interface()),
-			"JSON":     jsonCodec.Unmarshal(j, tc.m.ProtoReflect().New().Interface()),
-		} {
-			switch {
-			case tc.field == "" && err != nil:
-				t.Errorf("%T at the limit in %s: %v", tc.m, codec, err)
-			case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field+" is 1025 bytes, over the limit of 1024 (the payload limit)")):
-				t.Errorf("%s over the limit in %s: %v", tc.field, codec, err)
-			}
-		}
-		if err := (ProtoCodec{}).Unmarshal(b, tc.m.ProtoReflect().New().Interface()); err != nil {
-			t.Errorf("%T without a payload limit, in protobuf: %v", tc.m, err)
-		}
-		if err := unbounded.Unmarshal(j, tc.m.ProtoReflect().New().Interface()); err != nil {
-			t.Errorf("%T without a payload limit, in JSON: %v", tc.m, err)
-		}
+		wantCodecs(t, tc.m, limit, tc.field, " is 1025 bytes, over the limit of 1024 (the payload limit)")
+		wantCodecs(t, tc.m, 0, "", "") // no payload limit: taken
 	}
 }
