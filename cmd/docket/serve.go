@@ -68,6 +68,9 @@ a call over one is refused naming it. A request's body must arrive within
 -body-timeout and be at most -max-request bytes, sent or inflated (a
 compressed body may inflate at most 32-fold past its first MiB); one over
 the limit is refused as soon as it passes it, and its connection closed.
+A request with a string over 64 KiB, a value (payload, result, progress,
+KV value) over -max-payload or a list over the engine's element limits is
+refused before it is decoded.
 
 Ready: once it serves (listening, the engine open, with -raft the node
 started and in its cluster), serve prints one JSON line on stdout, the only
