@@ -191,17 +191,17 @@ func sessionAttacks(addr string) []attack {
 			Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Queue: "empty", Owner: "w",
 			Lease: durationpb.New(time.Minute), Max: 1, MaxWait: durationpb.New(time.Hour)}}})
 	}
-	// An Enqueue call whose task depends on 8 Mi tasks, in one packed
+	// An Enqueue call whose task depends on 7 Mi tasks, in one packed
 	// field: within the frame limit, over the element limits.
-	deps := hostilePackedDeps(8 << 20)
+	deps := hostilePackedDeps(7 << 20)
 	packed := protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1), 10, protowire.BytesType)
 	packed = protowire.AppendBytes(packed, deps)
 	packed = append(binary.AppendUvarint(nil, uint64(len(packed))), packed...)
 	large, _ := session.AppendFrame(nil, &v1.Call{Id: 1, Call: &v1.Call_KvGet{KvGet: &v1.KVGetRequest{
-		Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Key: strings.Repeat("k", 9<<20)}}})
-	// A 9 MiB payload: a value over the engine's payload limit (1 MiB).
+		Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Key: strings.Repeat("k", 7<<20)}}})
+	// A 7 MiB payload: a value over the engine's payload limit (1 MiB).
 	largeValue, _ := session.AppendFrame(nil, &v1.Call{Id: 1, Call: &v1.Call_Enqueue{Enqueue: &v1.EnqueueRequest{
-		Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Queue: "q", Task: &v1.Task{Payload: []byte(`"` + strings.Repeat("v", 9<<20) + `"`)}}}})
+		Namespace: &v1.Namespace{Project: "evil", Scope: "x"}, Queue: "q", Task: &v1.Task{Payload: []byte(`"` + strings.Repeat("v", 7<<20) + `"`)}}}})
 	return []attack{
 		{"sessions: frames of garbage x8", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 8, func(ctx context.Context) { hostileSession(ctx, addr, garbage) })
@@ -228,13 +228,13 @@ func sessionAttacks(addr string) []attack {
 		{"sessions: 4,096 waiting claims x2", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 2, func(ctx context.Context) { hostileSession(ctx, addr, parked) })
 		}},
-		{"sessions: packed depends_on of 8 Mi one-byte varints", func(ctx context.Context) *sync.WaitGroup {
+		{"sessions: packed depends_on of 7 Mi one-byte varints", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 1, func(ctx context.Context) { hostileStream(ctx, addr, packed) })
 		}},
-		{"sessions: 9 MiB frames x4", func(ctx context.Context) *sync.WaitGroup {
+		{"sessions: 7 MiB frames x4", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 4, func(ctx context.Context) { hostileStream(ctx, addr, large) })
 		}},
-		{"sessions: 9 MiB payloads x4", func(ctx context.Context) *sync.WaitGroup {
+		{"sessions: 7 MiB payloads x4", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 4, func(ctx context.Context) { hostileStream(ctx, addr, largeValue) })
 		}},
 	}
