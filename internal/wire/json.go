@@ -94,6 +94,13 @@ func (c *JSONCodec) Unmarshal(b []byte, m any) error {
 		return errors.New("zero-length payload is not a valid JSON object")
 	}
 	md := pm.ProtoReflect().Descriptor()
+	if c.limit && c.MaxValueBytes > 0 {
+		// Before the rewrite, which holds a value it reads several times
+		// over (the decoder's buffer, the value, the text it writes).
+		if n, max := longestString(b), jsonStringBound(c.MaxValueBytes); n > max {
+			return fmt.Errorf("unmarshal into %T: a JSON string of %d bytes, over the longest a request may hold (%d)", m, n, max)
+		}
+	}
 	if c.limit || hasRaw(md) {
 		var err error
 		if b, err = rewrite(b, md, true, c.limit, c.MaxValueBytes); err != nil {
@@ -106,6 +113,48 @@ func (c *JSONCodec) Unmarshal(b []byte, m any) error {
 		return fmt.Errorf("unmarshal into %T: %w", m, err)
 	}
 	return nil
+}
+
+// jsonStringBound is the longest text a JSON string of a request may have
+// between its quotes, escapes as written, with the payload limit
+// maxValue: a string field's MaxStringBytes, each byte escaped in six
+// (\u0001), or a value's base64 with every character escaped in two (a
+// payload's strings are within its own text, at most maxValue).
+func jsonStringBound(maxValue int) int {
+	return max(6*MaxStringBytes, 2*base64.StdEncoding.EncodedLen(maxValue))
+}
+
+// longestString returns the length of the longest JSON string in b, the
+// text between its quotes as written (one left open runs to the end of
+// b). It reads b once, allocating nothing, to refuse a request holding a
+// string no field may hold before anything is built from it.
+func longestString(b []byte) int {
+	longest := 0
+	for {
+		q := bytes.IndexByte(b, '"')
+		if q < 0 {
+			return longest
+		}
+		b = b[q+1:]
+		n := 0 // the string's text so far
+		for {
+			e := bytes.IndexByte(b[n:], '"')
+			if e < 0 {
+				return max(longest, len(b))
+			}
+			if k := bytes.IndexByte(b[n:n+e], '\\'); k >= 0 {
+				n += k + 2 // an escape: its next byte is not the string's end
+				if n > len(b) {
+					return max(longest, len(b))
+				}
+				continue
+			}
+			n += e
+			break
+		}
+		longest = max(longest, n)
+		b = b[n+1:]
+	}
 }
 
 // NotJSONError is the JSON codec's refusal to write a raw_json field whose

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -451,5 +453,80 @@ func TestRequestsWithLongValuesRefused(t *testing.T) {
 	} {
 		wantCodecs(t, tc.m, limit, tc.field, " is 1025 bytes, over the limit of 1024 (the payload limit)")
 		wantCodecs(t, tc.m, 0, "", "") // no payload limit: taken
+	}
+}
+
+// TestLongestString: the longest JSON string's text, escapes as written,
+// against a byte-by-byte reference, on fixed cases and on random text of
+// quotes, backslashes and letters.
+func TestLongestString(t *testing.T) {
+	ref := func(b []byte) int {
+		longest, n, in, esc := 0, 0, false, false
+		for _, c := range b {
+			switch {
+			case !in:
+				if c == '"' {
+					in, n = true, 0
+				}
+			case esc:
+				esc, n = false, n+1
+			case c == '\\':
+				esc, n = true, n+1
+			case c == '"':
+				in, longest = false, max(longest, n)
+			default:
+				n++
+			}
+		}
+		if in {
+			longest = max(longest, n)
+		}
+		return longest
+	}
+	for in, want := range map[string]int{
+		`{}`: 0, `{"a":"bcd"}`: 3, `{"a":"b\"cd"}`: 5, `"\\\\"`: 4, `"abc`: 3, `"ab\`: 3, `"ab\"`: 4, `["", "xy", "z"]`: 2,
+	} {
+		if got := longestString([]byte(in)); got != want || got != ref([]byte(in)) {
+			t.Errorf("longestString(%s) = %d, want %d (reference %d)", in, got, want, ref([]byte(in)))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20_000 {
+		b := make([]byte, rng.IntN(24))
+		for i := range b {
+			b[i] = `"\a`[rng.IntN(3)]
+		}
+		if got, want := longestString(b), ref(b); got != want {
+			t.Fatalf("longestString(%q) = %d, reference %d", b, got, want)
+		}
+	}
+}
+
+// TestJSONStringOverAnyFieldRefusedUnread: with a payload limit, a JSON
+// request holding a string longer than any field may hold (jsonStringBound)
+// is refused before the rewrite reads it: the refusal allocates next to
+// nothing for a body of 4 MiB; one just within the bound goes on to the
+// field's own check.
+func TestJSONStringOverAnyFieldRefusedUnread(t *testing.T) {
+	const limit = 1 << 10
+	c := NewJSONCodec(JSONName, true)
+	c.MaxValueBytes = limit
+	body := func(n int) []byte {
+		return []byte(`{"queue":"q","task":{"kind":"` + strings.Repeat("k", n) + `"}}`)
+	}
+	big := body(4 << 20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := c.Unmarshal(big, &v1.EnqueueRequest{})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("a JSON string of %d bytes, over the longest a request may hold (%d)", 4<<20, jsonStringBound(limit))) {
+		t.Fatalf("a 4 MiB string: %v", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+		t.Fatalf("refusing a 4 MiB string allocated %d bytes", got)
+	}
+	err = c.Unmarshal(body(jsonStringBound(limit)), &v1.EnqueueRequest{})
+	if err == nil || !strings.Contains(err.Error(), "docket.v1.Task.kind is") {
+		t.Fatalf("a string at the bound reaches the field's check: %v", err)
 	}
 }
