@@ -284,9 +284,10 @@ func TestHostileInputsProcess(t *testing.T) {
 	t.Logf("idle: RSS %.1f MiB; victim alone: %d enqueues, p99 %v (the p99 bound is held: %v)",
 		float64(idle0)/(1<<20), len(quiet), quietP99.Round(10*time.Microsecond), holdP99)
 	bomb := hostileGzipBomb(200 << 20)
-	// JSON bodies within the request limit, each holding a string longer
-	// than any field may: a kind, and a payload (a raw JSON value).
+	// JSON bodies within the request limit: a string longer than any field
+	// may hold (a kind, a payload), and a payload of 7 MiB of short strings.
 	jsonString := []byte(`{"namespace":{"project":"evil","scope":"x"},"queue":"q","task":{"kind":"` + strings.Repeat("k", 7<<20) + `"}}`)
+	jsonArray := []byte(`{"namespace":{"project":"evil","scope":"x"},"queue":"q","task":{"payload":[` + strings.Repeat(`"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvv",`, 7<<20/32) + `1]}}`)
 	jsonPayload := []byte(`{"namespace":{"project":"evil","scope":"x"},"queue":"q","task":{"payload":"` + strings.Repeat("v", 7<<20) + `"}}`)
 	packed := hostilePackedDeps(24 << 20)
 	attackHTTP := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -324,6 +325,11 @@ func TestHostileInputsProcess(t *testing.T) {
 		{"JSON bodies of a 7 MiB string x2", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 2, func(ctx context.Context) {
 				postRaw(ctx, attackHTTP, api, "application/json", "", bytes.NewReader(jsonString))
+			})
+		}},
+		{"JSON bodies of a 7 MiB payload array x2", func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, 2, func(ctx context.Context) {
+				postRaw(ctx, attackHTTP, api, "application/json", "", bytes.NewReader(jsonArray))
 			})
 		}},
 		{"JSON bodies of a 7 MiB payload x2", func(ctx context.Context) *sync.WaitGroup {

@@ -102,8 +102,17 @@ func (c *JSONCodec) Unmarshal(b []byte, m any) error {
 		}
 	}
 	if c.limit || hasRaw(md) {
+		// The rewritten request is done with once it is decoded (protojson
+		// copies what it keeps): its buffer serves the next request.
+		out := requestBufs.Get().(*bytes.Buffer)
+		defer func() {
+			if out.Cap() <= maxPooledRequest {
+				out.Reset()
+				requestBufs.Put(out)
+			}
+		}()
 		var err error
-		if b, err = rewrite(b, md, true, c.limit, c.MaxValueBytes); err != nil {
+		if b, err = rewriteInto(out, b, md, true, c.limit, c.MaxValueBytes); err != nil {
 			// Not wrapped: connect takes an io.EOF from a codec for "no
 			// message", where this is a message cut short.
 			return fmt.Errorf("unmarshal into %T: %s", m, err.Error())
@@ -114,6 +123,14 @@ func (c *JSONCodec) Unmarshal(b []byte, m any) error {
 	}
 	return nil
 }
+
+// requestBufs holds the buffers a server's JSON codec rewrites requests
+// into, up to maxPooledRequest each (a request at the default request
+// limit fits): a request's text is rewritten whole, and a new buffer for
+// each large one was a new allocation of a third more than its size.
+var requestBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledRequest = 16 << 20
 
 // jsonStringBound is the longest text a JSON string of a request may have
 // between its quotes, escapes as written, with the payload limit
@@ -155,6 +172,46 @@ func longestString(b []byte) int {
 		longest = max(longest, n)
 		b = b[n+1:]
 	}
+}
+
+// valueLen returns the length of the JSON value b starts with, after
+// whitespace and a colon, reading it in place: a string to its closing
+// quote, an object or array to the bracket that closes it (brackets in its
+// strings skipped), anything else to the next comma, bracket or space.
+// Malformed text is measured all the same, for the decoder to refuse.
+func valueLen(b []byte) int {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r' || b[i] == ':') {
+		i++
+	}
+	start, depth := i, 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(b)) - start
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i - start
+			}
+			if depth--; depth == 0 {
+				return i + 1 - start
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i - start
+			}
+		}
+	}
+	return len(b) - start
 }
 
 // NotJSONError is the JSON codec's refusal to write a raw_json field whose
@@ -232,7 +289,12 @@ const maxDepth = 32
 // Everything else is copied as it is. With limit, every message is walked
 // and its lists and maps counted against the engine's limits.
 func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool, maxValue int) ([]byte, error) {
-	r := &rewriter{dec: json.NewDecoder(bytes.NewReader(b)), toWire: toWire, limit: limit, maxValue: maxValue}
+	return rewriteInto(new(bytes.Buffer), b, md, toWire, limit, maxValue)
+}
+
+// rewriteInto is rewrite writing into out, which it grows.
+func rewriteInto(out *bytes.Buffer, b []byte, md protoreflect.MessageDescriptor, toWire, limit bool, maxValue int) ([]byte, error) {
+	r := &rewriter{dec: json.NewDecoder(bytes.NewReader(b)), src: b, out: out, toWire: toWire, limit: limit, maxValue: maxValue}
 	r.out.Grow(len(b) + len(b)/3 + 16)
 	if err := r.message(md, 0); err != nil {
 		return nil, err
@@ -245,7 +307,8 @@ func rewrite(b []byte, md protoreflect.MessageDescriptor, toWire, limit bool, ma
 
 type rewriter struct {
 	dec      *json.Decoder
-	out      bytes.Buffer
+	src      []byte // what dec reads
+	out      *bytes.Buffer
 	toWire   bool
 	limit    bool
 	maxValue int // with limit: a bytes field's bound, 0 for none
@@ -284,6 +347,13 @@ func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
 			fd = fields.ByTextName(key)
 		}
 		if fd != nil && isRaw(fd) {
+			if r.limit && r.maxValue > 0 {
+				// Measured in place before the decoder reads it: it would
+				// hold the value in its buffer and again as raw.
+				if n := valueLen(r.src[min(int(r.dec.InputOffset()), len(r.src)):]); n > r.maxValue {
+					return valueTooLong(fd, n, r.maxValue)
+				}
+			}
 			var raw json.RawMessage
 			if err := r.dec.Decode(&raw); err != nil {
 				return err

@@ -530,3 +530,68 @@ func TestJSONStringOverAnyFieldRefusedUnread(t *testing.T) {
 		t.Fatalf("a string at the bound reaches the field's check: %v", err)
 	}
 }
+
+// TestValueLen: the length of a JSON value measured in place is the length
+// of the text the decoder reads as that value, for values of every kind,
+// nested, with escapes and brackets inside strings, after a key's colon.
+func TestValueLen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var gen func(depth int) string
+	gen = func(depth int) string {
+		switch k := rng.IntN(7); {
+		case k == 0 || depth > 3:
+			return []string{`"a\"b]}"`, `"x\\"`, `""`, `"{[,"`}[rng.IntN(4)]
+		case k == 1:
+			return []string{`-12.5e3`, `0`, `true`, `null`}[rng.IntN(4)]
+		case k == 2:
+			var parts []string
+			for range rng.IntN(4) {
+				parts = append(parts, gen(depth+1))
+			}
+			return "[" + strings.Join(parts, ", ") + "]"
+		default:
+			var parts []string
+			for i := range rng.IntN(4) {
+				parts = append(parts, fmt.Sprintf(`"k%d" : %s`, i, gen(depth+1)))
+			}
+			return "{" + strings.Join(parts, ",") + "}"
+		}
+	}
+	for range 5_000 {
+		v := gen(0)
+		doc := []byte(`{"key" :  ` + v + ` , "after": 1}`)
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.Token() // {
+		dec.Token() // "key"
+		off := dec.InputOffset()
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		if got := valueLen(doc[off:]); got != len(raw) || string(raw) != v {
+			t.Fatalf("valueLen of %s = %d, the decoder read %d bytes (%s)", v, got, len(raw), raw)
+		}
+	}
+	// Cut short: measured to the end, for the decoder to refuse.
+	if got := valueLen([]byte(`: [1, "a`)); got != 6 {
+		t.Fatalf("a value cut short: %d", got)
+	}
+}
+
+// TestJSONRequestsKeepTheirBytes: the buffer a server's codec rewrites a
+// request into serves the next request (requestBufs); a request decoded
+// before keeps its own bytes.
+func TestJSONRequestsKeepTheirBytes(t *testing.T) {
+	c := NewJSONCodec(JSONName, true)
+	var first, second v1.EnqueueRequest
+	if err := c.Unmarshal([]byte(`{"queue":"one","task":{"kind":"k1","payload":{"n":1}}}`), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Unmarshal([]byte(`{"queue":"two","task":{"kind":"k2","payload":{"n":2}}}`), &second); err != nil {
+		t.Fatal(err)
+	}
+	if first.Queue != "one" || first.Task.Kind != "k1" || string(first.Task.Payload) != `{"n":1}` ||
+		second.Queue != "two" || string(second.Task.Payload) != `{"n":2}` {
+		t.Fatalf("decoded %v and %v", &first, &second)
+	}
+}
