@@ -293,17 +293,17 @@ func TestHostileInputsProcess(t *testing.T) {
 	attackHTTP := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer attackHTTP.CloseIdleConnections()
 
+	// posts is an attack of n clients posting body again and again.
+	posts := func(n int, contentType, encoding string, body []byte) func(context.Context) *sync.WaitGroup {
+		return func(ctx context.Context) *sync.WaitGroup {
+			return untilDone(ctx, n, func(ctx context.Context) {
+				postRaw(ctx, attackHTTP, api, contentType, encoding, bytes.NewReader(body))
+			})
+		}
+	}
 	attacks := []attack{
-		{fmt.Sprintf("gzip bomb (%d KiB inflating to 200 MiB) x6 at once", len(bomb)>>10), func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 6, func(ctx context.Context) {
-				postRaw(ctx, attackHTTP, api, "application/proto", "gzip", bytes.NewReader(bomb))
-			})
-		}},
-		{"packed depends_on of 24 Mi one-byte varints", func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 1, func(ctx context.Context) {
-				postRaw(ctx, attackHTTP, api, "application/proto", "", bytes.NewReader(packed))
-			})
-		}},
+		{fmt.Sprintf("gzip bomb (%d KiB inflating to 200 MiB) x6 at once", len(bomb)>>10), posts(6, "application/proto", "gzip", bomb)},
+		{"packed depends_on of 24 Mi one-byte varints", posts(1, "application/proto", "", packed)},
 		{"64 slow bodies (max-calls 32) that never finish", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 64, func(ctx context.Context) {
 				c, err := (&net.Dialer{}).DialContext(ctx, "tcp", strings.TrimPrefix(p.base, "http://"))
@@ -322,21 +322,9 @@ func TestHostileInputsProcess(t *testing.T) {
 				postRaw(ctx, attackHTTP, api, "application/proto", "", zeros{})
 			})
 		}},
-		{"JSON bodies of a 7 MiB string x2", func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 2, func(ctx context.Context) {
-				postRaw(ctx, attackHTTP, api, "application/json", "", bytes.NewReader(jsonString))
-			})
-		}},
-		{"JSON bodies of a 7 MiB payload array x2", func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 2, func(ctx context.Context) {
-				postRaw(ctx, attackHTTP, api, "application/json", "", bytes.NewReader(jsonArray))
-			})
-		}},
-		{"JSON bodies of a 7 MiB payload x2", func(ctx context.Context) *sync.WaitGroup {
-			return untilDone(ctx, 2, func(ctx context.Context) {
-				postRaw(ctx, attackHTTP, api, "application/json", "", bytes.NewReader(jsonPayload))
-			})
-		}},
+		{"JSON bodies of a 7 MiB string x2", posts(2, "application/json", "", jsonString)},
+		{"JSON bodies of a 7 MiB payload array x2", posts(2, "application/json", "", jsonArray)},
+		{"JSON bodies of a 7 MiB payload x2", posts(2, "application/json", "", jsonPayload)},
 		{"1 GiB body with its Content-Length x2", func(ctx context.Context) *sync.WaitGroup {
 			return untilDone(ctx, 2, func(ctx context.Context) {
 				req, _ := http.NewRequestWithContext(ctx, "POST", api, io.LimitReader(zeros{}, 1<<30))
