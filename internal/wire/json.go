@@ -418,10 +418,7 @@ func (r *rewriter) message(md protoreflect.MessageDescriptor, depth int) error {
 // raw translates the value of a raw_json field; keep is false for a field
 // to leave out.
 func (r *rewriter) raw(fd protoreflect.FieldDescriptor, raw json.RawMessage) (val []byte, keep bool, err error) {
-	raw = bytes.TrimSpace(raw)
-	if r.limit && r.maxValue > 0 && len(raw) > r.maxValue {
-		return nil, false, valueTooLong(fd, len(raw), r.maxValue)
-	}
+	raw = bytes.TrimSpace(raw) // with limit, valueLen held it to maxValue before it was read
 	if r.toWire {
 		enc := make([]byte, base64.StdEncoding.EncodedLen(len(raw))+2)
 		enc[0] = '"'
