@@ -23,8 +23,8 @@ var sentinels = [...]struct {
 	pb   v1.Sentinel
 	code connect.Code
 }{
-	// Its code is its cause's (notCaughtUp); this one is for a cause
-	// without a code of its own.
+	// ToConnect answers it with its cause's code (notCaughtUp), never
+	// this one; the entry names it on the wire.
 	{engine.ErrNotCaughtUp, v1.Sentinel_SENTINEL_NOT_CAUGHT_UP, connect.CodeUnavailable},
 	{engine.ErrInvalid, v1.Sentinel_SENTINEL_INVALID, connect.CodeInvalidArgument},
 	{engine.ErrNotFound, v1.Sentinel_SENTINEL_NOT_FOUND, connect.CodeNotFound},

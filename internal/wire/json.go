@@ -518,41 +518,44 @@ func (r *rewriter) count(fd protoreflect.FieldDescriptor) error {
 
 // copyString copies the next JSON value, a string of field fd, refusing
 // one longer than MaxStringBytes once unescaped (as CheckProto does its
-// bytes). A value that is not a string is copied for protojson to refuse.
+// bytes).
 func (r *rewriter) copyString(fd protoreflect.FieldDescriptor) error {
-	var raw json.RawMessage
-	if err := r.dec.Decode(&raw); err != nil {
-		return err
-	}
-	// Escapes only lengthen a string: one whose JSON is within the limit
-	// (with its quotes) is within it unescaped.
-	if len(raw) > MaxStringBytes+2 {
-		var s string
-		if json.Unmarshal(raw, &s) == nil && len(s) > MaxStringBytes {
+	return r.copyHeld(MaxStringBytes, func(s string) error {
+		if len(s) > MaxStringBytes {
 			return stringTooLong(fd, len(s))
 		}
-	}
-	r.out.Write(raw)
-	return nil
+		return nil
+	})
 }
 
 // copyBytes copies the next JSON value, the base64 text of bytes field fd,
 // refusing one that decodes to more than maxValue bytes (as CheckRequest
-// does the bytes themselves). A value that is not a string, or not
-// base64, is copied for protojson to refuse.
+// does the bytes themselves).
 func (r *rewriter) copyBytes(fd protoreflect.FieldDescriptor) error {
+	return r.copyHeld(r.maxValue, func(s string) error {
+		// Standard or URL alphabet, padded or not, as protojson takes.
+		if n := len(strings.TrimRight(s, "=")) * 3 / 4; n > r.maxValue {
+			return valueTooLong(fd, n, r.maxValue)
+		}
+		return nil
+	})
+}
+
+// copyHeld copies the next JSON value, a string, after check has seen it
+// unescaped when its text is longer than max: escapes and base64 only
+// lengthen what they write, so text within max (with its quotes) holds
+// at most max bytes. A value that is not a string is copied for protojson
+// to refuse.
+func (r *rewriter) copyHeld(max int, check func(s string) error) error {
 	var raw json.RawMessage
 	if err := r.dec.Decode(&raw); err != nil {
 		return err
 	}
-	// Base64 is longer than what it encodes: text within the bound (with
-	// its quotes) decodes to bytes within it.
-	if len(raw) > r.maxValue+2 {
+	if len(raw) > max+2 {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			// Standard or URL alphabet, padded or not, as protojson takes.
-			if n := len(strings.TrimRight(s, "=")) * 3 / 4; n > r.maxValue {
-				return valueTooLong(fd, n, r.maxValue)
+			if err := check(s); err != nil {
+				return err
 			}
 		}
 	}
